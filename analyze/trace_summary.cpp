@@ -1,0 +1,126 @@
+#include "analyze/trace_summary.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <limits>
+
+namespace gpumem::analyze {
+
+std::string deviceLabel(const Device& device)
+{
+    if (device.type == DeviceType::Cpu)
+        return "cpu";
+    return std::string(toString(device.type)) + ":" + std::to_string(device.ordinal);
+}
+
+TraceSummary summarize(const Trace& trace)
+{
+    TraceSummary s;
+    const auto& meta = trace.metadata();
+    if (meta.is_object()) {
+        if (auto it = meta.find("tool"); it != meta.end() && it->is_string())
+            s.tool = it->get<std::string>();
+        if (auto it = meta.find("tool_version"); it != meta.end() && it->is_string())
+            s.tool += (s.tool.empty() ? "" : " ") + it->get<std::string>();
+        if (auto it = meta.find("source_format"); it != meta.end() && it->is_string())
+            s.sourceFormat = it->get<std::string>();
+    }
+    const auto& m = trace.memory();
+    s.memoryEvents = m.count();
+    s.kernels = trace.kernels().size();
+    s.annotations = trace.annotations().size();
+    s.counterSamples = trace.counterSamples().size();
+
+    s.devices.resize(trace.devices().size());
+    for (std::size_t d = 0; d < trace.devices().size(); ++d) {
+        const auto& dev = trace.devices()[d];
+        auto& ds = s.devices[d];
+        ds.device = static_cast<DeviceId>(d);
+        ds.label = deviceLabel(dev);
+        ds.name = std::string(trace.str(dev.name));
+        ds.totalMemory = dev.totalMemory;
+    }
+    for (const auto& st : trace.streams())
+        if (st.device < s.devices.size())
+            ++s.devices[st.device].streams;
+    for (const auto& k : trace.kernels())
+        if (k.device < s.devices.size())
+            ++s.devices[k.device].kernels;
+
+    TimeNs lo = std::numeric_limits<TimeNs>::max(), hi = std::numeric_limits<TimeNs>::min();
+    auto see = [&](TimeNs a, TimeNs b) {
+        lo = std::min(lo, a);
+        hi = std::max(hi, b);
+    };
+    if (m.count())
+        see(m.time.front(), m.time.back());
+    for (const auto& k : trace.kernels())
+        see(k.start, k.end);
+    for (const auto& a : trace.annotations())
+        see(a.start, a.end);
+    if (!trace.counterSamples().empty())
+        see(trace.counterSamples().front().time, trace.counterSamples().back().time);
+    if (lo <= hi) {
+        s.start = lo;
+        s.end = hi;
+    }
+
+    // Which alloc events are paired with a free inside the trace, and which free events close one.
+    auto allocations = trace.allocations();
+    s.allocations = allocations.size();
+    std::vector<std::uint8_t> closesAllocation(m.count(), 0);
+    for (const auto& a : allocations) {
+        if (a.freeEvent != kNoIndex)
+            closesAllocation[a.freeEvent] = 1;
+        else if (a.allocEvent != kNoIndex) {
+            auto& ds = s.devices[m.device[a.allocEvent]];
+            ++ds.liveAtEnd;
+            ds.liveBytesAtEnd += m.size[a.allocEvent];
+        }
+    }
+    std::vector<Bytes> allocated(s.devices.size(), 0), reserved(s.devices.size(), 0);
+    auto raise = [](std::optional<Peak>& peak, Bytes value, TimeNs time) {
+        if (!peak || value > peak->bytes)
+            peak = Peak { value, time };
+    };
+    for (std::size_t i = 0; i < m.count(); ++i) {
+        const auto d = m.device[i];
+        auto& ds = s.devices[d];
+        ++ds.eventsByKind[static_cast<std::size_t>(m.kind[i])];
+        switch (m.kind[i]) {
+        case EventKind::Alloc:
+            allocated[d] += m.size[i];
+            raise(ds.peakAllocated, allocated[d], m.time[i]);
+            break;
+        case EventKind::Free:
+            if (closesAllocation[i])
+                allocated[d] -= std::min(allocated[d], m.size[i]);
+            break;
+        case EventKind::SegmentAlloc:
+        case EventKind::SegmentMap:
+            reserved[d] += m.size[i];
+            raise(ds.peakReserved, reserved[d], m.time[i]);
+            break;
+        case EventKind::SegmentFree:
+        case EventKind::SegmentUnmap:
+            reserved[d] -= std::min(reserved[d], m.size[i]);
+            break;
+        default:
+            break;
+        }
+    }
+    std::vector<std::optional<Peak>> counterPeaks(trace.counterSeries().size());
+    for (const auto& c : trace.counterSamples())
+        if (c.series < counterPeaks.size() && c.value >= 0)
+            raise(counterPeaks[c.series], static_cast<Bytes>(c.value), c.time);
+    for (std::size_t i = 0; i < counterPeaks.size(); ++i) {
+        const auto& series = trace.counterSeries()[i];
+        if (counterPeaks[i] && series.device < s.devices.size())
+            s.devices[series.device].recordedPeaks.emplace_back(std::string(trace.str(series.name)), *counterPeaks[i]);
+    }
+    s.anomalies = trace.stats().anomalies();
+    return s;
+}
+
+} // namespace gpumem::analyze

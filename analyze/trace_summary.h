@@ -1,0 +1,52 @@
+#pragma once
+// What `gpumem info` prints and the GUI's summary pane shows: counts, span, live blocks at the end
+// and peaks per device. Computed in one pass over the memory events; immutable afterwards.
+#include "core/trace.h"
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpumem::analyze {
+
+struct Peak {
+    Bytes bytes = 0;
+    TimeNs time = 0; // when it was first reached
+};
+
+struct DeviceSummary {
+    DeviceId device = 0;
+    std::string label;  // "cuda:0", "cpu"
+    std::string name;   // product name if recorded
+    Bytes totalMemory = 0;
+    std::size_t streams = 0;
+    std::array<std::uint64_t, kEventKindCount> eventsByKind {};
+    std::uint64_t kernels = 0;
+    std::uint64_t liveAtEnd = 0;  // allocations never freed within the trace
+    Bytes liveBytesAtEnd = 0;
+    // Peak of the running sum of live request-level blocks (paired allocations only; frees of blocks
+    // allocated before the window are not subtracted). Absent when the device has no alloc events.
+    std::optional<Peak> peakAllocated;
+    // Peak reserved from segment events (segment_alloc/map minus segment_free/unmap), when recorded.
+    std::optional<Peak> peakReserved;
+    // Peaks of recorded counters ("Total Allocated", "Total Reserved" of PyTorch's profiler), by name.
+    std::vector<std::pair<std::string, Peak>> recordedPeaks;
+};
+
+struct TraceSummary {
+    std::string tool;       // metadata "tool" (+ "tool_version")
+    std::string sourceFormat;
+    TimeNs start = 0, end = 0; // over all timed records; both 0 for an empty trace
+    std::uint64_t memoryEvents = 0, kernels = 0, annotations = 0, counterSamples = 0, allocations = 0;
+    std::vector<DeviceSummary> devices;
+    std::vector<Anomaly> anomalies;
+};
+
+// Throws nothing for a valid Trace.
+TraceSummary summarize(const Trace& trace);
+
+// "cuda:0", "hip:1", "cpu".
+std::string deviceLabel(const Device& device);
+
+} // namespace gpumem::analyze

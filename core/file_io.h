@@ -1,0 +1,48 @@
+#pragma once
+// File access shared by the readers and importers: whole-file reads with transparent gzip, and a
+// read-only memory map. Every failure is an IoError (OS refused) or FormatError (bad gzip stream)
+// whose message names the path.
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace gpumem {
+
+// True if `bytes` start with the gzip magic 1f 8b.
+bool isGzip(std::string_view bytes);
+
+// The whole file; if it is gzip (by magic, not extension), its decompressed content. Concatenated
+// gzip members are all decompressed. Throws IoError / FormatError naming the path and offset.
+std::string readFileMaybeGzip(const std::string& path);
+
+// Up to `limit` bytes from the start of the file as stored. Throws IoError if unreadable.
+std::string readFileHead(const std::string& path, std::size_t limit);
+
+// Up to `limit` bytes from the start of the file's content (decompressed if gzip): what importers
+// sniff. A corrupt gzip head yields what could be decompressed. Throws IoError if unreadable.
+std::string readContentHead(const std::string& path, std::size_t limit = 64 * 1024);
+
+// Decompresses a whole gzip/zlib buffer; `source` names it in errors.
+std::string gunzip(std::string_view compressed, std::string_view source);
+
+// A read-only memory map of a whole file (an empty file maps to an empty span). Move-only.
+class MappedFile {
+public:
+    explicit MappedFile(const std::string& path); // throws IoError
+    ~MappedFile();
+    MappedFile(MappedFile&& other) noexcept;
+    MappedFile& operator=(MappedFile&& other) noexcept;
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+
+    std::string_view bytes() const { return { static_cast<const char*>(m_data), m_size }; }
+    const std::string& path() const { return m_path; }
+
+private:
+    std::string m_path;
+    void* m_data = nullptr;
+    std::size_t m_size = 0;
+};
+
+} // namespace gpumem

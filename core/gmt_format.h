@@ -1,0 +1,69 @@
+#pragma once
+// The native binary format `.gmt` (docs/trace-format.md is the complete specification): a header
+// (magic, version, JSON metadata) followed by self-describing, checksummed chunks. Chunks are
+// independent (delta coding restarts in each), so a file cut anywhere reads up to its last whole
+// chunk, and a writer that dies mid-run leaves a readable file.
+#include "core/importer.h"
+#include "core/trace.h"
+
+#include <cstdio>
+#include <string>
+
+namespace gpumem {
+
+inline constexpr std::uint16_t kGmtMajorVersion = 1;
+inline constexpr std::uint16_t kGmtMinorVersion = 0;
+inline constexpr char kGmtMagic[8] = { '\x89', 'G', 'M', 'T', '\r', '\n', '\x1a', '\n' };
+
+// Appends chunks to a .gmt file. Each append* call writes one whole chunk with a single write(2),
+// so readers never see a half-written chunk except at a crash. Tables must be appended before the
+// events that refer to them. Not thread-safe: one writer thread (the tracer uses a background one).
+class GmtWriter {
+public:
+    // Creates (truncates) `path` and writes the header. Throws IoError.
+    GmtWriter(const std::string& path, const nlohmann::json& metadata);
+    ~GmtWriter(); // finishes if finish() was not called; never throws
+    GmtWriter(const GmtWriter&) = delete;
+    GmtWriter& operator=(const GmtWriter&) = delete;
+
+    // Strings with ids [first, first + count) of `table`; ids continue those already written (the
+    // empty string, id 0, is implicit). Throws Error if `first` is not the next id.
+    void appendStrings(const StringTable& table, StringId first, std::size_t count);
+    void appendDevices(std::span<const Device> devices);
+    void appendStreams(std::span<const Stream> streams);
+    void appendFrames(std::span<const Frame> frames);          // ids continue from 1 (frame 0 implicit)
+    void appendSites(const Trace& trace, SiteId first, std::size_t count); // from a Trace's site table
+    void appendSite(std::span<const FrameId> frames);          // one site (ids continue from 1)
+    void appendScopes(std::span<const Scope> scopes);          // ids continue from 1 (scope 0 implicit)
+    void appendCounterSeries(std::span<const CounterSeries> series);
+    // Memory events [begin, end) of `columns`, as one chunk.
+    void appendMemoryEvents(const MemoryEventColumns& columns, std::size_t begin, std::size_t end);
+    void appendKernels(std::span<const Kernel> kernels);
+    void appendAnnotations(std::span<const Annotation> annotations);
+    void appendCounterSamples(std::span<const CounterSample> samples);
+    void appendStats(const ImportStats& stats);
+    // A JSON merge patch (RFC 7396) applied to the header's metadata by readers.
+    void appendMetadataPatch(const nlohmann::json& patch);
+    // Writes the end chunk and closes. Throws IoError.
+    void finish();
+
+    std::uint64_t bytesWritten() const { return m_bytesWritten; }
+
+private:
+    void writeChunk(std::uint32_t type, std::uint32_t records, const std::string& payload);
+    int m_fd = -1;
+    std::string m_path;
+    std::uint64_t m_bytesWritten = 0;
+    std::uint64_t m_memoryEvents = 0;
+    StringId m_nextString = 1;
+    std::string m_scratch;
+};
+
+// Writes a whole trace (tables, then events in chunks of `eventsPerChunk`). Throws IoError.
+void writeGmt(const Trace& trace, const std::string& path, std::size_t eventsPerChunk = 65536);
+
+// Reads a .gmt file. Bad magic, a newer major version or a corrupt header: FormatError. A cut or
+// corrupt chunk stops the read there and is recorded as the "truncated" anomaly (severity error).
+Trace readGmt(const std::string& path, const LoadOptions& options = {});
+
+} // namespace gpumem

@@ -1,0 +1,52 @@
+#include "core/import_stats.h"
+
+#include "core/error.h"
+
+namespace gpumem {
+
+void ImportStats::add(std::string_view code, Severity severity, std::string_view detail, std::uint64_t count)
+{
+    for (auto& a : m_anomalies) {
+        if (a.code == code) {
+            a.count += count;
+            if (severity > a.severity)
+                a.severity = severity;
+            return;
+        }
+    }
+    m_anomalies.push_back(Anomaly { std::string(code), severity, count, std::string(detail) });
+}
+
+std::uint64_t ImportStats::count(std::string_view code) const
+{
+    const Anomaly* a = find(code);
+    return a ? a->count : 0;
+}
+
+const Anomaly* ImportStats::find(std::string_view code) const
+{
+    for (const auto& a : m_anomalies)
+        if (a.code == code)
+            return &a;
+    return nullptr;
+}
+
+Severity ImportStats::worst() const
+{
+    Severity worst = Severity::Info;
+    for (const auto& a : m_anomalies)
+        if (a.severity > worst)
+            worst = a.severity;
+    return worst;
+}
+
+void ImportStats::throwIfStrictViolated(std::string_view source) const
+{
+    for (const auto& a : m_anomalies)
+        if (a.severity != Severity::Info)
+            throw FormatError(std::string(source) + ": " + a.code + " (" + std::to_string(a.count) + "×, "
+                + std::string(toString(a.severity)) + "): " + a.detail
+                + " — rerun without --strict to import anyway");
+}
+
+} // namespace gpumem

@@ -1,0 +1,38 @@
+#pragma once
+// Anomalies met while importing a trace (Perfetto's stats.h idea): each is counted under a stable
+// code with a severity and the first example's detail, and loading continues. `--strict` turns
+// warnings and errors into a FormatError. Thread-compatible (no internal locking).
+#include "core/types.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpumem {
+
+struct Anomaly {
+    std::string code;        // stable snake_case id, e.g. "unmatched_free", "truncated"
+    Severity severity = Severity::Info;
+    std::uint64_t count = 0; // occurrences
+    std::string detail;      // the first occurrence, with its file offset, event index or field
+};
+
+class ImportStats {
+public:
+    // Counts one occurrence of `code`; keeps the detail of the first one.
+    void add(std::string_view code, Severity severity, std::string_view detail, std::uint64_t count = 1);
+    const std::vector<Anomaly>& anomalies() const { return m_anomalies; }
+    std::uint64_t count(std::string_view code) const;
+    const Anomaly* find(std::string_view code) const;
+    bool empty() const { return m_anomalies.empty(); }
+    // The worst severity present; Info when empty.
+    Severity worst() const;
+    // Throws FormatError naming `source` and the first warning or error, if any (the --strict rule).
+    void throwIfStrictViolated(std::string_view source) const;
+
+private:
+    std::vector<Anomaly> m_anomalies; // in order of first occurrence
+};
+
+} // namespace gpumem

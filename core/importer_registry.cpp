@@ -1,0 +1,52 @@
+#include "core/error.h"
+#include "core/file_io.h"
+#include "core/importer.h"
+
+// One line per format. Importers are defined next to their format (core/*_format.cpp, core/importers/).
+namespace gpumem {
+std::unique_ptr<Importer> makeGmtImporter();
+std::unique_ptr<Importer> makeJsonlImporter();
+
+const std::vector<std::unique_ptr<Importer>>& importers()
+{
+    static const std::vector<std::unique_ptr<Importer>> all = [] {
+        std::vector<std::unique_ptr<Importer>> v;
+        v.push_back(makeGmtImporter());
+        v.push_back(makeJsonlImporter());
+        return v;
+    }();
+    return all;
+}
+
+const Importer* detectFormat(const std::string& path)
+{
+    std::string raw = readFileHead(path, 64 * 1024);
+    SniffInput input;
+    input.path = path;
+    input.raw = raw;
+    input.gzip = isGzip(raw);
+    std::string content = input.gzip ? readContentHead(path, 64 * 1024) : std::string();
+    input.content = input.gzip ? std::string_view(content) : std::string_view(raw);
+    for (const auto& importer : importers())
+        if (importer->sniff(input))
+            return importer.get();
+    return nullptr;
+}
+
+Trace loadTrace(const std::string& path, const LoadOptions& options)
+{
+    const Importer* importer = detectFormat(path);
+    if (!importer) {
+        std::string names;
+        for (const auto& i : importers())
+            names += (names.empty() ? "" : ", ") + std::string(i->name());
+        throw FormatError(path + ": not a trace format gpumem reads (the content matches none of: " + names
+            + "); run `gpumem help formats` for what each format looks like");
+    }
+    Trace trace = importer->load(path, options);
+    if (options.strict)
+        trace.stats().throwIfStrictViolated(path);
+    return trace;
+}
+
+} // namespace gpumem

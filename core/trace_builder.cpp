@@ -1,0 +1,287 @@
+#include "core/trace_builder.h"
+
+#include "core/detail/trace_body.h"
+#include "core/error.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace gpumem {
+
+namespace {
+    struct VectorHash {
+        std::size_t operator()(const std::vector<FrameId>& v) const noexcept
+        {
+            std::size_t h = v.size();
+            for (auto f : v)
+                h = h * 1000003u ^ f;
+            return h;
+        }
+    };
+    struct ScopeKey {
+        ScopeId parent;
+        StringId name;
+        ScopeKind kind;
+        bool operator==(const ScopeKey&) const = default;
+    };
+    struct ScopeKeyHash {
+        std::size_t operator()(const ScopeKey& k) const noexcept
+        {
+            return (std::size_t(k.parent) * 1000003u) ^ (std::size_t(k.name) << 3) ^ std::size_t(k.kind);
+        }
+    };
+    struct FrameKeyHash {
+        std::size_t operator()(const std::tuple<StringId, StringId, std::int32_t>& k) const noexcept
+        {
+            return std::get<0>(k) * 1000003u ^ std::get<1>(k) * 10007u ^ std::size_t(std::get<2>(k));
+        }
+    };
+} // namespace
+
+struct TraceBuilder::Impl {
+    std::shared_ptr<detail::TraceBody> body = std::make_shared<detail::TraceBody>();
+    std::unordered_map<std::vector<FrameId>, SiteId, VectorHash> siteIndex;
+    std::unordered_map<ScopeKey, ScopeId, ScopeKeyHash> scopeIndex;
+    std::unordered_map<std::tuple<StringId, StringId, std::int32_t>, FrameId, FrameKeyHash> frameIndex;
+    std::map<std::pair<DeviceType, std::int32_t>, DeviceId> deviceIndex;
+    std::map<std::pair<DeviceId, std::uint64_t>, StreamId> streamIndex;
+};
+
+TraceBuilder::TraceBuilder()
+    : m_impl(std::make_unique<Impl>())
+{
+}
+TraceBuilder::~TraceBuilder() = default;
+
+nlohmann::json& TraceBuilder::metadata() { return m_impl->body->metadata; }
+StringId TraceBuilder::intern(std::string_view text) { return m_impl->body->strings.intern(text); }
+ImportStats& TraceBuilder::stats() { return m_impl->body->importStats; }
+
+DeviceId TraceBuilder::addDevice(const Device& device)
+{
+    auto& devices = m_impl->body->devices;
+    if (devices.size() >= kNoDevice)
+        throw FormatError("too many devices (more than " + std::to_string(kNoDevice) + ")");
+    auto id = static_cast<DeviceId>(devices.size());
+    devices.push_back(device);
+    m_impl->deviceIndex.try_emplace({ device.type, device.ordinal }, id);
+    return id;
+}
+
+DeviceId TraceBuilder::device(DeviceType type, std::int32_t ordinal)
+{
+    if (auto it = m_impl->deviceIndex.find({ type, ordinal }); it != m_impl->deviceIndex.end())
+        return it->second;
+    return addDevice(Device { type, ordinal, 0, 0 });
+}
+
+StreamId TraceBuilder::addStream(const Stream& stream)
+{
+    auto& streams = m_impl->body->streams;
+    auto id = static_cast<StreamId>(streams.size());
+    streams.push_back(stream);
+    m_impl->streamIndex.try_emplace({ stream.device, stream.handle }, id);
+    return id;
+}
+
+StreamId TraceBuilder::stream(DeviceId device, std::uint64_t handle)
+{
+    if (auto it = m_impl->streamIndex.find({ device, handle }); it != m_impl->streamIndex.end())
+        return it->second;
+    return addStream(Stream { device, handle, 0 });
+}
+
+FrameId TraceBuilder::frame(std::string_view name, std::string_view file, std::int32_t line)
+{
+    auto key = std::make_tuple(intern(name), intern(file), line);
+    auto [it, inserted] = m_impl->frameIndex.try_emplace(key, 0);
+    if (inserted)
+        it->second = appendFrame(Frame { std::get<0>(key), std::get<1>(key), line });
+    return it->second;
+}
+
+SiteId TraceBuilder::site(std::span<const FrameId> frames)
+{
+    if (frames.empty())
+        return 0;
+    std::vector<FrameId> key(frames.begin(), frames.end());
+    if (auto it = m_impl->siteIndex.find(key); it != m_impl->siteIndex.end())
+        return it->second;
+    SiteId id = appendSite(frames);
+    m_impl->siteIndex.emplace(std::move(key), id);
+    return id;
+}
+
+ScopeId TraceBuilder::scope(ScopeId parent, std::string_view name, ScopeKind kind)
+{
+    ScopeKey key { parent, intern(name), kind };
+    auto [it, inserted] = m_impl->scopeIndex.try_emplace(key, 0);
+    if (inserted)
+        it->second = appendScope(Scope { parent, key.name, kind });
+    return it->second;
+}
+
+FrameId TraceBuilder::appendFrame(const Frame& frame)
+{
+    auto& frames = m_impl->body->frames;
+    frames.push_back(frame);
+    return static_cast<FrameId>(frames.size() - 1);
+}
+
+SiteId TraceBuilder::appendSite(std::span<const FrameId> frames)
+{
+    auto& b = *m_impl->body;
+    b.siteFrames.insert(b.siteFrames.end(), frames.begin(), frames.end());
+    b.siteOffsets.push_back(static_cast<std::uint32_t>(b.siteFrames.size()));
+    return static_cast<SiteId>(b.siteOffsets.size() - 2);
+}
+
+ScopeId TraceBuilder::appendScope(const Scope& scope)
+{
+    auto& scopes = m_impl->body->scopes;
+    scopes.push_back(scope);
+    return static_cast<ScopeId>(scopes.size() - 1);
+}
+
+void TraceBuilder::add(const MemoryEvent& event)
+{
+    auto& m = m_impl->body->memory;
+    if (event.sequence == MemoryEvent::kAutoSequence) {
+        MemoryEvent e = event;
+        e.sequence = m.count();
+        m.push(e);
+    } else {
+        m.push(event);
+    }
+}
+
+std::uint32_t TraceBuilder::addCounterSeries(const CounterSeries& series)
+{
+    auto& s = m_impl->body->counterSeries;
+    s.push_back(series);
+    return static_cast<std::uint32_t>(s.size() - 1);
+}
+
+void TraceBuilder::alloc(TimeNs time, Address address, Bytes size, Bytes requested)
+{
+    if (m_impl->body->devices.empty())
+        device(DeviceType::Cuda, 0);
+    if (m_impl->body->streams.empty())
+        stream(0, 0);
+    MemoryEvent e;
+    e.time = time;
+    e.kind = EventKind::Alloc;
+    e.address = address;
+    e.size = size;
+    e.requestedSize = requested;
+    add(e);
+}
+
+void TraceBuilder::free(TimeNs time, Address address, Bytes size)
+{
+    if (m_impl->body->devices.empty())
+        device(DeviceType::Cuda, 0);
+    if (m_impl->body->streams.empty())
+        stream(0, 0);
+    MemoryEvent e;
+    e.time = time;
+    e.kind = EventKind::Free;
+    e.address = address;
+    e.size = size;
+    add(e);
+}
+
+MemoryEventColumns& TraceBuilder::memoryColumns() { return m_impl->body->memory; }
+std::vector<Kernel>& TraceBuilder::kernels() { return m_impl->body->kernels; }
+std::vector<Annotation>& TraceBuilder::annotations() { return m_impl->body->annotations; }
+std::vector<CounterSample>& TraceBuilder::counterSamples() { return m_impl->body->counterSamples; }
+std::size_t TraceBuilder::memoryEventCount() const { return m_impl->body->memory.count(); }
+std::size_t TraceBuilder::deviceCount() const { return m_impl->body->devices.size(); }
+std::size_t TraceBuilder::streamCount() const { return m_impl->body->streams.size(); }
+std::size_t TraceBuilder::frameCount() const { return m_impl->body->frames.size(); }
+std::size_t TraceBuilder::siteCount() const { return m_impl->body->siteOffsets.size() - 1; }
+std::size_t TraceBuilder::scopeCount() const { return m_impl->body->scopes.size(); }
+
+namespace {
+    template <typename T> void permute(std::vector<T>& v, const std::vector<std::uint32_t>& order)
+    {
+        std::vector<T> out;
+        out.reserve(v.size());
+        for (auto i : order)
+            out.push_back(v[i]);
+        v.swap(out);
+    }
+
+    void sortMemory(MemoryEventColumns& m, ImportStats& stats)
+    {
+        const std::size_t n = m.count();
+        bool sorted = true;
+        for (std::size_t i = 1; i < n && sorted; ++i)
+            sorted = m.time[i - 1] < m.time[i] || (m.time[i - 1] == m.time[i] && m.sequence[i - 1] <= m.sequence[i]);
+        if (sorted)
+            return;
+        std::vector<std::uint32_t> order(n);
+        std::iota(order.begin(), order.end(), 0u);
+        std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+            return m.time[a] < m.time[b] || (m.time[a] == m.time[b] && m.sequence[a] < m.sequence[b]);
+        });
+        std::size_t moved = 0;
+        for (std::size_t i = 0; i < n; ++i)
+            moved += order[i] != i;
+        stats.add("unsorted_input", Severity::Info,
+            std::to_string(moved) + " memory events were out of (time, sequence) order in the source and were sorted; first moved event: index "
+                + std::to_string(std::find_if(order.begin(), order.end(), [i = std::uint32_t(0)](std::uint32_t o) mutable { return o != i++; }) - order.begin()),
+            moved);
+        permute(m.time, order);
+        permute(m.kind, order);
+        permute(m.device, order);
+        permute(m.stream, order);
+        permute(m.address, order);
+        permute(m.size, order);
+        permute(m.requestedSize, order);
+        permute(m.scope, order);
+        permute(m.site, order);
+        permute(m.thread, order);
+        permute(m.sequence, order);
+        permute(m.category, order);
+    }
+} // namespace
+
+Trace TraceBuilder::build()
+{
+    auto& b = *m_impl->body;
+    auto& m = b.memory;
+    const std::size_t n = m.count();
+    if (n > std::numeric_limits<std::uint32_t>::max())
+        throw FormatError("trace has more than 4,294,967,295 memory events; split it");
+    for (std::size_t i = 0; i < n; ++i) {
+        auto bad = [&](const char* field, std::uint64_t value, std::size_t limit) {
+            throw FormatError("memory event " + std::to_string(i) + ": " + field + " " + std::to_string(value)
+                + " refers to no entry (the trace has " + std::to_string(limit) + ")");
+        };
+        if (m.device[i] >= b.devices.size())
+            bad("device", m.device[i], b.devices.size());
+        if (m.stream[i] >= b.streams.size())
+            bad("stream", m.stream[i], b.streams.size());
+        if (m.scope[i] >= b.scopes.size())
+            bad("scope", m.scope[i], b.scopes.size());
+        if (m.site[i] >= b.siteOffsets.size() - 1)
+            bad("site", m.site[i], b.siteOffsets.size() - 1);
+        if (static_cast<int>(m.kind[i]) >= kEventKindCount)
+            bad("kind", static_cast<int>(m.kind[i]), kEventKindCount);
+        if (static_cast<int>(m.category[i]) >= kCategoryCount)
+            bad("category", static_cast<int>(m.category[i]), kCategoryCount);
+    }
+    sortMemory(m, b.importStats);
+    std::stable_sort(b.kernels.begin(), b.kernels.end(),
+        [](const Kernel& x, const Kernel& y) { return x.start < y.start; });
+    std::stable_sort(b.annotations.begin(), b.annotations.end(),
+        [](const Annotation& x, const Annotation& y) { return x.start < y.start; });
+    std::stable_sort(b.counterSamples.begin(), b.counterSamples.end(),
+        [](const CounterSample& x, const CounterSample& y) { return x.time < y.time; });
+    Trace trace(std::move(m_impl->body));
+    m_impl = std::make_unique<Impl>();
+    return trace;
+}
+
+} // namespace gpumem

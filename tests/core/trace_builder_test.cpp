@@ -1,0 +1,93 @@
+#include "core/error.h"
+#include "core/trace_builder.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+using namespace gpumem;
+
+TEST(TraceBuilder, SortsMemoryEventsByTimeThenSequence)
+{
+    TraceBuilder b;
+    auto dev = b.device(DeviceType::Cuda, 0);
+    auto s = b.stream(dev, 0);
+    MemoryEvent e;
+    e.device = dev;
+    e.stream = s;
+    e.time = 20, e.sequence = 5, e.address = 0x100, e.size = 512, e.kind = EventKind::Free;
+    b.add(e);
+    e.time = 10, e.sequence = 9, e.kind = EventKind::Alloc;
+    b.add(e);
+    e.time = 20, e.sequence = 1, e.address = 0x200, e.kind = EventKind::Alloc;
+    b.add(e);
+    Trace t = b.build();
+    ASSERT_EQ(t.memory().count(), 3u);
+    EXPECT_EQ(t.memory().sequence[0], 9u);
+    EXPECT_EQ(t.memory().sequence[1], 1u);
+    EXPECT_EQ(t.memory().sequence[2], 5u);
+    EXPECT_EQ(t.stats().count("unsorted_input"), 3u);
+}
+
+TEST(TraceBuilder, PairsAllocFreeAndCountsUnmatchedFrees)
+{
+    TraceBuilder b;
+    b.alloc(1, 0x1000, 512);
+    b.free(2, 0x9000, 512); // allocated before the window
+    b.alloc(3, 0x2000, 1024);
+    b.free(4, 0x1000, 512);
+    Trace t = b.build();
+    auto allocs = t.allocations();
+    ASSERT_EQ(allocs.size(), 2u);
+    EXPECT_EQ(allocs[0].allocEvent, 0u);
+    EXPECT_EQ(allocs[0].freeEvent, 3u);
+    EXPECT_EQ(allocs[1].freeEvent, kNoIndex);
+    EXPECT_EQ(t.stats().count("unmatched_free"), 1u);
+    EXPECT_EQ(t.stats().find("unmatched_free")->severity, Severity::Info);
+}
+
+TEST(TraceBuilder, FlagsAllocAtLiveAddress)
+{
+    TraceBuilder b;
+    b.alloc(1, 0x1000, 512);
+    b.alloc(2, 0x1000, 512);
+    Trace t = b.build();
+    EXPECT_EQ(t.allocations().size(), 2u);
+    EXPECT_EQ(t.stats().count("alloc_at_live_address"), 1u);
+    EXPECT_THROW(t.stats().throwIfStrictViolated("x.jsonl"), FormatError);
+}
+
+TEST(TraceBuilder, InternsSitesScopesAndFrames)
+{
+    TraceBuilder b;
+    FrameId f1 = b.frame("forward", "model.py", 42);
+    FrameId f2 = b.frame("step", "train.py", 88);
+    EXPECT_EQ(b.frame("forward", "model.py", 42), f1);
+    std::vector<FrameId> stack { f1, f2 };
+    SiteId s1 = b.site(stack);
+    EXPECT_EQ(b.site(stack), s1);
+    EXPECT_EQ(b.site({}), 0u);
+    ScopeId root = b.scope(0, "nn.Module: Model", ScopeKind::Module);
+    ScopeId child = b.scope(root, "nn.Module: Linear_0", ScopeKind::Module);
+    EXPECT_EQ(b.scope(root, "nn.Module: Linear_0", ScopeKind::Module), child);
+    Trace t = b.build();
+    ASSERT_EQ(t.siteFrames(s1).size(), 2u);
+    EXPECT_EQ(t.str(t.frames()[t.siteFrames(s1)[1]].file), "train.py");
+    EXPECT_EQ(t.scopes()[child].parent, root);
+    EXPECT_EQ(t.str(t.scopes()[child].name), "nn.Module: Linear_0");
+}
+
+TEST(TraceBuilder, RejectsEventsReferringToMissingTables)
+{
+    TraceBuilder b;
+    b.alloc(1, 0x1000, 512);
+    MemoryEvent e;
+    e.device = 0;
+    e.stream = 7; // no such stream
+    b.add(e);
+    try {
+        b.build();
+        FAIL() << "expected FormatError";
+    } catch (const FormatError& err) {
+        EXPECT_NE(std::string(err.what()).find("memory event 1: stream 7"), std::string::npos) << err.what();
+    }
+}
