@@ -7,6 +7,7 @@ namespace gpumem {
 std::unique_ptr<Importer> makeGmtImporter();
 std::unique_ptr<Importer> makeJsonlImporter();
 std::unique_ptr<Importer> makeXplaneImporter();
+std::unique_ptr<Importer> makeRmmCsvImporter();
 
 const std::vector<std::unique_ptr<Importer>>& importers()
 {
@@ -15,6 +16,7 @@ const std::vector<std::unique_ptr<Importer>>& importers()
         v.push_back(makeGmtImporter());
         v.push_back(makeJsonlImporter());
         v.push_back(makeXplaneImporter());
+        v.push_back(makeRmmCsvImporter());
         return v;
     }();
     return all;
