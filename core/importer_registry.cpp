@@ -8,6 +8,7 @@ std::unique_ptr<Importer> makeGmtImporter();
 std::unique_ptr<Importer> makeJsonlImporter();
 std::unique_ptr<Importer> makeXplaneImporter();
 std::unique_ptr<Importer> makeRmmCsvImporter();
+std::unique_ptr<Importer> makeNsysSqliteImporter();
 
 const std::vector<std::unique_ptr<Importer>>& importers()
 {
@@ -17,6 +18,7 @@ const std::vector<std::unique_ptr<Importer>>& importers()
         v.push_back(makeJsonlImporter());
         v.push_back(makeXplaneImporter());
         v.push_back(makeRmmCsvImporter());
+        v.push_back(makeNsysSqliteImporter());
         return v;
     }();
     return all;
