@@ -1,5 +1,6 @@
 #include "core/importers/nsys_importer.h"
 
+#include "core/importers/detail/device_tables.h"
 #include "core/trace_builder.h"
 
 #include <nlohmann/json.hpp>
@@ -112,6 +113,7 @@ namespace {
             : m_path(path)
             , m_options(options)
             , m_db(path)
+            , m_tables(m_builder, path)
         {
         }
 
@@ -122,12 +124,12 @@ namespace {
             {
                 Statement tables(m_db.get(), "SELECT name FROM sqlite_master WHERE type IN ('table','view')", m_path);
                 while (tables.step())
-                    m_tables.insert(std::string(tables.text(0)));
+                    m_tableNames.insert(std::string(tables.text(0)));
             }
-            const bool memory = m_tables.count(kMemoryTable), kernels = m_tables.count(kKernelTable), pools = m_tables.count(kPoolTable);
+            const bool memory = m_tableNames.count(kMemoryTable), kernels = m_tableNames.count(kKernelTable), pools = m_tableNames.count(kPoolTable);
             if (!memory && !kernels && !pools) {
                 std::string found;
-                for (const auto& t : m_tables)
+                for (const auto& t : m_tableNames)
                     if (found.size() < 200)
                         found += (found.empty() ? "" : ", ") + t;
                 throw FormatError(m_path + ": an SQLite database but not an Nsight Systems export with memory or kernel data: none of the tables "
@@ -151,8 +153,7 @@ namespace {
             else
                 m_builder.stats().add("nsys_no_memory_pool_table", Severity::Info,
                     m_path + ": no " + std::string(kPoolTable) + " table (no cudaMallocAsync memory pool was created or traced)");
-            for (const Device& d : m_devices)
-                m_builder.addDevice(d);
+            m_tables.commit();
             return m_builder.build();
         }
 
@@ -193,12 +194,12 @@ namespace {
 
         void readTargetInfo()
         {
-            if (m_tables.count("TARGET_INFO_SESSION_START_TIME") && columns("TARGET_INFO_SESSION_START_TIME").count("utcEpochNs")) {
+            if (m_tableNames.count("TARGET_INFO_SESSION_START_TIME") && columns("TARGET_INFO_SESSION_START_TIME").count("utcEpochNs")) {
                 Statement s(m_db.get(), "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1", m_path);
                 if (s.step() && !s.isNull(0))
                     m_builder.metadata()["session_start_utc_ns"] = s.integer(0);
             }
-            if (!m_tables.count("TARGET_INFO_GPU"))
+            if (!m_tableNames.count("TARGET_INFO_GPU"))
                 return;
             auto have = columns("TARGET_INFO_GPU");
             if (!have.count("cuDevice") || !have.count("name"))
@@ -209,19 +210,16 @@ namespace {
                 if (s.isNull(0) || s.integer(0) < 0 || s.integer(0) > INT32_MAX)
                     continue;
                 DeviceId d = gpu(s.integer(0));
-                if (m_devices[d].name == 0)
-                    m_devices[d].name = m_builder.intern(s.text(1));
+                if (m_tables.device(d).name == 0)
+                    m_tables.device(d).name = m_builder.intern(s.text(1));
                 if (!s.isNull(2) && s.integer(2) > 0)
-                    m_devices[d].totalMemory = static_cast<Bytes>(s.integer(2));
+                    m_tables.device(d).totalMemory = static_cast<Bytes>(s.integer(2));
             }
         }
 
         DeviceId newDevice(DeviceType type, std::int32_t ordinal, std::string_view name)
         {
-            if (m_devices.size() >= kNoDevice)
-                throw FormatError(m_path + ": more than " + std::to_string(kNoDevice) + " devices");
-            m_devices.push_back(Device { type, ordinal, name.empty() ? 0 : m_builder.intern(name), 0 });
-            return static_cast<DeviceId>(m_devices.size() - 1);
+            return m_tables.addDevice(Device { type, ordinal, name.empty() ? 0 : m_builder.intern(name), 0 });
         }
 
         // Devices are collected here and added to the builder at the end, so that TARGET_INFO_GPU can
@@ -241,16 +239,6 @@ namespace {
             if (!m_host)
                 m_host = newDevice(DeviceType::Cpu, -1, "host (pageable and pinned memory)");
             return *m_host;
-        }
-
-        StreamId stream(DeviceId device, std::uint64_t handle, std::string_view name = {})
-        {
-            auto key = std::make_pair(device, handle);
-            if (auto it = m_streams.find(key); it != m_streams.end())
-                return it->second;
-            StreamId id = m_builder.addStream(Stream { device, handle, name.empty() ? 0 : m_builder.intern(name) });
-            m_streams.emplace(key, id);
-            return id;
         }
 
         bool validDeviceId(const Statement& row, int column, const char* table)
@@ -303,14 +291,14 @@ namespace {
                 e.requestedSize = e.size;
                 if (kind == kDeviceKind || kind == kDeviceStatic || kind == kArray) {
                     e.device = gpu(row.integer(1));
-                    e.stream = stream(e.device, streamId);
+                    e.stream = m_tables.stream(e.device, streamId);
                 } else if (kind == kPageable || kind == kPinned) {
                     e.device = host();
-                    e.stream = stream(e.device, streamId);
+                    e.stream = m_tables.stream(e.device, streamId);
                 } else {
                     e.device = gpu(row.integer(1));
                     const std::uint64_t tagged = kNsysMemKindStreamTag | (static_cast<std::uint64_t>(kind & 0x7fffffff) << 32) | (streamId & 0xffffffffu);
-                    e.stream = stream(e.device, tagged, memKindName(kind) + " memory, stream " + std::to_string(streamId));
+                    e.stream = m_tables.stream(e.device, tagged, memKindName(kind) + " memory, stream " + std::to_string(streamId));
                     m_builder.stats().add("nsys_non_device_memory", Severity::Info,
                         m_path + ": " + memKindName(kind) + " memory events are kept on the GPU device but on streams of their own (handle bit 63 set)");
                 }
@@ -335,7 +323,7 @@ namespace {
 
         void readKernels()
         {
-            const bool haveStrings = m_tables.count(kStringTable);
+            const bool haveStrings = m_tableNames.count(kStringTable);
             if (!haveStrings)
                 m_builder.stats().add("nsys_no_string_table", Severity::Warning,
                     m_path + ": no " + std::string(kStringTable) + " table; kernels are imported without names");
@@ -367,7 +355,7 @@ namespace {
                     k.end = k.start;
                 }
                 k.device = gpu(row.integer(2));
-                k.stream = stream(k.device, static_cast<std::uint64_t>(row.isNull(3) ? 0 : row.integer(3)));
+                k.stream = m_tables.stream(k.device, static_cast<std::uint64_t>(row.isNull(3) ? 0 : row.integer(3)));
                 k.correlation = static_cast<std::uint64_t>(row.isNull(4) ? 0 : row.integer(4));
                 if (lookup) {
                     k.name = name(row, 5, *lookup);
@@ -426,11 +414,10 @@ namespace {
         const LoadOptions& m_options;
         Database m_db;
         TraceBuilder m_builder;
-        std::set<std::string> m_tables;
-        std::vector<Device> m_devices;
+        detail::DeviceTables m_tables;
+        std::set<std::string> m_tableNames;
         std::map<std::int64_t, DeviceId> m_gpus;
         std::optional<DeviceId> m_host;
-        std::map<std::pair<DeviceId, std::uint64_t>, StreamId> m_streams;
         std::unordered_map<std::int64_t, StringId> m_names;
     };
 } // namespace

@@ -2,6 +2,7 @@
 
 #include "core/detail/varint.h"
 #include "core/file_io.h"
+#include "core/importers/detail/device_tables.h"
 #include "core/importers/xplane.pb.h"
 #include "core/trace_builder.h"
 
@@ -118,6 +119,7 @@ namespace {
             : m_space(space)
             , m_source(source)
             , m_options(options)
+            , m_tables(m_builder, source)
         {
         }
 
@@ -137,9 +139,8 @@ namespace {
                     m_source + ": no MemoryAllocation/MemoryDeallocation events; the profile was taken without "
                                "host tracing of the allocator (jax.profiler / tf.profiler host_tracer_level >= 2)");
             // Devices are added last so that a GPU first met on its device plane still gets the name of
-            // its allocator, met later on the host plane.
-            for (const Device& d : m_devices)
-                m_builder.addDevice(d);
+            // its allocator, met later on the host plane (DeviceTables).
+            m_tables.commit();
             return m_builder.build();
         }
 
@@ -176,20 +177,12 @@ namespace {
             }
         }
 
-        DeviceId newDevice(const Device& d)
-        {
-            if (m_devices.size() >= kNoDevice)
-                throw FormatError(m_source + ": more than " + std::to_string(kNoDevice) + " devices/allocators; not a profile gpumem can hold");
-            m_devices.push_back(d);
-            return static_cast<DeviceId>(m_devices.size() - 1);
-        }
-
         DeviceId gpuDevice(std::int32_t ordinal, std::string_view name = {})
         {
             auto it = m_gpuDevices.find(ordinal);
             if (it != m_gpuDevices.end()) {
-                if (!name.empty() && m_devices[it->second].name == 0)
-                    m_devices[it->second].name = m_builder.intern(name);
+                if (!name.empty() && m_tables.device(it->second).name == 0)
+                    m_tables.device(it->second).name = m_builder.intern(name);
                 return it->second;
             }
             Device d;
@@ -198,7 +191,7 @@ namespace {
             d.name = name.empty() ? 0 : m_builder.intern(name);
             if (auto p = m_gpuPlanes.find(ordinal); p != m_gpuPlanes.end())
                 d.totalMemory = p->second.totalMemory;
-            DeviceId id = newDevice(d);
+            DeviceId id = m_tables.addDevice(d);
             m_gpuDevices.emplace(ordinal, id);
             return id;
         }
@@ -216,24 +209,10 @@ namespace {
             d.type = DeviceType::Other;
             d.ordinal = static_cast<std::int32_t>(m_otherAllocators.size());
             d.name = m_builder.intern(allocator);
-            DeviceId id = newDevice(d);
+            DeviceId id = m_tables.addDevice(d);
             m_otherAllocators.emplace(std::string(allocator), id);
             m_builder.stats().add("xplane_non_gpu_allocator", Severity::Info,
                 m_source + ": allocator \"" + std::string(allocator) + "\" is not GPU_<N>_bfc; its events are on a device of type other named after it");
-            return id;
-        }
-
-        StreamId stream(DeviceId device, std::uint64_t handle, std::string_view name)
-        {
-            auto key = std::make_pair(device, handle);
-            if (auto it = m_streams.find(key); it != m_streams.end())
-                return it->second;
-            Stream s;
-            s.device = device;
-            s.handle = handle;
-            s.name = name.empty() ? 0 : m_builder.intern(name);
-            StreamId id = m_builder.addStream(s);
-            m_streams.emplace(key, id);
             return id;
         }
 
@@ -318,7 +297,7 @@ namespace {
             k.start = *start;
             k.end = end;
             k.device = device;
-            k.stream = stream(device, static_cast<std::uint64_t>(line.id()), lineName);
+            k.stream = m_tables.stream(device, static_cast<std::uint64_t>(line.id()), lineName);
             k.name = m_builder.intern(name);
             if (const auto* s = view.find(event.stats(), "correlation_id"))
                 k.correlation = PlaneView::unsignedValue(*s).value_or(0);
@@ -376,7 +355,7 @@ namespace {
             e.time = *time;
             e.kind = isAlloc ? EventKind::Alloc : EventKind::Free;
             e.device = device;
-            e.stream = stream(device, 0, "");
+            e.stream = m_tables.stream(device, 0);
             e.address = *address;
             e.size = *allocated;
             e.requestedSize = requested.value_or(0);
@@ -408,12 +387,11 @@ namespace {
         const std::string& m_source;
         const LoadOptions& m_options;
         TraceBuilder m_builder;
+        detail::DeviceTables m_tables;
         DeviceType m_gpuType = DeviceType::Cuda;
         std::map<std::int32_t, GpuPlaneInfo> m_gpuPlanes;
         std::map<std::int32_t, DeviceId> m_gpuDevices;
-        std::vector<Device> m_devices; // added to the builder in read(), in id order
         std::map<std::string, DeviceId> m_otherAllocators;
-        std::map<std::pair<DeviceId, std::uint64_t>, StreamId> m_streams;
         std::map<std::pair<DeviceId, std::string>, std::uint32_t> m_counters;
         std::uint64_t m_memoryEvents = 0;
     };
