@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <optional>
 
@@ -439,6 +440,15 @@ Trace importXplane(std::string_view bytes, const std::string& source, const Load
 
 Trace readXplane(const std::string& path, const LoadOptions& options)
 {
+    // Refuse an oversized plain file before reading it into memory (importXplane checks again after
+    // gzip decompression).
+    if (!isGzip(readFileHead(path, 2))) {
+        std::error_code ec;
+        auto size = std::filesystem::file_size(path, ec);
+        if (!ec && size > kMaxXplaneBytes)
+            throw FormatError(path + ": " + std::to_string(size) + " bytes is more than the " + std::to_string(kMaxXplaneBytes)
+                + " an .xplane.pb may have in gpumem; profile a shorter window");
+    }
     std::string content = readFileMaybeGzip(path);
     return importXplane(content, path, options);
 }
