@@ -169,7 +169,8 @@ namespace {
                     info.totalMemory = PlaneView::unsignedValue(*s).value_or(0);
                 if (const auto* s = view.find(plane.stats(), "device_vendor")) {
                     auto vendor = view.text(*s).value_or("");
-                    if (!vendor.empty())
+                    // Metadata is JSON: keep only a printable ASCII vendor so that writers never meet bad UTF-8.
+                    if (!vendor.empty() && std::all_of(vendor.begin(), vendor.end(), [](char c) { return c >= 0x20 && c < 0x7f; }))
                         m_builder.metadata()["device_vendor"] = std::string(vendor);
                     if (vendor == "AMD")
                         m_gpuType = DeviceType::Hip;
