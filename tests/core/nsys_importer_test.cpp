@@ -15,22 +15,28 @@ using namespace gpumem;
 
 namespace {
 
-// Builds tests/data/nsys/<name>.sql into a fresh .sqlite in the test's temporary folder.
+// Runs `sql` into a fresh <name>.sqlite in the test's temporary folder and returns its path.
+std::string databaseFromSql(const std::string& name, const std::string& sql)
+{
+    std::string path = ::testing::TempDir() + "gpumem_nsys_" + name + ".sqlite";
+    std::filesystem::remove(path);
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    char* error = nullptr;
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK) << (error ? error : "");
+    sqlite3_free(error);
+    sqlite3_close(db);
+    return path;
+}
+
+// Builds tests/data/nsys/<name>.sql into a .sqlite.
 std::string makeDatabase(const std::string& name)
 {
     std::ifstream in(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/nsys/" + name + ".sql");
     std::stringstream sql;
     sql << in.rdbuf();
     EXPECT_FALSE(sql.str().empty()) << name;
-    std::string path = ::testing::TempDir() + "gpumem_nsys_" + name + ".sqlite";
-    std::filesystem::remove(path);
-    sqlite3* db = nullptr;
-    EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-    char* error = nullptr;
-    EXPECT_EQ(sqlite3_exec(db, sql.str().c_str(), nullptr, nullptr, &error), SQLITE_OK) << (error ? error : "");
-    sqlite3_free(error);
-    sqlite3_close(db);
-    return path;
+    return databaseFromSql(name, sql.str());
 }
 
 std::size_t findEvent(const Trace& t, EventKind kind, Address address)
@@ -175,4 +181,19 @@ TEST(NsysSqliteImporter, SniffsTheSqliteMagicOnly)
     EXPECT_FALSE(looksLikeSqlite("SQLite format 3"));
     EXPECT_FALSE(looksLikeSqlite("{\"traceEvents\": []}"));
     EXPECT_FALSE(looksLikeSqlite(""));
+}
+
+TEST(NsysSqliteImporter, NamesTheTableAndColumnThatIsMissing)
+{
+    std::string path = databaseFromSql("no_bytes_column",
+        "CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INTEGER, deviceId INTEGER, address INTEGER, memKind INTEGER, memoryOperationType INTEGER);"
+        "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (1, 0, 4096, 2, 0);");
+    try {
+        loadTrace(path);
+        FAIL() << "a memory table without bytes was accepted";
+    } catch (const FormatError& e) {
+        std::string what = e.what();
+        EXPECT_NE(what.find("CUDA_GPU_MEMORY_USAGE_EVENTS"), std::string::npos) << what;
+        EXPECT_NE(what.find("\"bytes\""), std::string::npos) << what;
+    }
 }

@@ -283,3 +283,32 @@ TEST(XplaneImporter, RejectsTruncatedAndEmptyInputWithFormatError)
     }
     EXPECT_THROW(importXplane("", "empty.xplane.pb"), FormatError);
 }
+
+TEST(XplaneImporter, TurnsStepsAndModulesIntoAnnotationsAndSkipsOtherDerivedLines)
+{
+    auto line = [](std::int64_t id, const std::string& name, std::int64_t metadata) {
+        return Pb().num(1, id).str(2, name).num(3, 5000).msg(4, Pb().num(1, metadata).num(2, 1'000'000).num(3, 3'000'000));
+    };
+    Pb plane;
+    plane.num(1, 2).str(2, "/device:GPU:1");
+    plane.msg(3, line(4, "Stream #4(Kernel)", 1)).msg(3, line(100, "Steps", 2)).msg(3, line(101, "XLA Modules", 3));
+    plane.msg(3, line(102, "XLA Ops", 1));
+    plane.msg(4, metadataEntry(1, "fusion.3")).msg(4, metadataEntry(2, "12")).msg(4, metadataEntry(3, "jit_train_step"));
+    Trace t = importXplane(space({ plane }), "derived.xplane.pb");
+
+    ASSERT_EQ(t.kernels().size(), 1u);
+    EXPECT_EQ(t.str(t.kernels()[0].name), "fusion.3");
+    EXPECT_EQ(t.kernels()[0].start, 5000 + 1000);
+    EXPECT_EQ(t.kernels()[0].end, 5000 + 4000);
+    EXPECT_EQ(t.devices()[t.kernels()[0].device].ordinal, 1);
+    EXPECT_EQ(t.streams()[t.kernels()[0].stream].handle, 4u);
+
+    ASSERT_EQ(t.annotations().size(), 2u);
+    std::map<std::string, AnnotationKind> kinds;
+    for (const auto& a : t.annotations())
+        kinds[std::string(t.str(a.name))] = a.kind;
+    EXPECT_EQ(kinds.at("12"), AnnotationKind::Step);
+    EXPECT_EQ(kinds.at("jit_train_step"), AnnotationKind::Range);
+    EXPECT_EQ(t.stats().count("xplane_derived_line_skipped"), 1u);
+    EXPECT_EQ(t.stats().count("xplane_no_memory_events"), 1u);
+}
