@@ -13,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <vector>
 #include <optional>
 
 namespace gpumem {
@@ -135,7 +136,12 @@ namespace {
                     throw Cancelled();
                 readPlane(m_space.planes(i), i);
             }
-            if (m_memoryEvents == 0)
+            // An XSpace holds events per thread line, so file order is not time order by design: sort
+            // here (stable, so equal times keep file order) rather than report "unsorted_input".
+            std::stable_sort(m_memory.begin(), m_memory.end(), [](const MemoryEvent& a, const MemoryEvent& b) { return a.time < b.time; });
+            for (const MemoryEvent& e : m_memory)
+                m_builder.add(e);
+            if (m_memory.empty())
                 m_builder.stats().add("xplane_no_memory_events", Severity::Info,
                     m_source + ": no MemoryAllocation/MemoryDeallocation events; the profile was taken without "
                                "host tracing of the allocator (jax.profiler / tf.profiler host_tracer_level >= 2)");
@@ -365,8 +371,7 @@ namespace {
             // TensorFlow writes "(null)" when the allocation has no op (tsl ScopedMemoryDebugAnnotation).
             if (!tfOp.empty() && tfOp != "(null)")
                 e.scope = m_builder.scope(0, tfOp, ScopeKind::Op);
-            m_builder.add(e);
-            ++m_memoryEvents;
+            m_memory.push_back(e);
 
             auto sample = [&](std::string_view series, std::optional<std::int64_t> value) {
                 if (value)
@@ -395,7 +400,7 @@ namespace {
         std::map<std::int32_t, DeviceId> m_gpuDevices;
         std::map<std::string, DeviceId> m_otherAllocators;
         std::map<std::pair<DeviceId, std::string>, std::uint32_t> m_counters;
-        std::uint64_t m_memoryEvents = 0;
+        std::vector<MemoryEvent> m_memory; // added to the builder in time order at the end
     };
 } // namespace
 

@@ -165,6 +165,10 @@ TEST(XplaneImporter, ImportsThePublicJaxProfile)
     EXPECT_EQ(t.allocations().size(), 230u);
     EXPECT_EQ(liveAtEnd, 8u);
     EXPECT_EQ(t.stats().count("unmatched_free"), 8u);
+    EXPECT_EQ(t.stats().count("unsorted_input"), 0u); // per-line order is the format, not an anomaly
+    LoadOptions strict;
+    strict.strict = true;
+    EXPECT_NO_THROW(loadTrace(kPublicXplane, strict));
 }
 
 TEST(XplaneImporter, ImportsTheDevicePlaneEventsAsKernelsPerStream)
