@@ -32,6 +32,8 @@ def kineto(path):
     def key(ie):
         i, e = ie
         return (Decimal(e["ts"]), e["args"].get("Ev Idx", i))
+    moved = sorted(range(len(mem)), key=lambda j: key(mem[j]))
+    print(f"  [memory] events moved by the (ts, Ev Idx) sort: {sum(1 for j, o in enumerate(moved) if j != o)}")
     mem.sort(key=key)
     dev = lambda a: (a["Device Type"], a["Device Id"])
     counts = collections.Counter()
