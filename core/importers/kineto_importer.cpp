@@ -441,7 +441,9 @@ namespace {
                 } else if (key == "dur") {
                     f.hasDur = readMicros(v, f.dur);
                 } else if (key == "args") {
-                    if (v.type() == od::json_type::object && cls != EventClass::Ignored)
+                    // Python frames and annotations need nothing from args ("Python id", "Ev Idx").
+                    if (v.type() == od::json_type::object && cls != EventClass::Ignored && cls != EventClass::PyFunction
+                        && cls != EventClass::UserAnnotation)
                         readArgs(v.get_object(), f);
                 } else {
                     continue;
@@ -600,7 +602,7 @@ namespace {
             const auto& points = memByThread[t];
             if (points.empty() || list.empty())
                 continue;
-            std::sort(list.begin(), list.end(), [](const IntervalRecord& a, const IntervalRecord& b) {
+            const auto outerFirst = [](const IntervalRecord& a, const IntervalRecord& b) {
                 if (a.start != b.start)
                     return a.start < b.start;
                 if (a.end != b.end)
@@ -608,7 +610,9 @@ namespace {
                 if (a.kind != b.kind)
                     return a.kind < b.kind;
                 return a.order < b.order;
-            });
+            };
+            if (!std::is_sorted(list.begin(), list.end(), outerFirst))
+                std::stable_sort(list.begin(), list.end(), outerFirst); // merges the runs of a post-order file
             stack.clear();
             std::size_t i = 0;
             for (auto p : points) {
