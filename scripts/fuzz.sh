@@ -3,7 +3,8 @@
 #   target: a harness in fuzz/ without the fuzz_ prefix (xplane, rmm_csv, …) or "all"
 # Builds the harnesses with clang in build/fuzz (-DGPUMEM_FUZZ=ON, ASan + libFuzzer), then runs each for
 # <seconds> over a seed corpus: build/fuzz/corpus/<target> (new inputs land there), the seeds under
-# fuzz/seeds/ and tests/data/, and for xplane the public profile in ../shared/traces/public when present.
+# fuzz/seeds/ and tests/data/, and for xplane, kineto_json and memory_timeline a public trace from
+# ../shared/traces/public when present.
 # Exit status: 0 when no harness found a crash, leak or hang; crashes are written to build/fuzz/artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,18 @@ seed_dirs() { # the read-only seed folders of one harness
       echo "$dir"
       [[ -d ../shared/traces/public/tracelens/jax-xplane ]] && echo ../shared/traces/public/tracelens/jax-xplane ;;
     rmm_csv) cp tests/data/rmm/*.csv "$dir"/ && echo "$dir" ;;
+    kineto_json)
+      cp fuzz/seeds/kineto_*.json "$dir"/
+      # one small real trace, decompressed (the harness takes JSON, not gzip)
+      bert=../shared/traces/public/tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz
+      [[ -f $bert ]] && gzip -dc "$bert" >"$dir/bert_small.json"
+      echo "$dir" ;;
+    memory_timeline)
+      cp fuzz/seeds/memory_timeline_*.json "$dir"/
+      # the first records of the public export, closed into a valid list
+      raw=../shared/traces/public/hta/memory_timeline.raw.gz
+      [[ -f $raw ]] && { gzip -dc "$raw" 2>/dev/null | head -c 20000 | sed 's/, \[[^]]*$/]/' >"$dir/hta_head.json" || true; }
+      echo "$dir" ;;
     *) echo "$dir" ;;
   esac
 }
