@@ -1,0 +1,54 @@
+#pragma once
+// Infers tensor categories (PyTorch's names: parameter, optimizer state, gradient, activation,
+// temporary) for traces that recorded none, from each block's lifetime relative to the training
+// steps and their forward/backward/optimizer phases (analyze/steps.h). The rules are in
+// docs/analysis.md §Category inference and summarized at inferCategory(); their accuracy is measured
+// against PyTorch's own categories (HTA memory_timeline.raw.gz) by compareCategories().
+// Pure functions of their inputs; thread-safe.
+#include "analyze/steps.h"
+
+#include <array>
+#include <span>
+#include <vector>
+
+namespace gpumem::analyze {
+
+enum class Phase : std::uint8_t { Setup, Forward, Backward, Optimizer, After };
+std::string_view toString(Phase phase);
+
+// The phase of time t and the index of the step holding it (steps.size() for Setup/After).
+std::pair<Phase, std::size_t> phaseAt(const StepSet& steps, TimeNs t);
+
+// Rules, in order (A = phase of the alloc, F = phase of the free, "same step" = freed before the
+// step of the alloc ends; with no steps every block is in Setup):
+//   A=Setup:     freed in Setup → temporary; otherwise (lives into the steps) → parameter
+//   A=Optimizer: freed in the same step → temporary; otherwise → optimizer_state
+//   A=Backward:  freed in the same step in Backward → temporary; otherwise → gradient
+//   A=Forward:   freed in the same step in Forward → temporary; otherwise → activation
+//   A=After:     → temporary when freed, else unknown
+Category inferCategory(const StepSet& steps, TimeNs allocTime, std::optional<TimeNs> freeTime);
+
+// One category per allocation (same order as trace.allocations()); allocations without an alloc
+// event (freed but allocated before the window) get Unknown.
+std::vector<Category> inferCategories(const Trace& trace, const StepSet& steps);
+
+// The category recorded on each allocation's alloc event.
+std::vector<Category> recordedCategories(const Trace& trace);
+// True when any alloc event carries a category other than Unknown.
+bool hasRecordedCategories(const Trace& trace);
+
+struct CategoryAgreement {
+    Bytes comparedBytes = 0;        // bytes whose recorded category is known
+    Bytes agreeingBytes = 0;        // of those, inferred == recorded
+    Bytes recordedUnknownBytes = 0; // bytes left out because PyTorch itself said unknown
+    // confusion[recorded][inferred] in bytes.
+    std::array<std::array<Bytes, kCategoryCount>, kCategoryCount> confusion {};
+    double share() const { return comparedBytes ? static_cast<double>(agreeingBytes) / static_cast<double>(comparedBytes) : 0.0; }
+};
+
+// Compares inferred with recorded categories on the given allocations (indices into
+// trace.allocations()), weighting each by its size.
+CategoryAgreement compareCategories(const Trace& trace, std::span<const Category> recorded,
+    std::span<const Category> inferred, std::span<const std::size_t> allocations);
+
+} // namespace gpumem::analyze
