@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <initializer_list>
 #include <ostream>
 
 namespace gpumem::analyze {
@@ -50,19 +51,22 @@ namespace {
         out << '|' << fit(std::string(indent) + std::string(s), kWidth) << "|\n";
     }
 
+    // torch/cuda/memory.py _format_size/_format_count: divide while the reference is large enough.
+    std::string scaled(std::uint64_t n, double reference, double divisor, double threshold, std::initializer_list<const char*> prefixes, const char* format)
+    {
+        auto p = prefixes.begin();
+        while (p + 1 != prefixes.end() && reference >= threshold) {
+            n = static_cast<std::uint64_t>(static_cast<double>(n) / divisor);
+            reference /= divisor;
+            ++p;
+        }
+        char buf[40];
+        std::snprintf(buf, sizeof buf, format, static_cast<unsigned long long>(n), *p);
+        return buf;
+    }
     std::string torchCount(std::uint64_t n, std::uint64_t reference)
     {
-        const char* prefixes[] = { " ", "K", "M" };
-        int k = 0;
-        double ref = static_cast<double>(reference);
-        while (k < 2 && ref >= 750 * 1000) {
-            n /= 1000;
-            ref /= 1000;
-            ++k;
-        }
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%7llu %s", static_cast<unsigned long long>(n), prefixes[k]);
-        return buf;
+        return scaled(n, static_cast<double>(reference), 1000, 750 * 1000, { " ", "K", "M" }, "%7llu %s");
     }
     std::string offset(const Analysis& a, TimeNs t) { return "+" + formatSeconds(t - a.timeline.start()); }
 
@@ -81,17 +85,7 @@ namespace {
 
 std::string torchSize(Bytes bytes, Bytes reference)
 {
-    const char* prefixes[] = { "B  ", "KiB", "MiB", "GiB", "TiB", "PiB" };
-    int k = 0;
-    double ref = static_cast<double>(reference);
-    while (k < 5 && ref >= 768 * 1024) {
-        bytes /= 1024;
-        ref /= 1024;
-        ++k;
-    }
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%6llu %s", static_cast<unsigned long long>(bytes), prefixes[k]);
-    return buf;
+    return scaled(bytes, static_cast<double>(reference), 1024, 768 * 1024, { "B  ", "KiB", "MiB", "GiB", "TiB", "PiB" }, "%6llu %s");
 }
 
 std::string percent(double fraction)

@@ -163,7 +163,7 @@ namespace {
             if (candidates.size() > 32)
                 candidates.resize(32);
             for (auto P : candidates) {
-                if (P < L || P * 2 > n)
+                if (P < 2 || P * 2 > n)
                     continue;
                 const double share = matchShare(P);
                 if (share > bestShare + 1e-9) {
@@ -183,11 +183,13 @@ namespace {
             if (dev.allocated[p] < dev.allocated[lowPoint])
                 lowPoint = p;
         std::size_t anchor = static_cast<std::size_t>(std::upper_bound(points.begin(), points.end(), lowPoint) - points.begin());
-        anchor = std::min(anchor, hash.size() - 1);
-        auto occ = occurrences(anchor);
+        // Recurrences of the W allocs from the boundary (W ≤ period, so the last whole step has one).
+        const std::size_t W = std::min(L, period);
+        anchor = std::min(anchor, n - W);
         std::vector<std::size_t> starts;
-        for (auto q : occ)
-            if (starts.empty() || q >= starts.back() + period * 3 / 4)
+        for (std::size_t q = 0; q + W <= n; ++q)
+            if ((starts.empty() || q >= starts.back() + period * 3 / 4)
+                && std::equal(sizes.begin() + q, sizes.begin() + q + W, sizes.begin() + anchor))
                 starts.push_back(q);
         std::vector<Range> r;
         for (std::size_t k = 0; k < starts.size(); ++k) {
