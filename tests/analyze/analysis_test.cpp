@@ -23,6 +23,18 @@ const GroupRow* findRow(const Breakdown& b, GroupBy g, std::string_view key)
     return nullptr;
 }
 
+// Adds memory events of any kind on cuda:0, stream 0.
+auto eventAdder(TraceBuilder& b)
+{
+    const auto dev = b.device(DeviceType::Cuda, 0);
+    const auto st = b.stream(dev, 0);
+    return [&b, dev, st](TimeNs t, EventKind k, Address a, Bytes s) {
+        MemoryEvent e;
+        e.time = t, e.kind = k, e.device = dev, e.stream = st, e.address = a, e.size = s;
+        b.add(e);
+    };
+}
+
 Bytes sumDepth0(const std::vector<GroupRow>& rows)
 {
     Bytes s = 0;
@@ -36,13 +48,7 @@ Bytes sumDepth0(const std::vector<GroupRow>& rows)
 TEST(Timeline, AllocatedDropsAtFreeAndActiveAtFreeCompleted)
 {
     TraceBuilder b;
-    auto dev = b.device(DeviceType::Cuda, 0);
-    auto st = b.stream(dev, 0);
-    auto ev = [&](TimeNs t, EventKind k, Address a, Bytes s) {
-        MemoryEvent e;
-        e.time = t, e.kind = k, e.device = dev, e.stream = st, e.address = a, e.size = s;
-        b.add(e);
-    };
+    auto ev = eventAdder(b);
     ev(10, EventKind::Alloc, 0x1000, 512);
     ev(20, EventKind::Alloc, 0x2000, 1024);
     ev(30, EventKind::Free, 0x1000, 512);
@@ -90,13 +96,7 @@ TEST(Timeline, SegmentLayoutGivesInactiveSplitAndLargestFree)
 {
     // One 8 KiB segment: blocks at +0 (2 KiB) and +4 KiB (1 KiB) leave free ranges of 2 KiB and 3 KiB.
     TraceBuilder b;
-    auto dev = b.device(DeviceType::Cuda, 0);
-    auto st = b.stream(dev, 0);
-    auto ev = [&](TimeNs t, EventKind k, Address a, Bytes s) {
-        MemoryEvent e;
-        e.time = t, e.kind = k, e.device = dev, e.stream = st, e.address = a, e.size = s;
-        b.add(e);
-    };
+    auto ev = eventAdder(b);
     const Address base = 0x100000;
     ev(1, EventKind::SegmentAlloc, base, 8192);
     ev(2, EventKind::Alloc, base, 2048);
