@@ -7,6 +7,7 @@ namespace gpumem::cli {
 std::unique_ptr<Command> makeInfoCommand();
 std::unique_ptr<Command> makeConvertCommand();
 std::unique_ptr<Command> makeAnalyzeCommand();
+std::unique_ptr<Command> makeDiffCommand();
 
 std::vector<std::unique_ptr<Command>> makeCommands()
 {
@@ -14,6 +15,7 @@ std::vector<std::unique_ptr<Command>> makeCommands()
     v.push_back(makeInfoCommand());
     v.push_back(makeConvertCommand());
     v.push_back(makeAnalyzeCommand());
+    v.push_back(makeDiffCommand());
     return v;
 }
 

@@ -1,4 +1,5 @@
 #include "analyze/analysis.h"
+#include "analyze/trace_diff.h"
 #include "core/jsonl_format.h"
 #include "core/trace_builder.h"
 #include "micro_traces.h"
@@ -235,4 +236,22 @@ TEST(CategoryInference, AgreesOnMostBytesOfTheSampleMlpTrace)
     EXPECT_GE(a.agreementAtPeak->share(), 0.99);
     EXPECT_GE(a.agreementAll->share(), 0.90);
     EXPECT_LT(a.agreementAll->share(), 1.0);
+}
+
+TEST(TraceDiff, TwoLoopsThatDifferInOneModuleReportExactlyThatModule)
+{
+    auto before = analyzeTrace(buildMicroLoop({}));
+    auto after = analyzeTrace(buildMicroLoop({ .fc2Extra = 3 * MiB }));
+    auto d = diffAnalyses(before, after);
+    EXPECT_EQ(d.peakAllocatedBefore, 20 * MiB);
+    EXPECT_EQ(d.peakAllocatedAfter, 23 * MiB);
+    auto modules = d.changed(GroupBy::Module);
+    ASSERT_EQ(modules.size(), 1u);
+    EXPECT_EQ(modules[0].key, "Net/Net.fc2");
+    EXPECT_EQ(modules[0].delta(), static_cast<std::int64_t>(3 * MiB));
+    auto sites = d.changed(GroupBy::Site);
+    ASSERT_EQ(sites.size(), 1u);
+    EXPECT_EQ(sites[0].key, "forward@model.py:10 < train_loop@train.py:80");
+    // A trace compared with itself (addresses differ in no way that matters) changes nothing.
+    EXPECT_TRUE(diffAnalyses(before, analyzeTrace(buildMicroLoop({}))).rows.empty());
 }
