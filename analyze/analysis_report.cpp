@@ -198,13 +198,13 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
         line(out, " no training steps found (no ProfilerStep#, step ranges, markers or period)");
     } else {
         line(out, " found by " + std::string(toString(a.steps.source)) + ": " + a.steps.detail);
-        out << "|  step |     start     |  peak allocated  |   growth    | backward from  |\n";
+        out << "|  step |     start     |  peak allocated  |   growth    | backward from    |\n";
         for (const auto& s : a.steps.steps) {
             const std::int64_t g = s.growth();
             const std::string growth = (g < 0 ? "-" : "+") + formatBytes(static_cast<Bytes>(g < 0 ? -g : g));
             out << "| " << right(std::to_string(s.number), 5) << " | " << right(offset(a, s.start), 13) << " | "
                 << right(formatBytes(s.peakAllocated), 16) << " | " << right(growth, 11) << " | "
-                << fit(s.phasesAnnotated ? "annotation" : "transient peak", 14) << " |\n";
+                << fit(s.phasesAnnotated ? "annotation" : "transient peak", 16) << " |\n";
         }
         rule(out, '-');
         line(out, std::string(a.leaks.leaking ? " LEAK: " : " no leak: ") + a.leaks.reason);
@@ -238,11 +238,11 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
             rule(out, '-');
             const bool module = g == GroupBy::Module;
             std::string title = "By " + std::string(toString(g)) + (g == GroupBy::Category && b.categoriesInferred ? " (inferred)" : "");
-            out << "| " << fit(title, 35) << " | " << (module ? "   Self   " : "          ") << " |   Total    |  Share  |\n";
+            out << "| " << fit(title, 37) << " | " << (module ? "   Self   " : "          ") << " |   Total    |  Share  |\n";
             for (const auto* r : topRows(b, g, options.top)) {
                 std::string name = std::string(module ? r->depth * 2 : 0, ' ') + r->label;
                 const double share = b.liveBytes ? static_cast<double>(r->totalBytes) / static_cast<double>(b.liveBytes) : 0;
-                out << "| " << fit(name, 35) << " | " << right(module ? torchSize(r->selfBytes, b.liveBytes) : "", 10) << " | "
+                out << "| " << fit(name, 37) << " | " << right(module ? torchSize(r->selfBytes, b.liveBytes) : "", 10) << " | "
                     << right(torchSize(r->totalBytes, b.liveBytes), 10) << " | " << right(percent(share), 7) << " |\n";
             }
         }

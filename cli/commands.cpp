@@ -8,6 +8,7 @@ std::unique_ptr<Command> makeInfoCommand();
 std::unique_ptr<Command> makeConvertCommand();
 std::unique_ptr<Command> makeAnalyzeCommand();
 std::unique_ptr<Command> makeDiffCommand();
+std::unique_ptr<Command> makeReportCommand();
 
 std::vector<std::unique_ptr<Command>> makeCommands()
 {
@@ -16,6 +17,7 @@ std::vector<std::unique_ptr<Command>> makeCommands()
     v.push_back(makeConvertCommand());
     v.push_back(makeAnalyzeCommand());
     v.push_back(makeDiffCommand());
+    v.push_back(makeReportCommand());
     return v;
 }
 
