@@ -6,6 +6,8 @@
 namespace gpumem {
 std::unique_ptr<Importer> makeGmtImporter();
 std::unique_ptr<Importer> makeJsonlImporter();
+std::unique_ptr<Importer> makeKinetoImporter();
+std::unique_ptr<Importer> makeMemoryTimelineImporter();
 
 const std::vector<std::unique_ptr<Importer>>& importers()
 {
@@ -13,6 +15,8 @@ const std::vector<std::unique_ptr<Importer>>& importers()
         std::vector<std::unique_ptr<Importer>> v;
         v.push_back(makeGmtImporter());
         v.push_back(makeJsonlImporter());
+        v.push_back(makeKinetoImporter());
+        v.push_back(makeMemoryTimelineImporter());
         return v;
     }();
     return all;
