@@ -1,6 +1,7 @@
 #include "analyze/category_inference.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace gpumem::analyze {
 
@@ -33,20 +34,24 @@ std::pair<Phase, std::size_t> phaseAt(const StepSet& set, TimeNs t)
     return { Phase::Forward, k };
 }
 
-Category inferCategory(const StepSet& steps, TimeNs allocTime, std::optional<TimeNs> freeTime)
+Category inferCategory(const StepSet& steps, const BlockLife& life)
 {
-    const auto [a, step] = phaseAt(steps, allocTime);
+    const auto [a, step] = phaseAt(steps, life.allocTime);
+    const auto& freeTime = life.freeTime;
+    // In backward, PyTorch files even op-local blocks under autograd_detail (the engine made them).
+    if (life.opLocal && freeTime && a != Phase::Setup && a != Phase::Backward)
+        return Category::Temporary;
     const bool freedInStep = freeTime && step < steps.steps.size() && *freeTime < steps.steps[step].end;
     const Phase f = freeTime ? phaseAt(steps, *freeTime).first : Phase::After;
     switch (a) {
     case Phase::Setup:
         return freeTime && f == Phase::Setup && phaseAt(steps, *freeTime).second == step ? Category::Temporary : Category::Parameter;
+    case Phase::Forward:
+        return Category::Activation;
+    case Phase::Backward:
+        return freedInStep && f == Phase::Backward ? Category::AutogradDetail : Category::Gradient;
     case Phase::Optimizer:
         return freedInStep ? Category::Temporary : Category::OptimizerState;
-    case Phase::Backward:
-        return freedInStep && f == Phase::Backward ? Category::Temporary : Category::Gradient;
-    case Phase::Forward:
-        return freedInStep && f == Phase::Forward ? Category::Temporary : Category::Activation;
     case Phase::After:
         return freeTime ? Category::Temporary : Category::Unknown;
     }
@@ -56,16 +61,49 @@ Category inferCategory(const StepSet& steps, TimeNs allocTime, std::optional<Tim
 std::vector<Category> inferCategories(const Trace& trace, const StepSet& steps)
 {
     const auto& m = trace.memory();
+    const std::size_t n = m.count();
     auto allocations = trace.allocations();
+    // Allocs on the same device before each event, to tell op-local blocks.
+    std::vector<std::uint32_t> allocsBefore(n);
+    {
+        std::vector<std::uint32_t> count(trace.devices().size() + 1, 0);
+        for (std::size_t i = 0; i < n; ++i) {
+            allocsBefore[i] = count[m.device[i]];
+            if (m.kind[i] == EventKind::Alloc)
+                ++count[m.device[i]];
+        }
+    }
+    std::vector<std::uint32_t> closedBy(n, std::numeric_limits<std::uint32_t>::max()); // free event → allocation
+    for (std::size_t k = 0; k < allocations.size(); ++k)
+        if (allocations[k].freeEvent != kNoIndex && allocations[k].allocEvent != kNoIndex)
+            closedBy[allocations[k].freeEvent] = static_cast<std::uint32_t>(k);
+    // Allocations in alloc-event order, so a continued lifetime's origin is resolved first.
+    std::vector<std::uint32_t> order;
+    order.reserve(allocations.size());
+    for (std::size_t k = 0; k < allocations.size(); ++k)
+        if (allocations[k].allocEvent != kNoIndex)
+            order.push_back(static_cast<std::uint32_t>(k));
+    std::sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) { return allocations[x].allocEvent < allocations[y].allocEvent; });
+    std::vector<TimeNs> origin(allocations.size(), 0);
     std::vector<Category> out(allocations.size(), Category::Unknown);
-    for (std::size_t i = 0; i < allocations.size(); ++i) {
-        const auto& a = allocations[i];
-        if (a.allocEvent == kNoIndex)
-            continue;
-        std::optional<TimeNs> freeTime;
-        if (a.freeEvent != kNoIndex)
-            freeTime = m.time[a.freeEvent];
-        out[i] = inferCategory(steps, m.time[a.allocEvent], freeTime);
+    for (auto k : order) {
+        const auto& a = allocations[k];
+        const auto i = a.allocEvent;
+        origin[k] = m.time[i];
+        for (std::uint64_t j = i; j-- > 0 && m.time[j] == m.time[i];) {
+            if (m.kind[j] == EventKind::Free && m.address[j] == m.address[i] && m.size[j] == m.size[i] && m.device[j] == m.device[i]
+                && closedBy[j] != std::numeric_limits<std::uint32_t>::max()) {
+                origin[k] = origin[closedBy[j]];
+                break;
+            }
+        }
+        BlockLife life;
+        life.allocTime = origin[k];
+        if (a.freeEvent != kNoIndex) {
+            life.freeTime = m.time[a.freeEvent];
+            life.opLocal = origin[k] == m.time[i] && allocsBefore[a.freeEvent] == allocsBefore[i] + 1;
+        }
+        out[k] = inferCategory(steps, life);
     }
     return out;
 }

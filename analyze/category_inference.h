@@ -19,14 +19,25 @@ std::string_view toString(Phase phase);
 // The phase of time t and the index of the step holding it (steps.size() for Setup/After).
 std::pair<Phase, std::size_t> phaseAt(const StepSet& steps, TimeNs t);
 
-// Rules, in order (A = phase of the alloc, F = phase of the free, "same step" = freed before the
-// step of the alloc ends; with no steps every block is in Setup):
+// Rules (docs/analysis.md §Category inference). A = phase of the alloc; "survives" = still live when
+// its phase ends (for Backward: freed in the optimizer phase or later); "op-local" = no other block
+// was allocated on the device while it lived (the tensor was made and dropped inside one op, which
+// is what PyTorch's profiler calls temporary):
+//   op-local, A ∉ {Setup, Backward} → temporary
 //   A=Setup:     freed in Setup → temporary; otherwise (lives into the steps) → parameter
-//   A=Optimizer: freed in the same step → temporary; otherwise → optimizer_state
-//   A=Backward:  freed in the same step in Backward → temporary; otherwise → gradient
-//   A=Forward:   freed in the same step in Forward → temporary; otherwise → activation
+//   A=Forward:   → activation (PyTorch files every forward output under autograd as an activation)
+//   A=Backward:  survives → gradient; otherwise → autograd_detail
+//   A=Optimizer: survives the step → optimizer_state; otherwise → temporary
 //   A=After:     → temporary when freed, else unknown
-Category inferCategory(const StepSet& steps, TimeNs allocTime, std::optional<TimeNs> freeTime);
+// A block allocated at the same instant and address, with the same size, as a block just freed
+// continues that block's lifetime (the memory-timeline importer closes and reopens a tensor when its
+// version is bumped) and takes the phase of the first alloc.
+struct BlockLife {
+    TimeNs allocTime = 0;              // of the first alloc of the (continued) lifetime
+    std::optional<TimeNs> freeTime;    // of this block's free; nullopt if never freed
+    bool opLocal = false;
+};
+Category inferCategory(const StepSet& steps, const BlockLife& life);
 
 // One category per allocation (same order as trace.allocations()); allocations without an alloc
 // event (freed but allocated before the window) get Unknown.

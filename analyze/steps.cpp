@@ -59,7 +59,23 @@ namespace {
         return r;
     }
 
-    std::pair<std::string, std::vector<Range>> userRangeSteps(const Trace& trace)
+    // Share of the device's memory events that fall inside the ranges (sorted, non-overlapping).
+    double coverage(const DeviceTimeline& dev, const std::vector<Range>& ranges)
+    {
+        if (dev.size() == 0)
+            return 0;
+        std::size_t inside = 0;
+        for (const auto& r : ranges) {
+            auto lo = std::lower_bound(dev.time.begin(), dev.time.end(), r.start);
+            auto hi = std::lower_bound(dev.time.begin(), dev.time.end(), r.end);
+            inside += static_cast<std::size_t>(hi - lo);
+        }
+        return static_cast<double>(inside) / static_cast<double>(dev.size());
+    }
+
+    // Ranges named like iterations that hold at least half of the device's memory events (a data
+    // loader's "enumerate(DataLoader)#…__next__" ranges repeat too, but hold little).
+    std::pair<std::string, std::vector<Range>> userRangeSteps(const Trace& trace, const DeviceTimeline& dev)
     {
         std::map<StringId, std::vector<Range>> byName;
         for (const auto& a : trace.annotations()) {
@@ -79,7 +95,7 @@ namespace {
             bool overlap = false;
             for (std::size_t i = 1; i < ranges.size(); ++i)
                 overlap |= ranges[i].start < ranges[i - 1].end;
-            if (overlap)
+            if (overlap || coverage(dev, ranges) < 0.5)
                 continue;
             for (std::size_t i = 0; i < ranges.size(); ++i)
                 ranges[i].number = static_cast<std::int64_t>(i);
@@ -267,7 +283,7 @@ StepSet detectSteps(const Trace& trace, const DeviceTimeline& dev)
     if (ranges.size() >= 2) {
         set.source = StepSource::ProfilerStep;
         set.detail = "ProfilerStep#N";
-    } else if (auto [name, user] = userRangeSteps(trace); user.size() >= 2) {
+    } else if (auto [name, user] = userRangeSteps(trace, dev); user.size() >= 2) {
         ranges = std::move(user);
         set.source = StepSource::UserRange;
         set.detail = name;
@@ -350,6 +366,46 @@ StepSet detectSteps(const Trace& trace, const DeviceTimeline& dev)
     return set;
 }
 
+namespace {
+    // Python frame names carry object addresses ("<built-in method bmm of type object at 0x7ce6…>")
+    // that change from run to run; drop them so stacks match across traces.
+    std::string cleanFrameName(std::string_view name)
+    {
+        std::string s(name);
+        for (auto at = s.find(" at 0x"); at != std::string::npos; at = s.find(" at 0x", at)) {
+            auto end = at + 6;
+            while (end < s.size() && std::isxdigit(static_cast<unsigned char>(s[end])))
+                ++end;
+            s.erase(at, end - at);
+        }
+        return s;
+    }
+    // "bmm" from "<built-in method bmm of type object>"; "" for other frames.
+    std::string builtinName(std::string_view name)
+    {
+        constexpr std::string_view prefix = "<built-in method ";
+        if (!name.starts_with(prefix))
+            return {};
+        name.remove_prefix(prefix.size());
+        return std::string(name.substr(0, name.find(' ')));
+    }
+    std::string frameText(const Trace& trace, const Frame& f)
+    {
+        std::string s = cleanFrameName(trace.str(f.name));
+        auto file = trace.str(f.file);
+        if (!file.empty() && file != "??") {
+            // The file's base name keeps labels short; siteKey() has the full path.
+            if (auto slash = file.rfind('/'); slash != std::string_view::npos)
+                file.remove_prefix(slash + 1);
+            s += " (" + std::string(file);
+            if (f.line)
+                s += ":" + std::to_string(f.line);
+            s += ")";
+        }
+        return s;
+    }
+} // namespace
+
 std::string siteLabel(const Trace& trace, SiteId site)
 {
     if (site == 0 || site >= trace.siteCount())
@@ -357,16 +413,18 @@ std::string siteLabel(const Trace& trace, SiteId site)
     auto frames = trace.siteFrames(site);
     if (frames.empty())
         return {};
-    const auto& f = trace.frames()[frames.front()];
-    std::string s(trace.str(f.name));
-    auto file = trace.str(f.file);
-    if (!file.empty()) {
-        s += " (" + std::string(file);
-        if (f.line)
-            s += ":" + std::to_string(f.line);
-        s += ")";
+    // The innermost frame of the program's own code (not torch/ or a built-in), prefixed by the
+    // built-in op it called when the innermost frame is one: "bmm in forward (…/modeling_owlv2.py:410)".
+    const auto& inner = trace.frames()[frames.front()];
+    for (auto fid : frames) {
+        const auto& f = trace.frames()[fid];
+        auto file = trace.str(f.file);
+        if (file.empty() || file == "??" || file.starts_with("torch/") || file.find("/torch/") != std::string_view::npos)
+            continue;
+        const auto op = builtinName(trace.str(inner.name));
+        return (op.empty() || fid == frames.front() ? "" : op + " in ") + frameText(trace, f);
     }
-    return s;
+    return frameText(trace, inner);
 }
 
 std::string siteKey(const Trace& trace, SiteId site)
@@ -378,7 +436,7 @@ std::string siteKey(const Trace& trace, SiteId site)
         const auto& f = trace.frames()[fid];
         if (!s.empty())
             s += " < ";
-        s += std::string(trace.str(f.name)) + "@" + std::string(trace.str(f.file)) + ":" + std::to_string(f.line);
+        s += cleanFrameName(trace.str(f.name)) + "@" + std::string(trace.str(f.file)) + ":" + std::to_string(f.line);
     }
     return s;
 }
