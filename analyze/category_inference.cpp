@@ -38,8 +38,9 @@ Category inferCategory(const StepSet& steps, const BlockLife& life)
 {
     const auto [a, step] = phaseAt(steps, life.allocTime);
     const auto& freeTime = life.freeTime;
-    // In backward, PyTorch files even op-local blocks under autograd_detail (the engine made them).
-    if (life.opLocal && freeTime && a != Phase::Setup && a != Phase::Backward)
+    // Op-local only within one phase of one step; in backward PyTorch files even op-local blocks
+    // under autograd_detail (the autograd engine made them).
+    if (life.opLocal && freeTime && a != Phase::Setup && a != Phase::Backward && phaseAt(steps, *freeTime) == std::make_pair(a, step))
         return Category::Temporary;
     const bool freedInStep = freeTime && step < steps.steps.size() && *freeTime < steps.steps[step].end;
     const Phase f = freeTime ? phaseAt(steps, *freeTime).first : Phase::After;

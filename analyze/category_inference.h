@@ -20,9 +20,9 @@ std::string_view toString(Phase phase);
 std::pair<Phase, std::size_t> phaseAt(const StepSet& steps, TimeNs t);
 
 // Rules (docs/analysis.md §Category inference). A = phase of the alloc; "survives" = still live when
-// its phase ends (for Backward: freed in the optimizer phase or later); "op-local" = no other block
-// was allocated on the device while it lived (the tensor was made and dropped inside one op, which
-// is what PyTorch's profiler calls temporary):
+// its phase ends (for Backward: freed in the optimizer phase or later); "op-local" = freed in the
+// phase of its alloc with no other block allocated on the device meanwhile (the tensor was made and
+// dropped inside one op, which is what PyTorch's profiler calls temporary):
 //   op-local, A ∉ {Setup, Backward} → temporary
 //   A=Setup:     freed in Setup → temporary; otherwise (lives into the steps) → parameter
 //   A=Forward:   → activation (PyTorch files every forward output under autograd as an activation)
