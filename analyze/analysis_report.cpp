@@ -144,7 +144,7 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     }
     const auto& st = a.stats;
     line(out, center("OOMs: " + std::to_string(st.ooms), 37) + "|"
-            + center("steps: " + std::to_string(a.steps.steps.size()) + " (" + std::string(toString(a.steps.source)) + ")", 37));
+            + center("steps: " + std::to_string(a.steps.steps.size()), 37));
     rule(out, '=');
     out << "|        Metric         |   At end   | Peak Usage | Tot Alloc  | Tot Freed  |\n";
     rule(out, '-');

@@ -84,7 +84,9 @@ std::vector<Category> inferCategories(const Trace& trace, const StepSet& steps)
     for (std::size_t k = 0; k < allocations.size(); ++k)
         if (allocations[k].allocEvent != kNoIndex)
             order.push_back(static_cast<std::uint32_t>(k));
-    std::sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) { return allocations[x].allocEvent < allocations[y].allocEvent; });
+    auto byAllocEvent = [&](std::uint32_t x, std::uint32_t y) { return allocations[x].allocEvent < allocations[y].allocEvent; };
+    if (!std::is_sorted(order.begin(), order.end(), byAllocEvent)) // pairing usually yields them in order already
+        std::sort(order.begin(), order.end(), byAllocEvent);
     std::vector<TimeNs> origin(allocations.size(), 0);
     std::vector<Category> out(allocations.size(), Category::Unknown);
     for (auto k : order) {

@@ -154,6 +154,7 @@ int main(int argc, char** argv)
         analyzeS.second, analyzeS.first, analysis.breakdowns.size());
     std::printf("text report         %7.3f  %7.3f\n", writeS.second, writeS.first);
     std::printf("analyze+report / import (cpu) = %.2f\n", (analyzeS.second + writeS.second) / importS.second);
-    std::filesystem::remove(gmt);
+    if (!std::getenv("GPUMEM_BENCH_KEEP"))
+        std::filesystem::remove(gmt);
     return 0;
 }
