@@ -1,4 +1,5 @@
 #include "analyze/analysis.h"
+#include "analyze/html_report.h"
 #include "analyze/trace_diff.h"
 #include "core/jsonl_format.h"
 #include "core/trace_builder.h"
@@ -7,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <sstream>
 
 using namespace gpumem;
 using namespace gpumem::analyze;
@@ -254,4 +256,40 @@ TEST(TraceDiff, TwoLoopsThatDifferInOneModuleReportExactlyThatModule)
     EXPECT_EQ(sites[0].key, "forward@model.py:10 < train_loop@train.py:80");
     // A trace compared with itself (addresses differ in no way that matters) changes nothing.
     EXPECT_TRUE(diffAnalyses(before, analyzeTrace(buildMicroLoop({}))).rows.empty());
+}
+
+TEST(Timeline, WithoutSegmentEventsReservedComesFromTheRecordedCounter)
+{
+    TraceBuilder b;
+    b.alloc(10, 0x1000, 512);
+    b.alloc(20, 0x2000, 512);
+    b.free(30, 0x1000, 512);
+    const auto series = b.addCounterSeries({ b.intern("Total Reserved"), 0 });
+    b.add(CounterSample { 10, series, 2 << 20 });
+    b.add(CounterSample { 25, series, 4 << 20 });
+    Trace t = b.build();
+    auto tl = Timeline::build(t);
+    const auto* d = tl.device(0);
+    EXPECT_EQ(d->reservedSource, "counter: Total Reserved");
+    EXPECT_EQ(d->reserved, (std::vector<Bytes> { 2 << 20, 2 << 20, 4 << 20 }));
+    EXPECT_FALSE(d->has(SeriesKind::InactiveSplit)); // needs segment layouts
+    EXPECT_DOUBLE_EQ(*d->waste(1), 1.0 - 1024.0 / (2 << 20));
+}
+
+TEST(HtmlReport, PolicyRowsFillTheComparisonSection)
+{
+    Trace t = buildMicroLoop({});
+    auto a = analyzeTrace(t);
+    HtmlReportInput in { "loop", &t, &a };
+    PolicyRow row;
+    row.trace = "loop";
+    row.policy = "pytorch:expandable_segments:True";
+    row.peakReserved = 22 * MiB;
+    row.overheadVsLowerBound = 1.1;
+    std::ostringstream with, without;
+    writeHtmlReport(std::span(&in, 1), std::span(&row, 1), {}, with);
+    writeHtmlReport(std::span(&in, 1), {}, {}, without);
+    EXPECT_NE(with.str().find("<code>pytorch:expandable_segments:True</code></td><td class='n'>22.00 MiB"), std::string::npos);
+    EXPECT_NE(without.str().find("No policies were given"), std::string::npos);
+    EXPECT_EQ(htmlEscape("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
 }
