@@ -102,12 +102,18 @@ namespace {
         if (auto p = dev.peakPoint(SeriesKind::Reserved); p && dev.reserved[*p] > 0) {
             const double r = static_cast<double>(dev.reserved[*p]);
             f.peakReserved = dev.reserved[*p];
-            f.utilizationActive = static_cast<double>(f.peakActive) / r;
-            f.utilizationAllocated = static_cast<double>(f.peakAllocated) / r;
+            // With a recorded reserved counter, compare it with the recorded allocated counter (both count
+            // blocks allocated before the window); otherwise with the tracked peaks.
+            const bool recorded = dev.has(SeriesKind::RecordedAllocated);
+            const Bytes peakRecorded = recorded ? *std::max_element(dev.recordedAllocated.begin(), dev.recordedAllocated.end()) : 0;
+            f.utilizationActive = static_cast<double>(recorded ? peakRecorded : f.peakActive) / r;
+            f.utilizationAllocated = static_cast<double>(recorded ? peakRecorded : f.peakAllocated) / r;
+            if (recorded)
+                f.peakRecordedAllocated = peakRecorded;
             f.wasteAtPeakReserved = dev.waste(*p);
             f.externalAtPeakReserved = dev.external(*p);
             if (f.lowerBound)
-                f.overheadVsLowerBound = r / static_cast<double>(f.lowerBound);
+                f.overheadVsLowerBound = r / static_cast<double>(recorded ? std::max(peakRecorded, f.lowerBound) : f.lowerBound);
             // Time-weighted mean waste over the span where reserved > 0.
             double area = 0, span = 0;
             for (std::size_t i = 0; i + 1 < dev.size(); ++i) {

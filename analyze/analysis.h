@@ -26,6 +26,9 @@ struct AnalysisOptions {
 struct FragmentationSummary {
     Bytes peakAllocated = 0, peakActive = 0, peakRequested = 0;
     std::optional<Bytes> peakReserved;
+    // The allocator's own allocated counter, where reserved is a recorded counter too (it includes
+    // blocks allocated before the trace window); the ratios below then use it instead of peakAllocated.
+    std::optional<Bytes> peakRecordedAllocated;
     std::optional<double> utilizationActive;    // GMLake: peak_active / peak_reserved
     std::optional<double> utilizationAllocated; // STAlloc: max_allocated / max_reserved
     std::optional<double> wasteAtPeakReserved;  // 1 − allocated/reserved at the reserved peak (PyTorch)
@@ -34,7 +37,7 @@ struct FragmentationSummary {
     std::optional<Bytes> maxInactiveSplit;      // PyTorch inactive_split_bytes, maximum over time
     Bytes internalAtPeakAllocated = 0;          // allocated − requested at the allocated peak
     Bytes lowerBound = 0;                       // max live bytes (= peak allocated; allocators.md §6.1)
-    std::optional<double> overheadVsLowerBound; // peak_reserved / lower bound
+    std::optional<double> overheadVsLowerBound; // peak_reserved / lower bound (max with the recorded peak, if any)
 };
 
 // torch.cuda.memory_stats()-like counters for the analyzed device (current = at the trace end).

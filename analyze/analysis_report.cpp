@@ -169,6 +169,8 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     line(out, center("Fragmentation (definitions: docs/analysis.md)", kWidth));
     rule(out, '-');
     kv(out, "Lower bound: max live bytes", formatBytes(f.lowerBound));
+    if (f.peakRecordedAllocated)
+        kv(out, "Peak of the recorded allocated counter", formatBytes(*f.peakRecordedAllocated));
     if (f.peakReserved) {
         kv(out, "Peak reserved", formatBytes(*f.peakReserved));
         if (f.overheadVsLowerBound) {
@@ -274,6 +276,7 @@ nlohmann::json analysisToJson(const Trace& trace, const Analysis& a, std::string
     auto opt = [](const auto& o) { return o ? json(*o) : json(); };
     j["fragmentation"] = { { "lower_bound_bytes", f.lowerBound }, { "peak_allocated", f.peakAllocated }, { "peak_active", f.peakActive },
         { "peak_requested", f.peakRequested }, { "peak_reserved", opt(f.peakReserved) },
+        { "peak_recorded_allocated", opt(f.peakRecordedAllocated) },
         { "utilization_active_gmlake", opt(f.utilizationActive) }, { "utilization_allocated_stalloc", opt(f.utilizationAllocated) },
         { "waste_at_peak_reserved", opt(f.wasteAtPeakReserved) }, { "waste_time_weighted", opt(f.timeWeightedWaste) },
         { "external_at_peak_reserved", opt(f.externalAtPeakReserved) }, { "max_inactive_split_bytes", opt(f.maxInactiveSplit) },

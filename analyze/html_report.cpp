@@ -122,7 +122,8 @@ code{font-size:12px})";
         Frame f;
         f.t0 = a.timeline.start();
         f.t1 = std::max(a.timeline.end(), f.t0 + 1) + 1;
-        const Bytes top = std::max({ a.stats.allocatedBytes.peak, a.stats.activeBytes.peak, a.stats.reservedBytes.peak, Bytes { 1 } });
+        const Bytes top = std::max({ a.stats.allocatedBytes.peak, a.stats.activeBytes.peak, a.stats.reservedBytes.peak,
+            a.fragmentation.peakRecordedAllocated.value_or(0), Bytes { 1 } });
         f.ymax = static_cast<double>(top) * 1.05;
         out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << f.w << "' height='" << f.h << "' role='img'><title>memory over time</title>";
         stepShading(out, f, a.steps);
@@ -131,6 +132,8 @@ code{font-size:12px})";
             band(out, f, d.buckets(SeriesKind::Reserved, f.t0, f.t1, n), "#d62728", "reserved");
         band(out, f, d.buckets(SeriesKind::Active, f.t0, f.t1, n), "#2ca02c", "active");
         band(out, f, d.buckets(SeriesKind::Allocated, f.t0, f.t1, n), "#1f77b4", "allocated");
+        if (d.has(SeriesKind::RecordedAllocated))
+            band(out, f, d.buckets(SeriesKind::RecordedAllocated, f.t0, f.t1, n), "#8c564b", "recorded allocated counter");
         for (std::size_t i = 0; i < a.breakdowns.size(); ++i) {
             const auto& b = a.breakdowns[i];
             const double x = f.x(b.instant.time);
@@ -139,7 +142,10 @@ code{font-size:12px})";
                 << "' font-size='11'>" << htmlEscape(b.instant.label) << "</text>";
         }
         out << "</svg>";
-        if (d.has(SeriesKind::Reserved))
+        if (d.has(SeriesKind::RecordedAllocated))
+            legend(out, { { "#1f77b4", "allocated" }, { "#2ca02c", "active" }, { "#8c564b", "recorded allocated counter" },
+                            { "#d62728", "reserved" }, { "#e9eef6", "steps" } });
+        else if (d.has(SeriesKind::Reserved))
             legend(out, { { "#1f77b4", "allocated" }, { "#2ca02c", "active" }, { "#d62728", "reserved" }, { "#e9eef6", "steps" } });
         else
             legend(out, { { "#1f77b4", "allocated" }, { "#2ca02c", "active" }, { "#e9eef6", "steps" } });
@@ -160,7 +166,7 @@ code{font-size:12px})";
         f.t1 = std::max(a.timeline.end(), f.t0 + 1) + 1;
         f.ymax = 100;
         f.h = 200;
-        auto alloc = d.buckets(SeriesKind::Allocated, f.t0, f.t1, n);
+        auto alloc = d.buckets(d.allocatedForRatiosKind(), f.t0, f.t1, n);
         auto res = d.buckets(SeriesKind::Reserved, f.t0, f.t1, n);
         std::vector<Bucket> largest;
         if (d.has(SeriesKind::LargestFree))
@@ -199,6 +205,8 @@ code{font-size:12px})";
         out << "<table>";
         kvRow(out, "peak allocated (lower bound: max live bytes)", formatBytes(f.peakAllocated));
         kvRow(out, "peak active", formatBytes(f.peakActive));
+        if (f.peakRecordedAllocated)
+            kvRow(out, "peak of the recorded allocated counter", formatBytes(*f.peakRecordedAllocated));
         if (f.peakReserved) {
             kvRow(out, "peak reserved", formatBytes(*f.peakReserved));
             if (f.overheadVsLowerBound) {

@@ -16,6 +16,7 @@ std::string_view toString(SeriesKind kind)
     case SeriesKind::Reserved: return "reserved";
     case SeriesKind::InactiveSplit: return "inactive_split";
     case SeriesKind::LargestFree: return "largest_free";
+    case SeriesKind::RecordedAllocated: return "recorded_allocated";
     }
     return "?";
 }
@@ -29,6 +30,7 @@ std::span<const Bytes> DeviceTimeline::column(SeriesKind kind) const
     case SeriesKind::Reserved: return reserved;
     case SeriesKind::InactiveSplit: return inactiveSplit;
     case SeriesKind::LargestFree: return largestFree;
+    case SeriesKind::RecordedAllocated: return recordedAllocated;
     }
     return {};
 }
@@ -86,7 +88,7 @@ std::optional<double> DeviceTimeline::waste(std::size_t i) const
 {
     if (reserved.empty() || reserved[i] == 0)
         return std::nullopt;
-    return 1.0 - static_cast<double>(std::min(allocated[i], reserved[i])) / static_cast<double>(reserved[i]);
+    return 1.0 - static_cast<double>(std::min(allocatedForRatios(i), reserved[i])) / static_cast<double>(reserved[i]);
 }
 
 std::optional<double> DeviceTimeline::external(std::size_t i) const
@@ -219,6 +221,10 @@ namespace {
     {
         return name == "Total Reserved" || name == "reserved" || name == "bytes_reserved";
     }
+    bool isAllocatedCounter(std::string_view name)
+    {
+        return name == "Total Allocated" || name == "allocated" || name == "bytes_allocated";
+    }
 } // namespace
 
 Timeline Timeline::build(const Trace& trace)
@@ -255,11 +261,26 @@ Timeline Timeline::build(const Trace& trace)
     }
 
     // Recorded reserved counters for devices without segment events.
-    std::vector<int> reservedSeries(devCount, -1);
+    std::vector<int> reservedSeries(devCount, -1), allocatedSeries(devCount, -1);
     for (std::size_t s = 0; s < trace.counterSeries().size(); ++s) {
         const auto& cs = trace.counterSeries()[s];
-        if (cs.device < devCount && !hasSegments[cs.device] && isReservedCounter(trace.str(cs.name)))
+        if (cs.device >= devCount || hasSegments[cs.device])
+            continue;
+        if (isReservedCounter(trace.str(cs.name)))
             reservedSeries[cs.device] = static_cast<int>(s);
+        else if (isAllocatedCounter(trace.str(cs.name)))
+            allocatedSeries[cs.device] = static_cast<int>(s);
+    }
+    for (std::size_t d = 0; d < devCount; ++d)
+        if (reservedSeries[d] < 0)
+            allocatedSeries[d] = -1; // only paired with a reserved counter (see the header)
+    // Counter series index → (device, which: 0 reserved, 1 allocated).
+    std::vector<std::pair<int, int>> sampledSeries(trace.counterSeries().size(), { -1, 0 });
+    for (std::size_t d = 0; d < devCount; ++d) {
+        if (reservedSeries[d] >= 0)
+            sampledSeries[static_cast<std::size_t>(reservedSeries[d])] = { static_cast<int>(d), 0 };
+        if (allocatedSeries[d] >= 0)
+            sampledSeries[static_cast<std::size_t>(allocatedSeries[d])] = { static_cast<int>(d), 1 };
     }
 
     Timeline t;
@@ -267,7 +288,7 @@ Timeline Timeline::build(const Trace& trace)
     std::vector<SegmentLayout> layouts(devCount);
     struct Running {
         Bytes allocated = 0, active = 0, requested = 0, reserved = 0;
-        std::int64_t counterReserved = -1;
+        std::int64_t counterReserved = -1, counterAllocated = -1;
     };
     std::vector<Running> run(devCount);
     for (std::size_t d = 0; d < devCount; ++d) {
@@ -288,6 +309,8 @@ Timeline Timeline::build(const Trace& trace)
         } else if (reservedSeries[d] >= 0) {
             dt.reservedSource = "counter: " + std::string(trace.str(trace.counterSeries()[reservedSeries[d]].name));
             dt.reserved.reserve(k);
+            if (allocatedSeries[d] >= 0)
+                dt.recordedAllocated.reserve(k);
         }
     }
 
@@ -349,11 +372,14 @@ Timeline Timeline::build(const Trace& trace)
         } else if (reservedSeries[d] >= 0) {
             for (; nextSample < samples.size() && samples[nextSample].time <= m.time[i]; ++nextSample) {
                 const auto& s = samples[nextSample];
-                for (std::size_t dd = 0; dd < devCount; ++dd)
-                    if (reservedSeries[dd] == static_cast<int>(s.series))
-                        run[dd].counterReserved = s.value;
+                if (s.series >= sampledSeries.size() || sampledSeries[s.series].first < 0)
+                    continue;
+                auto& target = run[static_cast<std::size_t>(sampledSeries[s.series].first)];
+                (sampledSeries[s.series].second == 0 ? target.counterReserved : target.counterAllocated) = s.value;
             }
             dt.reserved.push_back(r.counterReserved < 0 ? 0 : static_cast<Bytes>(r.counterReserved));
+            if (allocatedSeries[d] >= 0)
+                dt.recordedAllocated.push_back(r.counterAllocated < 0 ? 0 : static_cast<Bytes>(r.counterAllocated));
         }
     }
     if (n) {

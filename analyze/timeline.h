@@ -19,8 +19,13 @@
 //   inactiveSplit — free bytes inside segments that hold at least one allocated block (PyTorch's
 //                inactive_split_bytes, allocators.md §5.4), only with segment events and addresses.
 //   largestFree — the largest free address range inside any segment, with segment events only.
+//   recordedAllocated — the allocator's own "Total Allocated" counter (PyTorch profiler), sampled like
+//                reserved, only where reserved also comes from a counter. It includes blocks allocated
+//                before the trace window (model weights loaded before profiling), which `allocated`
+//                cannot see; ratios against a reserved counter use it so both sides count the same blocks.
 // Fragmentation metrics derived per point (allocators.md §5.4):
-//   waste(t)    = 1 − allocated(t)/reserved(t)          (PyTorch "reserved but unallocated")
+//   waste(t)    = 1 − allocated(t)/reserved(t)          (PyTorch "reserved but unallocated";
+//                 recordedAllocated replaces allocated where present)
 //   external(t) = 1 − largestFree(t)/(reserved−allocated)(t)  (TF BFC GetFragmentation; RMM arena)
 //   internal(t) = allocated(t) − requested(t)            (rounding + padding bytes)
 //
@@ -35,8 +40,8 @@
 
 namespace gpumem::analyze {
 
-enum class SeriesKind : std::uint8_t { Allocated, Active, Requested, Reserved, InactiveSplit, LargestFree };
-inline constexpr int kSeriesKindCount = 6;
+enum class SeriesKind : std::uint8_t { Allocated, Active, Requested, Reserved, InactiveSplit, LargestFree, RecordedAllocated };
+inline constexpr int kSeriesKindCount = 7;
 std::string_view toString(SeriesKind kind);
 
 // One bucket of a series over a time range: the minimum and maximum the step function takes inside
@@ -55,7 +60,7 @@ struct DeviceTimeline {
     std::vector<std::uint64_t> eventIndex; // the memory event each point follows (kNoIndex for sampled points)
     std::vector<Bytes> allocated, active, requested;
     // Empty when the source has none (see the header comment).
-    std::vector<Bytes> reserved, inactiveSplit, largestFree;
+    std::vector<Bytes> reserved, inactiveSplit, largestFree, recordedAllocated;
     std::string reservedSource; // "segment events", "counter: Total Reserved", "replay: …", or ""
 
     std::size_t size() const { return time.size(); }
@@ -71,6 +76,9 @@ struct DeviceTimeline {
     // vector. O(n + points in range) using binary search for the range start.
     std::vector<Bucket> buckets(SeriesKind kind, TimeNs begin, TimeNs end, std::size_t n) const;
 
+    // The allocated bytes ratios against reserved use: recordedAllocated where present, else allocated.
+    Bytes allocatedForRatios(std::size_t i) const { return recordedAllocated.empty() ? allocated[i] : recordedAllocated[i]; }
+    SeriesKind allocatedForRatiosKind() const { return recordedAllocated.empty() ? SeriesKind::Allocated : SeriesKind::RecordedAllocated; }
     // Fragmentation at point i (allocators.md §5.4). nullopt where the inputs are absent or the
     // denominator is 0.
     std::optional<double> waste(std::size_t i) const;    // 1 − allocated/reserved

@@ -1,5 +1,6 @@
 // Acceptance checks on the shared public traces (skipped with a message where they are absent).
 #include "analyze/analysis.h"
+#include "analyze/trace_summary.h"
 #include "core/file_io.h"
 #include "core/importer.h"
 
@@ -7,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <map>
 
 using namespace gpumem;
 using namespace gpumem::analyze;
@@ -69,6 +71,16 @@ TEST(PublicTraces, Owlv2ModuleBreakdownAtPeakSumsToTheLiveBytes)
     // No object address survives in a stack key (they differ between runs and would defeat diff).
     for (const auto& r : b.by(GroupBy::Site))
         EXPECT_EQ(r.key.find(" at 0x"), std::string::npos) << r.key;
+    // Reserved comes from the profiler's "Total Reserved" counter; the ratios use its "Total Allocated"
+    // counter (it includes the weights loaded before profiling). Both peaks agree with gpumem info's.
+    const auto summary = summarize(t);
+    std::map<std::string, Bytes> recorded;
+    for (const auto& [name, peak] : summary.devices[a.device].recordedPeaks)
+        recorded[name] = peak.bytes;
+    EXPECT_EQ(a.timeline.device(a.device)->reservedSource, "counter: Total Reserved");
+    EXPECT_EQ(a.fragmentation.peakReserved, recorded["Total Reserved"]);
+    EXPECT_EQ(a.fragmentation.peakRecordedAllocated, recorded["Total Allocated"]);
+    EXPECT_GT(*a.fragmentation.peakRecordedAllocated, a.fragmentation.peakAllocated);
     // Inference run: periodicity finds the repeated pipeline calls.
     EXPECT_EQ(a.steps.source, StepSource::Periodicity);
     EXPECT_GE(a.steps.steps.size(), 4u);
