@@ -293,3 +293,23 @@ TEST(HtmlReport, PolicyRowsFillTheComparisonSection)
     EXPECT_NE(without.str().find("No policies were given"), std::string::npos);
     EXPECT_EQ(htmlEscape("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
 }
+
+TEST(Steps, UserRangesNamedLikeIterationsAndMarkersAlsoGiveSteps)
+{
+    auto ranges = analyzeTrace(buildMicroLoop({ .steps = 4, .stepName = "train_step" }));
+    EXPECT_EQ(ranges.steps.source, StepSource::UserRange);
+    EXPECT_EQ(ranges.steps.detail, "train_step");
+    EXPECT_EQ(ranges.steps.steps.size(), 4u);
+    auto markers = analyzeTrace(buildMicroLoop({ .steps = 4, .annotateSteps = false, .markers = true }));
+    EXPECT_EQ(markers.steps.source, StepSource::Marker);
+    EXPECT_EQ(markers.steps.steps.size(), 4u);
+    // Ranges that hold few of the memory events (a data loader's) are not steps.
+    TraceBuilder b;
+    for (int i = 0; i < 8; ++i) {
+        b.alloc(i * 100 + 10, 0x1000 + i * 0x100, 512);
+        b.free(i * 100 + 50, 0x1000 + i * 0x100, 512);
+        b.add(Annotation { i * 100, i * 100 + 5, b.intern("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"), AnnotationKind::Range, kNoDevice, 0 });
+    }
+    auto loader = analyzeTrace(b.build());
+    EXPECT_NE(loader.steps.source, StepSource::UserRange);
+}

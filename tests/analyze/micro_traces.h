@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <string>
+
 namespace gpumem::test {
 
 struct MicroLoop {
@@ -18,6 +20,8 @@ struct MicroLoop {
     Bytes leakPerStep = 0;
     Bytes fc2Extra = 0;
     bool annotateSteps = true;
+    std::string stepName = "ProfilerStep#"; // + N (from 10) when it ends with '#'; else the same name each step
+    bool markers = false;                   // a marker event at the start of every step and at the end
 };
 
 inline Trace buildMicroLoop(const MicroLoop& p)
@@ -67,6 +71,8 @@ inline Trace buildMicroLoop(const MicroLoop& p)
     alloc(4 * MiB, fc1, Category::Parameter);
     alloc(2 * MiB, fc2, Category::Parameter);
     for (int s = 0; s < p.steps; ++s) {
+        if (p.markers)
+            ev(EventKind::Marker, 0, 0, 0, 0, Category::Unknown);
         const TimeNs start = t;
         const Address a1 = alloc(8 * MiB, fc1, Category::Activation, fwdSite);
         const Address tmp = alloc(1 * MiB, fc1, Category::Temporary, fwdSite);
@@ -86,12 +92,14 @@ inline Trace buildMicroLoop(const MicroLoop& p)
             Annotation an;
             an.start = start;
             an.end = t;
-            an.name = b.intern("ProfilerStep#" + std::to_string(s + 10));
+            an.name = b.intern(p.stepName.ends_with('#') ? p.stepName + std::to_string(s + 10) : p.stepName);
             an.kind = AnnotationKind::Range;
             b.add(an);
         }
         t += 5000;
     }
+    if (p.markers)
+        ev(EventKind::Marker, 0, 0, 0, 0, Category::Unknown);
     return b.build();
 }
 
