@@ -1,6 +1,7 @@
 #include "analyze/analysis.h"
 
 #include "core/error.h"
+#include "core/importer.h"
 
 #include <algorithm>
 
@@ -134,8 +135,14 @@ namespace {
 
 Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options)
 {
+    auto step = [&](double done) {
+        if (options.progress && !options.progress(done))
+            throw Cancelled();
+    };
     Analysis a;
+    step(0.0);
     a.timeline = Timeline::build(trace);
+    step(0.45);
     const DeviceTimeline* dev = nullptr;
     if (options.device) {
         dev = a.timeline.device(*options.device);
@@ -159,7 +166,9 @@ Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options)
     a.fragmentation = computeFragmentation(*dev, a.stats);
     a.steps = detectSteps(trace, *dev);
     a.leaks = detectLeaks(trace, *dev, a.steps);
+    step(0.6);
     a.inferred = inferCategories(trace, a.steps);
+    step(0.8);
     a.categoriesRecorded = hasRecordedCategories(trace);
     a.categories = a.categoriesRecorded ? recordedCategories(trace) : a.inferred;
 
@@ -186,6 +195,7 @@ Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options)
                 all.push_back(i);
         a.agreementAll = compareCategories(trace, a.categories, a.inferred, all);
     }
+    step(1.0);
     return a;
 }
 

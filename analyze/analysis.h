@@ -9,6 +9,7 @@
 #include "analyze/steps.h"
 #include "analyze/timeline.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,9 @@ struct AnalysisOptions {
     std::optional<DeviceId> device; // default: the device with the largest peak allocated
     // Instants to break down; default {peak allocated, peak reserved (when recorded)}.
     std::vector<InstantSpec> instants;
+    // Called between stages with the fraction done (0–1), on the calling thread; return false to
+    // cancel (analyzeTrace then throws gpumem::Cancelled). For the GUI's worker thread.
+    std::function<bool(double)> progress;
 };
 
 // The figures of allocators.md §5.4 for the analyzed device. Optional ones need a reserved series
@@ -69,6 +73,7 @@ struct Analysis {
     std::vector<Breakdown> breakdowns; // one per resolvable instant, in the order asked
 };
 
+// Throws UsageError for a device index the trace does not have, Cancelled when progress says so.
 Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options = {});
 
 } // namespace gpumem::analyze

@@ -1,6 +1,7 @@
 #include "analyze/analysis.h"
 #include "analyze/html_report.h"
 #include "analyze/trace_diff.h"
+#include "core/importer.h"
 #include "core/jsonl_format.h"
 #include "core/trace_builder.h"
 #include "micro_traces.h"
@@ -312,4 +313,22 @@ TEST(Steps, UserRangesNamedLikeIterationsAndMarkersAlsoGiveSteps)
     }
     auto loader = analyzeTrace(b.build());
     EXPECT_NE(loader.steps.source, StepSource::UserRange);
+}
+
+TEST(Analysis, ReportsProgressAndCanBeCancelled)
+{
+    Trace t = buildMicroLoop({});
+    std::vector<double> seen;
+    AnalysisOptions o;
+    o.progress = [&](double f) {
+        seen.push_back(f);
+        return true;
+    };
+    analyzeTrace(t, o);
+    ASSERT_GE(seen.size(), 3u);
+    EXPECT_EQ(seen.front(), 0.0);
+    EXPECT_EQ(seen.back(), 1.0);
+    EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+    o.progress = [](double f) { return f < 0.5; };
+    EXPECT_THROW(analyzeTrace(t, o), Cancelled);
 }
