@@ -38,15 +38,15 @@ Category inferCategory(const StepSet& steps, const BlockLife& life)
 {
     const auto [a, step] = phaseAt(steps, life.allocTime);
     const auto& freeTime = life.freeTime;
+    const auto [f, freeStep] = freeTime ? phaseAt(steps, *freeTime) : std::make_pair(Phase::After, steps.steps.size());
     // Op-local only within one phase of one step; in backward PyTorch files even op-local blocks
     // under autograd_detail (the autograd engine made them).
-    if (life.opLocal && freeTime && a != Phase::Setup && a != Phase::Backward && phaseAt(steps, *freeTime) == std::make_pair(a, step))
+    if (life.opLocal && freeTime && a != Phase::Setup && a != Phase::Backward && f == a && freeStep == step)
         return Category::Temporary;
     const bool freedInStep = freeTime && step < steps.steps.size() && *freeTime < steps.steps[step].end;
-    const Phase f = freeTime ? phaseAt(steps, *freeTime).first : Phase::After;
     switch (a) {
     case Phase::Setup:
-        return freeTime && f == Phase::Setup && phaseAt(steps, *freeTime).second == step ? Category::Temporary : Category::Parameter;
+        return freeTime && f == Phase::Setup && freeStep == step ? Category::Temporary : Category::Parameter;
     case Phase::Forward:
         return Category::Activation;
     case Phase::Backward:
