@@ -88,6 +88,34 @@ std::string torchSize(Bytes bytes, Bytes reference)
     return scaled(bytes, static_cast<double>(reference), 1024, 768 * 1024, { "B  ", "KiB", "MiB", "GiB", "TiB", "PiB" }, "%6llu %s");
 }
 
+std::vector<std::pair<std::string, std::string>> fragmentationRows(const FragmentationSummary& f)
+{
+    std::vector<std::pair<std::string, std::string>> rows;
+    rows.emplace_back("Lower bound: max live bytes", formatBytes(f.lowerBound));
+    if (f.peakRecordedAllocated)
+        rows.emplace_back("Peak of the recorded allocated counter", formatBytes(*f.peakRecordedAllocated));
+    if (f.peakReserved) {
+        rows.emplace_back("Peak reserved", formatBytes(*f.peakReserved));
+        if (f.overheadVsLowerBound) {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%.3f x", *f.overheadVsLowerBound);
+            rows.emplace_back("Peak reserved / lower bound", buf);
+        }
+        rows.emplace_back("peak_active / peak_reserved (GMLake)", percent(*f.utilizationActive));
+        rows.emplace_back("max_allocated / max_reserved (STAlloc)", percent(*f.utilizationAllocated));
+        if (f.wasteAtPeakReserved)
+            rows.emplace_back("1 - allocated/reserved at reserved peak", percent(*f.wasteAtPeakReserved));
+        if (f.timeWeightedWaste)
+            rows.emplace_back("1 - allocated/reserved, time-weighted mean", percent(*f.timeWeightedWaste));
+        if (f.externalAtPeakReserved)
+            rows.emplace_back("1 - largest_free/free at reserved peak (TF)", percent(*f.externalAtPeakReserved));
+        if (f.maxInactiveSplit)
+            rows.emplace_back("Max inactive split bytes (PyTorch)", formatBytes(*f.maxInactiveSplit));
+    }
+    rows.emplace_back("Internal: allocated - requested at peak", formatBytes(f.internalAtPeakAllocated));
+    return rows;
+}
+
 std::string percent(double fraction)
 {
     char buf[32];
@@ -168,30 +196,10 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     const auto& f = a.fragmentation;
     line(out, center("Fragmentation (definitions: docs/analysis.md)", kWidth));
     rule(out, '-');
-    kv(out, "Lower bound: max live bytes", formatBytes(f.lowerBound));
-    if (f.peakRecordedAllocated)
-        kv(out, "Peak of the recorded allocated counter", formatBytes(*f.peakRecordedAllocated));
-    if (f.peakReserved) {
-        kv(out, "Peak reserved", formatBytes(*f.peakReserved));
-        if (f.overheadVsLowerBound) {
-            char buf[32];
-            std::snprintf(buf, sizeof buf, "%.3f x", *f.overheadVsLowerBound);
-            kv(out, "Peak reserved / lower bound", buf);
-        }
-        kv(out, "peak_active / peak_reserved (GMLake)", percent(*f.utilizationActive));
-        kv(out, "max_allocated / max_reserved (STAlloc)", percent(*f.utilizationAllocated));
-        if (f.wasteAtPeakReserved)
-            kv(out, "1 - allocated/reserved at reserved peak", percent(*f.wasteAtPeakReserved));
-        if (f.timeWeightedWaste)
-            kv(out, "1 - allocated/reserved, time-weighted mean", percent(*f.timeWeightedWaste));
-        if (f.externalAtPeakReserved)
-            kv(out, "1 - largest_free/free at reserved peak (TF)", percent(*f.externalAtPeakReserved));
-        if (f.maxInactiveSplit)
-            kv(out, "Max inactive split bytes (PyTorch)", formatBytes(*f.maxInactiveSplit));
-    } else {
+    for (const auto& [name, value] : fragmentationRows(f))
+        kv(out, name, value);
+    if (!f.peakReserved)
         line(out, " no reserved series (no segment events or reserved counter): replay to get one");
-    }
-    kv(out, "Internal: allocated - requested at peak", formatBytes(f.internalAtPeakAllocated));
     rule(out, '=');
 
     line(out, center("Steps", kWidth));

@@ -29,6 +29,8 @@ nlohmann::json analysisToJson(const Trace& trace, const Analysis& a, std::string
 // Header: trace,instant,time_ns,group,depth,key,label,self_bytes,total_bytes,self_blocks,total_blocks
 void writeAnalysisCsv(const Analysis& a, std::string_view label, const ReportOptions& options, std::ostream& out, bool header = true);
 
+// The fragmentation figures to show, as (label, value) rows in a fixed order (text and HTML reports).
+std::vector<std::pair<std::string, std::string>> fragmentationRows(const FragmentationSummary& f);
 // "12.5 %" with one decimal.
 std::string percent(double fraction);
 // CSV field quoting (RFC 4180).

@@ -203,30 +203,11 @@ code{font-size:12px})";
     {
         const auto& f = a.fragmentation;
         out << "<table>";
-        kvRow(out, "peak allocated (lower bound: max live bytes)", formatBytes(f.peakAllocated));
-        kvRow(out, "peak active", formatBytes(f.peakActive));
-        if (f.peakRecordedAllocated)
-            kvRow(out, "peak of the recorded allocated counter", formatBytes(*f.peakRecordedAllocated));
-        if (f.peakReserved) {
-            kvRow(out, "peak reserved", formatBytes(*f.peakReserved));
-            if (f.overheadVsLowerBound) {
-                char buf[32];
-                std::snprintf(buf, sizeof buf, "%.3f ×", *f.overheadVsLowerBound);
-                kvRow(out, "peak reserved / lower bound", buf);
-            }
-            kvRow(out, "peak_active / peak_reserved (GMLake)", percent(*f.utilizationActive));
-            kvRow(out, "max_allocated / max_reserved (STAlloc)", percent(*f.utilizationAllocated));
-            if (f.wasteAtPeakReserved)
-                kvRow(out, "1 − allocated/reserved at the reserved peak", percent(*f.wasteAtPeakReserved));
-            if (f.timeWeightedWaste)
-                kvRow(out, "1 − allocated/reserved, time-weighted mean", percent(*f.timeWeightedWaste));
-            if (f.externalAtPeakReserved)
-                kvRow(out, "1 − largest_free/free at the reserved peak (TF BFC)", percent(*f.externalAtPeakReserved));
-            if (f.maxInactiveSplit)
-                kvRow(out, "max inactive split bytes (PyTorch)", formatBytes(*f.maxInactiveSplit));
-        }
-        kvRow(out, "internal (allocated − requested) at the peak", formatBytes(f.internalAtPeakAllocated));
-        kvRow(out, "allocations / OOMs", std::to_string(a.stats.allocations.allocated) + " / " + std::to_string(a.stats.ooms));
+        kvRow(out, "Peak allocated", formatBytes(f.peakAllocated));
+        kvRow(out, "Peak active", formatBytes(f.peakActive));
+        for (const auto& [label, value] : fragmentationRows(f))
+            kvRow(out, label, value);
+        kvRow(out, "Allocations / OOMs", std::to_string(a.stats.allocations.allocated) + " / " + std::to_string(a.stats.ooms));
         out << "</table>";
     }
 
