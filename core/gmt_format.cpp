@@ -573,7 +573,21 @@ namespace {
 
         bool str(std::uint64_t id) const { return id < strings; }
 
+        // Applies a chunk. Events of a malformed chunk are all dropped (memory events, kernels,
+        // annotations, samples); table rows decoded before a malformed record may remain, unused,
+        // since reading stops there.
         bool decode(std::uint32_t type, std::uint32_t records, std::string_view payload, nlohmann::json& metadata)
+        {
+            const std::size_t kernels = b.kernels().size(), annotations = b.annotations().size(), samples = b.counterSamples().size();
+            if (decodeRecords(type, records, payload, metadata))
+                return true;
+            b.kernels().resize(kernels);
+            b.annotations().resize(annotations);
+            b.counterSamples().resize(samples);
+            return false;
+        }
+
+        bool decodeRecords(std::uint32_t type, std::uint32_t records, std::string_view payload, nlohmann::json& metadata)
         {
             // Every record of the other types takes at least one payload byte: a larger count is hostile.
             if (type == kMemory ? records > kGmtMaxEventsPerChunk : records > payload.size())

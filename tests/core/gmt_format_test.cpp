@@ -406,6 +406,23 @@ TEST(GmtFormat, MalformedStatsAndMetadataPatchesAreCorruptChunks)
     EXPECT_FALSE(patched.metadata().contains("tool"));
 }
 
+TEST(GmtFormat, MalformedEventChunkAddsNoneOfItsRecords)
+{
+    const std::string valid = gmtBytes(readJsonl(dataFile("tiny_alloc_free.jsonl").string()));
+    // Two kernels (start, end, device, stream, name, correlation); the second names stream 5 of 1.
+    const std::string kernels("\x02\x02\x00\x00\x01\x00"
+                              "\x02\x02\x00\x05\x01\x00",
+        12);
+    Trace t = readTraceBytes(insertBeforeEnd(valid, chunk("KERN", 2, kernels)));
+    EXPECT_EQ(t.kernels().size(), 0u);
+    ASSERT_NE(t.importStats().find("corrupt_chunk"), nullptr);
+    EXPECT_NE(t.importStats().find("corrupt_chunk")->detail.find("malformed KERN chunk"), std::string::npos);
+    Trace good = readTraceBytes(insertBeforeEnd(valid, chunk("KERN", 1, kernels.substr(0, 6))));
+    ASSERT_EQ(good.kernels().size(), 1u);
+    EXPECT_EQ(good.kernels()[0].start, 1);
+    EXPECT_EQ(good.kernels()[0].end, 2);
+}
+
 TEST(GmtFormat, ReportsProgressUpToOneAndCancels)
 {
     auto path = tempPath("progress.gmt");
