@@ -1,5 +1,6 @@
 #include "core/gmt_format.h"
 
+#include "core/detail/json_limits.h"
 #include "core/detail/trace_body.h"
 #include "core/detail/varint.h"
 #include "core/error.h"
@@ -733,7 +734,8 @@ namespace {
             case kStats:
                 return decodeStats(records, payload);
             case kMetaPatch: {
-                auto patch = nlohmann::json::parse(payload, nullptr, false);
+                bool tooDeep = false;
+                auto patch = detail::parseShallowJson(payload, tooDeep);
                 if (!patch.is_object()) // a non-object patch would replace the metadata object itself
                     return false;
                 metadata.merge_patch(patch);
@@ -862,7 +864,10 @@ Trace readGmtBytes(std::string_view bytes, std::string_view name, const LoadOpti
     const std::size_t headerEnd = kFileHeaderFixed + metaLen;
     if (!checksumOk(detail::getU32(bytes.data() + headerEnd), crcUpdate(0, bytes.substr(0, headerEnd))))
         fail("header checksum mismatch at offset " + std::to_string(headerEnd) + "; the file is damaged");
-    auto meta = nlohmann::json::parse(bytes.substr(kFileHeaderFixed, metaLen), nullptr, false);
+    bool tooDeep = false;
+    auto meta = detail::parseShallowJson(bytes.substr(kFileHeaderFixed, metaLen), tooDeep);
+    if (tooDeep)
+        fail("the header metadata at offset 16 nests deeper than " + std::to_string(detail::kMaxMetadataDepth) + " levels; the file is damaged");
     if (!meta.is_object())
         fail("the header metadata at offset 16 is not a JSON object; the file is damaged");
     TraceBuilder b;

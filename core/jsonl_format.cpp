@@ -1,5 +1,6 @@
 #include "core/jsonl_format.h"
 
+#include "core/detail/json_limits.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/trace_builder.h"
@@ -237,6 +238,10 @@ Trace readJsonlText(std::string_view content, std::string_view name, const LoadO
             if (j.contains("metadata")) {
                 if (!j["metadata"].is_object())
                     r.fail("metadata", "must be an object");
+                bool tooDeep = false;
+                detail::parseShallowJson(text, tooDeep); // the header line again, with a depth check
+                if (tooDeep)
+                    r.fail("metadata", "nests deeper than " + std::to_string(detail::kMaxMetadataDepth) + " levels");
                 b.metadata() = j["metadata"];
             }
             sawHeader = true;
@@ -265,7 +270,7 @@ Trace readJsonlText(std::string_view content, std::string_view name, const LoadO
                 r.fail("scope", "refers to no scope record above it");
             if (e.site >= b.siteCount())
                 r.fail("site", "refers to no site record above it");
-            b.add(e);
+            b.memoryColumns().push(e); // not add(): an explicit seq of 2^64−1 is a value, not "auto"
         } else if (type == "device") {
             expectId(r, b.deviceCount());
             if (b.deviceCount() >= kNoDevice)

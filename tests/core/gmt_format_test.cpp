@@ -423,6 +423,28 @@ TEST(GmtFormat, MalformedEventChunkAddsNoneOfItsRecords)
     EXPECT_EQ(good.kernels()[0].end, 2);
 }
 
+TEST(GmtFormat, DeeplyNestedMetadataIsRefusedBeforeItCanOverflowTheStack)
+{
+    // Writing such metadata back out (dump, merge_patch) recurses once per level.
+    const std::string deep = "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+    std::string file(kGmtMagic, sizeof kGmtMagic);
+    file += std::string("\x01\x00\x00\x00", 4) + std::string(4, '\0');
+    putLe32(file, 12, static_cast<std::uint32_t>(deep.size()));
+    file += deep;
+    file += std::string(4, '\0');
+    putLe32(file, file.size() - 4, crc(std::string_view(file).substr(0, file.size() - 4)));
+    try {
+        readTraceBytes(file);
+        FAIL();
+    } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("nests deeper than 64 levels"), std::string::npos) << e.what();
+    }
+    const std::string valid = gmtBytes(readJsonl(dataFile("tiny_alloc_free.jsonl").string()));
+    Trace patched = readTraceBytes(insertBeforeEnd(valid, chunk("META", 1, deep)));
+    EXPECT_NE(patched.importStats().find("corrupt_chunk"), nullptr);
+    EXPECT_FALSE(patched.metadata().contains("a"));
+}
+
 TEST(GmtFormat, ReportsProgressUpToOneAndCancels)
 {
     auto path = tempPath("progress.gmt");

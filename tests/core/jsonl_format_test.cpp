@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 using namespace gpumem;
@@ -99,6 +100,15 @@ TEST(JsonlFormat, SeqDefaultsToThePositionAmongMemRecords)
     EXPECT_EQ(t.memory().sequence, (std::vector<std::uint64_t> { 0, 0, 2 }));
 }
 
+TEST(JsonlFormat, ExplicitSeqOfTheLargestValueIsKept)
+{
+    // TraceBuilder::add() reads 2^64−1 as "assign one"; an explicit value must survive.
+    const std::string text = kHeader + "\n" + kTables + "\n" + R"({"type":"mem","t":5,"kind":"alloc","addr":1,"size":512,"seq":18446744073709551615})" + "\n";
+    Trace t = parse(text);
+    EXPECT_EQ(t.memory().sequence[0], std::numeric_limits<std::uint64_t>::max());
+    EXPECT_EQ(toJsonl(t), text);
+}
+
 TEST(JsonlFormat, ErrorsNamePathLineAndField)
 {
     const std::string head = kHeader + "\n" + kTables + "\n"; // lines 1–3
@@ -130,6 +140,8 @@ TEST(JsonlFormat, ErrorsNamePathLineAndField)
     EXPECT_EQ(errorOf(R"({"format":"chrome-trace","version":1})").rfind(R"(x.jsonl:1: field "format" must be "gpumem-jsonl" on the first line)", 0), 0u);
     EXPECT_EQ(errorOf(R"({"format":"gpumem-jsonl","version":2})").rfind(R"(x.jsonl:1: field "version" is 2, newer than this gpumem reads (1); upgrade gpumem)", 0), 0u);
     EXPECT_EQ(errorOf(R"({"format":"gpumem-jsonl","version":1,"metadata":[]})").rfind(R"(x.jsonl:1: field "metadata" must be an object)", 0), 0u);
+    const std::string deep = R"({"format":"gpumem-jsonl","version":1,"metadata":{"a":)" + std::string(5000, '[') + std::string(5000, ']') + "}}";
+    EXPECT_EQ(errorOf(deep).rfind(R"(x.jsonl:1: field "metadata" nests deeper than 64 levels)", 0), 0u) << errorOf(deep);
 }
 
 TEST(JsonlFormat, SkipsBlankLinesAndCountsUnknownRecordTypes)
