@@ -814,7 +814,8 @@ namespace {
     }
 
     // Large columns are filled once, front to back: transparent huge pages save most of the page
-    // faults (a quarter of the read time with 4 KiB pages). Only a hint; ignored where unsupported.
+    // faults (reading 10M events took twice as long with 4 KiB pages on the development VM). Only a
+    // hint; ignored where THP is off.
     void adviseHugePages(const void* data, std::size_t bytes)
     {
         constexpr std::uintptr_t kHuge = 2 << 20;
