@@ -268,7 +268,12 @@ GmtWriter::GmtWriter(const std::string& path, const nlohmann::json& metadata)
     putU32(header, static_cast<std::uint32_t>(meta.size()));
     header += meta;
     putU32(header, crcUpdate(0, header));
-    writeAll(header.data(), header.size());
+    try {
+        writeAll(header.data(), header.size());
+    } catch (...) { // no destructor runs for a throwing constructor
+        ::close(m_fd);
+        throw;
+    }
 }
 
 GmtWriter::~GmtWriter()

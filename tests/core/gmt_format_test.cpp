@@ -445,6 +445,15 @@ TEST(GmtFormat, DeeplyNestedMetadataIsRefusedBeforeItCanOverflowTheStack)
     EXPECT_FALSE(patched.metadata().contains("a"));
 }
 
+TEST(GmtFormat, DeviceOrdinalOutsideInt32IsMalformed)
+{
+    const std::string valid = gmtBytes(readJsonl(dataFile("tiny_alloc_free.jsonl").string()));
+    // type cuda, ordinal zigzag(2^32) = 2^33 (varint 80 80 80 80 20), name 0, total 0.
+    Trace t = readTraceBytes(insertBeforeEnd(valid, chunk("DEVS", 1, std::string("\x00\x80\x80\x80\x80\x20\x00\x00", 8))));
+    EXPECT_EQ(t.devices().size(), 1u);
+    EXPECT_NE(t.importStats().find("corrupt_chunk"), nullptr);
+}
+
 TEST(GmtFormat, ReportsProgressUpToOneAndCancels)
 {
     auto path = tempPath("progress.gmt");
@@ -554,6 +563,8 @@ TEST(GmtFormat, WriterAppendsTablesAndEventsIncrementally)
         m.push(e);
         w.appendMemoryEvents(m, 0, 1);
         EXPECT_THROW(w.appendStrings(strings, 5, 1), Error);
+        EXPECT_THROW(w.appendMetadataPatch(nlohmann::json::array()), Error); // its reader would refuse it
+        w.appendMetadataPatch({ { "allocator_settings", "expandable_segments:True" } });
         // Not finished: the destructor writes the end chunk.
     }
     Trace t = readGmt(path.string());
@@ -561,4 +572,5 @@ TEST(GmtFormat, WriterAppendsTablesAndEventsIncrementally)
     ASSERT_EQ(t.memory().count(), 1u);
     EXPECT_EQ(t.str(t.devices()[0].name), "NVIDIA H100 80GB HBM3");
     EXPECT_EQ(t.metadata().value("tool", ""), "gpumem-tracer");
+    EXPECT_EQ(t.metadata().value("allocator_settings", ""), "expandable_segments:True");
 }
