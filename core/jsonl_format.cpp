@@ -222,6 +222,12 @@ Trace readJsonlText(std::string_view content, std::string_view name, const LoadO
                 why = why.substr(colon);
             throw FormatError(where + ":" + std::to_string(e.byte) + ": not valid JSON (" + why
                 + "); each line of a .jsonl trace is one JSON object");
+        } catch (const nlohmann::json::exception& e) {
+            // Not a syntax error but still unreadable: a number beyond double range (out_of_range.406).
+            std::string why = e.what();
+            if (auto bracket = why.find("] "); bracket != std::string::npos)
+                why = why.substr(bracket + 2);
+            throw FormatError(where + ": not valid JSON (" + why + "); each line of a .jsonl trace is one JSON object");
         }
         if (!j.is_object())
             throw FormatError(where + ": not a JSON object; each line of a .jsonl trace is one JSON object");

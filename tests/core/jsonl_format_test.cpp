@@ -129,6 +129,9 @@ TEST(JsonlFormat, ErrorsNamePathLineAndField)
         { R"({"type":"scope","id":2,"name":"x"})", R"(x.jsonl:4: field "id" must be 1 (ids are dense and in order))" },
         { R"({"type":"mem","t":5,"kind":"alloc","addr":1,"size":512)", "x.jsonl:4:55: not valid JSON (syntax error while parsing object - unexpected end of input; expected '}')" },
         { R"([1,2])", "x.jsonl:4: not a JSON object" },
+        // Found by jsonl_reader_fuzzer: nlohmann throws out_of_range, not parse_error, for this.
+        { R"({"type":"mem","t":173200000E000800000,"kind":"alloc","addr":1,"size":512})",
+            "x.jsonl:4: not valid JSON (number overflow parsing '173200000E000800000')" },
         { R"({"kind":"alloc"})", R"(x.jsonl:4: field "type" is missing)" },
     };
     for (const auto& c : cases) {
