@@ -422,7 +422,7 @@ bool looksLikeXplane(std::string_view head)
     std::uint64_t nameLength = c.varint();
     if (c.failed() || nameLength == 0 || nameLength > 4096 || nameLength >= planeLength)
         return false;
-    std::string_view rest(c.position(), head.data() + head.size() - c.position());
+    std::string_view rest = head.substr(head.size() - c.remaining());
     std::string_view name = rest.substr(0, static_cast<std::size_t>(nameLength));
     for (std::string_view prefix : kPlanePrefixes)
         if (name.starts_with(prefix))
