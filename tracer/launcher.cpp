@@ -62,13 +62,6 @@ namespace {
         if (!isDir(dir))
             throw Error("gpumem record: " + dir + " is not a folder; give -o an existing or new folder");
     }
-    long long nowNs()
-    {
-        timespec ts {};
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return static_cast<long long>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
-    }
-
     std::atomic<pid_t> g_child { 0 };
     constexpr int kForwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 
@@ -107,9 +100,9 @@ std::string locatePythonHelperDir()
     return {};
 }
 
-std::vector<std::string> traceFilesSince(const std::string& dir, long long sinceNs)
+TraceFileState traceFiles(const std::string& dir)
 {
-    std::vector<std::string> files;
+    TraceFileState files;
     DIR* d = ::opendir(dir.c_str());
     if (d == nullptr)
         return files;
@@ -122,12 +115,21 @@ std::vector<std::string> traceFilesSince(const std::string& dir, long long since
         if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
             continue;
         const long long mtime = static_cast<long long>(st.st_mtim.tv_sec) * 1'000'000'000LL + st.st_mtim.tv_nsec;
-        if (mtime >= sinceNs)
-            files.push_back(path);
+        files[path] = { mtime, static_cast<long long>(st.st_size) };
     }
     ::closedir(d);
-    std::sort(files.begin(), files.end());
     return files;
+}
+
+std::vector<std::string> changedTraceFiles(const TraceFileState& before, const TraceFileState& after)
+{
+    std::vector<std::string> changed;
+    for (const auto& [path, state] : after) {
+        auto it = before.find(path);
+        if (it == before.end() || it->second != state)
+            changed.push_back(path);
+    }
+    return changed; // std::map keeps them sorted
 }
 
 int runRecorded(const RecordOptions& options)
@@ -177,7 +179,7 @@ int runRecorded(const RecordOptions& options)
         argv.push_back(s.data());
     argv.push_back(nullptr);
 
-    const long long started = nowNs();
+    const TraceFileState before = traceFiles(outDir);
     // Handlers go in before the spawn so no signal slips between the two; they only forward.
     struct sigaction old[std::size(kForwarded)] {};
     for (std::size_t i = 0; i < std::size(kForwarded); ++i) {
@@ -216,16 +218,14 @@ int runRecorded(const RecordOptions& options)
     restore();
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 
-    const auto files = traceFilesSince(outDir, started);
+    const TraceFileState after = traceFiles(outDir);
+    const auto files = changedTraceFiles(before, after);
     if (files.empty()) {
         diag << "gpumem record: no trace file was written to " << outDir
              << " (the program did not initialise CUDA or NVTX, or the tracer switched itself off)\n";
     } else if (options.listing) {
-        for (const auto& f : files) {
-            struct stat st {};
-            ::stat(f.c_str(), &st);
-            *options.listing << f << "\t" << st.st_size << " bytes\n";
-        }
+        for (const auto& f : files)
+            *options.listing << f << "\t" << after.at(f).second << " bytes\n";
     }
     return code;
 }

@@ -7,6 +7,7 @@
 // SIGTERM, SIGHUP and SIGQUIT sent to gpumem by another process are forwarded to it (a terminal's
 // Ctrl-C already reaches both). Not thread-safe (installs signal handlers while it runs).
 #include <iosfwd>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,11 @@ std::string locateTracerLibrary();
 // (baked in at build time). Returns "" if none exists.
 std::string locatePythonHelperDir();
 
-// The .gmt files in `dir` that were created or modified at or after `sinceNs` (Unix ns), sorted.
-std::vector<std::string> traceFilesSince(const std::string& dir, long long sinceNs);
+// A listing of the .gmt files in `dir` (path → modification time and size), to tell afterwards
+// which files a run created or changed (file times are too coarse to compare with a clock).
+using TraceFileState = std::map<std::string, std::pair<long long, long long>>;
+TraceFileState traceFiles(const std::string& dir);
+// The files of `after` that are not in `before` or differ from it, sorted.
+std::vector<std::string> changedTraceFiles(const TraceFileState& before, const TraceFileState& after);
 
 } // namespace gpumem::tracer
