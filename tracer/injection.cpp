@@ -25,6 +25,8 @@
 #include <semaphore.h>
 #include <unistd.h>
 
+#include <vector>
+
 #define GPUMEM_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace gpumem::tracer {
@@ -152,6 +154,8 @@ namespace {
         ::sem_post(&s->rescueDone);
     }
 
+    std::vector<int> g_installedSignals; // the signals whose handler is ours (guarded by g_initMutex)
+
     void installSignalHandlers()
     {
         for (int sig : kFatalSignals) {
@@ -162,8 +166,21 @@ namespace {
             act.sa_handler = onFatalSignal;
             sigemptyset(&act.sa_mask);
             act.sa_flags = SA_RESTART;
-            ::sigaction(sig, &act, nullptr);
+            if (::sigaction(sig, &act, nullptr) == 0)
+                g_installedSignals.push_back(sig);
         }
+    }
+
+    // Gives the default action back to the signals we took (only where our handler is still there).
+    void removeSignalHandlers()
+    {
+        std::lock_guard lock(g_initMutex);
+        for (int sig : g_installedSignals) {
+            struct sigaction current {};
+            if (::sigaction(sig, nullptr, &current) == 0 && !(current.sa_flags & SA_SIGINFO) && current.sa_handler == onFatalSignal)
+                ::signal(sig, SIG_DFL);
+        }
+        g_installedSignals.clear();
     }
 
     void onForkChild()
@@ -287,6 +304,7 @@ namespace {
             s->subscriber = nullptr;
         }
         cuptiGetLastError(); // clears CUPTI's sticky error (cupti.md §1.3)
+        removeSignalHandlers();
         if (s->finished.exchange(true) || !s->writer)
             return;
         s->writer->stop({ { "tracer_disabled", reason } });

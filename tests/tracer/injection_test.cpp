@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <dlfcn.h>
 #include <set>
 #include <sstream>
@@ -100,4 +101,23 @@ TEST(TracerLibrary, RecordsNvtxRangesOfAnUnmodifiedProgramAcrossThreadsAndLibrar
     EXPECT_GE(span.end, byName.at("worker:inner").end);
     EXPECT_LE(main.start, byName.at("[mylib] lib:gemm").start);
     EXPECT_GE(main.end, span.end);
+}
+
+TEST(TracerLibrary, FinishesTheFileWhenATerminationSignalEndsTheProgram)
+{
+    TempDir out, scratch;
+    auto r = runShell("NVTX_INJECTION64_PATH=" + std::string(GPUMEM_TRACER_SO) + " GPUMEM_TRACE_DIR=" + out.path() + " exec "
+            + GPUMEM_NVTX_APP + " --die-by-sigterm",
+        scratch);
+    EXPECT_EQ(r.exitCode, 128 + SIGTERM) << r.err; // it still dies by the signal
+    auto files = out.files();
+    ASSERT_EQ(files.size(), 1u);
+    Trace t = readGmt(files[0]);
+    EXPECT_EQ(t.stats().find("truncated"), nullptr); // the end chunk was written
+    EXPECT_EQ(t.metadata()["exit"], "signal");
+    EXPECT_EQ(t.metadata()["signal"], SIGTERM);
+    ASSERT_EQ(t.annotations().size(), 1u); // the mark; the open range was never closed
+    EXPECT_EQ(t.str(t.annotations()[0].name), "about to die");
+    ASSERT_EQ(t.scopes().size(), 2u);
+    EXPECT_EQ(t.str(t.scopes()[1].name), "before:signal");
 }

@@ -3,12 +3,21 @@
 // start/end range that ends on another thread, and a mark.
 #include <nvtx3/nvToolsExt.h>
 
+#include <csignal>
+#include <cstring>
 #include <thread>
 
 extern "C" void libraryWork(const char* domainName);
 
-int main()
+int main(int argc, char** argv)
 {
+    if (argc > 1 && std::strcmp(argv[1], "--die-by-sigterm") == 0) {
+        // Ranges, then a termination signal with its default action (the tracer flushes first).
+        nvtxRangePushA("before:signal");
+        nvtxMarkA("about to die");
+        std::raise(SIGTERM);
+        return 0; // not reached
+    }
     nvtxRangeId_t span = nvtxRangeStartA("app:span");
     nvtxRangePushA("app:main");
     nvtxRangePushA("app:step");
