@@ -22,7 +22,7 @@ std::string poolSeriesName(std::uint64_t poolAddress, bool used)
 }
 
 namespace {
-    DeviceId memoryDevice(SinkTables& t, CUpti_ActivityMemoryKind kind, std::uint32_t deviceId)
+    DeviceId lookupMemoryDevice(SinkTables& t, CUpti_ActivityMemoryKind kind, std::uint32_t deviceId)
     {
         const auto ordinal = static_cast<std::int32_t>(deviceId);
         switch (kind) {
@@ -47,6 +47,25 @@ namespace {
         return slash == std::string_view::npos ? path : path.substr(slash + 1);
     }
 } // namespace
+
+DeviceId ActivityConverter::memoryDevice(SinkTables& t, CUpti_ActivityMemoryKind kind, std::uint32_t deviceId)
+{
+    const std::uint64_t key = std::uint64_t(kind) << 32 | deviceId;
+    auto it = m_devices.find(key);
+    if (it == m_devices.end())
+        it = m_devices.emplace(key, lookupMemoryDevice(t, kind, deviceId)).first;
+    return it->second;
+}
+
+std::pair<std::uint32_t, std::uint32_t> ActivityConverter::poolSeries(SinkTables& t, std::uint64_t poolAddress, DeviceId device)
+{
+    const std::uint64_t key = poolAddress ^ (std::uint64_t(device) << 48);
+    auto it = m_pools.find(key);
+    if (it == m_pools.end())
+        it = m_pools.emplace(key, std::make_pair(t.counterSeries(poolSeriesName(poolAddress, false), device),
+                                                t.counterSeries(poolSeriesName(poolAddress, true), device))).first;
+    return it->second;
+}
 
 ActivityConverter::ActivityConverter(TraceSink& sink, CorrelationMap& correlations, ConverterOptions options)
     : m_sink(sink)
@@ -147,9 +166,7 @@ void ActivityConverter::memory(const CUpti_ActivityMemory4& r, SinkTables& t, Pe
     p.memory.push_back(e);
 
     if (r.memoryPoolConfig.memoryPoolType == CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {
-        const std::uint64_t base = r.memoryPoolConfig.address;
-        auto reserved = t.counterSeries(poolSeriesName(base, false), e.device);
-        auto used = t.counterSeries(poolSeriesName(base, true), e.device);
+        auto [reserved, used] = poolSeries(t, r.memoryPoolConfig.address, e.device);
         p.samples.push_back(CounterSample { e.time, reserved, static_cast<std::int64_t>(r.memoryPoolConfig.pool.size) });
         p.samples.push_back(CounterSample { e.time, used, static_cast<std::int64_t>(r.memoryPoolConfig.utilizedSize) });
     }
@@ -183,8 +200,7 @@ void ActivityConverter::pool(const CUpti_ActivityMemoryPool3& r, SinkTables& t, 
         name += " to " + std::to_string(r.minBytesToKeep) + " bytes";
     p.annotations.push_back(Annotation { time, time, t.intern(name), AnnotationKind::Instant, device, 0 });
     if (r.memoryPoolType == CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {
-        auto reserved = t.counterSeries(poolSeriesName(r.address, false), device);
-        auto used = t.counterSeries(poolSeriesName(r.address, true), device);
+        auto [reserved, used] = poolSeries(t, r.address, device);
         p.samples.push_back(CounterSample { time, reserved, static_cast<std::int64_t>(r.size) });
         p.samples.push_back(CounterSample { time, used, static_cast<std::int64_t>(r.utilizedSize) });
     }

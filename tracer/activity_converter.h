@@ -26,6 +26,8 @@
 
 #include <cupti.h>
 
+#include <unordered_map>
+
 namespace gpumem::tracer {
 
 // cuptiActivityGetNextRecord's signature.
@@ -57,9 +59,16 @@ private:
     void pool(const CUpti_ActivityMemoryPool3& r, SinkTables& t, PendingEvents& p);
     void kernel(const CUpti_ActivityKernel10& r, SinkTables& t, PendingEvents& p);
 
+    DeviceId memoryDevice(SinkTables& t, CUpti_ActivityMemoryKind kind, std::uint32_t deviceId);
+    std::pair<std::uint32_t, std::uint32_t> poolSeries(SinkTables& t, std::uint64_t poolAddress, DeviceId device);
+
     TraceSink& m_sink;
     CorrelationMap& m_correlations;
     ConverterOptions m_options;
+    // Lookups cached per record key (only touched under the sink's mutex): the tables' own indexes
+    // build strings and tuples, which showed as most of the per-record cost (bench/tracer_overhead).
+    std::unordered_map<std::uint64_t, DeviceId> m_devices;                          // (kind, deviceId) → device
+    std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> m_pools; // (pool, device) → series
 };
 
 // Names used by the converter, shared with tests and docs.
