@@ -125,6 +125,9 @@ void ActivityConverter::convertLocked(const CUpti_Activity& record, SinkTables& 
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
         kernel(reinterpret_cast<const CUpti_ActivityKernel10&>(record), t, p);
         break;
+    case CUPTI_ACTIVITY_KIND_DEVICE:
+        device(reinterpret_cast<const CUpti_ActivityDevice5&>(record), p);
+        break;
     default:
         p.stats.add("unhandled_activity_kind", Severity::Info,
             "CUPTI activity kind " + std::to_string(int(record.kind)) + " is not converted by this tracer; skipped");
@@ -223,6 +226,20 @@ void ActivityConverter::kernel(const CUpti_ActivityKernel10& r, SinkTables& t, P
     k.name = t.intern(r.name ? std::string_view(r.name) : std::string_view("<unnamed kernel>"));
     k.correlation = r.correlationId;
     p.kernels.push_back(k);
+}
+
+void ActivityConverter::device(const CUpti_ActivityDevice5& r, PendingEvents& p)
+{
+    char uuid[2 * sizeof r.uuid.bytes + 1] = {};
+    for (std::size_t i = 0; i < sizeof r.uuid.bytes; ++i)
+        std::snprintf(uuid + 2 * i, 3, "%02x", static_cast<unsigned>(static_cast<unsigned char>(r.uuid.bytes[i])));
+    p.metadataPatch["cuda_devices"][std::to_string(r.id)] = {
+        { "name", r.name ? r.name : "" },
+        { "uuid", uuid },
+        { "total_memory", r.globalMemorySize },
+        { "compute_capability", std::to_string(r.computeCapabilityMajor) + "." + std::to_string(r.computeCapabilityMinor) },
+        { "multiprocessors", r.numMultiprocessors },
+    };
 }
 
 } // namespace gpumem::tracer

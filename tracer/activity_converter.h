@@ -19,6 +19,9 @@
 //  - CONCURRENT_KERNEL (CUpti_ActivityKernel10): a kernel (mangled name as CUPTI gives it).
 //    Records with start == end == 0 (timestamps lost to a full device buffer) are counted as
 //    "kernel_timestamps_lost" and skipped.
+//  - DEVICE (CUpti_ActivityDevice5): the metadata patch "cuda_devices": {"<id>": {name, uuid,
+//    total_memory, compute_capability, multiprocessors}} (device rows are written before the
+//    records that name them arrive, so the GPU's name and size travel in the metadata).
 //  - other kinds are counted as "unhandled_activity_kind" (info).
 // Thread-safe: every conversion takes the sink's mutex once per buffer.
 #include "tracer/correlation_map.h"
@@ -58,6 +61,7 @@ private:
     void memory(const CUpti_ActivityMemory4& r, SinkTables& t, PendingEvents& p);
     void pool(const CUpti_ActivityMemoryPool3& r, SinkTables& t, PendingEvents& p);
     void kernel(const CUpti_ActivityKernel10& r, SinkTables& t, PendingEvents& p);
+    void device(const CUpti_ActivityDevice5& r, PendingEvents& p);
 
     DeviceId memoryDevice(SinkTables& t, CUpti_ActivityMemoryKind kind, std::uint32_t deviceId);
     std::pair<std::uint32_t, std::uint32_t> poolSeries(SinkTables& t, std::uint64_t poolAddress, DeviceId device);

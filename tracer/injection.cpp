@@ -361,6 +361,7 @@ namespace {
         for (auto kind : { CUPTI_ACTIVITY_KIND_MEMORY2, CUPTI_ACTIVITY_KIND_MEMORY_POOL })
             if ((r = cuptiActivityEnable(kind)) != CUPTI_SUCCESS)
                 return switchOff(s, "cuptiActivityEnable(" + std::to_string(int(kind)) + ")", r);
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE); // names and sizes only: not worth switching off for
         if (!envOff("GPUMEM_TRACER_KERNELS") && (r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) != CUPTI_SUCCESS)
             return switchOff(s, "cuptiActivityEnable(CONCURRENT_KERNEL)", r);
         cuptiActivityFlushPeriod(static_cast<uint32_t>(envSize("GPUMEM_TRACER_FLUSH_MS", 500)));

@@ -5,6 +5,8 @@
 #include "tracer/range_recorder.h"
 #include "tracer_test_util.h"
 
+#include <nlohmann/json.hpp>
+
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -336,4 +338,31 @@ TEST(ActivityConverter, AllocationsCarryTheNvtxStackOfTheThreadThatMadeThem)
     EXPECT_EQ(m.thread[2], workerThread);
     EXPECT_EQ(m.scope[3], 0u);
     EXPECT_EQ(m.thread[3], 0u);
+}
+
+TEST(ActivityConverter, DeviceRecordsDescribeTheGpusInTheMetadata)
+{
+    Fixture f;
+    CUpti_ActivityDevice5 d;
+    std::memset(&d, 0, sizeof d);
+    d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+    d.id = 1;
+    d.name = "NVIDIA H200";
+    d.globalMemorySize = 150'011'707'392ull;
+    d.computeCapabilityMajor = 9;
+    d.computeCapabilityMinor = 0;
+    d.numMultiprocessors = 132;
+    for (int i = 0; i < 16; ++i)
+        d.uuid.bytes[i] = static_cast<char>(0xa0 + i);
+    ActivityBuffer b;
+    b.add(d);
+    EXPECT_EQ(f.walk(b), 1u);
+    Trace t = f.trace();
+    const auto& dev = t.metadata()["cuda_devices"]["1"];
+    EXPECT_EQ(dev["name"], "NVIDIA H200");
+    EXPECT_EQ(dev["total_memory"], 150'011'707'392ull);
+    EXPECT_EQ(dev["compute_capability"], "9.0");
+    EXPECT_EQ(dev["multiprocessors"], 132);
+    EXPECT_EQ(dev["uuid"], "a0a1a2a3a4a5a6a7a8a9aaabacadaeaf");
+    EXPECT_EQ(t.metadata()["tool"], "test"); // merged into, not replacing, the header's metadata
 }
