@@ -73,7 +73,7 @@ void ApiCallbacks::onApi(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
     if ((runtime && contains(kRuntimeAllocs, cbid)) || (driver && contains(kDriverAllocs, cbid))) {
         if (data.callbackSite == CUPTI_API_ENTER) {
             const std::uint64_t thread = currentThreadId();
-            m_correlations.remember(data.correlationId, CallOrigin { m_ranges.currentScope(thread), thread });
+            m_correlations.remember(data.correlationId, CallOrigin { m_ranges.currentScope(), thread });
         }
         return;
     }
@@ -88,7 +88,7 @@ void ApiCallbacks::vmm(CUpti_CallbackId cbid, const CUpti_CallbackData& data)
 {
     const TimeNs now = m_clock();
     const std::uint64_t thread = currentThreadId();
-    const ScopeId scope = m_ranges.currentScope(thread);
+    const ScopeId scope = m_ranges.currentScope();
     std::lock_guard lock(m_mutex);
     auto physicalSample = [&](std::int32_t device, std::int64_t delta) {
         const std::int64_t total = (m_physical[device] += delta);

@@ -1,5 +1,6 @@
 #include "tracer/range_recorder.h"
 
+#include <atomic>
 #include <ctime>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -20,40 +21,85 @@ std::uint64_t currentThreadId()
 }
 
 namespace {
+    std::atomic<std::uint64_t> g_nextRecorderId { 1 };
+
     ScopeKind kindOf(std::string_view name)
     {
         return name.starts_with("fwd:mod:") || name.starts_with("bwd:mod:") ? ScopeKind::Module : ScopeKind::Range;
     }
 } // namespace
 
+// (parent scope, range name) → (scope, name id), looked up without building a string.
+struct ScopeKey {
+    ScopeId parent;
+    std::string name;
+};
+struct ScopeKeyView {
+    ScopeId parent;
+    std::string_view name;
+};
+struct ScopeKeyHash {
+    using is_transparent = void;
+    std::size_t operator()(const ScopeKeyView& k) const { return std::hash<std::string_view>()(k.name) * 31 + k.parent; }
+    std::size_t operator()(const ScopeKey& k) const { return (*this)(ScopeKeyView { k.parent, k.name }); }
+};
+struct ScopeKeyEqual {
+    using is_transparent = void;
+    static ScopeKeyView view(const ScopeKey& k) { return { k.parent, k.name }; }
+    static ScopeKeyView view(const ScopeKeyView& k) { return k; }
+    template <typename A, typename B> bool operator()(const A& a, const B& b) const
+    {
+        return view(a).parent == view(b).parent && view(a).name == view(b).name;
+    }
+};
+
+struct RangeRecorder::ThreadState {
+    std::uint64_t recorder = 0;
+    std::vector<Open> stack;
+    std::unordered_map<ScopeKey, std::pair<ScopeId, StringId>, ScopeKeyHash, ScopeKeyEqual> scopes;
+};
+
 RangeRecorder::RangeRecorder(TraceSink& sink, Clock clock)
     : m_sink(sink)
     , m_clock(std::move(clock))
+    , m_id(g_nextRecorderId.fetch_add(1))
 {
+}
+
+RangeRecorder::ThreadState& RangeRecorder::state() const
+{
+    thread_local ThreadState t;
+    if (t.recorder != m_id) {
+        t.stack.clear();
+        t.scopes.clear();
+        t.recorder = m_id;
+    }
+    return t;
 }
 
 int RangeRecorder::push(std::string_view name, std::uint64_t domain)
 {
     const TimeNs now = m_clock();
-    const std::uint64_t thread = currentThreadId();
-    std::lock_guard lock(m_mutex);
-    auto& stack = m_stacks[thread];
-    const ScopeId parent = stack.empty() ? 0 : stack.back().scope;
-    auto [scope, nameId] = m_sink.update([&](SinkTables& t, PendingEvents&) {
-        return std::make_pair(t.scope(parent, name, kindOf(name)), t.intern(name));
-    });
-    stack.push_back(Open { scope, nameId, domain, now });
-    return static_cast<int>(stack.size()) - 1;
+    ThreadState& t = state();
+    const ScopeId parent = t.stack.empty() ? 0 : t.stack.back().scope;
+    auto it = t.scopes.find(ScopeKeyView { parent, name });
+    if (it == t.scopes.end()) {
+        auto ids = m_sink.update([&](SinkTables& tables, PendingEvents&) {
+            return std::make_pair(tables.scope(parent, name, kindOf(name)), tables.intern(name));
+        });
+        it = t.scopes.emplace(ScopeKey { parent, std::string(name) }, ids).first;
+    }
+    t.stack.push_back(Open { it->second.first, it->second.second, domain, now });
+    return static_cast<int>(t.stack.size()) - 1;
 }
 
 int RangeRecorder::pop(std::uint64_t domain)
 {
     const TimeNs now = m_clock();
     const std::uint64_t thread = currentThreadId();
-    std::lock_guard lock(m_mutex);
-    auto& stack = m_stacks[thread];
-    // The innermost range of this domain; ranges of other domains opened inside it stay open but
-    // are re-parented implicitly (their scope ids keep the path they were opened under).
+    auto& stack = state().stack;
+    // The innermost range of this domain; ranges of other domains opened inside it stay open and
+    // keep the scope path they were opened under.
     for (std::size_t i = stack.size(); i-- > 0;) {
         if (stack[i].domain != domain)
             continue;
@@ -118,18 +164,12 @@ void RangeRecorder::mark(std::string_view name)
     });
 }
 
-ScopeId RangeRecorder::currentScope(std::uint64_t thread) const
+ScopeId RangeRecorder::currentScope() const
 {
-    std::lock_guard lock(m_mutex);
-    auto it = m_stacks.find(thread);
-    return it == m_stacks.end() || it->second.empty() ? 0 : it->second.back().scope;
+    const auto& stack = state().stack;
+    return stack.empty() ? 0 : stack.back().scope;
 }
 
-std::size_t RangeRecorder::depth(std::uint64_t thread) const
-{
-    std::lock_guard lock(m_mutex);
-    auto it = m_stacks.find(thread);
-    return it == m_stacks.end() ? 0 : it->second.size();
-}
+std::size_t RangeRecorder::depth() const { return state().stack.size(); }
 
 } // namespace gpumem::tracer

@@ -8,7 +8,9 @@
 // libraries that use NVTX, so ranges from a library nest inside the application's; a pop from a
 // domain removes that domain's innermost range. Names beginning with "fwd:mod:" or "bwd:mod:"
 // (the Python module helper, tracer/python) make Module scopes; all others make Range scopes.
-// Thread-safe; the methods take a mutex for in-memory work only.
+// Thread-safe. A thread's stack and its cache of scope ids live in thread-local storage, so a push
+// whose range path was seen before takes no lock, and a pop takes the sink's mutex once (to add
+// the annotation); only start/end ranges share a map under a mutex.
 #include "tracer/trace_sink.h"
 
 #include <functional>
@@ -41,11 +43,10 @@ public:
     // An instant.
     void mark(std::string_view name);
 
-    // The innermost scope of thread `thread`'s stack (0 when it has no open range).
-    ScopeId currentScope(std::uint64_t thread) const;
-    ScopeId currentScope() const { return currentScope(currentThreadId()); }
-    // Depth of thread `thread`'s stack.
-    std::size_t depth(std::uint64_t thread) const;
+    // The innermost scope of the calling thread's stack (0 when it has no open range).
+    ScopeId currentScope() const;
+    // Depth of the calling thread's stack.
+    std::size_t depth() const;
 
 private:
     struct Open {
@@ -59,12 +60,14 @@ private:
         TimeNs start;
         std::uint64_t thread;
     };
+    struct ThreadState;
+    ThreadState& state() const; // the calling thread's, reset when another recorder used it before
     void close(const Open& open, TimeNs end, std::uint64_t thread);
 
     TraceSink& m_sink;
     Clock m_clock;
-    mutable std::mutex m_mutex; // guards the maps below; taken before the sink's mutex, never after
-    std::unordered_map<std::uint64_t, std::vector<Open>> m_stacks;
+    const std::uint64_t m_id; // never reused, so a thread's state cannot be mistaken for another recorder's
+    std::mutex m_mutex;       // guards m_started
     std::unordered_map<std::uint64_t, Started> m_started;
     std::uint64_t m_nextRangeId = 1;
 };

@@ -147,10 +147,12 @@ TEST(NvtxHandlers, EachThreadHasItsOwnStack)
         workerScope = recorder.currentScope();
         app.pop();
         app.pop();
+        EXPECT_EQ(recorder.depth(), 0u);
     }).join();
     EXPECT_EQ(sinkScopePath(sink, workerScope), "autograd:backward/bwd:mod:Net.fc1");
     EXPECT_EQ(sinkScopePath(sink, recorder.currentScope()), "main:step");
-    EXPECT_EQ(recorder.depth(workerThread), 0u);
+    EXPECT_EQ(recorder.depth(), 1u);
+    EXPECT_NE(workerThread, currentThreadId());
     app.pop();
 }
 
@@ -212,7 +214,7 @@ TEST(NvtxHandlers, DoNothingWhenTheTracerIsOff)
     setNvtxRecorder(nullptr);
     EXPECT_EQ(app.push("ignored"), -1);
     EXPECT_EQ(app.pop(), -1);
-    EXPECT_EQ(recorder.depth(currentThreadId()), 0u);
+    EXPECT_EQ(recorder.depth(), 0u);
 }
 
 TEST(NvtxHandlers, RefuseAnExportTableWithoutCallbacks)
