@@ -6,6 +6,9 @@
 namespace gpumem {
 std::unique_ptr<Importer> makeGmtImporter();
 std::unique_ptr<Importer> makeJsonlImporter();
+std::unique_ptr<Importer> makeXplaneImporter();
+std::unique_ptr<Importer> makeRmmCsvImporter();
+std::unique_ptr<Importer> makeNsysSqliteImporter();
 
 const std::vector<std::unique_ptr<Importer>>& importers()
 {
@@ -13,6 +16,9 @@ const std::vector<std::unique_ptr<Importer>>& importers()
         std::vector<std::unique_ptr<Importer>> v;
         v.push_back(makeGmtImporter());
         v.push_back(makeJsonlImporter());
+        v.push_back(makeXplaneImporter());
+        v.push_back(makeRmmCsvImporter());
+        v.push_back(makeNsysSqliteImporter());
         return v;
     }();
     return all;
