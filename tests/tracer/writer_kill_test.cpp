@@ -80,6 +80,12 @@ TEST(TraceWriterThread, FileOfAWriterKilledMidRunReadsUpToItsLastWholeChunk)
     }
     EXPECT_EQ(t.metadata()["tool"], "gpumem-tracer");
     EXPECT_FALSE(t.annotations().empty());
+
+    // `gpumem info` reads it too, reporting the cut instead of failing.
+    auto info = runShell(std::string(GPUMEM_CLI) + " info " + path, dir);
+    EXPECT_EQ(info.exitCode, 0) << info.err;
+    EXPECT_NE(info.out.find("memory events   " + std::to_string(m.count())), std::string::npos) << info.out;
+    EXPECT_NE(info.out.find("error truncated"), std::string::npos) << info.out;
 }
 
 TEST(TraceWriterThread, StopWritesEverythingAndTheEndChunk)

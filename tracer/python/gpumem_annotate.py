@@ -32,6 +32,7 @@ _pop = None
 _handles = []
 _paths = weakref.WeakKeyDictionary()  # module -> path
 _local = threading.local()             # .stack: modules whose forward is running on this thread
+_MAX_PENDING = 10000                   # pending backward ends kept per tensor
 
 
 def set_backend(push, pop):
@@ -185,7 +186,12 @@ def _forward_post(module, inputs, output):
     for t in outs:
         _dispatch(t).starts.insert(0, r.start)  # enclosing modules register later but start first
     for t in ends:
-        _dispatch(t).ends.append(r.one_done)
+        d = _dispatch(t)
+        if len(d.ends) >= _MAX_PENDING:
+            # Forwards with grad enabled but no backward (evaluation without no_grad) would
+            # otherwise grow a parameter's list forever; those ranges never started anyway.
+            d.ends = [f for f in d.ends if f.__self__.open]
+        d.ends.append(r.one_done)
 
 
 def install():
