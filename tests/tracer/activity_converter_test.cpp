@@ -366,3 +366,32 @@ TEST(ActivityConverter, DeviceRecordsDescribeTheGpusInTheMetadata)
     EXPECT_EQ(dev["uuid"], "a0a1a2a3a4a5a6a7a8a9aaabacadaeaf");
     EXPECT_EQ(t.metadata()["tool"], "test"); // merged into, not replacing, the header's metadata
 }
+
+TEST(ActivityConverter, StaticVariablesArraysAndUnknownKindsAreDeviceSegments)
+{
+    Fixture f;
+    ActivityBuffer b;
+    auto staticVar = memoryRecord(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC, 0x100, 256, kT0, 1);
+    staticVar.name = "lookupTable";
+    auto managedStatic = memoryRecord(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC, 0x200, 64, kT0 + 1, 2);
+    managedStatic.name = "counters";
+    b.add(staticVar);
+    b.add(managedStatic);
+    b.add(memoryRecord(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_ARRAY, 0x300, 1 << 16, kT0 + 2, 3));
+    b.add(memoryRecord(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_UNKNOWN, 0x400, 32, kT0 + 3, 4));
+    b.add(memoryRecord(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, CUPTI_ACTIVITY_MEMORY_KIND_ARRAY, 0x300, 1 << 16, kT0 + 4, 5));
+    EXPECT_EQ(f.walk(b), 5u);
+    Trace t = f.trace();
+    const auto& m = t.memory();
+    ASSERT_EQ(m.count(), 5u);
+    auto frameName = [&](std::size_t i) { return std::string(t.str(t.frames()[t.siteFrames(m.site[i])[0]].name)); };
+    EXPECT_EQ(frameName(0), "lookupTable"); // a static variable's name is its site
+    EXPECT_EQ(frameName(1), "counters");
+    EXPECT_EQ(t.devices()[m.device[0]].type, DeviceType::Cuda);
+    EXPECT_EQ(t.str(t.devices()[m.device[1]].name), "managed");
+    EXPECT_EQ(m.device[2], m.device[0]); // arrays and unknown kinds count as device memory
+    EXPECT_EQ(m.device[3], m.device[0]);
+    EXPECT_EQ(m.kind[2], EventKind::SegmentAlloc);
+    EXPECT_EQ(m.kind[4], EventKind::SegmentFree);
+    EXPECT_EQ(m.size[4], 1u << 16);
+}
