@@ -9,6 +9,7 @@ std::unique_ptr<Command> makeConvertCommand();
 std::unique_ptr<Command> makeAnalyzeCommand();
 std::unique_ptr<Command> makeDiffCommand();
 std::unique_ptr<Command> makeReportCommand();
+std::unique_ptr<Command> makeRecordCommand();
 
 std::vector<std::unique_ptr<Command>> makeCommands()
 {
@@ -18,6 +19,7 @@ std::vector<std::unique_ptr<Command>> makeCommands()
     v.push_back(makeAnalyzeCommand());
     v.push_back(makeDiffCommand());
     v.push_back(makeReportCommand());
+    v.push_back(makeRecordCommand());
     return v;
 }
 

@@ -1,0 +1,64 @@
+// gpumem record [-o DIR] [--annotate-modules] -- CMD ARGS… — runs a command with the CUPTI/NVTX
+// tracer attached (tracer/launcher.h, docs/tracer.md) and lists the .gmt files it wrote.
+#include "cli/command.h"
+#include "core/error.h"
+
+#if GPUMEM_HAVE_TRACER
+#include "tracer/launcher.h"
+#endif
+
+#include <iostream>
+
+namespace gpumem::cli {
+
+namespace {
+    class RecordCommand final : public Command {
+    public:
+        std::string_view name() const override { return "record"; }
+        std::string_view summary() const override { return "run a CUDA program with the tracer attached and write one .gmt per process"; }
+        std::string_view synopsis() const override { return "record [-o DIR] [--annotate-modules] -- CMD ARGS..."; }
+        std::string_view details() const override
+        {
+            return "The program runs unchanged: CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH point at\n"
+                   "libgpumem_tracer.so, which records allocations (device, pinned, managed, stream-ordered pools),\n"
+                   "the virtual-memory calls of expandable segments, kernels and NVTX ranges. Each process that\n"
+                   "initialises CUDA or NVTX writes DIR/gpumem.<host>.<pid>[.rank<RANK>][.local<LOCAL_RANK>].gmt.\n"
+                   "--annotate-modules adds NVTX ranges named by nn.Module path (fwd:mod:…, bwd:mod:…) to PyTorch\n"
+                   "programs, so allocations are attributed to modules. SIGINT/SIGTERM/SIGHUP/SIGQUIT are passed on;\n"
+                   "the exit status is the program's (128+N when signal N ended it). The tracer library is found\n"
+                   "through $GPUMEM_TRACER_LIBRARY, next to this executable, ../lib, or the build tree.\n"
+                   "Example: gpumem record -o traces --annotate-modules -- python train.py --steps 20";
+        }
+        void setup(po::options_description& o, po::positional_options_description& p) override
+        {
+            o.add_options()("output,o", po::value<std::string>()->default_value("."), "folder for the trace files (created if missing)")(
+                "annotate-modules", "add NVTX ranges per nn.Module to PyTorch programs (tracer/python helper)")(
+                "command", po::value<std::vector<std::string>>(), "the command and its arguments (after --)");
+            p.add("command", -1);
+        }
+        int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
+        {
+            if (!vm.count("command"))
+                throw UsageError("no command given; usage: gpumem " + std::string(synopsis()));
+#if GPUMEM_HAVE_TRACER
+            tracer::RecordOptions options;
+            options.command = vm["command"].as<std::vector<std::string>>();
+            options.outputDir = vm["output"].as<std::string>();
+            options.annotateModules = vm.count("annotate-modules") > 0;
+            options.listing = &out;
+            options.diagnostics = &err;
+            out.flush();
+            return tracer::runRecorded(options);
+#else
+            (void)out;
+            (void)err;
+            throw Error("this gpumem was built without the tracer (GPUMEM_BUILD_TRACER=OFF, CUDA toolkit with CUPTI not found); "
+                        "rebuild with the CUDA toolkit installed to use 'gpumem record'");
+#endif
+        }
+    };
+} // namespace
+
+std::unique_ptr<Command> makeRecordCommand() { return std::make_unique<RecordCommand>(); }
+
+} // namespace gpumem::cli

@@ -1,0 +1,224 @@
+// The tracer as an NVTX tool, driven through NVTX's own injection interface: fake export tables
+// stand for the per-shared-object NVTX state (each DSO hands the tool its own tables), the
+// handlers the tracer installs are called through those tables as NVTX would call them.
+#include "tracer/nvtx_handlers.h"
+#include "tracer/range_recorder.h"
+#include "tracer_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+using namespace gpumem;
+using namespace gpumem::tracer;
+using namespace gpumem::tracer::test;
+
+namespace {
+
+// One shared object's NVTX callback tables.
+struct FakeDso {
+    std::vector<NvtxFunctionPointer> core = std::vector<NvtxFunctionPointer>(NVTX_CBID_CORE_SIZE);
+    std::vector<NvtxFunctionPointer> core2 = std::vector<NvtxFunctionPointer>(NVTX_CBID_CORE2_SIZE);
+    std::vector<NvtxFunctionPointer*> coreTable, core2Table;
+    FakeDso()
+    {
+        for (auto& p : core)
+            coreTable.push_back(&p);
+        for (auto& p : core2)
+            core2Table.push_back(&p);
+    }
+    template <typename Fn> Fn coreFn(int id) const { return reinterpret_cast<Fn>(core[id]); }
+    template <typename Fn> Fn core2Fn(int id) const { return reinterpret_cast<Fn>(core2[id]); }
+
+    int push(const char* m) const { return coreFn<nvtxRangePushA_impl_fntype>(NVTX_CBID_CORE_RangePushA)(m); }
+    int pop() const { return coreFn<nvtxRangePop_impl_fntype>(NVTX_CBID_CORE_RangePop)(); }
+};
+
+FakeDso* g_offering = nullptr;
+
+int getModuleFunctionTable(NvtxCallbackModule module, NvtxFunctionTable* out, unsigned int* size)
+{
+    if (module == NVTX_CB_MODULE_CORE) {
+        *out = g_offering->coreTable.data();
+        *size = static_cast<unsigned int>(g_offering->coreTable.size());
+        return 1;
+    }
+    if (module == NVTX_CB_MODULE_CORE2) {
+        *out = g_offering->core2Table.data();
+        *size = static_cast<unsigned int>(g_offering->core2Table.size());
+        return 1;
+    }
+    return 0;
+}
+
+const void* getExportTable(uint32_t id)
+{
+    static const NvtxExportTableCallbacks callbacks { sizeof(NvtxExportTableCallbacks), getModuleFunctionTable };
+    return id == NVTX_ETID_CALLBACKS ? &callbacks : nullptr;
+}
+
+void attach(FakeDso& dso)
+{
+    g_offering = &dso;
+    ASSERT_EQ(installNvtxHandlers(getExportTable), 1);
+    g_offering = nullptr;
+}
+
+struct RecorderScope {
+    explicit RecorderScope(RangeRecorder& r) { setNvtxRecorder(&r); }
+    ~RecorderScope() { setNvtxRecorder(nullptr); }
+};
+
+// "a/b/c" for a scope of the sink's (not yet written) scope table.
+std::string sinkScopePath(TraceSink& sink, ScopeId id)
+{
+    return sink.update([&](SinkTables& t, PendingEvents&) {
+        std::string path;
+        while (id != 0) {
+            const Scope& s = t.scopes()[id];
+            path = std::string(t.strings().at(s.name)) + (path.empty() ? "" : "/" + path);
+            id = s.parent;
+        }
+        return path;
+    });
+}
+
+std::vector<std::string> annotationNames(const Trace& t)
+{
+    std::vector<std::string> names;
+    for (const auto& a : t.annotations())
+        names.emplace_back(t.str(a.name));
+    return names;
+}
+
+} // namespace
+
+TEST(NvtxHandlers, RangesFromTwoLibrariesNestOnOneThreadStack)
+{
+    TraceSink sink;
+    TimeNs clock = 1000;
+    RangeRecorder recorder(sink, [&] { return clock += 10; });
+    RecorderScope active(recorder);
+    FakeDso app, library;
+    attach(app);
+    attach(library); // NVTX calls the tool once per shared object, each with its own tables
+
+    EXPECT_EQ(app.push("step"), 0);
+    EXPECT_EQ(library.push("cublas:gemm"), 1);
+    EXPECT_EQ(app.push("inner"), 2);
+    EXPECT_EQ(sinkScopePath(sink, recorder.currentScope()), "step/cublas:gemm/inner");
+    EXPECT_EQ(library.pop(), 2);
+    EXPECT_EQ(sinkScopePath(sink, recorder.currentScope()), "step/cublas:gemm");
+    EXPECT_EQ(app.pop(), 1);
+    EXPECT_EQ(app.pop(), 0);
+    EXPECT_EQ(recorder.currentScope(), 0u);
+    EXPECT_EQ(app.pop(), -1); // unbalanced
+
+    TempDir dir;
+    Trace t = roundTrip(sink, dir);
+    // Closed ranges become annotations with their host times and thread.
+    ASSERT_EQ(t.annotations().size(), 3u);
+    EXPECT_EQ(annotationNames(t), (std::vector<std::string> { "step", "cublas:gemm", "inner" }));
+    EXPECT_EQ(t.annotations()[0].start, 1010);
+    EXPECT_EQ(t.annotations()[0].end, 1060);
+    EXPECT_EQ(t.annotations()[2].start, 1030);
+    EXPECT_EQ(t.annotations()[2].end, 1040);
+    EXPECT_EQ(t.annotations()[0].thread, currentThreadId());
+    EXPECT_EQ(t.stats().count("nvtx_unbalanced_pop"), 1u);
+    // The scope tree keeps the nesting.
+    ASSERT_EQ(t.scopes().size(), 4u);
+    EXPECT_EQ(scopePath(t, 3), "step/cublas:gemm/inner");
+}
+
+TEST(NvtxHandlers, EachThreadHasItsOwnStack)
+{
+    TraceSink sink;
+    RangeRecorder recorder(sink);
+    RecorderScope active(recorder);
+    FakeDso app;
+    attach(app);
+    app.push("main:step");
+    std::uint64_t workerThread = 0;
+    ScopeId workerScope = 0;
+    std::thread([&] {
+        workerThread = currentThreadId();
+        EXPECT_EQ(app.push("autograd:backward"), 0); // a fresh stack, not nested in main's
+        app.push("bwd:mod:Net.fc1");
+        workerScope = recorder.currentScope();
+        app.pop();
+        app.pop();
+        EXPECT_EQ(recorder.depth(), 0u);
+    }).join();
+    EXPECT_EQ(sinkScopePath(sink, workerScope), "autograd:backward/bwd:mod:Net.fc1");
+    EXPECT_EQ(sinkScopePath(sink, recorder.currentScope()), "main:step");
+    EXPECT_EQ(recorder.depth(), 1u);
+    EXPECT_NE(workerThread, currentThreadId());
+    app.pop();
+}
+
+TEST(NvtxHandlers, DomainsRegisteredStringsUnicodeMarksAndStartEndRanges)
+{
+    TraceSink sink;
+    RangeRecorder recorder(sink);
+    RecorderScope active(recorder);
+    FakeDso lib;
+    attach(lib);
+    auto createDomain = lib.core2Fn<nvtxDomainCreateA_impl_fntype>(NVTX_CBID_CORE2_DomainCreateA);
+    auto registerString = lib.core2Fn<nvtxDomainRegisterStringA_impl_fntype>(NVTX_CBID_CORE2_DomainRegisterStringA);
+    auto domainPush = lib.core2Fn<nvtxDomainRangePushEx_impl_fntype>(NVTX_CBID_CORE2_DomainRangePushEx);
+    auto domainPop = lib.core2Fn<nvtxDomainRangePop_impl_fntype>(NVTX_CBID_CORE2_DomainRangePop);
+    auto pushW = lib.coreFn<nvtxRangePushW_impl_fntype>(NVTX_CBID_CORE_RangePushW);
+    auto markA = lib.coreFn<nvtxMarkA_impl_fntype>(NVTX_CBID_CORE_MarkA);
+    auto startA = lib.coreFn<nvtxRangeStartA_impl_fntype>(NVTX_CBID_CORE_RangeStartA);
+    auto endFn = lib.coreFn<nvtxRangeEnd_impl_fntype>(NVTX_CBID_CORE_RangeEnd);
+    ASSERT_TRUE(createDomain && registerString && domainPush && domainPop && pushW && markA && startA && endFn);
+
+    nvtxDomainHandle_t nccl = createDomain("NCCL");
+    EXPECT_EQ(createDomain("NCCL"), nccl); // one handle per name
+    nvtxEventAttributes_t a {};
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+    a.message.registered = registerString(nccl, "ncclAllReduce");
+
+    const nvtxRangeId_t span = startA("epoch 1");
+    EXPECT_EQ(lib.push("step"), 0);
+    EXPECT_EQ(domainPush(nccl, &a), 1);
+    EXPECT_EQ(pushW(L"größe"), 2);
+    EXPECT_EQ(sinkScopePath(sink, recorder.currentScope()), "step/[NCCL] ncclAllReduce/größe");
+    // A domain pop closes that domain's innermost range even with a default-domain range above it.
+    EXPECT_EQ(domainPop(nccl), 1);
+    EXPECT_EQ(sinkScopePath(sink, recorder.currentScope()), "step/[NCCL] ncclAllReduce/größe");
+    EXPECT_EQ(lib.pop(), 1);
+    EXPECT_EQ(lib.pop(), 0);
+    markA("checkpoint");
+    std::thread([&] { endFn(span); }).join(); // start/end ranges may end on another thread
+    endFn(987654);                           // never started
+
+    TempDir dir;
+    Trace t = roundTrip(sink, dir);
+    EXPECT_EQ(annotationNames(t), (std::vector<std::string> { "epoch 1", "step", "[NCCL] ncclAllReduce", "größe", "checkpoint" }));
+    const Annotation& mark = t.annotations()[4];
+    EXPECT_EQ(mark.kind, AnnotationKind::Instant);
+    EXPECT_EQ(mark.start, mark.end);
+    EXPECT_EQ(t.annotations()[0].thread, currentThreadId()); // the thread that started it
+    EXPECT_EQ(t.stats().count("nvtx_unknown_range_end"), 1u);
+}
+
+TEST(NvtxHandlers, DoNothingWhenTheTracerIsOff)
+{
+    TraceSink sink;
+    RangeRecorder recorder(sink);
+    FakeDso app;
+    attach(app);
+    setNvtxRecorder(nullptr);
+    EXPECT_EQ(app.push("ignored"), -1);
+    EXPECT_EQ(app.pop(), -1);
+    EXPECT_EQ(recorder.depth(), 0u);
+}
+
+TEST(NvtxHandlers, RefuseAnExportTableWithoutCallbacks)
+{
+    EXPECT_EQ(installNvtxHandlers(nullptr), 0);
+    EXPECT_EQ(installNvtxHandlers([](uint32_t) -> const void* { return nullptr; }), 0);
+}
