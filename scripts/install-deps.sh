@@ -11,6 +11,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   qt6-base-dev qt6-charts-dev
   clang libclang-rt-14-dev
+  # tests that drive real peers: the module helper under Debian's CPU PyTorch, the HTML report in Chromium
+  python3-torch chromium
 )
 # Extra packages a caller asks for (e.g. GPUMEM_EXTRA_PACKAGES="chromium xvfb").
 read -r -a extra <<< "${GPUMEM_EXTRA_PACKAGES:-}"
