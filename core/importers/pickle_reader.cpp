@@ -514,6 +514,55 @@ PickleDocument PickleDocument::readFile(const std::string& path)
     return doc;
 }
 
+bool isValidUtf8(std::string_view text)
+{
+    const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+    const std::size_t n = text.size();
+    std::size_t i = 0;
+    while (i < n) {
+        unsigned char c = p[i];
+        if (c < 0x80) {
+            ++i;
+            continue;
+        }
+        std::size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+        if (len == 0 || c > 0xf4 || i + len > n)
+            return false;
+        for (std::size_t k = 1; k < len; ++k)
+            if ((p[i + k] & 0xc0) != 0x80)
+                return false;
+        if ((c == 0xe0 && p[i + 1] < 0xa0) || (c == 0xed && p[i + 1] >= 0xa0) || (c == 0xf0 && p[i + 1] < 0x90)
+            || (c == 0xf4 && p[i + 1] >= 0x90))
+            return false; // overlong, surrogate or beyond U+10FFFF
+        i += len;
+    }
+    return true;
+}
+
+std::string sanitizeUtf8(std::string_view text)
+{
+    if (isValidUtf8(text))
+        return std::string(text);
+    std::string out;
+    out.reserve(text.size() + 8);
+    std::size_t i = 0;
+    while (i < text.size()) {
+        // Take the longest prefix of well-formed characters, then replace one bad byte.
+        std::size_t len = 1;
+        auto c = static_cast<unsigned char>(text[i]);
+        if (c >= 0x80)
+            len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+        if (i + len <= text.size() && isValidUtf8(text.substr(i, len))) {
+            out.append(text.substr(i, len));
+            i += len;
+        } else {
+            out += "\xEF\xBF\xBD";
+            ++i;
+        }
+    }
+    return out;
+}
+
 std::optional<std::int64_t> PickleDocument::toInt(const PickleValue& v) const
 {
     switch (v.kind) {
@@ -585,16 +634,18 @@ nlohmann::json PickleDocument::toJson(const PickleValue& v, int maxDepth) const
     case PickleKind::BigInt: return static_cast<std::int64_t>(v.bits);
     case PickleKind::Float: return std::bit_cast<double>(v.bits);
     case PickleKind::Str:
-    case PickleKind::Binary: return std::string(text(v));
+    case PickleKind::Binary: return sanitizeUtf8(text(v));
     case PickleKind::Dict: {
         nlohmann::json out = nlohmann::json::object();
         auto kv = items(v);
         for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
             std::string key;
             if (kv[i].kind == PickleKind::Str || kv[i].kind == PickleKind::Binary)
-                key = std::string(text(kv[i]));
+                key = sanitizeUtf8(text(kv[i]));
+            else if (kv[i].kind == PickleKind::Int || kv[i].kind == PickleKind::Bool)
+                key = std::to_string(static_cast<std::int64_t>(kv[i].bits));
             else
-                key = toJson(kv[i], maxDepth - 1).dump();
+                key = "<" + std::string(toString(kv[i].kind)) + ">";
             out[key] = toJson(kv[i + 1], maxDepth - 1);
         }
         return out;

@@ -54,6 +54,12 @@ struct PickleValue {
     std::uint64_t bits = 0;   // Int/BigInt: int64; Float: IEEE bits; Bool: 0/1; Str/Bytes: offset; containers: index
 };
 
+// True if `text` is well-formed UTF-8 (RFC 3629: no overlongs, no surrogates, ≤ U+10FFFF).
+bool isValidUtf8(std::string_view text);
+// `text` with every byte that is not part of a well-formed UTF-8 sequence replaced by U+FFFD, so
+// that JSON writers accept it (Python can pickle lone surrogates; corrupt files hold anything).
+std::string sanitizeUtf8(std::string_view text);
+
 class PickleDocument {
 public:
     // Parses `bytes` (a whole pickle). `source` names the input in error messages (a path).
@@ -90,8 +96,8 @@ public:
     const PickleValue* find(const PickleValue& dict, std::string_view key) const;
     bool isContainer(const PickleValue& v) const;
 
-    // A JSON rendering (tuples and sets become arrays, bytes become strings, non-string dict keys
-    // are written with their repr-like text). Throws FormatError naming source() when nesting exceeds
+    // A JSON rendering (tuples and sets become arrays, bytes become strings with invalid UTF-8
+    // replaced by U+FFFD, non-string dict keys are written as their int value or "<kind>"). Throws FormatError naming source() when nesting exceeds
     // `maxDepth` (which is also how a cyclic structure is refused).
     nlohmann::json toJson(const PickleValue& v, int maxDepth = 64) const;
 

@@ -191,6 +191,9 @@ namespace {
 
         ImportStats& stats() { return m_b ? m_b->stats() : m_ownStats; }
 
+        // Text for the Trace's string table: writers emit JSON, which needs valid UTF-8.
+        std::string utf8(const PickleValue& v) { return sanitizeUtf8(m_doc.text(v)); }
+
         // ---- the recorded end state -------------------------------------------------------------
         std::vector<DumpSegment> readSegments(const PickleValue& root)
         {
@@ -302,7 +305,7 @@ namespace {
                     const PickleValue* name = m_doc.find(f, "name");
                     const PickleValue* file = m_doc.find(f, "filename");
                     const PickleValue* line = m_doc.find(f, "line");
-                    id = m_b->frame(name ? m_doc.text(*name) : std::string_view(), file ? m_doc.text(*file) : std::string_view(),
+                    id = m_b->frame(name ? utf8(*name) : std::string(), file ? utf8(*file) : std::string(),
                         line ? static_cast<std::int32_t>(m_doc.toInt(*line).value_or(0)) : 0);
                 }
                 m_frameIds.push_back(id);
@@ -456,7 +459,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             entry.action = actionFromString(action);
             if (entry.action == Action::Unknown) {
                 if (unknownActions++ == 0)
-                    firstUnknown = SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": action '" + std::string(action) + "'";
+                    firstUnknown = SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": action '" + sanitizeUtf8(action) + "'";
                 continue;
             }
             const auto& kv = doc.items(e);
@@ -801,7 +804,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 continue;
             }
             const PickleValue* nameValue = doc.find(a, "name");
-            std::string name = nameValue ? std::string(doc.text(*nameValue)) : std::string("annotation");
+            std::string name = nameValue ? r.utf8(*nameValue) : std::string("annotation");
             std::int64_t dev = 0;
             if (const PickleValue* dv = doc.find(a, "device"))
                 dev = doc.toInt(*dv).value_or(0);

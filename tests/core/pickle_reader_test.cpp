@@ -194,3 +194,19 @@ TEST(PickleReader, BuildsTheSameTreeFromJson)
     EXPECT_EQ(doc.find(items[6], "n")->kind, PickleKind::BigInt);
     EXPECT_EQ(doc.toJson(items[5]), false);
 }
+
+TEST(PickleReader, RendersInvalidUtf8AndNonStringKeysAsValidJson)
+{
+    // Found by fuzz_snapshot_pickle: a str with bytes that are not UTF-8 made nlohmann::json::dump throw.
+    PickleDocument bad = PickleDocument::parse(std::string("\x80\x04\x8c\x03\x61\xff\x91\x2e", 8), "bad.pickle");
+    nlohmann::json j = bad.toJson(bad.root());
+    EXPECT_EQ(j.get<std::string>(), "a\xEF\xBF\xBD\xEF\xBF\xBD");
+    EXPECT_NO_THROW((void)j.dump());
+    // {1: 2, None: 3}
+    PickleDocument keys = PickleDocument::parse(std::string("\x80\x04\x7d\x4b\x01\x4b\x02\x73\x4e\x4b\x03\x73\x2e", 13), "keys.pickle");
+    EXPECT_EQ(keys.toJson(keys.root()), nlohmann::json::parse(R"({"1": 2, "<None>": 3})"));
+    EXPECT_TRUE(isValidUtf8("h\xC3\xA9llo"));
+    EXPECT_FALSE(isValidUtf8("\xED\xA0\x80")); // a surrogate, as Python's surrogatepass writes
+    EXPECT_FALSE(isValidUtf8("\xC0\xAF"));     // overlong
+    EXPECT_EQ(sanitizeUtf8("x\xED\xA0\x80y"), "x\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDy");
+}

@@ -191,9 +191,7 @@ TEST_P(PublicSnapshots, ReplayOfTheReconstructedStateEndsInTheRecordedSegments)
 
 TEST_P(PublicSnapshots, GmtRoundTripKeepsEveryMemoryColumn)
 {
-    const auto& p = GetParam();
-    const std::string& path = m_path;
-    Trace t = importPytorchSnapshot(path);
+    Trace t = importPytorchSnapshot(m_path);
     auto out = tempFile(m_name + ".gmt");
     writeGmt(t, out.string());
     Trace back = readGmt(out.string());
@@ -452,4 +450,55 @@ TEST(SnapshotImporter, RoundsSizesLikePyTorch)
     EXPECT_EQ(pytorchRoundSize(9000, four), 10240u);
     EXPECT_EQ(pytorchRoundSize(100 * kMiB, four), 112 * kMiB);
     EXPECT_EQ(pytorchRoundSize(65 * kMiB, four), 80 * kMiB);
+}
+
+TEST(SnapshotImporter, ReadsTheSameSnapshotPickledWithProtocols2To5)
+{
+    // fuzz/seeds/snapshot_small_p*.pickle: one dict pickled by CPython with protocols 2, 4 and 5 (a
+    // gen-C layout with a pre-window block freed in the trace, a small segment made in the trace, an
+    // oom, a snapshot marker, roundup_power2_divisions and an annotation).
+    const std::string dir = std::string(GPUMEM_SOURCE_DIR) + "/fuzz/seeds/";
+    Trace p2 = loadTrace(dir + "snapshot_small_p2.pickle");
+    for (const char* other : { "snapshot_small_p4.pickle", "snapshot_small_p5.pickle" }) {
+        Trace t = loadTrace(dir + other);
+        expectSameMemory(p2, t);
+    }
+    EXPECT_EQ(p2.metadata()["pickle_protocol"], 2);
+    EXPECT_EQ(p2.metadata()["snapshot_generation"], "C");
+    EXPECT_EQ(p2.metadata()["allocator_settings"]["roundup_power2_divisions"]["2"], 4);
+    // Pre-window: the segment, two blocks; then 7 entries.
+    ASSERT_EQ(p2.memory().count(), 3u + 7u);
+    EXPECT_EQ(count(p2, EventKind::Oom), 1u);
+    EXPECT_EQ(count(p2, EventKind::Marker), 1u);
+    // The 4-byte request in the fresh 2 MiB small segment rounds to 512 B and is split.
+    const auto& m = p2.memory();
+    EXPECT_EQ(m.kind[7], EventKind::Alloc);
+    EXPECT_EQ(m.size[7], 512u);
+    EXPECT_EQ(m.requestedSize[7], 4u);
+    ASSERT_EQ(p2.annotations().size(), 1u);
+    EXPECT_EQ(p2.annotations()[0].end - p2.annotations()[0].start, 4000);
+    auto diffs = compareSnapshotState(snapshotSegments(readSnapshotDocument(dir + "snapshot_small_p2.pickle")), replaySnapshotState(p2, 0));
+    EXPECT_TRUE(diffs.empty()) << (diffs.empty() ? "" : diffs.front());
+}
+
+TEST(SnapshotImporter, TilesGenerationABlocksAndTakesFramesFromHistory)
+{
+    const std::string path = std::string(GPUMEM_SOURCE_DIR) + "/fuzz/seeds/snapshot_gen_a.pickle";
+    Trace t = loadTrace(path);
+    EXPECT_EQ(t.metadata()["snapshot_generation"], "A");
+    EXPECT_EQ(t.metadata()["segments_at_dump"][0]["segment_pool_id"], nullptr);
+    auto segs = snapshotSegments(readSnapshotDocument(path));
+    ASSERT_EQ(segs.size(), 1u);
+    ASSERT_EQ(segs[0].blocks.size(), 2u);
+    EXPECT_EQ(segs[0].blocks[1].address, kS1 + 2 * kMiB);
+    // Pre-window: segment, the live block (frames from its history) and the pending block + its free.
+    const auto& m = t.memory();
+    ASSERT_EQ(m.count(), 5u);
+    EXPECT_EQ(m.kind[1], EventKind::Alloc);
+    EXPECT_EQ(m.address[1], kS1);
+    ASSERT_EQ(t.siteFrames(m.site[1]).size(), 2u);
+    EXPECT_EQ(t.str(t.frames()[t.siteFrames(m.site[1])[0]].name), "forward");
+    EXPECT_EQ(m.kind[3], EventKind::Free);
+    EXPECT_EQ(m.kind[4], EventKind::FreeCompleted);
+    EXPECT_TRUE(compareSnapshotState(segs, replaySnapshotState(t, 0)).empty());
 }
