@@ -106,6 +106,92 @@ namespace {
 
 } // namespace
 
+// Builds the containers of a document without an allocation per container: items are appended to
+// one arena in chunks. Almost every container is filled by one SETITEMS/APPENDS and is a single
+// chunk, which stays where it is; a container filled in batches (APPENDS comes every 1000 items,
+// and its children are built in between) is copied once, contiguously, to the arena's end by
+// finish(). The arena becomes the document's item table, so nothing is copied twice.
+class PickleContainerStore {
+public:
+    static constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
+
+    std::uint64_t create()
+    {
+        m_records.push_back(Record {});
+        return m_records.size() - 1;
+    }
+    void append(std::uint64_t container, const PickleValue* begin, const PickleValue* end)
+    {
+        const auto n = static_cast<std::uint64_t>(end - begin);
+        if (n == 0)
+            return;
+        Record& r = m_records[container];
+        if (r.last != kNone && m_chunks[r.last].start + m_chunks[r.last].length == m_arena.size()) {
+            m_chunks[r.last].length += n; // nothing was appended since: extend the last chunk
+        } else {
+            m_chunks.push_back(Chunk { m_arena.size(), n, kNone });
+            std::uint64_t chunk = m_chunks.size() - 1;
+            if (r.last == kNone)
+                r.first = chunk;
+            else
+                m_chunks[r.last].next = chunk;
+            r.last = chunk;
+        }
+        m_arena.insert(m_arena.end(), begin, end);
+    }
+    // Reserving address space is free; only the pages written are touched.
+    void reserve(std::size_t items, std::size_t containers)
+    {
+        m_arena.reserve(items);
+        m_records.reserve(containers);
+        m_chunks.reserve(containers);
+    }
+    void finish(PickleDocument& doc)
+    {
+        std::uint64_t extra = 0;
+        for (const Record& r : m_records)
+            if (r.first != r.last)
+                for (std::uint64_t k = r.first; k != kNone; k = m_chunks[k].next)
+                    extra += m_chunks[k].length;
+        m_arena.reserve(m_arena.size() + extra);
+        doc.m_spans.resize(m_records.size());
+        for (std::size_t c = 0; c < m_records.size(); ++c) {
+            const Record& r = m_records[c];
+            if (r.first == kNone) {
+                doc.m_spans[c] = { 0, 0 };
+            } else if (r.first == r.last) {
+                doc.m_spans[c] = { m_chunks[r.first].start, m_chunks[r.first].length };
+            } else {
+                const std::uint64_t start = m_arena.size();
+                for (std::uint64_t k = r.first; k != kNone; k = m_chunks[k].next)
+                    for (std::uint64_t i = 0; i < m_chunks[k].length; ++i)
+                        m_arena.push_back(m_arena[m_chunks[k].start + i]); // capacity reserved above
+                doc.m_spans[c] = { start, m_arena.size() - start };
+            }
+        }
+        doc.m_items = std::move(m_arena);
+    }
+
+private:
+    struct Record {
+        std::uint64_t first = kNone;
+        std::uint64_t last = kNone;
+    };
+    struct Chunk {
+        std::uint64_t start;
+        std::uint64_t length;
+        std::uint64_t next;
+    };
+    std::vector<PickleValue> m_arena;
+    std::vector<Record> m_records;
+    std::vector<Chunk> m_chunks;
+};
+
+namespace {
+    // A memo slot never stored (kind values above PickleKind::Set are not used by values).
+    constexpr PickleValue kUnsetMemo { static_cast<PickleKind>(0xff), 0, 0 };
+}
+
 class PickleParser {
 public:
     PickleParser(PickleDocument& doc)
@@ -119,8 +205,9 @@ public:
     {
         // Python pickles of this shape push roughly one value per 4 bytes.
         m_stack.reserve(64);
-        m_memo.reserve(m_size / 16 + 16);
-        m_doc.m_containers.reserve(m_size / 64 + 16);
+        m_memo.reserve(std::min<std::size_t>(m_size / 16, std::size_t(1) << 24) + 16);
+        // Generous (untouched pages cost nothing), capped so a huge file does not ask for absurd amounts.
+        m_store.reserve(std::min<std::size_t>(m_size / 2, std::size_t(1) << 26) + 16, std::min<std::size_t>(m_size / 32, std::size_t(1) << 22) + 16);
         while (true) {
             if (m_pos >= m_size)
                 fail(m_size, "the pickle ends without a STOP opcode (the file is truncated); re-save it or copy it again");
@@ -139,6 +226,7 @@ public:
                 break;
             case 0x2e: // STOP
                 m_doc.m_root = pop();
+                m_store.finish(m_doc);
                 return;
             case 0x28: // MARK
                 m_marks.push_back(m_stack.size());
@@ -259,10 +347,7 @@ public:
             case 0x73: { // SETITEM
                 if (m_stack.size() < 3)
                     underflow(op);
-                auto& target = container(m_stack[m_stack.size() - 3], PickleKind::Dict, op);
-                target.push_back(m_stack[m_stack.size() - 2]);
-                target.push_back(m_stack[m_stack.size() - 1]);
-                m_stack.resize(m_stack.size() - 2);
+                appendFromStack(container(m_stack[m_stack.size() - 3], PickleKind::Dict, op), m_stack.size() - 2);
                 break;
             }
             case 0x75: { // SETITEMS
@@ -277,8 +362,7 @@ public:
             case 0x61: { // APPEND
                 if (m_stack.size() < 2)
                     underflow(op);
-                container(m_stack[m_stack.size() - 2], PickleKind::List, op).push_back(m_stack.back());
-                m_stack.pop_back();
+                appendFromStack(container(m_stack[m_stack.size() - 2], PickleKind::List, op), m_stack.size() - 1);
                 break;
             }
             case 0x65: // APPENDS
@@ -334,20 +418,24 @@ public:
     }
 
 private:
-    [[noreturn]] void fail(std::uint64_t offset, const std::string& what) const
+    [[noreturn]] [[gnu::cold]] [[gnu::noinline]] void fail(std::uint64_t offset, const std::string& what) const
     {
         throw FormatError(m_doc.m_source + ": at byte offset " + std::to_string(offset) + ": " + what);
     }
-    [[noreturn]] void underflow(unsigned char op) const
+    [[noreturn]] [[gnu::cold]] [[gnu::noinline]] void underflow(unsigned char op) const
     {
         fail(m_opOffset, "pickle opcode " + std::string(opcodeName(op)) + " finds too few values on the stack (corrupt pickle)");
     }
 
+    [[noreturn]] [[gnu::noinline]] void cutOff(std::uint64_t n) const
+    {
+        fail(m_opOffset, "the pickle is cut off inside opcode " + std::string(opcodeName(m_data[m_opOffset])) + " (needs "
+                + std::to_string(n) + " more bytes, " + std::to_string(m_size - m_pos) + " left)");
+    }
     void need(std::uint64_t n) const
     {
-        if (n > m_size - m_pos)
-            fail(m_opOffset, "the pickle is cut off inside opcode " + std::string(opcodeName(m_data[m_opOffset])) + " (needs "
-                    + std::to_string(n) + " more bytes, " + std::to_string(m_size - m_pos) + " left)");
+        if (n > m_size - m_pos) [[unlikely]]
+            cutOff(n);
     }
     unsigned char readU8()
     {
@@ -358,8 +446,12 @@ private:
     {
         need(static_cast<std::uint64_t>(n));
         std::uint64_t v = 0;
-        for (int i = n - 1; i >= 0; --i)
-            v = (v << 8) | m_data[m_pos + static_cast<std::size_t>(i)];
+        if constexpr (std::endian::native == std::endian::little) {
+            std::memcpy(&v, m_data + m_pos, static_cast<std::size_t>(n));
+        } else {
+            for (int i = n - 1; i >= 0; --i)
+                v = (v << 8) | m_data[m_pos + static_cast<std::size_t>(i)];
+        }
         m_pos += static_cast<std::size_t>(n);
         return v;
     }
@@ -425,28 +517,23 @@ private:
         m_pos += n;
     }
 
-    PickleValue newContainer(PickleKind kind)
-    {
-        m_doc.m_containers.emplace_back();
-        return PickleValue { kind, 0, m_doc.m_containers.size() - 1 };
-    }
+    PickleValue newContainer(PickleKind kind) { return PickleValue { kind, 0, m_store.create() }; }
     void pushFromStack(PickleKind kind, std::size_t from)
     {
         PickleValue v = newContainer(kind);
-        m_doc.m_containers.back().assign(m_stack.begin() + static_cast<std::ptrdiff_t>(from), m_stack.end());
-        m_stack.resize(from);
+        appendFromStack(v.bits, from);
         push(v);
     }
-    std::vector<PickleValue>& container(const PickleValue& v, PickleKind kind, unsigned char op)
+    std::uint64_t container(const PickleValue& v, PickleKind kind, unsigned char op) const
     {
         if (v.kind != kind)
             fail(m_opOffset, "pickle opcode " + std::string(opcodeName(op)) + " applies to a " + std::string(toString(kind))
                     + " but finds a " + std::string(toString(v.kind)) + " (corrupt pickle)");
-        return m_doc.m_containers[v.bits];
+        return v.bits;
     }
-    void appendFromStack(std::vector<PickleValue>& target, std::size_t mark)
+    void appendFromStack(std::uint64_t container, std::size_t mark)
     {
-        target.insert(target.end(), m_stack.begin() + static_cast<std::ptrdiff_t>(mark), m_stack.end());
+        m_store.append(container, m_stack.data() + mark, m_stack.data() + m_stack.size());
         m_stack.resize(mark);
     }
 
@@ -456,19 +543,20 @@ private:
         if (index > m_size)
             fail(m_opOffset, "memo index " + std::to_string(index) + " is larger than the pickle (corrupt pickle)");
         const PickleValue& v = top();
-        if (index >= m_memo.size()) {
-            m_memo.resize(index + 1);
-            m_memoSet.resize(index + 1, 0);
-        }
-        if (!m_memoSet[index]) {
-            m_memoSet[index] = 1;
+        if (index == m_memo.size()) { // the usual case: MEMOIZE and sequential BINPUTs
+            m_memo.push_back(v);
             ++m_memoCount;
+            return;
         }
+        if (index > m_memo.size())
+            m_memo.resize(index + 1, kUnsetMemo);
+        if (m_memo[index].kind == kUnsetMemo.kind)
+            ++m_memoCount;
         m_memo[index] = v;
     }
     void get(std::uint64_t index)
     {
-        if (index >= m_memo.size() || !m_memoSet[index])
+        if (index >= m_memo.size() || m_memo[index].kind == kUnsetMemo.kind) [[unlikely]]
             fail(m_opOffset, "memo index " + std::to_string(index) + " was never stored (corrupt pickle)");
         push(m_memo[index]);
     }
@@ -481,8 +569,8 @@ private:
     std::vector<PickleValue> m_stack;
     std::vector<std::size_t> m_marks;
     std::vector<PickleValue> m_memo;
-    std::vector<std::uint8_t> m_memoSet;
     std::uint64_t m_memoCount = 0;
+    PickleContainerStore m_store;
 };
 
 PickleDocument::PickleDocument() = default;
@@ -563,22 +651,14 @@ std::string sanitizeUtf8(std::string_view text)
     return out;
 }
 
-std::optional<std::int64_t> PickleDocument::toInt(const PickleValue& v) const
+std::optional<std::int64_t> PickleDocument::floatToInt(const PickleValue& v) const
 {
-    switch (v.kind) {
-    case PickleKind::Int:
-    case PickleKind::BigInt:
-    case PickleKind::Bool:
-        return static_cast<std::int64_t>(v.bits);
-    case PickleKind::Float: {
-        double d = std::bit_cast<double>(v.bits);
-        if (!std::isfinite(d) || d >= 9.2e18 || d <= -9.2e18)
-            return std::nullopt;
-        return static_cast<std::int64_t>(d);
-    }
-    default:
+    if (v.kind != PickleKind::Float)
         return std::nullopt;
-    }
+    double d = std::bit_cast<double>(v.bits);
+    if (!std::isfinite(d) || d >= 9.2e18 || d <= -9.2e18)
+        return std::nullopt;
+    return static_cast<std::int64_t>(d);
 }
 
 std::optional<double> PickleDocument::toFloat(const PickleValue& v) const
@@ -590,30 +670,11 @@ std::optional<double> PickleDocument::toFloat(const PickleValue& v) const
     return std::nullopt;
 }
 
-std::string_view PickleDocument::text(const PickleValue& v) const
-{
-    if (v.kind != PickleKind::Str && v.kind != PickleKind::Binary)
-        return {};
-    return m_bytes.substr(v.bits, v.length);
-}
-
-bool PickleDocument::isContainer(const PickleValue& v) const
-{
-    return v.kind == PickleKind::List || v.kind == PickleKind::Tuple || v.kind == PickleKind::Dict || v.kind == PickleKind::Set;
-}
-
-std::span<const PickleValue> PickleDocument::items(const PickleValue& v) const
-{
-    if (!isContainer(v))
-        return {};
-    return m_containers[v.bits];
-}
-
 const PickleValue* PickleDocument::find(const PickleValue& dict, std::string_view key) const
 {
     if (dict.kind != PickleKind::Dict)
         return nullptr;
-    const auto& kv = m_containers[dict.bits];
+    auto kv = items(dict);
     for (std::size_t i = kv.size(); i >= 2; i -= 2) {
         const PickleValue& k = kv[i - 2];
         if (k.kind == PickleKind::Str && k.length == key.size()
@@ -713,9 +774,15 @@ private:
     }
     PickleValue store(PickleKind kind, std::vector<PickleValue> items)
     {
-        m_doc.m_containers.push_back(std::move(items));
-        return PickleValue { kind, 0, m_doc.m_containers.size() - 1 };
+        PickleValue v { kind, 0, m_store.create() };
+        m_store.append(v.bits, items.data(), items.data() + items.size());
+        return v;
     }
+
+public:
+    PickleContainerStore m_store;
+
+private:
     PickleDocument& m_doc;
     std::string& m_strings;
     int m_maxDepth;
@@ -726,7 +793,9 @@ PickleDocument PickleDocument::fromJson(const nlohmann::json& json, std::string_
     PickleDocument doc;
     doc.m_source = std::string(source);
     auto strings = std::make_shared<std::string>();
-    doc.m_root = PickleJsonBuilder(doc, *strings, maxDepth).build(json, 0);
+    PickleJsonBuilder builder(doc, *strings, maxDepth);
+    doc.m_root = builder.build(json, 0);
+    builder.m_store.finish(doc);
     doc.m_bytes = *strings;
     doc.m_keepAlive = std::move(strings);
     return doc;

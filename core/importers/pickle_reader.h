@@ -83,18 +83,37 @@ public:
     std::uint8_t protocol() const { return m_protocol; } // 0 when there was no PROTO opcode
 
     // Int and Bool as int64 (BigInt clamped; Float truncated toward zero); nullopt for other kinds.
-    std::optional<std::int64_t> toInt(const PickleValue& v) const;
+    std::optional<std::int64_t> toInt(const PickleValue& v) const
+    {
+        if (v.kind == PickleKind::Int || v.kind == PickleKind::BigInt || v.kind == PickleKind::Bool) [[likely]]
+            return static_cast<std::int64_t>(v.bits);
+        return floatToInt(v);
+    }
     // Float, Int, BigInt and Bool as double; nullopt otherwise.
     std::optional<double> toFloat(const PickleValue& v) const;
     // The UTF-8 text of a Str (or the raw bytes of Bytes); empty for other kinds.
-    std::string_view text(const PickleValue& v) const;
+    std::string_view text(const PickleValue& v) const
+    {
+        if (v.kind != PickleKind::Str && v.kind != PickleKind::Binary)
+            return {};
+        return m_bytes.substr(v.bits, v.length);
+    }
     // The items of a List, Tuple or Set; for a Dict, keys and values alternate (k0, v0, k1, v1, …);
     // empty for scalars.
-    std::span<const PickleValue> items(const PickleValue& v) const;
+    std::span<const PickleValue> items(const PickleValue& v) const
+    {
+        if (!isContainer(v))
+            return {};
+        const auto& [start, count] = m_spans[v.bits];
+        return std::span<const PickleValue>(m_items.data() + start, count);
+    }
     // The value of the Str key `key` in a Dict (last one wins, as in Python); nullptr if absent or
     // `dict` is not a Dict.
     const PickleValue* find(const PickleValue& dict, std::string_view key) const;
-    bool isContainer(const PickleValue& v) const;
+    bool isContainer(const PickleValue& v) const
+    {
+        return v.kind == PickleKind::List || v.kind == PickleKind::Tuple || v.kind == PickleKind::Dict || v.kind == PickleKind::Set;
+    }
 
     // A JSON rendering (tuples and sets become arrays, bytes become strings with invalid UTF-8
     // replaced by U+FFFD, non-string dict keys are written as their int value or "<kind>"). Throws FormatError naming source() when nesting exceeds
@@ -107,11 +126,15 @@ public:
     static PickleDocument fromJson(const nlohmann::json& json, std::string_view source, int maxDepth = 256);
 
 private:
+    std::optional<std::int64_t> floatToInt(const PickleValue& v) const;
     friend class PickleParser;
     friend class PickleJsonBuilder;
+    friend class PickleContainerStore;
     std::shared_ptr<const void> m_keepAlive; // owner of m_bytes when the document owns them
     std::string_view m_bytes;
-    std::vector<std::vector<PickleValue>> m_containers;
+    // Container c holds m_items[m_spans[c].first, + m_spans[c].second): one allocation for all.
+    std::vector<PickleValue> m_items;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> m_spans;
     PickleValue m_root;
     std::string m_source;
     std::uint8_t m_protocol = 0;

@@ -124,6 +124,39 @@ namespace {
         std::map<Address, Address> m_ranges;
     };
 
+    // Where a field is, spelled out only when an error needs it ("segments[3].blocks[0]").
+    struct Where {
+        Where(const char* text)
+            : fixed(text)
+        {
+        }
+        Where(std::string text)
+            : fixed(std::move(text))
+        {
+        }
+        Where(const char* l, std::size_t i, const char* s = nullptr, std::size_t j = 0)
+            : list(l)
+            , index(i)
+            , sub(s)
+            , subIndex(j)
+        {
+        }
+        std::string str() const
+        {
+            if (!list)
+                return fixed;
+            std::string out = std::string(list) + "[" + std::to_string(index) + "]";
+            if (sub)
+                out += "." + std::string(sub) + "[" + std::to_string(subIndex) + "]";
+            return out;
+        }
+        std::string fixed;
+        const char* list = nullptr;
+        std::size_t index = 0;
+        const char* sub = nullptr;
+        std::size_t subIndex = 0;
+    };
+
     class SnapshotReader {
     public:
         SnapshotReader(const PickleDocument& doc, TraceBuilder* builder)
@@ -132,57 +165,57 @@ namespace {
         {
         }
 
-        [[noreturn]] void fail(const std::string& where, const std::string& what) const
+        [[noreturn]] void fail(const Where& where, const std::string& what) const
         {
-            throw FormatError(m_doc.source() + ": " + where + ": " + what
+            throw FormatError(m_doc.source() + ": " + where.str() + ": " + what
                 + "; this does not look like a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot)");
         }
 
         static std::string at(const char* list, std::size_t i) { return std::string(list) + "[" + std::to_string(i) + "]"; }
 
-        const PickleValue& required(const PickleValue& dict, std::string_view key, const std::string& where) const
+        const PickleValue& required(const PickleValue& dict, std::string_view key, const Where& where) const
         {
             const PickleValue* v = m_doc.find(dict, key);
             if (!v)
                 fail(where, "the field '" + std::string(key) + "' is missing");
             return *v;
         }
-        std::int64_t toInt(const PickleValue& v, std::string_view key, const std::string& where)
+        std::int64_t toInt(const PickleValue& v, std::string_view key, const Where& where)
         {
             if (v.kind == PickleKind::BigInt)
                 stats().add("big_int_clamped", Severity::Warning,
-                    where + ": '" + std::string(key) + "' does not fit in 64 bits; it was clamped");
+                    where.str() + ": '" + std::string(key) + "' does not fit in 64 bits; it was clamped");
             auto i = m_doc.toInt(v);
             if (!i || v.kind == PickleKind::Float)
                 fail(where, "'" + std::string(key) + "' is a " + std::string(toString(v.kind)) + ", not an int");
             return *i;
         }
-        std::int64_t intField(const PickleValue& dict, std::string_view key, const std::string& where)
+        std::int64_t intField(const PickleValue& dict, std::string_view key, const Where& where)
         {
             return toInt(required(dict, key, where), key, where);
         }
-        std::optional<std::int64_t> optInt(const PickleValue& dict, std::string_view key, const std::string& where)
+        std::optional<std::int64_t> optInt(const PickleValue& dict, std::string_view key, const Where& where)
         {
             const PickleValue* v = m_doc.find(dict, key);
             if (!v || v->kind == PickleKind::None)
                 return std::nullopt;
             return toInt(*v, key, where);
         }
-        Bytes bytesField(const PickleValue& dict, std::string_view key, const std::string& where)
+        Bytes bytesField(const PickleValue& dict, std::string_view key, const Where& where)
         {
             std::int64_t v = intField(dict, key, where);
             if (v < 0)
                 fail(where, "'" + std::string(key) + "' is negative (" + std::to_string(v) + ")");
             return static_cast<Bytes>(v);
         }
-        std::span<const PickleValue> listField(const PickleValue& dict, std::string_view key, const std::string& where)
+        std::span<const PickleValue> listField(const PickleValue& dict, std::string_view key, const Where& where)
         {
             const PickleValue& v = required(dict, key, where);
             if (v.kind != PickleKind::List && v.kind != PickleKind::Tuple)
                 fail(where, "'" + std::string(key) + "' is a " + std::string(toString(v.kind)) + ", not a list");
             return m_doc.items(v);
         }
-        const PickleValue& dictItem(const PickleValue& v, const std::string& where) const
+        const PickleValue& dictItem(const PickleValue& v, const Where& where) const
         {
             if (v.kind != PickleKind::Dict)
                 fail(where, "is a " + std::string(toString(v.kind)) + ", not a dict");
@@ -201,7 +234,7 @@ namespace {
             auto segments = listField(root, "segments", "top level");
             out.reserve(segments.size());
             for (std::size_t si = 0; si < segments.size(); ++si) {
-                std::string where = at("segments", si);
+                const Where where("segments", si);
                 const PickleValue& s = dictItem(segments[si], where);
                 DumpSegment d;
                 d.seg.device = static_cast<std::int32_t>(intField(s, "device", where));
@@ -225,7 +258,7 @@ namespace {
                 d.blockFrames.reserve(blocks.size());
                 Address cursor = d.seg.address;
                 for (std::size_t bi = 0; bi < blocks.size(); ++bi) {
-                    std::string bwhere = where + "." + at("blocks", bi);
+                    const Where bwhere("segments", si, "blocks", bi);
                     const PickleValue& b = dictItem(blocks[bi], bwhere);
                     SnapshotBlock block;
                     block.size = bytesField(b, "size", bwhere);
@@ -286,6 +319,38 @@ namespace {
         }
 
         // ---- sites ----------------------------------------------------------------------------------
+        // Frame dicts are usually shared through the memo (one container per distinct frame), and
+        // when they are not, their strings are: a frame is looked up by container first, then by the
+        // identity of its strings, and only then interned (with its text made valid UTF-8).
+        FrameId frameOf(const PickleValue& f)
+        {
+            auto idx = static_cast<std::size_t>(f.bits);
+            if (idx >= m_frameCache.size())
+                m_frameCache.resize(std::max<std::size_t>(idx + 1, m_frameCache.size() * 2), 0);
+            FrameId& id = m_frameCache[idx];
+            if (id != 0)
+                return id;
+            PickleValue name, file;
+            std::int64_t line = 0;
+            auto kv = m_doc.items(f);
+            for (std::size_t k = 0; k + 1 < kv.size(); k += 2) {
+                std::string_view key = m_doc.text(kv[k]);
+                if (key == "name")
+                    name = kv[k + 1];
+                else if (key == "filename")
+                    file = kv[k + 1];
+                else if (key == "line")
+                    line = m_doc.toInt(kv[k + 1]).value_or(0);
+            }
+            const FrameKey key { name.bits ^ (std::uint64_t(name.kind) << 56), file.bits ^ (std::uint64_t(file.kind) << 56),
+                name.length, file.length, line };
+            auto [it, inserted] = m_frameByStrings.try_emplace(key, 0);
+            if (inserted)
+                it->second = m_b->frame(utf8(name), utf8(file), static_cast<std::int32_t>(line));
+            id = it->second;
+            return id;
+        }
+
         SiteId site(const PickleValue& frames)
         {
             if (frames.kind != PickleKind::List && frames.kind != PickleKind::Tuple)
@@ -294,29 +359,30 @@ namespace {
             if (items.empty())
                 return 0;
             m_frameIds.clear();
-            for (const auto& f : items) {
-                if (f.kind != PickleKind::Dict)
-                    continue;
-                auto idx = static_cast<std::size_t>(f.bits);
-                if (idx >= m_frameCache.size())
-                    m_frameCache.resize(std::max<std::size_t>(idx + 1, m_frameCache.size() * 2), 0);
-                FrameId& id = m_frameCache[idx];
-                if (id == 0) {
-                    const PickleValue* name = m_doc.find(f, "name");
-                    const PickleValue* file = m_doc.find(f, "filename");
-                    const PickleValue* line = m_doc.find(f, "line");
-                    id = m_b->frame(name ? utf8(*name) : std::string(), file ? utf8(*file) : std::string(),
-                        line ? static_cast<std::int32_t>(m_doc.toInt(*line).value_or(0)) : 0);
-                }
-                m_frameIds.push_back(id);
-            }
+            for (const auto& f : items)
+                if (f.kind == PickleKind::Dict)
+                    m_frameIds.push_back(frameOf(f));
             return m_b->site(m_frameIds);
         }
 
         const PickleDocument& m_doc;
         TraceBuilder* m_b;
         ImportStats m_ownStats;
+        struct FrameKey {
+            std::uint64_t name, file; // string offsets (tagged with the kind)
+            std::uint32_t nameLength, fileLength;
+            std::int64_t line;
+            bool operator==(const FrameKey&) const = default;
+        };
+        struct FrameKeyHash {
+            std::size_t operator()(const FrameKey& k) const
+            {
+                std::uint64_t h = k.name * 0x9e3779b97f4a7c15ULL ^ (k.file + 0x632be59bd9b4e019ULL) * 0xbf58476d1ce4e5b9ULL;
+                return static_cast<std::size_t>(h ^ (static_cast<std::uint64_t>(k.line) << 17) ^ k.nameLength);
+            }
+        };
         std::vector<FrameId> m_frameCache; // container index of a frame dict → FrameId (0 = not yet)
+        std::unordered_map<FrameKey, FrameId, FrameKeyHash> m_frameByStrings;
         std::vector<FrameId> m_frameIds;
     };
 
@@ -455,14 +521,9 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 r.fail(SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i), "is not a dict");
             Entry entry;
             entry.index = i;
-            std::string_view action = doc.text(r.required(e, "action", SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i)));
-            entry.action = actionFromString(action);
-            if (entry.action == Action::Unknown) {
-                if (unknownActions++ == 0)
-                    firstUnknown = SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": action '" + sanitizeUtf8(action) + "'";
-                continue;
-            }
-            const auto& kv = doc.items(e);
+            std::string_view action;
+            bool hasAction = false, hasTime = false;
+            const auto kv = doc.items(e);
             // One pass over the entry's keys (faster than a lookup per field).
             for (std::size_t k = 0; k + 1 < kv.size(); k += 2) {
                 std::string_view key = doc.text(kv[k]);
@@ -470,25 +531,48 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 auto asInt = [&] {
                     if (v.kind == PickleKind::BigInt)
                         r.stats().add("big_int_clamped", Severity::Warning,
-                            SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": '" + std::string(key) + "' was clamped to 64 bits");
+                            SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": '" + sanitizeUtf8(key) + "' was clamped to 64 bits");
                     return doc.toInt(v).value_or(0);
                 };
-                if (key == "addr")
-                    entry.addr = static_cast<Address>(asInt());
-                else if (key == "size")
-                    entry.size = static_cast<Bytes>(std::max<std::int64_t>(0, asInt()));
-                else if (key == "stream")
-                    entry.stream = static_cast<std::uint64_t>(asInt());
-                else if (key == "time_us") {
-                    entry.time = asInt() * 1000;
-                    anyTime = true;
-                } else if (key == "frames")
-                    entry.frames = v;
-                else if (key == "compile_context")
-                    anyCompileContext = true;
+                switch (key.size()) { // dispatch on the length first: this loop runs for every key of every entry
+                case 4:
+                    if (key == "addr")
+                        entry.addr = static_cast<Address>(asInt());
+                    else if (key == "size")
+                        entry.size = static_cast<Bytes>(std::max<std::int64_t>(0, asInt()));
+                    break;
+                case 6:
+                    if (key == "action") {
+                        action = doc.text(v);
+                        hasAction = true;
+                    } else if (key == "stream")
+                        entry.stream = static_cast<std::uint64_t>(asInt());
+                    else if (key == "frames")
+                        entry.frames = v;
+                    break;
+                case 7:
+                    if (key == "time_us") {
+                        entry.time = asInt() * 1000;
+                        hasTime = true;
+                    }
+                    break;
+                case 15:
+                    anyCompileContext = anyCompileContext || key == "compile_context";
+                    break;
+                default:
+                    break;
+                }
             }
-            if (!doc.find(e, "time_us"))
-                anyMissingTime = true;
+            if (!hasAction)
+                r.fail(SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i), "the field 'action' is missing");
+            entry.action = actionFromString(action);
+            if (entry.action == Action::Unknown) {
+                if (unknownActions++ == 0)
+                    firstUnknown = SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": action '" + sanitizeUtf8(action) + "'";
+                continue;
+            }
+            anyTime = anyTime || hasTime;
+            anyMissingTime = anyMissingTime || !hasTime;
             entries[d].push_back(entry);
         }
     }
