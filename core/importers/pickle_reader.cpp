@@ -608,6 +608,16 @@ bool isValidUtf8(std::string_view text)
     const std::size_t n = text.size();
     std::size_t i = 0;
     while (i < n) {
+        // ASCII fast path, 8 bytes at a time (names and paths are nearly always ASCII).
+        while (i + 8 <= n) {
+            std::uint64_t word;
+            std::memcpy(&word, p + i, 8);
+            if (word & 0x8080808080808080ULL)
+                break;
+            i += 8;
+        }
+        if (i >= n)
+            break;
         unsigned char c = p[i];
         if (c < 0x80) {
             ++i;

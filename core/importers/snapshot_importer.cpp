@@ -226,6 +226,15 @@ namespace {
 
         // Text for the Trace's string table: writers emit JSON, which needs valid UTF-8.
         std::string utf8(const PickleValue& v) { return sanitizeUtf8(m_doc.text(v)); }
+        // The same without a copy when the text is valid (the usual case); `scratch` holds a repair.
+        std::string_view utf8View(const PickleValue& v, std::string& scratch)
+        {
+            std::string_view text = m_doc.text(v);
+            if (isValidUtf8(text))
+                return text;
+            scratch = sanitizeUtf8(text);
+            return scratch;
+        }
 
         // ---- the recorded end state -------------------------------------------------------------
         std::vector<DumpSegment> readSegments(const PickleValue& root)
@@ -261,36 +270,62 @@ namespace {
                     const Where bwhere("segments", si, "blocks", bi);
                     const PickleValue& b = dictItem(blocks[bi], bwhere);
                     SnapshotBlock block;
-                    block.size = bytesField(b, "size", bwhere);
+                    const PickleValue *size = nullptr, *address = nullptr, *requested = nullptr, *state = nullptr, *frames = nullptr,
+                                      *history = nullptr;
+                    auto kv = m_doc.items(b);
+                    for (std::size_t k = 0; k + 1 < kv.size(); k += 2) { // one pass: blocks are many
+                        std::string_view key = m_doc.text(kv[k]);
+                        const PickleValue* v = &kv[k + 1];
+                        if (key == "size")
+                            size = v;
+                        else if (key == "address")
+                            address = v;
+                        else if (key == "requested_size")
+                            requested = v;
+                        else if (key == "state")
+                            state = v;
+                        else if (key == "frames")
+                            frames = v;
+                        else if (key == "history")
+                            history = v;
+                    }
+                    if (!size)
+                        fail(bwhere, "the field 'size' is missing");
+                    if (!state)
+                        fail(bwhere, "the field 'state' is missing");
+                    const std::int64_t sizeValue = toInt(*size, "size", bwhere);
+                    if (sizeValue < 0)
+                        fail(bwhere, "'size' is negative (" + std::to_string(sizeValue) + ")");
+                    block.size = static_cast<Bytes>(sizeValue);
                     // Generation A has no block address: blocks tile the segment in address order.
-                    block.address = static_cast<Address>(optInt(b, "address", bwhere).value_or(static_cast<std::int64_t>(cursor)));
-                    block.requestedSize = static_cast<Bytes>(optInt(b, "requested_size", bwhere).value_or(0));
-                    std::string_view state = m_doc.text(required(b, "state", bwhere));
-                    if (state == "active_allocated")
+                    block.address = address && address->kind != PickleKind::None ? static_cast<Address>(toInt(*address, "address", bwhere)) : cursor;
+                    block.requestedSize = requested && requested->kind != PickleKind::None ? static_cast<Bytes>(toInt(*requested, "requested_size", bwhere)) : 0;
+                    std::string_view stateText = m_doc.text(*state);
+                    if (stateText == "active_allocated")
                         block.state = SnapshotBlockState::ActiveAllocated;
-                    else if (state == "active_pending_free" || state == "active_awaiting_free")
+                    else if (stateText == "active_pending_free" || stateText == "active_awaiting_free")
                         block.state = SnapshotBlockState::ActivePendingFree;
-                    else if (state == "inactive")
+                    else if (stateText == "inactive")
                         block.state = SnapshotBlockState::Inactive;
                     else
-                        fail(bwhere, "unknown block state '" + std::string(state) + "'");
-                    PickleValue frames;
-                    if (const PickleValue* f = m_doc.find(b, "frames"))
-                        frames = *f;
-                    else if (const PickleValue* h = m_doc.find(b, "history")) {
+                        fail(bwhere, "unknown block state '" + sanitizeUtf8(stateText) + "'");
+                    PickleValue blockFrames;
+                    if (frames)
+                        blockFrames = *frames;
+                    else if (history) {
                         // Generation A: the history entry at the block's address is its allocation.
-                        for (const auto& entry : m_doc.items(*h)) {
+                        for (const auto& entry : m_doc.items(*history)) {
                             const PickleValue* addr = m_doc.find(entry, "addr");
                             if (addr && m_doc.toInt(*addr) == static_cast<std::int64_t>(block.address)) {
                                 if (const PickleValue* f2 = m_doc.find(entry, "frames"))
-                                    frames = *f2;
+                                    blockFrames = *f2;
                                 break;
                             }
                         }
                     }
                     cursor = block.address + block.size;
                     d.seg.blocks.push_back(block);
-                    d.blockFrames.push_back(frames);
+                    d.blockFrames.push_back(blockFrames);
                 }
                 out.push_back(std::move(d));
             }
@@ -346,11 +381,13 @@ namespace {
                 name.length, file.length, line };
             auto [it, inserted] = m_frameByStrings.try_emplace(key, 0);
             if (inserted)
-                it->second = m_b->frame(utf8(name), utf8(file), static_cast<std::int32_t>(line));
+                it->second = m_b->frame(utf8View(name, m_scratchName), utf8View(file, m_scratchFile), static_cast<std::int32_t>(line));
             id = it->second;
             return id;
         }
 
+        // Stacks repeat (every allocation from one line has the same frames list, made of the same
+        // memoized frame dicts), so a site is first looked up by the list's raw items.
         SiteId site(const PickleValue& frames)
         {
             if (frames.kind != PickleKind::List && frames.kind != PickleKind::Tuple)
@@ -358,11 +395,18 @@ namespace {
             auto items = m_doc.items(frames);
             if (items.empty())
                 return 0;
+            m_siteKey.resize(items.size());
+            for (std::size_t i = 0; i < items.size(); ++i)
+                m_siteKey[i] = items[i].bits ^ (static_cast<std::uint64_t>(items[i].kind) << 58);
+            if (auto it = m_sites.find(std::span<const std::uint64_t>(m_siteKey)); it != m_sites.end())
+                return it->second;
             m_frameIds.clear();
             for (const auto& f : items)
                 if (f.kind == PickleKind::Dict)
                     m_frameIds.push_back(frameOf(f));
-            return m_b->site(m_frameIds);
+            SiteId id = m_b->site(m_frameIds);
+            m_sites.emplace(m_siteKey, id);
+            return id;
         }
 
         const PickleDocument& m_doc;
@@ -381,6 +425,26 @@ namespace {
                 return static_cast<std::size_t>(h ^ (static_cast<std::uint64_t>(k.line) << 17) ^ k.nameLength);
             }
         };
+        struct SiteKeyHash {
+            using is_transparent = void;
+            std::size_t operator()(std::span<const std::uint64_t> key) const
+            {
+                std::uint64_t h = key.size();
+                for (std::uint64_t v : key)
+                    h = (h ^ v) * 0x100000001b3ULL + (h >> 29);
+                return static_cast<std::size_t>(h);
+            }
+        };
+        struct SiteKeyEqual {
+            using is_transparent = void;
+            bool operator()(std::span<const std::uint64_t> a, std::span<const std::uint64_t> b) const
+            {
+                return std::equal(a.begin(), a.end(), b.begin(), b.end());
+            }
+        };
+        std::string m_scratchName, m_scratchFile;
+        std::vector<std::uint64_t> m_siteKey;
+        std::unordered_map<std::vector<std::uint64_t>, SiteId, SiteKeyHash, SiteKeyEqual> m_sites;
         std::vector<FrameId> m_frameCache; // container index of a frame dict → FrameId (0 = not yet)
         std::unordered_map<FrameKey, FrameId, FrameKeyHash> m_frameByStrings;
         std::vector<FrameId> m_frameIds;
@@ -848,25 +912,39 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
     b.metadata()["reconstruction"] = std::move(reconstruction);
     progress(0.8);
 
-    // ---- segments at dump (for the replay engine: pool, type, expandable) ---------------------------
-    nlohmann::json segsJson = nlohmann::json::array();
-    for (const auto& d : dump) {
-        nlohmann::json s = {
-            { "device", d.seg.device },
-            { "address", d.seg.address },
-            { "total_size", d.seg.totalSize },
-            { "allocated_size", d.allocatedSize },
-            { "active_size", d.activeSize },
-            { "requested_size", d.requestedSize },
-            { "stream", d.seg.stream },
-            { "segment_type", d.seg.small ? "small" : "large" },
-            { "segment_pool_id", d.hasPool ? nlohmann::json::array({ d.seg.poolId.first, d.seg.poolId.second }) : nlohmann::json(nullptr) },
-            { "is_expandable", d.seg.expandable },
-            { "blocks", d.seg.blocks.size() },
+    // ---- segments at dump (for the replay engine: pool, type, expandable), as columns ----------------
+    {
+        nlohmann::json device = nlohmann::json::array(), address = nlohmann::json::array(), total = nlohmann::json::array(),
+                       allocated = nlohmann::json::array(), activeSize = nlohmann::json::array(), requested = nlohmann::json::array(),
+                       stream = nlohmann::json::array(), type = nlohmann::json::array(), pool = nlohmann::json::array(),
+                       expandable = nlohmann::json::array(), blocks = nlohmann::json::array();
+        for (const auto& d : dump) {
+            device.push_back(d.seg.device);
+            address.push_back(d.seg.address);
+            total.push_back(d.seg.totalSize);
+            allocated.push_back(d.allocatedSize);
+            activeSize.push_back(d.activeSize);
+            requested.push_back(d.requestedSize);
+            stream.push_back(d.seg.stream);
+            type.push_back(d.seg.small ? "small" : "large");
+            pool.push_back(d.hasPool ? nlohmann::json::array({ d.seg.poolId.first, d.seg.poolId.second }) : nlohmann::json(nullptr));
+            expandable.push_back(d.seg.expandable);
+            blocks.push_back(d.seg.blocks.size());
+        }
+        b.metadata()["segments_at_dump"] = nlohmann::json {
+            { "device", std::move(device) },
+            { "address", std::move(address) },
+            { "total_size", std::move(total) },
+            { "allocated_size", std::move(allocated) },
+            { "active_size", std::move(activeSize) },
+            { "requested_size", std::move(requested) },
+            { "stream", std::move(stream) },
+            { "segment_type", std::move(type) },
+            { "segment_pool_id", std::move(pool) },
+            { "is_expandable", std::move(expandable) },
+            { "blocks", std::move(blocks) },
         };
-        segsJson.push_back(std::move(s));
     }
-    b.metadata()["segments_at_dump"] = std::move(segsJson);
 
     // ---- external annotations ----------------------------------------------------------------------
     if (const PickleValue* ann = doc.find(root, "external_annotations")) {

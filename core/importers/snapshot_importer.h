@@ -15,10 +15,11 @@
 //   bytes, inferred by the rule below;
 // - `external_annotations` START/END pairs as annotations (ranges);
 // - metadata: "source_format":"pytorch-snapshot", "snapshot_generation" ("A".."D"),
-//   "allocator_settings" (verbatim, when present), "segments_at_dump" (one object per recorded
-//   segment: device, address, total_size, allocated_size, active_size, requested_size, stream,
-//   segment_type, segment_pool_id ([a,b] or null in generation A), is_expandable, blocks = count)
-//   and "reconstruction" (per device: what was rebuilt before the window, see below).
+//   "allocator_settings" (verbatim, when present), "segments_at_dump" (the recorded segments as
+//   columns, one array per field, all of the same length, in `segments` order: device, address,
+//   total_size, allocated_size, active_size, requested_size, stream, segment_type ("large"/"small"),
+//   segment_pool_id ([a,b], or null in generation A), is_expandable, blocks (the block count)) and
+//   "reconstruction" (an array, one object per device: what was rebuilt before the window, below).
 //
 // Block sizes. Trace entries carry the request, not the block. The importer replays the events
 // through a SegmentBlockMap and applies PyTorch's rule (CUDACachingAllocator.cpp round_size and

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <fstream>
@@ -136,7 +137,16 @@ TEST_P(PublicSnapshots, ImportsWithTheCountsOfSourcesMd)
     EXPECT_EQ(blocks, p.blocks);
     EXPECT_EQ(active, p.activeBlocks);
     EXPECT_EQ(reserved, p.reserved);
-    EXPECT_EQ(t.metadata()["segments_at_dump"].size(), p.segments);
+    const auto& atDump = t.metadata()["segments_at_dump"];
+    for (const char* column : { "device", "address", "total_size", "allocated_size", "active_size", "requested_size", "stream",
+             "segment_type", "segment_pool_id", "is_expandable", "blocks" })
+        EXPECT_EQ(atDump[column].size(), p.segments) << column;
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+        EXPECT_EQ(atDump["address"][i], segments[i].address);
+        EXPECT_EQ(atDump["total_size"][i], segments[i].totalSize);
+        EXPECT_EQ(atDump["segment_type"][i], segments[i].small ? "small" : "large");
+        EXPECT_EQ(atDump["blocks"][i], segments[i].blocks.size());
+    }
 
     // Events: the trace's entries plus the reconstructed pre-window state.
     const auto& rec = t.metadata()["reconstruction"][0];
@@ -232,7 +242,8 @@ TEST(SnapshotImporter, KeepsFramesAsSitesAndSettingsAsMetadata)
     Trace t = importPytorchSnapshot(path);
     EXPECT_EQ(t.metadata()["allocator_settings"]["max_split_size"], -1);
     EXPECT_EQ(t.metadata()["allocator_settings"]["graph_capture_record_stream_reuse"], false);
-    EXPECT_EQ(t.metadata()["segments_at_dump"][0]["segment_pool_id"], nlohmann::json::parse("[0,0]"));
+    EXPECT_EQ(t.metadata()["segments_at_dump"]["segment_pool_id"][0], nlohmann::json::parse("[0,0]"));
+    EXPECT_EQ(t.metadata()["segments_at_dump"]["is_expandable"][0], false);
     // The first trace entry's innermost frame is PyTorch's unwinder (SOURCES.md shows the same).
     const auto& m = t.memory();
     std::size_t first = 0; // the first trace entry follows the pre-window events, 1 ns later
@@ -486,7 +497,7 @@ TEST(SnapshotImporter, TilesGenerationABlocksAndTakesFramesFromHistory)
     const std::string path = std::string(GPUMEM_SOURCE_DIR) + "/fuzz/seeds/snapshot_gen_a.pickle";
     Trace t = loadTrace(path);
     EXPECT_EQ(t.metadata()["snapshot_generation"], "A");
-    EXPECT_EQ(t.metadata()["segments_at_dump"][0]["segment_pool_id"], nullptr);
+    EXPECT_EQ(t.metadata()["segments_at_dump"]["segment_pool_id"][0], nullptr);
     auto segs = snapshotSegments(readSnapshotDocument(path));
     ASSERT_EQ(segs.size(), 1u);
     ASSERT_EQ(segs[0].blocks.size(), 2u);
@@ -501,4 +512,41 @@ TEST(SnapshotImporter, TilesGenerationABlocksAndTakesFramesFromHistory)
     EXPECT_EQ(m.kind[3], EventKind::Free);
     EXPECT_EQ(m.kind[4], EventKind::FreeCompleted);
     EXPECT_TRUE(compareSnapshotState(segs, replaySnapshotState(t, 0)).empty());
+}
+
+TEST(SnapshotImporter, KeepsDevicesApartAndNamesThemByOrdinal)
+{
+    // Device 0 has an empty trace and no segments; devices 1 and 2 each have a segment, and only
+    // device 2's trace allocates: the trace gets devices 1 and 2, and each replays to its own state.
+    using nlohmann::json;
+    auto segment = [](int device, Address a, const char* state) {
+        return json { { "device", device }, { "address", a }, { "total_size", 2 * kMiB }, { "stream", 7 }, { "segment_type", "small" },
+            { "blocks", json::array({ json { { "address", a }, { "size", 512 }, { "requested_size", 100 }, { "state", state } },
+                            json { { "address", a + 512 }, { "size", 2 * kMiB - 512 }, { "requested_size", 0 }, { "state", "inactive" } } }) } };
+    };
+    json j = {
+        { "segments", json::array({ segment(1, kS1, "active_allocated"), segment(2, kS2, "active_allocated") }) },
+        { "device_traces",
+            json::array({ json::array(), json::array(),
+                json::array({ json { { "action", "alloc" }, { "addr", kS2 }, { "size", 100 }, { "stream", 7 }, { "time_us", 5 } } }) }) },
+    };
+    Trace t = importJson(j, "devices.json");
+    ASSERT_EQ(t.devices().size(), 2u);
+    std::vector<std::int32_t> ordinals { t.devices()[0].ordinal, t.devices()[1].ordinal };
+    std::sort(ordinals.begin(), ordinals.end());
+    EXPECT_EQ(ordinals, (std::vector<std::int32_t> { 1, 2 }));
+    EXPECT_EQ(t.streams().size(), 2u); // stream 7 on each device
+    auto recorded = snapshotSegments(PickleDocument::fromJson(j, "devices"));
+    std::vector<SnapshotSegment> replayed;
+    for (DeviceId d = 0; d < t.devices().size(); ++d)
+        for (auto& s : replaySnapshotState(t, d))
+            replayed.push_back(std::move(s));
+    EXPECT_TRUE(compareSnapshotState(recorded, replayed).empty());
+    // Device 1: segment and block before the window; device 2: only the segment.
+    std::size_t allocs = count(t, EventKind::Alloc), segs = count(t, EventKind::SegmentAlloc);
+    EXPECT_EQ(allocs, 2u);
+    EXPECT_EQ(segs, 2u);
+    const auto& m = t.memory();
+    for (std::size_t i = 0; i < m.count(); ++i)
+        EXPECT_EQ(t.streams()[m.stream[i]].handle, 7u);
 }
