@@ -844,7 +844,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
 
         // Forward: the recorded events, with block sizes from the allocator's rule.
         TimeNs last = std::numeric_limits<TimeNs>::min();
-        std::uint64_t backwards = 0;
+        std::uint64_t backwards = 0, unsplit = 0;
         for (const Entry& e : list) {
             MemoryEvent ev;
             ev.time = e.time;
@@ -876,8 +876,10 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                         bool split = (rounded <= kSmallSize || rounding.expandable || state.inExpandable(e.addr))
                             ? rest >= kMinBlockSize
                             : rounded < rounding.maxSplitSize && rest > kSmallSize;
-                        if (!split)
+                        if (!split && *free != rounded) {
                             ev.size = *free;
+                            ++unsplit;
+                        }
                     }
                 } else {
                     warn("alloc_not_at_free_block", &e, "alloc at " + std::to_string(e.addr) + " is not the start of a free block in a known segment");
@@ -905,6 +907,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 warn(code, &e, detail);
             b.add(ev);
         }
+        reconstruction.back()["trace_allocs_unsplit"] = unsplit;
         if (backwards)
             b.stats().add("time_goes_backwards", Severity::Warning,
                 "device " + std::to_string(ordinal) + ": time_us decreases between entries; those entries keep their order (time clamped)", backwards);

@@ -26,7 +26,8 @@
 // should_split; allocators.md §1.2, §1.6): an alloc at address X takes the free block starting at X;
 // rounded = round_size(request) (with the snapshot's roundup_power2_divisions); the block is split
 // (size = rounded) when the rest is ≥ 512 B in the small pool or an expandable segment, or > 1 MiB
-// and rounded < max_split_size in the large pool; otherwise the whole free block is handed out.
+// and rounded < max_split_size in the large pool; otherwise the whole free block is handed out
+// (counted per device as "trace_allocs_unsplit" in "reconstruction").
 //
 // Reconstruction of the state before the window. The trace is a ring buffer, so it can start
 // mid-run. The importer walks the trace backwards from the end state (`segments`), the way

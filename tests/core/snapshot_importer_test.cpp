@@ -336,6 +336,7 @@ TEST(SnapshotImporter, RebuildsInitialStateFromSegments)
     EXPECT_EQ(rec["blocks_before_trace"], 4);     // the untouched block, P, the pending Q, E's first block
     EXPECT_EQ(rec["pending_blocks_before_trace"], 1);
     EXPECT_EQ(rec["blocks_grown_unsplit"], 1);
+    EXPECT_EQ(rec["trace_allocs_unsplit"], 1); // X below
     for (const auto& a : t.importStats().anomalies())
         EXPECT_EQ(a.severity, Severity::Info) << a.code << ": " << a.detail;
 
