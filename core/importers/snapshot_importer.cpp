@@ -395,17 +395,14 @@ namespace {
             auto items = m_doc.items(frames);
             if (items.empty())
                 return 0;
-            m_siteKey.resize(items.size());
-            for (std::size_t i = 0; i < items.size(); ++i)
-                m_siteKey[i] = items[i].bits ^ (static_cast<std::uint64_t>(items[i].kind) << 58);
-            if (auto it = m_sites.find(std::span<const std::uint64_t>(m_siteKey)); it != m_sites.end())
+            if (auto it = m_sites.find(items); it != m_sites.end())
                 return it->second;
             m_frameIds.clear();
             for (const auto& f : items)
                 if (f.kind == PickleKind::Dict)
                     m_frameIds.push_back(frameOf(f));
             SiteId id = m_b->site(m_frameIds);
-            m_sites.emplace(m_siteKey, id);
+            m_sites.emplace(std::vector<PickleValue>(items.begin(), items.end()), id);
             return id;
         }
 
@@ -425,26 +422,28 @@ namespace {
                 return static_cast<std::size_t>(h ^ (static_cast<std::uint64_t>(k.line) << 17) ^ k.nameLength);
             }
         };
+        // A frames list is identified by its raw items (the frame dicts' container ids).
         struct SiteKeyHash {
             using is_transparent = void;
-            std::size_t operator()(std::span<const std::uint64_t> key) const
+            std::size_t operator()(std::span<const PickleValue> key) const
             {
                 std::uint64_t h = key.size();
-                for (std::uint64_t v : key)
-                    h = (h ^ v) * 0x100000001b3ULL + (h >> 29);
+                for (const PickleValue& v : key)
+                    h = (h ^ v.bits ^ (static_cast<std::uint64_t>(v.kind) << 58)) * 0x100000001b3ULL + (h >> 29);
                 return static_cast<std::size_t>(h);
             }
         };
         struct SiteKeyEqual {
             using is_transparent = void;
-            bool operator()(std::span<const std::uint64_t> a, std::span<const std::uint64_t> b) const
+            bool operator()(std::span<const PickleValue> a, std::span<const PickleValue> b) const
             {
-                return std::equal(a.begin(), a.end(), b.begin(), b.end());
+                return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const PickleValue& x, const PickleValue& y) {
+                    return x.bits == y.bits && x.kind == y.kind && x.length == y.length;
+                });
             }
         };
         std::string m_scratchName, m_scratchFile;
-        std::vector<std::uint64_t> m_siteKey;
-        std::unordered_map<std::vector<std::uint64_t>, SiteId, SiteKeyHash, SiteKeyEqual> m_sites;
+        std::unordered_map<std::vector<PickleValue>, SiteId, SiteKeyHash, SiteKeyEqual> m_sites;
         std::vector<FrameId> m_frameCache; // container index of a frame dict → FrameId (0 = not yet)
         std::unordered_map<FrameKey, FrameId, FrameKeyHash> m_frameByStrings;
         std::vector<FrameId> m_frameIds;
