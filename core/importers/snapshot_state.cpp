@@ -1,6 +1,7 @@
 #include "core/importers/snapshot_state.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace gpumem {
 
@@ -21,26 +22,52 @@ namespace {
     }
 } // namespace
 
-std::map<Address, SegmentBlockMap::Segment>::iterator SegmentBlockMap::containing(Address address)
-{
-    auto it = m_segments.upper_bound(address);
-    if (it == m_segments.begin())
-        return m_segments.end();
-    --it;
-    return address - it->first < it->second.size ? it : m_segments.end();
-}
-
 std::map<Address, SegmentBlockMap::Segment>::const_iterator SegmentBlockMap::containing(Address address) const
 {
+    if (m_last != m_segments.end() && address - m_last->first < m_last->second.size)
+        return m_last;
     auto it = m_segments.upper_bound(address);
     if (it == m_segments.begin())
         return m_segments.end();
     --it;
-    return address - it->first < it->second.size ? it : m_segments.end();
+    if (address - it->first >= it->second.size)
+        return m_segments.end();
+    m_last = it;
+    return it;
+}
+
+std::map<Address, SegmentBlockMap::Segment>::iterator SegmentBlockMap::containing(Address address)
+{
+    auto it = std::as_const(*this).containing(address);
+    return m_segments.erase(it, it); // the mutable iterator to the same element (erases nothing)
+}
+
+SegmentBlockMap::SegmentBlockMap(const SegmentBlockMap& other)
+    : m_segments(other.m_segments)
+{
+}
+SegmentBlockMap& SegmentBlockMap::operator=(const SegmentBlockMap& other)
+{
+    m_segments = other.m_segments;
+    m_last = m_segments.end();
+    return *this;
+}
+SegmentBlockMap::SegmentBlockMap(SegmentBlockMap&& other) noexcept
+    : m_segments(std::move(other.m_segments))
+{
+    other.m_last = other.m_segments.end();
+}
+SegmentBlockMap& SegmentBlockMap::operator=(SegmentBlockMap&& other) noexcept
+{
+    m_segments = std::move(other.m_segments);
+    m_last = m_segments.end();
+    other.m_last = other.m_segments.end();
+    return *this;
 }
 
 std::string SegmentBlockMap::addSegment(Address address, Bytes size, bool expandable, std::string& detail)
 {
+    m_last = m_segments.end();
     if (size == 0) {
         detail = "segment " + range(address, size) + " has no bytes";
         return "empty_segment";
@@ -81,6 +108,7 @@ std::string SegmentBlockMap::addSegment(Address address, Bytes size, bool expand
 
 std::string SegmentBlockMap::removeSegment(Address address, Bytes size, bool expandable, std::string& detail)
 {
+    m_last = m_segments.end();
     if (!expandable) {
         auto it = m_segments.find(address);
         if (it == m_segments.end() || it->second.expandable) {
@@ -108,6 +136,7 @@ std::string SegmentBlockMap::removeSegment(Address address, Bytes size, bool exp
     const Address segStart = it->first;
     const Address segEnd = segStart + seg.size;
     m_segments.erase(it);
+    m_last = m_segments.end();
     std::string code;
     Segment left { address - segStart, true, {} };
     Segment right { segEnd - (address + size), true, {} };

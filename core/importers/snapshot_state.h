@@ -49,6 +49,12 @@ struct SnapshotSegment {
 
 class SegmentBlockMap {
 public:
+    SegmentBlockMap() = default;
+    SegmentBlockMap(const SegmentBlockMap& other);
+    SegmentBlockMap& operator=(const SegmentBlockMap& other);
+    SegmentBlockMap(SegmentBlockMap&& other) noexcept;
+    SegmentBlockMap& operator=(SegmentBlockMap&& other) noexcept;
+
     // Each mutator returns an empty string on success, or an anomaly code ("alloc_outside_segment",
     // …) with `detail` filled in; the map is left in the most sensible state (documented per call).
 
@@ -97,6 +103,8 @@ private:
     std::map<Address, Segment>::iterator containing(Address address);
     std::map<Address, Segment>::const_iterator containing(Address address) const;
     std::map<Address, Segment> m_segments; // by start address
+    // The segment found last: consecutive events mostly touch one segment. Reset when segments change.
+    mutable std::map<Address, Segment>::const_iterator m_last = m_segments.end();
 };
 
 // Replays the memory events of `device` in `trace` (in the trace's order) through a SegmentBlockMap:
