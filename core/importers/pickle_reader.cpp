@@ -694,10 +694,19 @@ const PickleValue* PickleDocument::find(const PickleValue& dict, std::string_vie
     return nullptr;
 }
 
-nlohmann::json PickleDocument::toJson(const PickleValue& v, int maxDepth) const
+nlohmann::json PickleDocument::toJson(const PickleValue& v, int maxDepth, std::uint64_t maxValues) const
 {
-    if (maxDepth < 0)
+    std::uint64_t budget = maxValues ? maxValues : 16 * (m_bytes.size() + m_items.size()) + (1u << 20);
+    return toJsonBounded(v, maxDepth, budget);
+}
+
+nlohmann::json PickleDocument::toJsonBounded(const PickleValue& v, int depth, std::uint64_t& budget) const
+{
+    if (depth < 0)
         throw FormatError(m_source + ": the pickle nests deeper than gpumem converts (or contains a cycle)");
+    if (budget == 0)
+        throw FormatError(m_source + ": the pickle expands to more values than gpumem converts to JSON (shared containers)");
+    --budget;
     switch (v.kind) {
     case PickleKind::None: return nullptr;
     case PickleKind::Bool: return v.bits != 0;
@@ -717,14 +726,14 @@ nlohmann::json PickleDocument::toJson(const PickleValue& v, int maxDepth) const
                 key = std::to_string(static_cast<std::int64_t>(kv[i].bits));
             else
                 key = "<" + std::string(toString(kv[i].kind)) + ">";
-            out[key] = toJson(kv[i + 1], maxDepth - 1);
+            out[key] = toJsonBounded(kv[i + 1], depth - 1, budget);
         }
         return out;
     }
     default: {
         nlohmann::json out = nlohmann::json::array();
         for (const auto& item : items(v))
-            out.push_back(toJson(item, maxDepth - 1));
+            out.push_back(toJsonBounded(item, depth - 1, budget));
         return out;
     }
     }

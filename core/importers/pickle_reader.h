@@ -116,9 +116,12 @@ public:
     }
 
     // A JSON rendering (tuples and sets become arrays, bytes become strings with invalid UTF-8
-    // replaced by U+FFFD, non-string dict keys are written as their int value or "<kind>"). Throws FormatError naming source() when nesting exceeds
-    // `maxDepth` (which is also how a cyclic structure is refused).
-    nlohmann::json toJson(const PickleValue& v, int maxDepth = 64) const;
+    // replaced by U+FFFD, non-string dict keys are written as their int value or "<kind>").
+    // Throws FormatError naming source() when nesting exceeds `maxDepth` (which is also how a
+    // cycle is refused) or the rendering would exceed `maxValues` values (shared containers are
+    // expanded, so a small hostile pickle could otherwise ask for 2^64 of them; 0 = 16 per input
+    // byte + 2^20, several times what real snapshots need).
+    nlohmann::json toJson(const PickleValue& v, int maxDepth = 64, std::uint64_t maxValues = 0) const;
 
     // Builds a document from JSON (the snapshot saved as JSON): objects → Dict, arrays → List,
     // numbers → Int/Float (unsigned beyond int64 → BigInt, clamped), strings → Str. Throws
@@ -127,6 +130,7 @@ public:
 
 private:
     std::optional<std::int64_t> floatToInt(const PickleValue& v) const;
+    nlohmann::json toJsonBounded(const PickleValue& v, int depth, std::uint64_t& budget) const;
     friend class PickleParser;
     friend class PickleJsonBuilder;
     friend class PickleContainerStore;

@@ -17,6 +17,8 @@ namespace {
 
     constexpr Bytes kMinBlockSize = 512;        // CUDACachingAllocator.cpp kMinBlockSize
     constexpr Bytes kSmallSize = 1024 * 1024;   // kSmallSize: requests ≤ 1 MiB use the small pool
+    constexpr std::size_t kMaxFields = 256;     // fields of one snapshot dict (a dozen in practice)
+    constexpr std::size_t kMaxHistory = 256;    // generation-A history entries searched per block
 
     enum class Action : std::uint8_t {
         Alloc,
@@ -147,7 +149,7 @@ namespace {
                 return fixed;
             std::string out = std::string(list) + "[" + std::to_string(index) + "]";
             if (sub)
-                out += "." + std::string(sub) + "[" + std::to_string(subIndex) + "]";
+                out += (*sub ? "." + std::string(sub) : std::string()) + "[" + std::to_string(subIndex) + "]";
             return out;
         }
         std::string fixed;
@@ -215,10 +217,15 @@ namespace {
                 fail(where, "'" + std::string(key) + "' is a " + std::string(toString(v.kind)) + ", not a list");
             return m_doc.items(v);
         }
+        // A dict of the snapshot (segment, block, trace entry, annotation): PyTorch writes a dozen
+        // fields at most. Bounding them keeps the import linear in the file size even when a hostile
+        // file shares one huge dict among many list items.
         const PickleValue& dictItem(const PickleValue& v, const Where& where) const
         {
             if (v.kind != PickleKind::Dict)
                 fail(where, "is a " + std::string(toString(v.kind)) + ", not a dict");
+            if (m_doc.items(v).size() > 2 * kMaxFields)
+                fail(where, "has " + std::to_string(m_doc.items(v).size() / 2) + " fields; a snapshot dict has at most a few dozen");
             return v;
         }
 
@@ -314,7 +321,10 @@ namespace {
                         blockFrames = *frames;
                     else if (history) {
                         // Generation A: the history entry at the block's address is its allocation.
-                        for (const auto& entry : m_doc.items(*history)) {
+                        auto entries = m_doc.items(*history);
+                        for (const auto& entry : entries.first(std::min(entries.size(), kMaxHistory))) {
+                            if (m_doc.items(entry).size() > 2 * kMaxFields)
+                                continue;
                             const PickleValue* addr = m_doc.find(entry, "addr");
                             if (addr && m_doc.toInt(*addr) == static_cast<std::int64_t>(block.address)) {
                                 if (const PickleValue* f2 = m_doc.find(entry, "frames"))
@@ -395,6 +405,19 @@ namespace {
             auto items = m_doc.items(frames);
             if (items.empty())
                 return 0;
+            // A list shared by many entries is resolved once (keeps a hostile file linear).
+            auto idx = static_cast<std::size_t>(frames.bits);
+            if (idx >= m_siteByList.size())
+                m_siteByList.resize(std::max<std::size_t>(idx + 1, m_siteByList.size() * 2), kNoSite);
+            if (m_siteByList[idx] != kNoSite)
+                return m_siteByList[idx];
+            SiteId id = siteOf(items);
+            m_siteByList[idx] = id;
+            return id;
+        }
+
+        SiteId siteOf(std::span<const PickleValue> items)
+        {
             if (auto it = m_sites.find(items); it != m_sites.end())
                 return it->second;
             m_frameIds.clear();
@@ -444,6 +467,8 @@ namespace {
         };
         std::string m_scratchName, m_scratchFile;
         std::unordered_map<std::vector<PickleValue>, SiteId, SiteKeyHash, SiteKeyEqual> m_sites;
+        static constexpr SiteId kNoSite = std::numeric_limits<SiteId>::max();
+        std::vector<SiteId> m_siteByList; // container index of a frames list → SiteId
         std::vector<FrameId> m_frameCache; // container index of a frame dict → FrameId (0 = not yet)
         std::unordered_map<FrameKey, FrameId, FrameKeyHash> m_frameByStrings;
         std::vector<FrameId> m_frameIds;
@@ -579,9 +604,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             r.fail(SnapshotReader::at("device_traces", d), "is a " + std::string(toString(traces[d].kind)) + ", not a list");
         entries[d].reserve(list.size());
         for (std::size_t i = 0; i < list.size(); ++i) {
-            const PickleValue& e = list[i];
-            if (e.kind != PickleKind::Dict)
-                r.fail(SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i), "is not a dict");
+            const PickleValue& e = r.dictItem(list[i], Where("device_traces", d, "", i));
             Entry entry;
             entry.index = i;
             std::string_view action;
@@ -960,7 +983,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
         auto items = doc.items(*ann);
         std::uint64_t skipped = 0;
         for (std::size_t i = 0; i < items.size(); ++i) {
-            const PickleValue& a = items[i];
+            const PickleValue& a = r.dictItem(items[i], Where("external_annotations", i));
             const PickleValue* time = doc.find(a, "time_us");
             const PickleValue* stage = doc.find(a, "stage");
             if (!time || !doc.toInt(*time) || !stage) {

@@ -551,3 +551,44 @@ TEST(SnapshotImporter, KeepsDevicesApartAndNamesThemByOrdinal)
     for (std::size_t i = 0; i < m.count(); ++i)
         EXPECT_EQ(t.streams()[m.stream[i]].handle, 7u);
 }
+
+TEST(SnapshotImporter, StaysLinearWhenAHostileFileSharesHugeContainers)
+{
+    // device_traces[0] holds 4000 references to one entry dict with 3000 fields: without the field
+    // bound the entry loop would do 12 million steps; it is refused at the first entry instead.
+    std::string p;
+    auto op = [&p](std::initializer_list<int> bytes) {
+        for (int b : bytes)
+            p += static_cast<char>(b);
+    };
+    op({ 0x80, 4, '}', '(' });                 // PROTO 4, root dict, MARK
+    op({ 0x8c, 8 });
+    p += "segments";
+    op({ ']', 0x8c, 13 });
+    p += "device_traces";
+    op({ ']', ']', '(', '}', 0x94, '(' });      // outer list, device-0 list, MARK, entry dict (memo 0), MARK
+    for (int i = 0; i < 3000; ++i)
+        op({ 'M', i & 0xff, i >> 8, 'K', 1 }); // BININT2 i: BININT1 1
+    op({ 'u' });                                // SETITEMS into the entry dict
+    for (int i = 1; i < 4000; ++i)
+        op({ 'h', 0 });                         // BINGET 0
+    op({ 'e', 'a', 'u', '.' });                 // APPENDS, APPEND to device_traces, SETITEMS root, STOP
+    PickleDocument doc = PickleDocument::parse(p, "hostile.pickle");
+    try {
+        importPytorchSnapshot(doc);
+        ADD_FAILURE() << "accepted";
+    } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("device_traces[0][0]: has 3000 fields"), std::string::npos) << e.what();
+    }
+
+    // [L, L] nested 70 times expands to 2^70 values: the JSON rendering refuses it quickly.
+    std::string q;
+    for (int b : std::initializer_list<int> { 0x80, 4, ']', 0x94 })
+        q += static_cast<char>(b);
+    for (int i = 0; i < 70; ++i)
+        for (int b : std::initializer_list<int> { 'h', i, 'h', i, 0x86, 0x94 }) // BINGET i, BINGET i, TUPLE2, MEMOIZE
+            q += static_cast<char>(b);
+    q += '.';
+    PickleDocument laughs = PickleDocument::parse(q, "laughs.pickle");
+    EXPECT_THROW(laughs.toJson(laughs.root(), 100), FormatError);
+}
