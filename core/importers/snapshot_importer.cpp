@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace gpumem {
 
@@ -17,8 +18,9 @@ namespace {
 
     constexpr Bytes kMinBlockSize = 512;        // CUDACachingAllocator.cpp kMinBlockSize
     constexpr Bytes kSmallSize = 1024 * 1024;   // kSmallSize: requests ≤ 1 MiB use the small pool
-    constexpr std::size_t kMaxFields = 256;     // fields of one snapshot dict (a dozen in practice)
-    constexpr std::size_t kMaxHistory = 256;    // generation-A history entries searched per block
+    constexpr std::size_t kMaxFields = 64;      // fields of one snapshot dict (a dozen in practice)
+    constexpr std::size_t kMaxHistory = 16;     // generation-A history entries searched per block
+    constexpr std::size_t kMaxHistoryFields = 8; // fields of one history entry (addr, real_size, frames, cpp_frames)
 
     enum class Action : std::uint8_t {
         Alloc,
@@ -249,9 +251,17 @@ namespace {
             std::vector<DumpSegment> out;
             auto segments = listField(root, "segments", "top level");
             out.reserve(segments.size());
+            // PyTorch builds a fresh dict per segment and a fresh list per segment's blocks; a file
+            // that shares them would make the work quadratic, so sharing is refused.
+            std::unordered_set<std::uint64_t> seen;
+            auto once = [&](const PickleValue& v, const Where& w) {
+                if (m_doc.isContainer(v) && !seen.insert(v.bits).second)
+                    fail(w, "is the same object as an earlier segment or blocks list");
+            };
             for (std::size_t si = 0; si < segments.size(); ++si) {
                 const Where where("segments", si);
                 const PickleValue& s = dictItem(segments[si], where);
+                once(s, where);
                 DumpSegment d;
                 d.seg.device = static_cast<std::int32_t>(intField(s, "device", where));
                 d.seg.address = static_cast<Address>(intField(s, "address", where));
@@ -269,6 +279,7 @@ namespace {
                     d.seg.poolId = { toInt(ids[0], "segment_pool_id", where), toInt(ids[1], "segment_pool_id", where) };
                     d.hasPool = true;
                 }
+                once(required(s, "blocks", where), where);
                 auto blocks = listField(s, "blocks", where);
                 d.seg.blocks.reserve(blocks.size());
                 d.blockFrames.reserve(blocks.size());
@@ -323,7 +334,7 @@ namespace {
                         // Generation A: the history entry at the block's address is its allocation.
                         auto entries = m_doc.items(*history);
                         for (const auto& entry : entries.first(std::min(entries.size(), kMaxHistory))) {
-                            if (m_doc.items(entry).size() > 2 * kMaxFields)
+                            if (m_doc.items(entry).size() > 2 * kMaxHistoryFields)
                                 continue;
                             const PickleValue* addr = m_doc.find(entry, "addr");
                             if (addr && m_doc.toInt(*addr) == static_cast<std::int64_t>(block.address)) {

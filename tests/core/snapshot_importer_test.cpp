@@ -555,7 +555,7 @@ TEST(SnapshotImporter, KeepsDevicesApartAndNamesThemByOrdinal)
 TEST(SnapshotImporter, StaysLinearWhenAHostileFileSharesHugeContainers)
 {
     // device_traces[0] holds 4000 references to one entry dict with 3000 fields: without the field
-    // bound the entry loop would do 12 million steps; it is refused at the first entry instead.
+    // bound (64) the entry loop would do 12 million steps; it is refused at the first entry instead.
     std::string p;
     auto op = [&p](std::initializer_list<int> bytes) {
         for (int b : bytes)
@@ -579,6 +579,28 @@ TEST(SnapshotImporter, StaysLinearWhenAHostileFileSharesHugeContainers)
         ADD_FAILURE() << "accepted";
     } catch (const FormatError& e) {
         EXPECT_NE(std::string(e.what()).find("device_traces[0][0]: has 3000 fields"), std::string::npos) << e.what();
+    }
+
+    // Two segments that are one object (a memo GET): refused, as PyTorch never shares them.
+    p.clear();
+    op({ 0x80, 4, '}', '(', 0x8c, 8 });
+    p += "segments";
+    op({ ']', '(', '}', 0x94, '(', 0x8c, 6 });
+    p += "device";
+    op({ 'K', 0, 0x8c, 7 });
+    p += "address";
+    op({ 'K', 0, 0x8c, 10 });
+    p += "total_size";
+    op({ 'M', 0, 2, 0x8c, 6 });
+    p += "blocks";
+    op({ ']', 'u', 'h', 0, 'e', 0x8c, 13 });
+    p += "device_traces";
+    op({ ']', 'u', '.' });
+    try {
+        importPytorchSnapshot(PickleDocument::parse(p, "shared.pickle"));
+        ADD_FAILURE() << "accepted";
+    } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("segments[1]: is the same object as an earlier segment"), std::string::npos) << e.what();
     }
 
     // [L, L] nested 70 times expands to 2^70 values: the JSON rendering refuses it quickly.
