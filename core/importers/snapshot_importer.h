@@ -51,6 +51,10 @@
 // frames where present), and cross-stream pending states the dump does not show. Inconsistencies
 // between trace and end state (an alloc not live at the end, …) are counted as warning anomalies.
 //
+// Bounds: the work stays linear in the file size even for a hostile pickle that shares containers
+// (a snapshot dict has at most 64 fields, segment dicts and blocks lists may not be shared, a
+// frames list is resolved once, history search stops after 16 entries); docs/pytorch-snapshot.md.
+//
 // Thread-safety: the functions are reentrant; they share no state.
 #include "core/importer.h"
 #include "core/importers/pickle_reader.h"
