@@ -23,79 +23,87 @@ std::string_view toString(PickleKind kind)
 namespace {
 
     // Opcode names from CPython Lib/pickle.py, for messages.
+    struct OpcodeName {
+        unsigned char op;
+        std::string_view name;
+    };
+    constexpr OpcodeName kOpcodeNames[] = {
+        { 0x28, "MARK" },
+        { 0x2e, "STOP" },
+        { 0x30, "POP" },
+        { 0x31, "POP_MARK" },
+        { 0x32, "DUP" },
+        { 0x46, "FLOAT" },
+        { 0x49, "INT" },
+        { 0x4a, "BININT" },
+        { 0x4b, "BININT1" },
+        { 0x4c, "LONG" },
+        { 0x4d, "BININT2" },
+        { 0x4e, "NONE" },
+        { 0x50, "PERSID" },
+        { 0x51, "BINPERSID" },
+        { 0x52, "REDUCE" },
+        { 0x53, "STRING" },
+        { 0x54, "BINSTRING" },
+        { 0x55, "SHORT_BINSTRING" },
+        { 0x56, "UNICODE" },
+        { 0x58, "BINUNICODE" },
+        { 0x61, "APPEND" },
+        { 0x62, "BUILD" },
+        { 0x63, "GLOBAL" },
+        { 0x64, "DICT" },
+        { 0x7d, "EMPTY_DICT" },
+        { 0x65, "APPENDS" },
+        { 0x67, "GET" },
+        { 0x68, "BINGET" },
+        { 0x69, "INST" },
+        { 0x6a, "LONG_BINGET" },
+        { 0x6c, "LIST" },
+        { 0x5d, "EMPTY_LIST" },
+        { 0x6f, "OBJ" },
+        { 0x70, "PUT" },
+        { 0x71, "BINPUT" },
+        { 0x72, "LONG_BINPUT" },
+        { 0x73, "SETITEM" },
+        { 0x74, "TUPLE" },
+        { 0x29, "EMPTY_TUPLE" },
+        { 0x75, "SETITEMS" },
+        { 0x47, "BINFLOAT" },
+        { 0x80, "PROTO" },
+        { 0x81, "NEWOBJ" },
+        { 0x82, "EXT1" },
+        { 0x83, "EXT2" },
+        { 0x84, "EXT4" },
+        { 0x85, "TUPLE1" },
+        { 0x86, "TUPLE2" },
+        { 0x87, "TUPLE3" },
+        { 0x88, "NEWTRUE" },
+        { 0x89, "NEWFALSE" },
+        { 0x8a, "LONG1" },
+        { 0x8b, "LONG4" },
+        { 0x42, "BINBYTES" },
+        { 0x43, "SHORT_BINBYTES" },
+        { 0x8c, "SHORT_BINUNICODE" },
+        { 0x8d, "BINUNICODE8" },
+        { 0x8e, "BINBYTES8" },
+        { 0x8f, "EMPTY_SET" },
+        { 0x90, "ADDITEMS" },
+        { 0x91, "FROZENSET" },
+        { 0x92, "NEWOBJ_EX" },
+        { 0x93, "STACK_GLOBAL" },
+        { 0x94, "MEMOIZE" },
+        { 0x95, "FRAME" },
+        { 0x96, "BYTEARRAY8" },
+        { 0x97, "NEXT_BUFFER" },
+        { 0x98, "READONLY_BUFFER" },
+    };
+
     std::string_view opcodeName(unsigned char op)
     {
-        switch (op) {
-        case 0x28: return "MARK";
-        case 0x2e: return "STOP";
-        case 0x30: return "POP";
-        case 0x31: return "POP_MARK";
-        case 0x32: return "DUP";
-        case 0x46: return "FLOAT";
-        case 0x49: return "INT";
-        case 0x4a: return "BININT";
-        case 0x4b: return "BININT1";
-        case 0x4c: return "LONG";
-        case 0x4d: return "BININT2";
-        case 0x4e: return "NONE";
-        case 0x50: return "PERSID";
-        case 0x51: return "BINPERSID";
-        case 0x52: return "REDUCE";
-        case 0x53: return "STRING";
-        case 0x54: return "BINSTRING";
-        case 0x55: return "SHORT_BINSTRING";
-        case 0x56: return "UNICODE";
-        case 0x58: return "BINUNICODE";
-        case 0x61: return "APPEND";
-        case 0x62: return "BUILD";
-        case 0x63: return "GLOBAL";
-        case 0x64: return "DICT";
-        case 0x7d: return "EMPTY_DICT";
-        case 0x65: return "APPENDS";
-        case 0x67: return "GET";
-        case 0x68: return "BINGET";
-        case 0x69: return "INST";
-        case 0x6a: return "LONG_BINGET";
-        case 0x6c: return "LIST";
-        case 0x5d: return "EMPTY_LIST";
-        case 0x6f: return "OBJ";
-        case 0x70: return "PUT";
-        case 0x71: return "BINPUT";
-        case 0x72: return "LONG_BINPUT";
-        case 0x73: return "SETITEM";
-        case 0x74: return "TUPLE";
-        case 0x29: return "EMPTY_TUPLE";
-        case 0x75: return "SETITEMS";
-        case 0x47: return "BINFLOAT";
-        case 0x80: return "PROTO";
-        case 0x81: return "NEWOBJ";
-        case 0x82: return "EXT1";
-        case 0x83: return "EXT2";
-        case 0x84: return "EXT4";
-        case 0x85: return "TUPLE1";
-        case 0x86: return "TUPLE2";
-        case 0x87: return "TUPLE3";
-        case 0x88: return "NEWTRUE";
-        case 0x89: return "NEWFALSE";
-        case 0x8a: return "LONG1";
-        case 0x8b: return "LONG4";
-        case 0x42: return "BINBYTES";
-        case 0x43: return "SHORT_BINBYTES";
-        case 0x8c: return "SHORT_BINUNICODE";
-        case 0x8d: return "BINUNICODE8";
-        case 0x8e: return "BINBYTES8";
-        case 0x8f: return "EMPTY_SET";
-        case 0x90: return "ADDITEMS";
-        case 0x91: return "FROZENSET";
-        case 0x92: return "NEWOBJ_EX";
-        case 0x93: return "STACK_GLOBAL";
-        case 0x94: return "MEMOIZE";
-        case 0x95: return "FRAME";
-        case 0x96: return "BYTEARRAY8";
-        case 0x97: return "NEXT_BUFFER";
-        case 0x98: return "READONLY_BUFFER";
-        default: return {};
-        }
+        for (const auto& entry : kOpcodeNames)
+            if (entry.op == op)
+                return entry.name;
+        return {};
     }
 
     std::string hexByte(unsigned char op)
@@ -207,17 +215,20 @@ public:
         m_stack.reserve(64);
         m_memo.reserve(std::min<std::size_t>(m_size / 16, std::size_t(1) << 24) + 16);
         // Generous (untouched pages cost nothing), capped so a huge file does not ask for absurd amounts.
-        m_store.reserve(std::min<std::size_t>(m_size / 2, std::size_t(1) << 26) + 16, std::min<std::size_t>(m_size / 32, std::size_t(1) << 22) + 16);
+        m_store.reserve(std::min<std::size_t>(m_size / 2, std::size_t(1) << 26) + 16,
+            std::min<std::size_t>(m_size / 32, std::size_t(1) << 22) + 16);
         while (true) {
             if (m_pos >= m_size)
-                fail(m_size, "the pickle ends without a STOP opcode (the file is truncated); re-save it or copy it again");
+                fail(m_size,
+                    "the pickle ends without a STOP opcode (the file is truncated); re-save it or copy it again");
             m_opOffset = m_pos;
             const unsigned char op = m_data[m_pos++];
             switch (op) {
             case 0x80: { // PROTO
                 unsigned char proto = readU8();
                 if (proto > 5)
-                    fail(m_opOffset, "pickle protocol " + std::to_string(proto) + " is newer than 5, the newest gpumem reads");
+                    fail(m_opOffset,
+                        "pickle protocol " + std::to_string(proto) + " is newer than 5, the newest gpumem reads");
                 m_doc.m_protocol = proto;
                 break;
             }
@@ -370,7 +381,8 @@ public:
                 std::size_t mark = popMark();
                 if (mark == 0)
                     underflow(op);
-                appendFromStack(container(m_stack[mark - 1], op == 0x65 ? PickleKind::List : PickleKind::Set, op), mark);
+                appendFromStack(
+                    container(m_stack[mark - 1], op == 0x65 ? PickleKind::List : PickleKind::Set, op), mark);
                 break;
             }
             case 0x71: // BINPUT
@@ -409,9 +421,12 @@ public:
             default: {
                 std::string_view name = opcodeName(op);
                 if (!name.empty())
-                    fail(m_opOffset, "pickle opcode " + std::string(name) + " (" + hexByte(op)
-                            + ") is a protocol-0 text opcode gpumem does not read; save the file with protocol 2 or newer");
-                fail(m_opOffset, "byte " + hexByte(op) + " is not a pickle opcode (the file is not a pickle or is corrupt)");
+                    fail(m_opOffset,
+                        "pickle opcode " + std::string(name) + " (" + hexByte(op)
+                            + ") is a protocol-0 text opcode gpumem does not read; save the file with protocol 2 or "
+                              "newer");
+                fail(m_opOffset,
+                    "byte " + hexByte(op) + " is not a pickle opcode (the file is not a pickle or is corrupt)");
             }
             }
         }
@@ -424,12 +439,14 @@ private:
     }
     [[noreturn]] [[gnu::cold]] [[gnu::noinline]] void underflow(unsigned char op) const
     {
-        fail(m_opOffset, "pickle opcode " + std::string(opcodeName(op)) + " finds too few values on the stack (corrupt pickle)");
+        fail(m_opOffset,
+            "pickle opcode " + std::string(opcodeName(op)) + " finds too few values on the stack (corrupt pickle)");
     }
 
     [[noreturn]] [[gnu::noinline]] void cutOff(std::uint64_t n) const
     {
-        fail(m_opOffset, "the pickle is cut off inside opcode " + std::string(opcodeName(m_data[m_opOffset])) + " (needs "
+        fail(m_opOffset,
+            "the pickle is cut off inside opcode " + std::string(opcodeName(m_data[m_opOffset])) + " (needs "
                 + std::to_string(n) + " more bytes, " + std::to_string(m_size - m_pos) + " left)");
     }
     void need(std::uint64_t n) const
@@ -457,11 +474,15 @@ private:
     }
 
     void push(const PickleValue& v) { m_stack.push_back(v); }
-    void pushInt(std::int64_t v) { m_stack.push_back(PickleValue { PickleKind::Int, 0, static_cast<std::uint64_t>(v) }); }
+    void pushInt(std::int64_t v)
+    {
+        m_stack.push_back(PickleValue { PickleKind::Int, 0, static_cast<std::uint64_t>(v) });
+    }
     const PickleValue& top() const
     {
         if (m_stack.empty())
-            fail(m_opOffset, "pickle opcode " + std::string(opcodeName(m_data[m_opOffset])) + " on an empty stack (corrupt pickle)");
+            fail(m_opOffset,
+                "pickle opcode " + std::string(opcodeName(m_data[m_opOffset])) + " on an empty stack (corrupt pickle)");
         return m_stack.back();
     }
     PickleValue pop()
@@ -473,7 +494,8 @@ private:
     std::size_t popMark()
     {
         if (m_marks.empty())
-            fail(m_opOffset, "pickle opcode " + std::string(opcodeName(m_data[m_opOffset])) + " without a MARK (corrupt pickle)");
+            fail(m_opOffset,
+                "pickle opcode " + std::string(opcodeName(m_data[m_opOffset])) + " without a MARK (corrupt pickle)");
         std::size_t mark = m_marks.back();
         m_marks.pop_back();
         if (mark > m_stack.size())
@@ -499,7 +521,8 @@ private:
             --len;
         if (len > 8) {
             push(PickleValue { PickleKind::BigInt, 0,
-                static_cast<std::uint64_t>(negative ? std::numeric_limits<std::int64_t>::min() : std::numeric_limits<std::int64_t>::max()) });
+                static_cast<std::uint64_t>(
+                    negative ? std::numeric_limits<std::int64_t>::min() : std::numeric_limits<std::int64_t>::max()) });
             return;
         }
         std::uint64_t v = negative ? ~std::uint64_t(0) : 0;
@@ -527,7 +550,8 @@ private:
     std::uint64_t container(const PickleValue& v, PickleKind kind, unsigned char op) const
     {
         if (v.kind != kind)
-            fail(m_opOffset, "pickle opcode " + std::string(opcodeName(op)) + " applies to a " + std::string(toString(kind))
+            fail(m_opOffset,
+                "pickle opcode " + std::string(opcodeName(op)) + " applies to a " + std::string(toString(kind))
                     + " but finds a " + std::string(toString(v.kind)) + " (corrupt pickle)");
         return v.bits;
     }
@@ -705,16 +729,22 @@ nlohmann::json PickleDocument::toJsonBounded(const PickleValue& v, int depth, st
     if (depth < 0)
         throw FormatError(m_source + ": the pickle nests deeper than gpumem converts (or contains a cycle)");
     if (budget == 0)
-        throw FormatError(m_source + ": the pickle expands to more values than gpumem converts to JSON (shared containers)");
+        throw FormatError(
+            m_source + ": the pickle expands to more values than gpumem converts to JSON (shared containers)");
     --budget;
     switch (v.kind) {
-    case PickleKind::None: return nullptr;
-    case PickleKind::Bool: return v.bits != 0;
+    case PickleKind::None:
+        return nullptr;
+    case PickleKind::Bool:
+        return v.bits != 0;
     case PickleKind::Int:
-    case PickleKind::BigInt: return static_cast<std::int64_t>(v.bits);
-    case PickleKind::Float: return std::bit_cast<double>(v.bits);
+    case PickleKind::BigInt:
+        return static_cast<std::int64_t>(v.bits);
+    case PickleKind::Float:
+        return std::bit_cast<double>(v.bits);
     case PickleKind::Str:
-    case PickleKind::Binary: return sanitizeUtf8(text(v));
+    case PickleKind::Binary:
+        return sanitizeUtf8(text(v));
     case PickleKind::Dict: {
         nlohmann::json out = nlohmann::json::object();
         auto kv = items(v);
@@ -750,20 +780,26 @@ public:
     PickleValue build(const nlohmann::json& j, int depth)
     {
         if (depth > m_maxDepth)
-            throw FormatError(m_doc.m_source + ": the JSON nests deeper than " + std::to_string(m_maxDepth) + " levels");
+            throw FormatError(
+                m_doc.m_source + ": the JSON nests deeper than " + std::to_string(m_maxDepth) + " levels");
         switch (j.type()) {
-        case nlohmann::json::value_t::null: return PickleValue {};
-        case nlohmann::json::value_t::boolean: return PickleValue { PickleKind::Bool, 0, j.get<bool>() ? 1u : 0u };
+        case nlohmann::json::value_t::null:
+            return PickleValue {};
+        case nlohmann::json::value_t::boolean:
+            return PickleValue { PickleKind::Bool, 0, j.get<bool>() ? 1u : 0u };
         case nlohmann::json::value_t::number_integer:
             return PickleValue { PickleKind::Int, 0, static_cast<std::uint64_t>(j.get<std::int64_t>()) };
         case nlohmann::json::value_t::number_unsigned: {
             auto u = j.get<std::uint64_t>();
             if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-                return PickleValue { PickleKind::BigInt, 0, static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) };
+                return PickleValue { PickleKind::BigInt, 0,
+                    static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) };
             return PickleValue { PickleKind::Int, 0, u };
         }
-        case nlohmann::json::value_t::number_float: return PickleValue { PickleKind::Float, 0, std::bit_cast<std::uint64_t>(j.get<double>()) };
-        case nlohmann::json::value_t::string: return str(j.get_ref<const std::string&>());
+        case nlohmann::json::value_t::number_float:
+            return PickleValue { PickleKind::Float, 0, std::bit_cast<std::uint64_t>(j.get<double>()) };
+        case nlohmann::json::value_t::string:
+            return str(j.get_ref<const std::string&>());
         case nlohmann::json::value_t::array: {
             std::vector<PickleValue> items;
             items.reserve(j.size());
@@ -780,7 +816,8 @@ public:
             }
             return store(PickleKind::Dict, std::move(items));
         }
-        default: return PickleValue {};
+        default:
+            return PickleValue {};
         }
     }
 

@@ -34,7 +34,7 @@ namespace gpumem {
 enum class PickleKind : std::uint8_t {
     None,
     Bool,
-    Int,    // fits in int64
+    Int, // fits in int64
     BigInt, // a LONG1/LONG4 integer beyond int64: the value is clamped to INT64_MIN/INT64_MAX
     Float,
     Str,
@@ -51,7 +51,7 @@ std::string_view toString(PickleKind kind);
 struct PickleValue {
     PickleKind kind = PickleKind::None;
     std::uint32_t length = 0; // Str/Bytes: byte length
-    std::uint64_t bits = 0;   // Int/BigInt: int64; Float: IEEE bits; Bool: 0/1; Str/Bytes: offset; containers: index
+    std::uint64_t bits = 0; // Int/BigInt: int64; Float: IEEE bits; Bool: 0/1; Str/Bytes: offset; containers: index
 };
 
 // True if `text` is well-formed UTF-8 (RFC 3629: no overlongs, no surrogates, ≤ U+10FFFF).
@@ -112,7 +112,8 @@ public:
     const PickleValue* find(const PickleValue& dict, std::string_view key) const;
     bool isContainer(const PickleValue& v) const
     {
-        return v.kind == PickleKind::List || v.kind == PickleKind::Tuple || v.kind == PickleKind::Dict || v.kind == PickleKind::Set;
+        return v.kind == PickleKind::List || v.kind == PickleKind::Tuple || v.kind == PickleKind::Dict
+            || v.kind == PickleKind::Set;
     }
 
     // A JSON rendering (tuples and sets become arrays, bytes become strings with invalid UTF-8

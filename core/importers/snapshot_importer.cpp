@@ -16,10 +16,10 @@ namespace gpumem {
 
 namespace {
 
-    constexpr Bytes kMinBlockSize = 512;        // CUDACachingAllocator.cpp kMinBlockSize
-    constexpr Bytes kSmallSize = 1024 * 1024;   // kSmallSize: requests ≤ 1 MiB use the small pool
-    constexpr std::size_t kMaxFields = 64;      // fields of one snapshot dict (a dozen in practice)
-    constexpr std::size_t kMaxHistory = 16;     // generation-A history entries searched per block
+    constexpr Bytes kMinBlockSize = 512; // CUDACachingAllocator.cpp kMinBlockSize
+    constexpr Bytes kSmallSize = 1024 * 1024; // kSmallSize: requests ≤ 1 MiB use the small pool
+    constexpr std::size_t kMaxFields = 64; // fields of one snapshot dict (a dozen in practice)
+    constexpr std::size_t kMaxHistory = 16; // generation-A history entries searched per block
     constexpr std::size_t kMaxHistoryFields = 8; // fields of one history entry (addr, real_size, frames, cpp_frames)
 
     enum class Action : std::uint8_t {
@@ -175,7 +175,10 @@ namespace {
                 + "; this does not look like a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot)");
         }
 
-        static std::string at(const char* list, std::size_t i) { return std::string(list) + "[" + std::to_string(i) + "]"; }
+        static std::string at(const char* list, std::size_t i)
+        {
+            return std::string(list) + "[" + std::to_string(i) + "]";
+        }
 
         const PickleValue& required(const PickleValue& dict, std::string_view key, const Where& where) const
         {
@@ -227,7 +230,9 @@ namespace {
             if (v.kind != PickleKind::Dict)
                 fail(where, "is a " + std::string(toString(v.kind)) + ", not a dict");
             if (m_doc.items(v).size() > 2 * kMaxFields)
-                fail(where, "has " + std::to_string(m_doc.items(v).size() / 2) + " fields; a snapshot dict has at most a few dozen");
+                fail(where,
+                    "has " + std::to_string(m_doc.items(v).size() / 2)
+                        + " fields; a snapshot dict has at most a few dozen");
             return v;
         }
 
@@ -288,8 +293,8 @@ namespace {
                     const Where bwhere("segments", si, "blocks", bi);
                     const PickleValue& b = dictItem(blocks[bi], bwhere);
                     SnapshotBlock block;
-                    const PickleValue *size = nullptr, *address = nullptr, *requested = nullptr, *state = nullptr, *frames = nullptr,
-                                      *history = nullptr;
+                    const PickleValue *size = nullptr, *address = nullptr, *requested = nullptr, *state = nullptr,
+                                      *frames = nullptr, *history = nullptr;
                     auto kv = m_doc.items(b);
                     for (std::size_t k = 0; k + 1 < kv.size(); k += 2) { // one pass: blocks are many
                         std::string_view key = m_doc.text(kv[k]);
@@ -316,8 +321,12 @@ namespace {
                         fail(bwhere, "'size' is negative (" + std::to_string(sizeValue) + ")");
                     block.size = static_cast<Bytes>(sizeValue);
                     // Generation A has no block address: blocks tile the segment in address order.
-                    block.address = address && address->kind != PickleKind::None ? static_cast<Address>(toInt(*address, "address", bwhere)) : cursor;
-                    block.requestedSize = requested && requested->kind != PickleKind::None ? static_cast<Bytes>(toInt(*requested, "requested_size", bwhere)) : 0;
+                    block.address = address && address->kind != PickleKind::None
+                        ? static_cast<Address>(toInt(*address, "address", bwhere))
+                        : cursor;
+                    block.requestedSize = requested && requested->kind != PickleKind::None
+                        ? static_cast<Bytes>(toInt(*requested, "requested_size", bwhere))
+                        : 0;
                     std::string_view stateText = m_doc.text(*state);
                     if (stateText == "active_allocated")
                         block.state = SnapshotBlockState::ActiveAllocated;
@@ -354,7 +363,8 @@ namespace {
         }
 
         // ---- generation ---------------------------------------------------------------------------
-        std::string generation(const PickleValue& root, const std::vector<DumpSegment>& segs, bool anyTime, bool anyCompileContext)
+        std::string generation(
+            const PickleValue& root, const std::vector<DumpSegment>& segs, bool anyTime, bool anyCompileContext)
         {
             bool blockAddresses = true;
             auto segments = m_doc.items(*m_doc.find(root, "segments"));
@@ -398,11 +408,12 @@ namespace {
                 else if (key == "line")
                     line = m_doc.toInt(kv[k + 1]).value_or(0);
             }
-            const FrameKey key { name.bits ^ (std::uint64_t(name.kind) << 56), file.bits ^ (std::uint64_t(file.kind) << 56),
-                name.length, file.length, line };
+            const FrameKey key { name.bits ^ (std::uint64_t(name.kind) << 56),
+                file.bits ^ (std::uint64_t(file.kind) << 56), name.length, file.length, line };
             auto [it, inserted] = m_frameByStrings.try_emplace(key, 0);
             if (inserted)
-                it->second = m_b->frame(utf8View(name, m_scratchName), utf8View(file, m_scratchFile), static_cast<std::int32_t>(line));
+                it->second = m_b->frame(
+                    utf8View(name, m_scratchName), utf8View(file, m_scratchFile), static_cast<std::int32_t>(line));
             id = it->second;
             return id;
         }
@@ -452,7 +463,8 @@ namespace {
         struct FrameKeyHash {
             std::size_t operator()(const FrameKey& k) const
             {
-                std::uint64_t h = k.name * 0x9e3779b97f4a7c15ULL ^ (k.file + 0x632be59bd9b4e019ULL) * 0xbf58476d1ce4e5b9ULL;
+                std::uint64_t h
+                    = k.name * 0x9e3779b97f4a7c15ULL ^ (k.file + 0x632be59bd9b4e019ULL) * 0xbf58476d1ce4e5b9ULL;
                 return static_cast<std::size_t>(h ^ (static_cast<std::uint64_t>(k.line) << 17) ^ k.nameLength);
             }
         };
@@ -471,9 +483,10 @@ namespace {
             using is_transparent = void;
             bool operator()(std::span<const PickleValue> a, std::span<const PickleValue> b) const
             {
-                return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const PickleValue& x, const PickleValue& y) {
-                    return x.bits == y.bits && x.kind == y.kind && x.length == y.length;
-                });
+                return std::equal(
+                    a.begin(), a.end(), b.begin(), b.end(), [](const PickleValue& x, const PickleValue& y) {
+                        return x.bits == y.bits && x.kind == y.kind && x.length == y.length;
+                    });
             }
         };
         std::string m_scratchName, m_scratchFile;
@@ -494,15 +507,24 @@ namespace {
     EventKind kindOf(Action a)
     {
         switch (a) {
-        case Action::Alloc: return EventKind::Alloc;
-        case Action::FreeRequested: return EventKind::Free;
-        case Action::FreeCompleted: return EventKind::FreeCompleted;
-        case Action::SegmentAlloc: return EventKind::SegmentAlloc;
-        case Action::SegmentFree: return EventKind::SegmentFree;
-        case Action::SegmentMap: return EventKind::SegmentMap;
-        case Action::SegmentUnmap: return EventKind::SegmentUnmap;
-        case Action::Oom: return EventKind::Oom;
-        default: return EventKind::Marker;
+        case Action::Alloc:
+            return EventKind::Alloc;
+        case Action::FreeRequested:
+            return EventKind::Free;
+        case Action::FreeCompleted:
+            return EventKind::FreeCompleted;
+        case Action::SegmentAlloc:
+            return EventKind::SegmentAlloc;
+        case Action::SegmentFree:
+            return EventKind::SegmentFree;
+        case Action::SegmentMap:
+            return EventKind::SegmentMap;
+        case Action::SegmentUnmap:
+            return EventKind::SegmentUnmap;
+        case Action::Oom:
+            return EventKind::Oom;
+        default:
+            return EventKind::Marker;
         }
     }
 
@@ -537,7 +559,8 @@ PickleDocument readSnapshotDocument(const std::string& path)
         try {
             j = nlohmann::json::parse(text);
         } catch (const nlohmann::json::parse_error& e) {
-            throw FormatError(path + ": at byte offset " + std::to_string(e.byte) + ": not valid JSON (" + e.what() + ")");
+            throw FormatError(
+                path + ": at byte offset " + std::to_string(e.byte) + ": not valid JSON (" + e.what() + ")");
         }
         return PickleDocument::fromJson(j, path);
     }
@@ -612,7 +635,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
     for (std::size_t d = 0; d < traces.size(); ++d) {
         auto list = doc.items(traces[d]);
         if (traces[d].kind != PickleKind::List && traces[d].kind != PickleKind::Tuple)
-            r.fail(SnapshotReader::at("device_traces", d), "is a " + std::string(toString(traces[d].kind)) + ", not a list");
+            r.fail(SnapshotReader::at("device_traces", d),
+                "is a " + std::string(toString(traces[d].kind)) + ", not a list");
         entries[d].reserve(list.size());
         for (std::size_t i = 0; i < list.size(); ++i) {
             const PickleValue& e = r.dictItem(list[i], Where("device_traces", d, "", i));
@@ -628,7 +652,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 auto asInt = [&] {
                     if (v.kind == PickleKind::BigInt)
                         r.stats().add("big_int_clamped", Severity::Warning,
-                            SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": '" + sanitizeUtf8(key) + "' was clamped to 64 bits");
+                            SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": '"
+                                + sanitizeUtf8(key) + "' was clamped to 64 bits");
                     return doc.toInt(v).value_or(0);
                 };
                 switch (key.size()) { // dispatch on the length first: this loop runs for every key of every entry
@@ -661,11 +686,13 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 }
             }
             if (!hasAction)
-                r.fail(SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i), "the field 'action' is missing");
+                r.fail(SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i),
+                    "the field 'action' is missing");
             entry.action = actionFromString(action);
             if (entry.action == Action::Unknown) {
                 if (unknownActions++ == 0)
-                    firstUnknown = SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": action '" + sanitizeUtf8(action) + "'";
+                    firstUnknown = SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": action '"
+                        + sanitizeUtf8(action) + "'";
                 continue;
             }
             anyTime = anyTime || hasTime;
@@ -674,7 +701,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
         }
     }
     if (unknownActions)
-        b.stats().add("unknown_action", Severity::Info, firstUnknown + " is not a memory action gpumem knows; skipped", unknownActions);
+        b.stats().add("unknown_action", Severity::Info, firstUnknown + " is not a memory action gpumem knows; skipped",
+            unknownActions);
     const bool timestamps = anyTime && !anyMissingTime;
     if (!timestamps) {
         std::uint64_t n = 0;
@@ -711,11 +739,14 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
     for (std::int32_t ordinal : ordinals) {
         const DeviceId device = b.device(DeviceType::Cuda, ordinal);
         static const std::vector<Entry> kNoEntries;
-        const auto& list = (ordinal >= 0 && static_cast<std::size_t>(ordinal) < entries.size()) ? entries[static_cast<std::size_t>(ordinal)] : kNoEntries;
+        const auto& list = (ordinal >= 0 && static_cast<std::size_t>(ordinal) < entries.size())
+            ? entries[static_cast<std::size_t>(ordinal)]
+            : kNoEntries;
         const auto& segs = segmentsByDevice[ordinal];
         auto warn = [&](const std::string& code, const Entry* e, const std::string& what) {
             b.stats().add(code, Severity::Warning,
-                "device " + std::to_string(ordinal) + (e ? ", trace entry " + std::to_string(e->index) : std::string()) + ": " + what);
+                "device " + std::to_string(ordinal) + (e ? ", trace entry " + std::to_string(e->index) : std::string())
+                    + ": " + what);
         };
 
         // Backward walk over segments.
@@ -740,7 +771,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             for (std::size_t bi = 0; bi < s->seg.blocks.size(); ++bi) {
                 const SnapshotBlock& blk = s->seg.blocks[bi];
                 if (blk.state != SnapshotBlockState::Inactive)
-                    live[blk.address] = PreBlock { blk.size, blk.requestedSize, blk.state, false, s->seg.stream, s->blockFrames[bi] };
+                    live[blk.address]
+                        = PreBlock { blk.size, blk.requestedSize, blk.state, false, s->seg.stream, s->blockFrames[bi] };
             }
         for (auto it = list.rbegin(); it != list.rend(); ++it) {
             const Entry& e = *it;
@@ -748,11 +780,14 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             case Action::SegmentAlloc:
                 if (segLive.erase(e.addr) == 0)
                     warn("segment_alloc_not_live_after", &e,
-                        "segment_alloc at " + std::to_string(e.addr) + " is neither in `segments` nor freed later in the trace");
+                        "segment_alloc at " + std::to_string(e.addr)
+                            + " is neither in `segments` nor freed later in the trace");
                 break;
             case Action::SegmentFree:
                 if (!segLive.emplace(e.addr, PreSegment { e.size, e.stream }).second)
-                    warn("segment_free_of_live_segment", &e, "segment_free at " + std::to_string(e.addr) + " of a segment that exists later without a segment_alloc");
+                    warn("segment_free_of_live_segment", &e,
+                        "segment_free at " + std::to_string(e.addr)
+                            + " of a segment that exists later without a segment_alloc");
                 break;
             case Action::SegmentMap:
                 mapped.remove(e.addr, e.addr + e.size);
@@ -765,7 +800,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 auto found = live.find(e.addr);
                 if (found == live.end() || found->second.state != SnapshotBlockState::ActiveAllocated)
                     warn("alloc_not_live_after", &e,
-                        "alloc at " + std::to_string(e.addr) + " is neither active in `segments` nor freed later in the trace");
+                        "alloc at " + std::to_string(e.addr)
+                            + " is neither active in `segments` nor freed later in the trace");
                 else
                     live.erase(found);
                 break;
@@ -774,17 +810,23 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 auto [found, inserted] = live.try_emplace(e.addr);
                 PreBlock& blk = found->second;
                 if (inserted)
-                    blk = PreBlock { pytorchRoundSize(e.size, rounding.divisions), e.size, SnapshotBlockState::ActiveAllocated, true, e.stream, e.frames };
+                    blk = PreBlock { pytorchRoundSize(e.size, rounding.divisions), e.size,
+                        SnapshotBlockState::ActiveAllocated, true, e.stream, e.frames };
                 else if (blk.state == SnapshotBlockState::ActiveAllocated)
-                    warn("free_of_live_block", &e, "free_requested at " + std::to_string(e.addr) + " of a block that is allocated again later without an alloc");
+                    warn("free_of_live_block", &e,
+                        "free_requested at " + std::to_string(e.addr)
+                            + " of a block that is allocated again later without an alloc");
                 blk.state = SnapshotBlockState::ActiveAllocated;
                 break;
             }
             case Action::FreeCompleted: {
                 auto [found, inserted] = live.try_emplace(e.addr);
                 if (!inserted)
-                    warn("free_of_live_block", &e, "free_completed at " + std::to_string(e.addr) + " of a block that is active later without an alloc");
-                found->second = PreBlock { pytorchRoundSize(e.size, rounding.divisions), e.size, SnapshotBlockState::ActivePendingFree, true, e.stream, e.frames };
+                    warn("free_of_live_block", &e,
+                        "free_completed at " + std::to_string(e.addr)
+                            + " of a block that is active later without an alloc");
+                found->second = PreBlock { pytorchRoundSize(e.size, rounding.divisions), e.size,
+                    SnapshotBlockState::ActivePendingFree, true, e.stream, e.frames };
                 break;
             }
             default:
@@ -797,19 +839,20 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
         const TimeNs preTime = list.empty() ? 0 : list.front().time - 1;
         std::uint64_t preSequence = 0;
         std::vector<MemoryEvent> pre;
-        auto preEvent = [&](EventKind kind, Address addr, Bytes size, Bytes requested, std::uint64_t stream, SiteId site) {
-            MemoryEvent ev;
-            ev.time = preTime;
-            ev.kind = kind;
-            ev.device = device;
-            ev.stream = b.stream(device, stream);
-            ev.address = addr;
-            ev.size = size;
-            ev.requestedSize = requested;
-            ev.site = site;
-            ev.sequence = preSequence++;
-            pre.push_back(ev);
-        };
+        auto preEvent
+            = [&](EventKind kind, Address addr, Bytes size, Bytes requested, std::uint64_t stream, SiteId site) {
+                  MemoryEvent ev;
+                  ev.time = preTime;
+                  ev.kind = kind;
+                  ev.device = device;
+                  ev.stream = b.stream(device, stream);
+                  ev.address = addr;
+                  ev.size = size;
+                  ev.requestedSize = requested;
+                  ev.site = site;
+                  ev.sequence = preSequence++;
+                  pre.push_back(ev);
+              };
         for (const auto& [addr, s] : segLive) {
             if (auto code = state.addSegment(addr, s.size, false, detail); !code.empty())
                 warn(code, nullptr, detail);
@@ -860,8 +903,9 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             b.add(ev);
         if (!pre.empty())
             b.stats().add("reconstructed_initial_state", Severity::Info,
-                "device " + std::to_string(ordinal) + ": " + std::to_string(segLive.size() + mapped.ranges().size()) + " segments and "
-                    + std::to_string(preBlocks.size()) + " blocks existed before the first trace entry; they were rebuilt from `segments` and the trace",
+                "device " + std::to_string(ordinal) + ": " + std::to_string(segLive.size() + mapped.ranges().size())
+                    + " segments and " + std::to_string(preBlocks.size())
+                    + " blocks existed before the first trace entry; they were rebuilt from `segments` and the trace",
                 pre.size());
         nlohmann::json rec = {
             { "device", ordinal },
@@ -869,7 +913,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             { "segments_before_trace", segLive.size() + mapped.ranges().size() },
             { "blocks_before_trace", preBlocks.size() },
             { "pending_blocks_before_trace", pending },
-            { "blocks_sized_from_free", std::count_if(preBlocks.begin(), preBlocks.end(), [](const auto& p) { return p.second->inferred; }) },
+            { "blocks_sized_from_free",
+                std::count_if(preBlocks.begin(), preBlocks.end(), [](const auto& p) { return p.second->inferred; }) },
             { "blocks_grown_unsplit", grown },
             { "events_before_trace", pre.size() },
         };
@@ -902,8 +947,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 if (auto free = state.freeBlockAt(e.addr)) {
                     if (*free < rounded) {
                         warn("alloc_larger_than_free_block", &e,
-                            "alloc of " + std::to_string(rounded) + " bytes at " + std::to_string(e.addr) + " where only "
-                                + std::to_string(*free) + " bytes are free");
+                            "alloc of " + std::to_string(rounded) + " bytes at " + std::to_string(e.addr)
+                                + " where only " + std::to_string(*free) + " bytes are free");
                     } else {
                         Bytes rest = *free - rounded;
                         bool split = (rounded <= kSmallSize || rounding.expandable || state.inExpandable(e.addr))
@@ -915,7 +960,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                         }
                     }
                 } else {
-                    warn("alloc_not_at_free_block", &e, "alloc at " + std::to_string(e.addr) + " is not the start of a free block in a known segment");
+                    warn("alloc_not_at_free_block", &e,
+                        "alloc at " + std::to_string(e.addr) + " is not the start of a free block in a known segment");
                 }
                 code = state.allocate(e.addr, ev.size, ev.requestedSize, detail);
                 break;
@@ -925,16 +971,30 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 ev.requestedSize = e.size;
                 const SnapshotBlock* blk = state.activeBlock(e.addr);
                 ev.size = blk ? blk->size : pytorchRoundSize(e.size, rounding.divisions);
-                code = e.action == Action::FreeRequested ? state.freeRequested(e.addr, detail) : state.freeCompleted(e.addr, detail);
+                code = e.action == Action::FreeRequested ? state.freeRequested(e.addr, detail)
+                                                         : state.freeCompleted(e.addr, detail);
                 break;
             }
-            case Action::SegmentAlloc: code = state.addSegment(e.addr, e.size, false, detail); break;
-            case Action::SegmentFree: code = state.removeSegment(e.addr, e.size, false, detail); break;
-            case Action::SegmentMap: code = state.addSegment(e.addr, e.size, true, detail); break;
-            case Action::SegmentUnmap: code = state.removeSegment(e.addr, e.size, true, detail); break;
-            case Action::Oom: ev.address = 0; break;
-            case Action::Snapshot: ev.address = 0; break;
-            default: break;
+            case Action::SegmentAlloc:
+                code = state.addSegment(e.addr, e.size, false, detail);
+                break;
+            case Action::SegmentFree:
+                code = state.removeSegment(e.addr, e.size, false, detail);
+                break;
+            case Action::SegmentMap:
+                code = state.addSegment(e.addr, e.size, true, detail);
+                break;
+            case Action::SegmentUnmap:
+                code = state.removeSegment(e.addr, e.size, true, detail);
+                break;
+            case Action::Oom:
+                ev.address = 0;
+                break;
+            case Action::Snapshot:
+                ev.address = 0;
+                break;
+            default:
+                break;
             }
             if (!code.empty())
                 warn(code, &e, detail);
@@ -943,15 +1003,18 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
         reconstruction.back()["trace_allocs_unsplit"] = unsplit;
         if (backwards)
             b.stats().add("time_goes_backwards", Severity::Warning,
-                "device " + std::to_string(ordinal) + ": time_us decreases between entries; those entries keep their order (time clamped)", backwards);
+                "device " + std::to_string(ordinal)
+                    + ": time_us decreases between entries; those entries keep their order (time clamped)",
+                backwards);
     }
     b.metadata()["reconstruction"] = std::move(reconstruction);
     progress(0.8);
 
     // ---- segments at dump (for the replay engine: pool, type, expandable), as columns ----------------
     {
-        nlohmann::json device = nlohmann::json::array(), address = nlohmann::json::array(), total = nlohmann::json::array(),
-                       allocated = nlohmann::json::array(), activeSize = nlohmann::json::array(), requested = nlohmann::json::array(),
+        nlohmann::json device = nlohmann::json::array(), address = nlohmann::json::array(),
+                       total = nlohmann::json::array(), allocated = nlohmann::json::array(),
+                       activeSize = nlohmann::json::array(), requested = nlohmann::json::array(),
                        stream = nlohmann::json::array(), type = nlohmann::json::array(), pool = nlohmann::json::array(),
                        expandable = nlohmann::json::array(), blocks = nlohmann::json::array();
         for (const auto& d : dump) {
@@ -963,7 +1026,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             requested.push_back(d.requestedSize);
             stream.push_back(d.seg.stream);
             type.push_back(d.seg.small ? "small" : "large");
-            pool.push_back(d.hasPool ? nlohmann::json::array({ d.seg.poolId.first, d.seg.poolId.second }) : nlohmann::json(nullptr));
+            pool.push_back(d.hasPool ? nlohmann::json::array({ d.seg.poolId.first, d.seg.poolId.second })
+                                     : nlohmann::json(nullptr));
             expandable.push_back(d.seg.expandable);
             blocks.push_back(d.seg.blocks.size());
         }
@@ -1017,14 +1081,16 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 start = stack.back();
                 stack.pop_back();
             }
-            b.add(Annotation { start, t, b.intern(name), AnnotationKind::Range, b.device(DeviceType::Cuda, static_cast<std::int32_t>(dev)), 0 });
+            b.add(Annotation { start, t, b.intern(name), AnnotationKind::Range,
+                b.device(DeviceType::Cuda, static_cast<std::int32_t>(dev)), 0 });
         }
         for (auto& [key, stack] : open)
             for (TimeNs start : stack)
                 b.add(Annotation { start, std::max(start, lastTime), b.intern(key.second), AnnotationKind::Range,
                     b.device(DeviceType::Cuda, static_cast<std::int32_t>(key.first)), 0 });
         if (skipped)
-            b.stats().add("annotation_without_time", Severity::Info, "external_annotations entries without time_us or stage were skipped", skipped);
+            b.stats().add("annotation_without_time", Severity::Info,
+                "external_annotations entries without time_us or stage were skipped", skipped);
     }
     progress(1.0);
     return b.build();
@@ -1043,7 +1109,8 @@ namespace {
             std::string_view c = in.content;
             if (c.size() >= 2 && static_cast<unsigned char>(c[0]) == 0x80 && c[1] >= 2 && c[1] <= 5) {
                 std::string_view head = c.substr(0, 512);
-                return head.find("segments") != std::string_view::npos || head.find("device_traces") != std::string_view::npos;
+                return head.find("segments") != std::string_view::npos
+                    || head.find("device_traces") != std::string_view::npos;
             }
             auto first = c.find_first_not_of(" \t\r\n");
             if (first == std::string_view::npos || c[first] != '{')
@@ -1058,7 +1125,8 @@ namespace {
             bool snapshotKey = rest.starts_with("\"segments\"") || rest.starts_with("\"device_traces\"")
                 || rest.starts_with("\"allocator_settings\"") || rest.starts_with("\"external_annotations\"");
             return snapshotKey
-                && (rest.find("\"segments\"") != std::string_view::npos || rest.find("\"device_traces\"") != std::string_view::npos);
+                && (rest.find("\"segments\"") != std::string_view::npos
+                    || rest.find("\"device_traces\"") != std::string_view::npos);
         }
         Trace load(const std::string& path, const LoadOptions& options) const override
         {

@@ -8,18 +8,18 @@ namespace gpumem {
 std::string_view toString(SnapshotBlockState state)
 {
     switch (state) {
-    case SnapshotBlockState::ActiveAllocated: return "active_allocated";
-    case SnapshotBlockState::ActivePendingFree: return "active_pending_free";
-    case SnapshotBlockState::Inactive: return "inactive";
+    case SnapshotBlockState::ActiveAllocated:
+        return "active_allocated";
+    case SnapshotBlockState::ActivePendingFree:
+        return "active_pending_free";
+    case SnapshotBlockState::Inactive:
+        return "inactive";
     }
     return "invalid";
 }
 
 namespace {
-    std::string range(Address a, Bytes size)
-    {
-        return "[" + std::to_string(a) + ", +" + std::to_string(size) + ")";
-    }
+    std::string range(Address a, Bytes size) { return "[" + std::to_string(a) + ", +" + std::to_string(size) + ")"; }
 } // namespace
 
 std::map<Address, SegmentBlockMap::Segment>::const_iterator SegmentBlockMap::containing(Address address) const
@@ -121,7 +121,8 @@ std::string SegmentBlockMap::removeSegment(Address address, Bytes size, bool exp
                 + " of its blocks are active";
             code = "segment_free_with_live_blocks";
         } else if (it->second.size != size) {
-            detail = "segment_free of " + range(address, size) + " but the segment has " + std::to_string(it->second.size) + " bytes";
+            detail = "segment_free of " + range(address, size) + " but the segment has "
+                + std::to_string(it->second.size) + " bytes";
             code = "segment_size_mismatch";
         }
         m_segments.erase(it);
@@ -307,14 +308,29 @@ std::vector<SnapshotSegment> replaySnapshotState(const Trace& trace, DeviceId de
             continue;
         std::string code;
         switch (m.kind[i]) {
-        case EventKind::SegmentAlloc: code = map.addSegment(m.address[i], m.size[i], false, detail); break;
-        case EventKind::SegmentMap: code = map.addSegment(m.address[i], m.size[i], true, detail); break;
-        case EventKind::SegmentFree: code = map.removeSegment(m.address[i], m.size[i], false, detail); break;
-        case EventKind::SegmentUnmap: code = map.removeSegment(m.address[i], m.size[i], true, detail); break;
-        case EventKind::Alloc: code = map.allocate(m.address[i], m.size[i], m.requestedSize[i], detail); break;
-        case EventKind::Free: code = map.freeRequested(m.address[i], detail); break;
-        case EventKind::FreeCompleted: code = map.freeCompleted(m.address[i], detail); break;
-        default: break;
+        case EventKind::SegmentAlloc:
+            code = map.addSegment(m.address[i], m.size[i], false, detail);
+            break;
+        case EventKind::SegmentMap:
+            code = map.addSegment(m.address[i], m.size[i], true, detail);
+            break;
+        case EventKind::SegmentFree:
+            code = map.removeSegment(m.address[i], m.size[i], false, detail);
+            break;
+        case EventKind::SegmentUnmap:
+            code = map.removeSegment(m.address[i], m.size[i], true, detail);
+            break;
+        case EventKind::Alloc:
+            code = map.allocate(m.address[i], m.size[i], m.requestedSize[i], detail);
+            break;
+        case EventKind::Free:
+            code = map.freeRequested(m.address[i], detail);
+            break;
+        case EventKind::FreeCompleted:
+            code = map.freeCompleted(m.address[i], detail);
+            break;
+        default:
+            break;
         }
         if (!code.empty() && stats)
             stats->add(code, Severity::Warning, "memory event " + std::to_string(i) + ": " + detail);
@@ -357,8 +373,8 @@ std::vector<std::string> compareSnapshotState(const std::vector<SnapshotSegment>
             auto show = [](const SnapshotBlock* b) {
                 return b ? range(b->address, b->size) + " " + std::string(toString(b->state)) : std::string("nothing");
             };
-            note("segment at " + std::to_string(e.address) + ", block " + std::to_string(i) + ": " + show(ab) + ", expected "
-                + show(eb));
+            note("segment at " + std::to_string(e.address) + ", block " + std::to_string(i) + ": " + show(ab)
+                + ", expected " + show(eb));
             break; // later blocks of this segment are shifted; one line per segment is enough
         }
     }

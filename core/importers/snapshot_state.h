@@ -30,7 +30,7 @@ std::string_view toString(SnapshotBlockState state); // PyTorch's names: "active
 
 struct SnapshotBlock {
     Address address = 0;
-    Bytes size = 0;          // the block's bytes (rounded, possibly not split)
+    Bytes size = 0; // the block's bytes (rounded, possibly not split)
     Bytes requestedSize = 0; // what the program asked for; 0 if unknown (stale for inactive blocks in dumps)
     SnapshotBlockState state = SnapshotBlockState::Inactive;
     friend bool operator==(const SnapshotBlock&, const SnapshotBlock&) = default;
@@ -41,7 +41,7 @@ struct SnapshotSegment {
     Address address = 0;
     Bytes totalSize = 0;
     std::uint64_t stream = 0;
-    bool small = false;      // segment_type "small" (the ≤ 1 MiB pool)
+    bool small = false; // segment_type "small" (the ≤ 1 MiB pool)
     bool expandable = false;
     std::pair<std::int64_t, std::int64_t> poolId { 0, 0 }; // segment_pool_id; (0,0) = default pool
     std::vector<SnapshotBlock> blocks; // in address order, tiling [address, address + totalSize)

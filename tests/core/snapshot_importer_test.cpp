@@ -17,10 +17,7 @@ using namespace gpumem;
 
 namespace {
 
-std::string publicTrace(const std::string& relative)
-{
-    return std::string(GPUMEM_PUBLIC_TRACES) + "/" + relative;
-}
+std::string publicTrace(const std::string& relative) { return std::string(GPUMEM_PUBLIC_TRACES) + "/" + relative; }
 
 #define REQUIRE_PUBLIC(path)                                                                                           \
     if (!std::filesystem::exists(path))                                                                                \
@@ -48,10 +45,13 @@ struct PublicSnapshot {
 };
 
 const PublicSnapshot kPublic[] = {
-    { "cs336-bcrafton/memory_snapshot.pickle", "D", 96, 550, 447, 6486, 2162, 2162, 2162, 0, 222, 96, 447, 0, 1, 4238344192 },
-    { "cs336-magma27/memory_snapshot.pickle", "D", 216, 455, 229, 5163, 1721, 1721, 1721, 0, 2, 216, 229, 0, 0, 14180941824 },
+    { "cs336-bcrafton/memory_snapshot.pickle", "D", 96, 550, 447, 6486, 2162, 2162, 2162, 0, 222, 96, 447, 0, 1,
+        4238344192 },
+    { "cs336-magma27/memory_snapshot.pickle", "D", 216, 455, 229, 5163, 1721, 1721, 1721, 0, 2, 216, 229, 0, 0,
+        14180941824 },
     { "cs336-silmont2000/mem_snapshot.pickle", "C", 9, 20, 10, 97, 36, 26, 26, 9, 0, 0, 0, 0, 0, 3781165056 },
-    { "cs336-silmont2000/memory_forward_bf16_128.pickle", "C", 43, 178, 137, 2811, 937, 937, 937, 0, 0, 43, 137, 0, 1, 861929472 },
+    { "cs336-silmont2000/memory_forward_bf16_128.pickle", "C", 43, 178, 137, 2811, 937, 937, 937, 0, 0, 43, 137, 0, 1,
+        861929472 },
     { "flexgen-llm-inference/1.3b_snapshot.pickle", "A", 257, 948, 785, 1, 0, 0, 1, 0, 0, 257, 786, 1, 0, 7608467456 },
 };
 
@@ -138,8 +138,8 @@ TEST_P(PublicSnapshots, ImportsWithTheCountsOfSourcesMd)
     EXPECT_EQ(active, p.activeBlocks);
     EXPECT_EQ(reserved, p.reserved);
     const auto& atDump = t.metadata()["segments_at_dump"];
-    for (const char* column : { "device", "address", "total_size", "allocated_size", "active_size", "requested_size", "stream",
-             "segment_type", "segment_pool_id", "is_expandable", "blocks" })
+    for (const char* column : { "device", "address", "total_size", "allocated_size", "active_size", "requested_size",
+             "stream", "segment_type", "segment_pool_id", "is_expandable", "blocks" })
         EXPECT_EQ(atDump[column].size(), p.segments) << column;
     for (std::size_t i = 0; i < segments.size(); ++i) {
         EXPECT_EQ(atDump["address"][i], segments[i].address);
@@ -190,7 +190,8 @@ TEST_P(PublicSnapshots, ReplayOfTheReconstructedStateEndsInTheRecordedSegments)
     ImportStats replayStats;
     auto replayed = replaySnapshotState(t, 0, &replayStats);
     auto recorded = snapshotSegments(readSnapshotDocument(path));
-    EXPECT_TRUE(replayStats.empty()) << replayStats.anomalies().front().code << ": " << replayStats.anomalies().front().detail;
+    EXPECT_TRUE(replayStats.empty()) << replayStats.anomalies().front().code << ": "
+                                     << replayStats.anomalies().front().detail;
     auto diffs = compareSnapshotState(recorded, replayed);
     std::string all;
     for (const auto& d : diffs)
@@ -277,22 +278,29 @@ nlohmann::json handMadeSnapshot()
 {
     using nlohmann::json;
     auto block = [](Address a, Bytes size, Bytes req, const char* state) {
-        return json { { "address", a }, { "size", size }, { "requested_size", req }, { "state", state }, { "frames", json::array() } };
+        return json { { "address", a }, { "size", size }, { "requested_size", req }, { "state", state },
+            { "frames", json::array() } };
     };
     auto entry = [](const char* action, Address a, Bytes size) {
         return json { { "action", action }, { "addr", a }, { "size", size }, { "stream", 0 },
             { "frames", json::array({ json { { "name", "f" }, { "filename", "m.py" }, { "line", 3 } } }) } };
     };
     json segs = json::array();
-    segs.push_back(json { { "device", 0 }, { "address", kS1 }, { "total_size", 20 * kMiB }, { "stream", 0 }, { "segment_type", "large" },
-        { "blocks", json::array({ block(kS1, 4 * kMiB, 4 * kMiB, "active_allocated"), block(kS1 + 4 * kMiB, 2 * kMiB, 2 * kMiB - 100, "active_allocated"),
-                        block(kS1 + 6 * kMiB, 14 * kMiB, 0, "inactive") }) } });
-    segs.push_back(json { { "device", 0 }, { "address", kS2 }, { "total_size", 20 * kMiB }, { "stream", 0 }, { "segment_type", "large" },
+    segs.push_back(json { { "device", 0 }, { "address", kS1 }, { "total_size", 20 * kMiB }, { "stream", 0 },
+        { "segment_type", "large" },
+        { "blocks",
+            json::array({ block(kS1, 4 * kMiB, 4 * kMiB, "active_allocated"),
+                block(kS1 + 4 * kMiB, 2 * kMiB, 2 * kMiB - 100, "active_allocated"),
+                block(kS1 + 6 * kMiB, 14 * kMiB, 0, "inactive") }) } });
+    segs.push_back(json { { "device", 0 }, { "address", kS2 }, { "total_size", 20 * kMiB }, { "stream", 0 },
+        { "segment_type", "large" },
         { "blocks", json::array({ block(kS2, 20 * kMiB, 39 * kMiB / 2, "active_allocated") }) } });
-    segs.push_back(json { { "device", 0 }, { "address", kE }, { "total_size", 4 * kMiB }, { "stream", 0 }, { "segment_type", "large" },
-        { "is_expandable", true },
-        { "blocks", json::array({ block(kE, 2 * kMiB, 2 * kMiB, "active_allocated"), block(kE + 2 * kMiB, 3 * kMiB / 2, 3 * kMiB / 2, "active_allocated"),
-                        block(kE + 7 * kMiB / 2, kMiB / 2, 0, "inactive") }) } });
+    segs.push_back(json { { "device", 0 }, { "address", kE }, { "total_size", 4 * kMiB }, { "stream", 0 },
+        { "segment_type", "large" }, { "is_expandable", true },
+        { "blocks",
+            json::array({ block(kE, 2 * kMiB, 2 * kMiB, "active_allocated"),
+                block(kE + 2 * kMiB, 3 * kMiB / 2, 3 * kMiB / 2, "active_allocated"),
+                block(kE + 7 * kMiB / 2, kMiB / 2, 0, "inactive") }) } });
     json trace = json::array({
         entry("free_requested", kS1 + 8 * kMiB, 3 * kMiB),
         entry("free_completed", kS1 + 8 * kMiB, 3 * kMiB),
@@ -332,8 +340,8 @@ TEST(SnapshotImporter, RebuildsInitialStateFromSegments)
     EXPECT_EQ(t.importStats().count("no_timestamps"), 11u);
     EXPECT_EQ(t.importStats().count("unknown_action"), 1u);
     const auto& rec = t.metadata()["reconstruction"][0];
-    EXPECT_EQ(rec["segments_before_trace"], 3);   // S1 and two mapped ranges of E
-    EXPECT_EQ(rec["blocks_before_trace"], 4);     // the untouched block, P, the pending Q, E's first block
+    EXPECT_EQ(rec["segments_before_trace"], 3); // S1 and two mapped ranges of E
+    EXPECT_EQ(rec["blocks_before_trace"], 4); // the untouched block, P, the pending Q, E's first block
     EXPECT_EQ(rec["pending_blocks_before_trace"], 1);
     EXPECT_EQ(rec["blocks_grown_unsplit"], 1);
     EXPECT_EQ(rec["trace_allocs_unsplit"], 1); // X below
@@ -409,7 +417,8 @@ TEST(SnapshotImporter, CountsAnAllocTheEndStateDoesNotExplain)
     j["segments"][1]["blocks"][0]["state"] = "inactive"; // X is allocated in the trace but never freed
     Trace t = importJson(j, "handmade_unexplained.json");
     EXPECT_EQ(t.importStats().count("alloc_not_live_after"), 1u);
-    EXPECT_FALSE(compareSnapshotState(snapshotSegments(PickleDocument::fromJson(j, "x")), replaySnapshotState(t, 0)).empty());
+    EXPECT_FALSE(
+        compareSnapshotState(snapshotSegments(PickleDocument::fromJson(j, "x")), replaySnapshotState(t, 0)).empty());
 }
 
 TEST(SnapshotImporter, RefusesAPickleThatNamesAGlobal)
@@ -430,8 +439,9 @@ TEST(SnapshotImporter, RefusesAPickleThatNamesAGlobal)
         ADD_FAILURE() << "a pickle with STACK_GLOBAL was accepted";
     } catch (const FormatError& e) {
         EXPECT_EQ(std::string(e.what()),
-            path.string() + ": pickle opcode STACK_GLOBAL (0x93) at byte offset 25 is not allowed: gpumem reads only plain-data "
-                            "pickles and never runs code from them");
+            path.string()
+                + ": pickle opcode STACK_GLOBAL (0x93) at byte offset 25 is not allowed: gpumem reads only plain-data "
+                  "pickles and never runs code from them");
     }
     std::filesystem::remove(path);
 }
@@ -444,7 +454,9 @@ TEST(SnapshotImporter, NamesTheFieldOfAMalformedSnapshot)
         importPytorchSnapshot(PickleDocument::fromJson(j, "bad.json"));
         ADD_FAILURE() << "accepted";
     } catch (const FormatError& e) {
-        EXPECT_NE(std::string(e.what()).find("bad.json: segments[1].blocks[0]: the field 'size' is missing"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("bad.json: segments[1].blocks[0]: the field 'size' is missing"),
+            std::string::npos)
+            << e.what();
     }
 }
 
@@ -489,7 +501,8 @@ TEST(SnapshotImporter, ReadsTheSameSnapshotPickledWithProtocols2To5)
     EXPECT_EQ(m.requestedSize[7], 4u);
     ASSERT_EQ(p2.annotations().size(), 1u);
     EXPECT_EQ(p2.annotations()[0].end - p2.annotations()[0].start, 4000);
-    auto diffs = compareSnapshotState(snapshotSegments(readSnapshotDocument(dir + "snapshot_small_p2.pickle")), replaySnapshotState(p2, 0));
+    auto diffs = compareSnapshotState(
+        snapshotSegments(readSnapshotDocument(dir + "snapshot_small_p2.pickle")), replaySnapshotState(p2, 0));
     EXPECT_TRUE(diffs.empty()) << (diffs.empty() ? "" : diffs.front());
 }
 
@@ -521,15 +534,19 @@ TEST(SnapshotImporter, KeepsDevicesApartAndNamesThemByOrdinal)
     // device 2's trace allocates: the trace gets devices 1 and 2, and each replays to its own state.
     using nlohmann::json;
     auto segment = [](int device, Address a, const char* state) {
-        return json { { "device", device }, { "address", a }, { "total_size", 2 * kMiB }, { "stream", 7 }, { "segment_type", "small" },
-            { "blocks", json::array({ json { { "address", a }, { "size", 512 }, { "requested_size", 100 }, { "state", state } },
-                            json { { "address", a + 512 }, { "size", 2 * kMiB - 512 }, { "requested_size", 0 }, { "state", "inactive" } } }) } };
+        return json { { "device", device }, { "address", a }, { "total_size", 2 * kMiB }, { "stream", 7 },
+            { "segment_type", "small" },
+            { "blocks",
+                json::array({ json { { "address", a }, { "size", 512 }, { "requested_size", 100 }, { "state", state } },
+                    json { { "address", a + 512 }, { "size", 2 * kMiB - 512 }, { "requested_size", 0 },
+                        { "state", "inactive" } } }) } };
     };
     json j = {
         { "segments", json::array({ segment(1, kS1, "active_allocated"), segment(2, kS2, "active_allocated") }) },
         { "device_traces",
             json::array({ json::array(), json::array(),
-                json::array({ json { { "action", "alloc" }, { "addr", kS2 }, { "size", 100 }, { "stream", 7 }, { "time_us", 5 } } }) }) },
+                json::array({ json { { "action", "alloc" }, { "addr", kS2 }, { "size", 100 }, { "stream", 7 },
+                    { "time_us", 5 } } }) }) },
     };
     Trace t = importJson(j, "devices.json");
     ASSERT_EQ(t.devices().size(), 2u);
@@ -561,18 +578,18 @@ TEST(SnapshotImporter, StaysLinearWhenAHostileFileSharesHugeContainers)
         for (int b : bytes)
             p += static_cast<char>(b);
     };
-    op({ 0x80, 4, '}', '(' });                 // PROTO 4, root dict, MARK
+    op({ 0x80, 4, '}', '(' }); // PROTO 4, root dict, MARK
     op({ 0x8c, 8 });
     p += "segments";
     op({ ']', 0x8c, 13 });
     p += "device_traces";
-    op({ ']', ']', '(', '}', 0x94, '(' });      // outer list, device-0 list, MARK, entry dict (memo 0), MARK
+    op({ ']', ']', '(', '}', 0x94, '(' }); // outer list, device-0 list, MARK, entry dict (memo 0), MARK
     for (int i = 0; i < 3000; ++i)
         op({ 'M', i & 0xff, i >> 8, 'K', 1 }); // BININT2 i: BININT1 1
-    op({ 'u' });                                // SETITEMS into the entry dict
+    op({ 'u' }); // SETITEMS into the entry dict
     for (int i = 1; i < 4000; ++i)
-        op({ 'h', 0 });                         // BINGET 0
-    op({ 'e', 'a', 'u', '.' });                 // APPENDS, APPEND to device_traces, SETITEMS root, STOP
+        op({ 'h', 0 }); // BINGET 0
+    op({ 'e', 'a', 'u', '.' }); // APPENDS, APPEND to device_traces, SETITEMS root, STOP
     PickleDocument doc = PickleDocument::parse(p, "hostile.pickle");
     try {
         importPytorchSnapshot(doc);
@@ -600,7 +617,9 @@ TEST(SnapshotImporter, StaysLinearWhenAHostileFileSharesHugeContainers)
         importPytorchSnapshot(PickleDocument::parse(p, "shared.pickle"));
         ADD_FAILURE() << "accepted";
     } catch (const FormatError& e) {
-        EXPECT_NE(std::string(e.what()).find("segments[1]: is the same object as an earlier segment"), std::string::npos) << e.what();
+        EXPECT_NE(
+            std::string(e.what()).find("segments[1]: is the same object as an earlier segment"), std::string::npos)
+            << e.what();
     }
 
     // [L, L] nested 70 times expands to 2^70 values: the JSON rendering refuses it quickly.

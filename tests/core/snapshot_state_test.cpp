@@ -36,8 +36,9 @@ TEST(SegmentBlockMap, TilesSegmentsWithMergedFreeGaps)
     EXPECT_EQ(dump[0].device, 3);
     using S = SnapshotBlockState;
     EXPECT_EQ(blocksOf(dump[0]),
-        (std::vector<std::tuple<Address, Bytes, S>> { { 0, 2 * kMiB, S::Inactive }, { 2 * kMiB, 2 * kMiB, S::ActivePendingFree },
-            { 4 * kMiB, 2 * kMiB, S::Inactive }, { 6 * kMiB, 4 * kMiB, S::ActiveAllocated }, { 10 * kMiB, 10 * kMiB, S::Inactive } }));
+        (std::vector<std::tuple<Address, Bytes, S>> { { 0, 2 * kMiB, S::Inactive },
+            { 2 * kMiB, 2 * kMiB, S::ActivePendingFree }, { 4 * kMiB, 2 * kMiB, S::Inactive },
+            { 6 * kMiB, 4 * kMiB, S::ActiveAllocated }, { 10 * kMiB, 10 * kMiB, S::Inactive } }));
     EXPECT_EQ(map.freeCompleted(kBase + 2 * kMiB, detail), "");
     EXPECT_EQ(blocksOf(map.dump(0)[0]).size(), 3u) << "the freed block merges with both neighbours";
     EXPECT_EQ(map.freeCompleted(kBase + 2 * kMiB, detail), "free_of_unknown_block");
