@@ -11,6 +11,7 @@ std::unique_ptr<Importer> makeMemoryTimelineImporter();
 std::unique_ptr<Importer> makeXplaneImporter();
 std::unique_ptr<Importer> makeRmmCsvImporter();
 std::unique_ptr<Importer> makeNsysSqliteImporter();
+std::unique_ptr<Importer> makePytorchSnapshotImporter();
 
 const std::vector<std::unique_ptr<Importer>>& importers()
 {
@@ -23,6 +24,7 @@ const std::vector<std::unique_ptr<Importer>>& importers()
         v.push_back(makeXplaneImporter());
         v.push_back(makeRmmCsvImporter());
         v.push_back(makeNsysSqliteImporter());
+        v.push_back(makePytorchSnapshotImporter());
         return v;
     }();
     return all;
