@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The main job on the bundled sample trace: builds gpumem if needed, then summarizes the trace.
+# The main job on the bundled sample trace: builds gpumem if needed, then summarizes the trace,
+# analyzes its peak (what was live and who put it there, fragmentation, steps, leaks) and writes the
+# HTML report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -9,5 +11,12 @@ fi
 cmake --build --preset dev --target gpumem -j "$(nproc)" >/dev/null
 gpumem=build/dev/cli/gpumem
 trace=traces/mlp_train.jsonl
-echo "\$ gpumem info $trace"
-"$gpumem" info "$trace"
+run() {
+  echo
+  echo "\$ gpumem $*"
+  "$gpumem" "$@"
+}
+run info "$trace"
+run analyze "$trace" --top 8
+mkdir -p build/demo
+run report "$trace" -o build/demo/report.html
