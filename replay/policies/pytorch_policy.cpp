@@ -86,6 +86,24 @@ namespace {
         Bytes bytes() const { return pageSize * pages; }
     };
 
+    // Links `fresh` into the address list right before / after `b`.
+    void linkBefore(Block* fresh, Block* b)
+    {
+        fresh->prev = b->prev;
+        if (fresh->prev)
+            fresh->prev->next = fresh;
+        fresh->next = b;
+        b->prev = fresh;
+    }
+    void linkAfter(Block* fresh, Block* b)
+    {
+        fresh->next = b->next;
+        if (fresh->next)
+            fresh->next->prev = fresh;
+        fresh->prev = b;
+        b->next = fresh;
+    }
+
     Bytes floorTo(Bytes v, Bytes m) { return v / m * m; }
     Bytes ceilTo(Bytes v, Bytes m) { return (v + m - 1) / m * m; }
 
@@ -250,22 +268,14 @@ struct PyTorchPolicy::Impl {
         if (before > 0) {
             Block* f = newBlock(&pool, b->stream, b->ptr, before);
             f->es = b->es;
-            f->prev = b->prev;
-            if (f->prev)
-                f->prev->next = f;
-            f->next = b;
-            b->prev = f;
+            linkBefore(f, b);
             pool.insertFree(f);
         }
         Bytes after = b->size - before - unmappedSize;
         if (after > 0) {
             Block* f = newBlock(&pool, b->stream, unmappedPtr + unmappedSize, after);
             f->es = b->es;
-            f->next = b->next;
-            if (f->next)
-                f->next->prev = f;
-            f->prev = b;
-            b->next = f;
+            linkAfter(f, b);
             pool.insertFree(f);
         }
         b->ptr = unmappedPtr;
@@ -416,11 +426,7 @@ struct PyTorchPolicy::Impl {
             Block* rest = newBlock(&pool, b->stream, b->ptr + bytes, b->size - bytes);
             rest->mapped = false;
             rest->es = b->es;
-            rest->next = b->next;
-            if (rest->next)
-                rest->next->prev = rest;
-            rest->prev = b;
-            b->next = rest;
+            linkAfter(rest, b);
             pool.unmapped.insert(rest);
             b->size = bytes;
         }
@@ -536,11 +542,7 @@ struct PyTorchPolicy::Impl {
             Block* rest = b;
             b = newBlock(&pool, stream, rest->ptr, rounded);
             b->es = rest->es;
-            b->prev = rest->prev;
-            if (b->prev)
-                b->prev->next = b;
-            b->next = rest;
-            rest->prev = b;
+            linkBefore(b, rest);
             rest->ptr += rounded;
             rest->size -= rounded;
             pool.insertFree(rest);
@@ -659,22 +661,14 @@ bool PyTorchPolicy::doAdoptBlock(Address address, Bytes size, Bytes requested, S
             pool->blocks.erase(it);
             if (address > f->ptr) {
                 Block* front = m.newBlock(pool, stream, f->ptr, address - f->ptr);
-                front->prev = f->prev;
-                if (front->prev)
-                    front->prev->next = front;
-                front->next = f;
-                f->prev = front;
+                linkBefore(front, f);
                 f->ptr = address;
                 f->size -= front->size;
                 pool->insertFree(front);
             }
             if (f->size > size) {
                 Block* back = m.newBlock(pool, stream, address + size, f->size - size);
-                back->next = f->next;
-                if (back->next)
-                    back->next->prev = back;
-                back->prev = f;
-                f->next = back;
+                linkAfter(back, f);
                 f->size = size;
                 pool->insertFree(back);
             }
