@@ -176,8 +176,13 @@ std::string PyTorchConfig::toString() const
             parts.push_back("roundup_power2_divisions:" + std::to_string(roundupDivisions[0]));
         } else {
             std::string list = "[";
-            for (std::size_t i = 0; i < kRoundupIntervals; ++i)
-                list += (i ? "," : "") + std::to_string(Bytes(1) << i) + ":" + std::to_string(roundupDivisions[i]);
+            for (std::size_t i = 0; i < kRoundupIntervals; ++i) {
+                if (i)
+                    list += ',';
+                list += std::to_string(Bytes(1) << i);
+                list += ':';
+                list += std::to_string(roundupDivisions[i]);
+            }
             parts.push_back("roundup_power2_divisions:" + list + "]");
         }
     }
