@@ -22,7 +22,11 @@ TraceSummary summarize(const Trace& trace)
         if (auto it = meta.find("tool"); it != meta.end() && it->is_string())
             s.tool = it->get<std::string>();
         if (auto it = meta.find("tool_version"); it != meta.end() && it->is_string())
-            s.tool += (s.tool.empty() ? "" : " ") + it->get<std::string>();
+        {
+            if (!s.tool.empty())
+                s.tool += ' ';
+            s.tool += it->get<std::string>();
+        }
         if (auto it = meta.find("source_format"); it != meta.end() && it->is_string())
             s.sourceFormat = it->get<std::string>();
     }

@@ -1,1 +1,128 @@
-int main() { return 0; }
+// gpumem — the command-line front end. Dispatches to one Command per verb (cli/commands.cpp).
+#include "cli/command.h"
+
+#include "core/error.h"
+
+#include <iostream>
+
+namespace {
+using namespace gpumem::cli;
+
+void printOverview(std::ostream& out, const std::vector<std::unique_ptr<Command>>& commands)
+{
+    out << "gpumem " GPUMEM_VERSION " — offline GPU memory-trace analyzer and allocator simulator\n\n"
+           "usage: gpumem <verb> [options] <trace...>\n"
+           "       gpumem help [VERB|formats]\n"
+           "       gpumem --version\n\n"
+           "verbs:\n";
+    for (const auto& c : commands) {
+        std::string n(c->name());
+        out << "  " << n << std::string(n.size() < 10 ? 10 - n.size() : 1, ' ') << c->summary() << '\n';
+    }
+    out << "\nRun 'gpumem help VERB' (or 'gpumem VERB -h') for a verb's options.\n"
+           "Exit codes: 0 ok, 1 failed, 2 usage error, 3 a --fail-if-… condition was met.\n";
+}
+
+po::options_description optionsOf(Command& c, po::positional_options_description& pos)
+{
+    po::options_description opts(std::string("options of 'gpumem ") + std::string(c.name()) + "'");
+    opts.add_options()("help,h", "show this help and exit");
+    c.setup(opts, pos);
+    return opts;
+}
+
+void printVerbHelp(std::ostream& out, Command& c)
+{
+    po::positional_options_description pos;
+    auto opts = optionsOf(c, pos);
+    out << "usage: gpumem " << c.synopsis() << "\n\n" << c.summary() << "\n\n" << opts;
+    if (!c.details().empty())
+        out << '\n' << c.details() << '\n';
+}
+
+int help(const std::vector<std::string>& args, const std::vector<std::unique_ptr<Command>>& commands);
+} // namespace
+
+namespace gpumem::cli {
+void printFormats(std::ostream& out); // command_info.cpp
+}
+
+namespace {
+int help(const std::vector<std::string>& args, const std::vector<std::unique_ptr<Command>>& commands)
+{
+    if (args.empty()) {
+        printOverview(std::cout, commands);
+        return kExitOk;
+    }
+    if (args[0] == "formats") {
+        gpumem::cli::printFormats(std::cout);
+        return kExitOk;
+    }
+    for (const auto& c : commands)
+        if (c->name() == args[0]) {
+            printVerbHelp(std::cout, *c);
+            return kExitOk;
+        }
+    std::cerr << "gpumem help: unknown verb '" << args[0] << "'; run 'gpumem help' for the list\n";
+    return kExitUsage;
+}
+} // namespace
+
+int main(int argc, char** argv)
+{
+    std::ios::sync_with_stdio(false);
+    auto commands = makeCommands();
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty()) {
+        printOverview(std::cerr, commands);
+        return kExitUsage;
+    }
+    const std::string verb = args[0];
+    if (verb == "--version" || verb == "version") {
+        std::cout << "gpumem " GPUMEM_VERSION "\n";
+        return kExitOk;
+    }
+    if (verb == "help" || verb == "--help" || verb == "-h")
+        return help({ args.begin() + 1, args.end() }, commands);
+
+    Command* command = nullptr;
+    for (const auto& c : commands)
+        if (c->name() == verb)
+            command = c.get();
+    if (!command) {
+        std::cerr << "gpumem: unknown verb '" << verb << "'; run 'gpumem help' for the list of verbs\n";
+        return kExitUsage;
+    }
+    try {
+        po::positional_options_description pos;
+        auto opts = optionsOf(*command, pos);
+        po::variables_map vm;
+        po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end()))
+                      .options(opts)
+                      .positional(pos)
+                      .style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing)
+                      .run(),
+            vm);
+        if (vm.count("help")) {
+            printVerbHelp(std::cout, *command);
+            return kExitOk;
+        }
+        po::notify(vm);
+        return command->run(vm, std::cout, std::cerr);
+    } catch (const po::error& e) {
+        std::cerr << "gpumem " << verb << ": " << e.what() << "\nRun 'gpumem help " << verb << "' for its options.\n";
+        return kExitUsage;
+    } catch (const gpumem::UsageError& e) {
+        std::cerr << "gpumem " << verb << ": " << e.what() << '\n';
+        return kExitUsage;
+    } catch (const gpumem::Error& e) {
+        std::cerr << "gpumem " << verb << ": error: " << e.what() << '\n';
+        return kExitFailed;
+    } catch (const std::bad_alloc&) {
+        std::cerr << "gpumem " << verb << ": error: out of memory\n";
+        return kExitFailed;
+    } catch (const std::exception& e) {
+        std::cerr << "gpumem " << verb << ": internal error: " << e.what() << " — please report it with the input\n";
+        return kExitFailed;
+    }
+}

@@ -54,7 +54,8 @@ public:
 // All registered importers, in the order they are asked to sniff.
 const std::vector<std::unique_ptr<Importer>>& importers();
 
-// The importer for this file, or nullptr when no importer recognises it. Throws IoError.
+// The importer for this file, or nullptr when no importer recognises it. Throws IoError, and
+// FormatError for an empty file.
 const Importer* detectFormat(const std::string& path);
 
 // Detects the format and loads the file; with options.strict, anomalies of warning or error

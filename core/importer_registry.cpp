@@ -21,6 +21,8 @@ const std::vector<std::unique_ptr<Importer>>& importers()
 const Importer* detectFormat(const std::string& path)
 {
     std::string raw = readFileHead(path, 64 * 1024);
+    if (raw.empty())
+        throw FormatError(path + ": empty file (0 bytes): there is no trace in it — was it written completely?");
     SniffInput input;
     input.path = path;
     input.raw = raw;

@@ -1,0 +1,117 @@
+#include "analyze/summary_report.h"
+
+#include "core/units.h"
+
+#include <nlohmann/json.hpp>
+
+#include <ostream>
+
+namespace gpumem::analyze {
+
+namespace {
+    std::string kindCounts(const DeviceSummary& d)
+    {
+        std::string s;
+        for (int k = 0; k < kEventKindCount; ++k) {
+            if (d.eventsByKind[k] == 0)
+                continue;
+            s += (s.empty() ? "" : ", ") + std::string(toString(static_cast<EventKind>(k))) + " "
+                + std::to_string(d.eventsByKind[k]);
+        }
+        return s.empty() ? "none" : s;
+    }
+    std::string peakText(const Peak& p, TimeNs start)
+    {
+        return formatBytes(p.bytes) + " (" + std::to_string(p.bytes) + " B) at +" + formatSeconds(p.time - start);
+    }
+    std::string plural(std::uint64_t n, const char* one, const char* many)
+    {
+        return std::to_string(n) + " " + (n == 1 ? one : many);
+    }
+} // namespace
+
+void writeSummaryText(const TraceSummary& s, std::string_view label, std::string_view reader, std::ostream& out)
+{
+    out << label << '\n';
+    out << "  format          " << reader;
+    if (!s.sourceFormat.empty() && s.sourceFormat != reader)
+        out << " (recorded from " << s.sourceFormat << ")";
+    out << '\n';
+    if (!s.tool.empty())
+        out << "  tool            " << s.tool << '\n';
+    out << "  time span       " << formatSeconds(s.end - s.start) << " (start " << s.start << " ns)\n";
+    out << "  memory events   " << s.memoryEvents << '\n';
+    out << "  allocations     " << s.allocations << '\n';
+    out << "  kernels         " << s.kernels << '\n';
+    out << "  annotations     " << s.annotations << '\n';
+    out << "  counter samples " << s.counterSamples << '\n';
+    for (const auto& d : s.devices) {
+        out << "  device " << d.label;
+        if (!d.name.empty())
+            out << " \"" << d.name << "\"";
+        if (d.totalMemory)
+            out << " (" << formatBytes(d.totalMemory) << ")";
+        out << ", " << plural(d.streams, "stream", "streams") << '\n';
+        out << "    events          " << kindCounts(d) << '\n';
+        if (d.kernels)
+            out << "    kernels         " << d.kernels << '\n';
+        out << "    live at end     " << plural(d.liveAtEnd, "block", "blocks") << ", " << formatBytes(d.liveBytesAtEnd) << '\n';
+        if (d.peakAllocated)
+            out << "    peak allocated  " << peakText(*d.peakAllocated, s.start) << '\n';
+        if (d.peakReserved)
+            out << "    peak reserved   " << peakText(*d.peakReserved, s.start) << " (from segment events)\n";
+        for (const auto& [name, peak] : d.recordedPeaks)
+            out << "    recorded peak   " << name << ": " << peakText(peak, s.start) << '\n';
+    }
+    if (s.anomalies.empty()) {
+        out << "  anomalies       none\n";
+    } else {
+        out << "  anomalies\n";
+        for (const auto& a : s.anomalies)
+            out << "    " << toString(a.severity) << ' ' << a.code << " ×" << a.count << ": " << a.detail << '\n';
+    }
+}
+
+nlohmann::json summaryToJson(const TraceSummary& s, std::string_view label, std::string_view reader)
+{
+    auto peak = [&](const Peak& p) { return nlohmann::json { { "bytes", p.bytes }, { "time_ns", p.time }, { "offset_ns", p.time - s.start } }; };
+    nlohmann::json j;
+    j["file"] = label;
+    j["reader"] = reader;
+    j["source_format"] = s.sourceFormat;
+    j["tool"] = s.tool;
+    j["start_ns"] = s.start;
+    j["end_ns"] = s.end;
+    j["memory_events"] = s.memoryEvents;
+    j["allocations"] = s.allocations;
+    j["kernels"] = s.kernels;
+    j["annotations"] = s.annotations;
+    j["counter_samples"] = s.counterSamples;
+    j["devices"] = nlohmann::json::array();
+    for (const auto& d : s.devices) {
+        nlohmann::json dj;
+        dj["label"] = d.label;
+        dj["name"] = d.name;
+        dj["total_memory"] = d.totalMemory;
+        dj["streams"] = d.streams;
+        dj["kernels"] = d.kernels;
+        nlohmann::json kinds = nlohmann::json::object();
+        for (int k = 0; k < kEventKindCount; ++k)
+            kinds[std::string(toString(static_cast<EventKind>(k)))] = d.eventsByKind[k];
+        dj["events"] = kinds;
+        dj["live_at_end"] = { { "blocks", d.liveAtEnd }, { "bytes", d.liveBytesAtEnd } };
+        dj["peak_allocated"] = d.peakAllocated ? peak(*d.peakAllocated) : nlohmann::json();
+        dj["peak_reserved"] = d.peakReserved ? peak(*d.peakReserved) : nlohmann::json();
+        nlohmann::json recorded = nlohmann::json::object();
+        for (const auto& [name, p] : d.recordedPeaks)
+            recorded[name] = peak(p);
+        dj["recorded_peaks"] = recorded;
+        j["devices"].push_back(std::move(dj));
+    }
+    j["anomalies"] = nlohmann::json::array();
+    for (const auto& a : s.anomalies)
+        j["anomalies"].push_back({ { "code", a.code }, { "severity", toString(a.severity) }, { "count", a.count }, { "detail", a.detail } });
+    return j;
+}
+
+} // namespace gpumem::analyze

@@ -1,0 +1,42 @@
+#pragma once
+// A CLI verb (osmium-tool's pattern): a parse-only setup that declares options, then run().
+// Results go to `out`, diagnostics to `err`. Exit codes: 0 ok, 1 failed, 2 usage, 3 a gate
+// condition was violated (--fail-if-oom and the like). Throw gpumem::UsageError for bad
+// arguments (→ 2) and gpumem::Error for failures (→ 1); main() maps them.
+#include <boost/program_options.hpp>
+
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpumem::cli {
+
+namespace po = boost::program_options;
+
+enum ExitCode : int { kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitGate = 3 };
+
+class Command {
+public:
+    virtual ~Command() = default;
+    virtual std::string_view name() const = 0;
+    // One line for `gpumem help`.
+    virtual std::string_view summary() const = 0;
+    // The synopsis line after "gpumem ", e.g. "info [options] TRACE...".
+    virtual std::string_view synopsis() const = 0;
+    // Extra text after the options in `gpumem help VERB` (examples, notes); may be empty.
+    virtual std::string_view details() const { return {}; }
+    // Declares options and positionals. Must not do work.
+    virtual void setup(po::options_description& options, po::positional_options_description& positionals) = 0;
+    virtual int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) = 0;
+};
+
+// Every verb, in the order `gpumem help` lists them (cli/commands.cpp: one line per verb).
+std::vector<std::unique_ptr<Command>> makeCommands();
+
+// Shared option helpers.
+// --format with the allowed values; returns the chosen one or throws UsageError listing them.
+std::string checkedChoice(const po::variables_map& vm, const char* option, const std::vector<std::string>& allowed);
+
+} // namespace gpumem::cli

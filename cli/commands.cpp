@@ -1,0 +1,30 @@
+#include "cli/command.h"
+
+#include "core/error.h"
+
+namespace gpumem::cli {
+
+std::unique_ptr<Command> makeInfoCommand();
+std::unique_ptr<Command> makeConvertCommand();
+
+std::vector<std::unique_ptr<Command>> makeCommands()
+{
+    std::vector<std::unique_ptr<Command>> v;
+    v.push_back(makeInfoCommand());
+    v.push_back(makeConvertCommand());
+    return v;
+}
+
+std::string checkedChoice(const po::variables_map& vm, const char* option, const std::vector<std::string>& allowed)
+{
+    std::string value = vm[option].as<std::string>();
+    for (const auto& a : allowed)
+        if (a == value)
+            return value;
+    std::string list;
+    for (const auto& a : allowed)
+        list += (list.empty() ? "" : ", ") + a;
+    throw UsageError(std::string("--") + option + " '" + value + "' is not one of: " + list);
+}
+
+} // namespace gpumem::cli

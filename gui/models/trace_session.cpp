@@ -1,0 +1,83 @@
+#include "gui/models/trace_session.h"
+
+#include "core/error.h"
+#include "core/importer.h"
+
+#include <QPointer>
+#include <QtConcurrent/QtConcurrentRun>
+
+namespace gpumem::gui {
+
+TraceSession::TraceSession(QObject* parent)
+    : QObject(parent)
+{
+}
+
+TraceSession::~TraceSession()
+{
+    cancel();
+    if (m_watcher)
+        m_watcher->waitForFinished();
+}
+
+bool TraceSession::isLoading() const { return m_watcher && m_watcher->isRunning(); }
+
+void TraceSession::cancel()
+{
+    if (m_cancel)
+        m_cancel->store(true);
+}
+
+void TraceSession::open(const QString& path)
+{
+    cancel();
+    if (m_watcher) {
+        m_watcher->disconnect(this);
+        m_watcher->waitForFinished();
+        m_watcher->deleteLater();
+    }
+    m_cancel = std::make_shared<std::atomic<bool>>(false);
+    m_loadingPath = path;
+    m_watcher = new QFutureWatcher<Outcome>(this);
+    auto cancelFlag = m_cancel;
+    QPointer<TraceSession> self(this);
+    connect(m_watcher, &QFutureWatcher<Outcome>::finished, this, [this, watcher = m_watcher] {
+        Outcome o = watcher->result();
+        if (o.cancelled)
+            return;
+        if (o.trace) {
+            m_current = o.trace;
+            emit loaded(o.trace);
+        } else {
+            emit failed(m_loadingPath, o.error);
+        }
+    });
+    m_watcher->setFuture(QtConcurrent::run([path, cancelFlag, self]() -> Outcome {
+        Outcome o;
+        try {
+            std::string p = path.toStdString();
+            LoadOptions options;
+            options.progress = [cancelFlag, self](double f) {
+                if (self)
+                    QMetaObject::invokeMethod(self.data(), [self, f] { if (self) emit self->progress(f); }, Qt::QueuedConnection);
+                return !cancelFlag->load();
+            };
+            const Importer* importer = detectFormat(p);
+            auto loadedTrace = std::make_shared<LoadedTrace>();
+            loadedTrace->path = path;
+            loadedTrace->reader = importer ? QString::fromUtf8(importer->name().data(), qsizetype(importer->name().size())) : QString();
+            loadedTrace->trace = loadTrace(p, options);
+            loadedTrace->summary = analyze::summarize(loadedTrace->trace);
+            o.trace = std::move(loadedTrace);
+        } catch (const Cancelled&) {
+            o.cancelled = true;
+        } catch (const std::exception& e) {
+            o.error = QString::fromUtf8(e.what());
+        }
+        if (cancelFlag->load())
+            o.cancelled = true;
+        return o;
+    }));
+}
+
+} // namespace gpumem::gui

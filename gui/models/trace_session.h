@@ -1,0 +1,54 @@
+#pragma once
+// TraceSession loads a trace on a worker thread and hands the immutable result to the UI thread
+// (design.md §7). One load at a time; a new open() cancels the previous one. Lives on the UI thread.
+#include "analyze/trace_summary.h"
+#include "core/trace.h"
+
+#include <QFutureWatcher>
+#include <QObject>
+#include <QString>
+
+#include <atomic>
+#include <memory>
+
+namespace gpumem::gui {
+
+struct LoadedTrace {
+    QString path;
+    QString reader; // importer name ("gmt", "jsonl", …)
+    Trace trace;
+    analyze::TraceSummary summary;
+};
+
+class TraceSession : public QObject {
+    Q_OBJECT
+public:
+    explicit TraceSession(QObject* parent = nullptr);
+    ~TraceSession() override;
+
+    // Starts loading `path` in the background; emits progress(), then loaded() or failed().
+    void open(const QString& path);
+    void cancel();
+    bool isLoading() const;
+    // The last trace loaded, or nullptr.
+    std::shared_ptr<const LoadedTrace> current() const { return m_current; }
+
+signals:
+    void progress(double fraction);
+    void loaded(std::shared_ptr<const LoadedTrace> trace);
+    // `message` is the one-line error of the importer (names the file and what to do).
+    void failed(const QString& path, const QString& message);
+
+private:
+    struct Outcome {
+        std::shared_ptr<const LoadedTrace> trace;
+        QString error;
+        bool cancelled = false;
+    };
+    QFutureWatcher<Outcome>* m_watcher = nullptr;
+    std::shared_ptr<std::atomic<bool>> m_cancel;
+    std::shared_ptr<const LoadedTrace> m_current;
+    QString m_loadingPath;
+};
+
+} // namespace gpumem::gui

@@ -1,0 +1,135 @@
+#include "gui/views/main_window.h"
+
+#include "analyze/summary_report.h"
+
+#include <QAction>
+#include <QDragEnterEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFontDatabase>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QStatusBar>
+
+#include <sstream>
+
+namespace gpumem::gui {
+
+namespace {
+    constexpr int kRecentMax = 8;
+}
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent)
+{
+    setWindowTitle("gpumem");
+    setAcceptDrops(true);
+    resize(1000, 700);
+    m_summary = new QPlainTextEdit(this);
+    m_summary->setReadOnly(true);
+    m_summary->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+    m_summary->setPlaceholderText("Open a trace: File → Open, drop a file here, or pass it on the command line.\n"
+                                  "gpumem reads .gmt, .jsonl, PyTorch snapshots and profiler traces, and more.");
+    setCentralWidget(m_summary);
+
+    auto* file = menuBar()->addMenu("&File");
+    auto* open = file->addAction("&Open…", this, [this] {
+        QString path = QFileDialog::getOpenFileName(this, "Open trace");
+        if (!path.isEmpty())
+            openTrace(path);
+    });
+    open->setShortcut(QKeySequence::Open);
+    m_recent = file->addMenu("Open &Recent");
+    file->addSeparator();
+    file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
+    rebuildRecentMenu();
+
+    m_progress = new QProgressBar(this);
+    m_progress->setRange(0, 1000);
+    m_progress->setMaximumWidth(240);
+    m_progress->hide();
+    m_cancel = new QPushButton("Cancel", this);
+    m_cancel->hide();
+    statusBar()->addPermanentWidget(m_progress);
+    statusBar()->addPermanentWidget(m_cancel);
+    connect(m_cancel, &QPushButton::clicked, this, [this] {
+        m_session.cancel();
+        m_progress->hide();
+        m_cancel->hide();
+        statusBar()->showMessage("Loading cancelled", 5000);
+    });
+    connect(&m_session, &TraceSession::progress, this, [this](double f) { m_progress->setValue(int(f * 1000)); });
+    connect(&m_session, &TraceSession::loaded, this, &MainWindow::showLoaded);
+    connect(&m_session, &TraceSession::failed, this, &MainWindow::showFailed);
+}
+
+void MainWindow::openTrace(const QString& path)
+{
+    statusBar()->showMessage("Loading " + path + "…");
+    m_progress->setValue(0);
+    m_progress->show();
+    m_cancel->show();
+    m_session.open(path);
+}
+
+QString MainWindow::summaryText() const { return m_summary->toPlainText(); }
+
+void MainWindow::showLoaded(const std::shared_ptr<const LoadedTrace>& t)
+{
+    m_progress->hide();
+    m_cancel->hide();
+    std::ostringstream text;
+    analyze::writeSummaryText(t->summary, t->path.toStdString(), t->reader.toStdString(), text);
+    m_summary->setPlainText(QString::fromStdString(text.str()));
+    setWindowTitle(QFileInfo(t->path).fileName() + " — gpumem");
+    statusBar()->showMessage(QString("Loaded %1 (%2 memory events)").arg(t->path).arg(t->summary.memoryEvents), 5000);
+    QSettings settings("gpumem", "gpumem-gui");
+    QStringList recent = settings.value("recentFiles").toStringList();
+    recent.removeAll(t->path);
+    recent.prepend(t->path);
+    while (recent.size() > kRecentMax)
+        recent.removeLast();
+    settings.setValue("recentFiles", recent);
+    rebuildRecentMenu();
+    emit loadFinished(true);
+}
+
+void MainWindow::showFailed(const QString& path, const QString& message)
+{
+    m_progress->hide();
+    m_cancel->hide();
+    statusBar()->showMessage("Could not open " + path, 10000);
+    if (!m_quietErrors)
+        QMessageBox::warning(this, "Cannot open trace", message);
+    emit loadFinished(false);
+}
+
+void MainWindow::rebuildRecentMenu()
+{
+    m_recent->clear();
+    QSettings settings("gpumem", "gpumem-gui");
+    const QStringList recent = settings.value("recentFiles").toStringList();
+    for (const QString& path : recent)
+        m_recent->addAction(path, this, [this, path] { openTrace(path); });
+    m_recent->setEnabled(!recent.isEmpty());
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event)
+{
+    if (event->mimeData()->hasUrls())
+        event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* event)
+{
+    const auto urls = event->mimeData()->urls();
+    if (!urls.isEmpty() && urls.first().isLocalFile())
+        openTrace(urls.first().toLocalFile());
+}
+
+} // namespace gpumem::gui

@@ -1,0 +1,316 @@
+#include "gui/views/timeline_view.h"
+
+#include "core/units.h"
+
+#include <QKeyEvent>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QPainterPath>
+#include <QWheelEvent>
+
+#include <cmath>
+
+namespace gpumem::gui {
+
+namespace {
+    QString valueText(double v, bool fraction)
+    {
+        if (fraction)
+            return QString::number(v * 100.0, 'f', 1) + " %";
+        return QString::fromStdString(formatBytes(static_cast<Bytes>(std::max(0.0, v))));
+    }
+} // namespace
+
+TimelineView::TimelineView(QWidget* parent)
+    : QWidget(parent)
+{
+    setMouseTracking(true);
+    setFocusPolicy(Qt::StrongFocus);
+    setMinimumHeight(200);
+    setAttribute(Qt::WA_OpaquePaintEvent);
+}
+
+QSize TimelineView::sizeHint() const
+{
+    int lanes = std::max<int>(2, int(m_frame.lanes.size()));
+    int rows = std::max<int>(2, int(m_frame.rows.size()));
+    return { 1000, kAxisHeight + lanes * kLaneHeight + rows * kRowHeight + 8 };
+}
+
+int TimelineView::plotWidth() const { return std::max(1, width() - kLeftMargin - 8); }
+
+void TimelineView::setFullRange(TimeRange full)
+{
+    m_axis.setFull(full);
+    m_axis.setWidth(plotWidth());
+    m_history.clear();
+    m_history.push(m_axis.visible());
+    m_frame = {};
+    m_selected.reset();
+    rangeChanged(false);
+}
+
+void TimelineView::setFrame(TimelineFrame frame)
+{
+    if (frame.range != m_axis.visible() || frame.width != m_axis.width())
+        return; // computed for a view we have already left
+    m_frame = std::move(frame);
+    updateGeometry();
+    update();
+}
+
+void TimelineView::setSelectedInstant(std::optional<TimeNs> t)
+{
+    m_selected = t;
+    update();
+}
+
+void TimelineView::rangeChanged(bool recordHistory)
+{
+    if (recordHistory)
+        m_history.push(m_axis.visible());
+    emit visibleRangeChanged(m_axis.visible());
+    emit frameRequested(m_axis.visible(), m_axis.width());
+    update();
+}
+
+void TimelineView::zoomBack()
+{
+    if (!m_history.canBack())
+        return;
+    m_axis.setVisible(m_history.back());
+    rangeChanged(false);
+}
+
+void TimelineView::zoomForward()
+{
+    if (!m_history.canForward())
+        return;
+    m_axis.setVisible(m_history.forward());
+    rangeChanged(false);
+}
+
+void TimelineView::resetZoom()
+{
+    m_axis.setVisible(m_axis.full());
+    rangeChanged(true);
+}
+
+void TimelineView::resizeEvent(QResizeEvent*)
+{
+    if (m_axis.width() != plotWidth()) {
+        m_axis.setWidth(plotWidth());
+        rangeChanged(false);
+    }
+}
+
+void TimelineView::wheelEvent(QWheelEvent* e)
+{
+    double steps = e->angleDelta().y() / 120.0;
+    if (steps == 0)
+        return;
+    m_axis.zoom(std::pow(1.25, steps), plotX(e->position().x()));
+    rangeChanged(true);
+    e->accept();
+}
+
+void TimelineView::mousePressEvent(QMouseEvent* e)
+{
+    m_pressPos = e->pos();
+    m_pressRange = m_axis.visible();
+    m_dragged = false;
+    m_banding = e->button() == Qt::RightButton || (e->modifiers() & Qt::ShiftModifier);
+}
+
+void TimelineView::mouseMoveEvent(QMouseEvent* e)
+{
+    m_hoverX = plotX(e->position().x());
+    if (m_pressPos && (e->pos() - *m_pressPos).manhattanLength() > 3)
+        m_dragged = true;
+    if (m_pressPos && m_dragged) {
+        if (m_banding) {
+            m_bandEnd = e->pos();
+        } else {
+            m_axis.setVisible(m_pressRange);
+            m_axis.pan(double(m_pressPos->x() - e->pos().x()));
+            rangeChanged(false);
+        }
+    }
+    update();
+}
+
+void TimelineView::mouseReleaseEvent(QMouseEvent* e)
+{
+    if (!m_pressPos)
+        return;
+    if (m_dragged && m_banding && m_bandEnd) {
+        m_axis.setVisible(m_axis.rangeBetween(plotX(m_pressPos->x()), plotX(m_bandEnd->x())));
+        rangeChanged(true);
+    } else if (m_dragged) {
+        m_history.push(m_axis.visible());
+    } else if (e->button() == Qt::LeftButton && plotX(e->position().x()) >= 0) {
+        m_selected = m_axis.toTime(plotX(e->position().x()));
+        emit instantPicked(*m_selected);
+    }
+    m_pressPos.reset();
+    m_bandEnd.reset();
+    m_banding = m_dragged = false;
+    update();
+}
+
+void TimelineView::mouseDoubleClickEvent(QMouseEvent*) { resetZoom(); }
+
+void TimelineView::keyPressEvent(QKeyEvent* e)
+{
+    if (e->modifiers() & Qt::AltModifier) {
+        if (e->key() == Qt::Key_Left)
+            return zoomBack();
+        if (e->key() == Qt::Key_Right)
+            return zoomForward();
+    }
+    switch (e->key()) {
+    case Qt::Key_Plus:
+    case Qt::Key_Equal:
+        m_axis.zoom(1.5, m_axis.width() / 2.0);
+        return rangeChanged(true);
+    case Qt::Key_Minus:
+        m_axis.zoom(1 / 1.5, m_axis.width() / 2.0);
+        return rangeChanged(true);
+    case Qt::Key_Left:
+        m_axis.pan(-m_axis.width() / 8.0);
+        return rangeChanged(true);
+    case Qt::Key_Right:
+        m_axis.pan(m_axis.width() / 8.0);
+        return rangeChanged(true);
+    case Qt::Key_Home:
+        return resetZoom();
+    default:
+        QWidget::keyPressEvent(e);
+    }
+}
+
+void TimelineView::leaveEvent(QEvent*)
+{
+    m_hoverX.reset();
+    update();
+}
+
+QString TimelineView::hoverText(double x) const
+{
+    QString text = formatDuration(m_axis.toTime(x) - m_axis.full().start);
+    int col = int(x);
+    for (const auto& lane : m_frame.lanes)
+        for (const auto& s : lane.series)
+            if (col >= 0 && col < int(s.buckets.size()) && s.buckets[col].valid)
+                text += "   " + s.name + " " + valueText(s.buckets[col].max, lane.fraction);
+    return text;
+}
+
+void TimelineView::paintEvent(QPaintEvent*)
+{
+    QPainter p(this);
+    p.fillRect(rect(), palette().base());
+    const QColor grid = palette().mid().color();
+    const QColor text = palette().text().color();
+    const int w = plotWidth();
+    p.setRenderHint(QPainter::Antialiasing, false);
+
+    // Time axis with ticks.
+    p.setPen(text);
+    for (const auto& t : m_axis.ticks()) {
+        int x = kLeftMargin + int(std::lround(t.x));
+        p.setPen(grid);
+        p.drawLine(x, kAxisHeight - 6, x, height());
+        p.setPen(text);
+        p.drawText(x + 3, kAxisHeight - 8, t.label);
+    }
+    int y = kAxisHeight;
+    for (const auto& lane : m_frame.lanes) {
+        QRect box(kLeftMargin, y + 4, w, kLaneHeight - 8);
+        p.setPen(grid);
+        p.drawRect(box);
+        p.setPen(text);
+        p.drawText(QRect(4, y + 4, kLeftMargin - 8, 40), Qt::AlignLeft | Qt::TextWordWrap, lane.title);
+        p.drawText(QRect(4, y + kLaneHeight - 40, kLeftMargin - 8, 32), Qt::AlignLeft | Qt::AlignBottom,
+            valueText(lane.maxValue, lane.fraction));
+        const double scale = lane.maxValue > 0 ? double(box.height()) / lane.maxValue : 0;
+        for (const auto& s : lane.series) {
+            QColor band = s.color;
+            band.setAlpha(s.filled ? 110 : 200);
+            p.setPen(band);
+            QPainterPath line;
+            bool started = false;
+            for (int col = 0; col < int(s.buckets.size()) && col < w; ++col) {
+                const auto& b = s.buckets[col];
+                if (!b.valid) {
+                    started = false;
+                    continue;
+                }
+                int x = kLeftMargin + col;
+                int yMin = box.bottom() - int(std::lround(b.min * scale));
+                int yMax = box.bottom() - int(std::lround(b.max * scale));
+                if (s.filled)
+                    p.drawLine(x, box.bottom(), x, yMax);
+                else
+                    p.drawLine(x, yMin, x, yMax);
+                QPointF pt(x, box.bottom() - b.last * scale);
+                if (!started)
+                    line.moveTo(pt), started = true;
+                else
+                    line.lineTo(pt);
+            }
+            p.setPen(QPen(s.color, 1.5));
+            p.setRenderHint(QPainter::Antialiasing, true);
+            p.drawPath(line);
+            p.setRenderHint(QPainter::Antialiasing, false);
+        }
+        // Legend.
+        int lx = kLeftMargin + 8;
+        for (const auto& s : lane.series) {
+            p.fillRect(lx, y + 10, 10, 10, s.color);
+            p.setPen(text);
+            p.drawText(lx + 14, y + 20, s.name);
+            lx += 24 + p.fontMetrics().horizontalAdvance(s.name);
+        }
+        y += kLaneHeight;
+    }
+    for (const auto& row : m_frame.rows) {
+        p.setPen(text);
+        p.drawText(QRect(4, y, kLeftMargin - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft,
+            p.fontMetrics().elidedText(row.title, Qt::ElideRight, kLeftMargin - 8));
+        for (const auto& b : row.boxes) {
+            QRectF r(kLeftMargin + b.x0, y + 3, std::max(1.0, b.x1 - b.x0), kRowHeight - 6);
+            p.fillRect(r, b.color);
+            if (r.width() > 40 && !b.label.isEmpty()) {
+                p.setPen(Qt::black);
+                p.drawText(r.adjusted(2, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft,
+                    p.fontMetrics().elidedText(b.label, Qt::ElideRight, int(r.width()) - 4));
+            }
+        }
+        y += kRowHeight;
+    }
+    if (m_selected) {
+        double x = m_axis.toX(*m_selected);
+        if (x >= 0 && x <= w) {
+            p.setPen(QPen(QColor(220, 40, 40), 1.5));
+            p.drawLine(QPointF(kLeftMargin + x, kAxisHeight), QPointF(kLeftMargin + x, height()));
+        }
+    }
+    if (m_pressPos && m_bandEnd) {
+        QColor band = palette().highlight().color();
+        band.setAlpha(60);
+        p.fillRect(QRect(QPoint(m_pressPos->x(), kAxisHeight), QPoint(m_bandEnd->x(), height())).normalized(), band);
+    }
+    if (m_hoverX && *m_hoverX >= 0 && *m_hoverX <= w) {
+        p.setPen(QPen(text, 1, Qt::DotLine));
+        p.drawLine(QPointF(kLeftMargin + *m_hoverX, kAxisHeight), QPointF(kLeftMargin + *m_hoverX, height()));
+        QString tip = hoverText(*m_hoverX);
+        QRect tipRect = p.fontMetrics().boundingRect(tip).adjusted(-4, -2, 4, 2);
+        tipRect.moveTopLeft(QPoint(std::min(int(kLeftMargin + *m_hoverX) + 8, width() - tipRect.width() - 2), kAxisHeight + 2));
+        p.fillRect(tipRect, palette().toolTipBase());
+        p.setPen(palette().toolTipText().color());
+        p.drawText(tipRect, Qt::AlignCenter, tip);
+    }
+}
+
+} // namespace gpumem::gui

@@ -1,0 +1,53 @@
+#pragma once
+// Runs the gpumem binary from the source directory (so paths in outputs are relative and stable)
+// and captures its exit code, stdout and stderr.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+
+namespace gpumem::test {
+
+struct CliResult {
+    int exitCode = -1;
+    std::string out;
+    std::string err;
+};
+
+inline std::string slurp(const std::filesystem::path& p)
+{
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+inline CliResult runCli(const std::string& args)
+{
+    static int counter = 0;
+    auto dir = std::filesystem::temp_directory_path() / ("gpumem-cli-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    auto outFile = dir / ("out" + std::to_string(counter) + ".txt");
+    auto errFile = dir / ("err" + std::to_string(counter++) + ".txt");
+    std::string cmd = "cd '" GPUMEM_SOURCE_DIR "' && '" GPUMEM_CLI "' " + args + " >'" + outFile.string() + "' 2>'"
+        + errFile.string() + "' </dev/null";
+    int status = std::system(cmd.c_str());
+    CliResult r;
+    r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(outFile);
+    r.err = slurp(errFile);
+    std::filesystem::remove(outFile);
+    std::filesystem::remove(errFile);
+    return r;
+}
+
+inline std::filesystem::path scratchDir(const std::string& name)
+{
+    auto dir = std::filesystem::temp_directory_path() / ("gpumem-test-" + std::to_string(::getpid())) / name;
+    std::filesystem::create_directories(dir);
+    return dir;
+}
+
+} // namespace gpumem::test
