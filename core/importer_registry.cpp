@@ -6,6 +6,7 @@
 namespace gpumem {
 std::unique_ptr<Importer> makeGmtImporter();
 std::unique_ptr<Importer> makeJsonlImporter();
+std::unique_ptr<Importer> makePytorchSnapshotImporter();
 
 const std::vector<std::unique_ptr<Importer>>& importers()
 {
@@ -13,6 +14,7 @@ const std::vector<std::unique_ptr<Importer>>& importers()
         std::vector<std::unique_ptr<Importer>> v;
         v.push_back(makeGmtImporter());
         v.push_back(makeJsonlImporter());
+        v.push_back(makePytorchSnapshotImporter());
         return v;
     }();
     return all;

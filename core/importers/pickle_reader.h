@@ -1,0 +1,114 @@
+#pragma once
+// A safe reader for plain-data Python pickles (protocols 2–5, and the binary opcodes of protocol 1):
+// None, bool, int, float, str, bytes, list, tuple, dict and set, with the memo. It implements the
+// pickle virtual machine of CPython's Lib/pickle.py (_Unpickler) for those opcodes only and refuses
+// every opcode that names a global or builds an object (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST,
+// OBJ, NEWOBJ, NEWOBJ_EX, EXT1/2/4, PERSID, BINPERSID, NEXT_BUFFER, READONLY_BUFFER), so reading a
+// pickle never runs code (design.md §4). Protocol-0 text opcodes are refused too.
+//
+// The result is a PickleDocument: an immutable tree of PickleValue handles. Containers are shared,
+// exactly as in Python (a memo GET yields the same list/dict, not a copy), so a document may contain
+// cycles; code that walks it recursively must bound its depth (toJson does). Strings and bytes are
+// views into the pickle bytes (no copies), which is why parse() needs the bytes to outlive the document
+// and readFile() keeps them alive itself.
+//
+// Resource bounds: every opcode pushes at most one value, so values, container items and the memo are
+// all bounded by the input size (a memo index beyond it is refused); parsing is iterative (no
+// recursion), so a hostile file can neither exhaust memory beyond O(file size) nor recurse forever.
+//
+// Thread-safety: a document is immutable after parsing and may be read from many threads.
+#include "core/error.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpumem {
+
+enum class PickleKind : std::uint8_t {
+    None,
+    Bool,
+    Int,    // fits in int64
+    BigInt, // a LONG1/LONG4 integer beyond int64: the value is clamped to INT64_MIN/INT64_MAX
+    Float,
+    Str,
+    Binary, // bytes, bytearray and protocol-1 str
+    List,
+    Tuple,
+    Dict,
+    Set, // set and frozenset
+};
+std::string_view toString(PickleKind kind);
+
+// A handle: scalars are stored inline, strings as (offset, length) into the document's bytes,
+// containers as an index into the document's container table. 16 bytes, trivially copyable.
+struct PickleValue {
+    PickleKind kind = PickleKind::None;
+    std::uint32_t length = 0; // Str/Bytes: byte length
+    std::uint64_t bits = 0;   // Int/BigInt: int64; Float: IEEE bits; Bool: 0/1; Str/Bytes: offset; containers: index
+};
+
+class PickleDocument {
+public:
+    // Parses `bytes` (a whole pickle). `source` names the input in error messages (a path).
+    // The document refers into `bytes`, which must outlive it.
+    // Throws FormatError "<source>: pickle opcode NAME (0xNN) at byte offset N …" for a refused or
+    // unknown opcode, a truncated pickle, a stack underflow or a container opcode on the wrong type.
+    static PickleDocument parse(std::string_view bytes, std::string_view source);
+    // Reads and parses a file (gzip is decompressed first); the document keeps the bytes alive.
+    // Throws IoError / FormatError naming the path.
+    static PickleDocument readFile(const std::string& path);
+
+    PickleDocument();
+    ~PickleDocument();
+    PickleDocument(PickleDocument&&) noexcept;
+    PickleDocument& operator=(PickleDocument&&) noexcept;
+    PickleDocument(const PickleDocument&) = delete;
+    PickleDocument& operator=(const PickleDocument&) = delete;
+
+    const PickleValue& root() const { return m_root; }
+    const std::string& source() const { return m_source; }
+    std::uint8_t protocol() const { return m_protocol; } // 0 when there was no PROTO opcode
+
+    // Int and Bool as int64 (BigInt clamped; Float truncated toward zero); nullopt for other kinds.
+    std::optional<std::int64_t> toInt(const PickleValue& v) const;
+    // Float, Int, BigInt and Bool as double; nullopt otherwise.
+    std::optional<double> toFloat(const PickleValue& v) const;
+    // The UTF-8 text of a Str (or the raw bytes of Bytes); empty for other kinds.
+    std::string_view text(const PickleValue& v) const;
+    // The items of a List, Tuple or Set; for a Dict, keys and values alternate (k0, v0, k1, v1, …);
+    // empty for scalars.
+    std::span<const PickleValue> items(const PickleValue& v) const;
+    // The value of the Str key `key` in a Dict (last one wins, as in Python); nullptr if absent or
+    // `dict` is not a Dict.
+    const PickleValue* find(const PickleValue& dict, std::string_view key) const;
+    bool isContainer(const PickleValue& v) const;
+
+    // A JSON rendering (tuples and sets become arrays, bytes become strings, non-string dict keys
+    // are written with their repr-like text). Throws FormatError naming source() when nesting exceeds
+    // `maxDepth` (which is also how a cyclic structure is refused).
+    nlohmann::json toJson(const PickleValue& v, int maxDepth = 64) const;
+
+    // Builds a document from JSON (the snapshot saved as JSON): objects → Dict, arrays → List,
+    // numbers → Int/Float (unsigned beyond int64 → BigInt, clamped), strings → Str. Throws
+    // FormatError naming `source` when nesting exceeds `maxDepth`.
+    static PickleDocument fromJson(const nlohmann::json& json, std::string_view source, int maxDepth = 256);
+
+private:
+    friend class PickleParser;
+    friend class PickleJsonBuilder;
+    std::shared_ptr<const void> m_keepAlive; // owner of m_bytes when the document owns them
+    std::string_view m_bytes;
+    std::vector<std::vector<PickleValue>> m_containers;
+    PickleValue m_root;
+    std::string m_source;
+    std::uint8_t m_protocol = 0;
+};
+
+} // namespace gpumem

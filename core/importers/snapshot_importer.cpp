@@ -1,0 +1,871 @@
+#include "core/importers/snapshot_importer.h"
+
+#include "core/file_io.h"
+#include "core/trace_builder.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <map>
+#include <unordered_map>
+
+namespace gpumem {
+
+namespace {
+
+    constexpr Bytes kMinBlockSize = 512;        // CUDACachingAllocator.cpp kMinBlockSize
+    constexpr Bytes kSmallSize = 1024 * 1024;   // kSmallSize: requests ≤ 1 MiB use the small pool
+
+    enum class Action : std::uint8_t {
+        Alloc,
+        FreeRequested,
+        FreeCompleted,
+        SegmentAlloc,
+        SegmentFree,
+        SegmentMap,
+        SegmentUnmap,
+        Snapshot,
+        Oom,
+        Unknown,
+    };
+
+    Action actionFromString(std::string_view s)
+    {
+        if (s == "alloc")
+            return Action::Alloc;
+        if (s == "free_requested")
+            return Action::FreeRequested;
+        if (s == "free_completed")
+            return Action::FreeCompleted;
+        if (s == "segment_alloc")
+            return Action::SegmentAlloc;
+        if (s == "segment_free")
+            return Action::SegmentFree;
+        if (s == "segment_map")
+            return Action::SegmentMap;
+        if (s == "segment_unmap")
+            return Action::SegmentUnmap;
+        if (s == "snapshot")
+            return Action::Snapshot;
+        if (s == "oom")
+            return Action::Oom;
+        return Action::Unknown;
+    }
+
+    struct Entry {
+        Action action = Action::Unknown;
+        Address addr = 0;
+        Bytes size = 0;
+        std::uint64_t stream = 0;
+        TimeNs time = 0;
+        std::uint64_t index = 0; // position in device_traces[d]
+        PickleValue frames;
+    };
+
+    // A recorded segment plus what the Trace needs beyond SnapshotSegment.
+    struct DumpSegment {
+        SnapshotSegment seg;
+        Bytes allocatedSize = 0, activeSize = 0, requestedSize = 0;
+        bool hasPool = false;
+        std::vector<PickleValue> blockFrames; // parallel to seg.blocks
+    };
+
+    // A block live before the window.
+    struct PreBlock {
+        Bytes size = 0;
+        Bytes requested = 0;
+        SnapshotBlockState state = SnapshotBlockState::ActiveAllocated;
+        bool inferred = false; // size from round_size(request), not from the dump
+        std::uint64_t stream = 0;
+        PickleValue frames;
+    };
+
+    // Sorted, disjoint [start, end) ranges (mapped ranges of expandable segments).
+    class RangeSet {
+    public:
+        void add(Address a, Address end)
+        {
+            auto it = m_ranges.upper_bound(a);
+            if (it != m_ranges.begin() && std::prev(it)->second >= a) {
+                --it;
+                a = it->first;
+                end = std::max(end, it->second);
+                it = m_ranges.erase(it);
+            }
+            while (it != m_ranges.end() && it->first <= end) {
+                end = std::max(end, it->second);
+                it = m_ranges.erase(it);
+            }
+            m_ranges.emplace(a, end);
+        }
+        void remove(Address a, Address end)
+        {
+            auto it = m_ranges.upper_bound(a);
+            if (it != m_ranges.begin())
+                --it;
+            while (it != m_ranges.end() && it->first < end) {
+                Address s = it->first, e = it->second;
+                if (e <= a) {
+                    ++it;
+                    continue;
+                }
+                it = m_ranges.erase(it);
+                if (s < a)
+                    m_ranges.emplace(s, a);
+                if (e > end)
+                    m_ranges.emplace(end, e);
+            }
+        }
+        const std::map<Address, Address>& ranges() const { return m_ranges; }
+
+    private:
+        std::map<Address, Address> m_ranges;
+    };
+
+    class SnapshotReader {
+    public:
+        SnapshotReader(const PickleDocument& doc, TraceBuilder* builder)
+            : m_doc(doc)
+            , m_b(builder)
+        {
+        }
+
+        [[noreturn]] void fail(const std::string& where, const std::string& what) const
+        {
+            throw FormatError(m_doc.source() + ": " + where + ": " + what
+                + "; this does not look like a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot)");
+        }
+
+        static std::string at(const char* list, std::size_t i) { return std::string(list) + "[" + std::to_string(i) + "]"; }
+
+        const PickleValue& required(const PickleValue& dict, std::string_view key, const std::string& where) const
+        {
+            const PickleValue* v = m_doc.find(dict, key);
+            if (!v)
+                fail(where, "the field '" + std::string(key) + "' is missing");
+            return *v;
+        }
+        std::int64_t toInt(const PickleValue& v, std::string_view key, const std::string& where)
+        {
+            if (v.kind == PickleKind::BigInt)
+                stats().add("big_int_clamped", Severity::Warning,
+                    where + ": '" + std::string(key) + "' does not fit in 64 bits; it was clamped");
+            auto i = m_doc.toInt(v);
+            if (!i || v.kind == PickleKind::Float)
+                fail(where, "'" + std::string(key) + "' is a " + std::string(toString(v.kind)) + ", not an int");
+            return *i;
+        }
+        std::int64_t intField(const PickleValue& dict, std::string_view key, const std::string& where)
+        {
+            return toInt(required(dict, key, where), key, where);
+        }
+        std::optional<std::int64_t> optInt(const PickleValue& dict, std::string_view key, const std::string& where)
+        {
+            const PickleValue* v = m_doc.find(dict, key);
+            if (!v || v->kind == PickleKind::None)
+                return std::nullopt;
+            return toInt(*v, key, where);
+        }
+        Bytes bytesField(const PickleValue& dict, std::string_view key, const std::string& where)
+        {
+            std::int64_t v = intField(dict, key, where);
+            if (v < 0)
+                fail(where, "'" + std::string(key) + "' is negative (" + std::to_string(v) + ")");
+            return static_cast<Bytes>(v);
+        }
+        std::span<const PickleValue> listField(const PickleValue& dict, std::string_view key, const std::string& where)
+        {
+            const PickleValue& v = required(dict, key, where);
+            if (v.kind != PickleKind::List && v.kind != PickleKind::Tuple)
+                fail(where, "'" + std::string(key) + "' is a " + std::string(toString(v.kind)) + ", not a list");
+            return m_doc.items(v);
+        }
+        const PickleValue& dictItem(const PickleValue& v, const std::string& where) const
+        {
+            if (v.kind != PickleKind::Dict)
+                fail(where, "is a " + std::string(toString(v.kind)) + ", not a dict");
+            return v;
+        }
+
+        ImportStats& stats() { return m_b ? m_b->stats() : m_ownStats; }
+
+        // ---- the recorded end state -------------------------------------------------------------
+        std::vector<DumpSegment> readSegments(const PickleValue& root)
+        {
+            std::vector<DumpSegment> out;
+            auto segments = listField(root, "segments", "top level");
+            out.reserve(segments.size());
+            for (std::size_t si = 0; si < segments.size(); ++si) {
+                std::string where = at("segments", si);
+                const PickleValue& s = dictItem(segments[si], where);
+                DumpSegment d;
+                d.seg.device = static_cast<std::int32_t>(intField(s, "device", where));
+                d.seg.address = static_cast<Address>(intField(s, "address", where));
+                d.seg.totalSize = bytesField(s, "total_size", where);
+                d.allocatedSize = static_cast<Bytes>(optInt(s, "allocated_size", where).value_or(0));
+                d.activeSize = static_cast<Bytes>(optInt(s, "active_size", where).value_or(0));
+                d.requestedSize = static_cast<Bytes>(optInt(s, "requested_size", where).value_or(0));
+                d.seg.stream = static_cast<std::uint64_t>(optInt(s, "stream", where).value_or(0));
+                if (const PickleValue* t = m_doc.find(s, "segment_type"))
+                    d.seg.small = m_doc.text(*t) == "small";
+                if (const PickleValue* e = m_doc.find(s, "is_expandable"))
+                    d.seg.expandable = e->kind == PickleKind::Bool && e->bits != 0;
+                if (const PickleValue* p = m_doc.find(s, "segment_pool_id"); p && m_doc.items(*p).size() == 2) {
+                    auto ids = m_doc.items(*p);
+                    d.seg.poolId = { toInt(ids[0], "segment_pool_id", where), toInt(ids[1], "segment_pool_id", where) };
+                    d.hasPool = true;
+                }
+                auto blocks = listField(s, "blocks", where);
+                d.seg.blocks.reserve(blocks.size());
+                d.blockFrames.reserve(blocks.size());
+                Address cursor = d.seg.address;
+                for (std::size_t bi = 0; bi < blocks.size(); ++bi) {
+                    std::string bwhere = where + "." + at("blocks", bi);
+                    const PickleValue& b = dictItem(blocks[bi], bwhere);
+                    SnapshotBlock block;
+                    block.size = bytesField(b, "size", bwhere);
+                    // Generation A has no block address: blocks tile the segment in address order.
+                    block.address = static_cast<Address>(optInt(b, "address", bwhere).value_or(static_cast<std::int64_t>(cursor)));
+                    block.requestedSize = static_cast<Bytes>(optInt(b, "requested_size", bwhere).value_or(0));
+                    std::string_view state = m_doc.text(required(b, "state", bwhere));
+                    if (state == "active_allocated")
+                        block.state = SnapshotBlockState::ActiveAllocated;
+                    else if (state == "active_pending_free" || state == "active_awaiting_free")
+                        block.state = SnapshotBlockState::ActivePendingFree;
+                    else if (state == "inactive")
+                        block.state = SnapshotBlockState::Inactive;
+                    else
+                        fail(bwhere, "unknown block state '" + std::string(state) + "'");
+                    PickleValue frames;
+                    if (const PickleValue* f = m_doc.find(b, "frames"))
+                        frames = *f;
+                    else if (const PickleValue* h = m_doc.find(b, "history")) {
+                        // Generation A: the history entry at the block's address is its allocation.
+                        for (const auto& entry : m_doc.items(*h)) {
+                            const PickleValue* addr = m_doc.find(entry, "addr");
+                            if (addr && m_doc.toInt(*addr) == static_cast<std::int64_t>(block.address)) {
+                                if (const PickleValue* f2 = m_doc.find(entry, "frames"))
+                                    frames = *f2;
+                                break;
+                            }
+                        }
+                    }
+                    cursor = block.address + block.size;
+                    d.seg.blocks.push_back(block);
+                    d.blockFrames.push_back(frames);
+                }
+                out.push_back(std::move(d));
+            }
+            return out;
+        }
+
+        // ---- generation ---------------------------------------------------------------------------
+        std::string generation(const PickleValue& root, const std::vector<DumpSegment>& segs, bool anyTime, bool anyCompileContext)
+        {
+            bool blockAddresses = true;
+            auto segments = m_doc.items(*m_doc.find(root, "segments"));
+            for (std::size_t i = 0; i < segments.size() && blockAddresses; ++i)
+                for (const auto& b : m_doc.items(*m_doc.find(segments[i], "blocks"))) {
+                    blockAddresses = m_doc.find(b, "address") != nullptr;
+                    break;
+                }
+            (void)segs;
+            if (!blockAddresses)
+                return "A";
+            const PickleValue* settings = m_doc.find(root, "allocator_settings");
+            if (anyCompileContext || (settings && m_doc.find(*settings, "graph_capture_record_stream_reuse")))
+                return "D";
+            if (anyTime || settings || m_doc.find(root, "external_annotations"))
+                return "C";
+            return "B";
+        }
+
+        // ---- sites ----------------------------------------------------------------------------------
+        SiteId site(const PickleValue& frames)
+        {
+            if (frames.kind != PickleKind::List && frames.kind != PickleKind::Tuple)
+                return 0;
+            auto items = m_doc.items(frames);
+            if (items.empty())
+                return 0;
+            m_frameIds.clear();
+            for (const auto& f : items) {
+                if (f.kind != PickleKind::Dict)
+                    continue;
+                auto idx = static_cast<std::size_t>(f.bits);
+                if (idx >= m_frameCache.size())
+                    m_frameCache.resize(std::max<std::size_t>(idx + 1, m_frameCache.size() * 2), 0);
+                FrameId& id = m_frameCache[idx];
+                if (id == 0) {
+                    const PickleValue* name = m_doc.find(f, "name");
+                    const PickleValue* file = m_doc.find(f, "filename");
+                    const PickleValue* line = m_doc.find(f, "line");
+                    id = m_b->frame(name ? m_doc.text(*name) : std::string_view(), file ? m_doc.text(*file) : std::string_view(),
+                        line ? static_cast<std::int32_t>(m_doc.toInt(*line).value_or(0)) : 0);
+                }
+                m_frameIds.push_back(id);
+            }
+            return m_b->site(m_frameIds);
+        }
+
+        const PickleDocument& m_doc;
+        TraceBuilder* m_b;
+        ImportStats m_ownStats;
+        std::vector<FrameId> m_frameCache; // container index of a frame dict → FrameId (0 = not yet)
+        std::vector<FrameId> m_frameIds;
+    };
+
+    struct RoundingConfig {
+        std::vector<std::int64_t> divisions; // 16 entries
+        Bytes maxSplitSize = std::numeric_limits<Bytes>::max();
+        bool expandable = false;
+    };
+
+    EventKind kindOf(Action a)
+    {
+        switch (a) {
+        case Action::Alloc: return EventKind::Alloc;
+        case Action::FreeRequested: return EventKind::Free;
+        case Action::FreeCompleted: return EventKind::FreeCompleted;
+        case Action::SegmentAlloc: return EventKind::SegmentAlloc;
+        case Action::SegmentFree: return EventKind::SegmentFree;
+        case Action::SegmentMap: return EventKind::SegmentMap;
+        case Action::SegmentUnmap: return EventKind::SegmentUnmap;
+        case Action::Oom: return EventKind::Oom;
+        default: return EventKind::Marker;
+        }
+    }
+
+} // namespace
+
+Bytes pytorchRoundSize(Bytes n, std::span<const std::int64_t> divisions)
+{
+    if (n < kMinBlockSize)
+        return kMinBlockSize;
+    int log2 = std::bit_width(n) - 1;
+    std::size_t index = static_cast<std::size_t>(std::clamp(log2 - 20, 0, 15));
+    std::int64_t d = index < divisions.size() ? divisions[index] : 0;
+    if (d > 1 && n > kMinBlockSize * static_cast<Bytes>(d)) {
+        if (std::has_single_bit(n))
+            return n;
+        Bytes floor2 = std::bit_floor(n);
+        Bytes step = floor2 / static_cast<Bytes>(d);
+        if (step == 0)
+            return floor2 * 2;
+        return (n + step - 1) / step * step;
+    }
+    return (n + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+
+PickleDocument readSnapshotDocument(const std::string& path)
+{
+    std::string head = readContentHead(path, 16);
+    auto first = head.find_first_not_of(" \t\r\n");
+    if (first != std::string::npos && head[first] == '{') {
+        std::string text = readFileMaybeGzip(path);
+        nlohmann::json j;
+        try {
+            j = nlohmann::json::parse(text);
+        } catch (const nlohmann::json::parse_error& e) {
+            throw FormatError(path + ": at byte offset " + std::to_string(e.byte) + ": not valid JSON (" + e.what() + ")");
+        }
+        return PickleDocument::fromJson(j, path);
+    }
+    return PickleDocument::readFile(path);
+}
+
+std::vector<SnapshotSegment> snapshotSegments(const PickleDocument& doc)
+{
+    SnapshotReader r(doc, nullptr);
+    const PickleValue& root = r.dictItem(doc.root(), "top level");
+    std::vector<SnapshotSegment> out;
+    for (auto& d : r.readSegments(root))
+        out.push_back(std::move(d.seg));
+    return out;
+}
+
+Trace importPytorchSnapshot(const std::string& path, const LoadOptions& options)
+{
+    PickleDocument doc = readSnapshotDocument(path);
+    return importPytorchSnapshot(doc, options);
+}
+
+Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& options)
+{
+    TraceBuilder b;
+    SnapshotReader r(doc, &b);
+    auto progress = [&](double f) {
+        if (options.progress && !options.progress(f))
+            throw Cancelled();
+    };
+    const PickleValue& root = r.dictItem(doc.root(), "top level");
+    std::vector<DumpSegment> dump = r.readSegments(root);
+    progress(0.2);
+
+    // ---- allocator settings: rounding and splitting rules ------------------------------------------
+    RoundingConfig rounding;
+    rounding.divisions.assign(16, 0);
+    const PickleValue* settings = doc.find(root, "allocator_settings");
+    if (settings && settings->kind == PickleKind::Dict) {
+        b.metadata()["allocator_settings"] = doc.toJson(*settings);
+        if (auto ms = doc.find(*settings, "max_split_size"); ms && doc.toInt(*ms).value_or(-1) > 0)
+            rounding.maxSplitSize = static_cast<Bytes>(*doc.toInt(*ms));
+        if (auto ex = doc.find(*settings, "expandable_segments"); ex && ex->kind == PickleKind::Bool)
+            rounding.expandable = ex->bits != 0;
+        if (auto rp = doc.find(*settings, "roundup_power2_divisions")) {
+            if (rp->kind == PickleKind::Dict) {
+                auto kv = doc.items(*rp);
+                for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
+                    // Keys are the interval's lower bound in MiB ("1", "2", "4", …, "32768").
+                    std::string_view key = doc.text(kv[i]);
+                    std::uint64_t mib = 0;
+                    for (char c : key)
+                        mib = (c >= '0' && c <= '9') ? mib * 10 + static_cast<std::uint64_t>(c - '0') : mib;
+                    if (mib == 0)
+                        continue;
+                    auto index = static_cast<std::size_t>(std::bit_width(mib) - 1);
+                    if (index < 16)
+                        rounding.divisions[index] = doc.toInt(kv[i + 1]).value_or(0);
+                }
+            } else if (auto d = doc.toInt(*rp)) {
+                rounding.divisions.assign(16, *d);
+            }
+        }
+    }
+
+    // ---- trace entries --------------------------------------------------------------------------------
+    auto traces = r.listField(root, "device_traces", "top level");
+    std::vector<std::vector<Entry>> entries(traces.size());
+    bool anyTime = false, anyMissingTime = false, anyCompileContext = false;
+    std::uint64_t unknownActions = 0;
+    std::string firstUnknown;
+    for (std::size_t d = 0; d < traces.size(); ++d) {
+        auto list = doc.items(traces[d]);
+        if (traces[d].kind != PickleKind::List && traces[d].kind != PickleKind::Tuple)
+            r.fail(SnapshotReader::at("device_traces", d), "is a " + std::string(toString(traces[d].kind)) + ", not a list");
+        entries[d].reserve(list.size());
+        for (std::size_t i = 0; i < list.size(); ++i) {
+            const PickleValue& e = list[i];
+            if (e.kind != PickleKind::Dict)
+                r.fail(SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i), "is not a dict");
+            Entry entry;
+            entry.index = i;
+            std::string_view action = doc.text(r.required(e, "action", SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i)));
+            entry.action = actionFromString(action);
+            if (entry.action == Action::Unknown) {
+                if (unknownActions++ == 0)
+                    firstUnknown = SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": action '" + std::string(action) + "'";
+                continue;
+            }
+            const auto& kv = doc.items(e);
+            // One pass over the entry's keys (faster than a lookup per field).
+            for (std::size_t k = 0; k + 1 < kv.size(); k += 2) {
+                std::string_view key = doc.text(kv[k]);
+                const PickleValue& v = kv[k + 1];
+                auto asInt = [&] {
+                    if (v.kind == PickleKind::BigInt)
+                        r.stats().add("big_int_clamped", Severity::Warning,
+                            SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": '" + std::string(key) + "' was clamped to 64 bits");
+                    return doc.toInt(v).value_or(0);
+                };
+                if (key == "addr")
+                    entry.addr = static_cast<Address>(asInt());
+                else if (key == "size")
+                    entry.size = static_cast<Bytes>(std::max<std::int64_t>(0, asInt()));
+                else if (key == "stream")
+                    entry.stream = static_cast<std::uint64_t>(asInt());
+                else if (key == "time_us") {
+                    entry.time = asInt() * 1000;
+                    anyTime = true;
+                } else if (key == "frames")
+                    entry.frames = v;
+                else if (key == "compile_context")
+                    anyCompileContext = true;
+            }
+            if (!doc.find(e, "time_us"))
+                anyMissingTime = true;
+            entries[d].push_back(entry);
+        }
+    }
+    if (unknownActions)
+        b.stats().add("unknown_action", Severity::Info, firstUnknown + " is not a memory action gpumem knows; skipped", unknownActions);
+    const bool timestamps = anyTime && !anyMissingTime;
+    if (!timestamps) {
+        std::uint64_t n = 0;
+        for (auto& list : entries) {
+            for (auto& e : list)
+                e.time = static_cast<TimeNs>(e.index) + 1;
+            n += list.size();
+        }
+        if (n > 0)
+            b.stats().add("no_timestamps", Severity::Info,
+                "the trace entries carry no time_us (snapshot generation A/B); entry i is placed at i + 1 ns", n);
+    }
+    progress(0.4);
+
+    const std::string gen = r.generation(root, dump, anyTime, anyCompileContext);
+    b.metadata()["source_format"] = "pytorch-snapshot";
+    b.metadata()["snapshot_generation"] = gen;
+    b.metadata()["pickle_protocol"] = doc.protocol();
+
+    // ---- devices -------------------------------------------------------------------------------------
+    std::map<std::int32_t, std::vector<const DumpSegment*>> segmentsByDevice;
+    for (const auto& d : dump)
+        segmentsByDevice[d.seg.device].push_back(&d);
+    std::vector<std::int32_t> ordinals;
+    for (std::size_t d = 0; d < entries.size(); ++d)
+        if (!entries[d].empty() || segmentsByDevice.count(static_cast<std::int32_t>(d)))
+            ordinals.push_back(static_cast<std::int32_t>(d));
+    for (const auto& [ordinal, segs] : segmentsByDevice)
+        if (ordinal < 0 || static_cast<std::size_t>(ordinal) >= entries.size())
+            ordinals.push_back(ordinal);
+
+    nlohmann::json reconstruction = nlohmann::json::array();
+    std::string detail;
+    for (std::int32_t ordinal : ordinals) {
+        const DeviceId device = b.device(DeviceType::Cuda, ordinal);
+        static const std::vector<Entry> kNoEntries;
+        const auto& list = (ordinal >= 0 && static_cast<std::size_t>(ordinal) < entries.size()) ? entries[static_cast<std::size_t>(ordinal)] : kNoEntries;
+        const auto& segs = segmentsByDevice[ordinal];
+        auto warn = [&](const std::string& code, const Entry* e, const std::string& what) {
+            b.stats().add(code, Severity::Warning,
+                "device " + std::to_string(ordinal) + (e ? ", trace entry " + std::to_string(e->index) : std::string()) + ": " + what);
+        };
+
+        // Backward walk over segments.
+        struct PreSegment {
+            Bytes size;
+            std::uint64_t stream;
+        };
+        std::map<Address, PreSegment> segLive;
+        RangeSet mapped;
+        std::map<Address, std::uint64_t> mappedStream;
+        for (const DumpSegment* s : segs) {
+            if (s->seg.expandable) {
+                mapped.add(s->seg.address, s->seg.address + s->seg.totalSize);
+                mappedStream[s->seg.address] = s->seg.stream;
+            } else
+                segLive[s->seg.address] = PreSegment { s->seg.totalSize, s->seg.stream };
+        }
+        // Backward walk over blocks.
+        std::unordered_map<Address, PreBlock> live;
+        live.reserve(list.size() / 2 + 64);
+        for (const DumpSegment* s : segs)
+            for (std::size_t bi = 0; bi < s->seg.blocks.size(); ++bi) {
+                const SnapshotBlock& blk = s->seg.blocks[bi];
+                if (blk.state != SnapshotBlockState::Inactive)
+                    live[blk.address] = PreBlock { blk.size, blk.requestedSize, blk.state, false, s->seg.stream, s->blockFrames[bi] };
+            }
+        for (auto it = list.rbegin(); it != list.rend(); ++it) {
+            const Entry& e = *it;
+            switch (e.action) {
+            case Action::SegmentAlloc:
+                if (segLive.erase(e.addr) == 0)
+                    warn("segment_alloc_not_live_after", &e,
+                        "segment_alloc at " + std::to_string(e.addr) + " is neither in `segments` nor freed later in the trace");
+                break;
+            case Action::SegmentFree:
+                if (!segLive.emplace(e.addr, PreSegment { e.size, e.stream }).second)
+                    warn("segment_free_of_live_segment", &e, "segment_free at " + std::to_string(e.addr) + " of a segment that exists later without a segment_alloc");
+                break;
+            case Action::SegmentMap:
+                mapped.remove(e.addr, e.addr + e.size);
+                break;
+            case Action::SegmentUnmap:
+                mapped.add(e.addr, e.addr + e.size);
+                mappedStream[e.addr] = e.stream;
+                break;
+            case Action::Alloc: {
+                auto found = live.find(e.addr);
+                if (found == live.end() || found->second.state != SnapshotBlockState::ActiveAllocated)
+                    warn("alloc_not_live_after", &e,
+                        "alloc at " + std::to_string(e.addr) + " is neither active in `segments` nor freed later in the trace");
+                else
+                    live.erase(found);
+                break;
+            }
+            case Action::FreeRequested: {
+                auto [found, inserted] = live.try_emplace(e.addr);
+                PreBlock& blk = found->second;
+                if (inserted)
+                    blk = PreBlock { pytorchRoundSize(e.size, rounding.divisions), e.size, SnapshotBlockState::ActiveAllocated, true, e.stream, e.frames };
+                else if (blk.state == SnapshotBlockState::ActiveAllocated)
+                    warn("free_of_live_block", &e, "free_requested at " + std::to_string(e.addr) + " of a block that is allocated again later without an alloc");
+                blk.state = SnapshotBlockState::ActiveAllocated;
+                break;
+            }
+            case Action::FreeCompleted: {
+                auto [found, inserted] = live.try_emplace(e.addr);
+                if (!inserted)
+                    warn("free_of_live_block", &e, "free_completed at " + std::to_string(e.addr) + " of a block that is active later without an alloc");
+                found->second = PreBlock { pytorchRoundSize(e.size, rounding.divisions), e.size, SnapshotBlockState::ActivePendingFree, true, e.stream, e.frames };
+                break;
+            }
+            default:
+                break;
+            }
+        }
+
+        // The pre-window state, as a map, and the events that create it.
+        SegmentBlockMap state;
+        const TimeNs preTime = list.empty() ? 0 : list.front().time - 1;
+        std::uint64_t preSequence = 0;
+        std::vector<MemoryEvent> pre;
+        auto preEvent = [&](EventKind kind, Address addr, Bytes size, Bytes requested, std::uint64_t stream, SiteId site) {
+            MemoryEvent ev;
+            ev.time = preTime;
+            ev.kind = kind;
+            ev.device = device;
+            ev.stream = b.stream(device, stream);
+            ev.address = addr;
+            ev.size = size;
+            ev.requestedSize = requested;
+            ev.site = site;
+            ev.sequence = preSequence++;
+            pre.push_back(ev);
+        };
+        for (const auto& [addr, s] : segLive) {
+            if (auto code = state.addSegment(addr, s.size, false, detail); !code.empty())
+                warn(code, nullptr, detail);
+            preEvent(EventKind::SegmentAlloc, addr, s.size, 0, s.stream, 0);
+        }
+        for (const auto& [start, end] : mapped.ranges()) {
+            if (auto code = state.addSegment(start, end - start, true, detail); !code.empty())
+                warn(code, nullptr, detail);
+            auto st = mappedStream.find(start);
+            preEvent(EventKind::SegmentMap, start, end - start, 0, st == mappedStream.end() ? 0 : st->second, 0);
+        }
+        std::vector<std::pair<Address, PreBlock*>> preBlocks;
+        preBlocks.reserve(live.size());
+        for (auto& [addr, blk] : live)
+            preBlocks.emplace_back(addr, &blk);
+        std::sort(preBlocks.begin(), preBlocks.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+        // Exact blocks first, so that a guessed size cannot push out a known block.
+        for (int pass = 0; pass < 2; ++pass)
+            for (auto& [addr, blk] : preBlocks) {
+                if (blk->inferred != (pass == 1))
+                    continue;
+                if (auto code = state.allocate(addr, blk->size, blk->requested, detail); !code.empty())
+                    warn(code, nullptr, "reconstructing the state before the trace: " + detail);
+            }
+        std::uint64_t grown = 0;
+        for (auto& [addr, blk] : preBlocks) {
+            if (!blk->inferred || blk->size <= kSmallSize || state.inExpandable(addr))
+                continue;
+            // A free gap of ≤ 1 MiB cannot be a large-pool free block: the block was not split.
+            auto slack = state.slackAfter(addr);
+            if (slack && *slack > 0 && *slack <= kSmallSize) {
+                state.growBlock(addr, *slack);
+                blk->size += *slack;
+                ++grown;
+            }
+        }
+        std::uint64_t pending = 0;
+        for (auto& [addr, blk] : preBlocks)
+            preEvent(EventKind::Alloc, addr, blk->size, blk->requested, blk->stream, r.site(blk->frames));
+        for (auto& [addr, blk] : preBlocks)
+            if (blk->state == SnapshotBlockState::ActivePendingFree) {
+                preEvent(EventKind::Free, addr, blk->size, blk->requested, blk->stream, 0);
+                if (auto code = state.freeRequested(addr, detail); !code.empty())
+                    warn(code, nullptr, detail);
+                ++pending;
+            }
+        for (const auto& ev : pre)
+            b.add(ev);
+        if (!pre.empty())
+            b.stats().add("reconstructed_initial_state", Severity::Info,
+                "device " + std::to_string(ordinal) + ": " + std::to_string(segLive.size() + mapped.ranges().size()) + " segments and "
+                    + std::to_string(preBlocks.size()) + " blocks existed before the first trace entry; they were rebuilt from `segments` and the trace",
+                pre.size());
+        nlohmann::json rec = {
+            { "device", ordinal },
+            { "trace_entries", list.size() },
+            { "segments_before_trace", segLive.size() + mapped.ranges().size() },
+            { "blocks_before_trace", preBlocks.size() },
+            { "pending_blocks_before_trace", pending },
+            { "blocks_sized_from_free", std::count_if(preBlocks.begin(), preBlocks.end(), [](const auto& p) { return p.second->inferred; }) },
+            { "blocks_grown_unsplit", grown },
+            { "events_before_trace", pre.size() },
+        };
+        reconstruction.push_back(std::move(rec));
+
+        // Forward: the recorded events, with block sizes from the allocator's rule.
+        TimeNs last = std::numeric_limits<TimeNs>::min();
+        std::uint64_t backwards = 0;
+        for (const Entry& e : list) {
+            MemoryEvent ev;
+            ev.time = e.time;
+            if (ev.time < last) {
+                ++backwards;
+                ev.time = last; // keep the entries' order: a replay depends on it
+            }
+            last = ev.time;
+            ev.kind = kindOf(e.action);
+            ev.device = device;
+            ev.stream = b.stream(device, e.stream);
+            ev.address = e.addr;
+            ev.size = e.size;
+            ev.sequence = e.index;
+            ev.site = r.site(e.frames);
+            std::string code;
+            switch (e.action) {
+            case Action::Alloc: {
+                ev.requestedSize = e.size;
+                Bytes rounded = pytorchRoundSize(e.size, rounding.divisions);
+                ev.size = rounded;
+                if (auto free = state.freeBlockAt(e.addr)) {
+                    if (*free < rounded) {
+                        warn("alloc_larger_than_free_block", &e,
+                            "alloc of " + std::to_string(rounded) + " bytes at " + std::to_string(e.addr) + " where only "
+                                + std::to_string(*free) + " bytes are free");
+                    } else {
+                        Bytes rest = *free - rounded;
+                        bool split = (rounded <= kSmallSize || rounding.expandable || state.inExpandable(e.addr))
+                            ? rest >= kMinBlockSize
+                            : rounded < rounding.maxSplitSize && rest > kSmallSize;
+                        if (!split)
+                            ev.size = *free;
+                    }
+                } else {
+                    warn("alloc_not_at_free_block", &e, "alloc at " + std::to_string(e.addr) + " is not the start of a free block in a known segment");
+                }
+                code = state.allocate(e.addr, ev.size, ev.requestedSize, detail);
+                break;
+            }
+            case Action::FreeRequested:
+            case Action::FreeCompleted: {
+                ev.requestedSize = e.size;
+                const SnapshotBlock* blk = state.activeBlock(e.addr);
+                ev.size = blk ? blk->size : pytorchRoundSize(e.size, rounding.divisions);
+                code = e.action == Action::FreeRequested ? state.freeRequested(e.addr, detail) : state.freeCompleted(e.addr, detail);
+                break;
+            }
+            case Action::SegmentAlloc: code = state.addSegment(e.addr, e.size, false, detail); break;
+            case Action::SegmentFree: code = state.removeSegment(e.addr, e.size, false, detail); break;
+            case Action::SegmentMap: code = state.addSegment(e.addr, e.size, true, detail); break;
+            case Action::SegmentUnmap: code = state.removeSegment(e.addr, e.size, true, detail); break;
+            case Action::Oom: ev.address = 0; break;
+            case Action::Snapshot: ev.address = 0; break;
+            default: break;
+            }
+            if (!code.empty())
+                warn(code, &e, detail);
+            b.add(ev);
+        }
+        if (backwards)
+            b.stats().add("time_goes_backwards", Severity::Warning,
+                "device " + std::to_string(ordinal) + ": time_us decreases between entries; those entries keep their order (time clamped)", backwards);
+    }
+    b.metadata()["reconstruction"] = std::move(reconstruction);
+    progress(0.8);
+
+    // ---- segments at dump (for the replay engine: pool, type, expandable) ---------------------------
+    nlohmann::json segsJson = nlohmann::json::array();
+    for (const auto& d : dump) {
+        nlohmann::json s = {
+            { "device", d.seg.device },
+            { "address", d.seg.address },
+            { "total_size", d.seg.totalSize },
+            { "allocated_size", d.allocatedSize },
+            { "active_size", d.activeSize },
+            { "requested_size", d.requestedSize },
+            { "stream", d.seg.stream },
+            { "segment_type", d.seg.small ? "small" : "large" },
+            { "segment_pool_id", d.hasPool ? nlohmann::json::array({ d.seg.poolId.first, d.seg.poolId.second }) : nlohmann::json(nullptr) },
+            { "is_expandable", d.seg.expandable },
+            { "blocks", d.seg.blocks.size() },
+        };
+        segsJson.push_back(std::move(s));
+    }
+    b.metadata()["segments_at_dump"] = std::move(segsJson);
+
+    // ---- external annotations ----------------------------------------------------------------------
+    if (const PickleValue* ann = doc.find(root, "external_annotations")) {
+        std::map<std::pair<std::int64_t, std::string>, std::vector<TimeNs>> open;
+        TimeNs firstTime = std::numeric_limits<TimeNs>::max(), lastTime = std::numeric_limits<TimeNs>::min();
+        for (const auto& list : entries)
+            if (!list.empty()) {
+                firstTime = std::min(firstTime, list.front().time);
+                lastTime = std::max(lastTime, list.back().time);
+            }
+        auto items = doc.items(*ann);
+        std::uint64_t skipped = 0;
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            const PickleValue& a = items[i];
+            const PickleValue* time = doc.find(a, "time_us");
+            const PickleValue* stage = doc.find(a, "stage");
+            if (!time || !doc.toInt(*time) || !stage) {
+                ++skipped;
+                continue;
+            }
+            const PickleValue* nameValue = doc.find(a, "name");
+            std::string name = nameValue ? std::string(doc.text(*nameValue)) : std::string("annotation");
+            std::int64_t dev = 0;
+            if (const PickleValue* dv = doc.find(a, "device"))
+                dev = doc.toInt(*dv).value_or(0);
+            TimeNs t = *doc.toInt(*time) * 1000;
+            auto& stack = open[{ dev, name }];
+            if (doc.text(*stage) == "START") {
+                stack.push_back(t);
+                continue;
+            }
+            TimeNs start = firstTime == std::numeric_limits<TimeNs>::max() ? t : std::min(firstTime, t);
+            if (!stack.empty()) {
+                start = stack.back();
+                stack.pop_back();
+            }
+            b.add(Annotation { start, t, b.intern(name), AnnotationKind::Range, b.device(DeviceType::Cuda, static_cast<std::int32_t>(dev)), 0 });
+        }
+        for (auto& [key, stack] : open)
+            for (TimeNs start : stack)
+                b.add(Annotation { start, std::max(start, lastTime), b.intern(key.second), AnnotationKind::Range,
+                    b.device(DeviceType::Cuda, static_cast<std::int32_t>(key.first)), 0 });
+        if (skipped)
+            b.stats().add("annotation_without_time", Severity::Info, "external_annotations entries without time_us or stage were skipped", skipped);
+    }
+    progress(1.0);
+    return b.build();
+}
+
+namespace {
+    class SnapshotImporter final : public Importer {
+    public:
+        std::string_view name() const override { return "pytorch-snapshot"; }
+        std::string_view description() const override
+        {
+            return "PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot pickle, or the same dict as JSON)";
+        }
+        bool sniff(const SniffInput& in) const override
+        {
+            std::string_view c = in.content;
+            if (c.size() >= 2 && static_cast<unsigned char>(c[0]) == 0x80 && c[1] >= 2 && c[1] <= 5) {
+                std::string_view head = c.substr(0, 512);
+                return head.find("segments") != std::string_view::npos || head.find("device_traces") != std::string_view::npos;
+            }
+            auto first = c.find_first_not_of(" \t\r\n");
+            if (first == std::string_view::npos || c[first] != '{')
+                return false;
+            // The first key must be a snapshot key (json.dump keeps the dict's order, which starts with
+            // "segments"; a sorted dump starts with "allocator_settings" or "device_traces"), and the
+            // head must name the segments or the traces.
+            auto quote = c.find_first_not_of(" \t\r\n", first + 1);
+            if (quote == std::string_view::npos || c[quote] != '"')
+                return false;
+            std::string_view rest = c.substr(quote);
+            bool snapshotKey = rest.starts_with("\"segments\"") || rest.starts_with("\"device_traces\"")
+                || rest.starts_with("\"allocator_settings\"") || rest.starts_with("\"external_annotations\"");
+            return snapshotKey
+                && (rest.find("\"segments\"") != std::string_view::npos || rest.find("\"device_traces\"") != std::string_view::npos);
+        }
+        Trace load(const std::string& path, const LoadOptions& options) const override
+        {
+            return importPytorchSnapshot(path, options);
+        }
+    };
+} // namespace
+
+std::unique_ptr<Importer> makePytorchSnapshotImporter() { return std::make_unique<SnapshotImporter>(); }
+
+} // namespace gpumem

@@ -1,0 +1,196 @@
+// Tests of the plain-data unpickler with tiny pickles written by CPython 3 (pickle.dumps) and by hand.
+#include "core/importers/pickle_reader.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+using namespace gpumem;
+
+namespace {
+
+// pickle.dumps({'a':[1,2.5,'x',None,True,(3,4)],'c':2**70,'d':-5,'e':-2**40,'f':2**63-1,
+//               'g':(),'h':(1,),'i':(1,2,3),'j':[]}, protocol=2)
+const std::string kProtocol2(
+    "\x80\x02\x7d\x71\x00\x28\x58\x01\x00\x00\x00\x61\x71\x01\x5d\x71\x02\x28\x4b\x01\x47\x40\x04\x00\x00\x00\x00\x00\x00"
+    "\x58\x01\x00\x00\x00\x78\x71\x03\x4e\x88\x4b\x03\x4b\x04\x86\x71\x04\x65\x58\x01\x00\x00\x00\x63\x71\x05\x8a\x09\x00"
+    "\x00\x00\x00\x00\x00\x00\x00\x40\x58\x01\x00\x00\x00\x64\x71\x06\x4a\xfb\xff\xff\xff\x58\x01\x00\x00\x00\x65\x71\x07"
+    "\x8a\x06\x00\x00\x00\x00\x00\xff\x58\x01\x00\x00\x00\x66\x71\x08\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f\x58\x01\x00"
+    "\x00\x00\x67\x71\x09\x29\x58\x01\x00\x00\x00\x68\x71\x0a\x4b\x01\x85\x71\x0b\x58\x01\x00\x00\x00\x69\x71\x0c\x4b\x01"
+    "\x4b\x02\x4b\x03\x87\x71\x0d\x58\x01\x00\x00\x00\x6a\x71\x0e\x5d\x71\x0f\x75\x2e",
+    165);
+
+// pickle.dumps({'a':[1,2.5,'x',None,True,(3,4)],'b':b'hi','c':2**70,'d':-5,'e':-2**40,'f':2**63-1,
+//               's':frozenset()}, protocol=4)
+const std::string kProtocol4(
+    "\x80\x04\x95\x66\x00\x00\x00\x00\x00\x00\x00\x7d\x94\x28\x8c\x01\x61\x94\x5d\x94\x28\x4b\x01\x47\x40\x04\x00\x00\x00"
+    "\x00\x00\x00\x8c\x01\x78\x94\x4e\x88\x4b\x03\x4b\x04\x86\x94\x65\x8c\x01\x62\x94\x43\x02\x68\x69\x94\x8c\x01\x63\x94"
+    "\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x40\x8c\x01\x64\x94\x4a\xfb\xff\xff\xff\x8c\x01\x65\x94\x8a\x06\x00\x00\x00"
+    "\x00\x00\xff\x8c\x01\x66\x94\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f\x8c\x01\x73\x94\x28\x91\x94\x75\x2e",
+    113);
+
+std::string withProtocol(std::string bytes, char proto)
+{
+    bytes[1] = proto;
+    return bytes;
+}
+
+void expectCommonValues(const PickleDocument& doc)
+{
+    const PickleValue& root = doc.root();
+    ASSERT_EQ(root.kind, PickleKind::Dict);
+    const PickleValue* a = doc.find(root, "a");
+    ASSERT_NE(a, nullptr);
+    ASSERT_EQ(a->kind, PickleKind::List);
+    auto items = doc.items(*a);
+    ASSERT_EQ(items.size(), 6u);
+    EXPECT_EQ(doc.toInt(items[0]), 1);
+    EXPECT_EQ(doc.toFloat(items[1]), 2.5);
+    EXPECT_EQ(items[1].kind, PickleKind::Float);
+    EXPECT_EQ(doc.text(items[2]), "x");
+    EXPECT_EQ(items[3].kind, PickleKind::None);
+    EXPECT_EQ(items[4].kind, PickleKind::Bool);
+    EXPECT_EQ(doc.toInt(items[4]), 1);
+    ASSERT_EQ(items[5].kind, PickleKind::Tuple);
+    EXPECT_EQ(doc.toInt(doc.items(items[5])[1]), 4);
+    EXPECT_EQ(doc.find(root, "c")->kind, PickleKind::BigInt); // 2**70 does not fit: clamped
+    EXPECT_EQ(doc.toInt(*doc.find(root, "c")), INT64_MAX);
+    EXPECT_EQ(doc.toInt(*doc.find(root, "d")), -5);
+    EXPECT_EQ(doc.toInt(*doc.find(root, "e")), -(std::int64_t(1) << 40));
+    EXPECT_EQ(doc.find(root, "f")->kind, PickleKind::Int);
+    EXPECT_EQ(doc.toInt(*doc.find(root, "f")), INT64_MAX);
+    EXPECT_EQ(doc.find(root, "missing"), nullptr);
+}
+
+std::string errorOf(const std::string& bytes)
+{
+    try {
+        PickleDocument::parse(bytes, "t.pickle");
+    } catch (const FormatError& e) {
+        return e.what();
+    }
+    return "no error";
+}
+
+} // namespace
+
+TEST(PickleReader, ReadsPlainDataOfProtocol2)
+{
+    PickleDocument doc = PickleDocument::parse(kProtocol2, "p2.pickle");
+    EXPECT_EQ(doc.protocol(), 2);
+    expectCommonValues(doc);
+    EXPECT_EQ(doc.items(*doc.find(doc.root(), "g")).size(), 0u);
+    EXPECT_EQ(doc.find(doc.root(), "g")->kind, PickleKind::Tuple);
+    EXPECT_EQ(doc.items(*doc.find(doc.root(), "h")).size(), 1u);
+    EXPECT_EQ(doc.items(*doc.find(doc.root(), "i")).size(), 3u);
+    EXPECT_EQ(doc.toInt(doc.items(*doc.find(doc.root(), "i"))[2]), 3);
+    EXPECT_EQ(doc.find(doc.root(), "j")->kind, PickleKind::List);
+}
+
+TEST(PickleReader, ReadsPlainDataOfProtocols4And5WithFramesBytesAndFrozenset)
+{
+    for (char proto : { '\x04', '\x05' }) {
+        PickleDocument doc = PickleDocument::parse(withProtocol(kProtocol4, proto), "p4.pickle");
+        EXPECT_EQ(doc.protocol(), proto);
+        expectCommonValues(doc);
+        const PickleValue* b = doc.find(doc.root(), "b");
+        ASSERT_NE(b, nullptr);
+        EXPECT_EQ(b->kind, PickleKind::Binary);
+        EXPECT_EQ(doc.text(*b), "hi");
+        EXPECT_EQ(doc.find(doc.root(), "s")->kind, PickleKind::Set);
+    }
+}
+
+TEST(PickleReader, MemoGetSharesTheSameContainer)
+{
+    // pickle.dumps({'x': shared, 'y': shared}) with shared = [1]
+    const std::string bytes("\x80\x04\x95\x14\x00\x00\x00\x00\x00\x00\x00\x7d\x94\x28\x8c\x01\x78\x94\x5d\x94\x4b\x01\x61\x8c\x01"
+                            "\x79\x94\x68\x02\x75\x2e",
+        31);
+    PickleDocument doc = PickleDocument::parse(bytes, "shared.pickle");
+    const PickleValue* x = doc.find(doc.root(), "x");
+    const PickleValue* y = doc.find(doc.root(), "y");
+    ASSERT_TRUE(x && y);
+    EXPECT_EQ(x->bits, y->bits); // one container
+    EXPECT_EQ(doc.toJson(doc.root()), nlohmann::json::parse(R"({"x":[1],"y":[1]})"));
+}
+
+TEST(PickleReader, ConvertsToJson)
+{
+    PickleDocument doc = PickleDocument::parse(kProtocol2, "p2.pickle");
+    nlohmann::json j = doc.toJson(doc.root());
+    EXPECT_EQ(j["a"], nlohmann::json::parse(R"([1, 2.5, "x", null, true, [3, 4]])"));
+    EXPECT_EQ(j["d"], -5);
+}
+
+TEST(PickleReader, RefusesGlobalWithOpcodeAndOffset)
+{
+    // pickle.dumps(os.system, protocol=2): PROTO 2, GLOBAL 'posix system' at offset 2.
+    const std::string bytes("\x80\x02\x63\x70\x6f\x73\x69\x78\x0a\x73\x79\x73\x74\x65\x6d\x0a\x71\x00\x2e", 19);
+    EXPECT_EQ(errorOf(bytes),
+        "t.pickle: pickle opcode GLOBAL (0x63) at byte offset 2 is not allowed: gpumem reads only plain-data pickles and "
+        "never runs code from them");
+}
+
+TEST(PickleReader, RefusesStackGlobalAndReduce)
+{
+    // pickle.dumps(C(), protocol=4) for a class C: STACK_GLOBAL at offset 26.
+    const std::string obj("\x80\x04\x95\x15\x00\x00\x00\x00\x00\x00\x00\x8c\x08\x5f\x5f\x6d\x61\x69\x6e\x5f\x5f\x94\x8c\x01\x43"
+                          "\x94\x93\x94\x29\x81\x94\x2e",
+        32);
+    EXPECT_NE(errorOf(obj).find("pickle opcode STACK_GLOBAL (0x93) at byte offset 26 is not allowed"), std::string::npos);
+    // Hand-made: PROTO 2, EMPTY_TUPLE, EMPTY_TUPLE, REDUCE at offset 4.
+    const std::string reduce("\x80\x02\x29\x29\x52\x2e", 6);
+    EXPECT_NE(errorOf(reduce).find("pickle opcode REDUCE (0x52) at byte offset 4 is not allowed"), std::string::npos);
+    const std::string build("\x80\x02\x7d\x7d\x62\x2e", 6);
+    EXPECT_NE(errorOf(build).find("pickle opcode BUILD (0x62) at byte offset 4"), std::string::npos);
+    const std::string ext("\x80\x02\x82\x01\x2e", 5);
+    EXPECT_NE(errorOf(ext).find("pickle opcode EXT1 (0x82) at byte offset 2"), std::string::npos);
+}
+
+TEST(PickleReader, RefusesProtocol0AndUnknownOpcodes)
+{
+    EXPECT_NE(errorOf("I1\n.").find("INT (0x49) is a protocol-0 text opcode"), std::string::npos);
+    EXPECT_NE(errorOf(std::string("\x80\x02\xff", 3)).find("at byte offset 2: byte 0xff is not a pickle opcode"), std::string::npos);
+    EXPECT_NE(errorOf(std::string("\x80\x06\x4e\x2e", 4)).find("pickle protocol 6 is newer than 5"), std::string::npos);
+}
+
+TEST(PickleReader, RefusesTruncatedAndCorruptPickles)
+{
+    EXPECT_NE(errorOf(kProtocol2.substr(0, 100)).find("t.pickle: at byte offset"), std::string::npos);
+    EXPECT_NE(errorOf(kProtocol2.substr(0, kProtocol2.size() - 1)).find("without a STOP opcode"), std::string::npos);
+    // BINUNICODE claiming 4 GiB of text.
+    EXPECT_NE(errorOf(std::string("\x80\x02\x58\xff\xff\xff\xff", 7)).find("cut off inside opcode BINUNICODE"), std::string::npos);
+    EXPECT_NE(errorOf(std::string("\x80\x02\x2e", 3)).find("on an empty stack"), std::string::npos);
+    EXPECT_NE(errorOf(std::string("\x80\x02\x68\x05\x2e", 5)).find("memo index 5 was never stored"), std::string::npos);
+    // LONG_BINPUT with an index far beyond the file: refused rather than allocating 4 G entries.
+    EXPECT_NE(errorOf(std::string("\x80\x02\x4e\x72\xff\xff\xff\xff\x2e", 9)).find("memo index 4294967295 is larger than the pickle"),
+        std::string::npos);
+    EXPECT_NE(errorOf(std::string("\x80\x02\x4b\x01\x4b\x02\x73\x2e", 8)).find("finds too few values"), std::string::npos);
+    EXPECT_NE(errorOf(std::string("\x80\x02\x5d\x4b\x01\x4b\x02\x73\x2e", 9)).find("SETITEM applies to a dict but finds a list"),
+        std::string::npos);
+    EXPECT_NE(errorOf(std::string("\x80\x02\x5d\x65\x2e", 5)).find("APPENDS without a MARK"), std::string::npos);
+}
+
+TEST(PickleReader, RefusesToConvertACycleToJson)
+{
+    // l = []; l.append(l); pickle.dumps(l, protocol=4)
+    const std::string cycle("\x80\x04\x95\x06\x00\x00\x00\x00\x00\x00\x00\x5d\x94\x68\x00\x61\x2e", 17);
+    PickleDocument doc = PickleDocument::parse(cycle, "cycle.pickle");
+    ASSERT_EQ(doc.items(doc.root()).size(), 1u);
+    EXPECT_EQ(doc.items(doc.root())[0].bits, doc.root().bits);
+    EXPECT_THROW(doc.toJson(doc.root()), FormatError);
+}
+
+TEST(PickleReader, BuildsTheSameTreeFromJson)
+{
+    auto j = nlohmann::json::parse(R"({"k": [1, -2, 2.5, "s", null, false, {"n": 18446744073709551615}]})");
+    PickleDocument doc = PickleDocument::fromJson(j, "x.json");
+    auto items = doc.items(*doc.find(doc.root(), "k"));
+    ASSERT_EQ(items.size(), 7u);
+    EXPECT_EQ(doc.toInt(items[1]), -2);
+    EXPECT_EQ(doc.text(items[3]), "s");
+    EXPECT_EQ(doc.find(items[6], "n")->kind, PickleKind::BigInt);
+    EXPECT_EQ(doc.toJson(items[5]), false);
+}
