@@ -6,12 +6,14 @@ namespace gpumem::cli {
 
 std::unique_ptr<Command> makeInfoCommand();
 std::unique_ptr<Command> makeConvertCommand();
+std::unique_ptr<Command> makeReplayCommand();
 
 std::vector<std::unique_ptr<Command>> makeCommands()
 {
     std::vector<std::unique_ptr<Command>> v;
     v.push_back(makeInfoCommand());
     v.push_back(makeConvertCommand());
+    v.push_back(makeReplayCommand());
     return v;
 }
 

@@ -1,5 +1,11 @@
 #include "replay/fidelity.h"
 
+#include "core/importer.h"
+#include "core/importers/snapshot_importer.h"
+#include "replay/snapshot_state.h"
+
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -79,6 +85,7 @@ FidelityReport checkFidelity(const Trace& trace, const PolicySpec& spec, ReplayO
     FidelityReport rep;
     rep.policy = res.policy;
     rep.device = res.device;
+    rep.traceStart = trace.memory().count() ? trace.memory().time.front() : 0;
     rep.emptyCacheDirectives = res.emptyCacheDirectives;
     rep.initialSegments = res.initialSegments;
     rep.initialBlocks = res.initialBlocks;
@@ -133,6 +140,23 @@ FidelityReport checkFidelity(const Trace& trace, const PolicySpec& spec, ReplayO
         rep.peakReservedError = rep.reservedCounter->peakError;
     }
     rep.finalState = std::move(*res.finalState);
+    return rep;
+}
+
+FidelityReport checkFidelityFile(const std::string& path, const PolicySpec& spec, ReplayOptions options)
+{
+    Trace trace = loadTrace(path);
+    FidelityReport rep = checkFidelity(trace, spec, options);
+    if (trace.metadata().value("source_format", std::string()) == "pytorch-snapshot") {
+        std::int32_t ordinal = trace.devices().empty() ? 0 : trace.devices()[rep.device].ordinal;
+        std::vector<SnapshotSegment> segments;
+        for (auto& s : snapshotSegments(readSnapshotDocument(path)))
+            if (s.device == ordinal)
+                segments.push_back(std::move(s));
+        auto recorded = fromSnapshotSegments(segments);
+        rep.endSegmentsRecorded = recorded.size();
+        rep.endStateDifferences = compareStates(recorded, rep.finalState.segments);
+    }
     return rep;
 }
 

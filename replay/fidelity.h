@@ -43,6 +43,7 @@ struct CounterComparison {
 struct FidelityReport {
     std::string policy;
     DeviceId device = 0;
+    TimeNs traceStart = 0; // the trace's first memory event
     std::uint64_t recordedSegmentEvents = 0, simulatedSegmentEvents = 0;
     std::uint64_t matched = 0; // positions where kind and size agree
     std::optional<SegmentEventMismatch> firstMismatch;
@@ -55,13 +56,25 @@ struct FidelityReport {
     std::uint64_t ooms = 0;
     std::optional<CounterComparison> reservedCounter;
     PolicyState finalState; // the simulated state after the last event
-    bool exact() const { return !firstMismatch && recordedSegmentEvents == matched && peakReservedError == 0; }
+    // Differences from the recorded end state (a snapshot's `segments`), when one was compared.
+    std::optional<std::vector<std::string>> endStateDifferences;
+    std::uint64_t endSegmentsRecorded = 0;
+    bool exact() const
+    {
+        return !firstMismatch && recordedSegmentEvents == matched && peakReservedError == 0 && allocAddressesMatched == allocAddressesCompared
+            && (!endStateDifferences || endStateDifferences->empty());
+    }
 };
 
 // Replays `trace` with `spec` (default: pytorch with the trace's recorded settings) in fidelity mode
 // (ReplayOptions::followRecorded, initial state adopted, timeline and addresses recorded; the other
 // options are taken from `options`) and compares. Throws UsageError like Replayer::run.
 FidelityReport checkFidelity(const Trace& trace, const PolicySpec& spec, ReplayOptions options = {});
+
+// Loads `path` (any format gpumem reads) and runs checkFidelity; for a PyTorch snapshot the final
+// state is also compared with its recorded `segments` (endStateDifferences). Throws IoError /
+// FormatError from loading and UsageError like Replayer::run.
+FidelityReport checkFidelityFile(const std::string& path, const PolicySpec& spec, ReplayOptions options = {});
 
 // Compares a simulated final state with a recorded one (a snapshot's `segments`), segment by segment
 // (address, size) and block by block (address, size, state). One line per difference, at most

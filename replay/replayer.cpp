@@ -149,7 +149,9 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
     for (std::size_t i = 0; i < n && !stop; ++i) {
         if (m.device[i] != dev)
             continue;
-        const bool initial = deviceEvents++ < initialEvents;
+        const bool initial = deviceEvents < initialEvents;
+        if (++deviceEvents == initialEvents + 1 && initialEvents > 0 && adopt)
+            stats.resetPeaks();
         const EventKind kind = m.kind[i];
         clock.time = m.time[i];
         clock.event = i;
@@ -204,7 +206,8 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
             }
             ++result.ooms;
             const auto& st = top.stats();
-            result.failures.push_back({ m.time[i], i, request, stream, st.reserved, st.allocated, sim.freeBytes() });
+            Bytes free = m_options.capacity == 0 ? ~Bytes(0) : m_options.capacity - std::min(m_options.capacity, st.reserved);
+            result.failures.push_back({ m.time[i], i, request, stream, st.reserved, st.allocated, free });
             if (m_options.onOom == OnOom::Stop) {
                 result.stopped = true;
                 stop = true;

@@ -31,6 +31,13 @@ public:
     // Fragmentation sampled when reserved first reached its peak.
     const FragmentationSample& atPeakReserved() const { return m_atPeak; }
     const CallCounts& calls() const { return m_calls; }
+    // Restarts the peaks from the current state (after adopting a trace window's initial state, whose
+    // segments arrive before their blocks).
+    void resetPeaks()
+    {
+        m_peakReserved = m_peakAllocated = m_peakRequested = PeakAt {};
+        afterCall(PolicyCall::Adopt, true);
+    }
 
 private:
     void afterCall(PolicyCall call, bool ok) override;
