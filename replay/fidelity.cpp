@@ -77,6 +77,7 @@ FidelityReport checkFidelity(const Trace& trace, const PolicySpec& spec, ReplayO
     options.followRecorded = true;
     options.recordTimeline = true;
     options.recordAllocAddresses = true;
+    options.recordSegmentEvents = true;
     options.keepFinalState = true;
     if (options.initialState == InitialStateMode::Auto)
         options.initialState = InitialStateMode::Adopt;

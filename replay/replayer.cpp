@@ -106,7 +106,8 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
 
     ReplayClock clock;
     SegmentRecorder recorder(clock, result.segmentEvents);
-    sim.setObserver(&recorder);
+    if (m_options.recordSegmentEvents)
+        sim.setObserver(&recorder);
     StatisticsAdaptor stats(*policy, clock);
     std::unique_ptr<TimelineAdaptor> timeline;
     if (m_options.recordTimeline)
@@ -222,23 +223,23 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
                     ++result.unmatchedFrees;
                 break;
             }
+            if (kind == EventKind::Free) {
+                // The usual case: free_completed follows at once; the block is freed there, in order.
+                std::size_t next = i + 1;
+                while (next < n && m.device[next] != dev)
+                    ++next;
+                if (next < n && m.kind[next] == EventKind::FreeCompleted && allocOf[next] == a)
+                    break;
+            }
             Address addr = simAddress[a];
-            if (addr == 0) {
-                // Never allocated in this replay: dropped after an OOM, or freed before the window.
-                if (kind == EventKind::Free)
-                    ++(allocs[a].allocEvent != kNoIndex ? result.droppedFrees : result.unmatchedFrees);
+            if (addr == 0)
+                break; // never allocated in this replay: dropped after an OOM, or an initial block ignored
+            if (kind == EventKind::Free && allocs[a].freeCompletedEvent != kNoIndex && allocs[a].freeCompletedEvent > i) {
+                top.requestFree(addr); // reusable only at its later free_completed
                 break;
             }
-            const Allocation& alloc = allocs[a];
             Bytes request = m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
             StreamKey stream = streamKey[m.stream[i]];
-            if (kind == EventKind::Free && alloc.freeCompletedEvent != kNoIndex && alloc.freeCompletedEvent > i
-                && alloc.freeCompletedEvent != i + 1) {
-                top.requestFree(addr);
-                break;
-            }
-            if (kind == EventKind::Free && alloc.freeCompletedEvent == i + 1)
-                break; // completes at the next event; deallocate there so the order stays the recorded one
             top.deallocate(addr, request, stream);
             simAddress[a] = 0;
             break;

@@ -41,6 +41,7 @@ struct ReplayOptions {
     std::optional<DeviceId> device; // default: the first non-CPU device with alloc events
     bool recordTimeline = false;    // fill ReplayResult::timeline
     bool recordAllocAddresses = false;
+    bool recordSegmentEvents = false; // fill ReplayResult::segmentEvents (every simulated device call)
     bool keepFinalState = false; // fill ReplayResult::finalState
     bool followRecorded = false; // fidelity replay: address hints and empty_cache directives
     InitialStateMode initialState = InitialStateMode::Auto;
@@ -68,7 +69,6 @@ struct ReplayResult {
     std::uint64_t requestEvents = 0;   // request-level events of the device fed to the policy
     std::uint64_t allocations = 0;     // successful allocate() calls
     std::uint64_t unmatchedFrees = 0;  // frees whose block the replay never saw (before the window)
-    std::uint64_t droppedFrees = 0;    // frees of allocations dropped after an OOM (skip mode)
     std::uint64_t zeroSizeRequests = 0; // allocs of 0 bytes (never reach an allocator)
     std::uint64_t initialSegments = 0, initialBlocks = 0; // adopted initial state
     std::uint64_t initialNotAdopted = 0; // initial-state items the policy could not adopt
@@ -81,7 +81,7 @@ struct ReplayResult {
     std::vector<FailedRequest> failures; // in order; with OnOom::Stop at most one
     bool stopped = false; // OnOom::Stop ended the replay early
     std::vector<TimelinePoint> timeline;
-    std::vector<SegmentEventRecord> segmentEvents; // every simulated device call, in order
+    std::vector<SegmentEventRecord> segmentEvents; // every simulated device call, in order (if recorded)
     std::vector<std::pair<std::uint64_t, Address>> allocAddresses; // (alloc event, simulated address)
     std::uint64_t emptyCacheDirectives = 0;
     std::optional<PolicyState> finalState;

@@ -55,42 +55,42 @@ std::optional<Address> SimulatedDevice::malloc(Bytes bytes, StreamKey stream)
     while (!m_hints.empty() && a == 0) {
         Hint h = m_hints.front();
         m_hints.pop_front();
-        if (h.bytes == bytes) {
-            auto next = m_ranges.lower_bound(h.address);
-            bool overlaps = (next != m_ranges.end() && next->first < h.address + rounded)
-                || (next != m_ranges.begin() && std::prev(next)->first + std::prev(next)->second > h.address);
-            if (!overlaps)
-                a = h.address;
-        }
+        if (h.bytes == bytes && !overlaps(h.address, rounded))
+            a = h.address;
     }
     if (a == 0)
         a = bump(rounded);
-    m_ranges.emplace(a, rounded);
+    m_ranges.insert(a, rounded);
     notify(EventKind::SegmentAlloc, a, rounded, stream);
     return a;
 }
 
 void SimulatedDevice::free(Address address, StreamKey stream)
 {
-    auto it = m_ranges.find(address);
-    if (it == m_ranges.end())
+    const Bytes* range = m_ranges.find(address);
+    if (!range)
         throw Error("simulated cudaFree of address " + std::to_string(address) + " that was never returned by malloc");
-    Bytes bytes = it->second;
+    Bytes bytes = *range;
     m_counters.reserved -= bytes;
     ++m_counters.freeCalls;
-    m_ranges.erase(it);
+    m_ranges.erase(address);
     notify(EventKind::SegmentFree, address, bytes, stream);
 }
 
 void SimulatedDevice::adopt(Address address, Bytes bytes)
 {
-    auto next = m_ranges.lower_bound(address);
-    if ((next != m_ranges.end() && next->first < address + bytes)
-        || (next != m_ranges.begin() && std::prev(next)->first + std::prev(next)->second > address))
+    if (address == 0 || overlaps(address, bytes))
         throw Error("initial state: segment at address " + std::to_string(address) + " overlaps another segment");
-    m_ranges.emplace(address, bytes);
+    m_ranges.insert(address, bytes);
     m_counters.reserved += bytes;
     m_counters.peakReserved = std::max(m_counters.peakReserved, m_counters.reserved);
+}
+
+bool SimulatedDevice::overlaps(Address address, Bytes bytes) const
+{
+    bool hit = false;
+    m_ranges.forEach([&](Address a, Bytes n) { hit = hit || (a < address + bytes && address < a + n); });
+    return hit;
 }
 
 Address SimulatedDevice::reserveVirtual(Bytes bytes) { return bump(bytes); }

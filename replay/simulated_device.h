@@ -8,10 +8,10 @@
 // Every device call is reported to an optional DeviceObserver (the replay's segment-event record).
 // Not thread-safe: one device per replay.
 #include "core/types.h"
+#include "replay/detail/address_map.h"
 
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <optional>
 
 namespace gpumem::replay {
@@ -85,6 +85,8 @@ public:
     Bytes freeBytes() const { return m_capacity == 0 ? ~Bytes(0) : m_capacity - m_counters.reserved; }
     const DeviceCounters& counters() const { return m_counters; }
     std::size_t liveRanges() const { return m_ranges.size(); }
+    // True if [address, address + bytes) overlaps a live range (linear in the live ranges).
+    bool overlaps(Address address, Bytes bytes) const;
 
 private:
     bool take(Bytes bytes);
@@ -98,7 +100,7 @@ private:
     Bytes m_granularity;
     Bytes m_totalMemory;
     Address m_nextAddress = Address(1) << 48; // above any recorded address; never reused
-    std::map<Address, Bytes> m_ranges;       // live cudaMalloc (and adopted) ranges
+    detail::AddressMap<Bytes> m_ranges;      // live cudaMalloc (and adopted) ranges
     std::deque<Hint> m_hints;
     DeviceCounters m_counters;
     DeviceObserver* m_observer = nullptr;

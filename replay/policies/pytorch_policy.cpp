@@ -2,10 +2,10 @@
 
 #include "core/error.h"
 #include "replay/detail/address_map.h"
+#include "replay/detail/keyed_block_set.h"
 
 #include <algorithm>
 #include <deque>
-#include <memory_resource>
 #include <set>
 #include <string>
 
@@ -35,32 +35,12 @@ namespace {
         bool isSplit() const { return prev != nullptr || next != nullptr; }
     };
 
-    // Free-set key (stream, size, address), §1.1.
-    struct BlockLess {
-        bool operator()(const Block* a, const Block* b) const
-        {
-            if (a->stream != b->stream)
-                return a->stream < b->stream;
-            if (a->size != b->size)
-                return a->size < b->size;
-            return a->ptr < b->ptr;
-        }
-    };
-    // Unmapped-set key (stream, address), §1.1.
-    struct UnmappedLess {
-        bool operator()(const Block* a, const Block* b) const
-        {
-            if (a->stream != b->stream)
-                return a->stream < b->stream;
-            return a->ptr < b->ptr;
-        }
-    };
-
-    using BlockSet = std::pmr::set<Block*, BlockLess>;
-    using UnmappedSet = std::pmr::set<Block*, UnmappedLess>;
+    // Free-set key (stream, size, address) and unmapped-set key (stream, address), §1.1.
+    using BlockSet = detail::KeyedBlockSet<Block, true>;
+    using UnmappedSet = detail::KeyedBlockSet<Block, false>;
 
     struct Pool {
-        Pool(bool small, std::pmr::memory_resource* mr)
+        Pool(bool small, detail::NodeArena* mr)
             : blocks(mr)
             , unmapped(mr)
             , isSmall(small)
@@ -127,7 +107,7 @@ struct PyTorchPolicy::Impl {
     SimulatedDevice& device;
     const PyTorchConfig& config;
     PolicyStats& stats;
-    std::pmr::unsynchronized_pool_resource memory;
+    detail::NodeArena memory;
     Pool smallPool;
     Pool largePool;
     std::deque<Block> store;
@@ -619,7 +599,7 @@ void PyTorchPolicy::doRequestFree(Address address)
 
 void PyTorchPolicy::doDeallocate(Address address, Bytes, StreamKey)
 {
-    if (auto* n = m_impl->forced.find(address)) {
+    if (auto* n = m_impl->forced.size() ? m_impl->forced.find(address) : nullptr) {
         // Its free already completed in release_cached_blocks; this is the recorded free_completed.
         if (--*n == 0)
             m_impl->forced.erase(address);
