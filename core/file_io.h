@@ -12,8 +12,14 @@ namespace gpumem {
 // True if `bytes` start with the gzip magic 1f 8b.
 bool isGzip(std::string_view bytes);
 
+// Spare capacity (bytes) that readFileMaybeGzip() and gunzip() leave after the content, so a SIMD JSON
+// parser (simdjson needs SIMDJSON_PADDING = 64) can read the buffer in place without a copy.
+inline constexpr std::size_t kReadPadding = 64;
+
 // The whole file; if it is gzip (by magic, not extension), its decompressed content. Concatenated
-// gzip members are all decompressed. Throws IoError / FormatError naming the path and offset.
+// gzip members are all decompressed. The result has at least kReadPadding bytes of spare capacity.
+// Single-member gzip goes through libdeflate when built with it (whole-buffer, ~3× zlib), else zlib.
+// Throws IoError / FormatError naming the path and offset.
 std::string readFileMaybeGzip(const std::string& path);
 
 // Up to `limit` bytes from the start of the file as stored. Throws IoError if unreadable.
@@ -23,7 +29,8 @@ std::string readFileHead(const std::string& path, std::size_t limit);
 // sniff. A corrupt gzip head yields what could be decompressed. Throws IoError if unreadable.
 std::string readContentHead(const std::string& path, std::size_t limit = 64 * 1024);
 
-// Decompresses a whole gzip/zlib buffer; `source` names it in errors.
+// Decompresses a whole gzip/zlib buffer; `source` names it in errors. The result has at least
+// kReadPadding bytes of spare capacity.
 std::string gunzip(std::string_view compressed, std::string_view source);
 
 // A read-only memory map of a whole file (an empty file maps to an empty span). Move-only.

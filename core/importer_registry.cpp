@@ -7,6 +7,8 @@ namespace gpumem {
 std::unique_ptr<Importer> makeGmtImporter();
 std::unique_ptr<Importer> makeJsonlImporter();
 std::unique_ptr<Importer> makePytorchSnapshotImporter();
+std::unique_ptr<Importer> makeKinetoImporter();
+std::unique_ptr<Importer> makeMemoryTimelineImporter();
 
 const std::vector<std::unique_ptr<Importer>>& importers()
 {
@@ -15,6 +17,8 @@ const std::vector<std::unique_ptr<Importer>>& importers()
         v.push_back(makeGmtImporter());
         v.push_back(makeJsonlImporter());
         v.push_back(makePytorchSnapshotImporter());
+        v.push_back(makeKinetoImporter());
+        v.push_back(makeMemoryTimelineImporter());
         return v;
     }();
     return all;

@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Kineto .json.gz import: gpumem vs Python's json.load, side by side on the same files, one core.
+
+    python3 bench/kineto_vs_python.py [--bench build/dev/bench/bench_kineto_import] [--repeat 5] [files…]
+
+Python side: json.load(gzip.open(f)), best of N (the minimum a Python tool such as HTA or
+TraceLens pays before any analysis). gpumem side: gpumem::loadTrace (gunzip, parse, sort, pair the
+memory events, scopes, counters), best of N. Defaults to every Kineto file in ../shared/traces/public.
+"""
+import argparse, gzip, json, os, subprocess, sys, time
+
+here = os.path.dirname(os.path.abspath(__file__))
+root = os.path.join(here, "..", "..", "shared", "traces", "public")
+default_files = ["hta/df_index_resolver.json.gz", "kineto-tb-plugin/worker0.1623143089861.pt.trace.json.gz",
+                 "tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz",
+                 "tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz",
+                 "tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+                 "tracelens/mi300-normalization/normalization_layer_test.json.gz",
+                 "tracelens/mi300-vllm-graph-capture/graph_capture_rank_0.1773709742341309550.pt.trace.json.gz"]
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--bench", default=os.path.join(here, "..", "build", "dev", "bench", "bench_kineto_import"))
+ap.add_argument("--repeat", type=int, default=5)
+ap.add_argument("files", nargs="*")
+a = ap.parse_args()
+files = a.files or [os.path.join(root, f) for f in default_files if os.path.exists(os.path.join(root, f))]
+if not files:
+    sys.exit("no input files (the public traces are absent)")
+
+def py_best(path):
+    best = float("inf")
+    for _ in range(a.repeat):
+        t0 = time.perf_counter()
+        with gzip.open(path) as f:
+            json.load(f)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+# taskset pins both sides to one core so the ratio is per core.
+pin = ["taskset", "-c", "0"] if subprocess.run(["which", "taskset"], capture_output=True).returncode == 0 else []
+out = subprocess.run(pin + [a.bench, "--repeat", str(a.repeat)] + files, check=True, capture_output=True, text=True).stdout
+rows = [json.loads(line) for line in out.splitlines() if line.strip()]
+print(f"{'file':58} {'JSON MB':>8} {'python s':>9} {'gpumem s':>9} {'ratio':>6} {'gpumem MB/s':>11} {'gunzip s':>9}")
+tot_py = tot_gm = tot_mb = 0.0
+for r in rows:
+    p = py_best(r["file"])
+    mb = r["json_bytes"] / 1e6
+    tot_py += p; tot_gm += r["load_s"]; tot_mb += mb
+    print(f"{os.path.relpath(r['file'], root)[:58]:58} {mb:8.1f} {p:9.3f} {r['load_s']:9.3f} {p / r['load_s']:5.1f}x "
+          f"{r['load_MBps']:11.0f} {r['read_gunzip_s']:9.3f}")
+print(f"{'all files':58} {tot_mb:8.1f} {tot_py:9.3f} {tot_gm:9.3f} {tot_py / tot_gm:5.1f}x {tot_mb / tot_gm:11.0f}")

@@ -1,0 +1,38 @@
+#pragma once
+// Importer for PyTorch profiler / Kineto Chrome traces (`*.pt.trace.json[.gz]`, both the 2021
+// "Operator/Kernel/Runtime" schema and the current "cpu_op/kernel/cuda_runtime" one). The format is
+// described in traces/public/SOURCES.md §A; the mapping to the trace model is in docs/kineto-import.md.
+//
+// What becomes what:
+//   [memory] instant events  → request-level Alloc (Bytes > 0) / Free (Bytes < 0) on stream handle 0 of
+//                              (Device Type, Device Id); sequence = "Ev Idx" (file order if absent);
+//                              "Total Allocated" / "Total Reserved" → counter series per device.
+//   kernel / Kernel          → Kernel (device, stream, correlation).
+//   nn.Module python_function, cpu_op / Operator, user_annotation → the scope tree (Module, Op, Range),
+//                              nested by interval containment on the same pid/tid; each memory event
+//                              gets the innermost containing scope.
+//   other python_function    → Python frames; "Call stack" strings (2021) → frames; each memory event
+//                              gets the site of the frames containing it.
+//   user_annotation          → Annotation Range; ProfilerStep#N → Annotation Step.
+// Files whose [memory] events carry no "Addr" (PyTorch ≤ 1.9) cannot be paired: they are imported as
+// a derived counter per device ("Allocated (sum of Bytes)") and the "no_addresses" anomaly, whose detail
+// and the metadata "unaddressed_memory_events" give the alloc/free counts per device.
+//
+// Stateless and thread-safe: load() may run concurrently on different files.
+#include "core/importer.h"
+
+#include <memory>
+#include <string_view>
+
+namespace gpumem {
+
+std::unique_ptr<Importer> makeKinetoImporter();
+
+// Parses Kineto JSON already in memory (what load() does after reading the file); `source` names
+// it in errors. `json` must have at least 64 bytes of readable spare capacity after its end
+// (std::string capacity; see kReadPadding) or it is copied once. A file cut short (it does not end
+// with its closing brace) is re-read up to its last whole event, with the "truncated" anomaly
+// (severity error); `json` is shortened in place then. Throws FormatError.
+Trace importKinetoJson(std::string& json, std::string_view source, const LoadOptions& options = {});
+
+} // namespace gpumem

@@ -1,0 +1,439 @@
+// Kineto / PyTorch-profiler importer. The public-trace figures come from SOURCES.md and were checked
+// independently with tests/core/kineto_reference.py (plain json/gzip, brute-force containment).
+#include "core/error.h"
+#include "core/gmt_format.h"
+#include "core/importer.h"
+#include "core/importers/kineto_importer.h"
+#include "tests/core/kineto_test_support.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+using namespace gpumem;
+using namespace gpumem::test;
+
+namespace {
+
+const std::string kHta = "hta/df_index_resolver.json.gz";
+const std::string kLegacy = "kineto-tb-plugin/worker0.1623143089861.pt.trace.json.gz";
+const std::string kOwl = "tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz";
+const std::string kBert = "tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz";
+const std::string kQwen = "tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz";
+const std::string kNorm = "tracelens/mi300-normalization/normalization_layer_test.json.gz";
+const std::string kVllm = "tracelens/mi300-vllm-graph-capture/graph_capture_rank_0.1773709742341309550.pt.trace.json.gz";
+
+std::uint64_t pairedCount(const Trace& t, DeviceId device)
+{
+    std::uint64_t n = 0;
+    for (const auto& a : t.allocations())
+        n += a.freeEvent != kNoIndex && t.memory().device[a.allocEvent] == device;
+    return n;
+}
+
+std::uint64_t liveAtEnd(const Trace& t, DeviceId device)
+{
+    std::uint64_t n = 0;
+    for (const auto& a : t.allocations())
+        n += a.freeEvent == kNoIndex && a.allocEvent != kNoIndex && t.memory().device[a.allocEvent] == device;
+    return n;
+}
+
+void expectAllocsAndFrees(const Trace& t, DeviceId device, std::uint64_t allocs, std::uint64_t frees)
+{
+    EXPECT_EQ(countEvents(t, device, EventKind::Alloc), allocs) << "allocs on device " << device;
+    EXPECT_EQ(countEvents(t, device, EventKind::Free), frees) << "frees on device " << device;
+}
+
+std::size_t countAnnotations(const Trace& t, AnnotationKind kind)
+{
+    return static_cast<std::size_t>(std::count_if(t.annotations().begin(), t.annotations().end(),
+        [&](const Annotation& a) { return a.kind == kind; }));
+}
+
+// Every sample of the device's "Total Allocated" differs from the one before by the ±size of the
+// device's memory event at the same position: the sort by (ts, Ev Idx) put events and samples in the
+// allocator's own order.
+void expectAllocatedDeltasMatchEvents(const Trace& t, DeviceId device)
+{
+    const int series = findSeries(t, "Total Allocated", device);
+    ASSERT_GE(series, 0);
+    auto samples = seriesSamples(t, series);
+    std::vector<std::int64_t> deltas;
+    const auto& m = t.memory();
+    for (std::size_t i = 0; i < m.count(); ++i)
+        if (m.device[i] == device)
+            deltas.push_back(m.kind[i] == EventKind::Alloc ? std::int64_t(m.size[i]) : -std::int64_t(m.size[i]));
+    ASSERT_EQ(samples.size(), deltas.size());
+    std::size_t mismatches = 0;
+    for (std::size_t i = 1; i < samples.size(); ++i)
+        mismatches += samples[i].value - samples[i - 1].value != deltas[i];
+    EXPECT_EQ(mismatches, 0u);
+}
+
+std::string kinetoJson(const std::string& events, const std::string& extra = {})
+{
+    return R"({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "Test GPU", "totalGlobalMem": 1000}],)" + extra
+        + R"( "traceEvents": [)" + events + "]}";
+}
+
+} // namespace
+
+TEST(KinetoImporter, HtaDdpRankPairsEveryAllocationAfterSortingByTimeAndEvIdx)
+{
+    const auto path = publicTrace(kHta);
+    GPUMEM_REQUIRE_PUBLIC(path);
+    ASSERT_EQ(detectFormat(path)->name(), "kineto");
+    Trace t = loadTrace(path);
+    EXPECT_EQ(t.metadata()["source_format"], "kineto");
+    const DeviceId gpu = findDevice(t, DeviceType::Cuda, 1);
+    const DeviceId cpu = findDevice(t, DeviceType::Cpu, -1);
+    EXPECT_EQ(t.str(t.devices()[gpu].name), "Tesla V100-SXM2-32GB");
+    EXPECT_EQ(t.devices()[gpu].totalMemory, 34089730048u);
+    expectAllocsAndFrees(t, gpu, 13385, 13385);
+    expectAllocsAndFrees(t, cpu, 620, 620);
+    EXPECT_EQ(pairedCount(t, gpu), 13385u);
+    EXPECT_EQ(pairedCount(t, cpu), 620u);
+    EXPECT_EQ(t.stats().count("unmatched_free"), 0u);
+    EXPECT_EQ(t.stats().count("alloc_at_live_address"), 0u);
+    EXPECT_EQ(t.stats().count("unsorted_input"), 28007u); // two threads, written grouped (reference: 28,007 moved)
+    EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Allocated", gpu)), 6629508096);
+    EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Reserved", gpu)), 12782141440);
+    expectAllocatedDeltasMatchEvents(t, gpu);
+
+    ASSERT_EQ(t.kernels().size(), 19370u);
+    std::map<std::uint64_t, std::size_t> perStream;
+    for (const auto& k : t.kernels()) {
+        EXPECT_EQ(k.device, gpu);
+        ++perStream[t.streams()[k.stream].handle];
+    }
+    EXPECT_EQ(perStream, (std::map<std::uint64_t, std::size_t> { { 7, 17350 }, { 14, 2020 } }));
+    EXPECT_EQ(t.kernels().front().correlation, 73689u);
+    EXPECT_EQ(countAnnotations(t, AnnotationKind::Range), 2030u);
+    EXPECT_EQ(countAnnotations(t, AnnotationKind::Step), 5u);
+    EXPECT_EQ(t.metadata()["kineto"]["events"], 216092);
+    EXPECT_EQ(t.metadata()["kineto"]["events_by_category"]["cuda_runtime"], 42373);
+    EXPECT_EQ(t.metadata()["kineto"]["distributed"]["rank"], 1);
+}
+
+TEST(KinetoImporter, LegacySchemaWithoutAddressesIsImportedAsCountersOnly)
+{
+    const auto path = publicTrace(kLegacy);
+    GPUMEM_REQUIRE_PUBLIC(path);
+    Trace t = loadTrace(path);
+    EXPECT_EQ(t.memory().count(), 0u);
+    EXPECT_TRUE(t.allocations().empty());
+    const Anomaly* a = t.stats().find("no_addresses");
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->severity, Severity::Info);
+    EXPECT_EQ(a->count, 12838u);
+    EXPECT_NE(a->detail.find("cuda:0 4110 allocs / 4110 frees"), std::string::npos) << a->detail;
+    EXPECT_NE(a->detail.find("cpu 2310 allocs / 2308 frees"), std::string::npos) << a->detail;
+    const auto& counts = t.metadata()["unaddressed_memory_events"];
+    EXPECT_EQ(counts["cuda:0"]["alloc"], 4110);
+    EXPECT_EQ(counts["cuda:0"]["free"], 4110);
+    EXPECT_EQ(counts["cpu"]["alloc"], 2310);
+    EXPECT_EQ(counts["cpu"]["free"], 2308);
+
+    const DeviceId gpu = findDevice(t, DeviceType::Cuda, 0);
+    const DeviceId cpu = findDevice(t, DeviceType::Cpu, -1);
+    const int gpuSum = findSeries(t, "Allocated (sum of Bytes)", gpu);
+    const int cpuSum = findSeries(t, "Allocated (sum of Bytes)", cpu);
+    EXPECT_EQ(seriesPeak(t, gpuSum), 2791636480);
+    EXPECT_EQ(seriesSamples(t, gpuSum).back().value, 0);
+    EXPECT_EQ(seriesPeak(t, cpuSum), 57803264);
+    EXPECT_EQ(seriesSamples(t, cpuSum).back().value, 19267840);
+    EXPECT_EQ(t.str(t.devices()[gpu].name), "Tesla V100-DGXS-32GB");
+
+    ASSERT_EQ(t.kernels().size(), 8772u); // cat "Kernel", tid "stream 7"
+    for (const auto& k : t.kernels()) {
+        ASSERT_EQ(k.device, gpu);
+        ASSERT_EQ(t.streams()[k.stream].handle, 7u);
+    }
+    EXPECT_EQ(countAnnotations(t, AnnotationKind::Step), 6u); // ProfilerStep#N under cat "Operator"
+    EXPECT_EQ(t.metadata()["kineto"]["events_by_category"]["Operator"], 23646);
+}
+
+TEST(KinetoImporter, OwlV2AttributesEachCudaAllocationToItsInnermostModule)
+{
+    const auto path = publicTrace(kOwl);
+    GPUMEM_REQUIRE_PUBLIC(path);
+    Trace t = loadTrace(path);
+    const DeviceId gpu = findDevice(t, DeviceType::Cuda, 0);
+    const DeviceId cpu = findDevice(t, DeviceType::Cpu, -1);
+    expectAllocsAndFrees(t, gpu, 6135, 6135);
+    expectAllocsAndFrees(t, cpu, 602, 602);
+    EXPECT_EQ(pairedCount(t, gpu), 6135u);
+    EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Allocated", gpu)), 2707847680);
+    EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Reserved", gpu)), 3600809984);
+    expectAllocatedDeltasMatchEvents(t, gpu);
+    EXPECT_EQ(t.kernels().size(), 4330u);
+    EXPECT_EQ(t.kernels().front().correlation, 463374u);
+
+    // The reference script finds 20 CUDA allocations outside every nn.Module (inputs copied to the GPU
+    // before the forward, post-processing after it): the other 6115 carry a module.
+    const auto& m = t.memory();
+    std::size_t withModule = 0, without = 0;
+    for (std::size_t i = 0; i < m.count(); ++i)
+        if (m.device[i] == gpu && m.kind[i] == EventKind::Alloc)
+            (modulePath(t, m.scope[i]).empty() ? without : withModule)++;
+    EXPECT_EQ(withModule, 6115u);
+    EXPECT_EQ(without, 20u);
+
+    struct Expected {
+        std::uint64_t evIdx;
+        TimeNs time;
+        Bytes size;
+        Address address;
+        std::string modules;
+    };
+    const Expected cases[] = {
+        { 24434, 1752829952235802607, 860295680, 137249672921088,
+            "Owlv2ForObjectDetection_0 / Owlv2Model_0 / Owlv2VisionTransformer_0 / Owlv2Encoder_0 / Owlv2EncoderLayer_0 / Owlv2Attention_0" },
+        { 30943, 1752829952730181396, 10618880, 137251495346176,
+            "Owlv2ForObjectDetection_0 / Owlv2Model_0 / Owlv2VisionTransformer_0 / Owlv2Encoder_0 / Owlv2EncoderLayer_19 / Owlv2Attention_19" },
+        { 37499, 1752829953309747109, 41472, 137278998568448, "Owlv2ForObjectDetection_0 / Sigmoid_0" },
+        { 24391, 1752829952233434363, 512, 137278998387200, "" },
+    };
+    for (const auto& c : cases) {
+        const std::size_t i = eventWithSequence(t, c.evIdx);
+        ASSERT_NE(i, std::string::npos) << c.evIdx;
+        EXPECT_EQ(m.time[i], c.time) << c.evIdx;
+        EXPECT_EQ(m.size[i], c.size) << c.evIdx;
+        EXPECT_EQ(m.address[i], c.address) << c.evIdx;
+        EXPECT_EQ(m.device[i], gpu);
+        EXPECT_EQ(modulePath(t, m.scope[i]), c.modules) << c.evIdx;
+    }
+    // with_stack: the innermost Python frame containing the allocation is its site's first frame
+    // (reference: the python_function with the latest start that contains the ts on the same thread).
+    const std::size_t big = eventWithSequence(t, 24434);
+    ASSERT_NE(m.site[big], 0u);
+    auto frames = t.siteFrames(m.site[big]);
+    EXPECT_EQ(t.str(t.frames()[frames[0]].name), "<built-in method bmm of type object at 0x7ce6c2c1df60>");
+    EXPECT_EQ(t.str(t.frames()[frames[0]].file), "");
+    const auto owlFrames = std::count_if(frames.begin(), frames.end(),
+        [&](FrameId f) { return t.str(t.frames()[f].file) == "transformers/models/owlv2/modeling_owlv2.py"; });
+    EXPECT_GT(owlFrames, 0);
+    const std::size_t sig = eventWithSequence(t, 37499);
+    EXPECT_EQ(t.str(t.frames()[t.siteFrames(m.site[sig])[0]].name), "<built-in method sigmoid of type object at 0x7ce6c2c1df60>");
+}
+
+TEST(KinetoImporter, BertSmallKeepsNanosecondTimestampsExact)
+{
+    const auto path = publicTrace(kBert);
+    GPUMEM_REQUIRE_PUBLIC(path);
+    Trace t = loadTrace(path);
+    const DeviceId gpu = findDevice(t, DeviceType::Cuda, 0);
+    const DeviceId cpu = findDevice(t, DeviceType::Cpu, -1);
+    expectAllocsAndFrees(t, gpu, 109, 109);
+    expectAllocsAndFrees(t, cpu, 9, 9);
+    EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Allocated", gpu)), 101305344);
+    EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Reserved", gpu)), 121634816);
+    EXPECT_EQ(t.kernels().size(), 60u);
+    // baseTimeNanoseconds 1751410836000000000 + ts 1419247333400.919 µs.
+    const std::size_t first = eventWithSequence(t, 480);
+    ASSERT_NE(first, std::string::npos);
+    EXPECT_EQ(t.memory().time[first], 1752830083333400919);
+    EXPECT_EQ(modulePath(t, t.memory().scope[first]), "BertLMHeadModel_0 / BertModel_0 / BertEmbeddings_0 / Embedding_0");
+    const std::size_t last = eventWithSequence(t, 711);
+    EXPECT_EQ(modulePath(t, t.memory().scope[last]), "BertLMHeadModel_0 / BertOnlyMLMHead_0 / BertLMPredictionHead_0 / Linear_25");
+    EXPECT_EQ(t.metadata()["kineto"]["base_time_ns"], 1751410836000000000);
+}
+
+TEST(KinetoImporter, RocmKernelsJoinTheHipDeviceOfTheMemoryEvents)
+{
+    const auto path = publicTrace(kQwen);
+    GPUMEM_REQUIRE_PUBLIC(path);
+    Trace t = loadTrace(path);
+    const DeviceId hip = findDevice(t, DeviceType::Hip, 0);
+    const DeviceId cpu = findDevice(t, DeviceType::Cpu, -1);
+    EXPECT_EQ(t.devices().size(), 2u); // no phantom device 2 from the kernels' HSA agent id
+    EXPECT_EQ(t.str(t.devices()[hip].name), "AMD Instinct MI300X VF");
+    expectAllocsAndFrees(t, hip, 1294, 1294);
+    expectAllocsAndFrees(t, cpu, 52, 52);
+    EXPECT_EQ(pairedCount(t, hip), 1294u);
+    EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Allocated", hip)), 2219047936);
+    EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Reserved", hip)), 2533359616);
+    ASSERT_EQ(t.kernels().size(), 1516u);
+    for (const auto& k : t.kernels())
+        ASSERT_EQ(k.device, hip);
+    EXPECT_EQ(t.stats().count("kernel_device_remapped"), 1u);
+    EXPECT_EQ(t.metadata()["kernel_device_map"]["2"], 0);
+    EXPECT_EQ(modulePath(t, t.memory().scope[eventWithSequence(t, 5936)]),
+        "Qwen2Model_0 / Qwen2DecoderLayer_11 / Qwen2MLP_11 / Linear_83");
+}
+
+TEST(KinetoImporter, RocmNormalizationRunMatchesEveryFreeAcrossTwoThreads)
+{
+    const auto path = publicTrace(kNorm);
+    GPUMEM_REQUIRE_PUBLIC(path);
+    Trace t = loadTrace(path);
+    const DeviceId hip = findDevice(t, DeviceType::Hip, 0);
+    const DeviceId cpu = findDevice(t, DeviceType::Cpu, -1);
+    expectAllocsAndFrees(t, hip, 213, 202);
+    expectAllocsAndFrees(t, cpu, 30, 30);
+    EXPECT_EQ(t.stats().count("unmatched_free"), 0u);
+    EXPECT_EQ(liveAtEnd(t, hip), 11u);
+    EXPECT_EQ(t.stats().count("unsorted_input"), 474u);
+    EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Allocated", hip)), 8154624);
+    EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Reserved", hip)), 8388608);
+    expectAllocatedDeltasMatchEvents(t, hip);
+    EXPECT_EQ(t.kernels().size(), 168u);
+    EXPECT_EQ(countAnnotations(t, AnnotationKind::Range), 30u);
+    std::set<std::uint64_t> threads(t.memory().thread.begin(), t.memory().thread.end());
+    EXPECT_EQ(threads, (std::set<std::uint64_t> { 2300490, 2300680 }));
+    EXPECT_EQ(modulePath(t, t.memory().scope[eventWithSequence(t, 1286)]), "Net_0 / BatchNorm2d_0");
+    EXPECT_EQ(modulePath(t, t.memory().scope[eventWithSequence(t, 1408)]), "MSELoss_0");
+}
+
+TEST(KinetoImporter, VllmGraphCaptureKeepsTheHugeAllocatedCounter)
+{
+    const auto path = publicTrace(kVllm);
+    GPUMEM_REQUIRE_PUBLIC(path);
+    Trace t = loadTrace(path);
+    const DeviceId hip = findDevice(t, DeviceType::Hip, 0);
+    EXPECT_EQ(t.devices().size(), 1u);
+    expectAllocsAndFrees(t, hip, 592, 592);
+    EXPECT_EQ(pairedCount(t, hip), 592u);
+    EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Allocated", hip)), 191628704768);
+    EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Reserved", hip)), 193621655552);
+    ASSERT_EQ(t.kernels().size(), 7u);
+    EXPECT_EQ(t.streams()[t.kernels()[0].stream].handle, 1u);
+    EXPECT_EQ(countAnnotations(t, AnnotationKind::Range), 26u);
+    EXPECT_EQ(modulePath(t, t.memory().scope[eventWithSequence(t, 3845)]), "GptOssForCausalLM_0 / GraphModule_0");
+}
+
+TEST(KinetoImporter, GmtRoundTripKeepsColumnsCountersAndAnomalies)
+{
+    for (const auto& name : { kHta, kLegacy, kBert }) {
+        const auto path = publicTrace(name);
+        GPUMEM_REQUIRE_PUBLIC(path);
+        Trace t = loadTrace(path);
+        TempFile gmt("x.gmt");
+        writeGmt(t, gmt.path());
+        Trace back = loadTrace(gmt.path());
+        SCOPED_TRACE(name);
+        expectSameTrace(t, back);
+    }
+}
+
+TEST(KinetoImporter, AttributesToInnermostOpAndParsesLegacyCallStacks)
+{
+    // 2021-style: tid as a string on ops, an int on [memory]; "Call stack" innermost first.
+    std::string json = kinetoJson(R"(
+      {"ph":"X","cat":"Operator","name":"aten::linear","pid":7,"tid":"7","ts":100,"dur":50,
+       "args":{"Call stack":"model.py(40): forward;train.py(88): step;train.py(120): <module>"}},
+      {"ph":"X","cat":"Operator","name":"aten::addmm","pid":7,"tid":"7","ts":110,"dur":20,"args":{}},
+      {"ph":"i","s":"t","name":"[memory]","pid":7,"tid":7,"ts":115,"args":{"Device Type":1,"Device Id":0,"Addr":4096,"Bytes":512}},
+      {"ph":"i","s":"t","name":"[memory]","pid":7,"tid":7,"ts":140,"args":{"Device Type":1,"Device Id":0,"Addr":4096,"Bytes":-512}},
+      {"ph":"i","s":"t","name":"[memory]","pid":7,"tid":8,"ts":140,"args":{"Device Type":1,"Device Id":0,"Addr":8192,"Bytes":256}},
+      {"ph":"X","cat":"Kernel","name":"gemm","pid":0,"tid":"stream 7","ts":120,"dur":5,"args":{"correlation":3}}
+    )");
+    Trace t = importKinetoJson(json, "hand.json");
+    const auto& m = t.memory();
+    ASSERT_EQ(m.count(), 3u);
+    // Event 0 at 115 µs lies in addmm inside linear; event 1 at 140 only in linear; event 2 on another thread.
+    const Scope& addmm = t.scopes()[m.scope[0]];
+    EXPECT_EQ(t.str(addmm.name), "aten::addmm");
+    EXPECT_EQ(addmm.kind, ScopeKind::Op);
+    EXPECT_EQ(t.str(t.scopes()[addmm.parent].name), "aten::linear");
+    EXPECT_EQ(m.scope[1], addmm.parent);
+    EXPECT_EQ(m.scope[2], 0u);
+    EXPECT_EQ(m.time[0], 115000);
+    ASSERT_NE(m.site[0], 0u);
+    EXPECT_EQ(m.site[0], m.site[1]); // addmm has no stack of its own: linear's
+    auto frames = t.siteFrames(m.site[0]);
+    ASSERT_EQ(frames.size(), 3u);
+    EXPECT_EQ(t.str(t.frames()[frames[0]].name), "forward");
+    EXPECT_EQ(t.str(t.frames()[frames[0]].file), "model.py");
+    EXPECT_EQ(t.frames()[frames[0]].line, 40);
+    EXPECT_EQ(t.str(t.frames()[frames[2]].name), "<module>");
+    EXPECT_EQ(m.site[2], 0u);
+    ASSERT_EQ(t.kernels().size(), 1u);
+    EXPECT_EQ(t.streams()[t.kernels()[0].stream].handle, 7u);
+    EXPECT_EQ(t.kernels()[0].end - t.kernels()[0].start, 5000);
+    EXPECT_EQ(t.str(t.devices()[m.device[0]].name), "Test GPU");
+}
+
+TEST(KinetoImporter, NestsModulesAndPythonFramesByIntervalOnTheSameThread)
+{
+    std::string json = kinetoJson(R"(
+      {"ph":"X","cat":"python_function","name":"nn.Module: Net_0","pid":1,"tid":1,"ts":10.0,"dur":100.0},
+      {"ph":"X","cat":"python_function","name":"model.py(12): forward","pid":1,"tid":1,"ts":10.5,"dur":99.0},
+      {"ph":"X","cat":"python_function","name":"nn.Module: Linear_0","pid":1,"tid":1,"ts":20.0,"dur":10.0},
+      {"ph":"X","cat":"python_function","name":"nn.Module: Linear_1","pid":1,"tid":1,"ts":40.0,"dur":10.0},
+      {"ph":"X","cat":"cpu_op","name":"aten::empty","pid":1,"tid":1,"ts":41.0,"dur":1.0},
+      {"ph":"X","cat":"user_annotation","name":"ProfilerStep#3","pid":1,"tid":1,"ts":0,"dur":500},
+      {"ph":"X","cat":"user_annotation","name":"warmup","pid":1,"tid":1,"ts":5,"dur":200},
+      {"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":1,"tid":1,"ts":41.5,
+       "args":{"Total Reserved":2097152,"Total Allocated":1024,"Bytes":1024,"Addr":64,"Device Id":0,"Device Type":1,"Ev Idx":9}},
+      {"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":1,"tid":1,"ts":25.125,
+       "args":{"Total Reserved":2097152,"Total Allocated":512,"Bytes":512,"Addr":32,"Device Id":0,"Device Type":1,"Ev Idx":8}},
+      {"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":1,"tid":1,"ts":150,
+       "args":{"Total Reserved":2097152,"Total Allocated":512,"Bytes":-1024,"Addr":64,"Device Id":0,"Device Type":1,"Ev Idx":10}}
+    )", R"( "baseTimeNanoseconds": 1000000000000,)");
+    Trace t = importKinetoJson(json, "hand.json");
+    const auto& m = t.memory();
+    ASSERT_EQ(m.count(), 3u);
+    EXPECT_EQ(m.time[0], 1000000000000 + 25125); // sorted: Ev Idx 8 at 25.125 µs first
+    EXPECT_EQ(modulePath(t, m.scope[0]), "Net_0 / Linear_0");
+    EXPECT_EQ(t.scopes()[m.scope[0]].kind, ScopeKind::Module);
+    EXPECT_EQ(t.str(t.scopes()[m.scope[1]].name), "aten::empty");
+    EXPECT_EQ(modulePath(t, m.scope[1]), "Net_0 / Linear_1");
+    EXPECT_EQ(t.str(t.scopes()[m.scope[2]].name), "warmup");
+    EXPECT_EQ(t.scopes()[m.scope[2]].kind, ScopeKind::Range);
+    // The Python frame between Net_0 and the modules is the allocation's site.
+    auto frames = t.siteFrames(m.site[0]);
+    ASSERT_EQ(frames.size(), 1u);
+    EXPECT_EQ(t.str(t.frames()[frames[0]].name), "forward");
+    EXPECT_EQ(t.frames()[frames[0]].line, 12);
+    EXPECT_EQ(countAnnotations(t, AnnotationKind::Step), 1u);
+    EXPECT_EQ(countAnnotations(t, AnnotationKind::Range), 1u);
+    const int reserved = findSeries(t, "Total Reserved", m.device[0]);
+    EXPECT_EQ(seriesSamples(t, reserved).size(), 3u);
+}
+
+TEST(KinetoImporter, RejectsMalformedInputNamingTheFile)
+{
+    std::string notObject = "[1, 2, 3]";
+    EXPECT_THROW(importKinetoJson(notObject, "a.json"), FormatError);
+    std::string noEvents = R"({"schemaVersion": 1, "deviceProperties": []})";
+    try {
+        importKinetoJson(noEvents, "b.json");
+        FAIL();
+    } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("b.json"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("traceEvents"), std::string::npos);
+    }
+    std::string garbage = R"({"traceEvents": [{"ph": "i", "name": "[memory]", "ts": 1, "args": {"Bytes": 1}}, {"ph": tru}, {}]})";
+    EXPECT_THROW(importKinetoJson(garbage, "c.json"), FormatError);
+    std::string badNumber = R"({"traceEvents": [{"ph":"i","name":"[memory]","ts":1,"args":{"Bytes":123456789012345678901234567890}}]})";
+    EXPECT_THROW(importKinetoJson(badNumber, "d.json"), FormatError);
+}
+
+TEST(KinetoImporter, KeepsTheEventsBeforeATruncation)
+{
+    std::string json = R"({"traceEvents": [
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":10,"args":{"Device Type":1,"Device Id":0,"Addr":64,"Bytes":1024}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":20,"args":{"Device Type":1,"Device Id":0,"Addr":64,"Bytes":-1024}},
+      {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":15,"du)";
+    Trace t = importKinetoJson(json, "cut.json");
+    EXPECT_EQ(t.memory().count(), 2u);
+    const Anomaly* a = t.stats().find("truncated");
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->severity, Severity::Error);
+    EXPECT_THROW(t.stats().throwIfStrictViolated("cut.json"), FormatError);
+}
+
+TEST(KinetoImporter, SniffsKinetoButNotOtherJson)
+{
+    TempFile kineto("t.json", kinetoJson(""));
+    TempFile other("o.json", R"({"hello": [1, 2]})");
+    TempFile list("l.json", "[[-1, 1, 4096, 7]]");
+    ASSERT_NE(detectFormat(kineto.path()), nullptr);
+    EXPECT_EQ(detectFormat(kineto.path())->name(), "kineto");
+    EXPECT_EQ(detectFormat(other.path()), nullptr);
+    ASSERT_NE(detectFormat(list.path()), nullptr);
+    EXPECT_NE(detectFormat(list.path())->name(), "kineto");
+}
