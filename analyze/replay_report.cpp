@@ -149,12 +149,18 @@ nlohmann::json fidelityToJson(const replay::FidelityReport& r, std::string_view 
     if (r.endStateDifferences)
         j["end_state"] = { { "segments_recorded", r.endSegmentsRecorded }, { "segments_simulated", r.finalState.segments.size() },
             { "differences", *r.endStateDifferences } };
-    if (r.reservedCounter) {
-        const auto& c = *r.reservedCounter;
-        j["reserved_counter"] = { { "series", c.series }, { "samples", c.samples }, { "recorded_first", c.recordedFirst },
+    auto counterJson = [&](const replay::CounterComparison& c) {
+        return nlohmann::json { { "series", c.series }, { "samples", c.samples }, { "recorded_first", c.recordedFirst },
             { "recorded_peak", c.recordedPeak }, { "simulated_peak", c.simulatedPeak }, { "peak_error", c.peakError },
             { "peak_error_ratio", c.peakErrorRatio }, { "mean_abs_error", c.meanAbsError }, { "max_abs_error", c.maxAbsError },
             { "max_abs_error_time_ns", c.maxAbsErrorTime - start }, { "within_1_percent", c.withinOnePercent } };
+    };
+    j["segment_level"] = r.segmentLevel;
+    if (r.reservedCounter)
+        j["reserved_counter"] = counterJson(*r.reservedCounter);
+    if (r.reservedCounterWarm) {
+        j["reserved_counter_warm"] = counterJson(*r.reservedCounterWarm);
+        j["opening_allocated"] = r.openingAllocated;
     }
     return j;
 }
@@ -173,13 +179,18 @@ void writeFidelityReport(const replay::FidelityReport& r, std::string_view label
     if (r.initialNotAdopted)
         out << ", " << r.initialNotAdopted << " not adopted";
     out << '\n';
-    out << "  segment events    " << r.matched << "/" << r.recordedSegmentEvents << " matched (" << r.simulatedSegmentEvents << " simulated)\n";
-    if (r.firstMismatch) {
-        out << "  first mismatch    segment event " << r.firstMismatch->index << '\n';
-        out << "    recorded        " << sideText(r.firstMismatch->recorded, start) << '\n';
-        out << "    simulated       " << sideText(r.firstMismatch->simulated, start) << '\n';
+    if (r.segmentLevel) {
+        out << "  segment events    " << r.matched << "/" << r.recordedSegmentEvents << " matched (" << r.simulatedSegmentEvents << " simulated)\n";
+        if (r.firstMismatch) {
+            out << "  first mismatch    segment event " << r.firstMismatch->index << '\n';
+            out << "    recorded        " << sideText(r.firstMismatch->recorded, start) << '\n';
+            out << "    simulated       " << sideText(r.firstMismatch->simulated, start) << '\n';
+        }
+        out << "  alloc addresses   " << r.allocAddressesMatched << "/" << r.allocAddressesCompared << " at the recorded address\n";
+    } else {
+        out << "  segment events    none recorded (reserved is known only from the " << r.reservedCounter->series << " counter); "
+            << r.simulatedSegmentEvents << " simulated\n";
     }
-    out << "  alloc addresses   " << r.allocAddressesMatched << "/" << r.allocAddressesCompared << " at the recorded address\n";
     out << "  peak reserved     recorded " << formatBytes(r.recordedPeakReserved) << ", simulated " << formatBytes(r.simulatedPeakReserved)
         << ", error " << r.peakReservedError << " B\n";
     if (r.endStateDifferences) {
@@ -188,12 +199,17 @@ void writeFidelityReport(const replay::FidelityReport& r, std::string_view label
         for (const auto& d : *r.endStateDifferences)
             out << "    " << d << '\n';
     }
-    if (r.reservedCounter) {
-        const auto& c = *r.reservedCounter;
-        out << "  " << c.series << "    " << c.samples << " samples; peak recorded " << formatBytes(c.recordedPeak) << ", simulated "
-            << formatBytes(c.simulatedPeak) << " (error " << percent(c.peakErrorRatio) << "); mean |error| " << formatBytes(Bytes(c.meanAbsError))
-            << ", max " << formatBytes(c.maxAbsError) << " at +" << formatSeconds(c.maxAbsErrorTime - start) << "; "
-            << percent(c.withinOnePercent) << " of samples within 1 % of the peak\n";
+    auto counterText = [&](const char* title, const replay::CounterComparison& c) {
+        out << "  " << title << c.series << ": " << c.samples << " samples, first " << formatBytes(c.recordedFirst) << "; peak recorded "
+            << formatBytes(c.recordedPeak) << ", simulated " << formatBytes(c.simulatedPeak) << " (error " << percent(c.peakErrorRatio)
+            << "); mean |error| " << formatBytes(Bytes(c.meanAbsError)) << ", max " << formatBytes(c.maxAbsError) << " at +"
+            << formatSeconds(c.maxAbsErrorTime - start) << "; " << percent(c.withinOnePercent) << " of samples within 1 % of the peak\n";
+    };
+    if (r.reservedCounter)
+        counterText("cold start        ", *r.reservedCounter);
+    if (r.reservedCounterWarm) {
+        out << "  warm start        " << formatBytes(r.openingAllocated) << " allocated before the window held as one block, one pass first\n";
+        counterText("                  ", *r.reservedCounterWarm);
     }
     if (r.emptyCacheDirectives)
         out << "  empty_cache       " << r.emptyCacheDirectives << " recorded release bursts replayed as empty_cache()\n";

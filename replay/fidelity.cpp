@@ -26,15 +26,43 @@ namespace {
         return s;
     }
 
-    std::optional<CounterComparison> compareReservedCounter(const Trace& trace, DeviceId device, const std::vector<TimelinePoint>& timeline, Bytes simulatedPeak)
+    std::optional<std::uint32_t> counterNamed(const Trace& trace, DeviceId device, const std::string& word)
     {
         const auto series = trace.counterSeries();
-        std::optional<std::uint32_t> chosen;
         for (std::uint32_t s = 0; s < series.size(); ++s)
-            if (series[s].device == device && lower(std::string(trace.str(series[s].name))).find("reserved") != std::string::npos)
-                chosen = s;
+            if (series[s].device == device && lower(std::string(trace.str(series[s].name))).find(word) != std::string::npos)
+                return s;
+        return std::nullopt;
+    }
+
+    // Bytes allocated before the first event of `device`: the first "allocated" counter sample minus
+    // that event's own change (profiler counters are taken after the event).
+    Bytes openingAllocated(const Trace& trace, DeviceId device)
+    {
+        auto series = counterNamed(trace, device, "allocated");
+        if (!series)
+            return 0;
+        const auto& m = trace.memory();
+        std::size_t first = 0;
+        while (first < m.count() && (m.device[first] != device || !isRequestLevel(m.kind[first])))
+            ++first;
+        for (const auto& smp : trace.counterSamples()) {
+            if (smp.series != *series)
+                continue;
+            std::int64_t v = smp.value;
+            if (first < m.count())
+                v += m.kind[first] == EventKind::Alloc ? -std::int64_t(m.size[first]) : std::int64_t(m.size[first]);
+            return Bytes(std::max<std::int64_t>(0, v));
+        }
+        return 0;
+    }
+
+    std::optional<CounterComparison> compareReservedCounter(const Trace& trace, DeviceId device, const std::vector<TimelinePoint>& timeline, Bytes simulatedPeak)
+    {
+        auto chosen = counterNamed(trace, device, "reserved");
         if (!chosen)
             return std::nullopt;
+        const auto series = trace.counterSeries();
         CounterComparison c;
         c.series = std::string(trace.str(series[*chosen].name));
         double sumAbs = 0;
@@ -135,10 +163,23 @@ FidelityReport checkFidelity(const Trace& trace, const PolicySpec& spec, ReplayO
             rep.firstAddressMismatchEvent = event;
     }
     rep.reservedCounter = compareReservedCounter(trace, res.device, res.timeline, res.peakReserved.bytes);
-    if (rep.reservedCounter && rep.recordedSegmentEvents == 0) {
-        // A profiler trace records reserved only as a counter: that is the recorded peak.
+    rep.segmentLevel = initialEvents > 0 || !recorded.empty() || !rep.reservedCounter;
+    if (!rep.segmentLevel) {
+        // A profiler trace records reserved only as a counter: that is the recorded peak, and the
+        // segment events and addresses have nothing to be compared with.
         rep.recordedPeakReserved = rep.reservedCounter->recordedPeak;
         rep.peakReservedError = rep.reservedCounter->peakError;
+        rep.firstMismatch.reset();
+        rep.matched = 0;
+        rep.allocAddressesCompared = rep.allocAddressesMatched = 0;
+        rep.firstAddressMismatchEvent.reset();
+        ReplayOptions warm = options;
+        warm.openingAllocated = openingAllocated(trace, res.device);
+        warm.warmupPasses = 1;
+        warm.recordAllocAddresses = false;
+        ReplayResult w = Replayer(warm).run(trace, spec);
+        rep.openingAllocated = warm.openingAllocated;
+        rep.reservedCounterWarm = compareReservedCounter(trace, w.device, w.timeline, w.peakReserved.bytes);
     }
     rep.finalState = std::move(*res.finalState);
     return rep;

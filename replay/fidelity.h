@@ -54,15 +54,22 @@ struct FidelityReport {
     std::uint64_t emptyCacheDirectives = 0;
     std::uint64_t initialSegments = 0, initialBlocks = 0, initialNotAdopted = 0;
     std::uint64_t ooms = 0;
+    // Whether the trace records segment events or an initial state: without either (a profiler trace)
+    // the segment-event and address comparisons do not apply and only the counter is compared.
+    bool segmentLevel = true;
     std::optional<CounterComparison> reservedCounter;
+    // The same comparison from a warm start: the opening Total Allocated held as one opaque block and
+    // one unmeasured pass over the window first (ReplayOptions::openingAllocated, warmupPasses).
+    std::optional<CounterComparison> reservedCounterWarm;
+    Bytes openingAllocated = 0;
     PolicyState finalState; // the simulated state after the last event
     // Differences from the recorded end state (a snapshot's `segments`), when one was compared.
     std::optional<std::vector<std::string>> endStateDifferences;
     std::uint64_t endSegmentsRecorded = 0;
     bool exact() const
     {
-        return !firstMismatch && recordedSegmentEvents == matched && peakReservedError == 0 && allocAddressesMatched == allocAddressesCompared
-            && (!endStateDifferences || endStateDifferences->empty());
+        return segmentLevel && !firstMismatch && recordedSegmentEvents == matched && peakReservedError == 0
+            && allocAddressesMatched == allocAddressesCompared && (!endStateDifferences || endStateDifferences->empty());
     }
 };
 

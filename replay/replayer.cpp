@@ -145,125 +145,152 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
         }
     }
 
-    std::uint64_t deviceEvents = 0;
+    // Bytes live before the window that the trace does not itemise (a profiler trace's opening Total
+    // Allocated): one opaque block that stays live [choice].
+    if (m_options.openingAllocated > 0 && !top.allocate(m_options.openingAllocated, 0))
+        ++result.ooms;
     bool stop = false;
-    for (std::size_t i = 0; i < n && !stop; ++i) {
-        if (m.device[i] != dev)
-            continue;
-        const bool initial = deviceEvents < initialEvents;
-        if (++deviceEvents == initialEvents + 1 && initialEvents > 0 && adopt)
-            stats.resetPeaks();
-        const EventKind kind = m.kind[i];
-        clock.time = m.time[i];
-        clock.event = i;
-        const std::uint32_t a = allocOf[i];
-        if (initial && adopt) {
+    std::uint64_t deviceEvents = 0;
+    auto pass = [&](bool measured) {
+        for (std::size_t i = 0; i < n && !stop; ++i) {
+            if (m.device[i] != dev)
+                continue;
+            const bool initial = deviceEvents < initialEvents;
+            if (++deviceEvents == initialEvents + 1 && initialEvents > 0 && adopt)
+                stats.resetPeaks();
+            const EventKind kind = m.kind[i];
+            clock.time = m.time[i];
+            clock.event = i;
+            const std::uint32_t a = allocOf[i];
+            if (initial && adopt) {
+                switch (kind) {
+                case EventKind::SegmentAlloc: {
+                    SegmentInfo seg { m.address[i], m.size[i], streamKey[m.stream[i]], isSmallSegment(trace, dev, m.address[i], m.size[i]), false, {} };
+                    if (top.adoptSegment(seg)) {
+                        ++result.initialSegments;
+                        result.initialAdopted = true;
+                    } else
+                        ++result.initialNotAdopted;
+                    break;
+                }
+                case EventKind::Alloc:
+                    if (a != kNone && top.adoptBlock(m.address[i], m.size[i], m.requestedSize[i] ? m.requestedSize[i] : m.size[i], streamKey[m.stream[i]])) {
+                        simAddress[a] = m.address[i];
+                        ++result.initialBlocks;
+                    } else
+                        ++result.initialNotAdopted;
+                    break;
+                case EventKind::Free:
+                    if (a != kNone && simAddress[a] != 0)
+                        top.requestFree(simAddress[a]);
+                    break;
+                case EventKind::SegmentMap:
+                    ++result.initialNotAdopted; // expandable initial state is not adopted
+                    break;
+                default:
+                    break;
+                }
+                continue;
+            }
             switch (kind) {
-            case EventKind::SegmentAlloc: {
-                SegmentInfo seg { m.address[i], m.size[i], streamKey[m.stream[i]], isSmallSegment(trace, dev, m.address[i], m.size[i]), false, {} };
-                if (top.adoptSegment(seg)) {
-                    ++result.initialSegments;
-                    result.initialAdopted = true;
-                } else
-                    ++result.initialNotAdopted;
+            case EventKind::Alloc: {
+                ++result.requestEvents;
+                Bytes request = m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
+                if (request == 0) {
+                    ++result.zeroSizeRequests;
+                    break;
+                }
+                StreamKey stream = streamKey[m.stream[i]];
+                auto got = top.allocate(request, stream);
+                if (got) {
+                    ++result.allocations;
+                    if (a != kNone)
+                        simAddress[a] = *got;
+                    if (m_options.recordAllocAddresses)
+                        result.allocAddresses.emplace_back(i, *got);
+                    break;
+                }
+                ++result.ooms;
+                const auto& st = top.stats();
+                Bytes free = m_options.capacity == 0 ? ~Bytes(0) : m_options.capacity - std::min(m_options.capacity, st.reserved);
+                result.failures.push_back({ m.time[i], i, request, stream, st.reserved, st.allocated, free });
+                if (measured && m_options.onOom == OnOom::Stop) {
+                    result.stopped = true;
+                    stop = true;
+                }
                 break;
             }
-            case EventKind::Alloc:
-                if (a != kNone && top.adoptBlock(m.address[i], m.size[i], m.requestedSize[i] ? m.requestedSize[i] : m.size[i], streamKey[m.stream[i]])) {
-                    simAddress[a] = m.address[i];
-                    ++result.initialBlocks;
-                } else
-                    ++result.initialNotAdopted;
-                break;
             case EventKind::Free:
-                if (a != kNone && simAddress[a] != 0)
-                    top.requestFree(simAddress[a]);
+            case EventKind::FreeCompleted: {
+                ++result.requestEvents;
+                if (a == kNone) {
+                    if (kind == EventKind::Free)
+                        ++result.unmatchedFrees;
+                    break;
+                }
+                if (kind == EventKind::Free) {
+                    // The usual case: free_completed follows at once; the block is freed there, in order.
+                    std::size_t next = i + 1;
+                    while (next < n && m.device[next] != dev)
+                        ++next;
+                    if (next < n && m.kind[next] == EventKind::FreeCompleted && allocOf[next] == a)
+                        break;
+                }
+                Address addr = simAddress[a];
+                if (addr == 0)
+                    break; // never allocated in this replay: dropped after an OOM, or an initial block ignored
+                if (kind == EventKind::Free && allocs[a].freeCompletedEvent != kNoIndex && allocs[a].freeCompletedEvent > i) {
+                    top.requestFree(addr); // reusable only at its later free_completed
+                    break;
+                }
+                Bytes request = m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
+                StreamKey stream = streamKey[m.stream[i]];
+                top.deallocate(addr, request, stream);
+                simAddress[a] = 0;
                 break;
-            case EventKind::SegmentMap:
-                ++result.initialNotAdopted; // expandable initial state is not adopted
+            }
+            case EventKind::SegmentFree:
+            case EventKind::SegmentUnmap: {
+                if (!m_options.followRecorded)
+                    break;
+                // One empty_cache() per burst of recorded releases. An OOM recovery (release_cached_blocks
+                // before the retry) and an explicit empty_cache() release the same segments (§1.10), so
+                // both are reproduced by releasing at the first event of the burst.
+                std::size_t prev = i;
+                while (prev > 0 && m.device[prev - 1] != dev)
+                    --prev;
+                if (prev > 0 && (m.kind[prev - 1] == EventKind::SegmentFree || m.kind[prev - 1] == EventKind::SegmentUnmap))
+                    break;
+                top.releaseCached();
+                ++result.emptyCacheDirectives;
                 break;
+            }
             default:
                 break;
             }
-            continue;
         }
-        switch (kind) {
-        case EventKind::Alloc: {
-            ++result.requestEvents;
-            Bytes request = m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
-            if (request == 0) {
-                ++result.zeroSizeRequests;
-                break;
+    };
+    for (int w = 0; w < m_options.warmupPasses; ++w) {
+        // A warm-up pass fills the cache the way earlier iterations did; what it leaves live is freed.
+        pass(false);
+        for (std::size_t a = 0; a < simAddress.size(); ++a)
+            if (simAddress[a] != 0 && allocs[a].allocEvent >= initialEvents) {
+                top.deallocate(simAddress[a], 0, 0);
+                simAddress[a] = 0;
             }
-            StreamKey stream = streamKey[m.stream[i]];
-            auto got = top.allocate(request, stream);
-            if (got) {
-                ++result.allocations;
-                if (a != kNone)
-                    simAddress[a] = *got;
-                if (m_options.recordAllocAddresses)
-                    result.allocAddresses.emplace_back(i, *got);
-                break;
-            }
-            ++result.ooms;
-            const auto& st = top.stats();
-            Bytes free = m_options.capacity == 0 ? ~Bytes(0) : m_options.capacity - std::min(m_options.capacity, st.reserved);
-            result.failures.push_back({ m.time[i], i, request, stream, st.reserved, st.allocated, free });
-            if (m_options.onOom == OnOom::Stop) {
-                result.stopped = true;
-                stop = true;
-            }
-            break;
-        }
-        case EventKind::Free:
-        case EventKind::FreeCompleted: {
-            ++result.requestEvents;
-            if (a == kNone) {
-                if (kind == EventKind::Free)
-                    ++result.unmatchedFrees;
-                break;
-            }
-            if (kind == EventKind::Free) {
-                // The usual case: free_completed follows at once; the block is freed there, in order.
-                std::size_t next = i + 1;
-                while (next < n && m.device[next] != dev)
-                    ++next;
-                if (next < n && m.kind[next] == EventKind::FreeCompleted && allocOf[next] == a)
-                    break;
-            }
-            Address addr = simAddress[a];
-            if (addr == 0)
-                break; // never allocated in this replay: dropped after an OOM, or an initial block ignored
-            if (kind == EventKind::Free && allocs[a].freeCompletedEvent != kNoIndex && allocs[a].freeCompletedEvent > i) {
-                top.requestFree(addr); // reusable only at its later free_completed
-                break;
-            }
-            Bytes request = m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
-            StreamKey stream = streamKey[m.stream[i]];
-            top.deallocate(addr, request, stream);
-            simAddress[a] = 0;
-            break;
-        }
-        case EventKind::SegmentFree:
-        case EventKind::SegmentUnmap: {
-            if (!m_options.followRecorded)
-                break;
-            // One empty_cache() per burst of recorded releases. An OOM recovery (release_cached_blocks
-            // before the retry) and an explicit empty_cache() release the same segments (§1.10), so
-            // both are reproduced by releasing at the first event of the burst.
-            std::size_t prev = i;
-            while (prev > 0 && m.device[prev - 1] != dev)
-                --prev;
-            if (prev > 0 && (m.kind[prev - 1] == EventKind::SegmentFree || m.kind[prev - 1] == EventKind::SegmentUnmap))
-                break;
-            top.releaseCached();
-            ++result.emptyCacheDirectives;
-            break;
-        }
-        default:
-            break;
-        }
+        deviceEvents = 0;
+        initialEvents = 0; // the initial state is adopted once
+        stop = false;
+        std::string name = std::move(result.policy);
+        result = ReplayResult {};
+        result.policy = std::move(name);
+        result.device = dev;
+        stats.resetPeaks();
+        if (timeline)
+            timeline->takePoints();
+        result.segmentEvents.clear();
     }
+    pass(true);
 
     result.peakReserved = stats.peakReserved();
     result.peakAllocated = stats.peakAllocated();

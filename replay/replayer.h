@@ -45,6 +45,12 @@ struct ReplayOptions {
     bool keepFinalState = false; // fill ReplayResult::finalState
     bool followRecorded = false; // fidelity replay: address hints and empty_cache directives
     InitialStateMode initialState = InitialStateMode::Auto;
+    // Bytes allocated before the window that the trace does not list, held as one opaque live block
+    // from the start (a profiler trace's opening Total Allocated) [choice]; 0 = none.
+    Bytes openingAllocated = 0;
+    // Passes over the window before the measured one, to start from a warm cache as a steady-state
+    // training step does [choice]; blocks a pass leaves live are freed before the next.
+    int warmupPasses = 0;
 };
 
 struct FailedRequest {
