@@ -45,15 +45,17 @@ namespace {
     {
         if (!s.present)
             return nullptr;
-        return { { "kind", toString(s.kind) }, { "address", s.address }, { "size", s.size }, { "time_ns", s.time - start }, { "event", s.traceEvent } };
+        return { { "kind", toString(s.kind) }, { "address", s.address }, { "size", s.size },
+            { "time_ns", s.time - start }, { "event", s.traceEvent } };
     }
 
     std::string sideText(const replay::SegmentEventSide& s, TimeNs start)
     {
         if (!s.present)
             return "(none)";
-        return std::string(toString(s.kind)) + " " + formatBytes(s.size) + " (" + std::to_string(s.size) + " B) at address " + std::to_string(s.address)
-            + ", +" + formatSeconds(s.time - start) + ", trace event " + std::to_string(s.traceEvent);
+        return std::string(toString(s.kind)) + " " + formatBytes(s.size) + " (" + std::to_string(s.size)
+            + " B) at address " + std::to_string(s.address) + ", +" + formatSeconds(s.time - start) + ", trace event "
+            + std::to_string(s.traceEvent);
     }
 
 } // namespace
@@ -62,8 +64,9 @@ nlohmann::json replayResultToJson(const replay::ReplayResult& r, TimeNs start)
 {
     nlohmann::json failures = nlohmann::json::array();
     for (const auto& f : r.failures)
-        failures.push_back({ { "time_ns", f.time - start }, { "event", f.event }, { "size", f.size }, { "stream", f.stream },
-            { "reserved", f.reserved }, { "allocated", f.allocated }, { "device_free", f.deviceFree } });
+        failures.push_back(
+            { { "time_ns", f.time - start }, { "event", f.event }, { "size", f.size }, { "stream", f.stream },
+                { "reserved", f.reserved }, { "allocated", f.allocated }, { "device_free", f.deviceFree } });
     return {
         { "policy", r.policy },
         { "device", r.device },
@@ -90,7 +93,8 @@ nlohmann::json replayResultToJson(const replay::ReplayResult& r, TimeNs start)
     };
 }
 
-void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::string_view format, TimeNs start, std::ostream& out)
+void writeReplayTable(
+    const std::vector<replay::ReplayResult>& results, std::string_view format, TimeNs start, std::ostream& out)
 {
     if (format == "json") {
         nlohmann::json all = nlohmann::json::array();
@@ -104,8 +108,9 @@ void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::str
         for (const auto& r : results) {
             char waste[32];
             std::snprintf(waste, sizeof waste, "%.6f", r.atPeak.waste());
-            out << csvField(r.policy) << ',' << r.peakReserved.bytes << ',' << r.peakAllocated.bytes << ',' << waste << ',' << r.deviceCalls() << ','
-                << r.ooms << ',' << (r.failures.empty() ? std::string() : std::to_string(r.failures.front().time - start)) << '\n';
+            out << csvField(r.policy) << ',' << r.peakReserved.bytes << ',' << r.peakAllocated.bytes << ',' << waste
+                << ',' << r.deviceCalls() << ',' << r.ooms << ','
+                << (r.failures.empty() ? std::string() : std::to_string(r.failures.front().time - start)) << '\n';
         }
         return;
     }
@@ -114,19 +119,23 @@ void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::str
     std::size_t w = 6;
     for (const auto& r : results)
         w = std::max(w, r.policy.size());
-    out << pad("policy", w, true) << "  " << pad("peak reserved", 13) << "  " << pad("peak allocated", 14) << "  " << pad("waste at peak", 13) << "  "
-        << pad("device calls", 12) << "  " << pad("OOMs", 5) << "  " << pad("first OOM", 13) << '\n';
+    out << pad("policy", w, true) << "  " << pad("peak reserved", 13) << "  " << pad("peak allocated", 14) << "  "
+        << pad("waste at peak", 13) << "  " << pad("device calls", 12) << "  " << pad("OOMs", 5) << "  "
+        << pad("first OOM", 13) << '\n';
     for (const auto& r : results)
-        out << pad(r.policy, w, true) << "  " << pad(formatBytes(r.peakReserved.bytes), 13) << "  " << pad(formatBytes(r.peakAllocated.bytes), 14)
-            << "  " << pad(percent(r.atPeak.waste()), 13) << "  " << pad(std::to_string(r.deviceCalls()), 12) << "  "
-            << pad(std::to_string(r.ooms), 5) << "  " << pad(firstOomText(r, start), 13) << '\n';
+        out << pad(r.policy, w, true) << "  " << pad(formatBytes(r.peakReserved.bytes), 13) << "  "
+            << pad(formatBytes(r.peakAllocated.bytes), 14) << "  " << pad(percent(r.atPeak.waste()), 13) << "  "
+            << pad(std::to_string(r.deviceCalls()), 12) << "  " << pad(std::to_string(r.ooms), 5) << "  "
+            << pad(firstOomText(r, start), 13) << '\n';
     for (const auto& r : results) {
         if (r.failures.empty())
             continue;
         const auto& f = r.failures.front();
-        out << r.policy << ": " << (r.stopped ? "stopped at the first OOM" : "first OOM") << ": +" << formatSeconds(f.time - start) << ", request "
-            << formatBytes(f.size) << " (" << f.size << " B) on stream " << f.stream << ", reserved " << formatBytes(f.reserved) << ", device free "
-            << (f.deviceFree == ~Bytes(0) ? std::string("unlimited") : formatBytes(f.deviceFree)) << ", trace event " << f.event << '\n';
+        out << r.policy << ": " << (r.stopped ? "stopped at the first OOM" : "first OOM") << ": +"
+            << formatSeconds(f.time - start) << ", request " << formatBytes(f.size) << " (" << f.size
+            << " B) on stream " << f.stream << ", reserved " << formatBytes(f.reserved) << ", device free "
+            << (f.deviceFree == ~Bytes(0) ? std::string("unlimited") : formatBytes(f.deviceFree)) << ", trace event "
+            << f.event << '\n';
     }
 }
 
@@ -136,24 +145,33 @@ nlohmann::json fidelityToJson(const replay::FidelityReport& r, std::string_view 
         { "trace", label },
         { "policy", r.policy },
         { "exact", r.exact() },
-        { "segment_events", { { "recorded", r.recordedSegmentEvents }, { "simulated", r.simulatedSegmentEvents }, { "matched", r.matched } } },
-        { "first_mismatch", r.firstMismatch ? nlohmann::json { { "index", r.firstMismatch->index }, { "recorded", sideJson(r.firstMismatch->recorded, start) },
-                                                  { "simulated", sideJson(r.firstMismatch->simulated, start) } }
-                                            : nlohmann::json(nullptr) },
-        { "peak_reserved", { { "recorded", r.recordedPeakReserved }, { "simulated", r.simulatedPeakReserved }, { "error", r.peakReservedError } } },
+        { "segment_events",
+            { { "recorded", r.recordedSegmentEvents }, { "simulated", r.simulatedSegmentEvents },
+                { "matched", r.matched } } },
+        { "first_mismatch",
+            r.firstMismatch ? nlohmann::json { { "index", r.firstMismatch->index },
+                { "recorded", sideJson(r.firstMismatch->recorded, start) },
+                { "simulated", sideJson(r.firstMismatch->simulated, start) } }
+                            : nlohmann::json(nullptr) },
+        { "peak_reserved",
+            { { "recorded", r.recordedPeakReserved }, { "simulated", r.simulatedPeakReserved },
+                { "error", r.peakReservedError } } },
         { "alloc_addresses", { { "compared", r.allocAddressesCompared }, { "matched", r.allocAddressesMatched } } },
-        { "initial_state", { { "segments", r.initialSegments }, { "blocks", r.initialBlocks }, { "not_adopted", r.initialNotAdopted } } },
+        { "initial_state",
+            { { "segments", r.initialSegments }, { "blocks", r.initialBlocks },
+                { "not_adopted", r.initialNotAdopted } } },
         { "empty_cache_directives", r.emptyCacheDirectives },
         { "ooms", r.ooms },
     };
     if (r.endStateDifferences)
-        j["end_state"] = { { "segments_recorded", r.endSegmentsRecorded }, { "segments_simulated", r.finalState.segments.size() },
-            { "differences", *r.endStateDifferences } };
+        j["end_state"] = { { "segments_recorded", r.endSegmentsRecorded },
+            { "segments_simulated", r.finalState.segments.size() }, { "differences", *r.endStateDifferences } };
     auto counterJson = [&](const replay::CounterComparison& c) {
         return nlohmann::json { { "series", c.series }, { "samples", c.samples }, { "recorded_first", c.recordedFirst },
             { "recorded_peak", c.recordedPeak }, { "simulated_peak", c.simulatedPeak }, { "peak_error", c.peakError },
-            { "peak_error_ratio", c.peakErrorRatio }, { "mean_abs_error", c.meanAbsError }, { "max_abs_error", c.maxAbsError },
-            { "max_abs_error_time_ns", c.maxAbsErrorTime - start }, { "within_1_percent", c.withinOnePercent } };
+            { "peak_error_ratio", c.peakErrorRatio }, { "mean_abs_error", c.meanAbsError },
+            { "max_abs_error", c.maxAbsError }, { "max_abs_error_time_ns", c.maxAbsErrorTime - start },
+            { "within_1_percent", c.withinOnePercent } };
     };
     j["segment_level"] = r.segmentLevel;
     if (r.reservedCounter)
@@ -165,7 +183,8 @@ nlohmann::json fidelityToJson(const replay::FidelityReport& r, std::string_view 
     return j;
 }
 
-void writeFidelityReport(const replay::FidelityReport& r, std::string_view label, std::string_view format, TimeNs start, std::ostream& out)
+void writeFidelityReport(
+    const replay::FidelityReport& r, std::string_view label, std::string_view format, TimeNs start, std::ostream& out)
 {
     if (format == "json") {
         out << fidelityToJson(r, label, start).dump(2) << '\n';
@@ -180,39 +199,45 @@ void writeFidelityReport(const replay::FidelityReport& r, std::string_view label
         out << ", " << r.initialNotAdopted << " not adopted";
     out << '\n';
     if (r.segmentLevel) {
-        out << "  segment events    " << r.matched << "/" << r.recordedSegmentEvents << " matched (" << r.simulatedSegmentEvents << " simulated)\n";
+        out << "  segment events    " << r.matched << "/" << r.recordedSegmentEvents << " matched ("
+            << r.simulatedSegmentEvents << " simulated)\n";
         if (r.firstMismatch) {
             out << "  first mismatch    segment event " << r.firstMismatch->index << '\n';
             out << "    recorded        " << sideText(r.firstMismatch->recorded, start) << '\n';
             out << "    simulated       " << sideText(r.firstMismatch->simulated, start) << '\n';
         }
-        out << "  alloc addresses   " << r.allocAddressesMatched << "/" << r.allocAddressesCompared << " at the recorded address\n";
+        out << "  alloc addresses   " << r.allocAddressesMatched << "/" << r.allocAddressesCompared
+            << " at the recorded address\n";
     } else {
-        out << "  segment events    none recorded (reserved is known only from the " << r.reservedCounter->series << " counter); "
-            << r.simulatedSegmentEvents << " simulated\n";
+        out << "  segment events    none recorded (reserved is known only from the " << r.reservedCounter->series
+            << " counter); " << r.simulatedSegmentEvents << " simulated\n";
     }
-    out << "  peak reserved     recorded " << formatBytes(r.recordedPeakReserved) << ", simulated " << formatBytes(r.simulatedPeakReserved)
-        << ", error " << r.peakReservedError << " B\n";
+    out << "  peak reserved     recorded " << formatBytes(r.recordedPeakReserved) << ", simulated "
+        << formatBytes(r.simulatedPeakReserved) << ", error " << r.peakReservedError << " B\n";
     if (r.endStateDifferences) {
-        out << "  end state         " << (r.endStateDifferences->empty() ? "identical to" : "differs from") << " the recorded segments ("
-            << r.endSegmentsRecorded << " recorded, " << r.finalState.segments.size() << " simulated)\n";
+        out << "  end state         " << (r.endStateDifferences->empty() ? "identical to" : "differs from")
+            << " the recorded segments (" << r.endSegmentsRecorded << " recorded, " << r.finalState.segments.size()
+            << " simulated)\n";
         for (const auto& d : *r.endStateDifferences)
             out << "    " << d << '\n';
     }
     auto counterText = [&](const char* title, const replay::CounterComparison& c) {
-        out << "  " << title << c.series << ": " << c.samples << " samples, first " << formatBytes(c.recordedFirst) << "; peak recorded "
-            << formatBytes(c.recordedPeak) << ", simulated " << formatBytes(c.simulatedPeak) << " (error " << percent(c.peakErrorRatio)
-            << "); mean |error| " << formatBytes(Bytes(c.meanAbsError)) << ", max " << formatBytes(c.maxAbsError) << " at +"
-            << formatSeconds(c.maxAbsErrorTime - start) << "; " << percent(c.withinOnePercent) << " of samples within 1 % of the peak\n";
+        out << "  " << title << c.series << ": " << c.samples << " samples, first " << formatBytes(c.recordedFirst)
+            << "; peak recorded " << formatBytes(c.recordedPeak) << ", simulated " << formatBytes(c.simulatedPeak)
+            << " (error " << percent(c.peakErrorRatio) << "); mean |error| " << formatBytes(Bytes(c.meanAbsError))
+            << ", max " << formatBytes(c.maxAbsError) << " at +" << formatSeconds(c.maxAbsErrorTime - start) << "; "
+            << percent(c.withinOnePercent) << " of samples within 1 % of the peak\n";
     };
     if (r.reservedCounter)
         counterText("cold start        ", *r.reservedCounter);
     if (r.reservedCounterWarm) {
-        out << "  warm start        " << formatBytes(r.openingAllocated) << " allocated before the window held as one block, one pass first\n";
+        out << "  warm start        " << formatBytes(r.openingAllocated)
+            << " allocated before the window held as one block, one pass first\n";
         counterText("                  ", *r.reservedCounterWarm);
     }
     if (r.emptyCacheDirectives)
-        out << "  empty_cache       " << r.emptyCacheDirectives << " recorded release bursts replayed as empty_cache()\n";
+        out << "  empty_cache       " << r.emptyCacheDirectives
+            << " recorded release bursts replayed as empty_cache()\n";
     out << "  result            " << (r.exact() ? "exact" : "not exact") << '\n';
 }
 

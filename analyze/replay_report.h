@@ -18,12 +18,13 @@ namespace gpumem::analyze {
 // PyTorch-style 1 − allocated/reserved at the instant reserved first peaked (allocators.md §5.4).
 // Text and JSON also give the first failed request of each policy (time, size, stream, reserved and
 // device free then).
-void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::string_view format, TimeNs start, std::ostream& out);
+void writeReplayTable(
+    const std::vector<replay::ReplayResult>& results, std::string_view format, TimeNs start, std::ostream& out);
 nlohmann::json replayResultToJson(const replay::ReplayResult& result, TimeNs start);
 
 // format: "text" or "json" (csv is refused: the report is not a table).
-void writeFidelityReport(const replay::FidelityReport& report, std::string_view label, std::string_view format, TimeNs start,
-    std::ostream& out);
+void writeFidelityReport(const replay::FidelityReport& report, std::string_view label, std::string_view format,
+    TimeNs start, std::ostream& out);
 nlohmann::json fidelityToJson(const replay::FidelityReport& report, std::string_view label, TimeNs start);
 
 } // namespace gpumem::analyze

@@ -124,7 +124,8 @@ Trace repeat(const std::vector<Request>& iter, const std::vector<Request>& first
     TraceBuilder tb;
     DeviceId d = tb.device(DeviceType::Cuda, 0);
     StreamId s = tb.stream(d, 0);
-    std::uint64_t copies = std::max<std::uint64_t>(1, (target - std::min<std::uint64_t>(target, firstOnly.size())) / std::max<std::size_t>(iter.size(), 1));
+    std::uint64_t copies = std::max<std::uint64_t>(
+        1, (target - std::min<std::uint64_t>(target, firstOnly.size())) / std::max<std::size_t>(iter.size(), 1));
     auto& c = tb.memoryColumns();
     c.reserve(firstOnly.size() + copies * iter.size());
     std::uint64_t seq = 0;
@@ -170,7 +171,8 @@ int main(int argc, char** argv)
             path = a;
     }
     if (specs.empty())
-        specs = { "direct", "pytorch", "pytorch:expandable_segments:True", "pytorch:max_split_size_mb:64", "pytorch@2.0", "ideal" };
+        specs = { "direct", "pytorch", "pytorch:expandable_segments:True", "pytorch:max_split_size_mb:64",
+            "pytorch@2.0", "ideal" };
 
     TimeNs span = 0;
     std::vector<Request> firstOnly;
@@ -187,13 +189,14 @@ int main(int argc, char** argv)
     Trace trace = repeat(iter, firstOnly, span, target);
     trace.allocations(); // pairing is part of loading, not of a replay
     double buildSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("source: %s\niteration: %zu request events; trace: %zu events (built and paired in %.2f s)\n", source.c_str(), iter.size(),
-        trace.memory().count(), buildSeconds);
+    std::printf("source: %s\niteration: %zu request events; trace: %zu events (built and paired in %.2f s)\n",
+        source.c_str(), iter.size(), trace.memory().count(), buildSeconds);
 
     ReplayOptions options;
     options.initialState = InitialStateMode::Ignore;
     std::vector<std::pair<std::string, double>> rates;
-    std::printf("%-40s %12s %10s %12s %14s %10s\n", "policy", "events", "best s", "Mevents/s", "peak reserved", "vs direct");
+    std::printf(
+        "%-40s %12s %10s %12s %14s %10s\n", "policy", "events", "best s", "Mevents/s", "peak reserved", "vs direct");
     double directRate = 0;
     for (const auto& spec : specs) {
         double best = 1e300;
@@ -206,8 +209,10 @@ int main(int argc, char** argv)
         double rate = double(res.requestEvents) / best;
         if (spec == "direct")
             directRate = rate;
-        std::printf("%-40s %12llu %10.3f %12.2f %14llu %10s\n", spec.c_str(), static_cast<unsigned long long>(res.requestEvents), best, rate / 1e6,
-            static_cast<unsigned long long>(res.peakReserved.bytes), directRate > 0 ? (std::to_string(rate / directRate).substr(0, 5) + "x").c_str() : "-");
+        std::printf("%-40s %12llu %10.3f %12.2f %14llu %10s\n", spec.c_str(),
+            static_cast<unsigned long long>(res.requestEvents), best, rate / 1e6,
+            static_cast<unsigned long long>(res.peakReserved.bytes),
+            directRate > 0 ? (std::to_string(rate / directRate).substr(0, 5) + "x").c_str() : "-");
     }
     return 0;
 }

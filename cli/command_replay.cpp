@@ -42,7 +42,10 @@ namespace {
     class ReplayCommand final : public Command {
     public:
         std::string_view name() const override { return "replay"; }
-        std::string_view summary() const override { return "what-if: replay a trace through allocator policies (peak reserved, waste, device calls, OOMs)"; }
+        std::string_view summary() const override
+        {
+            return "what-if: replay a trace through allocator policies (peak reserved, waste, device calls, OOMs)";
+        }
         std::string_view synopsis() const override
         {
             return "replay [--policy SPEC]... [--capacity BYTES] [--on-oom stop|skip] [--format text|json|csv] TRACE\n"
@@ -53,19 +56,24 @@ namespace {
             static const std::string text = policyHelp()
                 + "\n'pytorch' without options uses the allocator settings the trace recorded (a snapshot's\n"
                   "allocator_settings). Examples:\n"
-                  "  gpumem replay run.pickle --policy pytorch --policy pytorch:expandable_segments:True --policy ideal\n"
+                  "  gpumem replay run.pickle --policy pytorch --policy pytorch:expandable_segments:True --policy "
+                  "ideal\n"
                   "  gpumem replay run.pickle --policy pytorch:max_split_size_mb:128 --capacity 40GiB --on-oom stop\n"
                   "  gpumem replay --fidelity run.pickle\n"
-                  "--on-oom stop ends a replay at its first failed request and reports it (time, request, reserved and\n"
+                  "--on-oom stop ends a replay at its first failed request and reports it (time, request, reserved "
+                  "and\n"
                   "free then); skip (default) counts it, drops that allocation and its free, and goes on.\n"
                   "--fidelity replays with the recorded policy from the reconstructed initial state and compares the\n"
-                  "simulated segment events with the recorded ones (matched/total, first mismatch, peak reserved error;\n"
-                  "for a snapshot also the final segments block for block; for a profiler trace the Total Reserved curve).";
+                  "simulated segment events with the recorded ones (matched/total, first mismatch, peak reserved "
+                  "error;\n"
+                  "for a snapshot also the final segments block for block; for a profiler trace the Total Reserved "
+                  "curve).";
             return text;
         }
         void setup(po::options_description& o, po::positional_options_description& p) override
         {
-            o.add_options()("policy", po::value<std::vector<std::string>>(), "allocator policy SPEC (repeatable; default pytorch)")(
+            o.add_options()(
+                "policy", po::value<std::vector<std::string>>(), "allocator policy SPEC (repeatable; default pytorch)")(
                 "capacity", po::value<std::string>(), "device capacity, e.g. 80GiB (default unlimited)")(
                 "on-oom", po::value<std::string>()->default_value("skip"), "stop or skip at a failed request")(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
@@ -76,9 +84,12 @@ namespace {
         int run(const po::variables_map& vm, std::ostream& out, std::ostream&) override
         {
             const bool fidelity = vm.count("fidelity") > 0;
-            std::string format = checkedChoice(vm, "format", fidelity ? std::vector<std::string> { "text", "json" } : std::vector<std::string> { "text", "json", "csv" });
+            std::string format = checkedChoice(vm, "format",
+                fidelity ? std::vector<std::string> { "text", "json" }
+                         : std::vector<std::string> { "text", "json", "csv" });
             std::string onOom = checkedChoice(vm, "on-oom", { "stop", "skip" });
-            std::vector<std::string> texts = vm.count("policy") ? vm["policy"].as<std::vector<std::string>>() : std::vector<std::string> { "pytorch" };
+            std::vector<std::string> texts = vm.count("policy") ? vm["policy"].as<std::vector<std::string>>()
+                                                                : std::vector<std::string> { "pytorch" };
             std::vector<replay::PolicySpec> specs;
             for (const auto& t : texts) {
                 specs.push_back(replay::parsePolicySpec(t));

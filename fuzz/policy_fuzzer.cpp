@@ -3,14 +3,15 @@
 // must be a UsageError; anything else thrown, a crash, a sanitizer report or a broken invariant
 // (allocated > reserved, overlapping live blocks, memory not returned at the end) is a bug.
 #include "core/error.h"
+#include "replay/policies/pytorch_policy.h"
 #include "replay/policy_registry.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <algorithm>
 #include <map>
-#include <vector>
 #include <string>
+#include <vector>
 
 using namespace gpumem;
 using namespace gpumem::replay;
@@ -29,20 +30,38 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     std::map<Address, std::pair<Bytes, StreamKey>> live;
     std::vector<Address> pending;
-    const bool caching = policy->name().rfind("pytorch", 0) == 0;
+    auto* pytorch = dynamic_cast<PyTorchPolicy*>(policy.get());
+    const bool caching = pytorch != nullptr;
+    std::uint64_t syncs = 0;
+    // release_cached_blocks (empty_cache, or an OOM recovery inside allocate) completes every pending
+    // free; their recorded free_completed arrives next and must be ignored by the policy.
+    auto completePending = [&] {
+        for (Address a : pending) {
+            policy->deallocate(a, live[a].first, live[a].second);
+            live.erase(a);
+        }
+        pending.clear();
+    };
     const std::uint8_t* p = data + (eol == std::string::npos ? size : eol + 1);
     const std::uint8_t* end = data + size;
     while (end - p >= 4) {
-        std::uint32_t word = std::uint32_t(p[0]) | std::uint32_t(p[1]) << 8 | std::uint32_t(p[2]) << 16 | std::uint32_t(p[3]) << 24;
+        std::uint32_t word
+            = std::uint32_t(p[0]) | std::uint32_t(p[1]) << 8 | std::uint32_t(p[2]) << 16 | std::uint32_t(p[3]) << 24;
         p += 4;
         StreamKey stream = (word >> 2) & 1;
         switch (word & 3) {
         case 0:
         case 1: {
             Bytes n = 1 + ((word >> 3) & 1 ? (word >> 4) % (Bytes(80) << 20) : (word >> 4) % (Bytes(2) << 20));
-            if (auto a = policy->allocate(n, stream)) {
+            auto a = policy->allocate(n, stream);
+            if (pytorch && pytorch->counters().numSyncAllStreams != syncs) {
+                syncs = pytorch->counters().numSyncAllStreams;
+                completePending();
+            }
+            if (a) {
                 auto next = live.lower_bound(*a);
-                if ((next != live.end() && next->first < *a + n) || (next != live.begin() && std::prev(next)->first + std::prev(next)->second.first > *a))
+                if ((next != live.end() && next->first < *a + n)
+                    || (next != live.begin() && std::prev(next)->first + std::prev(next)->second.first > *a))
                     std::abort(); // overlapping live blocks
                 live[*a] = { n, stream };
             }
@@ -70,14 +89,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             break;
         default:
             policy->releaseCached();
-            if (caching) {
-                // release_cached_blocks completed every pending free; their recorded free_completed
-                // arrives next and must be ignored.
-                for (Address a : pending) {
-                    policy->deallocate(a, live[a].first, live[a].second);
-                    live.erase(a);
-                }
-                pending.clear();
+            if (pytorch) {
+                syncs = pytorch->counters().numSyncAllStreams;
+                completePending();
             }
             break;
         }

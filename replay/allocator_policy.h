@@ -13,16 +13,16 @@
 namespace gpumem::replay {
 
 enum class BlockState : std::uint8_t {
-    Allocated = 0,   // handed to the program (PyTorch active_allocated)
+    Allocated = 0, // handed to the program (PyTorch active_allocated)
     PendingFree = 1, // freed by the program, not reusable yet (PyTorch active_pending_free)
-    Free = 2,        // cached, reusable (PyTorch inactive)
-    Unmapped = 3,    // expandable-segment address space with no physical pages
+    Free = 2, // cached, reusable (PyTorch inactive)
+    Unmapped = 3, // expandable-segment address space with no physical pages
 };
 std::string_view toString(BlockState state);
 
 struct BlockInfo {
     Address address = 0;
-    Bytes size = 0;      // bytes of the block (after rounding and non-split)
+    Bytes size = 0; // bytes of the block (after rounding and non-split)
     Bytes requested = 0; // the program's request (0 for free blocks)
     BlockState state = BlockState::Free;
     friend bool operator==(const BlockInfo&, const BlockInfo&) = default;
@@ -48,17 +48,17 @@ struct PolicyState {
 struct PolicyStats {
     Bytes allocated = 0; // bytes of blocks handed out (PyTorch allocated_bytes: block sizes)
     Bytes requested = 0; // bytes the program asked for, of blocks handed out
-    Bytes reserved = 0;  // bytes held from the device (segments or mapped pages)
+    Bytes reserved = 0; // bytes held from the device (segments or mapped pages)
     std::uint64_t allocRetries = 0; // PyTorch num_alloc_retries
-    std::uint64_t ooms = 0;         // failed requests
+    std::uint64_t ooms = 0; // failed requests
 };
 
 // Fragmentation at one instant (allocators.md §5.4).
 struct FragmentationSample {
     Bytes reserved = 0;
     Bytes allocated = 0;
-    Bytes freeBytes = 0;     // reserved bytes in free (mapped) blocks
-    Bytes largestFree = 0;   // the largest free block
+    Bytes freeBytes = 0; // reserved bytes in free (mapped) blocks
+    Bytes largestFree = 0; // the largest free block
     Bytes inactiveSplit = 0; // free bytes inside split (partially used) non-expandable segments
     // 1 − allocated/reserved (PyTorch-style waste); 0 when nothing is reserved.
     double waste() const { return reserved == 0 ? 0.0 : 1.0 - double(allocated) / double(reserved); }
@@ -86,7 +86,10 @@ public:
     // and a block inside it that was live. False when the policy cannot take it (no caching, or the
     // block does not fall inside a free range).
     bool adoptSegment(const SegmentInfo& segment) { return doAdoptSegment(segment); }
-    bool adoptBlock(Address address, Bytes size, Bytes requested, StreamKey stream) { return doAdoptBlock(address, size, requested, stream); }
+    bool adoptBlock(Address address, Bytes size, Bytes requested, StreamKey stream)
+    {
+        return doAdoptBlock(address, size, requested, stream);
+    }
 
     virtual std::string name() const = 0;
     virtual PolicyState describeState() const = 0;

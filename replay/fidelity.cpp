@@ -16,7 +16,8 @@ namespace {
 
     bool isDeviceCall(EventKind k)
     {
-        return k == EventKind::SegmentAlloc || k == EventKind::SegmentFree || k == EventKind::SegmentMap || k == EventKind::SegmentUnmap;
+        return k == EventKind::SegmentAlloc || k == EventKind::SegmentFree || k == EventKind::SegmentMap
+            || k == EventKind::SegmentUnmap;
     }
     bool grows(EventKind k) { return k == EventKind::SegmentAlloc || k == EventKind::SegmentMap; }
 
@@ -30,7 +31,8 @@ namespace {
     {
         const auto series = trace.counterSeries();
         for (std::uint32_t s = 0; s < series.size(); ++s)
-            if (series[s].device == device && lower(std::string(trace.str(series[s].name))).find(word) != std::string::npos)
+            if (series[s].device == device
+                && lower(std::string(trace.str(series[s].name))).find(word) != std::string::npos)
                 return s;
         return std::nullopt;
     }
@@ -57,7 +59,8 @@ namespace {
         return 0;
     }
 
-    std::optional<CounterComparison> compareReservedCounter(const Trace& trace, DeviceId device, const std::vector<TimelinePoint>& timeline, Bytes simulatedPeak)
+    std::optional<CounterComparison> compareReservedCounter(
+        const Trace& trace, DeviceId device, const std::vector<TimelinePoint>& timeline, Bytes simulatedPeak)
     {
         auto chosen = counterNamed(trace, device, "reserved");
         if (!chosen)
@@ -202,7 +205,8 @@ FidelityReport checkFidelityFile(const std::string& path, const PolicySpec& spec
     return rep;
 }
 
-std::vector<std::string> compareStates(const std::vector<SegmentInfo>& recorded, const std::vector<SegmentInfo>& simulated, std::size_t maxDifferences)
+std::vector<std::string> compareStates(
+    const std::vector<SegmentInfo>& recorded, const std::vector<SegmentInfo>& simulated, std::size_t maxDifferences)
 {
     std::vector<std::string> out;
     std::size_t total = 0;
@@ -216,26 +220,29 @@ std::vector<std::string> compareStates(const std::vector<SegmentInfo>& recorded,
     for (const auto& r : recorded) {
         auto it = sim.find(r.address);
         if (it == sim.end()) {
-            diff("segment " + std::to_string(r.address) + " (" + std::to_string(r.size) + " B) is recorded but not simulated");
+            diff("segment " + std::to_string(r.address) + " (" + std::to_string(r.size)
+                + " B) is recorded but not simulated");
             continue;
         }
         const SegmentInfo& s = *it->second;
         sim.erase(it);
         if (s.size != r.size)
-            diff("segment " + std::to_string(r.address) + ": size " + std::to_string(r.size) + " recorded, " + std::to_string(s.size) + " simulated");
+            diff("segment " + std::to_string(r.address) + ": size " + std::to_string(r.size) + " recorded, "
+                + std::to_string(s.size) + " simulated");
         std::size_t n = std::max(r.blocks.size(), s.blocks.size());
         for (std::size_t b = 0; b < n; ++b) {
             if (b >= r.blocks.size() || b >= s.blocks.size()) {
-                diff("segment " + std::to_string(r.address) + ": " + std::to_string(r.blocks.size()) + " blocks recorded, "
-                    + std::to_string(s.blocks.size()) + " simulated");
+                diff("segment " + std::to_string(r.address) + ": " + std::to_string(r.blocks.size())
+                    + " blocks recorded, " + std::to_string(s.blocks.size()) + " simulated");
                 break;
             }
             const auto& rb = r.blocks[b];
             const auto& sb = s.blocks[b];
             if (rb.address != sb.address || rb.size != sb.size || rb.state != sb.state)
-                diff("segment " + std::to_string(r.address) + " block " + std::to_string(b) + ": recorded " + std::to_string(rb.address) + " "
-                    + std::to_string(rb.size) + " " + std::string(toString(rb.state)) + ", simulated " + std::to_string(sb.address) + " "
-                    + std::to_string(sb.size) + " " + std::string(toString(sb.state)));
+                diff("segment " + std::to_string(r.address) + " block " + std::to_string(b) + ": recorded "
+                    + std::to_string(rb.address) + " " + std::to_string(rb.size) + " " + std::string(toString(rb.state))
+                    + ", simulated " + std::to_string(sb.address) + " " + std::to_string(sb.size) + " "
+                    + std::string(toString(sb.state)));
         }
     }
     for (const auto& [addr, s] : sim)

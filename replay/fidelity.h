@@ -28,13 +28,13 @@ struct SegmentEventMismatch {
 
 // The simulated reserved curve against a recorded counter (allocators.md §5.4 naming).
 struct CounterComparison {
-    std::string series;       // e.g. "Total Reserved"
+    std::string series; // e.g. "Total Reserved"
     std::uint64_t samples = 0;
-    Bytes recordedFirst = 0;  // the first sample (memory reserved before the window shows here)
+    Bytes recordedFirst = 0; // the first sample (memory reserved before the window shows here)
     Bytes recordedPeak = 0, simulatedPeak = 0;
-    std::int64_t peakError = 0;  // simulated − recorded, bytes
-    double peakErrorRatio = 0;   // |peakError| / recordedPeak
-    double meanAbsError = 0;     // bytes, over samples
+    std::int64_t peakError = 0; // simulated − recorded, bytes
+    double peakErrorRatio = 0; // |peakError| / recordedPeak
+    double meanAbsError = 0; // bytes, over samples
     Bytes maxAbsError = 0;
     TimeNs maxAbsErrorTime = 0;
     double withinOnePercent = 0; // fraction of samples within 1 % of the recorded peak
@@ -69,7 +69,8 @@ struct FidelityReport {
     bool exact() const
     {
         return segmentLevel && !firstMismatch && recordedSegmentEvents == matched && peakReservedError == 0
-            && allocAddressesMatched == allocAddressesCompared && (!endStateDifferences || endStateDifferences->empty());
+            && allocAddressesMatched == allocAddressesCompared
+            && (!endStateDifferences || endStateDifferences->empty());
     }
 };
 
@@ -86,7 +87,7 @@ FidelityReport checkFidelityFile(const std::string& path, const PolicySpec& spec
 // Compares a simulated final state with a recorded one (a snapshot's `segments`), segment by segment
 // (address, size) and block by block (address, size, state). One line per difference, at most
 // `maxDifferences` (then "… N more"); empty when equal.
-std::vector<std::string> compareStates(const std::vector<SegmentInfo>& recorded, const std::vector<SegmentInfo>& simulated,
-    std::size_t maxDifferences = 20);
+std::vector<std::string> compareStates(const std::vector<SegmentInfo>& recorded,
+    const std::vector<SegmentInfo>& simulated, std::size_t maxDifferences = 20);
 
 } // namespace gpumem::replay

@@ -37,8 +37,10 @@ namespace {
             if (key != "alignment")
                 throw UsageError("unknown " + spec.policy + " option '" + key + "'; valid options: alignment");
             auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), alignment);
-            if (ec != std::errc() || end != value.data() + value.size() || alignment == 0 || (alignment & (alignment - 1)) != 0)
-                throw UsageError(spec.policy + " option alignment: '" + value + "' must be a power of two in bytes (1, 256, 512, …)");
+            if (ec != std::errc() || end != value.data() + value.size() || alignment == 0
+                || (alignment & (alignment - 1)) != 0)
+                throw UsageError(spec.policy + " option alignment: '" + value
+                    + "' must be a power of two in bytes (1, 256, 512, …)");
         }
         return alignment;
     }
@@ -46,7 +48,8 @@ namespace {
     void checkNoVersion(const PolicySpec& spec)
     {
         if (!spec.version.empty())
-            throw UsageError("policy " + spec.policy + " has no versions; write '" + spec.policy + "' without '@" + spec.version + "'");
+            throw UsageError("policy " + spec.policy + " has no versions; write '" + spec.policy + "' without '@"
+                + spec.version + "'");
     }
 
     PyTorchVersion pytorchVersion(const PolicySpec& spec)
@@ -63,8 +66,8 @@ namespace {
 const std::vector<PolicyInfo>& registeredPolicies()
 {
     static const std::vector<PolicyInfo> infos = {
-        { "pytorch", "PyTorch CUDACachingAllocator (native backend); options in PYTORCH_CUDA_ALLOC_CONF syntax", { "2.0" },
-            allocConfKeys(PyTorchVersion::Main) },
+        { "pytorch", "PyTorch CUDACachingAllocator (native backend); options in PYTORCH_CUDA_ALLOC_CONF syntax",
+            { "2.0" }, allocConfKeys(PyTorchVersion::Main) },
         { "direct", "no cache: every request is one cudaMalloc, every free one cudaFree", {}, { "alignment" } },
         { "ideal", "lower bound: reserved = live bytes at every instant", {}, { "alignment" } },
     };
@@ -82,7 +85,8 @@ PyTorchConfig pytorchConfigFor(const PolicySpec& spec, const PolicyContext& cont
     return config;
 }
 
-std::unique_ptr<AllocatorPolicy> makePolicy(const PolicySpec& spec, SimulatedDevice& device, const PolicyContext& context)
+std::unique_ptr<AllocatorPolicy> makePolicy(
+    const PolicySpec& spec, SimulatedDevice& device, const PolicyContext& context)
 {
     if (spec.policy == "pytorch")
         return std::make_unique<PyTorchPolicy>(device, pytorchConfigFor(spec, context));

@@ -15,7 +15,7 @@ struct PolicyInfo {
     std::string name;
     std::string summary;
     std::vector<std::string> versions; // besides the default (newest) rules
-    std::vector<std::string> options;  // valid option keys
+    std::vector<std::string> options; // valid option keys
 };
 
 // The registered policies, in display order.
@@ -29,7 +29,8 @@ struct PolicyContext {
 
 // Builds the policy. Throws UsageError naming the valid choices on an unknown policy, version,
 // option or a bad value.
-std::unique_ptr<AllocatorPolicy> makePolicy(const PolicySpec& spec, SimulatedDevice& device, const PolicyContext& context = {});
+std::unique_ptr<AllocatorPolicy> makePolicy(
+    const PolicySpec& spec, SimulatedDevice& device, const PolicyContext& context = {});
 
 // The same checks without building anything (a CLI's parse-only setup).
 void validatePolicySpec(const PolicySpec& spec);

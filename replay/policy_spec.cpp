@@ -21,9 +21,11 @@ PolicySpec parsePolicySpec(std::string_view text)
     if (at != std::string_view::npos)
         spec.version = std::string(head.substr(at + 1));
     if (spec.policy.empty())
-        throw UsageError("policy spec '" + std::string(text) + "' has no policy name; write NAME[@VERSION][:OPTIONS], e.g. pytorch:expandable_segments:True");
+        throw UsageError("policy spec '" + std::string(text)
+            + "' has no policy name; write NAME[@VERSION][:OPTIONS], e.g. pytorch:expandable_segments:True");
     if (at != std::string_view::npos && spec.version.empty())
-        throw UsageError("policy spec '" + std::string(text) + "': '@' must be followed by a version, e.g. pytorch@2.0");
+        throw UsageError(
+            "policy spec '" + std::string(text) + "': '@' must be followed by a version, e.g. pytorch@2.0");
     if (colon != std::string_view::npos)
         spec.options = splitAllocConf(text.substr(colon + 1));
     return spec;

@@ -13,8 +13,8 @@
 namespace gpumem::replay {
 
 struct PolicySpec {
-    std::string text;    // as written
-    std::string policy;  // "pytorch", "direct", "ideal"
+    std::string text; // as written
+    std::string policy; // "pytorch", "direct", "ideal"
     std::string version; // "" (newest rules) or e.g. "2.0"
     std::vector<ConfOption> options;
 };

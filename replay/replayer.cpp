@@ -130,7 +130,8 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
         streamKey[s] = trace.streams()[s].handle;
 
     // The initial state of the window.
-    std::uint64_t initialEvents = m_options.initialState == InitialStateMode::Ignore ? 0 : initialStateEventCount(trace, dev);
+    std::uint64_t initialEvents
+        = m_options.initialState == InitialStateMode::Ignore ? 0 : initialStateEventCount(trace, dev);
     bool adopt = m_options.initialState == InitialStateMode::Adopt
         || (m_options.initialState == InitialStateMode::Auto && spec.policy == "pytorch" && spec.options.empty()
             && spec.version.empty() && context.recordedSettings != nullptr);
@@ -165,7 +166,8 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
             if (initial && adopt) {
                 switch (kind) {
                 case EventKind::SegmentAlloc: {
-                    SegmentInfo seg { m.address[i], m.size[i], streamKey[m.stream[i]], isSmallSegment(trace, dev, m.address[i], m.size[i]), false, {} };
+                    SegmentInfo seg { m.address[i], m.size[i], streamKey[m.stream[i]],
+                        isSmallSegment(trace, dev, m.address[i], m.size[i]), false, {} };
                     if (top.adoptSegment(seg)) {
                         ++result.initialSegments;
                         result.initialAdopted = true;
@@ -174,7 +176,9 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
                     break;
                 }
                 case EventKind::Alloc:
-                    if (a != kNone && top.adoptBlock(m.address[i], m.size[i], m.requestedSize[i] ? m.requestedSize[i] : m.size[i], streamKey[m.stream[i]])) {
+                    if (a != kNone
+                        && top.adoptBlock(m.address[i], m.size[i], m.requestedSize[i] ? m.requestedSize[i] : m.size[i],
+                            streamKey[m.stream[i]])) {
                         simAddress[a] = m.address[i];
                         ++result.initialBlocks;
                     } else
@@ -212,7 +216,8 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
                 }
                 ++result.ooms;
                 const auto& st = top.stats();
-                Bytes free = m_options.capacity == 0 ? ~Bytes(0) : m_options.capacity - std::min(m_options.capacity, st.reserved);
+                Bytes free = m_options.capacity == 0 ? ~Bytes(0)
+                                                     : m_options.capacity - std::min(m_options.capacity, st.reserved);
                 result.failures.push_back({ m.time[i], i, request, stream, st.reserved, st.allocated, free });
                 if (measured && m_options.onOom == OnOom::Stop) {
                     result.stopped = true;
@@ -239,7 +244,8 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
                 Address addr = simAddress[a];
                 if (addr == 0)
                     break; // never allocated in this replay: dropped after an OOM, or an initial block ignored
-                if (kind == EventKind::Free && allocs[a].freeCompletedEvent != kNoIndex && allocs[a].freeCompletedEvent > i) {
+                if (kind == EventKind::Free && allocs[a].freeCompletedEvent != kNoIndex
+                    && allocs[a].freeCompletedEvent > i) {
                     top.requestFree(addr); // reusable only at its later free_completed
                     break;
                 }
@@ -259,7 +265,8 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
                 std::size_t prev = i;
                 while (prev > 0 && m.device[prev - 1] != dev)
                     --prev;
-                if (prev > 0 && (m.kind[prev - 1] == EventKind::SegmentFree || m.kind[prev - 1] == EventKind::SegmentUnmap))
+                if (prev > 0
+                    && (m.kind[prev - 1] == EventKind::SegmentFree || m.kind[prev - 1] == EventKind::SegmentUnmap))
                     break;
                 top.releaseCached();
                 ++result.emptyCacheDirectives;

@@ -35,11 +35,11 @@ enum class OnOom : std::uint8_t { Stop = 0, Skip = 1 };
 enum class InitialStateMode : std::uint8_t { Auto = 0, Adopt = 1, Allocate = 2, Ignore = 3 };
 
 struct ReplayOptions {
-    Bytes capacity = 0;    // bytes the simulated device may hand out; 0 = unlimited
+    Bytes capacity = 0; // bytes the simulated device may hand out; 0 = unlimited
     Bytes totalMemory = 0; // the device's reported total memory; 0 = the trace's, else the capacity
     OnOom onOom = OnOom::Skip;
     std::optional<DeviceId> device; // default: the first non-CPU device with alloc events
-    bool recordTimeline = false;    // fill ReplayResult::timeline
+    bool recordTimeline = false; // fill ReplayResult::timeline
     bool recordAllocAddresses = false;
     bool recordSegmentEvents = false; // fill ReplayResult::segmentEvents (every simulated device call)
     bool keepFinalState = false; // fill ReplayResult::finalState
@@ -56,11 +56,11 @@ struct ReplayOptions {
 struct FailedRequest {
     TimeNs time = 0;
     std::uint64_t event = 0; // index in Trace::memory()
-    Bytes size = 0;          // the request
+    Bytes size = 0; // the request
     StreamKey stream = 0;
-    Bytes reserved = 0;      // reserved when it failed
+    Bytes reserved = 0; // reserved when it failed
     Bytes allocated = 0;
-    Bytes deviceFree = 0;    // capacity − reserved (the maximum value when unlimited)
+    Bytes deviceFree = 0; // capacity − reserved (the maximum value when unlimited)
 };
 
 struct SegmentEventRecord {
@@ -72,9 +72,9 @@ struct SegmentEventRecord {
 struct ReplayResult {
     std::string policy; // the policy's name() with its effective options
     DeviceId device = 0;
-    std::uint64_t requestEvents = 0;   // request-level events of the device fed to the policy
-    std::uint64_t allocations = 0;     // successful allocate() calls
-    std::uint64_t unmatchedFrees = 0;  // frees whose block the replay never saw (before the window)
+    std::uint64_t requestEvents = 0; // request-level events of the device fed to the policy
+    std::uint64_t allocations = 0; // successful allocate() calls
+    std::uint64_t unmatchedFrees = 0; // frees whose block the replay never saw (before the window)
     std::uint64_t zeroSizeRequests = 0; // allocs of 0 bytes (never reach an allocator)
     std::uint64_t initialSegments = 0, initialBlocks = 0; // adopted initial state
     std::uint64_t initialNotAdopted = 0; // initial-state items the policy could not adopt

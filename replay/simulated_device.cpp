@@ -8,7 +8,10 @@
 namespace gpumem::replay {
 
 namespace {
-    Bytes roundUp(Bytes value, Bytes multiple) { return multiple <= 1 ? value : (value + multiple - 1) / multiple * multiple; }
+    Bytes roundUp(Bytes value, Bytes multiple)
+    {
+        return multiple <= 1 ? value : (value + multiple - 1) / multiple * multiple;
+    }
     constexpr Bytes kTwoMiB = Bytes(2) << 20;
     constexpr Bytes kDefaultTotalMemory = Bytes(80) << 30;
 }

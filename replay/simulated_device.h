@@ -21,11 +21,11 @@ using StreamKey = std::uint64_t;
 
 struct DeviceCounters {
     std::uint64_t mallocCalls = 0; // cudaMalloc (successful)
-    std::uint64_t freeCalls = 0;   // cudaFree
-    std::uint64_t mapCalls = 0;    // map calls of physical pages into an expandable segment (one per call)
-    std::uint64_t unmapCalls = 0;  // unmap calls
+    std::uint64_t freeCalls = 0; // cudaFree
+    std::uint64_t mapCalls = 0; // map calls of physical pages into an expandable segment (one per call)
+    std::uint64_t unmapCalls = 0; // unmap calls
     std::uint64_t failedCalls = 0; // requests refused for lack of capacity
-    Bytes reserved = 0;            // bytes currently taken from the device
+    Bytes reserved = 0; // bytes currently taken from the device
     Bytes peakReserved = 0;
     std::uint64_t deviceCalls() const { return mallocCalls + freeCalls + mapCalls + unmapCalls; }
 };
@@ -100,7 +100,7 @@ private:
     Bytes m_granularity;
     Bytes m_totalMemory;
     Address m_nextAddress = Address(1) << 48; // above any recorded address; never reused
-    detail::AddressMap<Bytes> m_ranges;      // live cudaMalloc (and adopted) ranges
+    detail::AddressMap<Bytes> m_ranges; // live cudaMalloc (and adopted) ranges
     std::deque<Hint> m_hints;
     DeviceCounters m_counters;
     DeviceObserver* m_observer = nullptr;

@@ -10,8 +10,8 @@ std::vector<SegmentInfo> fromSnapshotSegments(const std::vector<SnapshotSegment>
         SegmentInfo seg { s.address, s.totalSize, s.stream, s.small, s.expandable, {} };
         for (const auto& b : s.blocks) {
             BlockState st = b.state == SnapshotBlockState::ActiveAllocated ? BlockState::Allocated
-                : b.state == SnapshotBlockState::ActivePendingFree        ? BlockState::PendingFree
-                                                                          : BlockState::Free;
+                : b.state == SnapshotBlockState::ActivePendingFree         ? BlockState::PendingFree
+                                                                           : BlockState::Free;
             seg.blocks.push_back(BlockInfo { b.address, b.size, st == BlockState::Free ? 0 : b.requestedSize, st });
         }
         out.push_back(std::move(seg));

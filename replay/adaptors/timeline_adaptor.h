@@ -28,7 +28,8 @@ public:
 private:
     void afterCall(PolicyCall, bool) override
     {
-        if (!m_points.empty() && m_points.back().reserved == m_stats.reserved && m_points.back().allocated == m_stats.allocated)
+        if (!m_points.empty() && m_points.back().reserved == m_stats.reserved
+            && m_points.back().allocated == m_stats.allocated)
             return;
         m_points.push_back({ m_clock->time, m_clock->event, m_stats.reserved, m_stats.allocated });
     }

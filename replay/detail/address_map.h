@@ -10,8 +10,7 @@
 
 namespace gpumem::replay::detail {
 
-template <typename Value>
-class AddressMap {
+template <typename Value> class AddressMap {
 public:
     AddressMap() { m_slots.resize(64); }
 
@@ -70,8 +69,7 @@ public:
         return true;
     }
 
-    template <typename F>
-    void forEach(F&& f) const
+    template <typename F> void forEach(F&& f) const
     {
         for (const auto& s : m_slots)
             if (s.first != 0)

@@ -55,8 +55,7 @@ private:
     std::vector<std::unique_ptr<Node[]>> m_chunks;
 };
 
-template <typename T>
-struct ArenaAllocator {
+template <typename T> struct ArenaAllocator {
     using value_type = T;
     NodeArena* arena;
     explicit ArenaAllocator(NodeArena* a)
@@ -70,14 +69,12 @@ struct ArenaAllocator {
     }
     T* allocate(std::size_t n) { return static_cast<T*>(arena->allocate(n * sizeof(T))); }
     void deallocate(T* p, std::size_t n) { arena->deallocate(p, n * sizeof(T)); }
-    template <typename U>
-    bool operator==(const ArenaAllocator<U>& o) const { return arena == o.arena; }
+    template <typename U> bool operator==(const ArenaAllocator<U>& o) const { return arena == o.arena; }
 };
 
 // Block must have fields `stream`, `size` and `ptr`. BySize: key (stream, size, ptr); otherwise
 // (stream, ptr).
-template <typename Block, bool BySize>
-class KeyedBlockSet {
+template <typename Block, bool BySize> class KeyedBlockSet {
     struct Entry {
         std::uint64_t stream;
         Bytes size;

@@ -47,7 +47,8 @@ namespace {
         std::uint64_t v = 0;
         auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
         if (ec != std::errc() || end != value.data() + value.size())
-            throw UsageError("pytorch option " + std::string(key) + ": '" + std::string(value) + "' is not a non-negative integer");
+            throw UsageError(
+                "pytorch option " + std::string(key) + ": '" + std::string(value) + "' is not a non-negative integer");
         return v;
     }
 
@@ -78,12 +79,14 @@ namespace {
         if (value.empty() || value.front() != '[') {
             std::uint64_t d = parseUnsigned("roundup_power2_divisions", value);
             if (!isPowerOfTwo(d))
-                throw UsageError("pytorch option roundup_power2_divisions: " + std::string(value) + " is not a power of two (e.g. 1, 2, 4, 8)");
+                throw UsageError("pytorch option roundup_power2_divisions: " + std::string(value)
+                    + " is not a power of two (e.g. 1, 2, 4, 8)");
             table.fill(d);
             return;
         }
         if (value.back() != ']')
-            throw UsageError("pytorch option roundup_power2_divisions: list '" + std::string(value) + "' must end with ']'");
+            throw UsageError(
+                "pytorch option roundup_power2_divisions: list '" + std::string(value) + "' must end with ']'");
         std::string_view body = value.substr(1, value.size() - 2);
         bool first = true;
         std::size_t lastIndex = 0;
@@ -93,11 +96,13 @@ namespace {
             body = comma == std::string_view::npos ? std::string_view() : body.substr(comma + 1);
             std::size_t colon = item.find(':');
             if (colon == std::string_view::npos)
-                throw UsageError("pytorch option roundup_power2_divisions: item '" + std::string(item) + "' must be SIZE_MB:DIVISIONS or >:DIVISIONS");
+                throw UsageError("pytorch option roundup_power2_divisions: item '" + std::string(item)
+                    + "' must be SIZE_MB:DIVISIONS or >:DIVISIONS");
             std::string_view bound = item.substr(0, colon);
             std::uint64_t d = parseUnsigned("roundup_power2_divisions", item.substr(colon + 1));
             if (d != 0 && !isPowerOfTwo(d))
-                throw UsageError("pytorch option roundup_power2_divisions: divisions " + std::to_string(d) + " is not a power of two or 0");
+                throw UsageError("pytorch option roundup_power2_divisions: divisions " + std::to_string(d)
+                    + " is not a power of two or 0");
             if (bound == ">") {
                 std::size_t from = config.version == PyTorchVersion::V2_0 ? lastIndex : lastIndex + 1;
                 for (std::size_t i = from; i < table.size(); ++i)
@@ -106,7 +111,8 @@ namespace {
             }
             std::uint64_t mb = parseUnsigned("roundup_power2_divisions", bound);
             if (!isPowerOfTwo(mb))
-                throw UsageError("pytorch option roundup_power2_divisions: interval " + std::string(bound) + " MB is not a power of two");
+                throw UsageError("pytorch option roundup_power2_divisions: interval " + std::string(bound)
+                    + " MB is not a power of two");
             std::size_t index = std::min<std::size_t>(floorLog2(mb), table.size() - 1);
             if (first) {
                 for (std::size_t i = 0; i < index; ++i)
@@ -172,7 +178,8 @@ std::string PyTorchConfig::toString() const
     if (maxNonSplitRounding != largeSegmentSize)
         parts.push_back("max_non_split_rounding_mb:" + std::to_string(maxNonSplitRounding / kMiB));
     if (std::any_of(roundupDivisions.begin(), roundupDivisions.end(), [](auto d) { return d != 0; })) {
-        if (std::all_of(roundupDivisions.begin(), roundupDivisions.end(), [&](auto d) { return d == roundupDivisions[0]; })) {
+        if (std::all_of(
+                roundupDivisions.begin(), roundupDivisions.end(), [&](auto d) { return d == roundupDivisions[0]; })) {
             parts.push_back("roundup_power2_divisions:" + std::to_string(roundupDivisions[0]));
         } else {
             std::string list = "[";
@@ -235,10 +242,11 @@ std::vector<ConfOption> splitAllocConf(std::string_view text)
 
 std::vector<std::string> allocConfKeys(PyTorchVersion version)
 {
-    std::vector<std::string> keys = { "backend", "max_split_size_mb", "roundup_power2_divisions", "garbage_collection_threshold",
-        "per_process_memory_fraction" };
+    std::vector<std::string> keys = { "backend", "max_split_size_mb", "roundup_power2_divisions",
+        "garbage_collection_threshold", "per_process_memory_fraction" };
     if (version == PyTorchVersion::Main) {
-        for (const char* k : { "max_non_split_rounding_mb", "large_segment_size_mb", "expandable_segments", "throw_on_cudamalloc_oom" })
+        for (const char* k :
+            { "max_non_split_rounding_mb", "large_segment_size_mb", "expandable_segments", "throw_on_cudamalloc_oom" })
             keys.emplace_back(k);
         keys.insert(keys.end(), ignoredKeys().begin(), ignoredKeys().end());
     }
@@ -254,10 +262,12 @@ void applyAllocConf(PyTorchConfig& config, const std::vector<ConfOption>& option
     for (const auto& [key, value] : options) {
         auto keys = allocConfKeys(config.version);
         if (std::find(keys.begin(), keys.end(), key) == keys.end())
-            throw UsageError("unknown pytorch" + std::string(v20 ? "@2.0" : "") + " option '" + key + "'; valid options: " + joined(keys));
+            throw UsageError("unknown pytorch" + std::string(v20 ? "@2.0" : "") + " option '" + key
+                + "'; valid options: " + joined(keys));
         if (key == "backend") {
             if (value != "native")
-                throw UsageError("pytorch option backend: '" + value + "' is not simulated by this policy; valid values: native");
+                throw UsageError(
+                    "pytorch option backend: '" + value + "' is not simulated by this policy; valid values: native");
         } else if (key == "max_split_size_mb") {
             maxSplitMb = parseUnsigned(key, value);
             maxSplitGiven = true;
@@ -274,7 +284,8 @@ void applyAllocConf(PyTorchConfig& config, const std::vector<ConfOption>& option
         } else if (key == "garbage_collection_threshold") {
             double t = parseDouble(key, value);
             if (!(t > 0.0 && t < 1.0))
-                throw UsageError("pytorch option garbage_collection_threshold: " + value + " must be between 0 and 1 (exclusive)");
+                throw UsageError(
+                    "pytorch option garbage_collection_threshold: " + value + " must be between 0 and 1 (exclusive)");
             config.garbageCollectionThreshold = t;
         } else if (key == "expandable_segments") {
             config.expandableSegments = parseBool(key, value);
@@ -300,7 +311,8 @@ void applyAllocConf(PyTorchConfig& config, const std::vector<ConfOption>& option
         bool ok = v20 ? maxSplitMb > 20 : maxSplitMb >= config.largeSegmentSize / kMiB;
         if (!ok)
             throw UsageError("pytorch option max_split_size_mb: " + std::to_string(maxSplitMb) + " must be "
-                + (v20 ? std::string("greater than 20") : ">= large_segment_size_mb (" + std::to_string(config.largeSegmentSize / kMiB) + ")"));
+                + (v20 ? std::string("greater than 20")
+                       : ">= large_segment_size_mb (" + std::to_string(config.largeSegmentSize / kMiB) + ")"));
         config.maxSplitSize = std::min<std::uint64_t>(maxSplitMb, kUnlimited / kMiB) * kMiB;
     }
 }

@@ -16,11 +16,11 @@
 namespace gpumem::replay {
 
 inline constexpr Bytes kMiB = Bytes(1) << 20;
-inline constexpr Bytes kMinBlockSize = 512;         // kMinBlockSize, allocators.md §0
-inline constexpr Bytes kSmallSize = kMiB;           // kSmallSize: rounded <= 1 MiB is small
-inline constexpr Bytes kSmallBuffer = 2 * kMiB;     // small segment size
-inline constexpr Bytes kMinLargeAlloc = 10 * kMiB;  // below it the large segment size is used
-inline constexpr Bytes kRoundLarge = 2 * kMiB;      // rounding of large segments >= 10 MiB
+inline constexpr Bytes kMinBlockSize = 512; // kMinBlockSize, allocators.md §0
+inline constexpr Bytes kSmallSize = kMiB; // kSmallSize: rounded <= 1 MiB is small
+inline constexpr Bytes kSmallBuffer = 2 * kMiB; // small segment size
+inline constexpr Bytes kMinLargeAlloc = 10 * kMiB; // below it the large segment size is used
+inline constexpr Bytes kRoundLarge = 2 * kMiB; // rounding of large segments >= 10 MiB
 inline constexpr Bytes kUnlimited = std::numeric_limits<Bytes>::max();
 inline constexpr std::size_t kRoundupIntervals = 16; // roundup_power2_divisions table size (§1.3)
 
@@ -29,14 +29,14 @@ enum class PyTorchVersion : std::uint8_t { Main = 0, V2_0 = 1 };
 
 struct PyTorchConfig {
     PyTorchVersion version = PyTorchVersion::Main;
-    Bytes maxSplitSize = kUnlimited;           // max_split_size_mb
-    Bytes maxNonSplitRounding = 20 * kMiB;     // max_non_split_rounding_mb (2.0: fixed kLargeBuffer)
-    Bytes largeSegmentSize = 20 * kMiB;        // large_segment_size_mb (2.0: fixed kLargeBuffer)
+    Bytes maxSplitSize = kUnlimited; // max_split_size_mb
+    Bytes maxNonSplitRounding = 20 * kMiB; // max_non_split_rounding_mb (2.0: fixed kLargeBuffer)
+    Bytes largeSegmentSize = 20 * kMiB; // large_segment_size_mb (2.0: fixed kLargeBuffer)
     std::array<std::uint64_t, kRoundupIntervals> roundupDivisions {}; // 0 = no power-2 rounding
-    double garbageCollectionThreshold = 0.0;   // (0,1); 0 = off
+    double garbageCollectionThreshold = 0.0; // (0,1); 0 = off
     bool expandableSegments = false;
-    double perProcessMemoryFraction = 1.0;     // < 1 sets allowed_memory_maximum
-    bool fractionSet = false;                  // PyTorch set_fraction
+    double perProcessMemoryFraction = 1.0; // < 1 sets allowed_memory_maximum
+    bool fractionSet = false; // PyTorch set_fraction
     bool throwOnCudaMallocOom = false;
 
     // round_size (allocators.md §1.2; c10/cuda/CUDACachingAllocator.cpp round_size and

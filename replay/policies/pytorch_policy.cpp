@@ -97,11 +97,8 @@ struct PyTorchPolicy::Impl {
         , smallPool(true, &memory)
         , largePool(false, &memory)
     {
-        allowedMaximum = config.fractionSet ? Bytes(config.perProcessMemoryFraction * double(device.totalMemory())) : kUnlimited;
-    }
-    ~Impl()
-    {
-        // Blocks live in `store`; the sets only point at them.
+        allowedMaximum
+            = config.fractionSet ? Bytes(config.perProcessMemoryFraction * double(device.totalMemory())) : kUnlimited;
     }
 
     SimulatedDevice& device;
@@ -112,9 +109,9 @@ struct PyTorchPolicy::Impl {
     Pool largePool;
     std::deque<Block> store;
     std::vector<Block*> spare;
-    detail::AddressMap<Block*> active;       // allocated and pending-free blocks by address
+    detail::AddressMap<Block*> active; // allocated and pending-free blocks by address
     detail::AddressMap<std::uint32_t> forced; // pending frees completed early by release_cached_blocks
-    std::deque<ExpandableSegment> segments;  // expandable segments (stable addresses)
+    std::deque<ExpandableSegment> segments; // expandable segments (stable addresses)
     std::vector<ExpandableSegment*> spareSegments;
     Bytes allowedMaximum = kUnlimited;
     PyTorchCounters counters;
@@ -503,7 +500,8 @@ struct PyTorchPolicy::Impl {
             if (config.gcEnabled())
                 garbageCollect();
             b = allocBlock(pool, stream, rounded, allocSize, false);
-            bool hardLimit = config.throwOnCudaMallocOom && config.fractionSet && reserved() + allocSize > allowedMaximum;
+            bool hardLimit
+                = config.throwOnCudaMallocOom && config.fractionSet && reserved() + allocSize > allowedMaximum;
             if (!b && !hardLimit && releaseAvailableCachedBlocks(pool, stream, rounded))
                 b = allocBlock(pool, stream, rounded, allocSize, false);
             if (!b && !hardLimit) {
@@ -686,13 +684,15 @@ PolicyState PyTorchPolicy::describeState() const
                 seg.smallPool = b->pool->isSmall;
                 seg.expandable = b->es != nullptr;
             }
-            BlockState st = b->allocated ? BlockState::Allocated : (b->pendingFree ? BlockState::PendingFree : BlockState::Free);
+            BlockState st
+                = b->allocated ? BlockState::Allocated : (b->pendingFree ? BlockState::PendingFree : BlockState::Free);
             seg.blocks.push_back(BlockInfo { b->ptr, b->size, st == BlockState::Free ? 0 : b->requested, st });
             seg.size += b->size;
         }
         flush();
     }
-    std::sort(state.segments.begin(), state.segments.end(), [](const auto& a, const auto& b) { return a.address < b.address; });
+    std::sort(state.segments.begin(), state.segments.end(),
+        [](const auto& a, const auto& b) { return a.address < b.address; });
     return state;
 }
 

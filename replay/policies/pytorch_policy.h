@@ -23,7 +23,7 @@ struct PyTorchCounters {
     std::uint64_t numOoms = 0;
     std::uint64_t numSyncAllStreams = 0;
     std::uint64_t numDeviceAlloc = 0; // cudaMalloc + segment maps
-    std::uint64_t numDeviceFree = 0;  // cudaFree + unmaps
+    std::uint64_t numDeviceFree = 0; // cudaFree + unmaps
     std::uint64_t gcSegmentFrees = 0; // segments released by garbage_collect_cached_blocks
 };
 

@@ -51,9 +51,11 @@ PolicyState SimpleBlockPolicy::describeState() const
 {
     PolicyState state;
     m_live.forEach([&](Address a, const Live& l) {
-        state.segments.push_back(SegmentInfo { a, l.size, l.stream, false, false, { BlockInfo { a, l.size, l.requested, BlockState::Allocated } } });
+        state.segments.push_back(SegmentInfo {
+            a, l.size, l.stream, false, false, { BlockInfo { a, l.size, l.requested, BlockState::Allocated } } });
     });
-    std::sort(state.segments.begin(), state.segments.end(), [](const auto& x, const auto& y) { return x.address < y.address; });
+    std::sort(state.segments.begin(), state.segments.end(),
+        [](const auto& x, const auto& y) { return x.address < y.address; });
     return state;
 }
 

@@ -40,10 +40,14 @@ TEST(ReplayCli, PrintsOneRowPerPolicyInEveryFormat)
     auto text = runCli("replay '" + kSilmont + "' --policy pytorch --policy direct --policy ideal");
     ASSERT_EQ(text.exitCode, 0) << text.err;
     EXPECT_EQ(std::count(text.out.begin(), text.out.end(), '\n'), 4);
-    EXPECT_NE(text.out.find("pytorch       3.52 GiB        3.03 GiB         14.1 %             9      0              -"), std::string::npos) << text.out;
+    EXPECT_NE(
+        text.out.find("pytorch       3.52 GiB        3.03 GiB         14.1 %             9      0              -"),
+        std::string::npos)
+        << text.out;
     auto csv = runCli("replay '" + kSilmont + "' --policy pytorch --policy ideal --format csv");
     ASSERT_EQ(csv.exitCode, 0);
-    EXPECT_EQ(csv.out.substr(0, csv.out.find('\n')), "policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns");
+    EXPECT_EQ(csv.out.substr(0, csv.out.find('\n')),
+        "policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns");
     EXPECT_NE(csv.out.find("\npytorch,3781165056,"), std::string::npos) << csv.out;
     auto json = nlohmann::json::parse(runCli("replay '" + kSilmont + "' --policy pytorch --format json").out);
     ASSERT_EQ(json.size(), 1u);
@@ -61,7 +65,8 @@ TEST(ReplayCli, OnOomStopReportsTheFirstFailure)
     ASSERT_EQ(j["failures"].size(), 1u);
     EXPECT_EQ(j["failures"][0]["size"], 536870912u);
     EXPECT_LE(j["failures"][0]["reserved"].get<std::uint64_t>(), 2ull << 30);
-    auto skip = nlohmann::json::parse(runCli("replay '" + kSilmont + "' --capacity 2GiB --on-oom skip --format json").out)[0];
+    auto skip
+        = nlohmann::json::parse(runCli("replay '" + kSilmont + "' --capacity 2GiB --on-oom skip --format json").out)[0];
     EXPECT_FALSE(skip["stopped_at_oom"].get<bool>());
     EXPECT_GT(skip["ooms"].get<int>(), 1);
 }
@@ -73,7 +78,9 @@ TEST(ReplayCli, FidelityPrintsTheMatch)
     ASSERT_EQ(r.exitCode, 0) << r.err;
     EXPECT_NE(r.out.find("segment events    9/9 matched (9 simulated)"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("alloc addresses   36/36"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("end state         identical to the recorded segments (9 recorded, 9 simulated)"), std::string::npos) << r.out;
+    EXPECT_NE(
+        r.out.find("end state         identical to the recorded segments (9 recorded, 9 simulated)"), std::string::npos)
+        << r.out;
     EXPECT_NE(r.out.find("result            exact"), std::string::npos) << r.out;
     auto j = nlohmann::json::parse(runCli("replay --fidelity --format json '" + kSilmont + "'").out);
     EXPECT_TRUE(j["exact"].get<bool>());

@@ -11,20 +11,31 @@ using namespace gpumem::replay::testing;
 
 namespace {
 
-struct PyTorchDefault { static constexpr const char* spec = "pytorch"; };
-struct PyTorchExpandable { static constexpr const char* spec = "pytorch:expandable_segments:True"; };
-struct PyTorchTuned { static constexpr const char* spec = "pytorch:max_split_size_mb:64,roundup_power2_divisions:[64:8,>:2],garbage_collection_threshold:0.6,per_process_memory_fraction:0.9"; };
-struct PyTorch20 { static constexpr const char* spec = "pytorch@2.0:max_split_size_mb:64,roundup_power2_divisions:2"; };
-struct Direct { static constexpr const char* spec = "direct"; };
-struct Ideal { static constexpr const char* spec = "ideal"; };
+struct PyTorchDefault {
+    static constexpr const char* spec = "pytorch";
+};
+struct PyTorchExpandable {
+    static constexpr const char* spec = "pytorch:expandable_segments:True";
+};
+struct PyTorchTuned {
+    static constexpr const char* spec = "pytorch:max_split_size_mb:64,roundup_power2_divisions:[64:8,>:2],garbage_"
+                                        "collection_threshold:0.6,per_process_memory_fraction:0.9";
+};
+struct PyTorch20 {
+    static constexpr const char* spec = "pytorch@2.0:max_split_size_mb:64,roundup_power2_divisions:2";
+};
+struct Direct {
+    static constexpr const char* spec = "direct";
+};
+struct Ideal {
+    static constexpr const char* spec = "ideal";
+};
 
-template <typename T>
-class PolicyConformance : public ::testing::Test {
+template <typename T> class PolicyConformance : public ::testing::Test {
 protected:
     // A random workload over three streams: a mix of small and large requests, frees in random order.
     // Checks the invariants after every step through `check`.
-    template <typename Check>
-    void churn(Rig& r, int steps, std::uint64_t seed, Check&& check)
+    template <typename Check> void churn(Rig& r, int steps, std::uint64_t seed, Check&& check)
     {
         std::mt19937_64 rng(seed);
         for (int i = 0; i < steps; ++i) {

@@ -23,7 +23,8 @@ PyTorchConfig config(const std::string& spec) { return pytorchConfigFor(parsePol
 
 TEST(PolicySpec, ParsesNameVersionAndPytorchAllocConfSyntax)
 {
-    auto s = parsePolicySpec("pytorch@2.0:expandable_segments:True, max_split_size_mb:128,roundup_power2_divisions:[256:1,>:8]");
+    auto s = parsePolicySpec(
+        "pytorch@2.0:expandable_segments:True, max_split_size_mb:128,roundup_power2_divisions:[256:1,>:8]");
     EXPECT_EQ(s.policy, "pytorch");
     EXPECT_EQ(s.version, "2.0");
     ASSERT_EQ(s.options.size(), 3u);
@@ -58,11 +59,13 @@ TEST(PyTorchConfig, RoundupListFormMatchesUpstreamTestValues)
 {
     // c10/test/core/AllocatorConfig_test.cpp expectations (allocators.md §1.3).
     auto a = config("pytorch:roundup_power2_divisions:[64:8,128:2,256:4,512:2,1024:4,>:1]");
-    const std::vector<std::pair<Bytes, std::uint64_t>> ea = { { 32, 8 }, { 64, 8 }, { 128, 2 }, { 256, 4 }, { 512, 2 }, { 1024, 4 }, { 2048, 1 }, { 4096, 1 } };
+    const std::vector<std::pair<Bytes, std::uint64_t>> ea
+        = { { 32, 8 }, { 64, 8 }, { 128, 2 }, { 256, 4 }, { 512, 2 }, { 1024, 4 }, { 2048, 1 }, { 4096, 1 } };
     for (auto [mb, d] : ea)
         EXPECT_EQ(a.divisionsFor(mb * MiB), d) << mb << " MiB";
     auto b = config("pytorch:roundup_power2_divisions:[128:8,256:16,512:1,2048:8,>:2]");
-    const std::vector<std::pair<Bytes, std::uint64_t>> eb = { { 64, 8 }, { 128, 8 }, { 256, 16 }, { 512, 1 }, { 1024, 0 }, { 2048, 8 }, { 4096, 2 } };
+    const std::vector<std::pair<Bytes, std::uint64_t>> eb
+        = { { 64, 8 }, { 128, 8 }, { 256, 16 }, { 512, 1 }, { 1024, 0 }, { 2048, 8 }, { 4096, 2 } };
     for (auto [mb, d] : eb)
         EXPECT_EQ(b.divisionsFor(mb * MiB), d) << mb << " MiB";
     // §1.3 consequence: one interval higher than the docs' prose.
@@ -106,8 +109,8 @@ TEST(PyTorchConfig, SegmentSizesFollowLargeSegmentSize)
 
 TEST(PyTorchConfig, RecordedSettingsAreUsedWhenTheSpecHasNoOptions)
 {
-    nlohmann::json settings = { { "PYTORCH_CUDA_ALLOC_CONF", "large_segment_size_mb:40" }, { "max_split_size", 256 * MiB },
-        { "garbage_collection_threshold", 0.0 }, { "expandable_segments", false },
+    nlohmann::json settings = { { "PYTORCH_CUDA_ALLOC_CONF", "large_segment_size_mb:40" },
+        { "max_split_size", 256 * MiB }, { "garbage_collection_threshold", 0.0 }, { "expandable_segments", false },
         { "roundup_power2_divisions", { { "1", 0 }, { "2", 4 }, { "4", 0 } } } };
     PolicyContext ctx { &settings };
     auto c = pytorchConfigFor(parsePolicySpec("pytorch"), ctx);

@@ -213,7 +213,7 @@ TEST(PyTorchFidelity, Check15_RecordStreamBlockIsPendingUntilFreeCompleted)
     ReplayResult res = Replayer(opt).run(trace, parsePolicySpec("pytorch"));
     ASSERT_EQ(res.allocAddresses.size(), 3u);
     EXPECT_EQ(res.allocAddresses[1].second, res.allocAddresses[0].second + 4 * MiB); // not the pending block
-    EXPECT_EQ(res.allocAddresses[2].second, res.allocAddresses[0].second);           // reusable after free_completed
+    EXPECT_EQ(res.allocAddresses[2].second, res.allocAddresses[0].second); // reusable after free_completed
 
     // The snapshot in between shows the block as active_pending_free.
     Rig r;
@@ -423,7 +423,7 @@ TEST(PyTorchFidelity, Check22_OomFreesWholeSegmentsOfBothPoolsThenRetriesOnce)
 {
     Rig r("pytorch", 64 * MiB);
     Address split = r.alloc(5 * MiB); // 20 MiB segment that stays partly used
-    Address small = r.alloc(1);       // small segment, 2 MiB
+    Address small = r.alloc(1); // small segment, 2 MiB
     Address large = r.alloc(40 * MiB); // 40 MiB segment
     r.free(small);
     r.free(large);

@@ -57,3 +57,21 @@ TEST(PyTorchPolicy, EmptyCacheUnmapsOnlyWhollyFreePagesOfExpandableSegments)
     EXPECT_EQ(r.pytorch().counters().numDeviceAlloc, 2u);
     EXPECT_NE(c, 0u);
 }
+
+TEST(PyTorchPolicy, OomRecoveryCompletesPendingFreesAndIgnoresTheirLaterFreeCompleted)
+{
+    // Found by fuzz_policy (a harness that missed this rule): release_cached_blocks synchronizes and
+    // completes every pending free (§1.10 step 1), so the block can be reused before the trace's own
+    // free_completed for it arrives; that later free_completed must not free the new owner.
+    Rig r("pytorch", 64 * MiB);
+    Address a = r.alloc(40 * MiB);
+    r.policy->requestFree(a); // record_stream: pending
+    Address b = r.alloc(40 * MiB); // 80 > 64: recovery frees the pending block's segment, then retries
+    EXPECT_EQ(r.pytorch().counters().numSyncAllStreams, 1u);
+    EXPECT_EQ(r.log.sizes(EventKind::SegmentFree), std::vector<Bytes>({ 40 * MiB }));
+    r.free(a); // the recorded free_completed of the first block
+    EXPECT_EQ(r.policy->stats().allocated, 40 * MiB);
+    EXPECT_EQ(r.block(b).state, BlockState::Allocated);
+    r.free(b);
+    EXPECT_EQ(r.policy->stats().allocated, 0u);
+}

@@ -19,7 +19,7 @@ namespace {
 struct Expected {
     const char* path;
     std::uint64_t segmentEvents; // recorded after the initial state
-    std::uint64_t allocs;        // alloc events replayed (not counting the initial state)
+    std::uint64_t allocs; // alloc events replayed (not counting the initial state)
     std::uint64_t initialSegments, initialBlocks;
     Bytes peakReserved;
 };
@@ -63,14 +63,16 @@ TEST_P(SnapshotFidelity, ReproducesSegmentEventsAddressesAndEndState)
     EXPECT_EQ(rep.matched, e.segmentEvents);
     EXPECT_FALSE(rep.firstMismatch.has_value()) << "first mismatch at segment event " << rep.firstMismatch->index;
     EXPECT_EQ(rep.allocAddressesCompared, e.allocs);
-    EXPECT_EQ(rep.allocAddressesMatched, e.allocs) << "first differing alloc: trace event " << rep.firstAddressMismatchEvent.value_or(0);
+    EXPECT_EQ(rep.allocAddressesMatched, e.allocs)
+        << "first differing alloc: trace event " << rep.firstAddressMismatchEvent.value_or(0);
     EXPECT_EQ(rep.recordedPeakReserved, e.peakReserved);
     EXPECT_EQ(rep.peakReservedError, 0);
     EXPECT_EQ(rep.ooms, 0u);
 
     auto recorded = fromSnapshotSegments(snapshotSegments(readSnapshotDocument(path)));
     auto differences = compareStates(recorded, rep.finalState.segments);
-    EXPECT_TRUE(differences.empty()) << differences.size() << " differences, first: " << (differences.empty() ? "" : differences.front());
+    EXPECT_TRUE(differences.empty()) << differences.size()
+                                     << " differences, first: " << (differences.empty() ? "" : differences.front());
     EXPECT_EQ(recorded.size(), rep.finalState.segments.size());
 }
 
@@ -89,7 +91,8 @@ TEST(SnapshotFidelity, OtherSettingsDoNotReproduceTheRecording)
     auto differences = compareStates(recorded, rep.finalState.segments);
     EXPECT_FALSE(differences.empty());
     EXPECT_LT(rep.allocAddressesMatched, rep.allocAddressesCompared);
-    std::cout << "roundup_power2_divisions:4 on " << path << ": " << rep.allocAddressesMatched << "/" << rep.allocAddressesCompared
-              << " alloc addresses, " << rep.matched << "/" << rep.recordedSegmentEvents << " segment events, "
-              << differences.size() << " end-state differences, first: " << (differences.empty() ? "" : differences.front()) << '\n';
+    std::cout << "roundup_power2_divisions:4 on " << path << ": " << rep.allocAddressesMatched << "/"
+              << rep.allocAddressesCompared << " alloc addresses, " << rep.matched << "/" << rep.recordedSegmentEvents
+              << " segment events, " << differences.size()
+              << " end-state differences, first: " << (differences.empty() ? "" : differences.front()) << '\n';
 }
