@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <ostream>
 
 namespace gpumem::analyze {
@@ -23,6 +24,18 @@ namespace {
     std::string peakText(const Peak& p, TimeNs start)
     {
         return formatBytes(p.bytes) + " (" + std::to_string(p.bytes) + " B) at +" + formatSeconds(p.time - start);
+    }
+    // Counters are bytes unless their name ends in "(ppm)": a ratio in parts per million
+    // (docs/trace-format.md, counter series; the xplane importer's "Fragmentation (ppm)").
+    std::string counterPeakText(std::string_view name, const Peak& p, TimeNs start)
+    {
+        if (name.ends_with("(ppm)")) {
+            char buf[64];
+            std::snprintf(buf, sizeof buf, "%.2f %% (%llu ppm) at +", double(p.bytes) / 1e4,
+                static_cast<unsigned long long>(p.bytes));
+            return buf + formatSeconds(p.time - start);
+        }
+        return peakText(p, start);
     }
     std::string plural(std::uint64_t n, const char* one, const char* many)
     {
@@ -61,7 +74,7 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
         if (d.peakReserved)
             out << "    peak reserved   " << peakText(*d.peakReserved, s.start) << " (from segment events)\n";
         for (const auto& [name, peak] : d.recordedPeaks)
-            out << "    recorded peak   " << name << ": " << peakText(peak, s.start) << '\n';
+            out << "    recorded peak   " << name << ": " << counterPeakText(name, peak, s.start) << '\n';
     }
     if (s.anomalies.empty()) {
         out << "  anomalies       none\n";

@@ -52,8 +52,9 @@ int main(int argc, char** argv)
             const double gunzip = best(repeat, [&] { jsonBytes = gpumem::readFileMaybeGzip(path).size(); });
             const double load = best(repeat, [&] { events = gpumem::loadTrace(path).memory().count(); });
             nlohmann::json out = { { "file", path }, { "compressed_bytes", std::filesystem::file_size(path) },
-                { "json_bytes", jsonBytes }, { "memory_events", events }, { "read_gunzip_s", gunzip }, { "load_s", load },
-                { "load_MBps", double(jsonBytes) / 1e6 / load }, { "parse_build_MBps", double(jsonBytes) / 1e6 / (load - gunzip) } };
+                { "json_bytes", jsonBytes }, { "memory_events", events }, { "read_gunzip_s", gunzip },
+                { "load_s", load }, { "load_MBps", double(jsonBytes) / 1e6 / load },
+                { "parse_build_MBps", double(jsonBytes) / 1e6 / (load - gunzip) } };
             std::cout << out.dump() << std::endl;
         }
     } catch (const std::exception& e) {

@@ -6,6 +6,9 @@ namespace gpumem::cli {
 
 std::unique_ptr<Command> makeInfoCommand();
 std::unique_ptr<Command> makeConvertCommand();
+std::unique_ptr<Command> makeAnalyzeCommand();
+std::unique_ptr<Command> makeDiffCommand();
+std::unique_ptr<Command> makeReportCommand();
 std::unique_ptr<Command> makeReplayCommand();
 
 std::vector<std::unique_ptr<Command>> makeCommands()
@@ -13,6 +16,9 @@ std::vector<std::unique_ptr<Command>> makeCommands()
     std::vector<std::unique_ptr<Command>> v;
     v.push_back(makeInfoCommand());
     v.push_back(makeConvertCommand());
+    v.push_back(makeAnalyzeCommand());
+    v.push_back(makeDiffCommand());
+    v.push_back(makeReportCommand());
     v.push_back(makeReplayCommand());
     return v;
 }

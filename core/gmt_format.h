@@ -7,6 +7,7 @@
 #include "core/trace.h"
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 namespace gpumem {
@@ -14,6 +15,10 @@ namespace gpumem {
 inline constexpr std::uint16_t kGmtMajorVersion = 1;
 inline constexpr std::uint16_t kGmtMinorVersion = 0;
 inline constexpr char kGmtMagic[8] = { '\x89', 'G', 'M', 'T', '\r', '\n', '\x1a', '\n' };
+// The most memory events one MEMV chunk may hold. Constant and linear columns cost a few bytes
+// whatever the count, so readers need this bound to refuse a tiny hostile chunk that claims 4e9
+// events; writers split longer runs into several chunks.
+inline constexpr std::uint32_t kGmtMaxEventsPerChunk = 1u << 20;
 
 // Appends chunks to a .gmt file. Each append* call writes one whole chunk with a single write(2),
 // so readers never see a half-written chunk except at a crash. Tables must be appended before the
@@ -36,7 +41,7 @@ public:
     void appendSite(std::span<const FrameId> frames);          // one site (ids continue from 1)
     void appendScopes(std::span<const Scope> scopes);          // ids continue from 1 (scope 0 implicit)
     void appendCounterSeries(std::span<const CounterSeries> series);
-    // Memory events [begin, end) of `columns`, as one chunk.
+    // Memory events [begin, end) of `columns`, as one chunk (several if longer than kGmtMaxEventsPerChunk).
     void appendMemoryEvents(const MemoryEventColumns& columns, std::size_t begin, std::size_t end);
     void appendKernels(std::span<const Kernel> kernels);
     void appendAnnotations(std::span<const Annotation> annotations);
@@ -50,20 +55,28 @@ public:
     std::uint64_t bytesWritten() const { return m_bytesWritten; }
 
 private:
-    void writeChunk(std::uint32_t type, std::uint32_t records, const std::string& payload);
+    void writeChunk(std::uint32_t type, std::uint32_t records, std::string_view payload);
+    void writeAll(const char* data, std::size_t size, const char* more = nullptr, std::size_t moreSize = 0);
     int m_fd = -1;
     std::string m_path;
     std::uint64_t m_bytesWritten = 0;
     std::uint64_t m_memoryEvents = 0;
     StringId m_nextString = 1;
-    std::string m_scratch;
+    std::unique_ptr<char[]> m_payload; // memory-event chunks are encoded here, reused between chunks
+    std::size_t m_payloadCapacity = 0;
 };
 
 // Writes a whole trace (tables, then events in chunks of `eventsPerChunk`). Throws IoError.
 void writeGmt(const Trace& trace, const std::string& path, std::size_t eventsPerChunk = 65536);
 
-// Reads a .gmt file. Bad magic, a newer major version or a corrupt header: FormatError. A cut or
-// corrupt chunk stops the read there and is recorded as the "truncated" anomaly (severity error).
+// Reads a .gmt file (memory-mapped). An empty file, bad magic, a newer major version or a cut or
+// corrupt file header: FormatError naming the path and offset. A cut chunk (or a missing end chunk)
+// stops the read after the last whole chunk and is recorded as the "truncated" anomaly; a chunk
+// whose checksum or content is bad, as "corrupt_chunk" (both severity error). Reports progress
+// (fraction of bytes) through options.progress at most ~1000 times; cancelling throws Cancelled.
 Trace readGmt(const std::string& path, const LoadOptions& options = {});
+
+// The same from bytes in memory; `name` stands for the file in messages (fuzzing, pipes, tests).
+Trace readGmtBytes(std::string_view bytes, std::string_view name, const LoadOptions& options = {});
 
 } // namespace gpumem

@@ -9,6 +9,9 @@ std::unique_ptr<Importer> makeJsonlImporter();
 std::unique_ptr<Importer> makePytorchSnapshotImporter();
 std::unique_ptr<Importer> makeKinetoImporter();
 std::unique_ptr<Importer> makeMemoryTimelineImporter();
+std::unique_ptr<Importer> makeXplaneImporter();
+std::unique_ptr<Importer> makeRmmCsvImporter();
+std::unique_ptr<Importer> makeNsysSqliteImporter();
 
 const std::vector<std::unique_ptr<Importer>>& importers()
 {
@@ -19,6 +22,9 @@ const std::vector<std::unique_ptr<Importer>>& importers()
         v.push_back(makePytorchSnapshotImporter());
         v.push_back(makeKinetoImporter());
         v.push_back(makeMemoryTimelineImporter());
+        v.push_back(makeXplaneImporter());
+        v.push_back(makeRmmCsvImporter());
+        v.push_back(makeNsysSqliteImporter());
         return v;
     }();
     return all;

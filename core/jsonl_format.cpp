@@ -1,5 +1,6 @@
 #include "core/jsonl_format.h"
 
+#include "core/detail/json_limits.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/trace_builder.h"
@@ -183,12 +184,17 @@ namespace {
     };
 } // namespace
 
-Trace readJsonl(const std::string& path, const LoadOptions& options)
+Trace readJsonl(const std::string& path, const LoadOptions& options) { return readJsonlText(readFileMaybeGzip(path), path, options); }
+
+Trace readJsonlText(std::string_view content, std::string_view name, const LoadOptions& options)
 {
-    std::string content = readFileMaybeGzip(path);
+    const std::string path(name);
+    if (content.starts_with("\xEF\xBB\xBF")) // a UTF-8 byte-order mark, as some editors write
+        content.remove_prefix(3);
     TraceBuilder b;
     std::size_t pos = 0, lineNo = 0;
     bool sawHeader = false;
+    std::size_t seriesCount = 0;
     std::string where;
     auto expectId = [&](const Record& r, std::size_t next) {
         if (r.num<std::uint64_t>("id") != next)
@@ -201,25 +207,47 @@ Trace readJsonl(const std::string& path, const LoadOptions& options)
         std::string_view text(content.data() + pos, end - pos);
         pos = end + 1;
         ++lineNo;
-        if (options.progress && lineNo % 65536 == 0 && !options.progress(double(pos) / double(content.size())))
+        if (options.progress && lineNo % 65536 == 0 && !options.progress(std::min(1.0, double(pos) / double(content.size()))))
             throw Cancelled();
         if (text.find_first_not_of(" \t\r") == std::string_view::npos)
             continue;
         where = path + ":" + std::to_string(lineNo);
-        auto j = nlohmann::json::parse(text, nullptr, false);
-        if (j.is_discarded())
-            throw FormatError(where + ": not valid JSON; each line of a .jsonl trace is one JSON object");
+        nlohmann::json j;
+        try {
+            j = nlohmann::json::parse(text);
+        } catch (const nlohmann::json::parse_error& e) {
+            // e.byte is 1-based within the line; nlohmann's message names the token it expected.
+            std::string why = e.what();
+            if (auto colon = why.find("syntax error"); colon != std::string::npos)
+                why = why.substr(colon);
+            throw FormatError(where + ":" + std::to_string(e.byte) + ": not valid JSON (" + why
+                + "); each line of a .jsonl trace is one JSON object");
+        } catch (const nlohmann::json::exception& e) {
+            // Not a syntax error but still unreadable: a number beyond double range (out_of_range.406).
+            std::string why = e.what();
+            if (auto bracket = why.find("] "); bracket != std::string::npos)
+                why = why.substr(bracket + 2);
+            throw FormatError(where + ": not valid JSON (" + why + "); each line of a .jsonl trace is one JSON object");
+        }
         if (!j.is_object())
             throw FormatError(where + ": not a JSON object; each line of a .jsonl trace is one JSON object");
         Record r(j, where);
         if (!sawHeader) {
             if (r.text("format", "") != kFormatName)
                 r.fail("format", "must be \"gpumem-jsonl\" on the first line");
-            if (r.num<std::int64_t>("version") > kJsonlMajor)
-                r.fail("version", "is newer than this gpumem reads (" + std::to_string(kJsonlMajor) + "); upgrade gpumem");
+            auto version = r.num<std::int64_t>("version");
+            if (version > kJsonlMajor)
+                r.fail("version", "is " + std::to_string(version) + ", newer than this gpumem reads (" + std::to_string(kJsonlMajor)
+                        + "); upgrade gpumem");
+            if (version < 1)
+                r.fail("version", "must be 1");
             if (j.contains("metadata")) {
                 if (!j["metadata"].is_object())
                     r.fail("metadata", "must be an object");
+                bool tooDeep = false;
+                detail::parseShallowJson(text, tooDeep); // the header line again, with a depth check
+                if (tooDeep)
+                    r.fail("metadata", "nests deeper than " + std::to_string(detail::kMaxMetadataDepth) + " levels");
                 b.metadata() = j["metadata"];
             }
             sawHeader = true;
@@ -248,7 +276,7 @@ Trace readJsonl(const std::string& path, const LoadOptions& options)
                 r.fail("scope", "refers to no scope record above it");
             if (e.site >= b.siteCount())
                 r.fail("site", "refers to no site record above it");
-            b.add(e);
+            b.memoryColumns().push(e); // not add(): an explicit seq of 2^64−1 is a value, not "auto"
         } else if (type == "device") {
             expectId(r, b.deviceCount());
             if (b.deviceCount() >= kNoDevice)
@@ -303,6 +331,7 @@ Trace readJsonl(const std::string& path, const LoadOptions& options)
             if (s.device != kNoDevice && s.device >= b.deviceCount())
                 r.fail("device", "refers to no device record above it");
             expectId(r, b.addCounterSeries(s));
+            ++seriesCount;
         } else if (type == "kernel") {
             Kernel k;
             k.start = r.num<TimeNs>("start");
@@ -331,6 +360,8 @@ Trace readJsonl(const std::string& path, const LoadOptions& options)
             CounterSample s;
             s.time = r.num<TimeNs>("t");
             s.series = r.num<std::uint32_t>("series");
+            if (s.series >= seriesCount)
+                r.fail("series", "refers to no counter_series record above it");
             s.value = r.num<std::int64_t>("value");
             b.add(s);
         } else if (type == "anomaly") {
@@ -342,6 +373,8 @@ Trace readJsonl(const std::string& path, const LoadOptions& options)
     }
     if (!sawHeader)
         throw FormatError(path + ": empty .jsonl trace: the first line must be the {\"format\":\"gpumem-jsonl\",…} header");
+    if (options.progress && !options.progress(1.0))
+        throw Cancelled();
     return b.build();
 }
 

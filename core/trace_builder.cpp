@@ -254,24 +254,27 @@ Trace TraceBuilder::build()
     const std::size_t n = m.count();
     if (n > std::numeric_limits<std::uint32_t>::max())
         throw FormatError("trace has more than 4,294,967,295 memory events; split it");
-    for (std::size_t i = 0; i < n; ++i) {
-        auto bad = [&](const char* field, std::uint64_t value, std::size_t limit) {
-            throw FormatError("memory event " + std::to_string(i) + ": " + field + " " + std::to_string(value)
-                + " refers to no entry (the trace has " + std::to_string(limit) + ")");
-        };
-        if (m.device[i] >= b.devices.size())
-            bad("device", m.device[i], b.devices.size());
-        if (m.stream[i] >= b.streams.size())
-            bad("stream", m.stream[i], b.streams.size());
-        if (m.scope[i] >= b.scopes.size())
-            bad("scope", m.scope[i], b.scopes.size());
-        if (m.site[i] >= b.siteOffsets.size() - 1)
-            bad("site", m.site[i], b.siteOffsets.size() - 1);
-        if (static_cast<int>(m.kind[i]) >= kEventKindCount)
-            bad("kind", static_cast<int>(m.kind[i]), kEventKindCount);
-        if (static_cast<int>(m.category[i]) >= kCategoryCount)
-            bad("category", static_cast<int>(m.category[i]), kCategoryCount);
-    }
+    // Checked column by column (a max scan vectorises; a per-event loop of six checks cost 8% of a
+    // .gmt read); the first bad event is searched only when a column has one.
+    auto check = [&](const char* field, const auto& column, std::size_t limit) {
+        if (n == 0)
+            return;
+        auto max = column[0];
+        for (auto v : column)
+            max = std::max(max, v);
+        if (static_cast<std::size_t>(max) < limit)
+            return;
+        auto i = static_cast<std::size_t>(
+            std::find_if(column.begin(), column.end(), [&](auto v) { return static_cast<std::size_t>(v) >= limit; }) - column.begin());
+        throw FormatError("memory event " + std::to_string(i) + ": " + field + " " + std::to_string(static_cast<std::uint64_t>(column[i]))
+            + " refers to no entry (the trace has " + std::to_string(limit) + ")");
+    };
+    check("device", m.device, b.devices.size());
+    check("stream", m.stream, b.streams.size());
+    check("scope", m.scope, b.scopes.size());
+    check("site", m.site, b.siteOffsets.size() - 1);
+    check("kind", m.kind, kEventKindCount);
+    check("category", m.category, kCategoryCount);
     sortMemory(m, b.importStats);
     std::stable_sort(b.kernels.begin(), b.kernels.end(),
         [](const Kernel& x, const Kernel& y) { return x.start < y.start; });

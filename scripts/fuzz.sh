@@ -1,71 +1,94 @@
 #!/usr/bin/env bash
-# Bounded libFuzzer run: scripts/fuzz.sh <target|all> <seconds>
-#   target: a harness in fuzz/ without the fuzz_ prefix (xplane, rmm_csv, …) or "all"
-# Builds the harnesses with clang in build/fuzz (-DGPUMEM_FUZZ=ON, ASan + libFuzzer), then runs each for
-# <seconds> over a seed corpus: build/fuzz/corpus/<target> (new inputs land there), the seeds under
-# fuzz/seeds/ and tests/data/, and for xplane, kineto_json and memory_timeline a public trace from
-# ../shared/traces/public when present.
-# Exit status: 0 when no harness found a crash, leak or hang; crashes are written to build/fuzz/artifacts/.
+# Bounded fuzzing: builds the libFuzzer harnesses of fuzz/ in build/fuzz with clang, AddressSanitizer
+# and UBSan, then runs each for N seconds over its seed corpus (generated from tests/data and traces/,
+# fuzz/seeds/<name>/ if present, and for some formats a public trace from ../shared/traces/public). Findings go to build/fuzz/artifacts/<name>/; the exit status
+# is non-zero if any harness crashed, leaked, hit a sanitizer report or timed out on an input.
+#
+#   scripts/fuzz.sh <name_fuzzer|all> [seconds=60]
+#
+# Reproduce a finding: build/fuzz/fuzz/<name> build/fuzz/artifacts/<name>/crash-…
 set -euo pipefail
-cd "$(dirname "$0")/.."
-target=${1:?usage: scripts/fuzz.sh <target|all> <seconds>}
-seconds=${2:?usage: scripts/fuzz.sh <target|all> <seconds>}
-build=build/fuzz
-jobs=${GPUMEM_FUZZ_JOBS:-2}
 
-CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUMEM_FUZZ=ON \
-  -DGPUMEM_BUILD_TESTS=OFF -DGPUMEM_BUILD_GUI=OFF -DGPUMEM_BUILD_TRACER=OFF -DGPUMEM_BUILD_BENCHMARKS=OFF >/dev/null
-if [[ $target == all ]]; then
-  targets=$(sed -n 's/^gpumem_fuzzer(\([a-z_0-9]*\) .*/\1/p' fuzz/CMakeLists.txt)
-else
-  targets=$target
+if [[ $# -lt 1 ]]; then
+  echo "usage: scripts/fuzz.sh <name_fuzzer|all> [seconds=60]" >&2
+  exit 2
 fi
-for t in $targets; do
-  cmake --build "$build" -j"$jobs" --target "fuzz_$t"
-done
+target=$1
+seconds=${2:-60}
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build/fuzz
 
-seed_dirs() { # the read-only seed folders of one harness
-  local t=$1 dir="$build/seeds/$t"
+cc=${CC:-$(command -v clang || command -v clang-14 || true)}
+cxx=${CXX:-$(command -v clang++ || command -v clang++-14 || true)}
+if [[ -z $cc || -z $cxx ]]; then
+  echo "scripts/fuzz.sh: clang not found (apt-get install clang libclang-rt-dev)" >&2
+  exit 1
+fi
+
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+if [[ ! -f $build/CMakeCache.txt ]]; then
+  CC=$cc CXX=$cxx cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DGPUMEM_FUZZ=ON -DGPUMEM_BUILD_TESTS=OFF -DGPUMEM_BUILD_GUI=OFF \
+    -DGPUMEM_BUILD_TRACER=OFF -DGPUMEM_BUILD_BENCHMARKS=OFF >/dev/null
+fi
+jobs=${FUZZ_BUILD_JOBS:-2}
+if [[ $target == all ]]; then
+  cmake --build "$build" -j "$jobs" --target gpumem_fuzzers
+  mapfile -t names < <(find "$build/fuzz" -maxdepth 1 -type f -name '*_fuzzer' -perm -u+x -printf '%f\n' | sort)
+else
+  cmake --build "$build" -j "$jobs" --target gpumem_fuzz_seeds "$target"
+  names=("$target")
+fi
+if [[ ${#names[@]} -eq 0 ]]; then
+  echo "scripts/fuzz.sh: no *_fuzzer built in $build/fuzz" >&2
+  exit 1
+fi
+
+# Seeds that must be made (encoded protobuf) or come from the public traces when they are present.
+extra_seeds() { # prints one folder
+  local name=$1 dir=$build/extra-seeds/$1 pub=$root/../shared/traces/public
   rm -rf "$dir" && mkdir -p "$dir"
-  case $t in
-    xplane)
-      for f in fuzz/seeds/*.textproto; do
-        protoc -Icore/importers --encode=gpumem.xplane.XSpace core/importers/xplane.proto <"$f" >"$dir/$(basename "$f" .textproto).pb"
+  case $name in
+    xplane_fuzzer)
+      for f in "$root"/fuzz/seeds/xplane_fuzzer/*.textproto; do
+        protoc -I"$root/core/importers" --encode=gpumem.xplane.XSpace "$root/core/importers/xplane.proto" \
+          <"$f" >"$dir/$(basename "$f" .textproto).pb"
       done
-      echo "$dir"
-      [[ -d ../shared/traces/public/tracelens/jax-xplane ]] && echo ../shared/traces/public/tracelens/jax-xplane ;;
-    rmm_csv) cp tests/data/rmm/*.csv "$dir"/ && echo "$dir" ;;
-    kineto_json)
-      cp fuzz/seeds/kineto_*.json "$dir"/
-      # one small real trace, decompressed (the harness takes JSON, not gzip)
-      bert=../shared/traces/public/tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz
-      [[ -f $bert ]] && gzip -dc "$bert" >"$dir/bert_small.json"
-      echo "$dir" ;;
-    memory_timeline)
-      cp fuzz/seeds/memory_timeline_*.json "$dir"/
-      # the first records of the public export, closed into a valid list
-      raw=../shared/traces/public/hta/memory_timeline.raw.gz
-      [[ -f $raw ]] && { gzip -dc "$raw" 2>/dev/null | head -c 20000 | sed 's/, \[[^]]*$/]/' >"$dir/hta_head.json" || true; }
-      echo "$dir" ;;
-    *) echo "$dir" ;;
+      [[ -d $pub/tracelens/jax-xplane ]] && cp "$pub"/tracelens/jax-xplane/*.pb "$dir"/ ;;
+    rmm_csv_fuzzer) cp "$root"/tests/data/rmm/*.csv "$dir"/ ;;
+    kineto_json_fuzzer) # one small real trace, decompressed (the harness takes JSON, not gzip)
+      bert=$pub/tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz
+      [[ -f $bert ]] && gzip -dc "$bert" >"$dir/bert_small.json" ;;
+    memory_timeline_fuzzer) # the first records of the public export, closed into a valid list
+      raw=$pub/hta/memory_timeline.raw.gz
+      [[ -f $raw ]] && { gzip -dc "$raw" 2>/dev/null | head -c 20000 | sed 's/, \[[^]]*$/]/' >"$dir/hta_head.json" || true; } ;;
   esac
+  echo "$dir"
 }
 
 status=0
-mkdir -p "$build/artifacts"
-for t in $targets; do
-  corpus="$build/corpus/$t"
-  mkdir -p "$corpus"
-  mapfile -t seeds < <(seed_dirs "$t")
-  echo "== fuzz_$t for ${seconds}s (corpus $corpus, seeds ${seeds[*]})"
+for name in "${names[@]}"; do
+  corpus=$build/corpus/$name
+  artifacts=$build/artifacts/$name
+  mkdir -p "$corpus" "$artifacts" "$build/logs"
+  seeds=()
+  for dir in "$build/fuzz-seeds/$name" "$root/fuzz/seeds/$name" "$(extra_seeds "$name")"; do
+    [[ -d $dir ]] && seeds+=("$dir")
+  done
+  echo "== $name: ${seconds}s, corpus $corpus, seeds ${seeds[*]:-none}"
   start=$(date +%s)
-  if ! "$build/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-      -artifact_prefix="$build/artifacts/$t-" "$corpus" "${seeds[@]}" 2>"$build/fuzz_$t.log"; then
+  # rss limit: a legal MEMV chunk of kGmtMaxEventsPerChunk constant events decodes to 64 MiB from a
+  # few dozen bytes, so a mutated input of many such chunks is legitimately large.
+  if "$build/fuzz/$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
+      -artifact_prefix="$artifacts/" "$corpus" "${seeds[@]}" >"$build/logs/$name.log" 2>&1; then
+    result=ok
+  else
+    result="FAILED (see $build/logs/$name.log and $artifacts/)"
     status=1
-    echo "fuzz_$t FOUND A PROBLEM; see $build/fuzz_$t.log and $build/artifacts/"
-    tail -40 "$build/fuzz_$t.log"
   fi
-  grep -E '^stat::(number_of_executed_units|peak_rss_mb)|^Done' "$build/fuzz_$t.log" || true
-  echo "fuzz_$t ran $(( $(date +%s) - start ))s"
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$build/logs/$name.log" | grep -o '[0-9]*$' || echo '?')
+  cov=$(grep -o 'cov: [0-9]*' "$build/logs/$name.log" | tail -1 || true)
+  echo "   $result after $(( $(date +%s) - start ))s: $runs inputs, $cov, corpus $(ls "$corpus" | wc -l) files"
 done
 exit $status

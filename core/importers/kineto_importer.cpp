@@ -40,7 +40,7 @@ namespace {
 
     struct IntervalRecord {
         TimeNs start = 0, end = 0;
-        std::string_view name;      // points into the parser's string buffer
+        std::string_view name; // points into the parser's string buffer
         std::string_view callStack; // 2021 "Call stack" string, or empty
         IntervalKind kind = IntervalKind::Op;
         std::uint32_t order = 0;
@@ -78,8 +78,7 @@ namespace {
         std::int64_t deviceType = -1, deviceId = 0, address = 0, bytes = 0, totalAllocated = 0, totalReserved = 0,
                      evIdx = 0, argDevice = 0, argStream = 0, correlation = 0;
         bool hasDeviceType = false, hasDeviceId = false, hasAddress = false, hasBytes = false, hasAllocated = false,
-             hasReserved = false, hasEvIdx = false, hasArgDevice = false, hasArgStream = false,
-             hasCorrelation = false;
+             hasReserved = false, hasEvIdx = false, hasArgDevice = false, hasArgStream = false, hasCorrelation = false;
     };
 
     bool startsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
@@ -265,7 +264,7 @@ namespace {
     // Per-thread interval sweep state (one stack entry per open interval).
     struct OpenInterval {
         const IntervalRecord* record = nullptr;
-        ScopeId scope = 0;    // this interval's scope, or the enclosing one for frames
+        ScopeId scope = 0; // this interval's scope, or the enclosing one for frames
         std::int64_t site = -1; // computed on demand
     };
 
@@ -290,13 +289,15 @@ namespace {
         void parseDocument(std::string& json);
         std::string location(bool inEvents) const
         {
-            return inEvents ? "in traceEvents[" + std::to_string(m_currentEvent) + "]" : std::string("outside traceEvents");
+            return inEvents ? "in traceEvents[" + std::to_string(m_currentEvent) + "]"
+                            : std::string("outside traceEvents");
         }
         void parseEvents(od::array events, const char* begin, std::size_t size, od::document& doc);
         void addEvent(const EventFields& f, EventClass cls, std::uint64_t index);
         std::uint32_t threadIndex(std::int64_t pid, std::int64_t tid);
         void resolve();
-        void attribute(const std::vector<std::uint32_t>& order, std::vector<ScopeId>& scopes, std::vector<SiteId>& sites);
+        void attribute(
+            const std::vector<std::uint32_t>& order, std::vector<ScopeId>& scopes, std::vector<SiteId>& sites);
         FrameId frameOf(std::string_view text);
         SiteId siteOf(std::vector<OpenInterval>& stack, std::size_t k);
         std::vector<std::uint32_t> sortedMemoryOrder() const;
@@ -322,7 +323,9 @@ namespace {
         std::map<std::pair<DeviceType, std::int64_t>, DeviceId> m_devices;
         std::vector<std::string> m_deviceLabels; // by DeviceId
         std::uint64_t m_eventCount = 0;
-        std::uint64_t m_currentEvent = 0; // index in traceEvents of the event being read
+        std::uint64_t m_currentEvent = 0;
+        std::uint64_t m_moduleEvents
+            = 0; // python_function "nn.Module: …" events // index in traceEvents of the event being read
         std::int64_t m_baseTime = 0;
         bool m_rocm = false;
         bool m_recovering = false;
@@ -398,6 +401,7 @@ namespace {
                 r.kind = IntervalKind::Range;
                 m_annotations.push_back({ f.ts, end, f.name, AnnotationKind::Range, f.tid });
             } else if (startsWith(f.name, "nn.Module: ")) {
+                ++m_moduleEvents;
                 r.kind = IntervalKind::Module;
                 r.name = f.name.substr(11);
             } else {
@@ -486,7 +490,8 @@ namespace {
                 od::value v = field.value();
                 if (key == "traceEvents") {
                     if (v.type() != od::json_type::array)
-                        throw FormatError(std::string(m_source) + ": \"traceEvents\" is not a list; this is not a Kineto trace");
+                        throw FormatError(
+                            std::string(m_source) + ": \"traceEvents\" is not a list; this is not a Kineto trace");
                     sawEvents = true;
                     inEvents = true;
                     parseEvents(v.get_array(), begin, json.size(), doc);
@@ -536,7 +541,8 @@ namespace {
                 }
             }
             if (!sawEvents)
-                throw FormatError(std::string(m_source) + ": the JSON object has no \"traceEvents\" list; this is not a Kineto/Chrome trace");
+                throw FormatError(std::string(m_source)
+                    + ": the JSON object has no \"traceEvents\" list; this is not a Kineto/Chrome trace");
         } catch (const FieldError& e) {
             throw FormatError(std::string(m_source) + ": " + location(inEvents) + ": " + e.what()
                 + "; the file is damaged or not a Kineto trace");
@@ -591,7 +597,8 @@ namespace {
 
     // For each thread, sweeps its intervals (sorted by start, outer first) and its memory events (in
     // time order) together, keeping the stack of open intervals: O((n + m) log n) per thread.
-    void KinetoParser::attribute(const std::vector<std::uint32_t>& order, std::vector<ScopeId>& scopes, std::vector<SiteId>& sites)
+    void KinetoParser::attribute(
+        const std::vector<std::uint32_t>& order, std::vector<ScopeId>& scopes, std::vector<SiteId>& sites)
     {
         std::vector<std::vector<std::uint32_t>> memByThread(m_intervals.size());
         for (auto i : order)
@@ -696,8 +703,10 @@ namespace {
             moved += order[i] != i;
         if (moved) // sorted here so counters follow the same order; TraceBuilder then sees sorted input
             m_b.stats().add("unsorted_input", Severity::Info,
-                std::to_string(moved) + " [memory] events were out of (ts, Ev Idx) order in the file (threads are written "
-                "one after another) and were sorted", moved);
+                std::to_string(moved)
+                    + " [memory] events were out of (ts, Ev Idx) order in the file (threads are written "
+                      "one after another) and were sorted",
+                moved);
         std::vector<ScopeId> scopes(m_mem.size(), 0);
         std::vector<SiteId> sites(m_mem.size(), 0);
         attribute(order, scopes, sites);
@@ -710,7 +719,8 @@ namespace {
             auto type = deviceTypeOf(r.deviceType);
             if (!type) {
                 m_b.stats().add("unknown_device_type", Severity::Warning,
-                    "[memory] event Ev Idx " + std::to_string(r.sequence) + ": Device Type " + std::to_string(r.deviceType)
+                    "[memory] event Ev Idx " + std::to_string(r.sequence) + ": Device Type "
+                        + std::to_string(r.deviceType)
                         + " is not CPU (0), CUDA (1) or HIP (6); imported as device type other");
                 type = DeviceType::Other;
             }
@@ -750,10 +760,12 @@ namespace {
         }
         if (zero)
             m_b.stats().add("memory_event_without_size", Severity::Warning,
-                std::to_string(zero) + " [memory] events have no or zero \"Bytes\"; their counters were kept, the events skipped");
+                std::to_string(zero)
+                    + " [memory] events have no or zero \"Bytes\"; their counters were kept, the events skipped");
         if (noAddress)
             m_b.stats().add("memory_event_without_address", Severity::Warning,
-                std::to_string(noAddress) + " [memory] events have no \"Addr\" while others have one; skipped (they cannot be paired)");
+                std::to_string(noAddress)
+                    + " [memory] events have no \"Addr\" while others have one; skipped (they cannot be paired)");
     }
 
     // PyTorch ≤ 1.9 wrote [memory] events without Addr (and without totals). Sizes alone cannot be
@@ -787,8 +799,9 @@ namespace {
                 ++c.frees, c.freeBytes += static_cast<std::uint64_t>(-r.bytes);
             m_b.add(CounterSample { m_baseTime + r.ts, c.series, c.sum });
         }
-        std::string detail = "the [memory] events record sizes but no addresses (PyTorch <= 1.9), so allocations are counted "
-                             "but not paired; the running sum of Bytes is the counter \"Allocated (sum of Bytes)\":";
+        std::string detail
+            = "the [memory] events record sizes but no addresses (PyTorch <= 1.9), so allocations are counted "
+              "but not paired; the running sum of Bytes is the counter \"Allocated (sum of Bytes)\":";
         nlohmann::json counts = nlohmann::json::object();
         for (const auto& [dev, c] : perDevice) {
             const std::string& label = m_deviceLabels[dev];
@@ -829,8 +842,10 @@ namespace {
                     ++m;
                 }
                 m_b.stats().add("kernel_device_remapped", Severity::Info,
-                    "kernel device ids (the tracer's, e.g. ROCm HSA agent indices) differ from the [memory] device ids; "
-                    "mapped in ascending order: " + detail);
+                    "kernel device ids (the tracer's, e.g. ROCm HSA agent indices) differ from the [memory] device "
+                    "ids; "
+                    "mapped in ascending order: "
+                        + detail);
             } else {
                 m_b.stats().add("kernel_device_unmatched", Severity::Warning,
                     std::to_string(kernelIds.size()) + " kernel device ids vs " + std::to_string(memoryIds.size())
@@ -892,6 +907,7 @@ namespace {
             counts[cat.empty() ? std::string("(none)") : std::string(cat)] = n;
         m_meta["events"] = m_eventCount;
         m_meta["events_by_category"] = std::move(counts);
+        m_meta["module_events"] = m_moduleEvents;
         meta["kineto"] = std::move(m_meta);
         if (m_options.progress && !m_options.progress(0.95))
             throw Cancelled();

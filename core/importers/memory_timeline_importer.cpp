@@ -19,9 +19,9 @@ namespace {
     // torch.profiler._memory_profiler: Action enum and the category order of _CATEGORY_TO_COLORS
     // (index 7 is None, "unknown").
     enum Action : std::int64_t { kPreexisting = 1, kCreate = 2, kIncrementVersion = 3, kDestroy = 4 };
-    constexpr std::array<Category, 8> kCategoryByIndex = { Category::Parameter, Category::OptimizerState,
-        Category::Input, Category::Temporary, Category::Activation, Category::Gradient, Category::AutogradDetail,
-        Category::Unknown };
+    constexpr std::array<Category, 8> kCategoryByIndex
+        = { Category::Parameter, Category::OptimizerState, Category::Input, Category::Temporary, Category::Activation,
+              Category::Gradient, Category::AutogradDetail, Category::Unknown };
     constexpr Address kAlignment = 512; // synthetic addresses step by sizes rounded to PyTorch's block size
 
     struct Record {
@@ -55,7 +55,8 @@ namespace {
                 for (auto item : tuple) {
                     if (field >= 4)
                         throw FormatError(std::string(source) + ": record " + std::to_string(records.size())
-                            + " has more than 4 fields; a memory-timeline raw export holds [ts_ns, action, bytes, category] lists");
+                            + " has more than 4 fields; a memory-timeline raw export holds [ts_ns, action, bytes, "
+                              "category] lists");
                     std::int64_t v = readNumber(item.value(), source, records.size(), field);
                     (field == 0 ? r.ts : field == 1 ? r.action : field == 2 ? r.bytes : r.category) = v;
                     ++field;
@@ -66,8 +67,8 @@ namespace {
                 records.push_back(r);
             }
         } catch (const simdjson::simdjson_error& e) {
-            throw FormatError(std::string(source) + ": invalid JSON at record " + std::to_string(records.size())
-                + " (" + e.what() + "); the file is damaged or not a memory-timeline export");
+            throw FormatError(std::string(source) + ": invalid JSON at record " + std::to_string(records.size()) + " ("
+                + e.what() + "); the file is damaged or not a memory-timeline export");
         }
         return records;
     }
@@ -149,7 +150,8 @@ Trace importMemoryTimelineJson(std::string& json, std::string_view source, const
             categoryIndex = 7;
         }
         const bool positive = r.bytes > 0;
-        if (r.bytes == 0 || (r.action == kDestroy && positive) || ((r.action == kCreate || r.action == kPreexisting) && !positive)) {
+        if (r.bytes == 0 || (r.action == kDestroy && positive)
+            || ((r.action == kCreate || r.action == kPreexisting) && !positive)) {
             ++badSign;
             continue;
         }
@@ -188,7 +190,8 @@ Trace importMemoryTimelineJson(std::string& json, std::string_view source, const
     }
     if (badAction)
         b.stats().add("unknown_action", Severity::Warning,
-            std::to_string(badAction) + " records have an action outside 1–4 (PREEXISTING, CREATE, INCREMENT_VERSION, DESTROY); skipped");
+            std::to_string(badAction)
+                + " records have an action outside 1–4 (PREEXISTING, CREATE, INCREMENT_VERSION, DESTROY); skipped");
     if (badCategory)
         b.stats().add("unknown_category", Severity::Warning,
             std::to_string(badCategory) + " records have a category index outside 0–7; imported as unknown");
@@ -197,17 +200,20 @@ Trace importMemoryTimelineJson(std::string& json, std::string_view source, const
             std::to_string(badSign) + " records have a zero size or a sign that contradicts their action; skipped");
     if (unmatched)
         b.stats().add("unmatched_destroy", Severity::Warning,
-            std::to_string(unmatched) + " DESTROY/INCREMENT_VERSION records have no live tensor of the same size and category");
+            std::to_string(unmatched)
+                + " DESTROY/INCREMENT_VERSION records have no live tensor of the same size and category");
     b.stats().add("synthetic_addresses", Severity::Info,
-        "the memory-timeline export has no tensor ids or addresses: addresses are synthetic, and each release closes the "
+        "the memory-timeline export has no tensor ids or addresses: addresses are synthetic, and each release closes "
+        "the "
         "latest live tensor of the same size and category (LIFO), so lifetimes are plausible but not recorded",
         records.size());
     auto& meta = b.metadata();
     meta["source_format"] = "pytorch-memory-timeline";
     meta["tool"] = "pytorch-profiler";
-    meta["memory_timeline"] = { { "records", records.size() }, { "preexisting", byAction[kPreexisting] },
-        { "create", byAction[kCreate] }, { "increment_version", byAction[kIncrementVersion] },
-        { "destroy", byAction[kDestroy] }, { "device_assumed", "cuda:0 (the exporter's default; the file does not say)" } };
+    meta["memory_timeline"]
+        = { { "records", records.size() }, { "preexisting", byAction[kPreexisting] }, { "create", byAction[kCreate] },
+              { "increment_version", byAction[kIncrementVersion] }, { "destroy", byAction[kDestroy] },
+              { "device_assumed", "cuda:0 (the exporter's default; the file does not say)" } };
     return b.build();
 }
 

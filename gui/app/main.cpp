@@ -3,6 +3,10 @@
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QEventLoop>
+#include <QTimer>
+
+#include <cstdio>
 
 int main(int argc, char** argv)
 {
@@ -14,9 +18,43 @@ int main(int argc, char** argv)
     parser.addHelpOption();
     parser.addVersionOption();
     parser.addPositionalArgument("trace", "trace file to open (any format gpumem reads)");
+    QCommandLineOption screenshot("screenshot",
+        "render PAGE (summary, timeline) of TRACE to OUT.png offscreen and exit: --screenshot PAGE OUT.png TRACE", "PAGE");
+    parser.addOption(screenshot);
     parser.process(app);
     qRegisterMetaType<std::shared_ptr<const gpumem::gui::LoadedTrace>>();
     gpumem::gui::MainWindow window;
+    if (parser.isSet(screenshot)) {
+        const QStringList args = parser.positionalArguments();
+        if (args.size() != 2) {
+            std::fprintf(stderr, "gpumem-gui: --screenshot PAGE OUT.png TRACE needs the output file and the trace\n");
+            return 2;
+        }
+        window.setQuietErrors(true);
+        window.resize(1400, 900);
+        if (!window.showPage(parser.value(screenshot))) {
+            std::fprintf(stderr, "gpumem-gui: unknown page '%s'; pages: summary, timeline\n", qPrintable(parser.value(screenshot)));
+            return 2;
+        }
+        window.show();
+        bool ok = false;
+        QEventLoop loop;
+        QObject::connect(&window, &gpumem::gui::MainWindow::loadFinished, &loop, [&](bool success) {
+            ok = success;
+            QTimer::singleShot(500, &loop, &QEventLoop::quit); // let the worker-thread frame arrive
+        });
+        window.openTrace(args[1]);
+        loop.exec();
+        if (!ok) {
+            std::fprintf(stderr, "gpumem-gui: %s\n", qPrintable(window.statusMessage()));
+            return 1;
+        }
+        if (!window.grab().save(args[0])) {
+            std::fprintf(stderr, "gpumem-gui: cannot write %s\n", qPrintable(args[0]));
+            return 1;
+        }
+        return 0;
+    }
     window.show();
     if (!parser.positionalArguments().isEmpty())
         window.openTrace(parser.positionalArguments().first());

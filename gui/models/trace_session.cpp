@@ -68,6 +68,9 @@ void TraceSession::open(const QString& path)
             loadedTrace->reader = importer ? QString::fromUtf8(importer->name().data(), qsizetype(importer->name().size())) : QString();
             loadedTrace->trace = loadTrace(p, options);
             loadedTrace->summary = analyze::summarize(loadedTrace->trace);
+            analyze::AnalysisOptions analysisOptions;
+            analysisOptions.progress = [cancelFlag](double) { return !cancelFlag->load(); };
+            loadedTrace->analysis = analyze::analyzeTrace(loadedTrace->trace, analysisOptions);
             o.trace = std::move(loadedTrace);
         } catch (const Cancelled&) {
             o.cancelled = true;

@@ -1,6 +1,7 @@
 #pragma once
 // TraceSession loads a trace on a worker thread and hands the immutable result to the UI thread
 // (design.md §7). One load at a time; a new open() cancels the previous one. Lives on the UI thread.
+#include "analyze/analysis.h"
 #include "analyze/trace_summary.h"
 #include "core/trace.h"
 
@@ -18,6 +19,7 @@ struct LoadedTrace {
     QString reader; // importer name ("gmt", "jsonl", …)
     Trace trace;
     analyze::TraceSummary summary;
+    analyze::Analysis analysis; // the busiest device: timeline, steps, breakdowns at the peaks
 };
 
 class TraceSession : public QObject {

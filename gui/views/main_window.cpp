@@ -1,6 +1,7 @@
 #include "gui/views/main_window.h"
 
 #include "analyze/summary_report.h"
+#include "gui/views/timeline_view.h"
 
 #include <QAction>
 #include <QDragEnterEvent>
@@ -15,6 +16,7 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QStatusBar>
+#include <QTabWidget>
 
 #include <sstream>
 
@@ -35,7 +37,13 @@ MainWindow::MainWindow(QWidget* parent)
     m_summary->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
     m_summary->setPlaceholderText("Open a trace: File → Open, drop a file here, or pass it on the command line.\n"
                                   "gpumem reads .gmt, .jsonl, PyTorch snapshots and profiler traces, and more.");
-    setCentralWidget(m_summary);
+    m_timeline = new TimelineView(this);
+    m_tabs = new QTabWidget(this);
+    m_tabs->addTab(m_summary, "Summary");
+    m_tabs->addTab(m_timeline, "Timeline");
+    setCentralWidget(m_tabs);
+    connect(m_timeline, &TimelineView::frameRequested, &m_timelineModel, &TimelineModel::request);
+    connect(&m_timelineModel, &TimelineModel::frameReady, m_timeline, &TimelineView::setFrame);
 
     auto* file = menuBar()->addMenu("&File");
     auto* open = file->addAction("&Open…", this, [this] {
@@ -79,13 +87,27 @@ void MainWindow::openTrace(const QString& path)
 
 QString MainWindow::summaryText() const { return m_summary->toPlainText(); }
 
+bool MainWindow::showPage(const QString& name)
+{
+    if (name == "summary")
+        m_tabs->setCurrentWidget(m_summary);
+    else if (name == "timeline")
+        m_tabs->setCurrentWidget(m_timeline);
+    else
+        return false;
+    return true;
+}
+
 void MainWindow::showLoaded(const std::shared_ptr<const LoadedTrace>& t)
 {
     m_progress->hide();
     m_cancel->hide();
     std::ostringstream text;
     analyze::writeSummaryText(t->summary, t->path.toStdString(), t->reader.toStdString(), text);
+    m_lastError.clear();
     m_summary->setPlainText(QString::fromStdString(text.str()));
+    m_timelineModel.setTrace(t);
+    m_timeline->setFullRange(fullRangeOf(*t));
     setWindowTitle(QFileInfo(t->path).fileName() + " — gpumem");
     statusBar()->showMessage(QString("Loaded %1 (%2 memory events)").arg(t->path).arg(t->summary.memoryEvents), 5000);
     QSettings settings("gpumem", "gpumem-gui");
@@ -104,6 +126,7 @@ void MainWindow::showFailed(const QString& path, const QString& message)
     m_progress->hide();
     m_cancel->hide();
     statusBar()->showMessage("Could not open " + path, 10000);
+    m_lastError = message;
     if (!m_quietErrors)
         QMessageBox::warning(this, "Cannot open trace", message);
     emit loadFinished(false);

@@ -1,6 +1,7 @@
 #pragma once
 // The main window: opens traces (command line, File → Open, recent files, drag and drop) through a
 // TraceSession and shows the summary of the loaded trace. Owns its widgets (Qt parent ownership).
+#include "gui/models/timeline_model.h"
 #include "gui/models/trace_session.h"
 
 #include <QMainWindow>
@@ -9,8 +10,11 @@ class QPlainTextEdit;
 class QProgressBar;
 class QPushButton;
 class QMenu;
+class QTabWidget;
 
 namespace gpumem::gui {
+
+class TimelineView;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -20,6 +24,11 @@ public:
     TraceSession& session() { return m_session; }
     // The summary text currently shown (for tests).
     QString summaryText() const;
+    TimelineView* timelineView() const { return m_timeline; }
+    // Shows a page by name: "summary" or "timeline". Returns false for an unknown name.
+    bool showPage(const QString& name);
+    // The last load error (the importer's one-line message), empty after a successful load.
+    QString statusMessage() const { return m_lastError; }
 
 signals:
     // Emitted after a load finished, successfully or not (tests wait on it).
@@ -35,11 +44,15 @@ private:
     void rebuildRecentMenu();
 
     TraceSession m_session;
+    TimelineModel m_timelineModel;
+    QTabWidget* m_tabs = nullptr;
     QPlainTextEdit* m_summary = nullptr;
+    TimelineView* m_timeline = nullptr;
     QProgressBar* m_progress = nullptr;
     QPushButton* m_cancel = nullptr;
     QMenu* m_recent = nullptr;
     bool m_quietErrors = false;
+    QString m_lastError;
 
 public:
     // Tests: report load errors in the status bar instead of a modal dialog.

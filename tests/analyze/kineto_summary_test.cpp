@@ -73,7 +73,8 @@ TEST(KinetoSummary, InfoOfTheImportAndOfItsGmtCopyAgree)
     if (!std::filesystem::exists(path))
         GTEST_SKIP() << "public trace " << path << " is absent";
     const Trace t = loadTrace(path);
-    const auto gmt = (std::filesystem::temp_directory_path() / ("kineto-summary-" + std::to_string(::getpid()) + ".gmt")).string();
+    const auto gmt
+        = (std::filesystem::temp_directory_path() / ("kineto-summary-" + std::to_string(::getpid()) + ".gmt")).string();
     writeGmt(t, gmt);
     const Trace back = loadTrace(gmt);
     std::filesystem::remove(gmt);
@@ -97,7 +98,8 @@ TEST(KinetoSummary, LegacyCountsReachInfoThroughTheNoAddressesAnomaly)
     if (!std::filesystem::exists(path))
         GTEST_SKIP() << "public trace " << path << " is absent";
     const auto s = analyze::summarize(loadTrace(path));
-    const auto it = std::find_if(s.anomalies.begin(), s.anomalies.end(), [](const Anomaly& a) { return a.code == "no_addresses"; });
+    const auto it = std::find_if(
+        s.anomalies.begin(), s.anomalies.end(), [](const Anomaly& a) { return a.code == "no_addresses"; });
     ASSERT_NE(it, s.anomalies.end());
     EXPECT_NE(it->detail.find("cuda:0 4110 allocs / 4110 frees"), std::string::npos) << it->detail;
     EXPECT_EQ(recorded(deviceNamed(s, "cuda:0"), "Allocated (sum of Bytes)")->bytes, 2791636480u);

@@ -22,7 +22,8 @@ const std::string kOwl = "tracelens/h100/google_owlv2-large-patch14-ensemble__10
 const std::string kBert = "tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz";
 const std::string kQwen = "tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz";
 const std::string kNorm = "tracelens/mi300-normalization/normalization_layer_test.json.gz";
-const std::string kVllm = "tracelens/mi300-vllm-graph-capture/graph_capture_rank_0.1773709742341309550.pt.trace.json.gz";
+const std::string kVllm
+    = "tracelens/mi300-vllm-graph-capture/graph_capture_rank_0.1773709742341309550.pt.trace.json.gz";
 
 std::uint64_t pairedCount(const Trace& t, DeviceId device)
 {
@@ -48,8 +49,8 @@ void expectAllocsAndFrees(const Trace& t, DeviceId device, std::uint64_t allocs,
 
 std::size_t countAnnotations(const Trace& t, AnnotationKind kind)
 {
-    return static_cast<std::size_t>(std::count_if(t.annotations().begin(), t.annotations().end(),
-        [&](const Annotation& a) { return a.kind == kind; }));
+    return static_cast<std::size_t>(std::count_if(
+        t.annotations().begin(), t.annotations().end(), [&](const Annotation& a) { return a.kind == kind; }));
 }
 
 // Every sample of the device's "Total Allocated" differs from the one before by the ±size of the
@@ -72,10 +73,19 @@ void expectAllocatedDeltasMatchEvents(const Trace& t, DeviceId device)
     EXPECT_EQ(mismatches, 0u);
 }
 
+// SOURCES.md's counts of events, python_function events and nn.Module scopes in one file.
+void expectEventCounts(const Trace& t, std::uint64_t events, std::uint64_t pythonFunctions, std::uint64_t modules)
+{
+    const auto& k = t.metadata()["kineto"];
+    EXPECT_EQ(k["events"], events);
+    EXPECT_EQ(k["events_by_category"].value("python_function", std::uint64_t(0)), pythonFunctions);
+    EXPECT_EQ(k["module_events"], modules);
+}
+
 std::string kinetoJson(const std::string& events, const std::string& extra = {})
 {
-    return R"({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "Test GPU", "totalGlobalMem": 1000}],)" + extra
-        + R"( "traceEvents": [)" + events + "]}";
+    return R"({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "Test GPU", "totalGlobalMem": 1000}],)"
+        + extra + R"( "traceEvents": [)" + events + "]}";
 }
 
 } // namespace
@@ -112,8 +122,12 @@ TEST(KinetoImporter, HtaDdpRankPairsEveryAllocationAfterSortingByTimeAndEvIdx)
     EXPECT_EQ(t.kernels().front().correlation, 73689u);
     EXPECT_EQ(countAnnotations(t, AnnotationKind::Range), 2030u);
     EXPECT_EQ(countAnnotations(t, AnnotationKind::Step), 5u);
-    EXPECT_EQ(t.metadata()["kineto"]["events"], 216092);
-    EXPECT_EQ(t.metadata()["kineto"]["events_by_category"]["cuda_runtime"], 42373);
+    expectEventCounts(t, 216092, 0, 0);
+    const auto& cats = t.metadata()["kineto"]["events_by_category"];
+    EXPECT_EQ(cats["cuda_runtime"], 42373);
+    EXPECT_EQ(cats["gpu_memcpy"], 2040);
+    EXPECT_EQ(cats["gpu_memset"], 880);
+    EXPECT_EQ(cats["user_annotation"], 2035);
     EXPECT_EQ(t.metadata()["kineto"]["distributed"]["rank"], 1);
 }
 
@@ -152,7 +166,10 @@ TEST(KinetoImporter, LegacySchemaWithoutAddressesIsImportedAsCountersOnly)
         ASSERT_EQ(t.streams()[k.stream].handle, 7u);
     }
     EXPECT_EQ(countAnnotations(t, AnnotationKind::Step), 6u); // ProfilerStep#N under cat "Operator"
-    EXPECT_EQ(t.metadata()["kineto"]["events_by_category"]["Operator"], 23646);
+    expectEventCounts(t, 75718, 0, 0);
+    const auto& cats = t.metadata()["kineto"]["events_by_category"];
+    EXPECT_EQ(cats["Operator"], 23646);
+    EXPECT_EQ(cats["Runtime"], 11923);
 }
 
 TEST(KinetoImporter, OwlV2AttributesEachCudaAllocationToItsInnermostModule)
@@ -170,6 +187,12 @@ TEST(KinetoImporter, OwlV2AttributesEachCudaAllocationToItsInnermostModule)
     expectAllocatedDeltasMatchEvents(t, gpu);
     EXPECT_EQ(t.kernels().size(), 4330u);
     EXPECT_EQ(t.kernels().front().correlation, 463374u);
+    expectEventCounts(t, 132152, 65313, 2345);
+    const auto& cats = t.metadata()["kineto"]["events_by_category"];
+    EXPECT_EQ(cats["cuda_runtime"], 8567);
+    EXPECT_EQ(cats["cuda_driver"], 725);
+    EXPECT_EQ(cats["gpu_memset"], 750);
+    EXPECT_EQ(cats["gpu_memcpy"], 85);
 
     // The reference script finds 20 CUDA allocations outside every nn.Module (inputs copied to the GPU
     // before the forward, post-processing after it): the other 6115 carry a module.
@@ -190,9 +213,11 @@ TEST(KinetoImporter, OwlV2AttributesEachCudaAllocationToItsInnermostModule)
     };
     const Expected cases[] = {
         { 24434, 1752829952235802607, 860295680, 137249672921088,
-            "Owlv2ForObjectDetection_0 / Owlv2Model_0 / Owlv2VisionTransformer_0 / Owlv2Encoder_0 / Owlv2EncoderLayer_0 / Owlv2Attention_0" },
+            "Owlv2ForObjectDetection_0 / Owlv2Model_0 / Owlv2VisionTransformer_0 / Owlv2Encoder_0 / "
+            "Owlv2EncoderLayer_0 / Owlv2Attention_0" },
         { 30943, 1752829952730181396, 10618880, 137251495346176,
-            "Owlv2ForObjectDetection_0 / Owlv2Model_0 / Owlv2VisionTransformer_0 / Owlv2Encoder_0 / Owlv2EncoderLayer_19 / Owlv2Attention_19" },
+            "Owlv2ForObjectDetection_0 / Owlv2Model_0 / Owlv2VisionTransformer_0 / Owlv2Encoder_0 / "
+            "Owlv2EncoderLayer_19 / Owlv2Attention_19" },
         { 37499, 1752829953309747109, 41472, 137278998568448, "Owlv2ForObjectDetection_0 / Sigmoid_0" },
         { 24391, 1752829952233434363, 512, 137278998387200, "" },
     };
@@ -216,7 +241,8 @@ TEST(KinetoImporter, OwlV2AttributesEachCudaAllocationToItsInnermostModule)
         [&](FrameId f) { return t.str(t.frames()[f].file) == "transformers/models/owlv2/modeling_owlv2.py"; });
     EXPECT_GT(owlFrames, 0);
     const std::size_t sig = eventWithSequence(t, 37499);
-    EXPECT_EQ(t.str(t.frames()[t.siteFrames(m.site[sig])[0]].name), "<built-in method sigmoid of type object at 0x7ce6c2c1df60>");
+    EXPECT_EQ(t.str(t.frames()[t.siteFrames(m.site[sig])[0]].name),
+        "<built-in method sigmoid of type object at 0x7ce6c2c1df60>");
 }
 
 TEST(KinetoImporter, BertSmallKeepsNanosecondTimestampsExact)
@@ -231,13 +257,16 @@ TEST(KinetoImporter, BertSmallKeepsNanosecondTimestampsExact)
     EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Allocated", gpu)), 101305344);
     EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Reserved", gpu)), 121634816);
     EXPECT_EQ(t.kernels().size(), 60u);
+    expectEventCounts(t, 2551, 1385, 84);
     // baseTimeNanoseconds 1751410836000000000 + ts 1419247333400.919 µs.
     const std::size_t first = eventWithSequence(t, 480);
     ASSERT_NE(first, std::string::npos);
     EXPECT_EQ(t.memory().time[first], 1752830083333400919);
-    EXPECT_EQ(modulePath(t, t.memory().scope[first]), "BertLMHeadModel_0 / BertModel_0 / BertEmbeddings_0 / Embedding_0");
+    EXPECT_EQ(
+        modulePath(t, t.memory().scope[first]), "BertLMHeadModel_0 / BertModel_0 / BertEmbeddings_0 / Embedding_0");
     const std::size_t last = eventWithSequence(t, 711);
-    EXPECT_EQ(modulePath(t, t.memory().scope[last]), "BertLMHeadModel_0 / BertOnlyMLMHead_0 / BertLMPredictionHead_0 / Linear_25");
+    EXPECT_EQ(modulePath(t, t.memory().scope[last]),
+        "BertLMHeadModel_0 / BertOnlyMLMHead_0 / BertLMPredictionHead_0 / Linear_25");
     EXPECT_EQ(t.metadata()["kineto"]["base_time_ns"], 1751410836000000000);
 }
 
@@ -255,6 +284,7 @@ TEST(KinetoImporter, RocmKernelsJoinTheHipDeviceOfTheMemoryEvents)
     EXPECT_EQ(pairedCount(t, hip), 1294u);
     EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Allocated", hip)), 2219047936);
     EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Reserved", hip)), 2533359616);
+    expectEventCounts(t, 18090, 4266, 316);
     ASSERT_EQ(t.kernels().size(), 1516u);
     for (const auto& k : t.kernels())
         ASSERT_EQ(k.device, hip);
@@ -280,6 +310,8 @@ TEST(KinetoImporter, RocmNormalizationRunMatchesEveryFreeAcrossTwoThreads)
     EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Reserved", hip)), 8388608);
     expectAllocatedDeltasMatchEvents(t, hip);
     EXPECT_EQ(t.kernels().size(), 168u);
+    expectEventCounts(t, 8500, 6004, 36);
+    EXPECT_EQ(t.metadata()["kineto"]["events_by_category"]["fwdbwd"], 102);
     EXPECT_EQ(countAnnotations(t, AnnotationKind::Range), 30u);
     std::set<std::uint64_t> threads(t.memory().thread.begin(), t.memory().thread.end());
     EXPECT_EQ(threads, (std::set<std::uint64_t> { 2300490, 2300680 }));
@@ -298,6 +330,8 @@ TEST(KinetoImporter, VllmGraphCaptureKeepsTheHugeAllocatedCounter)
     EXPECT_EQ(pairedCount(t, hip), 592u);
     EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Allocated", hip)), 191628704768);
     EXPECT_EQ(seriesPeak(t, findSeries(t, "Total Reserved", hip)), 193621655552);
+    expectEventCounts(t, 131243, 119876, 26);
+    EXPECT_EQ(t.metadata()["kineto"]["events_by_category"]["cuda_runtime"], 3128);
     ASSERT_EQ(t.kernels().size(), 7u);
     EXPECT_EQ(t.streams()[t.kernels()[0].stream].handle, 1u);
     EXPECT_EQ(countAnnotations(t, AnnotationKind::Range), 26u);
@@ -372,7 +406,8 @@ TEST(KinetoImporter, NestsModulesAndPythonFramesByIntervalOnTheSameThread)
        "args":{"Total Reserved":2097152,"Total Allocated":512,"Bytes":512,"Addr":32,"Device Id":0,"Device Type":1,"Ev Idx":8}},
       {"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":1,"tid":1,"ts":150,
        "args":{"Total Reserved":2097152,"Total Allocated":512,"Bytes":-1024,"Addr":64,"Device Id":0,"Device Type":1,"Ev Idx":10}}
-    )", R"( "baseTimeNanoseconds": 1000000000000,)");
+    )",
+        R"( "baseTimeNanoseconds": 1000000000000,)");
     Trace t = importKinetoJson(json, "hand.json");
     const auto& m = t.memory();
     ASSERT_EQ(m.count(), 3u);
@@ -406,9 +441,11 @@ TEST(KinetoImporter, RejectsMalformedInputNamingTheFile)
         EXPECT_NE(std::string(e.what()).find("b.json"), std::string::npos);
         EXPECT_NE(std::string(e.what()).find("traceEvents"), std::string::npos);
     }
-    std::string garbage = R"({"traceEvents": [{"ph": "i", "name": "[memory]", "ts": 1, "args": {"Bytes": 1}}, {"ph": tru}, {}]})";
+    std::string garbage
+        = R"({"traceEvents": [{"ph": "i", "name": "[memory]", "ts": 1, "args": {"Bytes": 1}}, {"ph": tru}, {}]})";
     EXPECT_THROW(importKinetoJson(garbage, "c.json"), FormatError);
-    std::string badNumber = R"({"traceEvents": [{"ph":"i","name":"[memory]","ts":1,"args":{"Bytes":123456789012345678901234567890}}]})";
+    std::string badNumber
+        = R"({"traceEvents": [{"ph":"i","name":"[memory]","ts":1,"args":{"Bytes":123456789012345678901234567890}}]})";
     EXPECT_THROW(importKinetoJson(badNumber, "d.json"), FormatError);
 }
 

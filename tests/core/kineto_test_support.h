@@ -13,7 +13,10 @@
 
 namespace gpumem::test {
 
-inline std::string publicTrace(const std::string& relative) { return std::string(GPUMEM_PUBLIC_TRACES) + "/" + relative; }
+inline std::string publicTrace(const std::string& relative)
+{
+    return std::string(GPUMEM_PUBLIC_TRACES) + "/" + relative;
+}
 
 #define GPUMEM_REQUIRE_PUBLIC(path)                                                                                    \
     if (!std::filesystem::exists(path))                                                                                \
@@ -24,7 +27,8 @@ class TempFile {
 public:
     explicit TempFile(const std::string& name, const std::string& content = {})
     {
-        m_dir = std::filesystem::temp_directory_path() / ("gpumem-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+        m_dir = std::filesystem::temp_directory_path()
+            / ("gpumem-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
         std::filesystem::create_directories(m_dir);
         m_path = (m_dir / name).string();
         if (!content.empty()) {
@@ -141,8 +145,8 @@ inline void expectSameTrace(const Trace& a, const Trace& b)
         ASSERT_EQ(a.str(a.counterSeries()[i].name), b.str(b.counterSeries()[i].name));
         ASSERT_EQ(a.counterSeries()[i].device, b.counterSeries()[i].device);
     }
-    ASSERT_TRUE(std::equal(a.counterSamples().begin(), a.counterSamples().end(), b.counterSamples().begin(),
-        b.counterSamples().end()));
+    ASSERT_TRUE(std::equal(
+        a.counterSamples().begin(), a.counterSamples().end(), b.counterSamples().begin(), b.counterSamples().end()));
     ASSERT_EQ(a.scopes().size(), b.scopes().size());
     for (std::size_t i = 0; i < a.scopes().size(); ++i) {
         ASSERT_EQ(a.scopes()[i].parent, b.scopes()[i].parent);

@@ -112,8 +112,9 @@ TEST(MemoryTimelineImporter, HtaExportKeepsCategorySumsExactAtThePeak)
 TEST(MemoryTimelineImporter, IncrementVersionReopensTheSameAddressUnderItsNewCategory)
 {
     // Two activations of one size: LIFO pairing; then the later one becomes a gradient and dies.
-    std::string json = "[[-1, 1, 4096, 0], [1000, 2, 2048, 4], [1100, 2, 2048, 4], [1200, 3, -2048, 4], [1200, 3, 2048, 5],"
-                       " [1300, 4, -2048, 5], [1400, 4, -2048, 4], [1500, 4, -4096, 0]]";
+    std::string json
+        = "[[-1, 1, 4096, 0], [1000, 2, 2048, 4], [1100, 2, 2048, 4], [1200, 3, -2048, 4], [1200, 3, 2048, 5],"
+          " [1300, 4, -2048, 5], [1400, 4, -2048, 4], [1500, 4, -4096, 0]]";
     Trace t = importMemoryTimelineJson(json, "hand.raw");
     const auto& m = t.memory();
     ASSERT_EQ(m.count(), 8u);
@@ -150,8 +151,8 @@ TEST(MemoryTimelineImporter, CountsDestroysWithoutALiveTensorAndBadRecords)
 
 TEST(MemoryTimelineImporter, RejectsRecordsThatAreNotFourIntegers)
 {
-    for (std::string bad : { std::string("[[1, 2, 3]]"), std::string("[[1, 2, 3, 4, 5]]"), std::string("[[1, 2, \"x\", 4]]"),
-             std::string("[[1, 2, 3, 4], "), std::string("{\"a\": 1}") }) {
+    for (std::string bad : { std::string("[[1, 2, 3]]"), std::string("[[1, 2, 3, 4, 5]]"),
+             std::string("[[1, 2, \"x\", 4]]"), std::string("[[1, 2, 3, 4], "), std::string("{\"a\": 1}") }) {
         try {
             importMemoryTimelineJson(bad, "bad.raw");
             ADD_FAILURE() << bad;

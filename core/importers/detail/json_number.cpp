@@ -8,8 +8,7 @@
 namespace gpumem::detail {
 
 namespace {
-    constexpr std::int64_t kPow10[] = { 1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000,
-        1000000000 };
+    constexpr std::int64_t kPow10[] = { 1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000 };
 
     bool viaDouble(std::string_view token, int scale, std::int64_t& out)
     {

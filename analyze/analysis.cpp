@@ -1,0 +1,202 @@
+#include "analyze/analysis.h"
+
+#include "core/error.h"
+#include "core/importer.h"
+
+#include <algorithm>
+
+namespace gpumem::analyze {
+
+namespace {
+    void statFromColumn(MemoryStats::Stat& s, std::span<const Bytes> c)
+    {
+        if (c.empty())
+            return;
+        s.current = c.back();
+        s.peak = *std::max_element(c.begin(), c.end());
+        Bytes prev = 0;
+        for (auto v : c) {
+            if (v > prev)
+                s.allocated += v - prev;
+            else
+                s.freed += prev - v;
+            prev = v;
+        }
+    }
+
+    MemoryStats computeStats(const Trace& trace, const DeviceTimeline& dev)
+    {
+        MemoryStats st;
+        statFromColumn(st.allocatedBytes, dev.allocated);
+        statFromColumn(st.activeBytes, dev.active);
+        statFromColumn(st.requestedBytes, dev.requested);
+        statFromColumn(st.reservedBytes, dev.reserved);
+        statFromColumn(st.inactiveSplitBytes, dev.inactiveSplit);
+        st.hasSegments = !dev.inactiveSplit.empty();
+        // Counts: walk the device's events with the pairing roles.
+        const auto& m = trace.memory();
+        std::vector<std::uint8_t> role(m.count(), 0); // 1 closes allocated, 2 closes active
+        for (const auto& a : trace.allocations()) {
+            if (a.allocEvent == kNoIndex || m.device[a.allocEvent] != dev.device)
+                continue;
+            if (a.freeEvent != kNoIndex)
+                role[a.freeEvent] |= 1;
+            const auto activeEnd = a.freeCompletedEvent != kNoIndex ? a.freeCompletedEvent : a.freeEvent;
+            if (activeEnd != kNoIndex)
+                role[activeEnd] |= 2;
+        }
+        std::uint64_t live = 0, active = 0, segs = 0;
+        for (auto e : dev.eventIndex) {
+            if (e == kNoIndex)
+                continue;
+            switch (m.kind[e]) {
+            case EventKind::Alloc:
+                ++live;
+                ++active;
+                ++st.allocations.allocated;
+                ++st.activeAllocations.allocated;
+                break;
+            case EventKind::Free:
+            case EventKind::FreeCompleted:
+                if (role[e] & 1) {
+                    --live;
+                    ++st.allocations.freed;
+                }
+                if (role[e] & 2) {
+                    --active;
+                    ++st.activeAllocations.freed;
+                }
+                break;
+            case EventKind::SegmentAlloc:
+                ++segs;
+                ++st.segments.allocated;
+                break;
+            case EventKind::SegmentFree:
+                segs -= std::min<std::uint64_t>(segs, 1);
+                ++st.segments.freed;
+                break;
+            case EventKind::Oom:
+                ++st.ooms;
+                break;
+            default:
+                break;
+            }
+            st.allocations.peak = std::max(st.allocations.peak, live);
+            st.activeAllocations.peak = std::max(st.activeAllocations.peak, active);
+            st.segments.peak = std::max(st.segments.peak, segs);
+        }
+        st.allocations.current = live;
+        st.activeAllocations.current = active;
+        st.segments.current = segs;
+        return st;
+    }
+
+    FragmentationSummary computeFragmentation(const DeviceTimeline& dev, const MemoryStats& st)
+    {
+        FragmentationSummary f;
+        f.peakAllocated = st.allocatedBytes.peak;
+        f.peakActive = st.activeBytes.peak;
+        f.peakRequested = st.requestedBytes.peak;
+        f.lowerBound = f.peakAllocated;
+        if (auto p = dev.peakPoint(SeriesKind::Allocated))
+            f.internalAtPeakAllocated = dev.internal(*p);
+        if (auto p = dev.peakPoint(SeriesKind::Reserved); p && dev.reserved[*p] > 0) {
+            const double r = static_cast<double>(dev.reserved[*p]);
+            f.peakReserved = dev.reserved[*p];
+            // With a recorded reserved counter, compare it with the recorded allocated counter (both count
+            // blocks allocated before the window); otherwise with the tracked peaks.
+            const bool recorded = dev.has(SeriesKind::RecordedAllocated);
+            const Bytes peakRecorded = recorded ? *std::max_element(dev.recordedAllocated.begin(), dev.recordedAllocated.end()) : 0;
+            f.utilizationActive = static_cast<double>(recorded ? peakRecorded : f.peakActive) / r;
+            f.utilizationAllocated = static_cast<double>(recorded ? peakRecorded : f.peakAllocated) / r;
+            if (recorded)
+                f.peakRecordedAllocated = peakRecorded;
+            f.wasteAtPeakReserved = dev.waste(*p);
+            f.externalAtPeakReserved = dev.external(*p);
+            if (f.lowerBound)
+                f.overheadVsLowerBound = r / static_cast<double>(recorded ? std::max(peakRecorded, f.lowerBound) : f.lowerBound);
+            // Time-weighted mean waste over the span where reserved > 0.
+            double area = 0, span = 0;
+            for (std::size_t i = 0; i + 1 < dev.size(); ++i) {
+                const double dt = static_cast<double>(dev.time[i + 1] - dev.time[i]);
+                if (auto w = dev.waste(i); w && dt > 0) {
+                    area += *w * dt;
+                    span += dt;
+                }
+            }
+            if (span > 0)
+                f.timeWeightedWaste = area / span;
+        }
+        if (!dev.inactiveSplit.empty())
+            f.maxInactiveSplit = *std::max_element(dev.inactiveSplit.begin(), dev.inactiveSplit.end());
+        return f;
+    }
+} // namespace
+
+Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options)
+{
+    auto step = [&](double done) {
+        if (options.progress && !options.progress(done))
+            throw Cancelled();
+    };
+    Analysis a;
+    step(0.0);
+    a.timeline = Timeline::build(trace);
+    step(0.45);
+    const DeviceTimeline* dev = nullptr;
+    if (options.device) {
+        dev = a.timeline.device(*options.device);
+        if (!dev)
+            throw UsageError("--device " + std::to_string(*options.device) + " is not a device of this trace (it has "
+                + std::to_string(trace.devices().size()) + ")");
+    } else {
+        dev = a.timeline.busiest();
+    }
+    if (!dev || dev->size() == 0) {
+        if (dev) {
+            a.device = dev->device;
+            a.deviceLabel = dev->label;
+        }
+        return a;
+    }
+    a.empty = false;
+    a.device = dev->device;
+    a.deviceLabel = dev->label;
+    a.stats = computeStats(trace, *dev);
+    a.fragmentation = computeFragmentation(*dev, a.stats);
+    a.steps = detectSteps(trace, *dev);
+    a.leaks = detectLeaks(trace, *dev, a.steps);
+    step(0.6);
+    a.inferred = inferCategories(trace, a.steps);
+    step(0.8);
+    a.categoriesRecorded = hasRecordedCategories(trace);
+    a.categories = a.categoriesRecorded ? recordedCategories(trace) : a.inferred;
+
+    auto instants = options.instants;
+    if (instants.empty()) {
+        instants.push_back({ InstantSpec::Kind::PeakAllocated, 0 });
+        if (dev->has(SeriesKind::Reserved))
+            instants.push_back({ InstantSpec::Kind::PeakReserved, 0 });
+    }
+    for (const auto& spec : instants)
+        if (auto instant = resolveInstant(*dev, spec))
+            a.breakdowns.push_back(breakdownAt(trace, *instant, a.categories, !a.categoriesRecorded));
+
+    if (a.categoriesRecorded) {
+        if (auto peak = resolveInstant(*dev, { InstantSpec::Kind::PeakAllocated, 0 })) {
+            auto b = breakdownAt(trace, *peak, a.categories, false);
+            a.agreementAtPeak = compareCategories(trace, a.categories, a.inferred, b.liveAllocations);
+        }
+        std::vector<std::size_t> all;
+        const auto& m = trace.memory();
+        auto allocations = trace.allocations();
+        for (std::size_t i = 0; i < allocations.size(); ++i)
+            if (allocations[i].allocEvent != kNoIndex && m.device[allocations[i].allocEvent] == a.device)
+                all.push_back(i);
+        a.agreementAll = compareCategories(trace, a.categories, a.inferred, all);
+    }
+    step(1.0);
+    return a;
+}
+
+} // namespace gpumem::analyze

@@ -1,0 +1,79 @@
+#pragma once
+// Everything `gpumem analyze` and `gpumem report` show about one trace, computed in one call:
+// the Timeline, steps and leaks, categories (recorded or inferred), the fragmentation figures and
+// the breakdowns at the requested instants. An Analysis is an immutable value once returned (the
+// GUI computes it on a worker thread and hands it to its models); analyzeTrace() is thread-safe for
+// distinct or shared Traces.
+#include "analyze/category_inference.h"
+#include "analyze/peak_breakdown.h"
+#include "analyze/steps.h"
+#include "analyze/timeline.h"
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpumem::analyze {
+
+struct AnalysisOptions {
+    std::optional<DeviceId> device; // default: the device with the largest peak allocated
+    // Instants to break down; default {peak allocated, peak reserved (when recorded)}.
+    std::vector<InstantSpec> instants;
+    // Called between stages with the fraction done (0–1), on the calling thread; return false to
+    // cancel (analyzeTrace then throws gpumem::Cancelled). For the GUI's worker thread.
+    std::function<bool(double)> progress;
+};
+
+// The figures of allocators.md §5.4 for the analyzed device. Optional ones need a reserved series
+// (segment events, a recorded counter, or a replay) or segment events with addresses.
+struct FragmentationSummary {
+    Bytes peakAllocated = 0, peakActive = 0, peakRequested = 0;
+    std::optional<Bytes> peakReserved;
+    // The allocator's own allocated counter, where reserved is a recorded counter too (it includes
+    // blocks allocated before the trace window); the ratios below then use it instead of peakAllocated.
+    std::optional<Bytes> peakRecordedAllocated;
+    std::optional<double> utilizationActive;    // GMLake: peak_active / peak_reserved
+    std::optional<double> utilizationAllocated; // STAlloc: max_allocated / max_reserved
+    std::optional<double> wasteAtPeakReserved;  // 1 − allocated/reserved at the reserved peak (PyTorch)
+    std::optional<double> timeWeightedWaste;    // mean of 1 − allocated/reserved over time
+    std::optional<double> externalAtPeakReserved; // 1 − largest_free/free at the reserved peak (TF BFC)
+    std::optional<Bytes> maxInactiveSplit;      // PyTorch inactive_split_bytes, maximum over time
+    Bytes internalAtPeakAllocated = 0;          // allocated − requested at the allocated peak
+    Bytes lowerBound = 0;                       // max live bytes (= peak allocated; allocators.md §6.1)
+    std::optional<double> overheadVsLowerBound; // peak_reserved / lower bound (max with the recorded peak, if any)
+};
+
+// torch.cuda.memory_stats()-like counters for the analyzed device (current = at the trace end).
+struct MemoryStats {
+    struct Stat {
+        std::uint64_t current = 0, peak = 0, allocated = 0, freed = 0;
+    };
+    Stat allocatedBytes, activeBytes, requestedBytes, reservedBytes, inactiveSplitBytes;
+    Stat allocations, activeAllocations, segments;
+    std::uint64_t ooms = 0;
+    bool hasSegments = false;
+};
+
+struct Analysis {
+    Timeline timeline;
+    DeviceId device = 0;
+    std::string deviceLabel;
+    bool empty = true; // the device has no memory events
+    MemoryStats stats;
+    FragmentationSummary fragmentation;
+    StepSet steps;
+    LeakReport leaks;
+    bool categoriesRecorded = false;
+    std::vector<Category> categories; // per trace.allocations(): recorded if the trace has any, else inferred
+    std::vector<Category> inferred;   // per trace.allocations(), always
+    // Where recorded categories exist: how often inference agrees (bytes), at the allocated peak and
+    // over every allocation of the device.
+    std::optional<CategoryAgreement> agreementAtPeak, agreementAll;
+    std::vector<Breakdown> breakdowns; // one per resolvable instant, in the order asked
+};
+
+// Throws UsageError for a device index the trace does not have, Cancelled when progress says so.
+Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options = {});
+
+} // namespace gpumem::analyze

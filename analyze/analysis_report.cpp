@@ -1,0 +1,343 @@
+#include "analyze/analysis_report.h"
+
+#include "core/units.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <initializer_list>
+#include <ostream>
+
+namespace gpumem::analyze {
+
+namespace {
+    constexpr std::size_t kWidth = 75; // inside the box, as torch.cuda.memory_summary()
+
+    std::string fit(std::string_view s, std::size_t width)
+    {
+        if (s.size() <= width)
+            return std::string(s) + std::string(width - s.size(), ' ');
+        const std::size_t keep = width - 3, head = keep / 3;
+        return std::string(s.substr(0, head)) + "..." + std::string(s.substr(s.size() - (keep - head)));
+    }
+    std::string right(std::string_view s, std::size_t width)
+    {
+        return s.size() >= width ? std::string(s) : std::string(width - s.size(), ' ') + std::string(s);
+    }
+    std::string center(std::string_view s, std::size_t width)
+    {
+        if (s.size() >= width)
+            return fit(s, width);
+        const std::size_t left = (width - s.size()) / 2;
+        return std::string(left, ' ') + std::string(s) + std::string(width - s.size() - left, ' ');
+    }
+    void rule(std::ostream& out, char c) { out << '|' << std::string(kWidth, c) << "|\n"; }
+    // Long lines wrap at spaces (continuations indented); a single word longer than the box is cut.
+    void line(std::ostream& out, std::string_view s)
+    {
+        std::string_view indent;
+        while (s.size() > kWidth - indent.size()) {
+            const std::size_t room = kWidth - indent.size();
+            std::size_t cut = s.rfind(' ', room);
+            if (cut == std::string_view::npos || cut <= 1)
+                cut = room;
+            out << '|' << fit(std::string(indent) + std::string(s.substr(0, cut)), kWidth) << "|\n";
+            s.remove_prefix(cut);
+            while (!s.empty() && s.front() == ' ')
+                s.remove_prefix(1);
+            indent = "   ";
+        }
+        out << '|' << fit(std::string(indent) + std::string(s), kWidth) << "|\n";
+    }
+
+    // torch/cuda/memory.py _format_size/_format_count: divide while the reference is large enough.
+    std::string scaled(std::uint64_t n, double reference, double divisor, double threshold, std::initializer_list<const char*> prefixes, const char* format)
+    {
+        auto p = prefixes.begin();
+        while (p + 1 != prefixes.end() && reference >= threshold) {
+            n = static_cast<std::uint64_t>(static_cast<double>(n) / divisor);
+            reference /= divisor;
+            ++p;
+        }
+        char buf[40];
+        std::snprintf(buf, sizeof buf, format, static_cast<unsigned long long>(n), *p);
+        return buf;
+    }
+    std::string torchCount(std::uint64_t n, std::uint64_t reference)
+    {
+        return scaled(n, static_cast<double>(reference), 1000, 750 * 1000, { " ", "K", "M" }, "%7llu %s");
+    }
+    std::string offset(const Analysis& a, TimeNs t) { return "+" + formatSeconds(t - a.timeline.start()); }
+
+    void statRow(std::ostream& out, std::string_view name, const MemoryStats::Stat& s, bool bytes)
+    {
+        // torch/cuda/memory.py: current is scaled by the peak, the others by themselves.
+        auto cell = [&](std::uint64_t v, std::uint64_t ref) { return bytes ? torchSize(v, ref) : torchCount(v, ref); };
+        out << "| " << fit(name, 21) << " | " << right(cell(s.current, s.peak), 10) << " | " << right(cell(s.peak, s.peak), 10)
+            << " | " << right(cell(s.allocated, s.allocated), 10) << " | " << right(cell(s.freed, s.freed), 10) << " |\n";
+    }
+    void kv(std::ostream& out, std::string_view key, std::string_view value)
+    {
+        out << "| " << fit(key, 45) << " | " << right(value, 25) << " |\n";
+    }
+} // namespace
+
+std::string torchSize(Bytes bytes, Bytes reference)
+{
+    return scaled(bytes, static_cast<double>(reference), 1024, 768 * 1024, { "B  ", "KiB", "MiB", "GiB", "TiB", "PiB" }, "%6llu %s");
+}
+
+std::vector<std::pair<std::string, std::string>> fragmentationRows(const FragmentationSummary& f)
+{
+    std::vector<std::pair<std::string, std::string>> rows;
+    rows.emplace_back("Lower bound: max live bytes", formatBytes(f.lowerBound));
+    if (f.peakRecordedAllocated)
+        rows.emplace_back("Peak of the recorded allocated counter", formatBytes(*f.peakRecordedAllocated));
+    if (f.peakReserved) {
+        rows.emplace_back("Peak reserved", formatBytes(*f.peakReserved));
+        if (f.overheadVsLowerBound) {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%.3f x", *f.overheadVsLowerBound);
+            rows.emplace_back("Peak reserved / lower bound", buf);
+        }
+        rows.emplace_back("peak_active / peak_reserved (GMLake)", percent(*f.utilizationActive));
+        rows.emplace_back("max_allocated / max_reserved (STAlloc)", percent(*f.utilizationAllocated));
+        if (f.wasteAtPeakReserved)
+            rows.emplace_back("1 - allocated/reserved at reserved peak", percent(*f.wasteAtPeakReserved));
+        if (f.timeWeightedWaste)
+            rows.emplace_back("1 - allocated/reserved, time-weighted mean", percent(*f.timeWeightedWaste));
+        if (f.externalAtPeakReserved)
+            rows.emplace_back("1 - largest_free/free at reserved peak (TF)", percent(*f.externalAtPeakReserved));
+        if (f.maxInactiveSplit)
+            rows.emplace_back("Max inactive split bytes (PyTorch)", formatBytes(*f.maxInactiveSplit));
+    }
+    rows.emplace_back("Internal: allocated - requested at peak", formatBytes(f.internalAtPeakAllocated));
+    return rows;
+}
+
+std::string percent(double fraction)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f %%", fraction * 100.0);
+    return buf;
+}
+
+std::string csvField(std::string_view text)
+{
+    if (text.find_first_of(",\"\n\r") == std::string_view::npos)
+        return std::string(text);
+    std::string s = "\"";
+    for (char c : text) {
+        if (c == '"')
+            s += '"';
+        s += c;
+    }
+    return s + "\"";
+}
+
+std::vector<const GroupRow*> topRows(const Breakdown& b, GroupBy g, std::size_t top)
+{
+    const auto& rows = b.by(g);
+    std::vector<const GroupRow*> out;
+    if (g != GroupBy::Module) {
+        for (std::size_t i = 0; i < rows.size() && i < top; ++i)
+            out.push_back(&rows[i]);
+        return out;
+    }
+    if (rows.empty() || top == 0)
+        return out;
+    std::vector<Bytes> totals;
+    for (const auto& r : rows)
+        totals.push_back(r.totalBytes);
+    std::sort(totals.begin(), totals.end(), std::greater<>());
+    const Bytes threshold = totals[std::min(top, totals.size()) - 1];
+    for (const auto& r : rows)
+        if (r.totalBytes >= threshold && out.size() < top)
+            out.push_back(&r);
+    return out;
+}
+
+void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view label, const ReportOptions& options, std::ostream& out)
+{
+    (void)trace;
+    rule(out, '=');
+    line(out, center("gpumem memory summary, device " + a.deviceLabel, kWidth));
+    rule(out, '-');
+    line(out, " " + std::string(label));
+    if (a.empty) {
+        line(out, " no memory events on this device");
+        rule(out, '=');
+        return;
+    }
+    const auto& st = a.stats;
+    line(out, center("OOMs: " + std::to_string(st.ooms), 37) + "|"
+            + center("steps: " + std::to_string(a.steps.steps.size()), 37));
+    rule(out, '=');
+    out << "|        Metric         |   At end   | Peak Usage | Tot Alloc  | Tot Freed  |\n";
+    rule(out, '-');
+    statRow(out, "Allocated memory", st.allocatedBytes, true);
+    statRow(out, "Active memory", st.activeBytes, true);
+    statRow(out, "Requested memory", st.requestedBytes, true);
+    const auto* dev = a.timeline.device(a.device);
+    if (dev && dev->has(SeriesKind::Reserved))
+        statRow(out, "GPU reserved memory", st.reservedBytes, true);
+    if (st.hasSegments)
+        statRow(out, "Non-releasable memory", st.inactiveSplitBytes, true);
+    rule(out, '-');
+    statRow(out, "Allocations", st.allocations, false);
+    statRow(out, "Active allocs", st.activeAllocations, false);
+    if (st.hasSegments)
+        statRow(out, "GPU reserved segments", st.segments, false);
+    rule(out, '=');
+    if (dev && !dev->reservedSource.empty())
+        line(out, " reserved from " + dev->reservedSource);
+
+    const auto& f = a.fragmentation;
+    line(out, center("Fragmentation (definitions: docs/analysis.md)", kWidth));
+    rule(out, '-');
+    for (const auto& [name, value] : fragmentationRows(f))
+        kv(out, name, value);
+    if (!f.peakReserved)
+        line(out, " no reserved series (no segment events or reserved counter): replay to get one");
+    rule(out, '=');
+
+    line(out, center("Steps", kWidth));
+    rule(out, '-');
+    if (a.steps.steps.empty()) {
+        line(out, " no training steps found (no ProfilerStep#, step ranges, markers or period)");
+    } else {
+        line(out, " found by " + std::string(toString(a.steps.source)) + ": " + a.steps.detail);
+        out << "|  step |     start     |  peak allocated  |   growth    | backward from    |\n";
+        for (const auto& s : a.steps.steps) {
+            const std::int64_t g = s.growth();
+            const std::string growth = (g < 0 ? "-" : "+") + formatBytes(static_cast<Bytes>(g < 0 ? -g : g));
+            out << "| " << right(std::to_string(s.number), 5) << " | " << right(offset(a, s.start), 13) << " | "
+                << right(formatBytes(s.peakAllocated), 16) << " | " << right(growth, 11) << " | "
+                << fit(s.phasesAnnotated ? "annotation" : "transient peak", 16) << " |\n";
+        }
+        rule(out, '-');
+        line(out, std::string(a.leaks.leaking ? " LEAK: " : " no leak: ") + a.leaks.reason);
+        if (a.leaks.leaking) {
+            char buf[64];
+            std::snprintf(buf, sizeof buf, "%.0f", a.leaks.growthPerStep);
+            line(out, " growth per step: " + formatBytes(static_cast<Bytes>(a.leaks.growthPerStep)) + " (" + buf + " B)");
+            for (std::size_t i = 0; i < a.leaks.sites.size() && i < options.top; ++i) {
+                const auto& s = a.leaks.sites[i];
+                out << "| " << fit(s.label, 45) << " | " << right(formatBytes(s.bytes), 11) << " | "
+                    << right(std::to_string(s.stepsWithSurvivors) + " steps", 11) << " |\n";
+            }
+        }
+    }
+    rule(out, '=');
+
+    if (a.agreementAtPeak) {
+        line(out, " categories: recorded; inference agrees on " + percent(a.agreementAtPeak->share()) + " of bytes at peak, "
+                + percent(a.agreementAll->share()) + " overall");
+    } else {
+        line(out, " categories: inferred from lifetimes and phases (none recorded)");
+    }
+    for (const auto& b : a.breakdowns) {
+        rule(out, '=');
+        std::string head = " Live at " + b.instant.label + " " + offset(a, b.instant.time) + ": " + formatBytes(b.liveBytes) + " in "
+            + std::to_string(b.liveBlocks) + " blocks";
+        if (b.instant.reserved)
+            head += ", reserved " + formatBytes(*b.instant.reserved);
+        line(out, head);
+        for (auto g : options.groups) {
+            rule(out, '-');
+            const bool module = g == GroupBy::Module;
+            std::string title = "By " + std::string(toString(g)) + (g == GroupBy::Category && b.categoriesInferred ? " (inferred)" : "");
+            out << "| " << fit(title, 37) << " | " << (module ? "   Self   " : "          ") << " |   Total    |  Share  |\n";
+            for (const auto* r : topRows(b, g, options.top)) {
+                std::string name = std::string(module ? r->depth * 2 : 0, ' ') + r->label;
+                const double share = b.liveBytes ? static_cast<double>(r->totalBytes) / static_cast<double>(b.liveBytes) : 0;
+                out << "| " << fit(name, 37) << " | " << right(module ? torchSize(r->selfBytes, b.liveBytes) : "", 10) << " | "
+                    << right(torchSize(r->totalBytes, b.liveBytes), 10) << " | " << right(percent(share), 7) << " |\n";
+            }
+        }
+    }
+    rule(out, '=');
+}
+
+nlohmann::json analysisToJson(const Trace& trace, const Analysis& a, std::string_view label, const ReportOptions& options)
+{
+    (void)trace;
+    using nlohmann::json;
+    json j;
+    j["trace"] = label;
+    j["device"] = a.deviceLabel;
+    j["empty"] = a.empty;
+    j["start_ns"] = a.timeline.start();
+    j["end_ns"] = a.timeline.end();
+    auto stat = [](const MemoryStats::Stat& s) {
+        return json { { "current", s.current }, { "peak", s.peak }, { "allocated", s.allocated }, { "freed", s.freed } };
+    };
+    const auto& st = a.stats;
+    j["stats"] = { { "allocated_bytes", stat(st.allocatedBytes) }, { "active_bytes", stat(st.activeBytes) },
+        { "requested_bytes", stat(st.requestedBytes) }, { "reserved_bytes", stat(st.reservedBytes) },
+        { "inactive_split_bytes", stat(st.inactiveSplitBytes) }, { "allocation", stat(st.allocations) },
+        { "active", stat(st.activeAllocations) }, { "segment", stat(st.segments) }, { "num_ooms", st.ooms } };
+    const auto* dev = a.timeline.device(a.device);
+    j["reserved_source"] = dev ? dev->reservedSource : "";
+    const auto& f = a.fragmentation;
+    auto opt = [](const auto& o) { return o ? json(*o) : json(); };
+    j["fragmentation"] = { { "lower_bound_bytes", f.lowerBound }, { "peak_allocated", f.peakAllocated }, { "peak_active", f.peakActive },
+        { "peak_requested", f.peakRequested }, { "peak_reserved", opt(f.peakReserved) },
+        { "peak_recorded_allocated", opt(f.peakRecordedAllocated) },
+        { "utilization_active_gmlake", opt(f.utilizationActive) }, { "utilization_allocated_stalloc", opt(f.utilizationAllocated) },
+        { "waste_at_peak_reserved", opt(f.wasteAtPeakReserved) }, { "waste_time_weighted", opt(f.timeWeightedWaste) },
+        { "external_at_peak_reserved", opt(f.externalAtPeakReserved) }, { "max_inactive_split_bytes", opt(f.maxInactiveSplit) },
+        { "internal_at_peak_allocated", f.internalAtPeakAllocated }, { "overhead_vs_lower_bound", opt(f.overheadVsLowerBound) } };
+    json steps = json::array();
+    for (const auto& s : a.steps.steps)
+        steps.push_back({ { "number", s.number }, { "start_ns", s.start }, { "end_ns", s.end }, { "backward_start_ns", s.backwardStart },
+            { "optimizer_start_ns", opt(s.optimizerStart) }, { "phases_annotated", s.phasesAnnotated },
+            { "allocated_at_start", s.allocatedAtStart }, { "allocated_at_end", s.allocatedAtEnd }, { "growth", s.growth() },
+            { "peak_allocated", s.peakAllocated }, { "peak_time_ns", s.peakTime } });
+    j["steps"] = { { "source", toString(a.steps.source) }, { "detail", a.steps.detail }, { "steps", steps } };
+    json sites = json::array();
+    for (const auto& s : a.leaks.sites)
+        sites.push_back({ { "label", s.label }, { "site", s.site }, { "scope", s.scope }, { "bytes", s.bytes }, { "blocks", s.blocks },
+            { "steps_with_survivors", s.stepsWithSurvivors } });
+    j["leaks"] = { { "leaking", a.leaks.leaking }, { "reason", a.leaks.reason }, { "live_at_step_start", a.leaks.liveAtStepStart },
+        { "growth_per_step", a.leaks.growthPerStep }, { "sites", sites } };
+    j["categories"] = a.categoriesRecorded ? "recorded" : "inferred";
+    if (a.agreementAtPeak) {
+        auto agree = [](const CategoryAgreement& c) {
+            return json { { "compared_bytes", c.comparedBytes }, { "agreeing_bytes", c.agreeingBytes }, { "share", c.share() },
+                { "recorded_unknown_bytes", c.recordedUnknownBytes } };
+        };
+        j["inference_agreement"] = { { "at_peak", agree(*a.agreementAtPeak) }, { "all", agree(*a.agreementAll) } };
+    }
+    json bds = json::array();
+    for (const auto& b : a.breakdowns) {
+        json bj = { { "instant", b.instant.label }, { "time_ns", b.instant.time }, { "event_index", b.instant.eventIndex },
+            { "live_bytes", b.liveBytes }, { "live_blocks", b.liveBlocks }, { "reserved", opt(b.instant.reserved) },
+            { "categories_inferred", b.categoriesInferred } };
+        for (auto g : options.groups) {
+            json rows = json::array();
+            for (const auto* r : topRows(b, g, options.top))
+                rows.push_back({ { "key", r->key }, { "label", r->label }, { "depth", r->depth }, { "self_bytes", r->selfBytes },
+                    { "total_bytes", r->totalBytes }, { "self_blocks", r->selfBlocks }, { "total_blocks", r->totalBlocks } });
+            bj["by_" + std::string(toString(g))] = rows;
+        }
+        bds.push_back(std::move(bj));
+    }
+    j["breakdowns"] = bds;
+    return j;
+}
+
+void writeAnalysisCsv(const Analysis& a, std::string_view label, const ReportOptions& options, std::ostream& out, bool header)
+{
+    if (header)
+        out << "trace,instant,time_ns,group,depth,key,label,self_bytes,total_bytes,self_blocks,total_blocks\n";
+    for (const auto& b : a.breakdowns)
+        for (auto g : options.groups)
+            for (const auto* r : topRows(b, g, options.top))
+                out << csvField(label) << ',' << csvField(b.instant.label) << ',' << b.instant.time << ',' << toString(g) << ','
+                    << r->depth << ',' << csvField(r->key) << ',' << csvField(r->label) << ',' << r->selfBytes << ','
+                    << r->totalBytes << ',' << r->selfBlocks << ',' << r->totalBlocks << '\n';
+}
+
+} // namespace gpumem::analyze

@@ -1,0 +1,328 @@
+#include "analyze/html_report.h"
+
+#include "analyze/analysis_report.h"
+#include "core/units.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <ostream>
+#include <sstream>
+
+namespace gpumem::analyze {
+
+std::string htmlEscape(std::string_view text)
+{
+    std::string s;
+    s.reserve(text.size());
+    for (char c : text) {
+        switch (c) {
+        case '&': s += "&amp;"; break;
+        case '<': s += "&lt;"; break;
+        case '>': s += "&gt;"; break;
+        case '"': s += "&quot;"; break;
+        case '\'': s += "&#39;"; break;
+        default: s += c;
+        }
+    }
+    return s;
+}
+
+namespace {
+    constexpr const char* kStyle = R"(body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#222;max-width:1100px}
+h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:32px}h3{font-size:15px;margin-bottom:6px}
+table{border-collapse:collapse;font-size:13px;margin:6px 0 14px}td,th{padding:3px 8px;border-bottom:1px solid #eee;text-align:left}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}.bar{background:#4c78a8;height:10px;display:inline-block}
+.muted{color:#777}.leak{color:#b00;font-weight:bold}.ok{color:#080}svg{background:#fff;border:1px solid #ddd}
+.legend span{display:inline-block;margin-right:16px;font-size:13px}.sw{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:middle}
+code{font-size:12px})";
+
+    std::string num(double v)
+    {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.1f", v);
+        return buf;
+    }
+
+    struct Frame {
+        double w = 1000, h = 260, left = 80, right = 16, top = 12, bottom = 34;
+        TimeNs t0 = 0, t1 = 1;
+        double ymax = 1;
+        double x(TimeNs t) const { return left + static_cast<double>(t - t0) / static_cast<double>(t1 - t0) * (w - left - right); }
+        double y(double v) const { return top + (1.0 - std::min(v, ymax) / ymax) * (h - top - bottom); }
+    };
+
+    void axes(std::ostream& out, const Frame& f, bool bytes)
+    {
+        out << "<line x1='" << num(f.left) << "' y1='" << num(f.h - f.bottom) << "' x2='" << num(f.w - f.right) << "' y2='"
+            << num(f.h - f.bottom) << "' stroke='#888'/>";
+        out << "<line x1='" << num(f.left) << "' y1='" << num(f.top) << "' x2='" << num(f.left) << "' y2='" << num(f.h - f.bottom)
+            << "' stroke='#888'/>";
+        for (int k = 0; k <= 4; ++k) {
+            const double v = f.ymax * k / 4.0;
+            const double y = f.y(v);
+            out << "<line x1='" << num(f.left) << "' y1='" << num(y) << "' x2='" << num(f.w - f.right) << "' y2='" << num(y)
+                << "' stroke='#eee'/><text x='" << num(f.left - 6) << "' y='" << num(y + 4)
+                << "' font-size='11' text-anchor='end'>" << (bytes ? formatBytes(static_cast<Bytes>(v)) : num(v) + " %") << "</text>";
+        }
+        for (int k = 0; k <= 5; ++k) {
+            const TimeNs t = f.t0 + (f.t1 - f.t0) * k / 5;
+            out << "<text x='" << num(f.x(t)) << "' y='" << num(f.h - f.bottom + 16) << "' font-size='11' text-anchor='"
+                << (k == 0 ? "start" : k == 5 ? "end" : "middle") << "'>+"
+                << htmlEscape(formatSeconds(t - f.t0)) << "</text>";
+        }
+    }
+
+    void stepShading(std::ostream& out, const Frame& f, const StepSet& steps)
+    {
+        for (std::size_t i = 0; i < steps.steps.size(); ++i) {
+            const auto& s = steps.steps[i];
+            const double x0 = f.x(std::max(s.start, f.t0)), x1 = f.x(std::min(s.end, f.t1));
+            if (x1 <= x0)
+                continue;
+            out << "<rect x='" << num(x0) << "' y='" << num(f.top) << "' width='" << num(x1 - x0) << "' height='"
+                << num(f.h - f.top - f.bottom) << "' fill='" << (i % 2 ? "#f4f6fa" : "#e9eef6") << "'><title>step " << s.number
+                << "</title></rect>";
+        }
+    }
+
+    // A band between the bucket minima and maxima, and a line through the bucket's last values.
+    void band(std::ostream& out, const Frame& f, const std::vector<Bucket>& b, const char* color, const char* name)
+    {
+        std::ostringstream upper, lower, line;
+        bool any = false;
+        for (const auto& k : b) {
+            if (!k.valid)
+                continue;
+            any = true;
+            upper << num(f.x(k.begin)) << ',' << num(f.y(static_cast<double>(k.max))) << ' ' << num(f.x(k.end)) << ','
+                  << num(f.y(static_cast<double>(k.max))) << ' ';
+            line << num(f.x(k.end)) << ',' << num(f.y(static_cast<double>(k.last))) << ' ';
+        }
+        if (!any)
+            return;
+        for (auto it = b.rbegin(); it != b.rend(); ++it)
+            if (it->valid)
+                lower << num(f.x(it->end)) << ',' << num(f.y(static_cast<double>(it->min))) << ' ' << num(f.x(it->begin)) << ','
+                      << num(f.y(static_cast<double>(it->min))) << ' ';
+        out << "<polygon points='" << upper.str() << lower.str() << "' fill='" << color << "' fill-opacity='0.25' stroke='none'/>";
+        out << "<polyline points='" << line.str() << "' fill='none' stroke='" << color << "' stroke-width='1.5'><title>" << name
+            << "</title></polyline>";
+    }
+
+    void legend(std::ostream& out, std::initializer_list<std::pair<const char*, const char*>> items)
+    {
+        out << "<div class='legend'>";
+        for (const auto& [color, name] : items)
+            out << "<span><i class='sw' style='background:" << color << "'></i>" << name << "</span>";
+        out << "</div>";
+    }
+
+    void memoryChart(std::ostream& out, const Analysis& a, const DeviceTimeline& d, std::size_t n)
+    {
+        Frame f;
+        f.t0 = a.timeline.start();
+        f.t1 = std::max(a.timeline.end(), f.t0 + 1) + 1;
+        const Bytes top = std::max({ a.stats.allocatedBytes.peak, a.stats.activeBytes.peak, a.stats.reservedBytes.peak,
+            a.fragmentation.peakRecordedAllocated.value_or(0), Bytes { 1 } });
+        f.ymax = static_cast<double>(top) * 1.05;
+        out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << f.w << "' height='" << f.h << "' role='img'><title>memory over time</title>";
+        stepShading(out, f, a.steps);
+        axes(out, f, true);
+        if (d.has(SeriesKind::Reserved))
+            band(out, f, d.buckets(SeriesKind::Reserved, f.t0, f.t1, n), "#d62728", "reserved");
+        band(out, f, d.buckets(SeriesKind::Active, f.t0, f.t1, n), "#2ca02c", "active");
+        band(out, f, d.buckets(SeriesKind::Allocated, f.t0, f.t1, n), "#1f77b4", "allocated");
+        if (d.has(SeriesKind::RecordedAllocated))
+            band(out, f, d.buckets(SeriesKind::RecordedAllocated, f.t0, f.t1, n), "#8c564b", "recorded allocated counter");
+        for (std::size_t i = 0; i < a.breakdowns.size(); ++i) {
+            const auto& b = a.breakdowns[i];
+            const double x = f.x(b.instant.time);
+            out << "<line x1='" << num(x) << "' y1='" << num(f.top) << "' x2='" << num(x) << "' y2='" << num(f.h - f.bottom)
+                << "' stroke='#444' stroke-dasharray='4 3'/><text x='" << num(x + 3) << "' y='" << num(f.top + 10 + 12.0 * static_cast<double>(i))
+                << "' font-size='11'>" << htmlEscape(b.instant.label) << "</text>";
+        }
+        out << "</svg>";
+        if (d.has(SeriesKind::RecordedAllocated))
+            legend(out, { { "#1f77b4", "allocated" }, { "#2ca02c", "active" }, { "#8c564b", "recorded allocated counter" },
+                            { "#d62728", "reserved" }, { "#e9eef6", "steps" } });
+        else if (d.has(SeriesKind::Reserved))
+            legend(out, { { "#1f77b4", "allocated" }, { "#2ca02c", "active" }, { "#d62728", "reserved" }, { "#e9eef6", "steps" } });
+        else
+            legend(out, { { "#1f77b4", "allocated" }, { "#2ca02c", "active" }, { "#e9eef6", "steps" } });
+        out << "<p class='muted'>Bands span the minimum and maximum within each of " << n
+            << " columns; lines follow the value at each column's end. Reserved from " << htmlEscape(d.reservedSource.empty() ? "nowhere (not recorded)" : d.reservedSource)
+            << ".</p>";
+    }
+
+    void fragmentationChart(std::ostream& out, const Analysis& a, const DeviceTimeline& d, std::size_t n)
+    {
+        if (!d.has(SeriesKind::Reserved)) {
+            out << "<p class='muted'>No reserved series (no segment events or reserved counter): fragmentation over time needs one; "
+                   "replay the trace with a policy to simulate it.</p>";
+            return;
+        }
+        Frame f;
+        f.t0 = a.timeline.start();
+        f.t1 = std::max(a.timeline.end(), f.t0 + 1) + 1;
+        f.ymax = 100;
+        f.h = 200;
+        auto alloc = d.buckets(d.allocatedForRatiosKind(), f.t0, f.t1, n);
+        auto res = d.buckets(SeriesKind::Reserved, f.t0, f.t1, n);
+        std::vector<Bucket> largest;
+        if (d.has(SeriesKind::LargestFree))
+            largest = d.buckets(SeriesKind::LargestFree, f.t0, f.t1, n);
+        std::ostringstream waste, external;
+        for (std::size_t i = 0; i < n; ++i) {
+            if (!alloc[i].valid || !res[i].valid || res[i].last == 0)
+                continue;
+            const double r = static_cast<double>(res[i].last), al = static_cast<double>(std::min(alloc[i].last, res[i].last));
+            waste << num(f.x(alloc[i].end)) << ',' << num(f.y(100.0 * (1.0 - al / r))) << ' ';
+            if (!largest.empty() && res[i].last > alloc[i].last)
+                external << num(f.x(alloc[i].end)) << ','
+                         << num(f.y(100.0 * std::max(0.0, 1.0 - static_cast<double>(largest[i].last) / (r - al)))) << ' ';
+        }
+        out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << f.w << "' height='" << f.h << "' role='img'><title>fragmentation over time</title>";
+        stepShading(out, f, a.steps);
+        axes(out, f, false);
+        out << "<polyline points='" << waste.str() << "' fill='none' stroke='#9467bd' stroke-width='1.5'/>";
+        if (!largest.empty())
+            out << "<polyline points='" << external.str() << "' fill='none' stroke='#ff7f0e' stroke-width='1.5'/>";
+        out << "</svg>";
+        if (!largest.empty())
+            legend(out, { { "#9467bd", "1 − allocated/reserved (PyTorch)" }, { "#ff7f0e", "1 − largest free/free (TF BFC)" } });
+        else
+            legend(out, { { "#9467bd", "1 − allocated/reserved (PyTorch)" } });
+    }
+
+    void kvRow(std::ostream& out, std::string_view k, std::string_view v)
+    {
+        out << "<tr><td>" << htmlEscape(k) << "</td><td class='n'>" << htmlEscape(v) << "</td></tr>";
+    }
+
+    void summaryTable(std::ostream& out, const Analysis& a)
+    {
+        const auto& f = a.fragmentation;
+        out << "<table>";
+        kvRow(out, "Peak allocated", formatBytes(f.peakAllocated));
+        kvRow(out, "Peak active", formatBytes(f.peakActive));
+        for (const auto& [label, value] : fragmentationRows(f))
+            kvRow(out, label, value);
+        kvRow(out, "Allocations / OOMs", std::to_string(a.stats.allocations.allocated) + " / " + std::to_string(a.stats.ooms));
+        out << "</table>";
+    }
+
+    void breakdownTables(std::ostream& out, const Breakdown& b, const Analysis& a, std::size_t top)
+    {
+        out << "<h3>Live at " << htmlEscape(b.instant.label) << ", +" << htmlEscape(formatSeconds(b.instant.time - a.timeline.start())) << ": "
+            << htmlEscape(formatBytes(b.liveBytes)) << " in " << b.liveBlocks << " blocks";
+        if (b.instant.reserved)
+            out << " (reserved " << htmlEscape(formatBytes(*b.instant.reserved)) << ")";
+        out << "</h3>";
+        for (int gi = 0; gi < kGroupByCount; ++gi) {
+            const auto g = static_cast<GroupBy>(gi);
+            const bool module = g == GroupBy::Module;
+            out << "<table><tr><th>by " << toString(g)
+                << (g == GroupBy::Category && b.categoriesInferred ? " (inferred)" : "") << "</th>" << (module ? "<th class='n'>self</th>" : "")
+                << "<th class='n'>total</th><th class='n'>blocks</th><th>share</th></tr>";
+            for (const auto* r : topRows(b, g, top)) {
+                const double share = b.liveBytes ? static_cast<double>(r->totalBytes) / static_cast<double>(b.liveBytes) : 0;
+                out << "<tr><td title='" << htmlEscape(r->key) << "' style='padding-left:" << 8 + 14 * r->depth << "px'>" << htmlEscape(r->label)
+                    << "</td>";
+                if (module)
+                    out << "<td class='n'>" << htmlEscape(formatBytes(r->selfBytes)) << "</td>";
+                out << "<td class='n'>" << htmlEscape(formatBytes(r->totalBytes)) << "</td><td class='n'>" << r->totalBlocks
+                    << "</td><td><span class='bar' style='width:" << num(share * 200) << "px'></span> " << percent(share) << "</td></tr>";
+            }
+            out << "</table>";
+        }
+    }
+
+    void stepsSection(std::ostream& out, const Analysis& a, std::size_t top)
+    {
+        if (a.steps.steps.empty()) {
+            out << "<p class='muted'>No training steps found (no ProfilerStep# annotations, step ranges, markers or period).</p>";
+            return;
+        }
+        out << "<p>Found by " << htmlEscape(toString(a.steps.source)) << ": " << htmlEscape(a.steps.detail) << ".</p>";
+        Bytes maxPeak = 1;
+        for (const auto& s : a.steps.steps)
+            maxPeak = std::max(maxPeak, s.peakAllocated);
+        out << "<table><tr><th class='n'>step</th><th class='n'>start</th><th class='n'>duration</th><th>peak allocated</th>"
+               "<th class='n'>growth</th><th>backward from</th></tr>";
+        for (const auto& s : a.steps.steps) {
+            const auto g = s.growth();
+            out << "<tr><td class='n'>" << s.number << "</td><td class='n'>+" << htmlEscape(formatSeconds(s.start - a.timeline.start()))
+                << "</td><td class='n'>" << htmlEscape(formatSeconds(s.end - s.start)) << "</td><td><span class='bar' style='width:"
+                << num(200.0 * static_cast<double>(s.peakAllocated) / static_cast<double>(maxPeak)) << "px'></span> "
+                << htmlEscape(formatBytes(s.peakAllocated)) << "</td><td class='n'>" << (g < 0 ? "−" : "+")
+                << htmlEscape(formatBytes(static_cast<Bytes>(g < 0 ? -g : g))) << "</td><td>"
+                << (s.phasesAnnotated ? "annotation" : "transient peak") << "</td></tr>";
+        }
+        out << "</table>";
+        const auto& l = a.leaks;
+        out << "<p class='" << (l.leaking ? "leak" : "ok") << "'>" << (l.leaking ? "Leak: " : "No leak: ") << htmlEscape(l.reason) << ".</p>";
+        if (l.leaking) {
+            out << "<p>Growth per step: " << htmlEscape(formatBytes(static_cast<Bytes>(l.growthPerStep))) << ". Sites whose blocks from "
+                   "several steps are still live at the end of the last step:</p><table><tr><th>site</th><th class='n'>bytes</th>"
+                   "<th class='n'>blocks</th><th class='n'>steps</th></tr>";
+            for (std::size_t i = 0; i < l.sites.size() && i < top; ++i)
+                out << "<tr><td>" << htmlEscape(l.sites[i].label) << "</td><td class='n'>" << htmlEscape(formatBytes(l.sites[i].bytes))
+                    << "</td><td class='n'>" << l.sites[i].blocks << "</td><td class='n'>" << l.sites[i].stepsWithSurvivors << "</td></tr>";
+            out << "</table>";
+        }
+    }
+} // namespace
+
+void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const PolicyRow> policies, const HtmlOptions& options, std::ostream& out)
+{
+    out << "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>" << htmlEscape(options.title)
+        << "</title><style>" << kStyle << "</style></head><body>\n<h1>" << htmlEscape(options.title) << "</h1>\n";
+    out << "<p class='muted'>Definitions of every figure: docs/analysis.md. Times are relative to each trace's first memory event.</p>\n";
+    for (const auto& in : inputs) {
+        const Analysis& a = *in.analysis;
+        out << "<h2>" << htmlEscape(in.label) << " — " << htmlEscape(a.deviceLabel) << "</h2>\n";
+        const auto* d = a.timeline.device(a.device);
+        if (a.empty || !d) {
+            out << "<p class='muted'>No memory events on this device.</p>\n";
+            continue;
+        }
+        out << "<h3>Memory over time</h3>";
+        memoryChart(out, a, *d, options.buckets);
+        out << "\n<h3>Fragmentation over time</h3>";
+        fragmentationChart(out, a, *d, options.buckets);
+        out << "\n<h3>Summary</h3>";
+        summaryTable(out, a);
+        out << "\n<h3>Steps and leaks</h3>";
+        stepsSection(out, a, options.top);
+        out << "\n<h3>Peak breakdown</h3>";
+        if (a.agreementAtPeak)
+            out << "<p class='muted'>Categories recorded by the trace; inference would agree on " << percent(a.agreementAtPeak->share())
+                << " of bytes at the peak.</p>";
+        for (const auto& b : a.breakdowns)
+            breakdownTables(out, b, a, options.top);
+        out << '\n';
+    }
+    out << "<h2>Policy comparison</h2>\n";
+    if (policies.empty()) {
+        out << "<p class='muted'>" << htmlEscape(options.policyNote) << "</p>\n";
+    } else {
+        out << "<table><tr><th>trace</th><th>policy</th><th class='n'>peak reserved</th><th class='n'>peak allocated</th>"
+               "<th class='n'>reserved / lower bound</th><th class='n'>device calls</th><th class='n'>failed requests</th><th>note</th></tr>";
+        for (const auto& p : policies) {
+            std::string overhead = "–";
+            if (p.overheadVsLowerBound) {
+                char buf[32];
+                std::snprintf(buf, sizeof buf, "%.3f", *p.overheadVsLowerBound);
+                overhead = buf;
+            }
+            out << "<tr><td>" << htmlEscape(p.trace) << "</td><td><code>" << htmlEscape(p.policy) << "</code></td><td class='n'>"
+                << htmlEscape(formatBytes(p.peakReserved)) << "</td><td class='n'>" << htmlEscape(formatBytes(p.peakAllocated))
+                << "</td><td class='n'>" << overhead << "</td><td class='n'>" << p.deviceCalls << "</td><td class='n'>" << p.failedRequests
+                << "</td><td>" << htmlEscape(p.note) << "</td></tr>";
+        }
+        out << "</table>\n";
+    }
+    out << "</body></html>\n";
+}
+
+} // namespace gpumem::analyze

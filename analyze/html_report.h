@@ -1,0 +1,45 @@
+#pragma once
+// `gpumem report`: one self-contained HTML file (inline CSS and SVG, no script, no network
+// resources) for CI artifacts and bug reports: per trace, memory and fragmentation over time (drawn
+// from Timeline::buckets), the summary figures, the peak breakdown, steps and leaks; then the policy
+// comparison when policy rows are given. Stateless; thread-safe.
+#include "analyze/analysis.h"
+
+#include <iosfwd>
+#include <span>
+
+namespace gpumem::analyze {
+
+// One what-if result for the policy comparison section. The replay layer fills these (one per
+// trace × policy); the report only prints them, so it does not depend on how they were computed.
+struct PolicyRow {
+    std::string trace;  // the trace label
+    std::string policy; // the PolicySpec string, e.g. "pytorch:expandable_segments:True"
+    Bytes peakReserved = 0;
+    Bytes peakAllocated = 0;
+    std::uint64_t deviceCalls = 0;    // cudaMalloc + cudaFree (+ map/unmap)
+    std::uint64_t failedRequests = 0; // simulated OOMs
+    std::optional<double> overheadVsLowerBound; // peak reserved / max live bytes
+    std::string note;
+};
+
+struct HtmlReportInput {
+    std::string label;
+    const Trace* trace = nullptr;       // not owned; must outlive the call
+    const Analysis* analysis = nullptr; // not owned
+};
+
+struct HtmlOptions {
+    std::string title = "gpumem report";
+    std::size_t buckets = 600; // columns of the time charts
+    std::size_t top = 10;      // rows per breakdown table
+    // Shown in the policy section when `policies` is empty (e.g. why no replay ran).
+    std::string policyNote = "No policies were given (gpumem report --policy SPEC …).";
+};
+
+void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const PolicyRow> policies, const HtmlOptions& options, std::ostream& out);
+
+// &, <, >, " and ' escaped for HTML text and attribute values.
+std::string htmlEscape(std::string_view text);
+
+} // namespace gpumem::analyze

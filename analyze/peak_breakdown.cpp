@@ -1,0 +1,255 @@
+#include "analyze/peak_breakdown.h"
+
+#include "analyze/steps.h"
+#include "analyze/trace_summary.h"
+#include "core/error.h"
+#include "core/units.h"
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <unordered_map>
+
+namespace gpumem::analyze {
+
+std::string_view toString(GroupBy by)
+{
+    switch (by) {
+    case GroupBy::Module: return "module";
+    case GroupBy::Category: return "category";
+    case GroupBy::Site: return "site";
+    case GroupBy::SizeClass: return "size";
+    case GroupBy::Stream: return "stream";
+    }
+    return "?";
+}
+
+std::optional<GroupBy> groupByFromString(std::string_view name)
+{
+    for (int i = 0; i < kGroupByCount; ++i)
+        if (toString(static_cast<GroupBy>(i)) == name)
+            return static_cast<GroupBy>(i);
+    return std::nullopt;
+}
+
+InstantSpec InstantSpec::parse(std::string_view text, TimeNs traceStart)
+{
+    InstantSpec s;
+    if (text == "peak")
+        return s;
+    if (text == "reserved-peak") {
+        s.kind = Kind::PeakReserved;
+        return s;
+    }
+    s.kind = Kind::Time;
+    bool absolute = false;
+    if (!text.empty() && text.front() == '@') {
+        absolute = true;
+        text.remove_prefix(1);
+    }
+    double value = 0;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    std::string_view unit(p, static_cast<std::size_t>(text.data() + text.size() - p));
+    double scale = 0;
+    if (unit.empty() || unit == "ns")
+        scale = 1;
+    else if (unit == "us")
+        scale = 1e3;
+    else if (unit == "ms")
+        scale = 1e6;
+    else if (unit == "s")
+        scale = 1e9;
+    if (ec != std::errc() || scale == 0 || !std::isfinite(value) || value < 0 || (absolute && unit != "" && unit != "ns"))
+        throw UsageError("--at '" + std::string(text) + "' is not peak, reserved-peak, a time after the trace start "
+                                                         "(1.5s, 250ms, 40us, 1200ns) or @<absolute ns>");
+    s.time = absolute ? static_cast<TimeNs>(value) : traceStart + static_cast<TimeNs>(std::llround(value * scale));
+    return s;
+}
+
+std::optional<Instant> resolveInstant(const DeviceTimeline& dev, const InstantSpec& spec)
+{
+    std::optional<std::size_t> point;
+    std::string label;
+    switch (spec.kind) {
+    case InstantSpec::Kind::PeakAllocated:
+        point = dev.peakPoint(SeriesKind::Allocated);
+        label = "peak allocated";
+        break;
+    case InstantSpec::Kind::PeakReserved:
+        point = dev.peakPoint(SeriesKind::Reserved);
+        label = "peak reserved";
+        break;
+    case InstantSpec::Kind::Time:
+        point = dev.pointAt(spec.time);
+        label = "t=" + std::to_string(spec.time) + " ns";
+        break;
+    }
+    if (!point)
+        return std::nullopt;
+    Instant i;
+    i.label = label;
+    i.device = dev.device;
+    i.point = *point;
+    i.eventIndex = dev.eventIndex[*point];
+    i.time = dev.time[*point];
+    i.allocated = dev.allocated[*point];
+    i.active = dev.active[*point];
+    if (dev.has(SeriesKind::Reserved))
+        i.reserved = dev.reserved[*point];
+    return i;
+}
+
+std::string sizeClassLabel(Bytes size)
+{
+    if (size == 0)
+        return "0 B";
+    const int k = std::bit_width(size) - 1;
+    const Bytes lo = Bytes { 1 } << k;
+    return "[" + formatBytes(lo) + ", " + (k >= 63 ? std::string("16.00 EiB") : formatBytes(lo << 1)) + ")";
+}
+
+namespace {
+    GroupRow flatRow(std::string key, std::string label, Bytes bytes, std::uint64_t blocks)
+    {
+        GroupRow r;
+        r.key = std::move(key);
+        r.label = std::move(label);
+        r.selfBytes = r.totalBytes = bytes;
+        r.selfBlocks = r.totalBlocks = blocks;
+        return r;
+    }
+    void sortByBytes(std::vector<GroupRow>& rows)
+    {
+        std::sort(rows.begin(), rows.end(), [](const GroupRow& a, const GroupRow& b) {
+            return a.totalBytes != b.totalBytes ? a.totalBytes > b.totalBytes : a.key < b.key;
+        });
+    }
+} // namespace
+
+Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<const Category> categories, bool inferred)
+{
+    Breakdown b;
+    b.instant = instant;
+    b.categoriesInferred = inferred;
+    const auto& m = trace.memory();
+    auto allocations = trace.allocations();
+    const auto e = instant.eventIndex;
+    if (e == kNoIndex)
+        return b;
+
+    const auto scopes = trace.scopes();
+    std::vector<Bytes> scopeSelf(scopes.size(), 0), scopeTotal(scopes.size(), 0);
+    std::vector<std::uint64_t> scopeSelfBlocks(scopes.size(), 0), scopeTotalBlocks(scopes.size(), 0);
+    std::array<Bytes, kCategoryCount> catBytes {};
+    std::array<std::uint64_t, kCategoryCount> catBlocks {};
+    std::unordered_map<SiteId, std::pair<Bytes, std::uint64_t>> sites;
+    std::array<std::pair<Bytes, std::uint64_t>, 65> sizes {};
+    std::unordered_map<StreamId, std::pair<Bytes, std::uint64_t>> streams;
+
+    for (std::size_t i = 0; i < allocations.size(); ++i) {
+        const auto& a = allocations[i];
+        if (a.allocEvent == kNoIndex || a.allocEvent > e || m.device[a.allocEvent] != instant.device)
+            continue;
+        if (a.freeEvent != kNoIndex && a.freeEvent <= e)
+            continue;
+        const auto ev = a.allocEvent;
+        const Bytes size = m.size[ev];
+        b.liveAllocations.push_back(i);
+        b.liveBytes += size;
+        ++b.liveBlocks;
+        ScopeId s = m.scope[ev] < scopes.size() ? m.scope[ev] : 0;
+        scopeSelf[s] += size;
+        ++scopeSelfBlocks[s];
+        for (std::size_t guard = 0; guard <= scopes.size(); ++guard) {
+            scopeTotal[s] += size;
+            ++scopeTotalBlocks[s];
+            if (s == 0)
+                break;
+            s = scopes[s].parent < scopes.size() ? scopes[s].parent : 0;
+        }
+        const auto c = static_cast<std::size_t>(i < categories.size() ? categories[i] : Category::Unknown);
+        catBytes[c] += size;
+        ++catBlocks[c];
+        auto& st = sites[m.site[ev]];
+        st.first += size;
+        ++st.second;
+        auto& sz = sizes[size ? std::bit_width(size) : 0];
+        sz.first += size;
+        ++sz.second;
+        auto& sm = streams[m.stream[ev]];
+        sm.first += size;
+        ++sm.second;
+    }
+
+    // Module tree: pre-order, children by total bytes.
+    std::vector<std::vector<ScopeId>> children(scopes.size());
+    for (ScopeId s = 1; s < scopes.size(); ++s)
+        if (scopeTotal[s] > 0)
+            children[scopes[s].parent < scopes.size() ? scopes[s].parent : 0].push_back(s);
+    auto& modules = b.groups[static_cast<std::size_t>(GroupBy::Module)];
+    auto walk = [&](auto&& self, ScopeId s, std::uint32_t depth) -> void {
+        auto& kids = children[s];
+        std::sort(kids.begin(), kids.end(), [&](ScopeId x, ScopeId y) { return scopeTotal[x] != scopeTotal[y] ? scopeTotal[x] > scopeTotal[y] : x < y; });
+        for (auto k : kids) {
+            GroupRow r;
+            r.key = scopePath(trace, k);
+            r.label = std::string(trace.str(scopes[k].name));
+            r.depth = depth;
+            r.selfBytes = scopeSelf[k];
+            r.totalBytes = scopeTotal[k];
+            r.selfBlocks = scopeSelfBlocks[k];
+            r.totalBlocks = scopeTotalBlocks[k];
+            modules.push_back(std::move(r));
+            self(self, k, depth + 1);
+        }
+    };
+    walk(walk, 0, 0);
+    if (scopeSelf[0] > 0 || scopeSelfBlocks[0] > 0) {
+        auto r = flatRow("(no scope)", "(no scope)", scopeSelf[0], scopeSelfBlocks[0]);
+        // Keep the tree order: insert "(no scope)" among the depth-0 rows by its bytes.
+        auto pos = modules.begin();
+        while (pos != modules.end() && !(pos->depth == 0 && pos->totalBytes < r.totalBytes))
+            ++pos;
+        modules.insert(pos, std::move(r));
+    }
+
+    auto& cats = b.groups[static_cast<std::size_t>(GroupBy::Category)];
+    for (int c = 0; c < kCategoryCount; ++c)
+        if (catBlocks[c])
+            cats.push_back(flatRow(std::string(toString(static_cast<Category>(c))), std::string(toString(static_cast<Category>(c))), catBytes[c], catBlocks[c]));
+    sortByBytes(cats);
+
+    auto& siteRows = b.groups[static_cast<std::size_t>(GroupBy::Site)];
+    for (const auto& [site, t] : sites) {
+        std::string key = siteKey(trace, site), label = siteLabel(trace, site);
+        if (key.empty())
+            key = label = "(no stack)";
+        siteRows.push_back(flatRow(std::move(key), std::move(label), t.first, t.second));
+    }
+    sortByBytes(siteRows);
+
+    auto& sizeRows = b.groups[static_cast<std::size_t>(GroupBy::SizeClass)];
+    for (std::size_t k = 0; k < sizes.size(); ++k)
+        if (sizes[k].second) {
+            auto label = sizeClassLabel(k ? Bytes { 1 } << (k - 1) : 0);
+            sizeRows.push_back(flatRow(label, label, sizes[k].first, sizes[k].second));
+        }
+
+    auto& streamRows = b.groups[static_cast<std::size_t>(GroupBy::Stream)];
+    for (const auto& [stream, t] : streams) {
+        std::string label = "stream " + std::to_string(stream);
+        if (stream < trace.streams().size()) {
+            const auto& st = trace.streams()[stream];
+            label = (st.device < trace.devices().size() ? deviceLabel(trace.devices()[st.device]) : std::string("?")) + " stream " + std::to_string(st.handle);
+            if (st.name)
+                label += " (" + std::string(trace.str(st.name)) + ")";
+        }
+        streamRows.push_back(flatRow(label, label, t.first, t.second));
+    }
+    sortByBytes(streamRows);
+    return b;
+}
+
+} // namespace gpumem::analyze

@@ -1,0 +1,535 @@
+#include "analyze/steps.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <map>
+#include <unordered_map>
+
+namespace gpumem::analyze {
+
+std::string_view toString(StepSource source)
+{
+    switch (source) {
+    case StepSource::None: return "none";
+    case StepSource::ProfilerStep: return "ProfilerStep annotations";
+    case StepSource::UserRange: return "user ranges";
+    case StepSource::Marker: return "markers";
+    case StepSource::Periodicity: return "periodicity";
+    }
+    return "?";
+}
+
+namespace {
+    std::string lower(std::string_view s)
+    {
+        std::string r(s);
+        for (auto& c : r)
+            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return r;
+    }
+    bool contains(std::string_view hay, std::string_view needle) { return hay.find(needle) != std::string_view::npos; }
+
+    bool isOptimizerName(std::string_view name)
+    {
+        return name.starts_with("Optimizer.") || contains(lower(name), "optimizer");
+    }
+
+    struct Range {
+        TimeNs start, end;
+        std::int64_t number;
+    };
+
+    std::vector<Range> profilerSteps(const Trace& trace)
+    {
+        std::vector<Range> r;
+        for (const auto& a : trace.annotations()) {
+            auto name = trace.str(a.name);
+            if (a.kind != AnnotationKind::Step && !name.starts_with("ProfilerStep#"))
+                continue;
+            std::int64_t number = static_cast<std::int64_t>(r.size());
+            if (auto hash = name.rfind('#'); hash != std::string_view::npos) {
+                std::int64_t v = 0;
+                auto [p, ec] = std::from_chars(name.data() + hash + 1, name.data() + name.size(), v);
+                if (ec == std::errc() && p == name.data() + name.size())
+                    number = v;
+            }
+            r.push_back({ a.start, a.end, number });
+        }
+        return r;
+    }
+
+    // Share of the device's memory events that fall inside the ranges (sorted, non-overlapping).
+    double coverage(const DeviceTimeline& dev, const std::vector<Range>& ranges)
+    {
+        if (dev.size() == 0)
+            return 0;
+        std::size_t inside = 0;
+        for (const auto& r : ranges) {
+            auto lo = std::lower_bound(dev.time.begin(), dev.time.end(), r.start);
+            auto hi = std::lower_bound(dev.time.begin(), dev.time.end(), r.end);
+            inside += static_cast<std::size_t>(hi - lo);
+        }
+        return static_cast<double>(inside) / static_cast<double>(dev.size());
+    }
+
+    // Ranges named like iterations that hold at least half of the device's memory events (a data
+    // loader's "enumerate(DataLoader)#…__next__" ranges repeat too, but hold little).
+    std::pair<std::string, std::vector<Range>> userRangeSteps(const Trace& trace, const DeviceTimeline& dev)
+    {
+        std::map<StringId, std::vector<Range>> byName;
+        for (const auto& a : trace.annotations()) {
+            if (a.kind != AnnotationKind::Range || a.end <= a.start)
+                continue;
+            auto name = trace.str(a.name);
+            const auto l = lower(name);
+            if (isOptimizerName(name) || !(contains(l, "step") || contains(l, "iter") || contains(l, "batch")))
+                continue;
+            byName[a.name].push_back({ a.start, a.end, 0 });
+        }
+        std::pair<std::string, std::vector<Range>> best;
+        for (auto& [name, ranges] : byName) {
+            if (ranges.size() < 2 || ranges.size() <= best.second.size())
+                continue;
+            std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.start < b.start; });
+            bool overlap = false;
+            for (std::size_t i = 1; i < ranges.size(); ++i)
+                overlap |= ranges[i].start < ranges[i - 1].end;
+            if (overlap || coverage(dev, ranges) < 0.5)
+                continue;
+            for (std::size_t i = 0; i < ranges.size(); ++i)
+                ranges[i].number = static_cast<std::int64_t>(i);
+            best = { std::string(trace.str(name)), ranges };
+        }
+        return best;
+    }
+
+    std::vector<Range> markerSteps(const Trace& trace, const DeviceTimeline& dev)
+    {
+        const auto& m = trace.memory();
+        std::vector<TimeNs> marks;
+        for (std::size_t p = 0; p < dev.size(); ++p)
+            if (dev.eventIndex[p] != kNoIndex && m.kind[dev.eventIndex[p]] == EventKind::Marker)
+                marks.push_back(dev.time[p]);
+        std::vector<Range> r;
+        for (std::size_t i = 1; i < marks.size(); ++i)
+            if (marks[i] > marks[i - 1])
+                r.push_back({ marks[i - 1], marks[i], static_cast<std::int64_t>(r.size()) });
+        return r;
+    }
+
+    // Periodicity of the alloc-size sequence (see the header). Returns steps and the period in allocs.
+    std::pair<std::size_t, std::vector<Range>> periodicSteps(const Trace& trace, const DeviceTimeline& dev)
+    {
+        const auto& m = trace.memory();
+        std::vector<std::size_t> points; // timeline points of alloc events
+        std::vector<Bytes> sizes;
+        for (std::size_t p = 0; p < dev.size(); ++p) {
+            const auto e = dev.eventIndex[p];
+            if (e != kNoIndex && m.kind[e] == EventKind::Alloc) {
+                points.push_back(p);
+                sizes.push_back(m.size[e]);
+            }
+        }
+        const std::size_t n = sizes.size(), L = kSignatureLength;
+        if (n < 3 * L)
+            return {};
+        // Rolling polynomial hash of every window of L sizes.
+        constexpr std::uint64_t kBase = 1000003ULL;
+        std::uint64_t pow = 1;
+        for (std::size_t i = 0; i < L; ++i)
+            pow *= kBase;
+        auto mix = [](Bytes s) { return (s ^ (s >> 29)) * 0x9E3779B97F4A7C15ULL + 1; };
+        std::vector<std::uint64_t> hash(n - L + 1);
+        std::uint64_t h = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            h = h * kBase + mix(sizes[i]);
+            if (i >= L)
+                h -= pow * mix(sizes[i - L]);
+            if (i + 1 >= L)
+                hash[i + 1 - L] = h;
+        }
+        auto occurrences = [&](std::size_t anchor) {
+            std::vector<std::size_t> occ;
+            for (std::size_t q = 0; q < hash.size(); ++q)
+                if (hash[q] == hash[anchor] && std::equal(sizes.begin() + q, sizes.begin() + q + L, sizes.begin() + anchor))
+                    occ.push_back(q);
+            return occ;
+        };
+        // Match share of S[i] == S[i + P], sampled on at most 200k positions.
+        auto matchShare = [&](std::size_t P) {
+            const std::size_t span = n - P;
+            const std::size_t stride = std::max<std::size_t>(1, span / 200000);
+            std::size_t same = 0, total = 0;
+            for (std::size_t i = 0; i < span; i += stride, ++total)
+                same += sizes[i] == sizes[i + P];
+            return total ? static_cast<double>(same) / static_cast<double>(total) : 0.0;
+        };
+        std::size_t period = 0;
+        double bestShare = 0.5; // below this, nothing repeats
+        for (std::size_t anchor : { n / 3, n / 2, std::size_t(0) }) {
+            anchor = std::min(anchor, hash.size() - 1);
+            auto occ = occurrences(anchor);
+            std::vector<std::size_t> candidates;
+            for (auto q : occ)
+                if (q != anchor)
+                    candidates.push_back(q > anchor ? q - anchor : anchor - q);
+            std::sort(candidates.begin(), candidates.end());
+            candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+            if (candidates.size() > 32)
+                candidates.resize(32);
+            for (auto P : candidates) {
+                if (P < 2 || P * 2 > n)
+                    continue;
+                const double share = matchShare(P);
+                if (share > bestShare + 1e-9) {
+                    bestShare = share;
+                    period = P;
+                }
+            }
+            if (period)
+                break;
+        }
+        if (!period)
+            return {};
+        // Move the boundary to the first alloc after the lowest allocated point of one period.
+        const std::size_t from = n / 3 + period <= n ? n / 3 : 0;
+        std::size_t lowPoint = points[from];
+        for (std::size_t p = points[from]; p < points[std::min(n - 1, from + period)]; ++p)
+            if (dev.allocated[p] < dev.allocated[lowPoint])
+                lowPoint = p;
+        std::size_t anchor = static_cast<std::size_t>(std::upper_bound(points.begin(), points.end(), lowPoint) - points.begin());
+        // Recurrences of the W allocs from the boundary (W ≤ period, so the last whole step has one).
+        const std::size_t W = std::min(L, period);
+        anchor = std::min(anchor, n - W);
+        std::vector<std::size_t> starts;
+        for (std::size_t q = 0; q + W <= n; ++q)
+            if ((starts.empty() || q >= starts.back() + period * 3 / 4)
+                && std::equal(sizes.begin() + q, sizes.begin() + q + W, sizes.begin() + anchor))
+                starts.push_back(q);
+        std::vector<Range> r;
+        for (std::size_t k = 0; k < starts.size(); ++k) {
+            const TimeNs start = dev.time[points[starts[k]]];
+            TimeNs end;
+            if (k + 1 < starts.size())
+                end = dev.time[points[starts[k + 1]]];
+            else if (n - starts[k] >= period * 9 / 10)
+                end = dev.time.back() + 1;
+            else
+                break; // the trace ends inside this step
+            if (end > start)
+                r.push_back({ start, end, static_cast<std::int64_t>(r.size()) });
+        }
+        return { period, r };
+    }
+
+    Bytes valueBefore(const DeviceTimeline& dev, TimeNs t)
+    {
+        auto it = std::lower_bound(dev.time.begin(), dev.time.end(), t);
+        return it == dev.time.begin() ? 0 : dev.allocated[static_cast<std::size_t>(it - dev.time.begin()) - 1];
+    }
+
+    // Where no annotation marks the backward pass: it starts right after the maximum of the step's
+    // transient bytes — blocks allocated in the step (before the optimizer phase) and freed before
+    // that phase, i.e. activations and temporaries. Activations pile up through the forward pass and
+    // are released through the backward pass, so their sum turns at the boundary; blocks that outlive
+    // the phase (gradients, optimizer state) are left out because they would hide the turn.
+    void placeBackwardStarts(const Trace& trace, const DeviceTimeline& dev, std::vector<Step>& steps)
+    {
+        const auto& m = trace.memory();
+        std::vector<std::vector<std::pair<std::uint64_t, std::int64_t>>> deltas(steps.size()); // (event, ±bytes)
+        for (const auto& a : trace.allocations()) {
+            if (a.allocEvent == kNoIndex || a.freeEvent == kNoIndex || m.device[a.allocEvent] != dev.device)
+                continue;
+            const TimeNs t = m.time[a.allocEvent];
+            auto it = std::upper_bound(steps.begin(), steps.end(), t, [](TimeNs x, const Step& s) { return x < s.start; });
+            if (it == steps.begin())
+                continue;
+            const auto k = static_cast<std::size_t>(it - steps.begin()) - 1;
+            const Step& s = steps[k];
+            if (s.phasesAnnotated || t >= s.end)
+                continue;
+            const TimeNs limit = s.optimizerStart ? *s.optimizerStart : s.end;
+            if (t >= limit || m.time[a.freeEvent] >= limit)
+                continue;
+            const auto size = static_cast<std::int64_t>(m.size[a.allocEvent]);
+            deltas[k].emplace_back(a.allocEvent, size);
+            deltas[k].emplace_back(a.freeEvent, -size);
+        }
+        for (std::size_t k = 0; k < steps.size(); ++k) {
+            Step& s = steps[k];
+            if (s.phasesAnnotated)
+                continue;
+            auto& d = deltas[k];
+            std::sort(d.begin(), d.end());
+            std::int64_t live = 0, best = 0;
+            TimeNs turn = s.peakTime;
+            for (const auto& [e, delta] : d) {
+                live += delta;
+                if (live > best) {
+                    best = live;
+                    turn = m.time[e];
+                }
+            }
+            s.backwardStart = turn + 1;
+        }
+    }
+} // namespace
+
+StepSet detectSteps(const Trace& trace, const DeviceTimeline& dev)
+{
+    StepSet set;
+    std::vector<Range> ranges = profilerSteps(trace);
+    if (ranges.size() >= 2) {
+        set.source = StepSource::ProfilerStep;
+        set.detail = "ProfilerStep#N";
+    } else if (auto [name, user] = userRangeSteps(trace, dev); user.size() >= 2) {
+        ranges = std::move(user);
+        set.source = StepSource::UserRange;
+        set.detail = name;
+    } else if (auto marks = markerSteps(trace, dev); marks.size() >= 2) {
+        ranges = std::move(marks);
+        set.source = StepSource::Marker;
+        set.detail = "marker events";
+    } else if (auto [period, periodic] = periodicSteps(trace, dev); periodic.size() >= 2) {
+        ranges = std::move(periodic);
+        set.source = StepSource::Periodicity;
+        set.detail = "alloc-size sequence repeats every " + std::to_string(period) + " allocs";
+    } else {
+        return set;
+    }
+    std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.start < b.start; });
+
+    // Phase marks: annotations, and memory events whose scope (or an ancestor) names the phase
+    // (Kineto's "Optimizer.step#Adam.step" and "autograd::engine::evaluate_function: …Backward0").
+    std::vector<std::pair<TimeNs, bool>> phaseMarks; // (start, isOptimizer); else backward
+    for (const auto& a : trace.annotations()) {
+        auto name = trace.str(a.name);
+        if (isOptimizerName(name))
+            phaseMarks.emplace_back(a.start, true);
+        else if (contains(lower(name), "backward"))
+            phaseMarks.emplace_back(a.start, false);
+    }
+    const auto scopes = trace.scopes();
+    std::vector<std::uint8_t> scopeFlag(scopes.size(), 0); // 1 optimizer, 2 backward
+    for (ScopeId s = 1; s < scopes.size(); ++s) {
+        auto name = trace.str(scopes[s].name);
+        std::uint8_t f = isOptimizerName(name) ? 1 : contains(lower(name), "backward") ? 2 : 0;
+        const ScopeId parent = scopes[s].parent;
+        if (!f && parent < s)
+            f = scopeFlag[parent];
+        scopeFlag[s] = f;
+    }
+    const auto& m = trace.memory();
+    bool anyScopeFlag = std::any_of(scopeFlag.begin(), scopeFlag.end(), [](std::uint8_t f) { return f != 0; });
+    if (anyScopeFlag) {
+        for (auto e : dev.eventIndex) {
+            if (e == kNoIndex || m.scope[e] >= scopes.size() || !scopeFlag[m.scope[e]])
+                continue;
+            phaseMarks.emplace_back(m.time[e], scopeFlag[m.scope[e]] == 1);
+        }
+    }
+    std::sort(phaseMarks.begin(), phaseMarks.end());
+
+    for (const auto& r : ranges) {
+        Step s;
+        s.number = r.number;
+        s.start = r.start;
+        s.end = std::max(r.end, r.start + 1);
+        s.allocatedAtStart = valueBefore(dev, s.start);
+        s.allocatedAtEnd = valueBefore(dev, s.end);
+        s.peakAllocated = s.allocatedAtStart;
+        s.peakTime = s.start;
+        auto lo = std::lower_bound(dev.time.begin(), dev.time.end(), s.start) - dev.time.begin();
+        for (auto p = static_cast<std::size_t>(lo); p < dev.size() && dev.time[p] < s.end; ++p)
+            if (dev.allocated[p] > s.peakAllocated) {
+                s.peakAllocated = dev.allocated[p];
+                s.peakTime = dev.time[p];
+            }
+        s.backwardStart = s.end;
+        auto it = std::lower_bound(phaseMarks.begin(), phaseMarks.end(), std::make_pair(s.start, false));
+        bool haveBackward = false;
+        for (; it != phaseMarks.end() && it->first < s.end; ++it) {
+            if (it->second) {
+                if (!s.optimizerStart)
+                    s.optimizerStart = it->first;
+            } else if (!haveBackward) {
+                haveBackward = true;
+                s.backwardStart = it->first;
+            }
+        }
+        s.phasesAnnotated = haveBackward;
+        set.steps.push_back(s);
+    }
+    if (!set.steps.empty())
+        placeBackwardStarts(trace, dev, set.steps);
+    return set;
+}
+
+namespace {
+    // Python frame names carry object addresses ("<built-in method bmm of type object at 0x7ce6…>")
+    // that change from run to run; drop them so stacks match across traces.
+    std::string cleanFrameName(std::string_view name)
+    {
+        std::string s(name);
+        for (auto at = s.find(" at 0x"); at != std::string::npos; at = s.find(" at 0x", at)) {
+            auto end = at + 6;
+            while (end < s.size() && std::isxdigit(static_cast<unsigned char>(s[end])))
+                ++end;
+            s.erase(at, end - at);
+        }
+        return s;
+    }
+    // "bmm" from "<built-in method bmm of type object>"; "" for other frames.
+    std::string builtinName(std::string_view name)
+    {
+        constexpr std::string_view prefix = "<built-in method ";
+        if (!name.starts_with(prefix))
+            return {};
+        name.remove_prefix(prefix.size());
+        return std::string(name.substr(0, name.find(' ')));
+    }
+    std::string frameText(const Trace& trace, const Frame& f)
+    {
+        std::string s = cleanFrameName(trace.str(f.name));
+        auto file = trace.str(f.file);
+        if (!file.empty() && file != "??") {
+            // The file's base name keeps labels short; siteKey() has the full path.
+            if (auto slash = file.rfind('/'); slash != std::string_view::npos)
+                file.remove_prefix(slash + 1);
+            s += " (" + std::string(file);
+            if (f.line)
+                s += ":" + std::to_string(f.line);
+            s += ")";
+        }
+        return s;
+    }
+} // namespace
+
+std::string siteLabel(const Trace& trace, SiteId site)
+{
+    if (site == 0 || site >= trace.siteCount())
+        return {};
+    auto frames = trace.siteFrames(site);
+    if (frames.empty())
+        return {};
+    // The innermost frame of the program's own code (not torch/ or a built-in), prefixed by the
+    // built-in op it called when the innermost frame is one: "bmm in forward (…/modeling_owlv2.py:410)".
+    const auto& inner = trace.frames()[frames.front()];
+    for (auto fid : frames) {
+        const auto& f = trace.frames()[fid];
+        auto file = trace.str(f.file);
+        if (file.empty() || file == "??" || file.starts_with("torch/") || file.find("/torch/") != std::string_view::npos)
+            continue;
+        const auto op = builtinName(trace.str(inner.name));
+        return (op.empty() || fid == frames.front() ? "" : op + " in ") + frameText(trace, f);
+    }
+    return frameText(trace, inner);
+}
+
+std::string siteKey(const Trace& trace, SiteId site)
+{
+    if (site == 0 || site >= trace.siteCount())
+        return {};
+    std::string s;
+    for (auto fid : trace.siteFrames(site)) {
+        const auto& f = trace.frames()[fid];
+        if (!s.empty())
+            s += " < ";
+        s += cleanFrameName(trace.str(f.name)) + "@" + std::string(trace.str(f.file)) + ":" + std::to_string(f.line);
+    }
+    return s;
+}
+
+std::string scopePath(const Trace& trace, ScopeId scope)
+{
+    std::vector<std::string_view> names;
+    const auto scopes = trace.scopes();
+    for (std::size_t guard = 0; scope != 0 && scope < scopes.size() && guard < scopes.size(); ++guard) {
+        names.push_back(trace.str(scopes[scope].name));
+        scope = scopes[scope].parent;
+    }
+    std::string s;
+    for (auto it = names.rbegin(); it != names.rend(); ++it)
+        s += (s.empty() ? "" : "/") + std::string(*it);
+    return s;
+}
+
+LeakReport detectLeaks(const Trace& trace, const DeviceTimeline& dev, const StepSet& set)
+{
+    LeakReport report;
+    const auto& steps = set.steps;
+    if (steps.size() < 3) {
+        report.reason = "fewer than 3 steps: leaks need live bytes at the same phase of at least 3 steps";
+        for (const auto& s : steps)
+            report.liveAtStepStart.push_back(s.allocatedAtStart);
+        if (!steps.empty())
+            report.liveAtStepStart.push_back(steps.back().allocatedAtEnd);
+        return report;
+    }
+    for (const auto& s : steps)
+        report.liveAtStepStart.push_back(s.allocatedAtStart);
+    report.liveAtStepStart.push_back(steps.back().allocatedAtEnd);
+    // Compare from step 1 (step 0 is warm-up: optimizer state and caches appear there).
+    const auto& v = report.liveAtStepStart;
+    bool increasing = true;
+    for (std::size_t i = 2; i < v.size(); ++i)
+        increasing &= v[i] > v[i - 1];
+    const std::size_t compared = v.size() - 1; // values from index 1
+    report.growthPerStep = (static_cast<double>(v.back()) - static_cast<double>(v[1])) / static_cast<double>(compared - 1);
+    if (!increasing) {
+        report.reason = "live bytes at step start do not grow at every step after the first";
+        return report;
+    }
+
+    // Sites whose blocks from ≥ 2 distinct earlier steps survive the end of the last step.
+    const auto& m = trace.memory();
+    const TimeNs lastEnd = steps.back().end;
+    const TimeNs firstStart = steps.front().start;
+    struct Acc {
+        Bytes bytes = 0;
+        std::uint64_t blocks = 0;
+        std::vector<std::uint32_t> stepsSeen;
+    };
+    std::map<std::pair<SiteId, ScopeId>, Acc> acc;
+    for (const auto& a : trace.allocations()) {
+        if (a.allocEvent == kNoIndex || m.device[a.allocEvent] != dev.device)
+            continue;
+        const TimeNs t = m.time[a.allocEvent];
+        if (t < firstStart || t >= lastEnd)
+            continue;
+        if (a.freeEvent != kNoIndex && m.time[a.freeEvent] < lastEnd)
+            continue;
+        auto it = std::upper_bound(steps.begin(), steps.end(), t, [](TimeNs x, const Step& s) { return x < s.start; });
+        const auto stepIndex = static_cast<std::uint32_t>((it - steps.begin()) - 1);
+        auto& e = acc[{ m.site[a.allocEvent], m.scope[a.allocEvent] }];
+        e.bytes += m.size[a.allocEvent];
+        ++e.blocks;
+        if (stepIndex + 1 < steps.size() && std::find(e.stepsSeen.begin(), e.stepsSeen.end(), stepIndex) == e.stepsSeen.end())
+            e.stepsSeen.push_back(stepIndex);
+    }
+    for (const auto& [key, e] : acc) {
+        if (e.stepsSeen.size() < 2)
+            continue;
+        LeakSite s;
+        s.site = key.first;
+        s.scope = key.second;
+        s.label = siteLabel(trace, s.site);
+        if (s.label.empty())
+            s.label = scopePath(trace, s.scope);
+        if (s.label.empty())
+            s.label = "(unknown site)";
+        s.bytes = e.bytes;
+        s.blocks = e.blocks;
+        s.stepsWithSurvivors = static_cast<std::uint32_t>(e.stepsSeen.size());
+        report.sites.push_back(std::move(s));
+    }
+    std::sort(report.sites.begin(), report.sites.end(), [](const LeakSite& a, const LeakSite& b) {
+        return a.bytes != b.bytes ? a.bytes > b.bytes : a.label < b.label;
+    });
+    report.leaking = true;
+    report.reason = "live bytes at step start grew at every one of the last " + std::to_string(compared - 1) + " steps";
+    return report;
+}
+
+} // namespace gpumem::analyze

@@ -1,0 +1,85 @@
+#pragma once
+// Training iterations (steps), their phases, per-step peak and growth, and leak detection
+// (docs/analysis.md §Steps). Results are plain immutable values; computing them reads the Trace and
+// a DeviceTimeline only, so it may run on any thread.
+//
+// Step detection, in this order (the first that yields ≥ 2 steps wins):
+//   1. annotations of kind Step, or named "ProfilerStep#N" (PyTorch profiler);
+//   2. user ranges whose name contains "step", "iter" or "batch" (case-insensitive), not an optimizer
+//      range ("Optimizer.step…"), repeated ≥ 2 times without overlap — the most frequent such name;
+//   3. marker memory events (snapshot markers): a step between successive markers;
+//   4. periodicity: the sequence of alloc sizes on the device repeats. A rolling hash finds a
+//      period; the boundary is then moved to the first alloc after the lowest allocated point of one
+//      period (where a training loop has dropped its activations) and the steps are the recurrences of
+//      the kSignatureLength allocs that follow it.
+// Phases (for category inference): backward starts at the first annotation in the step whose name
+// contains "backward" (else at the step's allocated peak: the forward pass ends where the most
+// activations are live); the optimizer phase starts at the first annotation whose name starts with
+// "Optimizer." or contains "optimizer" (else it is absent).
+#include "analyze/timeline.h"
+
+#include <string>
+#include <vector>
+
+namespace gpumem::analyze {
+
+enum class StepSource : std::uint8_t { None, ProfilerStep, UserRange, Marker, Periodicity };
+std::string_view toString(StepSource source);
+
+struct Step {
+    std::int64_t number = 0; // N of ProfilerStep#N, else the 0-based index
+    TimeNs start = 0, end = 0; // [start, end)
+    TimeNs backwardStart = 0;  // the forward phase is [start, backwardStart)
+    std::optional<TimeNs> optimizerStart;
+    bool phasesAnnotated = false; // backwardStart came from an annotation, not the allocated peak
+    // Per-step statistics on the analyzed device (allocated series).
+    Bytes allocatedAtStart = 0; // state just before start
+    Bytes allocatedAtEnd = 0;   // state just before end
+    Bytes peakAllocated = 0;
+    TimeNs peakTime = 0;
+    std::int64_t growth() const { return static_cast<std::int64_t>(allocatedAtEnd) - static_cast<std::int64_t>(allocatedAtStart); }
+};
+
+struct StepSet {
+    StepSource source = StepSource::None;
+    std::string detail; // the annotation name used, or the period found
+    std::vector<Step> steps;
+};
+
+inline constexpr std::size_t kSignatureLength = 16;
+
+// Steps of `device` (its timeline gives the per-step figures and the periodicity input).
+StepSet detectSteps(const Trace& trace, const DeviceTimeline& device);
+
+// One call site (or scope, where no stack was recorded) whose blocks survive from several steps.
+struct LeakSite {
+    SiteId site = 0;
+    ScopeId scope = 0;
+    std::string label;          // innermost frame "func (file:line)", else the scope path, else "(unknown)"
+    Bytes bytes = 0;            // bytes of its surviving blocks at the end of the last step
+    std::uint64_t blocks = 0;
+    std::uint32_t stepsWithSurvivors = 0; // distinct earlier steps that left a block of it alive
+};
+
+struct LeakReport {
+    bool leaking = false;
+    std::string reason;                   // why (or why not), one sentence
+    std::vector<Bytes> liveAtStepStart;   // allocated at the start of each step, then at the end of the last
+    double growthPerStep = 0;             // bytes, mean over the steps compared
+    std::vector<LeakSite> sites;          // sorted by bytes, descending; empty when not leaking
+};
+
+// Leak rule: with ≥ 3 steps, the allocated bytes at the start of each step after the first (warm-up)
+// step, and at the end of the last, strictly increase at every step. The sites named are those whose
+// blocks allocated in ≥ 2 distinct steps before the last are still live at the end of the last step
+// (a steady loop keeps at most the previous step's blocks, e.g. gradients).
+LeakReport detectLeaks(const Trace& trace, const DeviceTimeline& device, const StepSet& steps);
+
+// "func (file:line)" of the innermost frame of a site, "" for site 0.
+std::string siteLabel(const Trace& trace, SiteId site);
+// Frames of a site joined by " < " (innermost first), the key diff matches stacks on.
+std::string siteKey(const Trace& trace, SiteId site);
+// "outer/inner" names from the root to this scope; "" for scope 0.
+std::string scopePath(const Trace& trace, ScopeId scope);
+
+} // namespace gpumem::analyze

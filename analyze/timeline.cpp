@@ -1,0 +1,431 @@
+#include "analyze/timeline.h"
+
+#include "analyze/trace_summary.h"
+
+#include <algorithm>
+#include <map>
+
+namespace gpumem::analyze {
+
+std::string_view toString(SeriesKind kind)
+{
+    switch (kind) {
+    case SeriesKind::Allocated: return "allocated";
+    case SeriesKind::Active: return "active";
+    case SeriesKind::Requested: return "requested";
+    case SeriesKind::Reserved: return "reserved";
+    case SeriesKind::InactiveSplit: return "inactive_split";
+    case SeriesKind::LargestFree: return "largest_free";
+    case SeriesKind::RecordedAllocated: return "recorded_allocated";
+    }
+    return "?";
+}
+
+std::span<const Bytes> DeviceTimeline::column(SeriesKind kind) const
+{
+    switch (kind) {
+    case SeriesKind::Allocated: return allocated;
+    case SeriesKind::Active: return active;
+    case SeriesKind::Requested: return requested;
+    case SeriesKind::Reserved: return reserved;
+    case SeriesKind::InactiveSplit: return inactiveSplit;
+    case SeriesKind::LargestFree: return largestFree;
+    case SeriesKind::RecordedAllocated: return recordedAllocated;
+    }
+    return {};
+}
+
+std::optional<std::size_t> DeviceTimeline::pointAt(TimeNs t) const
+{
+    auto it = std::upper_bound(time.begin(), time.end(), t);
+    if (it == time.begin())
+        return std::nullopt;
+    return static_cast<std::size_t>(it - time.begin()) - 1;
+}
+
+std::optional<std::size_t> DeviceTimeline::peakPoint(SeriesKind kind) const
+{
+    auto c = column(kind);
+    if (c.empty())
+        return std::nullopt;
+    return static_cast<std::size_t>(std::max_element(c.begin(), c.end()) - c.begin());
+}
+
+std::vector<Bucket> DeviceTimeline::buckets(SeriesKind kind, TimeNs begin, TimeNs end, std::size_t n) const
+{
+    std::vector<Bucket> out;
+    auto c = column(kind);
+    if (n == 0 || end <= begin || c.empty())
+        return out;
+    out.resize(n);
+    const double width = static_cast<double>(end - begin) / static_cast<double>(n);
+    // The point holding at `begin` carries its value into the first bucket.
+    std::size_t i = static_cast<std::size_t>(std::lower_bound(time.begin(), time.end(), begin) - time.begin());
+    bool have = i > 0;
+    Bytes current = have ? c[i - 1] : 0;
+    for (std::size_t b = 0; b < n; ++b) {
+        Bucket& k = out[b];
+        k.begin = begin + static_cast<TimeNs>(width * static_cast<double>(b));
+        k.end = b + 1 == n ? end : begin + static_cast<TimeNs>(width * static_cast<double>(b + 1));
+        k.valid = have;
+        k.min = k.max = current;
+        for (; i < time.size() && time[i] < k.end; ++i) {
+            current = c[i];
+            if (!k.valid) {
+                k.valid = true;
+                k.min = k.max = current;
+            }
+            k.min = std::min(k.min, current);
+            k.max = std::max(k.max, current);
+        }
+        have = k.valid;
+        k.last = current;
+    }
+    return out;
+}
+
+std::optional<double> DeviceTimeline::waste(std::size_t i) const
+{
+    if (reserved.empty() || reserved[i] == 0)
+        return std::nullopt;
+    return 1.0 - static_cast<double>(std::min(allocatedForRatios(i), reserved[i])) / static_cast<double>(reserved[i]);
+}
+
+std::optional<double> DeviceTimeline::external(std::size_t i) const
+{
+    if (largestFree.empty() || reserved.empty() || reserved[i] <= allocated[i])
+        return std::nullopt;
+    const double freeBytes = static_cast<double>(reserved[i] - allocated[i]);
+    return std::max(0.0, 1.0 - static_cast<double>(largestFree[i]) / freeBytes);
+}
+
+namespace {
+    // The address layout of one device's segments: which ranges are free, for inactive_split and
+    // largest_free. Free ranges never span two segments (PyTorch never merges blocks across segments).
+    class SegmentLayout {
+    public:
+        void addSegment(Address a, Bytes size)
+        {
+            if (size == 0 || m_segments.count(a))
+                return;
+            m_segments[a] = Seg { size, 0 };
+            insertFree(a, size);
+        }
+        void removeSegment(Address a)
+        {
+            auto it = m_segments.find(a);
+            if (it == m_segments.end())
+                return;
+            uncount(it->second);
+            const Address end = a + it->second.size;
+            for (auto f = m_free.lower_bound(a); f != m_free.end() && f->first < end;) {
+                dropSize(f->second);
+                f = m_free.erase(f);
+            }
+            m_segments.erase(it);
+        }
+        void allocate(Address a, Bytes size)
+        {
+            auto seg = segmentOf(a);
+            if (seg == m_segments.end())
+                return;
+            uncount(seg->second);
+            seg->second.allocated += size;
+            count(seg->second);
+            auto f = m_free.upper_bound(a);
+            if (f == m_free.begin())
+                return;
+            --f;
+            const Address fs = f->first, fe = f->first + f->second;
+            if (a + size > fe)
+                return; // not inside a free range: the trace and our layout disagree; keep the counts only
+            dropSize(f->second);
+            m_free.erase(f);
+            if (a > fs)
+                insertFree(fs, a - fs);
+            if (a + size < fe)
+                insertFree(a + size, fe - (a + size));
+        }
+        void release(Address a, Bytes size)
+        {
+            auto seg = segmentOf(a);
+            if (seg == m_segments.end())
+                return;
+            uncount(seg->second);
+            seg->second.allocated -= std::min(seg->second.allocated, size);
+            count(seg->second);
+            const Address segStart = seg->first, segEnd = seg->first + seg->second.size;
+            Address s = a, e = std::min(a + size, segEnd);
+            auto next = m_free.lower_bound(s);
+            if (next != m_free.begin()) {
+                auto prev = std::prev(next);
+                if (prev->first + prev->second > s)
+                    return; // already free: a double free the importer counted; ignore
+                if (prev->first >= segStart && prev->first + prev->second == s) {
+                    s = prev->first;
+                    dropSize(prev->second);
+                    m_free.erase(prev);
+                }
+            }
+            next = m_free.lower_bound(e);
+            if (next != m_free.end() && next->first == e && next->first < segEnd) {
+                e += next->second;
+                dropSize(next->second);
+                m_free.erase(next);
+            }
+            insertFree(s, e - s);
+        }
+        Bytes inactiveSplit() const { return m_inactiveSplit; }
+        Bytes largestFree() const { return m_sizes.empty() ? 0 : m_sizes.rbegin()->first; }
+
+    private:
+        struct Seg {
+            Bytes size = 0, allocated = 0;
+        };
+        std::map<Address, Seg>::iterator segmentOf(Address a)
+        {
+            auto it = m_segments.upper_bound(a);
+            if (it == m_segments.begin())
+                return m_segments.end();
+            --it;
+            return a < it->first + it->second.size ? it : m_segments.end();
+        }
+        void count(const Seg& s)
+        {
+            if (s.allocated > 0 && s.allocated < s.size)
+                m_inactiveSplit += s.size - s.allocated;
+        }
+        void uncount(const Seg& s)
+        {
+            if (s.allocated > 0 && s.allocated < s.size)
+                m_inactiveSplit -= s.size - s.allocated;
+        }
+        void insertFree(Address a, Bytes size)
+        {
+            m_free[a] = size;
+            ++m_sizes[size];
+        }
+        void dropSize(Bytes size)
+        {
+            auto it = m_sizes.find(size);
+            if (it != m_sizes.end() && --it->second == 0)
+                m_sizes.erase(it);
+        }
+        std::map<Address, Seg> m_segments;
+        std::map<Address, Bytes> m_free;
+        std::map<Bytes, std::uint32_t> m_sizes;
+        Bytes m_inactiveSplit = 0;
+    };
+
+    bool isReservedCounter(std::string_view name)
+    {
+        return name == "Total Reserved" || name == "reserved" || name == "bytes_reserved";
+    }
+    bool isAllocatedCounter(std::string_view name)
+    {
+        return name == "Total Allocated" || name == "allocated" || name == "bytes_allocated";
+    }
+} // namespace
+
+Timeline Timeline::build(const Trace& trace)
+{
+    const auto& m = trace.memory();
+    const std::size_t n = m.count();
+    const std::size_t devCount = trace.devices().size();
+
+    // Roles of each event from the pairing: which free closes a block (allocated −), at which event a
+    // block stops being active (free_completed if recorded, else free), and the alloc event it closes.
+    constexpr std::uint8_t kClosesAllocated = 1, kClosesActive = 2;
+    std::vector<std::uint8_t> role(n, 0);
+    std::vector<std::uint64_t> opener(n, kNoIndex);
+    for (const auto& a : trace.allocations()) {
+        if (a.allocEvent == kNoIndex)
+            continue;
+        if (a.freeEvent != kNoIndex) {
+            role[a.freeEvent] |= kClosesAllocated;
+            opener[a.freeEvent] = a.allocEvent;
+        }
+        const auto activeEnd = a.freeCompletedEvent != kNoIndex ? a.freeCompletedEvent : a.freeEvent;
+        if (activeEnd != kNoIndex) {
+            role[activeEnd] |= kClosesActive;
+            opener[activeEnd] = a.allocEvent;
+        }
+    }
+
+    std::vector<std::size_t> perDevice(devCount, 0);
+    std::vector<bool> hasSegments(devCount, false);
+    for (std::size_t i = 0; i < n; ++i) {
+        ++perDevice[m.device[i]];
+        if (isSegmentLevel(m.kind[i]))
+            hasSegments[m.device[i]] = true;
+    }
+
+    // Recorded reserved counters for devices without segment events.
+    std::vector<int> reservedSeries(devCount, -1), allocatedSeries(devCount, -1);
+    for (std::size_t s = 0; s < trace.counterSeries().size(); ++s) {
+        const auto& cs = trace.counterSeries()[s];
+        if (cs.device >= devCount || hasSegments[cs.device])
+            continue;
+        if (isReservedCounter(trace.str(cs.name)))
+            reservedSeries[cs.device] = static_cast<int>(s);
+        else if (isAllocatedCounter(trace.str(cs.name)))
+            allocatedSeries[cs.device] = static_cast<int>(s);
+    }
+    for (std::size_t d = 0; d < devCount; ++d)
+        if (reservedSeries[d] < 0)
+            allocatedSeries[d] = -1; // only paired with a reserved counter (see the header)
+    // Counter series index → (device, which: 0 reserved, 1 allocated).
+    std::vector<std::pair<int, int>> sampledSeries(trace.counterSeries().size(), { -1, 0 });
+    for (std::size_t d = 0; d < devCount; ++d) {
+        if (reservedSeries[d] >= 0)
+            sampledSeries[static_cast<std::size_t>(reservedSeries[d])] = { static_cast<int>(d), 0 };
+        if (allocatedSeries[d] >= 0)
+            sampledSeries[static_cast<std::size_t>(allocatedSeries[d])] = { static_cast<int>(d), 1 };
+    }
+
+    Timeline t;
+    t.m_devices.resize(devCount);
+    std::vector<SegmentLayout> layouts(devCount);
+    struct Running {
+        Bytes allocated = 0, active = 0, requested = 0, reserved = 0;
+        std::int64_t counterReserved = -1, counterAllocated = -1;
+    };
+    std::vector<Running> run(devCount);
+    for (std::size_t d = 0; d < devCount; ++d) {
+        auto& dt = t.m_devices[d];
+        dt.device = static_cast<DeviceId>(d);
+        dt.label = deviceLabel(trace.devices()[d]);
+        const auto k = perDevice[d];
+        dt.time.reserve(k);
+        dt.eventIndex.reserve(k);
+        dt.allocated.reserve(k);
+        dt.active.reserve(k);
+        dt.requested.reserve(k);
+        if (hasSegments[d]) {
+            dt.reservedSource = "segment events";
+            dt.reserved.reserve(k);
+            dt.inactiveSplit.reserve(k);
+            dt.largestFree.reserve(k);
+        } else if (reservedSeries[d] >= 0) {
+            dt.reservedSource = "counter: " + std::string(trace.str(trace.counterSeries()[reservedSeries[d]].name));
+            dt.reserved.reserve(k);
+            if (allocatedSeries[d] >= 0)
+                dt.recordedAllocated.reserve(k);
+        }
+    }
+
+    auto samples = trace.counterSamples();
+    std::size_t nextSample = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const DeviceId d = m.device[i];
+        auto& r = run[d];
+        auto& layout = layouts[d];
+        const bool segments = hasSegments[d];
+        switch (m.kind[i]) {
+        case EventKind::Alloc:
+            r.allocated += m.size[i];
+            r.active += m.size[i];
+            r.requested += m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
+            if (segments)
+                layout.allocate(m.address[i], m.size[i]);
+            break;
+        case EventKind::Free:
+        case EventKind::FreeCompleted:
+            if (opener[i] != kNoIndex) {
+                const auto o = opener[i];
+                const Bytes size = m.size[o];
+                if (role[i] & kClosesAllocated) {
+                    r.allocated -= std::min(r.allocated, size);
+                    const Bytes req = m.requestedSize[o] ? m.requestedSize[o] : size;
+                    r.requested -= std::min(r.requested, req);
+                }
+                if (role[i] & kClosesActive) {
+                    r.active -= std::min(r.active, size);
+                    if (segments)
+                        layout.release(m.address[o], size);
+                }
+            }
+            break;
+        case EventKind::SegmentAlloc:
+        case EventKind::SegmentMap:
+            r.reserved += m.size[i];
+            layout.addSegment(m.address[i], m.size[i]);
+            break;
+        case EventKind::SegmentFree:
+        case EventKind::SegmentUnmap:
+            r.reserved -= std::min(r.reserved, m.size[i]);
+            layout.removeSegment(m.address[i]);
+            break;
+        default:
+            break;
+        }
+        auto& dt = t.m_devices[d];
+        dt.time.push_back(m.time[i]);
+        dt.eventIndex.push_back(i);
+        dt.allocated.push_back(r.allocated);
+        dt.active.push_back(r.active);
+        dt.requested.push_back(r.requested);
+        if (segments) {
+            dt.reserved.push_back(r.reserved);
+            dt.inactiveSplit.push_back(layout.inactiveSplit());
+            dt.largestFree.push_back(layout.largestFree());
+        } else if (reservedSeries[d] >= 0) {
+            for (; nextSample < samples.size() && samples[nextSample].time <= m.time[i]; ++nextSample) {
+                const auto& s = samples[nextSample];
+                if (s.series >= sampledSeries.size() || sampledSeries[s.series].first < 0)
+                    continue;
+                auto& target = run[static_cast<std::size_t>(sampledSeries[s.series].first)];
+                (sampledSeries[s.series].second == 0 ? target.counterReserved : target.counterAllocated) = s.value;
+            }
+            dt.reserved.push_back(r.counterReserved < 0 ? 0 : static_cast<Bytes>(r.counterReserved));
+            if (allocatedSeries[d] >= 0)
+                dt.recordedAllocated.push_back(r.counterAllocated < 0 ? 0 : static_cast<Bytes>(r.counterAllocated));
+        }
+    }
+    if (n) {
+        t.m_start = m.time.front();
+        t.m_end = m.time.back();
+    }
+    return t;
+}
+
+Timeline Timeline::fromSeries(std::vector<DeviceTimeline> devices)
+{
+    Timeline t;
+    t.m_devices = std::move(devices);
+    bool first = true;
+    for (const auto& d : t.m_devices) {
+        if (d.time.empty())
+            continue;
+        t.m_start = first ? d.time.front() : std::min(t.m_start, d.time.front());
+        t.m_end = first ? d.time.back() : std::max(t.m_end, d.time.back());
+        first = false;
+    }
+    return t;
+}
+
+const DeviceTimeline* Timeline::device(DeviceId id) const
+{
+    for (const auto& d : m_devices)
+        if (d.device == id)
+            return &d;
+    return nullptr;
+}
+
+const DeviceTimeline* Timeline::busiest() const
+{
+    const DeviceTimeline* best = nullptr;
+    Bytes bestPeak = 0;
+    for (const auto& d : m_devices) {
+        if (d.time.empty())
+            continue;
+        const Bytes p = *std::max_element(d.allocated.begin(), d.allocated.end());
+        if (!best || p > bestPeak) {
+            best = &d;
+            bestPeak = p;
+        }
+    }
+    return best;
+}
+
+} // namespace gpumem::analyze

@@ -1,0 +1,123 @@
+#include "analyze/trace_diff.h"
+
+#include "analyze/analysis_report.h"
+#include "core/error.h"
+#include "core/units.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <ostream>
+
+namespace gpumem::analyze {
+
+std::vector<DiffRow> TraceDiff::changed(GroupBy g) const
+{
+    std::vector<DiffRow> out;
+    for (const auto& r : rows)
+        if (r.group == g)
+            out.push_back(r);
+    return out;
+}
+
+TraceDiff diffAnalyses(const Analysis& before, const Analysis& after)
+{
+    if (before.breakdowns.empty() || after.breakdowns.empty())
+        throw UsageError("nothing to compare: " + std::string(before.breakdowns.empty() ? "the first" : "the second")
+            + " trace has no memory events on the analyzed device");
+    const auto& a = before.breakdowns.front();
+    const auto& b = after.breakdowns.front();
+    TraceDiff d;
+    d.instant = a.instant.label;
+    d.liveBefore = a.liveBytes;
+    d.liveAfter = b.liveBytes;
+    d.peakAllocatedBefore = before.fragmentation.peakAllocated;
+    d.peakAllocatedAfter = after.fragmentation.peakAllocated;
+    d.peakReservedBefore = before.fragmentation.peakReserved;
+    d.peakReservedAfter = after.fragmentation.peakReserved;
+    d.stepsBefore = before.steps.steps.size();
+    d.stepsAfter = after.steps.steps.size();
+    for (int gi = 0; gi < kGroupByCount; ++gi) {
+        const auto g = static_cast<GroupBy>(gi);
+        const bool self = g == GroupBy::Module;
+        std::map<std::string, DiffRow> rows;
+        for (const auto& r : a.by(g)) {
+            auto& x = rows[r.key];
+            x.group = g, x.key = r.key, x.label = r.label;
+            x.before = self ? r.selfBytes : r.totalBytes;
+        }
+        for (const auto& r : b.by(g)) {
+            auto& x = rows[r.key];
+            x.group = g, x.key = r.key, x.label = r.label;
+            x.after = self ? r.selfBytes : r.totalBytes;
+        }
+        std::vector<DiffRow> changed;
+        for (auto& [key, r] : rows)
+            if (r.before != r.after)
+                changed.push_back(std::move(r));
+        std::stable_sort(changed.begin(), changed.end(), [](const DiffRow& x, const DiffRow& y) {
+            return std::llabs(x.delta()) > std::llabs(y.delta());
+        });
+        d.rows.insert(d.rows.end(), changed.begin(), changed.end());
+    }
+    return d;
+}
+
+namespace {
+    std::string signedBytes(std::int64_t v)
+    {
+        return (v < 0 ? "-" : "+") + formatBytes(static_cast<Bytes>(v < 0 ? -v : v));
+    }
+    std::string change(Bytes x, Bytes y)
+    {
+        return formatBytes(x) + " -> " + formatBytes(y) + " (" + signedBytes(static_cast<std::int64_t>(y) - static_cast<std::int64_t>(x)) + ")";
+    }
+} // namespace
+
+void writeDiffText(const TraceDiff& d, std::string_view labelBefore, std::string_view labelAfter, std::size_t top, std::ostream& out)
+{
+    out << "gpumem diff\n  A: " << labelBefore << "\n  B: " << labelAfter << '\n';
+    out << "  peak allocated   " << change(d.peakAllocatedBefore, d.peakAllocatedAfter) << '\n';
+    if (d.peakReservedBefore && d.peakReservedAfter)
+        out << "  peak reserved    " << change(*d.peakReservedBefore, *d.peakReservedAfter) << '\n';
+    out << "  live at " << d.instant << ": " << change(d.liveBefore, d.liveAfter) << '\n';
+    out << "  steps            " << d.stepsBefore << " -> " << d.stepsAfter << '\n';
+    for (int gi = 0; gi < kGroupByCount; ++gi) {
+        const auto g = static_cast<GroupBy>(gi);
+        auto rows = d.changed(g);
+        out << "\n  by " << toString(g) << (g == GroupBy::Module ? " (self bytes)" : "") << ": ";
+        if (rows.empty()) {
+            out << "no change\n";
+            continue;
+        }
+        out << rows.size() << (rows.size() == 1 ? " row changed\n" : " rows changed\n");
+        for (std::size_t i = 0; i < rows.size() && i < top; ++i)
+            out << "    " << signedBytes(rows[i].delta()) << "  " << rows[i].key << "  (" << formatBytes(rows[i].before) << " -> "
+                << formatBytes(rows[i].after) << ")\n";
+    }
+}
+
+nlohmann::json diffToJson(const TraceDiff& d, std::string_view labelBefore, std::string_view labelAfter)
+{
+    using nlohmann::json;
+    auto opt = [](const std::optional<Bytes>& o) { return o ? json(*o) : json(); };
+    json rows = json::array();
+    for (const auto& r : d.rows)
+        rows.push_back({ { "group", toString(r.group) }, { "key", r.key }, { "label", r.label }, { "before_bytes", r.before },
+            { "after_bytes", r.after }, { "delta_bytes", r.delta() } });
+    return { { "a", labelBefore }, { "b", labelAfter }, { "instant", d.instant }, { "live_before", d.liveBefore },
+        { "live_after", d.liveAfter }, { "peak_allocated_before", d.peakAllocatedBefore }, { "peak_allocated_after", d.peakAllocatedAfter },
+        { "peak_reserved_before", opt(d.peakReservedBefore) }, { "peak_reserved_after", opt(d.peakReservedAfter) },
+        { "steps_before", d.stepsBefore }, { "steps_after", d.stepsAfter }, { "changed", rows } };
+}
+
+void writeDiffCsv(const TraceDiff& d, std::ostream& out)
+{
+    out << "group,key,label,before_bytes,after_bytes,delta_bytes\n";
+    for (const auto& r : d.rows)
+        out << toString(r.group) << ',' << csvField(r.key) << ',' << csvField(r.label) << ',' << r.before << ',' << r.after << ','
+            << r.delta() << '\n';
+}
+
+} // namespace gpumem::analyze

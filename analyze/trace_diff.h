@@ -1,0 +1,41 @@
+#pragma once
+// Compares two analyses (gpumem diff A B): their peaks and the breakdowns at one instant, matching
+// rows by module path, call stack (frame names, files and lines), category, size class and stream —
+// never by address, which differ between runs. Module rows compare self bytes, so a change in one
+// module is reported there and not again in its ancestors. Immutable result; thread-safe.
+#include "analyze/analysis.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <iosfwd>
+
+namespace gpumem::analyze {
+
+struct DiffRow {
+    GroupBy group = GroupBy::Module;
+    std::string key, label;
+    Bytes before = 0, after = 0; // 0 where the row is absent on that side
+    std::int64_t delta() const { return static_cast<std::int64_t>(after) - static_cast<std::int64_t>(before); }
+};
+
+struct TraceDiff {
+    std::string instant; // "peak allocated", …
+    Bytes liveBefore = 0, liveAfter = 0;
+    Bytes peakAllocatedBefore = 0, peakAllocatedAfter = 0;
+    std::optional<Bytes> peakReservedBefore, peakReservedAfter;
+    std::size_t stepsBefore = 0, stepsAfter = 0;
+    // Rows whose bytes differ, per group in GroupBy order, then by |delta| descending.
+    std::vector<DiffRow> rows;
+    std::vector<DiffRow> changed(GroupBy g) const;
+};
+
+// Uses the first breakdown of each analysis (they should be taken at the same kind of instant).
+// Throws UsageError when either has no breakdown (a trace without memory events).
+TraceDiff diffAnalyses(const Analysis& before, const Analysis& after);
+
+void writeDiffText(const TraceDiff& d, std::string_view labelBefore, std::string_view labelAfter, std::size_t top, std::ostream& out);
+nlohmann::json diffToJson(const TraceDiff& d, std::string_view labelBefore, std::string_view labelAfter);
+// Header: group,key,label,before_bytes,after_bytes,delta_bytes
+void writeDiffCsv(const TraceDiff& d, std::ostream& out);
+
+} // namespace gpumem::analyze

@@ -1,0 +1,227 @@
+// Throughput and size of the native .gmt format against the .jsonl interchange form (the baseline),
+// on a synthetic PyTorch-like trace: request-level alloc/free pairs with 512-byte-rounded block
+// sizes (PyTorch c10/cuda/CUDACachingAllocator.cpp, round_size), blocks carved from 2 MiB and
+// 20 MiB segments, monotonically increasing times with microsecond jitter, a few scopes and sites.
+//
+// Usage: gmt_bench [--events N] [--repeats R] [--jsonl-events M] [--dir D] [--save FILE.gmt]
+// (--save writes the generated trace and exits: input for profiling. --jsonl-events 1000000 makes
+// the baseline quicker: .jsonl at 10M events takes minutes; its per-event rates barely change.)
+// Prints, for each format, the best of R runs: write and read events per CPU second (the process's
+// user + system time, so other load on the machine does not count; wall time beside), bytes per event; then
+// the gmt/jsonl ratios, and the lazy pairing (Trace::allocations) time separately.
+#include "core/gmt_format.h"
+#include "core/jsonl_format.h"
+#include "core/trace_builder.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+using namespace gpumem;
+
+namespace {
+
+constexpr Bytes kMiB = 1024 * 1024;
+
+Trace makeTrace(std::size_t events)
+{
+    TraceBuilder b;
+    b.metadata() = { { "tool", "gmt_bench" }, { "description", "synthetic PyTorch-like trace" } };
+    DeviceId dev = b.addDevice(Device { DeviceType::Cuda, 0, b.intern("NVIDIA H100 80GB HBM3"), 80 * 1024 * kMiB });
+    StreamId streams[2] = { b.addStream(Stream { dev, 0, b.intern("default") }), b.addStream(Stream { dev, 0x5555aa00, b.intern("comm") }) };
+    std::vector<ScopeId> scopes;
+    ScopeId model = b.scope(0, "nn.Module: GPT", ScopeKind::Module);
+    for (int layer = 0; layer < 12; ++layer) {
+        ScopeId l = b.scope(model, "nn.Module: Block_" + std::to_string(layer), ScopeKind::Module);
+        for (const char* op : { "aten::mm", "aten::add", "aten::softmax", "aten::layer_norm" })
+            scopes.push_back(b.scope(l, op, ScopeKind::Op));
+    }
+    std::vector<SiteId> sites;
+    for (int s = 0; s < 40; ++s) {
+        FrameId f[3] = { b.frame("at::native::op_" + std::to_string(s), "aten/src/ATen/native/Op.cpp", 100 + s),
+            b.frame("forward", "model.py", 40 + s % 7), b.frame("train_step", "train.py", 88) };
+        sites.push_back(b.site(f));
+    }
+
+    std::mt19937_64 rng(42);
+    // Segments: a few 2 MiB small-pool segments and many 20 MiB large-pool ones, plus big ones.
+    std::vector<std::pair<Address, Bytes>> segments;
+    Address base = 0x7f3a00000000;
+    for (int i = 0; i < 64; ++i) {
+        Bytes size = i < 16 ? 2 * kMiB : (i < 56 ? 20 * kMiB : 256 * kMiB);
+        segments.push_back({ base, size });
+        base += size + 2 * kMiB;
+    }
+    struct Live {
+        Address address;
+        Bytes size;
+        ScopeId scope;
+        SiteId site;
+        StreamId stream;
+    };
+    std::vector<Live> live;
+    live.reserve(1 << 16);
+    TimeNs t = 1'732'000'000'000'000'000; // Unix epoch ns (Nov 2024)
+    auto& m = b.memoryColumns();
+    m.reserve(events);
+    for (std::size_t i = 0; i < events; ++i) {
+        t += 200 + static_cast<TimeNs>(rng() % 3000); // µs-scale jitter
+        bool doAlloc = live.empty() || (live.size() < 20000 && rng() % 100 < 52);
+        MemoryEvent e;
+        e.time = t;
+        e.thread = 4242;
+        if (doAlloc) {
+            std::uint64_t r = rng();
+            Bytes requested;
+            if (r % 10 < 7)
+                requested = 1 + (r >> 8) % (64 * 1024); // small activations
+            else if (r % 10 < 9)
+                requested = 64 * 1024 + (r >> 8) % kMiB;
+            else
+                requested = kMiB + (r >> 8) % (64 * kMiB);
+            Bytes size = std::max<Bytes>(512, (requested + 511) / 512 * 512);
+            const auto& seg = size <= kMiB ? segments[(r >> 40) % 16] : segments[16 + (r >> 40) % 48];
+            Bytes room = seg.second > size ? seg.second - size : 0;
+            Address addr = seg.first + (room ? ((r >> 20) % room) / 512 * 512 : 0);
+            Live l { addr, size, scopes[(r >> 33) % scopes.size()], sites[(r >> 27) % sites.size()], streams[(r >> 50) % 8 == 0] };
+            live.push_back(l);
+            e.kind = EventKind::Alloc;
+            e.address = l.address, e.size = l.size, e.requestedSize = requested;
+            e.scope = l.scope, e.site = l.site, e.stream = l.stream;
+            e.category = static_cast<Category>((r >> 56) % 4);
+        } else {
+            std::size_t k = rng() % live.size();
+            Live l = live[k];
+            live[k] = live.back();
+            live.pop_back();
+            e.kind = EventKind::Free;
+            e.address = l.address, e.size = l.size, e.scope = l.scope, e.site = l.site, e.stream = l.stream;
+        }
+        e.sequence = i;
+        m.push(e);
+    }
+    return b.build();
+}
+
+// CPU seconds of this process (user + system), so that other processes sharing the machine do not
+// count: the figures are "events per second on one core". Wall time is printed beside them.
+double cpuNow()
+{
+    timespec ts {};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+double wallNow() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+struct Time {
+    double cpu = 1e300, wall = 1e300;
+};
+void timeBest(Time& best, const std::function<void()>& f)
+{
+    double c0 = cpuNow(), w0 = wallNow();
+    f();
+    best.cpu = std::min(best.cpu, cpuNow() - c0);
+    best.wall = std::min(best.wall, wallNow() - w0);
+}
+
+struct Figures {
+    Time write, read;
+    std::uintmax_t bytes = 0;
+    std::size_t events = 0;
+};
+
+Figures measure(const Trace& trace, const std::string& path, int repeats, bool gmt)
+{
+    Figures f;
+    f.events = trace.memory().count();
+    for (int r = 0; r < repeats; ++r) {
+        timeBest(f.write, [&] { gmt ? writeGmt(trace, path) : writeJsonl(trace, path); });
+        std::size_t read = 0;
+        timeBest(f.read, [&] { read = (gmt ? readGmt(path) : readJsonl(path)).memory().count(); });
+        if (read != f.events) {
+            std::fprintf(stderr, "read back %zu events, wrote %zu\n", read, f.events);
+            std::exit(1);
+        }
+    }
+    f.bytes = std::filesystem::file_size(path);
+    std::filesystem::remove(path);
+    return f;
+}
+
+void print(const char* name, const Figures& f)
+{
+    std::printf("%-6s %9zu events  write %7.2f M events/s (cpu %6.3f s, wall %6.3f s)  read %7.2f M events/s (cpu %6.3f s, wall %6.3f s)  "
+                "%6.2f bytes/event\n",
+        name, f.events, f.events / f.write.cpu / 1e6, f.write.cpu, f.write.wall, f.events / f.read.cpu / 1e6, f.read.cpu, f.read.wall,
+        double(f.bytes) / double(f.events));
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    std::size_t events = 10'000'000, jsonlEvents = 0;
+    int repeats = 3;
+    std::string dir = std::filesystem::temp_directory_path().string(), save;
+    for (int i = 1; i < argc; i += 2) {
+        std::string a = argv[i];
+        if (i + 1 == argc)
+            a = "--help"; // an option without its value
+        if (a == "--events")
+            events = std::stoull(argv[i + 1]);
+        else if (a == "--repeats")
+            repeats = std::max(1, std::stoi(argv[i + 1]));
+        else if (a == "--jsonl-events")
+            jsonlEvents = std::stoull(argv[i + 1]);
+        else if (a == "--dir")
+            dir = argv[i + 1];
+        else if (a == "--save")
+            save = argv[i + 1];
+        else {
+            std::fprintf(stderr, "usage: gmt_bench [--events N] [--repeats R] [--jsonl-events M] [--dir D] [--save FILE.gmt]\n");
+            return 2;
+        }
+    }
+    if (jsonlEvents == 0)
+        jsonlEvents = events;
+    std::printf("generating %zu events…\n", events);
+    std::fflush(stdout);
+    Trace trace = makeTrace(events);
+    if (!save.empty()) {
+        writeGmt(trace, save);
+        return 0;
+    }
+    std::string stem = dir + "/gmt_bench_" + std::to_string(::getpid());
+
+    Figures gmt = measure(trace, stem + ".gmt", repeats, true);
+    print("gmt", gmt);
+    std::fflush(stdout);
+    Trace jsonlTrace = jsonlEvents == events ? trace : makeTrace(jsonlEvents);
+    Figures jsonl = measure(jsonlTrace, stem + ".jsonl", repeats, false);
+    print("jsonl", jsonl);
+    std::printf("ratio gmt/jsonl: write %.1fx faster, read %.1fx faster, %.1fx smaller\n",
+        (gmt.events / gmt.write.cpu) / (jsonl.events / jsonl.write.cpu), (gmt.events / gmt.read.cpu) / (jsonl.events / jsonl.read.cpu),
+        (double(jsonl.bytes) / jsonl.events) / (double(gmt.bytes) / gmt.events));
+
+    // Pairing is lazy (first Trace::allocations call), so it is outside the read figure above.
+    writeGmt(trace, stem + ".gmt");
+    Trace fresh = readGmt(stem + ".gmt");
+    std::size_t allocations = 0;
+    Time pair;
+    timeBest(pair, [&] { allocations = fresh.allocations().size(); });
+    double pairS = pair.cpu;
+    std::filesystem::remove(stem + ".gmt");
+    std::printf("pairing (Trace::allocations, lazy, not in the read figure): %zu allocations in %.3f s = %.2f M events/s\n", allocations,
+        pairS, events / pairS / 1e6);
+    return 0;
+}

@@ -1,0 +1,106 @@
+// gpumem analyze TRACE — memory summary (torch.cuda.memory_summary() layout), fragmentation, steps and
+// leaks, and what was live at the peak grouped by module, category, site, size class and stream.
+#include "analyze/analysis_report.h"
+#include "cli/command.h"
+#include "core/error.h"
+#include "core/importer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <ostream>
+
+namespace gpumem::cli {
+
+// Shared by analyze, diff and report: --at values → InstantSpecs, --by values → GroupBys.
+std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& at, TimeNs traceStart)
+{
+    std::vector<analyze::InstantSpec> specs;
+    for (const auto& a : at)
+        specs.push_back(analyze::InstantSpec::parse(a, traceStart));
+    return specs;
+}
+
+std::vector<analyze::GroupBy> groupBys(const po::variables_map& vm)
+{
+    if (!vm.count("by"))
+        return analyze::ReportOptions {}.groups;
+    std::vector<analyze::GroupBy> groups;
+    for (const auto& b : vm["by"].as<std::vector<std::string>>()) {
+        auto g = analyze::groupByFromString(b);
+        if (!g)
+            throw UsageError("--by '" + b + "' is not one of: module, category, site, size, stream");
+        groups.push_back(*g);
+    }
+    return groups;
+}
+
+std::optional<DeviceId> deviceOption(const po::variables_map& vm)
+{
+    if (!vm.count("device"))
+        return std::nullopt;
+    const int d = vm["device"].as<int>();
+    if (d < 0 || d > 65535)
+        throw UsageError("--device " + std::to_string(d) + " is not a device index (0, 1, …; see 'gpumem info')");
+    return static_cast<DeviceId>(d);
+}
+
+namespace {
+    class AnalyzeCommand final : public Command {
+    public:
+        std::string_view name() const override { return "analyze"; }
+        std::string_view summary() const override { return "memory summary, fragmentation, steps, leaks, and what was live at the peak"; }
+        std::string_view synopsis() const override
+        {
+            return "analyze [--at peak|reserved-peak|TIME]... [--by module|category|site|size|stream]... [--top N]\n"
+                   "               [--device D] [--format text|json|csv] TRACE";
+        }
+        std::string_view details() const override
+        {
+            return "--at may be given several times; TIME is after the trace start (1.5s, 250ms, 40us, 1200ns) or\n"
+                   "@<absolute ns>. Default: the allocated peak and, when a reserved series exists, the reserved peak.\n"
+                   "--by limits the groupings (default: all five). Categories are the recorded ones where the trace\n"
+                   "has them, else inferred from lifetimes and step phases. Definitions: docs/analysis.md.";
+        }
+        void setup(po::options_description& o, po::positional_options_description& p) override
+        {
+            o.add_options()("at", po::value<std::vector<std::string>>(), "instant(s) to break down: peak, reserved-peak or TIME")(
+                "by", po::value<std::vector<std::string>>(), "grouping(s): module, category, site, size, stream")(
+                "top", po::value<std::size_t>()->default_value(10), "rows per grouping")(
+                "device", po::value<int>(), "device index (default: the one with the largest peak allocated)")(
+                "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
+                "strict", "treat import anomalies of warning or error severity as failures")(
+                "trace", po::value<std::string>()->required(), "trace file (positional)");
+            p.add("trace", 1);
+        }
+        int run(const po::variables_map& vm, std::ostream& out, std::ostream&) override
+        {
+            const std::string format = checkedChoice(vm, "format", { "text", "json", "csv" });
+            analyze::ReportOptions report;
+            report.groups = groupBys(vm);
+            report.top = vm["top"].as<std::size_t>();
+            const auto device = deviceOption(vm);
+            const std::string path = vm["trace"].as<std::string>();
+            LoadOptions load;
+            load.strict = vm.count("strict") > 0;
+            Trace trace = loadTrace(path, load);
+            analyze::AnalysisOptions options;
+            options.device = device;
+            if (vm.count("at")) {
+                TimeNs start = trace.memory().count() ? trace.memory().time.front() : 0;
+                options.instants = instantSpecs(vm["at"].as<std::vector<std::string>>(), start);
+            }
+            auto analysis = analyze::analyzeTrace(trace, options);
+            if (format == "json")
+                out << analyze::analysisToJson(trace, analysis, path, report).dump(2) << '\n';
+            else if (format == "csv")
+                analyze::writeAnalysisCsv(analysis, path, report, out);
+            else
+                analyze::writeAnalysisText(trace, analysis, path, report, out);
+            return kExitOk;
+        }
+    };
+} // namespace
+
+std::unique_ptr<Command> makeAnalyzeCommand() { return std::make_unique<AnalyzeCommand>(); }
+
+} // namespace gpumem::cli

@@ -1,0 +1,110 @@
+// gpumem analyze / diff / report end to end, on the sample trace and on micro loops written as .jsonl.
+#include "core/jsonl_format.h"
+#include "tests/analyze/micro_traces.h"
+#include "tests/cli/cli_runner.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+using gpumem::test::runCli;
+using gpumem::test::scratchDir;
+
+namespace {
+std::string writeLoop(const std::string& name, const gpumem::test::MicroLoop& p)
+{
+    auto path = scratchDir("analyze") / name;
+    gpumem::writeJsonl(gpumem::test::buildMicroLoop(p), path.string());
+    return path.string();
+}
+} // namespace
+
+TEST(AnalyzeCli, TextSummaryIsLaidOutLikeTorchMemorySummary)
+{
+    auto r = runCli("analyze traces/mlp_train.jsonl");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("|        Metric         |   At end   | Peak Usage | Tot Alloc  | Tot Freed  |"), std::string::npos);
+    EXPECT_NE(r.out.find("| Allocated memory      | 442896 KiB | 656097 KiB |   1786 MiB |   1353 MiB |"), std::string::npos);
+    EXPECT_NE(r.out.find("| GPU reserved memory   | 747520 KiB | 747520 KiB | 747520 KiB |      0 B   |"), std::string::npos);
+    EXPECT_NE(r.out.find("found by ProfilerStep annotations"), std::string::npos);
+    // Every line of the box is 77 columns wide, as in PyTorch.
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);)
+        EXPECT_EQ(line.size(), 77u) << line;
+}
+
+TEST(AnalyzeCli, JsonAndCsvCarryTheSameBreakdown)
+{
+    auto j = runCli("analyze --format json --by module --top 100 traces/mlp_train.jsonl");
+    ASSERT_EQ(j.exitCode, 0) << j.err;
+    auto doc = nlohmann::json::parse(j.out);
+    const auto& b = doc["breakdowns"][0];
+    EXPECT_EQ(b["instant"], "peak allocated");
+    std::uint64_t depth0 = 0;
+    for (const auto& r : b["by_module"])
+        if (r["depth"] == 0)
+            depth0 += r["total_bytes"].get<std::uint64_t>();
+    EXPECT_EQ(depth0, b["live_bytes"].get<std::uint64_t>());
+    EXPECT_EQ(b["live_bytes"].get<std::uint64_t>(), doc["stats"]["allocated_bytes"]["peak"].get<std::uint64_t>());
+
+    auto c = runCli("analyze --format csv --by category --at peak traces/mlp_train.jsonl");
+    ASSERT_EQ(c.exitCode, 0) << c.err;
+    EXPECT_EQ(c.out.substr(0, c.out.find('\n')), "trace,instant,time_ns,group,depth,key,label,self_bytes,total_bytes,self_blocks,total_blocks");
+    EXPECT_NE(c.out.find(",category,0,optimizer_state,optimizer_state,302317568,302317568,8,8"), std::string::npos) << c.out;
+}
+
+TEST(AnalyzeCli, BadOptionsAreUsageErrors)
+{
+    EXPECT_EQ(runCli("analyze --by colour traces/mlp_train.jsonl").exitCode, 2);
+    EXPECT_EQ(runCli("analyze --at yesterday traces/mlp_train.jsonl").exitCode, 2);
+    EXPECT_EQ(runCli("analyze --device 7 traces/mlp_train.jsonl").exitCode, 2);
+    EXPECT_EQ(runCli("diff traces/mlp_train.jsonl").exitCode, 2);
+    EXPECT_EQ(runCli("analyze no-such-file.jsonl").exitCode, 1);
+}
+
+TEST(AnalyzeCli, FlagsTheLeakingLoopWithItsSiteAndNotTheSteadyOne)
+{
+    auto leaky = runCli("analyze --format json " + writeLoop("leak.jsonl", { .steps = 5, .leakPerStep = 1 << 20 }));
+    ASSERT_EQ(leaky.exitCode, 0) << leaky.err;
+    auto l = nlohmann::json::parse(leaky.out)["leaks"];
+    EXPECT_TRUE(l["leaking"].get<bool>());
+    EXPECT_EQ(l["sites"][0]["label"], "cache_append (train.py:42)");
+    EXPECT_EQ(l["growth_per_step"].get<double>(), 1048576.0);
+    auto steady = runCli("analyze --format json " + writeLoop("steady.jsonl", { .steps = 5 }));
+    EXPECT_FALSE(nlohmann::json::parse(steady.out)["leaks"]["leaking"].get<bool>());
+}
+
+TEST(DiffCli, ReportsExactlyTheModuleThatDiffers)
+{
+    auto a = writeLoop("a.jsonl", {});
+    auto b = writeLoop("b.jsonl", { .fc2Extra = 2 << 20 });
+    auto r = runCli("diff --format json " + a + " " + b);
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    auto doc = nlohmann::json::parse(r.out);
+    std::vector<std::string> modules;
+    for (const auto& row : doc["changed"])
+        if (row["group"] == "module")
+            modules.push_back(row["key"]);
+    EXPECT_EQ(modules, std::vector<std::string> { "Net/Net.fc2" });
+    auto text = runCli("diff " + a + " " + b);
+    EXPECT_NE(text.out.find("by module (self bytes): 1 row changed\n    +2.00 MiB  Net/Net.fc2"), std::string::npos) << text.out;
+}
+
+TEST(ReportCli, WritesOneSelfContainedHtmlFile)
+{
+    auto out = scratchDir("report") / "r.html";
+    auto leak = writeLoop("leak-report.jsonl", { .steps = 5, .leakPerStep = 1 << 20 });
+    auto r = runCli("report traces/mlp_train.jsonl " + leak + " -o " + out.string());
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    auto html = gpumem::test::slurp(out);
+    EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+    EXPECT_EQ(html.find("<script"), std::string::npos);
+    EXPECT_EQ(html.find("src="), std::string::npos);
+    EXPECT_EQ(html.find("href="), std::string::npos);
+    EXPECT_EQ(html.find("url("), std::string::npos);
+    EXPECT_NE(html.find("<svg"), std::string::npos);
+    EXPECT_NE(html.find("cache_append (train.py:42)"), std::string::npos);
+    EXPECT_NE(html.find("No policies were given"), std::string::npos);
+    EXPECT_EQ(runCli("report --policy pytorch traces/mlp_train.jsonl -o " + out.string()).exitCode, 2);
+}
