@@ -174,6 +174,7 @@ nlohmann::json fidelityToJson(const replay::FidelityReport& r, std::string_view 
             { "within_1_percent", c.withinOnePercent } };
     };
     j["segment_level"] = r.segmentLevel;
+    j["comparable"] = r.comparable;
     if (r.reservedCounter)
         j["reserved_counter"] = counterJson(*r.reservedCounter);
     if (r.reservedCounterWarm) {
@@ -198,6 +199,12 @@ void writeFidelityReport(
     if (r.initialNotAdopted)
         out << ", " << r.initialNotAdopted << " not adopted";
     out << '\n';
+    if (!r.comparable) {
+        out << "  nothing to compare: the trace records no segment events, no initial state and no reserved counter\n"
+            << "  simulated         peak reserved " << formatBytes(r.simulatedPeakReserved) << ", "
+            << r.simulatedSegmentEvents << " segment events\n";
+        return;
+    }
     if (r.segmentLevel) {
         out << "  segment events    " << r.matched << "/" << r.recordedSegmentEvents << " matched ("
             << r.simulatedSegmentEvents << " simulated)\n";

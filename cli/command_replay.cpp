@@ -108,6 +108,8 @@ namespace {
                 return kExitOk;
             }
             Trace trace = loadTrace(path);
+            if (trace.memory().count() == 0)
+                throw Error(path + " has no memory events to replay (gpumem info shows what it holds)");
             std::vector<replay::ReplayResult> results;
             for (const auto& s : specs)
                 results.push_back(replay::Replayer(options).run(trace, s));

@@ -167,6 +167,7 @@ FidelityReport checkFidelity(const Trace& trace, const PolicySpec& spec, ReplayO
     }
     rep.reservedCounter = compareReservedCounter(trace, res.device, res.timeline, res.peakReserved.bytes);
     rep.segmentLevel = initialEvents > 0 || !recorded.empty() || !rep.reservedCounter;
+    rep.comparable = initialEvents > 0 || !recorded.empty() || rep.reservedCounter;
     if (!rep.segmentLevel) {
         // A profiler trace records reserved only as a counter: that is the recorded peak, and the
         // segment events and addresses have nothing to be compared with.

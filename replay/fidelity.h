@@ -57,6 +57,9 @@ struct FidelityReport {
     // Whether the trace records segment events or an initial state: without either (a profiler trace)
     // the segment-event and address comparisons do not apply and only the counter is compared.
     bool segmentLevel = true;
+    // False when the trace records neither segment events, an initial state nor a reserved counter:
+    // there is nothing to compare the simulation with.
+    bool comparable = true;
     std::optional<CounterComparison> reservedCounter;
     // The same comparison from a warm start: the opening Total Allocated held as one opaque block and
     // one unmeasured pass over the window first (ReplayOptions::openingAllocated, warmupPasses).
@@ -68,8 +71,8 @@ struct FidelityReport {
     std::uint64_t endSegmentsRecorded = 0;
     bool exact() const
     {
-        return segmentLevel && !firstMismatch && recordedSegmentEvents == matched && peakReservedError == 0
-            && allocAddressesMatched == allocAddressesCompared
+        return comparable && segmentLevel && !firstMismatch && recordedSegmentEvents == matched
+            && peakReservedError == 0 && allocAddressesMatched == allocAddressesCompared
             && (!endStateDifferences || endStateDifferences->empty());
     }
 };
