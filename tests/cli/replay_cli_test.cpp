@@ -86,3 +86,14 @@ TEST(ReplayCli, FidelityPrintsTheMatch)
     EXPECT_TRUE(j["exact"].get<bool>());
     EXPECT_EQ(j["peak_reserved"]["error"], 0);
 }
+
+TEST(ReplayCli, ATraceWithoutMemoryEventsIsAFailureWithAReason)
+{
+    // The 2021 profiler trace records sizes without addresses: nothing can be replayed (exit 1).
+    std::string path = std::string(GPUMEM_PUBLIC_TRACES) + "/kineto-tb-plugin/worker0.1623143089861.pt.trace.json.gz";
+    if (!std::filesystem::exists(path))
+        GTEST_SKIP() << "public trace " << path << " is absent (GPUMEM_PUBLIC_TRACES)";
+    auto r = runCli("replay '" + path + "'");
+    EXPECT_EQ(r.exitCode, 1);
+    EXPECT_NE(r.err.find("has no memory events to replay"), std::string::npos) << r.err;
+}
