@@ -10,6 +10,7 @@ std::unique_ptr<Command> makeAnalyzeCommand();
 std::unique_ptr<Command> makeDiffCommand();
 std::unique_ptr<Command> makeReportCommand();
 std::unique_ptr<Command> makeRecordCommand();
+std::unique_ptr<Command> makeReplayCommand();
 
 std::vector<std::unique_ptr<Command>> makeCommands()
 {
@@ -20,6 +21,7 @@ std::vector<std::unique_ptr<Command>> makeCommands()
     v.push_back(makeDiffCommand());
     v.push_back(makeReportCommand());
     v.push_back(makeRecordCommand());
+    v.push_back(makeReplayCommand());
     return v;
 }
 

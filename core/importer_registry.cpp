@@ -6,12 +6,12 @@
 namespace gpumem {
 std::unique_ptr<Importer> makeGmtImporter();
 std::unique_ptr<Importer> makeJsonlImporter();
+std::unique_ptr<Importer> makePytorchSnapshotImporter();
 std::unique_ptr<Importer> makeKinetoImporter();
 std::unique_ptr<Importer> makeMemoryTimelineImporter();
 std::unique_ptr<Importer> makeXplaneImporter();
 std::unique_ptr<Importer> makeRmmCsvImporter();
 std::unique_ptr<Importer> makeNsysSqliteImporter();
-std::unique_ptr<Importer> makePytorchSnapshotImporter();
 
 const std::vector<std::unique_ptr<Importer>>& importers()
 {
@@ -19,12 +19,12 @@ const std::vector<std::unique_ptr<Importer>>& importers()
         std::vector<std::unique_ptr<Importer>> v;
         v.push_back(makeGmtImporter());
         v.push_back(makeJsonlImporter());
+        v.push_back(makePytorchSnapshotImporter());
         v.push_back(makeKinetoImporter());
         v.push_back(makeMemoryTimelineImporter());
         v.push_back(makeXplaneImporter());
         v.push_back(makeRmmCsvImporter());
         v.push_back(makeNsysSqliteImporter());
-        v.push_back(makePytorchSnapshotImporter());
         return v;
     }();
     return all;

@@ -8,18 +8,24 @@
 namespace gpumem::replay {
 
 namespace {
-    Bytes roundUp(Bytes value, Bytes multiple) { return multiple <= 1 ? value : (value + multiple - 1) / multiple * multiple; }
+    Bytes roundUp(Bytes value, Bytes multiple)
+    {
+        return multiple <= 1 ? value : (value + multiple - 1) / multiple * multiple;
+    }
+    constexpr Bytes kTwoMiB = Bytes(2) << 20;
+    constexpr Bytes kDefaultTotalMemory = Bytes(80) << 30;
 }
 
-SimulatedDevice::SimulatedDevice(Bytes capacity, Bytes granularity)
+SimulatedDevice::SimulatedDevice(Bytes capacity, Bytes granularity, Bytes totalMemory)
     : m_capacity(capacity)
     , m_granularity(std::max<Bytes>(granularity, 1))
+    , m_totalMemory(totalMemory != 0 ? totalMemory : (capacity != 0 ? capacity : kDefaultTotalMemory))
 {
 }
 
 bool SimulatedDevice::take(Bytes bytes)
 {
-    if (m_capacity != 0 && bytes > m_capacity - m_counters.reserved) {
+    if (m_capacity != 0 && (m_counters.reserved > m_capacity || bytes > m_capacity - m_counters.reserved)) {
         ++m_counters.failedCalls;
         return false;
     }
@@ -28,48 +34,86 @@ bool SimulatedDevice::take(Bytes bytes)
     return true;
 }
 
-std::optional<Address> SimulatedDevice::malloc(Bytes bytes)
+void SimulatedDevice::notify(EventKind kind, Address address, Bytes bytes, StreamKey stream)
+{
+    if (m_observer)
+        m_observer->onDeviceCall(DeviceCall { kind, address, bytes, stream });
+}
+
+Address SimulatedDevice::bump(Bytes bytes)
+{
+    Address a = m_nextAddress;
+    // Leave a gap so that neighbouring segments never look contiguous (cudaMalloc gives no such promise).
+    m_nextAddress += roundUp(bytes, kTwoMiB) + kTwoMiB;
+    return a;
+}
+
+std::optional<Address> SimulatedDevice::malloc(Bytes bytes, StreamKey stream)
 {
     Bytes rounded = roundUp(bytes, m_granularity);
     if (!take(rounded))
         return std::nullopt;
     ++m_counters.mallocCalls;
-    Address a = m_nextAddress;
-    // Leave a gap so that neighbouring segments never look contiguous (cudaMalloc gives no such promise).
-    m_nextAddress += roundUp(rounded, Bytes(2) << 20) + (Bytes(2) << 20);
-    m_ranges.emplace(a, rounded);
+    Address a = 0;
+    while (!m_hints.empty() && a == 0) {
+        Hint h = m_hints.front();
+        m_hints.pop_front();
+        if (h.bytes == bytes && !overlaps(h.address, rounded))
+            a = h.address;
+    }
+    if (a == 0)
+        a = bump(rounded);
+    m_ranges.insert(a, rounded);
+    notify(EventKind::SegmentAlloc, a, rounded, stream);
     return a;
 }
 
-void SimulatedDevice::free(Address address)
+void SimulatedDevice::free(Address address, StreamKey stream)
 {
-    auto it = m_ranges.find(address);
-    if (it == m_ranges.end())
+    const Bytes* range = m_ranges.find(address);
+    if (!range)
         throw Error("simulated cudaFree of address " + std::to_string(address) + " that was never returned by malloc");
-    m_counters.reserved -= it->second;
+    Bytes bytes = *range;
+    m_counters.reserved -= bytes;
     ++m_counters.freeCalls;
-    m_ranges.erase(it);
+    m_ranges.erase(address);
+    notify(EventKind::SegmentFree, address, bytes, stream);
 }
 
-Address SimulatedDevice::reserveVirtual(Bytes bytes)
+void SimulatedDevice::adopt(Address address, Bytes bytes)
 {
-    Address a = m_nextAddress;
-    m_nextAddress += roundUp(bytes, Bytes(2) << 20) + (Bytes(2) << 20);
-    return a;
+    if (address == 0 || overlaps(address, bytes))
+        throw Error("initial state: segment at address " + std::to_string(address) + " overlaps another segment");
+    m_ranges.insert(address, bytes);
+    m_counters.reserved += bytes;
+    m_counters.peakReserved = std::max(m_counters.peakReserved, m_counters.reserved);
 }
 
-bool SimulatedDevice::map(Bytes bytes)
+bool SimulatedDevice::overlaps(Address address, Bytes bytes) const
+{
+    bool hit = false;
+    m_ranges.forEach([&](Address a, Bytes n) { hit = hit || (a < address + bytes && address < a + n); });
+    return hit;
+}
+
+Address SimulatedDevice::reserveVirtual(Bytes bytes) { return bump(bytes); }
+
+bool SimulatedDevice::map(Address address, Bytes bytes, StreamKey stream)
 {
     if (!take(bytes))
         return false;
     ++m_counters.mapCalls;
+    notify(EventKind::SegmentMap, address, bytes, stream);
     return true;
 }
 
-void SimulatedDevice::unmap(Bytes bytes)
+void SimulatedDevice::unmap(Address address, Bytes bytes, StreamKey stream)
 {
     m_counters.reserved -= std::min(bytes, m_counters.reserved);
     ++m_counters.unmapCalls;
+    notify(EventKind::SegmentUnmap, address, bytes, stream);
 }
+
+void SimulatedDevice::reportOom(Bytes bytes, StreamKey stream) { notify(EventKind::Oom, 0, bytes, stream); }
 
 } // namespace gpumem::replay

@@ -1,56 +1,109 @@
 #pragma once
 // The bottom of every policy stack (design.md §5): a simulated GPU with a capacity that hands out
 // address ranges and counts device calls (cudaMalloc/cudaFree, and cuMemMap/cuMemUnmap for
-// expandable segments) and the bytes reserved from it. Addresses are simulated, never the trace's.
+// expandable segments) and the bytes reserved from it. Addresses are simulated, never the trace's,
+// except where a replay asks for them: adopt() takes a recorded segment at its recorded address (the
+// initial state of a trace window) and addressHints() lets a fidelity replay hand out the recorded
+// segment addresses so that address-ordered tie breaks match the recording.
+// Every device call is reported to an optional DeviceObserver (the replay's segment-event record).
 // Not thread-safe: one device per replay.
 #include "core/types.h"
+#include "replay/detail/address_map.h"
 
 #include <cstdint>
-#include <map>
+#include <deque>
 #include <optional>
 
 namespace gpumem::replay {
 
+// The stream a request runs on, as the source names it (cudaStream_t value; 0 = default stream).
+using StreamKey = std::uint64_t;
+
 struct DeviceCounters {
     std::uint64_t mallocCalls = 0; // cudaMalloc (successful)
-    std::uint64_t freeCalls = 0;   // cudaFree
-    std::uint64_t mapCalls = 0;    // cuMemMap of physical pages
-    std::uint64_t unmapCalls = 0;  // cuMemUnmap
+    std::uint64_t freeCalls = 0; // cudaFree
+    std::uint64_t mapCalls = 0; // map calls of physical pages into an expandable segment (one per call)
+    std::uint64_t unmapCalls = 0; // unmap calls
     std::uint64_t failedCalls = 0; // requests refused for lack of capacity
-    Bytes reserved = 0;            // bytes currently taken from the device
+    Bytes reserved = 0; // bytes currently taken from the device
     Bytes peakReserved = 0;
+    std::uint64_t deviceCalls() const { return mallocCalls + freeCalls + mapCalls + unmapCalls; }
+};
+
+// One device call as a segment-level event (kind is SegmentAlloc/Free/Map/Unmap, or Oom when a
+// policy reports a failed request: size = the rounded request, address 0).
+struct DeviceCall {
+    EventKind kind = EventKind::SegmentAlloc;
+    Address address = 0;
+    Bytes size = 0;
+    StreamKey stream = 0;
+};
+
+class DeviceObserver {
+public:
+    virtual ~DeviceObserver() = default;
+    virtual void onDeviceCall(const DeviceCall& call) = 0;
 };
 
 class SimulatedDevice {
 public:
-    // capacity: bytes the device may hand out (0 = unlimited). granularity: every reservation is
-    // rounded up to it (cudaMalloc hands out 2 MiB-aligned ranges for large requests on current GPUs;
-    // PyTorch never asks for less than 2 MiB for its large pool, allocators.md §0).
-    explicit SimulatedDevice(Bytes capacity = 0, Bytes granularity = 512);
+    // capacity: bytes the device may hand out (0 = unlimited). granularity: every cudaMalloc is
+    // rounded up to it (512 B by default: PyTorch's own sizes are already multiples of 512 B and it
+    // asks for at least 2 MiB, allocators.md §0). totalMemory: what the device reports as its total
+    // memory (PyTorch sizes the expandable-segment VA reservation and the memory fraction from it);
+    // 0 = the capacity, or 80 GiB when both are 0 [choice].
+    explicit SimulatedDevice(Bytes capacity = 0, Bytes granularity = 512, Bytes totalMemory = 0);
 
     // cudaMalloc: a fresh address range of `bytes` (rounded to the granularity), or nullopt when the
     // capacity would be exceeded (the call is counted as failed).
-    std::optional<Address> malloc(Bytes bytes);
-    // cudaFree of a range returned by malloc; throws gpumem::Error on an unknown address.
-    void free(Address address);
+    std::optional<Address> malloc(Bytes bytes, StreamKey stream = 0);
+    // cudaFree of a range returned by malloc or adopt(); throws gpumem::Error on an unknown address.
+    void free(Address address, StreamKey stream = 0);
+    // Takes a segment that existed before the replay began (a snapshot's `segments`) at its recorded
+    // address: reserved grows, no call is counted and none is observed. Throws gpumem::Error if the
+    // range overlaps a live one.
+    void adopt(Address address, Bytes bytes);
     // Expandable segments: reserve a virtual range (no physical memory, no capacity used)…
     Address reserveVirtual(Bytes bytes);
-    // …and map/unmap physical pages into it; map fails (false) when the capacity would be exceeded.
-    bool map(Bytes bytes);
-    void unmap(Bytes bytes);
+    // …and map/unmap physical pages into it; map fails (false, nothing mapped) when the capacity
+    // would be exceeded. One call each, whatever the number of pages (PyTorch counts num_device_alloc
+    // once per map_block).
+    bool map(Address address, Bytes bytes, StreamKey stream = 0);
+    void unmap(Address address, Bytes bytes, StreamKey stream = 0);
+    // Reports a failed request to the observer (PyTorch's `oom` trace entry).
+    void reportOom(Bytes bytes, StreamKey stream = 0);
 
+    // Recorded segment_alloc addresses to hand out, oldest first: malloc(n) takes the front hint when
+    // its size equals n (and drops it otherwise). Used by fidelity replays only.
+    void addAddressHint(Address address, Bytes bytes) { m_hints.push_back({ address, bytes }); }
+
+    void setObserver(DeviceObserver* observer) { m_observer = observer; }
     Bytes capacity() const { return m_capacity; }
     Bytes granularity() const { return m_granularity; }
+    Bytes totalMemory() const { return m_totalMemory; }
+    // Bytes still available to malloc/map (the driver's "free"); the maximum value when unlimited.
     Bytes freeBytes() const { return m_capacity == 0 ? ~Bytes(0) : m_capacity - m_counters.reserved; }
     const DeviceCounters& counters() const { return m_counters; }
+    std::size_t liveRanges() const { return m_ranges.size(); }
+    // True if [address, address + bytes) overlaps a live range (linear in the live ranges).
+    bool overlaps(Address address, Bytes bytes) const;
 
 private:
     bool take(Bytes bytes);
+    void notify(EventKind kind, Address address, Bytes bytes, StreamKey stream);
+    Address bump(Bytes bytes);
+    struct Hint {
+        Address address;
+        Bytes bytes;
+    };
     Bytes m_capacity;
     Bytes m_granularity;
-    Address m_nextAddress = Address(1) << 40; // simulated addresses start high and never reuse
-    std::map<Address, Bytes> m_ranges;       // live cudaMalloc ranges
+    Bytes m_totalMemory;
+    Address m_nextAddress = Address(1) << 48; // above any recorded address; never reused
+    detail::AddressMap<Bytes> m_ranges; // live cudaMalloc (and adopted) ranges
+    std::deque<Hint> m_hints;
     DeviceCounters m_counters;
+    DeviceObserver* m_observer = nullptr;
 };
 
 } // namespace gpumem::replay

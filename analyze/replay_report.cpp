@@ -1,0 +1,251 @@
+#include "analyze/replay_report.h"
+
+#include "core/error.h"
+#include "core/units.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <ostream>
+
+namespace gpumem::analyze {
+
+namespace {
+
+    std::string percent(double fraction)
+    {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.1f %%", fraction * 100.0);
+        return buf;
+    }
+
+    std::string pad(const std::string& s, std::size_t width, bool left = false)
+    {
+        if (s.size() >= width)
+            return s;
+        return left ? s + std::string(width - s.size(), ' ') : std::string(width - s.size(), ' ') + s;
+    }
+
+    std::string csvField(const std::string& s)
+    {
+        if (s.find_first_of(",\"\n") == std::string::npos)
+            return s;
+        std::string q = "\"";
+        for (char c : s)
+            q += c == '"' ? std::string("\"\"") : std::string(1, c);
+        return q + "\"";
+    }
+
+    std::string firstOomText(const replay::ReplayResult& r, TimeNs start)
+    {
+        return r.failures.empty() ? std::string("-") : "+" + formatSeconds(r.failures.front().time - start);
+    }
+
+    nlohmann::json sideJson(const replay::SegmentEventSide& s, TimeNs start)
+    {
+        if (!s.present)
+            return nullptr;
+        return { { "kind", toString(s.kind) }, { "address", s.address }, { "size", s.size },
+            { "time_ns", s.time - start }, { "event", s.traceEvent } };
+    }
+
+    std::string sideText(const replay::SegmentEventSide& s, TimeNs start)
+    {
+        if (!s.present)
+            return "(none)";
+        return std::string(toString(s.kind)) + " " + formatBytes(s.size) + " (" + std::to_string(s.size)
+            + " B) at address " + std::to_string(s.address) + ", +" + formatSeconds(s.time - start) + ", trace event "
+            + std::to_string(s.traceEvent);
+    }
+
+} // namespace
+
+nlohmann::json replayResultToJson(const replay::ReplayResult& r, TimeNs start)
+{
+    nlohmann::json failures = nlohmann::json::array();
+    for (const auto& f : r.failures)
+        failures.push_back(
+            { { "time_ns", f.time - start }, { "event", f.event }, { "size", f.size }, { "stream", f.stream },
+                { "reserved", f.reserved }, { "allocated", f.allocated }, { "device_free", f.deviceFree } });
+    return {
+        { "policy", r.policy },
+        { "device", r.device },
+        { "request_events", r.requestEvents },
+        { "peak_reserved", r.peakReserved.bytes },
+        { "peak_reserved_time_ns", r.peakReserved.time - start },
+        { "peak_allocated", r.peakAllocated.bytes },
+        { "peak_allocated_time_ns", r.peakAllocated.time - start },
+        { "peak_requested", r.peakRequested.bytes },
+        { "waste_at_peak", r.atPeak.waste() },
+        { "external_fragmentation_at_peak", r.atPeak.external() },
+        { "inactive_split_at_peak", r.atPeak.inactiveSplit },
+        { "device_calls", r.deviceCalls() },
+        { "cuda_malloc", r.deviceCounters.mallocCalls },
+        { "cuda_free", r.deviceCounters.freeCalls },
+        { "map", r.deviceCounters.mapCalls },
+        { "unmap", r.deviceCounters.unmapCalls },
+        { "ooms", r.ooms },
+        { "stopped_at_oom", r.stopped },
+        { "failures", failures },
+        { "unmatched_frees", r.unmatchedFrees },
+        { "initial_segments", r.initialSegments },
+        { "initial_blocks", r.initialBlocks },
+    };
+}
+
+void writeReplayTable(
+    const std::vector<replay::ReplayResult>& results, std::string_view format, TimeNs start, std::ostream& out)
+{
+    if (format == "json") {
+        nlohmann::json all = nlohmann::json::array();
+        for (const auto& r : results)
+            all.push_back(replayResultToJson(r, start));
+        out << all.dump(2) << '\n';
+        return;
+    }
+    if (format == "csv") {
+        out << "policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns\n";
+        for (const auto& r : results) {
+            char waste[32];
+            std::snprintf(waste, sizeof waste, "%.6f", r.atPeak.waste());
+            out << csvField(r.policy) << ',' << r.peakReserved.bytes << ',' << r.peakAllocated.bytes << ',' << waste
+                << ',' << r.deviceCalls() << ',' << r.ooms << ','
+                << (r.failures.empty() ? std::string() : std::to_string(r.failures.front().time - start)) << '\n';
+        }
+        return;
+    }
+    if (format != "text")
+        throw UsageError("--format '" + std::string(format) + "' is not one of: text, json, csv");
+    std::size_t w = 6;
+    for (const auto& r : results)
+        w = std::max(w, r.policy.size());
+    out << pad("policy", w, true) << "  " << pad("peak reserved", 13) << "  " << pad("peak allocated", 14) << "  "
+        << pad("waste at peak", 13) << "  " << pad("device calls", 12) << "  " << pad("OOMs", 5) << "  "
+        << pad("first OOM", 13) << '\n';
+    for (const auto& r : results)
+        out << pad(r.policy, w, true) << "  " << pad(formatBytes(r.peakReserved.bytes), 13) << "  "
+            << pad(formatBytes(r.peakAllocated.bytes), 14) << "  " << pad(percent(r.atPeak.waste()), 13) << "  "
+            << pad(std::to_string(r.deviceCalls()), 12) << "  " << pad(std::to_string(r.ooms), 5) << "  "
+            << pad(firstOomText(r, start), 13) << '\n';
+    for (const auto& r : results) {
+        if (r.failures.empty())
+            continue;
+        const auto& f = r.failures.front();
+        out << r.policy << ": " << (r.stopped ? "stopped at the first OOM" : "first OOM") << ": +"
+            << formatSeconds(f.time - start) << ", request " << formatBytes(f.size) << " (" << f.size
+            << " B) on stream " << f.stream << ", reserved " << formatBytes(f.reserved) << ", device free "
+            << (f.deviceFree == ~Bytes(0) ? std::string("unlimited") : formatBytes(f.deviceFree)) << ", trace event "
+            << f.event << '\n';
+    }
+}
+
+nlohmann::json fidelityToJson(const replay::FidelityReport& r, std::string_view label, TimeNs start)
+{
+    nlohmann::json j = {
+        { "trace", label },
+        { "policy", r.policy },
+        { "exact", r.exact() },
+        { "segment_events",
+            { { "recorded", r.recordedSegmentEvents }, { "simulated", r.simulatedSegmentEvents },
+                { "matched", r.matched } } },
+        { "first_mismatch",
+            r.firstMismatch ? nlohmann::json { { "index", r.firstMismatch->index },
+                { "recorded", sideJson(r.firstMismatch->recorded, start) },
+                { "simulated", sideJson(r.firstMismatch->simulated, start) } }
+                            : nlohmann::json(nullptr) },
+        { "peak_reserved",
+            { { "recorded", r.recordedPeakReserved }, { "simulated", r.simulatedPeakReserved },
+                { "error", r.peakReservedError } } },
+        { "alloc_addresses", { { "compared", r.allocAddressesCompared }, { "matched", r.allocAddressesMatched } } },
+        { "initial_state",
+            { { "segments", r.initialSegments }, { "blocks", r.initialBlocks },
+                { "not_adopted", r.initialNotAdopted } } },
+        { "empty_cache_directives", r.emptyCacheDirectives },
+        { "ooms", r.ooms },
+    };
+    if (r.endStateDifferences)
+        j["end_state"] = { { "segments_recorded", r.endSegmentsRecorded },
+            { "segments_simulated", r.finalState.segments.size() }, { "differences", *r.endStateDifferences } };
+    auto counterJson = [&](const replay::CounterComparison& c) {
+        return nlohmann::json { { "series", c.series }, { "samples", c.samples }, { "recorded_first", c.recordedFirst },
+            { "recorded_peak", c.recordedPeak }, { "simulated_peak", c.simulatedPeak }, { "peak_error", c.peakError },
+            { "peak_error_ratio", c.peakErrorRatio }, { "mean_abs_error", c.meanAbsError },
+            { "max_abs_error", c.maxAbsError }, { "max_abs_error_time_ns", c.maxAbsErrorTime - start },
+            { "within_1_percent", c.withinOnePercent } };
+    };
+    j["segment_level"] = r.segmentLevel;
+    j["comparable"] = r.comparable;
+    if (r.reservedCounter)
+        j["reserved_counter"] = counterJson(*r.reservedCounter);
+    if (r.reservedCounterWarm) {
+        j["reserved_counter_warm"] = counterJson(*r.reservedCounterWarm);
+        j["opening_allocated"] = r.openingAllocated;
+    }
+    return j;
+}
+
+void writeFidelityReport(
+    const replay::FidelityReport& r, std::string_view label, std::string_view format, TimeNs start, std::ostream& out)
+{
+    if (format == "json") {
+        out << fidelityToJson(r, label, start).dump(2) << '\n';
+        return;
+    }
+    if (format != "text")
+        throw UsageError("--format '" + std::string(format) + "' is not one of: text, json (for --fidelity)");
+    out << label << '\n';
+    out << "  policy            " << r.policy << '\n';
+    out << "  initial state     " << r.initialSegments << " segments, " << r.initialBlocks << " live blocks adopted";
+    if (r.initialNotAdopted)
+        out << ", " << r.initialNotAdopted << " not adopted";
+    out << '\n';
+    if (!r.comparable) {
+        out << "  nothing to compare: the trace records no segment events, no initial state and no reserved counter\n"
+            << "  simulated         peak reserved " << formatBytes(r.simulatedPeakReserved) << ", "
+            << r.simulatedSegmentEvents << " segment events\n";
+        return;
+    }
+    if (r.segmentLevel) {
+        out << "  segment events    " << r.matched << "/" << r.recordedSegmentEvents << " matched ("
+            << r.simulatedSegmentEvents << " simulated)\n";
+        if (r.firstMismatch) {
+            out << "  first mismatch    segment event " << r.firstMismatch->index << '\n';
+            out << "    recorded        " << sideText(r.firstMismatch->recorded, start) << '\n';
+            out << "    simulated       " << sideText(r.firstMismatch->simulated, start) << '\n';
+        }
+        out << "  alloc addresses   " << r.allocAddressesMatched << "/" << r.allocAddressesCompared
+            << " at the recorded address\n";
+    } else {
+        out << "  segment events    none recorded (reserved is known only from the " << r.reservedCounter->series
+            << " counter); " << r.simulatedSegmentEvents << " simulated\n";
+    }
+    out << "  peak reserved     recorded " << formatBytes(r.recordedPeakReserved) << ", simulated "
+        << formatBytes(r.simulatedPeakReserved) << ", error " << r.peakReservedError << " B\n";
+    if (r.endStateDifferences) {
+        out << "  end state         " << (r.endStateDifferences->empty() ? "identical to" : "differs from")
+            << " the recorded segments (" << r.endSegmentsRecorded << " recorded, " << r.finalState.segments.size()
+            << " simulated)\n";
+        for (const auto& d : *r.endStateDifferences)
+            out << "    " << d << '\n';
+    }
+    auto counterText = [&](const char* title, const replay::CounterComparison& c) {
+        out << "  " << title << c.series << ": " << c.samples << " samples, first " << formatBytes(c.recordedFirst)
+            << "; peak recorded " << formatBytes(c.recordedPeak) << ", simulated " << formatBytes(c.simulatedPeak)
+            << " (error " << percent(c.peakErrorRatio) << "); mean |error| " << formatBytes(Bytes(c.meanAbsError))
+            << ", max " << formatBytes(c.maxAbsError) << " at +" << formatSeconds(c.maxAbsErrorTime - start) << "; "
+            << percent(c.withinOnePercent) << " of samples within 1 % of the peak\n";
+    };
+    if (r.reservedCounter)
+        counterText("cold start        ", *r.reservedCounter);
+    if (r.reservedCounterWarm) {
+        out << "  warm start        " << formatBytes(r.openingAllocated)
+            << " allocated before the window held as one block, one pass first\n";
+        counterText("                  ", *r.reservedCounterWarm);
+    }
+    if (r.emptyCacheDirectives)
+        out << "  empty_cache       " << r.emptyCacheDirectives
+            << " recorded release bursts replayed as empty_cache()\n";
+    out << "  result            " << (r.exact() ? "exact" : "not exact") << '\n';
+}
+
+} // namespace gpumem::analyze

@@ -1,0 +1,30 @@
+#pragma once
+// Writers for replay results: the comparison table `gpumem replay` prints (one row per policy: peak
+// reserved, peak allocated, waste at the peak, device calls, OOMs, first OOM time) as text, JSON or
+// CSV, and the fidelity report of `gpumem replay --fidelity`. Deterministic (golden tests compare
+// them byte for byte). Times are shown relative to `start` (the trace's first event).
+#include "replay/fidelity.h"
+#include "replay/replayer.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <iosfwd>
+#include <string_view>
+#include <vector>
+
+namespace gpumem::analyze {
+
+// format: "text", "json" or "csv" (anything else throws UsageError listing them). Waste at peak is
+// PyTorch-style 1 − allocated/reserved at the instant reserved first peaked (allocators.md §5.4).
+// Text and JSON also give the first failed request of each policy (time, size, stream, reserved and
+// device free then).
+void writeReplayTable(
+    const std::vector<replay::ReplayResult>& results, std::string_view format, TimeNs start, std::ostream& out);
+nlohmann::json replayResultToJson(const replay::ReplayResult& result, TimeNs start);
+
+// format: "text" or "json" (csv is refused: the report is not a table).
+void writeFidelityReport(const replay::FidelityReport& report, std::string_view label, std::string_view format,
+    TimeNs start, std::ostream& out);
+nlohmann::json fidelityToJson(const replay::FidelityReport& report, std::string_view label, TimeNs start);
+
+} // namespace gpumem::analyze

@@ -1,0 +1,49 @@
+#pragma once
+// Adaptor that adds counts and peaks to the policy it wraps: peak reserved, allocated and requested
+// bytes with the time and event index of their first occurrence (from the ReplayClock), the
+// fragmentation at the reserved peak, and the number of calls and failures. Not thread-safe.
+#include "replay/adaptors/policy_adaptor.h"
+
+namespace gpumem::replay {
+
+struct PeakAt {
+    Bytes bytes = 0;
+    TimeNs time = 0;
+    std::uint64_t event = 0;
+};
+
+struct CallCounts {
+    std::uint64_t allocations = 0;
+    std::uint64_t deallocations = 0;
+    std::uint64_t failures = 0;
+};
+
+class StatisticsAdaptor final : public PolicyAdaptor {
+public:
+    StatisticsAdaptor(AllocatorPolicy& upstream, const ReplayClock& clock)
+        : PolicyAdaptor(upstream, clock)
+    {
+        afterCall(PolicyCall::Adopt, true);
+    }
+    const PeakAt& peakReserved() const { return m_peakReserved; }
+    const PeakAt& peakAllocated() const { return m_peakAllocated; }
+    const PeakAt& peakRequested() const { return m_peakRequested; }
+    // Fragmentation sampled when reserved first reached its peak.
+    const FragmentationSample& atPeakReserved() const { return m_atPeak; }
+    const CallCounts& calls() const { return m_calls; }
+    // Restarts the peaks from the current state (after adopting a trace window's initial state, whose
+    // segments arrive before their blocks).
+    void resetPeaks()
+    {
+        m_peakReserved = m_peakAllocated = m_peakRequested = PeakAt {};
+        afterCall(PolicyCall::Adopt, true);
+    }
+
+private:
+    void afterCall(PolicyCall call, bool ok) override;
+    PeakAt m_peakReserved, m_peakAllocated, m_peakRequested;
+    FragmentationSample m_atPeak;
+    CallCounts m_calls;
+};
+
+} // namespace gpumem::replay

@@ -1,0 +1,56 @@
+#pragma once
+// PyTorch's CUDA caching allocator ("native" backend), one device, as allocators.md §1 specifies it:
+// round_size with both forms of roundup_power2_divisions, small and large pools, segment sizes,
+// per-stream best fit keyed (stream, size, address), the split rules, max_split_size_mb with the
+// max_non_split_rounding_mb tolerance, merging, garbage_collection_threshold with the memory fraction,
+// the out-of-memory recovery sequence (release_available_cached_blocks, release_cached_blocks),
+// free_requested/free_completed, and expandable segments (page mapping, segment_map/unmap).
+// Source: PyTorch c10/cuda/CUDACachingAllocator.cpp (DeviceCachingAllocator), paraphrased, never
+// copied; `PyTorchVersion::V2_0` selects the 2.0 differences (§1.14).
+// Not modelled: CUDA-graph private pools and MemPools, free-memory callbacks, the mempool OOM fallback
+// (none is visible in a trace). Owns its blocks; uses the SimulatedDevice it was given.
+// Not thread-safe.
+#include "replay/allocator_policy.h"
+#include "replay/policies/pytorch_config.h"
+
+#include <memory>
+
+namespace gpumem::replay {
+
+// memory_stats counters the other policies do not have (allocators.md §1.16).
+struct PyTorchCounters {
+    std::uint64_t numAllocRetries = 0;
+    std::uint64_t numOoms = 0;
+    std::uint64_t numSyncAllStreams = 0;
+    std::uint64_t numDeviceAlloc = 0; // cudaMalloc + segment maps
+    std::uint64_t numDeviceFree = 0; // cudaFree + unmaps
+    std::uint64_t gcSegmentFrees = 0; // segments released by garbage_collect_cached_blocks
+};
+
+class PyTorchPolicy final : public AllocatorPolicy {
+public:
+    PyTorchPolicy(SimulatedDevice& device, PyTorchConfig config);
+    ~PyTorchPolicy() override;
+
+    std::string name() const override;
+    PolicyState describeState() const override;
+    FragmentationSample fragmentation() const override;
+    const PyTorchConfig& config() const { return m_config; }
+    const PyTorchCounters& counters() const;
+    // The rounded size and pool a request of n bytes gets (tests and reports).
+    Bytes roundSize(Bytes n) const { return m_config.roundSize(n); }
+
+private:
+    std::optional<Address> doAllocate(Bytes bytes, StreamKey stream) override;
+    void doDeallocate(Address address, Bytes bytes, StreamKey stream) override;
+    void doRequestFree(Address address) override;
+    void doReleaseCached() override;
+    bool doAdoptSegment(const SegmentInfo& segment) override;
+    bool doAdoptBlock(Address address, Bytes size, Bytes requested, StreamKey stream) override;
+
+    struct Impl;
+    PyTorchConfig m_config;
+    std::unique_ptr<Impl> m_impl;
+};
+
+} // namespace gpumem::replay

@@ -1,0 +1,36 @@
+#pragma once
+// The shared part of the policies that hand every request its own block (direct, ideal): sizes
+// rounded to an alignment, a map of live blocks, stats and describeState(). A derived policy says
+// where a block comes from (obtain) and where it goes (release). Not thread-safe.
+#include "replay/allocator_policy.h"
+#include "replay/detail/address_map.h"
+
+namespace gpumem::replay {
+
+class SimpleBlockPolicy : public AllocatorPolicy {
+public:
+    PolicyState describeState() const override;
+    std::string name() const override;
+
+protected:
+    SimpleBlockPolicy(SimulatedDevice& device, std::string name, Bytes alignment);
+    // A block of `size` bytes (already aligned), or nullopt when there is no room.
+    virtual std::optional<Address> obtain(Bytes size, StreamKey stream) = 0;
+    virtual void release(Address address, Bytes size, StreamKey stream) = 0;
+    // Reserved bytes after a change (the device's, or the live bytes for the lower bound).
+    virtual Bytes reservedNow() const = 0;
+
+private:
+    std::optional<Address> doAllocate(Bytes bytes, StreamKey stream) final;
+    void doDeallocate(Address address, Bytes bytes, StreamKey stream) final;
+    struct Live {
+        Bytes size;
+        Bytes requested;
+        StreamKey stream;
+    };
+    std::string m_name;
+    Bytes m_alignment;
+    detail::AddressMap<Live> m_live;
+};
+
+} // namespace gpumem::replay

@@ -1,0 +1,42 @@
+#pragma once
+// Every policy the replay engine knows, by name (design.md §5: adding a policy = its class, one line
+// here, one line in the typed conformance suite). makePolicy() validates a PolicySpec completely and
+// builds the policy on a device the caller owns. Stateless; thread-safe.
+#include "replay/allocator_policy.h"
+#include "replay/policy_spec.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <memory>
+
+namespace gpumem::replay {
+
+struct PolicyInfo {
+    std::string name;
+    std::string summary;
+    std::vector<std::string> versions; // besides the default (newest) rules
+    std::vector<std::string> options; // valid option keys
+};
+
+// The registered policies, in display order.
+const std::vector<PolicyInfo>& registeredPolicies();
+
+// What a trace can tell a policy: the allocator settings it recorded (a snapshot's
+// allocator_settings object, or null). A `pytorch` spec without options uses them.
+struct PolicyContext {
+    const nlohmann::json* recordedSettings = nullptr;
+};
+
+// Builds the policy. Throws UsageError naming the valid choices on an unknown policy, version,
+// option or a bad value.
+std::unique_ptr<AllocatorPolicy> makePolicy(
+    const PolicySpec& spec, SimulatedDevice& device, const PolicyContext& context = {});
+
+// The same checks without building anything (a CLI's parse-only setup).
+void validatePolicySpec(const PolicySpec& spec);
+
+// The PyTorch settings a `pytorch[@V][:…]` spec selects (recorded settings applied when the spec has
+// no options). Throws UsageError like makePolicy.
+PyTorchConfig pytorchConfigFor(const PolicySpec& spec, const PolicyContext& context = {});
+
+} // namespace gpumem::replay

@@ -1,0 +1,116 @@
+#pragma once
+// The replay engine (design.md §5): feeds the request-level events of one device of a Trace, in time
+// order, to a policy stack (policy → StatisticsAdaptor → TimelineAdaptor) on a SimulatedDevice and
+// returns a ReplayResult. Deterministic and single-threaded per run; run(...) is const and shares
+// nothing, so many runs may go in parallel on one Trace.
+//
+// Rules:
+// - The request size is the event's requestedSize where the trace has it, else its size.
+// - Trace addresses are mapped to simulated ones through the trace's alloc → free pairing
+//   (Trace::allocations()), never by address equality.
+// - A free whose allocation also has a later free_completed is a free_requested: the block leaves the
+//   program (requestFree) and becomes reusable at the free_completed (deallocate); otherwise the free
+//   is both (allocators.md §1.7).
+// - The initial state of a ring-buffer window (the events a snapshot importer rebuilt before the first
+//   entry, metadata "reconstruction"[].events_before_trace) is adopted at the recorded addresses by a
+//   policy that can (pytorch with the recorded settings), or allocated like any request otherwise.
+// - A failed request is data: with OnOom::Stop the replay ends there; with OnOom::Skip it is counted,
+//   the allocation and its frees are dropped and the replay goes on.
+// - Segment-level events of the trace are not replayed; a fidelity replay (followRecorded) hands the
+//   recorded segment_alloc addresses to the device as hints and treats each burst of recorded
+//   segment_free/unmap events as an empty_cache() directive (allocators.md §1.17: empty_cache is not
+//   recorded; an OOM recovery without max_split_size releases the same segments, §1.10).
+#include "core/trace.h"
+#include "replay/adaptors/statistics_adaptor.h"
+#include "replay/adaptors/timeline_adaptor.h"
+#include "replay/policy_spec.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpumem::replay {
+
+enum class OnOom : std::uint8_t { Stop = 0, Skip = 1 };
+enum class InitialStateMode : std::uint8_t { Auto = 0, Adopt = 1, Allocate = 2, Ignore = 3 };
+
+struct ReplayOptions {
+    Bytes capacity = 0; // bytes the simulated device may hand out; 0 = unlimited
+    Bytes totalMemory = 0; // the device's reported total memory; 0 = the trace's, else the capacity
+    OnOom onOom = OnOom::Skip;
+    std::optional<DeviceId> device; // default: the first non-CPU device with alloc events
+    bool recordTimeline = false; // fill ReplayResult::timeline
+    bool recordAllocAddresses = false;
+    bool recordSegmentEvents = false; // fill ReplayResult::segmentEvents (every simulated device call)
+    bool keepFinalState = false; // fill ReplayResult::finalState
+    bool followRecorded = false; // fidelity replay: address hints and empty_cache directives
+    InitialStateMode initialState = InitialStateMode::Auto;
+    // Bytes allocated before the window that the trace does not list, held as one opaque live block
+    // from the start (a profiler trace's opening Total Allocated) [choice]; 0 = none.
+    Bytes openingAllocated = 0;
+    // Passes over the window before the measured one, to start from a warm cache as a steady-state
+    // training step does [choice]; blocks a pass leaves live are freed before the next.
+    int warmupPasses = 0;
+};
+
+struct FailedRequest {
+    TimeNs time = 0;
+    std::uint64_t event = 0; // index in Trace::memory()
+    Bytes size = 0; // the request
+    StreamKey stream = 0;
+    Bytes reserved = 0; // reserved when it failed
+    Bytes allocated = 0;
+    Bytes deviceFree = 0; // capacity − reserved (the maximum value when unlimited)
+};
+
+struct SegmentEventRecord {
+    std::uint64_t event = 0; // the trace event being replayed when the device call happened
+    TimeNs time = 0;
+    DeviceCall call;
+};
+
+struct ReplayResult {
+    std::string policy; // the policy's name() with its effective options
+    DeviceId device = 0;
+    std::uint64_t requestEvents = 0; // request-level events of the device fed to the policy
+    std::uint64_t allocations = 0; // successful allocate() calls
+    std::uint64_t unmatchedFrees = 0; // frees whose block the replay never saw (before the window)
+    std::uint64_t zeroSizeRequests = 0; // allocs of 0 bytes (never reach an allocator)
+    std::uint64_t initialSegments = 0, initialBlocks = 0; // adopted initial state
+    std::uint64_t initialNotAdopted = 0; // initial-state items the policy could not adopt
+    bool initialAdopted = false;
+    PeakAt peakReserved, peakAllocated, peakRequested;
+    FragmentationSample atPeak; // when reserved first reached its peak
+    Bytes finalReserved = 0, finalAllocated = 0;
+    DeviceCounters deviceCounters; // device calls and reserved as the device counted them
+    std::uint64_t ooms = 0;
+    std::vector<FailedRequest> failures; // in order; with OnOom::Stop at most one
+    bool stopped = false; // OnOom::Stop ended the replay early
+    std::vector<TimelinePoint> timeline;
+    std::vector<SegmentEventRecord> segmentEvents; // every simulated device call, in order (if recorded)
+    std::vector<std::pair<std::uint64_t, Address>> allocAddresses; // (alloc event, simulated address)
+    std::uint64_t emptyCacheDirectives = 0;
+    std::optional<PolicyState> finalState;
+    std::uint64_t deviceCalls() const { return deviceCounters.deviceCalls(); }
+};
+
+// The device a replay uses by default: the first non-CPU device with alloc events, else the first
+// device with any; nullopt for a trace without memory events.
+std::optional<DeviceId> defaultReplayDevice(const Trace& trace);
+
+// Number of leading events of `device` that an importer rebuilt as the state before the window
+// (metadata "reconstruction"[i].events_before_trace for the device's ordinal); 0 if none.
+std::uint64_t initialStateEventCount(const Trace& trace, DeviceId device);
+
+class Replayer {
+public:
+    explicit Replayer(ReplayOptions options = {});
+    const ReplayOptions& options() const { return m_options; }
+    // Throws UsageError for a bad spec (see makePolicy) or a device index out of range.
+    ReplayResult run(const Trace& trace, const PolicySpec& spec) const;
+
+private:
+    ReplayOptions m_options;
+};
+
+} // namespace gpumem::replay

@@ -1,0 +1,99 @@
+// gpumem replay: the comparison table, --fidelity on a public snapshot, --on-oom, and usage errors.
+#include "tests/cli/cli_runner.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+using gpumem::test::runCli;
+
+namespace {
+const std::string kSilmont = std::string(GPUMEM_PUBLIC_TRACES) + "/cs336-silmont2000/mem_snapshot.pickle";
+#define REQUIRE_SILMONT()                                                                                              \
+    if (!std::filesystem::exists(kSilmont))                                                                            \
+    GTEST_SKIP() << "public trace " << kSilmont << " is absent (GPUMEM_PUBLIC_TRACES)"
+}
+
+TEST(ReplayCli, BadSpecsExitTwoAndListTheValidChoices)
+{
+    auto unknown = runCli("replay traces/mlp_train.jsonl --policy tlsf");
+    EXPECT_EQ(unknown.exitCode, 2);
+    EXPECT_NE(unknown.err.find("valid policies: pytorch, direct, ideal"), std::string::npos) << unknown.err;
+    auto option = runCli("replay traces/mlp_train.jsonl --policy pytorch:expandable:True");
+    EXPECT_EQ(option.exitCode, 2);
+    EXPECT_NE(option.err.find("valid options: backend, max_split_size_mb"), std::string::npos) << option.err;
+    auto value = runCli("replay traces/mlp_train.jsonl --policy pytorch:garbage_collection_threshold:2");
+    EXPECT_EQ(value.exitCode, 2);
+    EXPECT_NE(value.err.find("between 0 and 1"), std::string::npos) << value.err;
+    auto oom = runCli("replay traces/mlp_train.jsonl --on-oom retry");
+    EXPECT_EQ(oom.exitCode, 2);
+    EXPECT_NE(oom.err.find("stop, skip"), std::string::npos) << oom.err;
+    auto help = runCli("help replay");
+    EXPECT_EQ(help.exitCode, 0);
+    EXPECT_NE(help.out.find("expandable_segments"), std::string::npos);
+}
+
+TEST(ReplayCli, PrintsOneRowPerPolicyInEveryFormat)
+{
+    REQUIRE_SILMONT();
+    auto text = runCli("replay '" + kSilmont + "' --policy pytorch --policy direct --policy ideal");
+    ASSERT_EQ(text.exitCode, 0) << text.err;
+    EXPECT_EQ(std::count(text.out.begin(), text.out.end(), '\n'), 4);
+    EXPECT_NE(
+        text.out.find("pytorch       3.52 GiB        3.03 GiB         14.1 %             9      0              -"),
+        std::string::npos)
+        << text.out;
+    auto csv = runCli("replay '" + kSilmont + "' --policy pytorch --policy ideal --format csv");
+    ASSERT_EQ(csv.exitCode, 0);
+    EXPECT_EQ(csv.out.substr(0, csv.out.find('\n')),
+        "policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns");
+    EXPECT_NE(csv.out.find("\npytorch,3781165056,"), std::string::npos) << csv.out;
+    auto json = nlohmann::json::parse(runCli("replay '" + kSilmont + "' --policy pytorch --format json").out);
+    ASSERT_EQ(json.size(), 1u);
+    EXPECT_EQ(json[0]["peak_reserved"], 3781165056u);
+    EXPECT_EQ(json[0]["device_calls"], 9u); // the nine cudaMalloc calls the recording has
+}
+
+TEST(ReplayCli, OnOomStopReportsTheFirstFailure)
+{
+    REQUIRE_SILMONT();
+    auto r = runCli("replay '" + kSilmont + "' --capacity 2GiB --on-oom stop --format json");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out)[0];
+    EXPECT_TRUE(j["stopped_at_oom"].get<bool>());
+    ASSERT_EQ(j["failures"].size(), 1u);
+    EXPECT_EQ(j["failures"][0]["size"], 536870912u);
+    EXPECT_LE(j["failures"][0]["reserved"].get<std::uint64_t>(), 2ull << 30);
+    auto skip
+        = nlohmann::json::parse(runCli("replay '" + kSilmont + "' --capacity 2GiB --on-oom skip --format json").out)[0];
+    EXPECT_FALSE(skip["stopped_at_oom"].get<bool>());
+    EXPECT_GT(skip["ooms"].get<int>(), 1);
+}
+
+TEST(ReplayCli, FidelityPrintsTheMatch)
+{
+    REQUIRE_SILMONT();
+    auto r = runCli("replay --fidelity '" + kSilmont + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("segment events    9/9 matched (9 simulated)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("alloc addresses   36/36"), std::string::npos) << r.out;
+    EXPECT_NE(
+        r.out.find("end state         identical to the recorded segments (9 recorded, 9 simulated)"), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("result            exact"), std::string::npos) << r.out;
+    auto j = nlohmann::json::parse(runCli("replay --fidelity --format json '" + kSilmont + "'").out);
+    EXPECT_TRUE(j["exact"].get<bool>());
+    EXPECT_EQ(j["peak_reserved"]["error"], 0);
+}
+
+TEST(ReplayCli, ATraceWithoutMemoryEventsIsAFailureWithAReason)
+{
+    // The 2021 profiler trace records sizes without addresses: nothing can be replayed (exit 1).
+    std::string path = std::string(GPUMEM_PUBLIC_TRACES) + "/kineto-tb-plugin/worker0.1623143089861.pt.trace.json.gz";
+    if (!std::filesystem::exists(path))
+        GTEST_SKIP() << "public trace " << path << " is absent (GPUMEM_PUBLIC_TRACES)";
+    auto r = runCli("replay '" + path + "'");
+    EXPECT_EQ(r.exitCode, 1);
+    EXPECT_NE(r.err.find("has no memory events to replay"), std::string::npos) << r.err;
+}

@@ -1,0 +1,135 @@
+#include "replay_test_support.h"
+
+#include "core/error.h"
+
+#include <nlohmann/json.hpp>
+
+using namespace gpumem;
+using namespace gpumem::replay;
+using namespace gpumem::replay::testing;
+
+namespace {
+std::string usageError(const std::string& spec)
+{
+    try {
+        validatePolicySpec(parsePolicySpec(spec));
+    } catch (const UsageError& e) {
+        return e.what();
+    }
+    return "";
+}
+PyTorchConfig config(const std::string& spec) { return pytorchConfigFor(parsePolicySpec(spec)); }
+}
+
+TEST(PolicySpec, ParsesNameVersionAndPytorchAllocConfSyntax)
+{
+    auto s = parsePolicySpec(
+        "pytorch@2.0:expandable_segments:True, max_split_size_mb:128,roundup_power2_divisions:[256:1,>:8]");
+    EXPECT_EQ(s.policy, "pytorch");
+    EXPECT_EQ(s.version, "2.0");
+    ASSERT_EQ(s.options.size(), 3u);
+    EXPECT_EQ(s.options[0], ConfOption("expandable_segments", "True"));
+    EXPECT_EQ(s.options[1], ConfOption("max_split_size_mb", "128"));
+    EXPECT_EQ(s.options[2], ConfOption("roundup_power2_divisions", "[256:1,>:8]"));
+    EXPECT_TRUE(parsePolicySpec("direct").options.empty());
+}
+
+TEST(PolicySpec, BadSpecsNameTheValidChoices)
+{
+    EXPECT_NE(usageError("tcmalloc").find("valid policies: pytorch, direct, ideal"), std::string::npos);
+    EXPECT_NE(usageError("pytorch:max_split:128").find("valid options: backend, max_split_size_mb"), std::string::npos);
+    EXPECT_NE(usageError("pytorch:expandable_segments:yes").find("True or False"), std::string::npos);
+    EXPECT_NE(usageError("pytorch@1.9").find("valid versions: main (default), 2.0"), std::string::npos);
+    EXPECT_NE(usageError("pytorch:max_split_size_mb:10").find(">= large_segment_size_mb (20)"), std::string::npos);
+    EXPECT_NE(usageError("pytorch@2.0:max_split_size_mb:20").find("greater than 20"), std::string::npos);
+    EXPECT_NE(usageError("pytorch@2.0:expandable_segments:True").find("unknown pytorch@2.0 option"), std::string::npos);
+    EXPECT_NE(usageError("pytorch:garbage_collection_threshold:1.0").find("between 0 and 1"), std::string::npos);
+    EXPECT_NE(usageError("pytorch:roundup_power2_divisions:3").find("power of two"), std::string::npos);
+    EXPECT_NE(usageError("pytorch:roundup_power2_divisions:[100:4]").find("power of two"), std::string::npos);
+    EXPECT_NE(usageError("pytorch:large_segment_size_mb:10").find("greater than 10"), std::string::npos);
+    EXPECT_NE(usageError("pytorch:backend:cudaMallocAsync").find("valid values: native"), std::string::npos);
+    EXPECT_NE(usageError("direct:granularity:4").find("valid options: alignment"), std::string::npos);
+    EXPECT_NE(usageError("ideal:alignment:3").find("power of two"), std::string::npos);
+    EXPECT_NE(usageError(":x:1").find("no policy name"), std::string::npos);
+    EXPECT_NE(usageError("pytorch:roundup_power2_divisions:[64:8").find("unbalanced"), std::string::npos);
+    EXPECT_EQ(usageError("pytorch:release_lock_on_cudamalloc:True,pinned_num_register_threads:8"), "");
+}
+
+TEST(PyTorchConfig, RoundupListFormMatchesUpstreamTestValues)
+{
+    // c10/test/core/AllocatorConfig_test.cpp expectations (allocators.md §1.3).
+    auto a = config("pytorch:roundup_power2_divisions:[64:8,128:2,256:4,512:2,1024:4,>:1]");
+    const std::vector<std::pair<Bytes, std::uint64_t>> ea
+        = { { 32, 8 }, { 64, 8 }, { 128, 2 }, { 256, 4 }, { 512, 2 }, { 1024, 4 }, { 2048, 1 }, { 4096, 1 } };
+    for (auto [mb, d] : ea)
+        EXPECT_EQ(a.divisionsFor(mb * MiB), d) << mb << " MiB";
+    auto b = config("pytorch:roundup_power2_divisions:[128:8,256:16,512:1,2048:8,>:2]");
+    const std::vector<std::pair<Bytes, std::uint64_t>> eb
+        = { { 64, 8 }, { 128, 8 }, { 256, 16 }, { 512, 1 }, { 1024, 0 }, { 2048, 8 }, { 4096, 2 } };
+    for (auto [mb, d] : eb)
+        EXPECT_EQ(b.divisionsFor(mb * MiB), d) << mb << " MiB";
+    // §1.3 consequence: one interval higher than the docs' prose.
+    auto c = config("pytorch:roundup_power2_divisions:[256:1,512:2,1024:4,>:8]");
+    EXPECT_EQ(c.divisionsFor(300 * MiB), 1u);
+    EXPECT_EQ(c.divisionsFor(600 * MiB), 2u);
+    EXPECT_EQ(c.divisionsFor(1500 * MiB), 4u);
+    EXPECT_EQ(c.divisionsFor(3000 * MiB), 8u);
+}
+
+TEST(PyTorchConfig, Version20RulesDifferWhereSection114Says)
+{
+    // `>` fills from the last listed index inclusive in 2.0.
+    auto v20 = config("pytorch@2.0:roundup_power2_divisions:[64:8,128:2,>:1]");
+    EXPECT_EQ(v20.divisionsFor(128 * MiB), 1u);
+    EXPECT_EQ(config("pytorch:roundup_power2_divisions:[64:8,128:2,>:1]").divisionsFor(128 * MiB), 2u);
+    // divisions 1 leaves sizes above 512 B unrounded in 2.0; newest rounds to 512.
+    EXPECT_EQ(config("pytorch@2.0:roundup_power2_divisions:1").roundSize(1000), 1000u);
+    EXPECT_EQ(config("pytorch:roundup_power2_divisions:1").roundSize(1000), 1024u);
+    EXPECT_EQ(config("pytorch@2.0:roundup_power2_divisions:1").roundSize(100), 512u);
+    // Same power-2 rounding otherwise.
+    EXPECT_EQ(config("pytorch@2.0:roundup_power2_divisions:4").roundSize(100 * MiB), 112 * MiB);
+}
+
+TEST(PyTorchConfig, SegmentSizesFollowLargeSegmentSize)
+{
+    auto d = config("pytorch");
+    EXPECT_EQ(d.allocationSize(512), 2 * MiB);
+    EXPECT_EQ(d.allocationSize(MiB), 2 * MiB);
+    EXPECT_EQ(d.allocationSize(MiB + 512), 20 * MiB);
+    EXPECT_EQ(d.allocationSize(10 * MiB - 512), 20 * MiB);
+    EXPECT_EQ(d.allocationSize(10 * MiB), 10 * MiB);
+    EXPECT_EQ(d.allocationSize(11 * MiB), 12 * MiB);
+    auto l = config("pytorch:large_segment_size_mb:64");
+    EXPECT_EQ(l.allocationSize(3 * MiB), 64 * MiB);
+    EXPECT_EQ(l.maxNonSplitRounding, 64 * MiB); // its default follows large_segment_size
+    Rig r("pytorch:large_segment_size_mb:64,expandable_segments:True");
+    r.alloc(3 * MiB);
+    EXPECT_EQ(r.log.sizes(EventKind::SegmentMap), std::vector<Bytes>({ 64 * MiB })); // page size too
+}
+
+TEST(PyTorchConfig, RecordedSettingsAreUsedWhenTheSpecHasNoOptions)
+{
+    nlohmann::json settings = { { "PYTORCH_CUDA_ALLOC_CONF", "large_segment_size_mb:40" },
+        { "max_split_size", 256 * MiB }, { "garbage_collection_threshold", 0.0 }, { "expandable_segments", false },
+        { "roundup_power2_divisions", { { "1", 0 }, { "2", 4 }, { "4", 0 } } } };
+    PolicyContext ctx { &settings };
+    auto c = pytorchConfigFor(parsePolicySpec("pytorch"), ctx);
+    EXPECT_EQ(c.maxSplitSize, 256 * MiB);
+    EXPECT_EQ(c.largeSegmentSize, 40 * MiB);
+    EXPECT_EQ(c.divisionsFor(3 * MiB), 4u);
+    EXPECT_EQ(c.divisionsFor(5 * MiB), 0u);
+    // Options given on the command line replace the recording.
+    auto o = pytorchConfigFor(parsePolicySpec("pytorch:expandable_segments:True"), ctx);
+    EXPECT_EQ(o.maxSplitSize, kUnlimited);
+    EXPECT_TRUE(o.expandableSegments);
+    nlohmann::json unlimited = { { "max_split_size", -1 } };
+    EXPECT_EQ(pytorchConfigFor(parsePolicySpec("pytorch"), { &unlimited }).maxSplitSize, kUnlimited);
+}
+
+TEST(PyTorchConfig, NameEchoesTheEffectiveSettings)
+{
+    Rig r("pytorch:max_split_size_mb:128,expandable_segments:True");
+    EXPECT_EQ(r.policy->name(), "pytorch:expandable_segments:True,max_split_size_mb:128");
+    EXPECT_EQ(Rig("pytorch@2.0").policy->name(), "pytorch@2.0");
+    EXPECT_EQ(Rig("ideal:alignment:1").policy->name(), "ideal:alignment:1");
+}
