@@ -1,6 +1,9 @@
 // gpumem report TRACE… -o report.html — one self-contained HTML file per run, for CI artifacts and bug reports.
 #include "analyze/html_report.h"
 #include "cli/command.h"
+#include "replay/policy_registry.h"
+#include "replay/policy_spec.h"
+#include "replay/replayer.h"
 #include "core/error.h"
 #include "core/importer.h"
 
@@ -21,8 +24,8 @@ namespace {
         std::string_view details() const override
         {
             return "The file has inline SVG and CSS only (no script, no network resources), so it opens anywhere and can be\n"
-                   "attached to CI runs and bug reports. --policy adds a what-if comparison row per trace and policy once\n"
-                   "the replay engine is available; without it the section says so.";
+                   "attached to CI runs and bug reports. --policy adds a what-if comparison row per trace and policy,\n"
+                   "replayed like `gpumem replay --policy SPEC` (peak reserved, device calls, OOMs, overhead over max live bytes).";
         }
         void setup(po::options_description& o, po::positional_options_description& p) override
         {
@@ -56,9 +59,31 @@ namespace {
             analyze::HtmlOptions options;
             options.title = vm["title"].as<std::string>();
             options.top = vm["top"].as<std::size_t>();
-            std::vector<analyze::PolicyRow> policies; // filled by the replay engine (see PolicyRow)
-            if (vm.count("policy"))
-                throw UsageError("--policy needs the replay engine, which this build does not have yet; run without --policy");
+            std::vector<analyze::PolicyRow> policies;
+            if (vm.count("policy")) {
+                std::vector<replay::PolicySpec> specs;
+                for (const auto& text : vm["policy"].as<std::vector<std::string>>()) {
+                    specs.push_back(replay::parsePolicySpec(text));
+                    replay::validatePolicySpec(specs.back()); // a bad spec is a usage error before any work
+                }
+                for (std::size_t i = 0; i < paths.size(); ++i) {
+                    replay::ReplayOptions replayOptions;
+                    replayOptions.device = analyses[i].device;
+                    for (std::size_t k = 0; k < specs.size(); ++k) {
+                        auto r = replay::Replayer(replayOptions).run(traces[i], specs[k]);
+                        analyze::PolicyRow row;
+                        row.trace = paths[i];
+                        row.policy = vm["policy"].as<std::vector<std::string>>()[k];
+                        row.peakReserved = r.peakReserved.bytes;
+                        row.peakAllocated = r.peakAllocated.bytes;
+                        row.deviceCalls = r.deviceCalls();
+                        row.failedRequests = r.ooms;
+                        if (analyses[i].fragmentation.lowerBound > 0)
+                            row.overheadVsLowerBound = double(r.peakReserved.bytes) / double(analyses[i].fragmentation.lowerBound);
+                        policies.push_back(std::move(row));
+                    }
+                }
+            }
             const std::string outPath = vm["output"].as<std::string>();
             const std::string tmp = outPath + ".tmp-" + std::to_string(::getpid());
             {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the bundled sample trace: builds gpumem if needed, then summarizes the trace,
 # analyzes its peak (what was live and who put it there, fragmentation, steps, leaks) and writes the
-# HTML report.
+# HTML report, and replays it under other allocator policies (what-if) with the comparison table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -18,5 +18,8 @@ run() {
 }
 run info "$trace"
 run analyze "$trace" --top 8
+policies=(--policy pytorch --policy pytorch:expandable_segments:True --policy pytorch:max_split_size_mb:64
+          --policy direct --policy ideal)
+run replay "$trace" "${policies[@]}"
 mkdir -p build/demo
-run report "$trace" -o build/demo/report.html
+run report "$trace" "${policies[@]}" -o build/demo/report.html

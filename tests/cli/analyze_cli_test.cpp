@@ -106,5 +106,18 @@ TEST(ReportCli, WritesOneSelfContainedHtmlFile)
     EXPECT_NE(html.find("<svg"), std::string::npos);
     EXPECT_NE(html.find("cache_append (train.py:42)"), std::string::npos);
     EXPECT_NE(html.find("No policies were given"), std::string::npos);
-    EXPECT_EQ(runCli("report --policy pytorch traces/mlp_train.jsonl -o " + out.string()).exitCode, 2);
+    EXPECT_EQ(runCli("report --policy bogus traces/mlp_train.jsonl -o " + out.string()).exitCode, 2);
+}
+
+TEST(ReportCli, ComparesPoliciesWithTheReplayEngine)
+{
+    auto out = scratchDir("report-policies") / "r.html";
+    auto r = runCli("report --policy pytorch --policy pytorch:expandable_segments:True traces/mlp_train.jsonl -o " + out.string());
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    auto html = gpumem::test::slurp(out);
+    EXPECT_EQ(html.find("No policies were given"), std::string::npos);
+    EXPECT_NE(html.find("pytorch:expandable_segments:True"), std::string::npos);
+    // The same peaks `gpumem replay` prints for this trace: 666 MiB with the default policy, 722 MiB expandable.
+    EXPECT_NE(html.find("666.00 MiB"), std::string::npos);
+    EXPECT_NE(html.find("722.00 MiB"), std::string::npos);
 }
