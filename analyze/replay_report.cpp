@@ -100,7 +100,7 @@ void writeReplayTable(
         nlohmann::json all = nlohmann::json::array();
         for (const auto& r : results)
             all.push_back(replayResultToJson(r, start));
-        out << all.dump(2) << '\n';
+        out << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
         return;
     }
     if (format == "csv") {
@@ -188,7 +188,7 @@ void writeFidelityReport(
     const replay::FidelityReport& r, std::string_view label, std::string_view format, TimeNs start, std::ostream& out)
 {
     if (format == "json") {
-        out << fidelityToJson(r, label, start).dump(2) << '\n';
+        out << fidelityToJson(r, label, start).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
         return;
     }
     if (format != "text")

@@ -1,7 +1,7 @@
 #pragma once
 // A CLI verb (osmium-tool's pattern): a parse-only setup that declares options, then run().
-// Results go to `out`, diagnostics to `err`. Exit codes: 0 ok, 1 failed, 2 usage, 3 a gate
-// condition was violated (--fail-if-oom and the like). Throw gpumem::UsageError for bad
+// Results go to `out`, diagnostics to `err`. Exit codes: 0 ok, 1 failed, 2 usage (3 is kept for
+// the gate options --fail-if-oom and the like, once a verb has them). Throw gpumem::UsageError for bad
 // arguments (→ 2) and gpumem::Error for failures (→ 1); main() maps them.
 #include <boost/program_options.hpp>
 

@@ -91,7 +91,7 @@ namespace {
             }
             auto analysis = analyze::analyzeTrace(trace, options);
             if (format == "json")
-                out << analyze::analysisToJson(trace, analysis, path, report).dump(2) << '\n';
+                out << analyze::analysisToJson(trace, analysis, path, report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
             else if (format == "csv")
                 analyze::writeAnalysisCsv(analysis, path, report, out);
             else

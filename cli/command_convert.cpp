@@ -1,5 +1,6 @@
 // gpumem convert IN -o OUT — any readable trace to .gmt or .jsonl.
 #include "cli/command.h"
+#include "cli/output_file.h"
 #include "core/error.h"
 #include "core/gmt_format.h"
 #include "core/importer.h"
@@ -52,23 +53,15 @@ namespace {
             std::error_code ec;
             if (std::filesystem::exists(outPath, ec) && std::filesystem::equivalent(in, outPath, ec))
                 throw UsageError("the output '" + outPath + "' is the input; choose another output file");
+            OutputFile output(outPath); // checks the destination before the work
             LoadOptions options;
             options.strict = vm.count("strict") > 0;
             Trace trace = loadTrace(in, options);
-            const std::string tmp = outPath + ".tmp-" + std::to_string(::getpid());
-            try {
-                if (to == "gmt")
-                    writeGmt(trace, tmp);
-                else
-                    writeJsonl(trace, tmp);
-            } catch (...) {
-                std::remove(tmp.c_str());
-                throw;
-            }
-            if (std::rename(tmp.c_str(), outPath.c_str()) != 0) {
-                std::remove(tmp.c_str());
-                throw IoError(outPath + ": cannot write (rename from the temporary file failed)");
-            }
+            if (to == "gmt")
+                writeGmt(trace, output.writePath());
+            else
+                writeJsonl(trace, output.writePath());
+            output.commit();
             out << "wrote " << outPath << " (" << to << ", " << trace.memory().count() << " memory events)\n";
             return kExitOk;
         }

@@ -53,7 +53,7 @@ namespace {
             }
             auto diff = analyze::diffAnalyses(analyses[0], analyses[1]);
             if (format == "json")
-                out << analyze::diffToJson(diff, paths[0], paths[1]).dump(2) << '\n';
+                out << analyze::diffToJson(diff, paths[0], paths[1]).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
             else if (format == "csv")
                 analyze::writeDiffCsv(diff, out);
             else

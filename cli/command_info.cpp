@@ -15,7 +15,7 @@ void printFormats(std::ostream& out)
     out << "Formats gpumem reads (detected from the content, not the file name):\n";
     for (const auto& i : importers()) {
         std::string n(i->name());
-        out << "  " << n << std::string(n.size() < 20 ? 20 - n.size() : 1, ' ') << i->description() << '\n';
+        out << "  " << n << std::string(n.size() < 26 ? 26 - n.size() : 1, ' ') << i->description() << '\n';
     }
 }
 
@@ -69,7 +69,7 @@ namespace {
                 }
             }
             if (format == "json")
-                out << all.dump(2) << '\n';
+                out << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
             return rc;
         }
     };

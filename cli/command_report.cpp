@@ -1,6 +1,7 @@
 // gpumem report TRACE… -o report.html — one self-contained HTML file per run, for CI artifacts and bug reports.
 #include "analyze/html_report.h"
 #include "cli/command.h"
+#include "cli/output_file.h"
 #include "replay/policy_registry.h"
 #include "replay/policy_spec.h"
 #include "replay/replayer.h"
@@ -85,22 +86,17 @@ namespace {
                 }
             }
             const std::string outPath = vm["output"].as<std::string>();
-            const std::string tmp = outPath + ".tmp-" + std::to_string(::getpid());
+            OutputFile output(outPath);
             {
-                std::ofstream f(tmp, std::ios::binary);
+                std::ofstream f(output.writePath(), std::ios::binary);
                 if (!f)
-                    throw IoError("cannot write '" + tmp + "': check that the folder exists and is writable");
+                    throw IoError(outPath + ": cannot write: check that the folder is writable");
                 analyze::writeHtmlReport(inputs, policies, options, f);
                 f.flush();
-                if (!f) {
-                    std::remove(tmp.c_str());
-                    throw IoError("writing '" + tmp + "' failed (disk full?)");
-                }
+                if (!f)
+                    throw IoError(outPath + ": writing failed (disk full?)");
             }
-            if (std::rename(tmp.c_str(), outPath.c_str()) != 0) {
-                std::remove(tmp.c_str());
-                throw IoError("cannot rename '" + tmp + "' to '" + outPath + "'");
-            }
+            output.commit();
             out << "wrote " << outPath << '\n';
             return kExitOk;
         }

@@ -8,6 +8,46 @@
 namespace {
 using namespace gpumem::cli;
 
+// Trace files carry names written by other programs; printed raw, an escape sequence in a kernel or
+// device name could retitle or recolour the user's terminal. This buffer replaces C0 control
+// characters (except newline, tab and carriage return) and DEL with '?' on their way out.
+class ControlCharFilter : public std::streambuf {
+public:
+    explicit ControlCharFilter(std::streambuf* sink)
+        : m_sink(sink)
+    {
+    }
+
+protected:
+    int_type overflow(int_type ch) override
+    {
+        if (traits_type::eq_int_type(ch, traits_type::eof()))
+            return traits_type::not_eof(ch);
+        return m_sink->sputc(clean(traits_type::to_char_type(ch)));
+    }
+    std::streamsize xsputn(const char* s, std::streamsize n) override
+    {
+        for (std::streamsize i = 0; i < n; ++i)
+            if (traits_type::eq_int_type(m_sink->sputc(clean(s[i])), traits_type::eof()))
+                return i;
+        return n;
+    }
+    int sync() override { return m_sink->pubsync(); }
+
+public:
+    std::streambuf* sinkOf() const { return m_sink; }
+
+protected:
+
+private:
+    static char clean(char c)
+    {
+        auto u = static_cast<unsigned char>(c);
+        return ((u < 0x20 && c != '\n' && c != '\t' && c != '\r') || u == 0x7f) ? '?' : c;
+    }
+    std::streambuf* m_sink;
+};
+
 void printOverview(std::ostream& out, const std::vector<std::unique_ptr<Command>>& commands)
 {
     out << "gpumem " GPUMEM_VERSION " — offline GPU memory-trace analyzer and allocator simulator\n\n"
@@ -20,7 +60,7 @@ void printOverview(std::ostream& out, const std::vector<std::unique_ptr<Command>
         out << "  " << n << std::string(n.size() < 10 ? 10 - n.size() : 1, ' ') << c->summary() << '\n';
     }
     out << "\nRun 'gpumem help VERB' (or 'gpumem VERB -h') for a verb's options.\n"
-           "Exit codes: 0 ok, 1 failed, 2 usage error, 3 a --fail-if-… condition was met.\n";
+           "Exit codes: 0 ok, 1 failed, 2 usage error.\n";
 }
 
 po::options_description optionsOf(Command& c, po::positional_options_description& pos)
@@ -34,7 +74,17 @@ po::options_description optionsOf(Command& c, po::positional_options_description
 void printVerbHelp(std::ostream& out, Command& c)
 {
     po::positional_options_description pos;
-    auto opts = optionsOf(c, pos);
+    auto all = optionsOf(c, pos);
+    // The positional arguments are shown by the synopsis; listing them as --trace/--input options too
+    // would only confuse.
+    po::options_description opts(std::string("options of 'gpumem ") + std::string(c.name()) + "'");
+    for (const auto& o : all.options()) {
+        bool positional = false;
+        for (unsigned i = 0; i < pos.max_total_count() && i < 64; ++i)
+            positional |= pos.name_for_position(i) == o->long_name();
+        if (!positional)
+            opts.add(o);
+    }
     out << "usage: gpumem " << c.synopsis() << "\n\n" << c.summary() << "\n\n" << opts;
     if (!c.details().empty())
         out << '\n' << c.details() << '\n';
@@ -71,6 +121,20 @@ int help(const std::vector<std::string>& args, const std::vector<std::unique_ptr
 int main(int argc, char** argv)
 {
     std::ios::sync_with_stdio(false);
+    ControlCharFilter outFilter(std::cout.rdbuf()), errFilter(std::cerr.rdbuf());
+    std::cout.rdbuf(&outFilter);
+    std::cerr.rdbuf(&errFilter);
+    struct RestoreStreams {
+        std::streambuf* out;
+        std::streambuf* err;
+        ~RestoreStreams()
+        {
+            std::cout.flush();
+            std::cerr.flush();
+            std::cout.rdbuf(out);
+            std::cerr.rdbuf(err);
+        }
+    } restore { outFilter.sinkOf(), errFilter.sinkOf() };
     auto commands = makeCommands();
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.empty()) {

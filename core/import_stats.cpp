@@ -2,13 +2,16 @@
 
 #include "core/error.h"
 
+#include <cstdint>
+
 namespace gpumem {
 
 void ImportStats::add(std::string_view code, Severity severity, std::string_view detail, std::uint64_t count)
 {
     for (auto& a : m_anomalies) {
         if (a.code == code) {
-            a.count += count;
+            // Saturate: a hostile file must not wrap the count around.
+            a.count = count > UINT64_MAX - a.count ? UINT64_MAX : a.count + count;
             if (severity > a.severity)
                 a.severity = severity;
             return;

@@ -2,6 +2,9 @@
 #include "core/file_io.h"
 #include "core/importer.h"
 
+#include <new>
+#include <sys/stat.h>
+
 // One line per format. Importers are defined next to their format (core/*_format.cpp, core/importers/).
 namespace gpumem {
 std::unique_ptr<Importer> makeGmtImporter();
@@ -32,6 +35,11 @@ const std::vector<std::unique_ptr<Importer>>& importers()
 
 const Importer* detectFormat(const std::string& path)
 {
+    // Importers read a file more than once (sniff, then load) and may map it: a pipe or device would
+    // hang or lose its head, so only regular files are accepted.
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+        throw IoError(path + ": not a regular file (a pipe, socket or device); gpumem reads traces from files — save it to a file first");
     std::string raw = readFileHead(path, 64 * 1024);
     if (raw.empty())
         throw FormatError(path + ": empty file (0 bytes): there is no trace in it — was it written completely?");
@@ -57,7 +65,13 @@ Trace loadTrace(const std::string& path, const LoadOptions& options)
         throw FormatError(path + ": not a trace format gpumem reads (the content matches none of: " + names
             + "); run `gpumem help formats` for what each format looks like");
     }
-    Trace trace = importer->load(path, options);
+    Trace trace;
+    try {
+        trace = importer->load(path, options);
+    } catch (const std::bad_alloc&) {
+        throw Error(path + ": out of memory while reading it as " + std::string(importer->name())
+            + " (the trace needs more memory than is available)");
+    }
     if (options.strict)
         trace.stats().throwIfStrictViolated(path);
     return trace;

@@ -109,7 +109,14 @@ void MainWindow::showLoaded(const std::shared_ptr<const LoadedTrace>& t)
     m_timelineModel.setTrace(t);
     m_timeline->setFullRange(fullRangeOf(*t));
     setWindowTitle(QFileInfo(t->path).fileName() + " — gpumem");
-    statusBar()->showMessage(QString("Loaded %1 (%2 memory events)").arg(t->path).arg(t->summary.memoryEvents), 5000);
+    int serious = 0;
+    for (const auto& a : t->summary.anomalies)
+        serious += a.severity != Severity::Info;
+    if (serious)
+        statusBar()->showMessage(QString("Loaded %1 (%2 memory events) with %3 import warnings or errors: see the Summary page")
+                                     .arg(t->path).arg(t->summary.memoryEvents).arg(serious));
+    else
+        statusBar()->showMessage(QString("Loaded %1 (%2 memory events)").arg(t->path).arg(t->summary.memoryEvents), 5000);
     QSettings settings("gpumem", "gpumem-gui");
     QStringList recent = settings.value("recentFiles").toStringList();
     recent.removeAll(t->path);

@@ -230,9 +230,11 @@ void TimelineView::paintEvent(QPaintEvent*)
         p.setPen(grid);
         p.drawRect(box);
         p.setPen(text);
-        p.drawText(QRect(4, y + 4, kLeftMargin - 8, 40), Qt::AlignLeft | Qt::TextWordWrap, lane.title);
-        p.drawText(QRect(4, y + kLaneHeight - 40, kLeftMargin - 8, 32), Qt::AlignLeft | Qt::AlignBottom,
-            valueText(lane.maxValue, lane.fraction));
+        p.drawText(QRect(4, y + 44, kLeftMargin - 8, kLaneHeight - 60), Qt::AlignLeft | Qt::TextWordWrap, lane.title);
+        // The scale: its top value beside the top of the box, 0 beside the baseline.
+        p.drawText(QRect(4, y + 4, kLeftMargin - 8, 20), Qt::AlignRight | Qt::AlignTop, valueText(lane.maxValue, lane.fraction));
+        p.drawText(QRect(4, y + kLaneHeight - 24, kLeftMargin - 8, 20), Qt::AlignRight | Qt::AlignBottom,
+            lane.fraction ? QString("0 %") : QString("0 B"));
         const double scale = lane.maxValue > 0 ? double(box.height()) / lane.maxValue : 0;
         for (const auto& s : lane.series) {
             QColor band = s.color;

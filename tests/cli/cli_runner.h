@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 
 namespace gpumem::test {
 
@@ -49,5 +50,17 @@ inline std::filesystem::path scratchDir(const std::string& name)
     std::filesystem::create_directories(dir);
     return dir;
 }
+
+// Removes this process's scratch folders when the test program ends.
+struct ScratchCleanup {
+    ~ScratchCleanup()
+    {
+        std::error_code ec;
+        auto tmp = std::filesystem::temp_directory_path(ec);
+        std::filesystem::remove_all(tmp / ("gpumem-test-" + std::to_string(::getpid())), ec);
+        std::filesystem::remove_all(tmp / ("gpumem-cli-test-" + std::to_string(::getpid())), ec);
+    }
+};
+inline ScratchCleanup g_scratchCleanup;
 
 } // namespace gpumem::test

@@ -1,5 +1,5 @@
 // Golden tests: `gpumem info` text output for every trace in tests/data/ and traces/ must equal the
-// committed tests/cli/golden/<dir>__<name>.info.txt, with nothing on stderr. Regenerate after an
+// committed tests/cli/golden/<dir>_<name>.info.txt, with nothing on stderr. Regenerate after an
 // intended change with GPUMEM_UPDATE_GOLDEN=1 and review the diff.
 #include "tests/cli/cli_runner.h"
 

@@ -91,3 +91,11 @@ TEST(TraceBuilder, RejectsEventsReferringToMissingTables)
         EXPECT_NE(std::string(err.what()).find("memory event 1: stream 7"), std::string::npos) << err.what();
     }
 }
+
+TEST(ImportStats, CountsSaturateInsteadOfWrappingAround)
+{
+    ImportStats s;
+    s.add("x", Severity::Warning, "first", UINT64_MAX);
+    s.add("x", Severity::Warning, "second", UINT64_MAX);
+    EXPECT_EQ(s.count("x"), UINT64_MAX);
+}

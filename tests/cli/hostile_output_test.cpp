@@ -1,0 +1,71 @@
+// Regressions from a hostile-input review of the CLI: each test is the smallest input that showed it.
+#include "core/gmt_format.h"
+#include "core/trace_builder.h"
+#include "tests/cli/cli_runner.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/stat.h>
+
+using gpumem::test::runCli;
+using gpumem::test::scratchDir;
+namespace fs = std::filesystem;
+
+TEST(CliOutput, ConvertThroughASymlinkReplacesItsTargetAndKeepsTheLink)
+{
+    auto dir = scratchDir("symlink");
+    auto target = dir / "real.gmt";
+    auto link = dir / "link.gmt";
+    std::ofstream(target) << "old";
+    fs::create_symlink(target, link);
+    auto r = runCli("convert traces/mlp_train.jsonl -o '" + link.string() + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_TRUE(fs::is_symlink(link));
+    EXPECT_GT(fs::file_size(target), 1000u);
+}
+
+TEST(CliOutput, RefusesStandardOutputEmptyNamesAndMissingFolders)
+{
+    EXPECT_EQ(runCli("convert traces/mlp_train.jsonl -o -").exitCode, 2);
+    EXPECT_EQ(runCli("convert traces/mlp_train.jsonl --to gmt -o ''").exitCode, 2);
+    auto r = runCli("convert traces/mlp_train.jsonl -o /nonexistent-folder/x.gmt");
+    EXPECT_EQ(r.exitCode, 1);
+    EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+}
+
+TEST(CliInput, RefusesAPipeInsteadOfHanging)
+{
+    auto fifo = scratchDir("fifo") / "trace.jsonl";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    auto r = runCli("info '" + fifo.string() + "'"); // nobody writes: a reader would block forever
+    EXPECT_EQ(r.exitCode, 1);
+    EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << r.err;
+}
+
+TEST(CliOutput, InvalidUtf8NamesDoNotBreakJsonOutput)
+{
+    gpumem::TraceBuilder b;
+    gpumem::Device d;
+    d.name = b.intern("\xff\xfe" "A");
+    b.addDevice(d);
+    b.stream(0, 0);
+    b.alloc(1, 4096, 512);
+    auto path = (scratchDir("utf8") / "bad-name.gmt").string();
+    gpumem::writeGmt(b.build(), path);
+    auto r = runCli("info --format json '" + path + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NO_THROW((void)nlohmann::json::parse(r.out));
+}
+
+TEST(CliOutput, ControlCharactersFromTracesNeverReachTheTerminal)
+{
+    auto path = scratchDir("escape") / "escape.jsonl";
+    std::ofstream(path) << R"({"format":"gpumem-jsonl","version":1,"metadata":{"tool":"\u001b]0;pwned\u0007x"}})" "\n"
+                        << R"({"type":"device","id":0,"kind":"cuda","ordinal":0,"name":"a\u001b[31m"})" "\n";
+    auto r = runCli("info '" + path.string() + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.out.find('\x1b'), std::string::npos);
+    EXPECT_EQ(r.out.find('\x07'), std::string::npos);
+    EXPECT_NE(r.out.find("\"a?[31m\""), std::string::npos) << r.out;
+}
