@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <limits>
 #include <map>
@@ -438,17 +439,66 @@ namespace {
             return id;
         }
 
+        // Open addressing over a flat copy of each distinct list's items: one probe sequence and one
+        // contiguous compare per lookup, no allocation per list (this runs once per trace entry).
         SiteId siteOf(std::span<const PickleValue> items)
         {
-            if (auto it = m_sites.find(items); it != m_sites.end())
-                return it->second;
+            const std::uint64_t h = siteHash(items);
+            if (m_siteSlots.empty())
+                m_siteSlots.resize(256);
+            std::size_t mask = m_siteSlots.size() - 1;
+            for (std::size_t i = static_cast<std::size_t>(h) & mask;; i = (i + 1) & mask) {
+                const SiteSlot& slot = m_siteSlots[i];
+                if (slot.count == 0)
+                    break;
+                if (slot.hash == h && slot.count == items.size()
+                    && sameItems(items, std::span<const PickleValue>(m_siteItems.data() + slot.offset, slot.count)))
+                    return slot.id;
+            }
             m_frameIds.clear();
             for (const auto& f : items)
                 if (f.kind == PickleKind::Dict)
                     m_frameIds.push_back(frameOf(f));
             SiteId id = m_b->site(m_frameIds);
-            m_sites.emplace(std::vector<PickleValue>(items.begin(), items.end()), id);
+            if (2 * (m_siteCount + 1) > m_siteSlots.size()) {
+                std::vector<SiteSlot> old(m_siteSlots.size() * 2);
+                old.swap(m_siteSlots);
+                mask = m_siteSlots.size() - 1;
+                for (const SiteSlot& slot : old)
+                    if (slot.count != 0)
+                        insertSlot(slot, mask);
+            }
+            insertSlot(SiteSlot { h, m_siteItems.size(), items.size(), id }, mask);
+            m_siteItems.insert(m_siteItems.end(), items.begin(), items.end());
+            ++m_siteCount;
             return id;
+        }
+        struct SiteSlot {
+            std::uint64_t hash = 0;
+            std::size_t offset = 0; // into m_siteItems
+            std::size_t count = 0; // 0 = empty slot (lists with no items never get here)
+            SiteId id = 0;
+        };
+        void insertSlot(const SiteSlot& slot, std::size_t mask)
+        {
+            std::size_t i = static_cast<std::size_t>(slot.hash) & mask;
+            while (m_siteSlots[i].count != 0)
+                i = (i + 1) & mask;
+            m_siteSlots[i] = slot;
+        }
+        static std::uint64_t siteHash(std::span<const PickleValue> key)
+        {
+            std::uint64_t h = key.size();
+            for (const PickleValue& v : key)
+                h = (h ^ v.bits ^ (static_cast<std::uint64_t>(v.kind) << 58)) * 0x100000001b3ULL + (h >> 29);
+            return h ^ (h >> 32);
+        }
+        static bool sameItems(std::span<const PickleValue> a, std::span<const PickleValue> b)
+        {
+            for (std::size_t i = 0; i < a.size(); ++i)
+                if (a[i].bits != b[i].bits || a[i].kind != b[i].kind || a[i].length != b[i].length)
+                    return false;
+            return true;
         }
 
         const PickleDocument& m_doc;
@@ -468,34 +518,70 @@ namespace {
                 return static_cast<std::size_t>(h ^ (static_cast<std::uint64_t>(k.line) << 17) ^ k.nameLength);
             }
         };
-        // A frames list is identified by its raw items (the frame dicts' container ids).
-        struct SiteKeyHash {
-            using is_transparent = void;
-            std::size_t operator()(std::span<const PickleValue> key) const
-            {
-                std::uint64_t h = key.size();
-                for (const PickleValue& v : key)
-                    h = (h ^ v.bits ^ (static_cast<std::uint64_t>(v.kind) << 58)) * 0x100000001b3ULL + (h >> 29);
-                return static_cast<std::size_t>(h);
-            }
-        };
-        struct SiteKeyEqual {
-            using is_transparent = void;
-            bool operator()(std::span<const PickleValue> a, std::span<const PickleValue> b) const
-            {
-                return std::equal(
-                    a.begin(), a.end(), b.begin(), b.end(), [](const PickleValue& x, const PickleValue& y) {
-                        return x.bits == y.bits && x.kind == y.kind && x.length == y.length;
-                    });
-            }
-        };
         std::string m_scratchName, m_scratchFile;
-        std::unordered_map<std::vector<PickleValue>, SiteId, SiteKeyHash, SiteKeyEqual> m_sites;
+        // A frames list is identified by its raw items (the frame dicts' container ids).
+        std::vector<SiteSlot> m_siteSlots; // power-of-two size, at most half full
+        std::vector<PickleValue> m_siteItems; // the items of each distinct list, back to back
+        std::size_t m_siteCount = 0;
         static constexpr SiteId kNoSite = std::numeric_limits<SiteId>::max();
         std::vector<SiteId> m_siteByList; // container index of a frames list → SiteId
         std::vector<FrameId> m_frameCache; // container index of a frame dict → FrameId (0 = not yet)
         std::unordered_map<FrameKey, FrameId, FrameKeyHash> m_frameByStrings;
         std::vector<FrameId> m_frameIds;
+    };
+
+    enum class EntryField : std::uint8_t { Other, Addr, Size, Action, Stream, Frames, TimeUs, CompileContext };
+
+    // The field a trace-entry key names. Pickled entries share their key strings through the memo,
+    // so the key at a position is nearly always the very string (same offset) seen there before:
+    // that is checked first, and the text is compared only on a miss.
+    class EntryFieldCache {
+    public:
+        explicit EntryFieldCache(const PickleDocument& doc)
+            : m_doc(doc)
+        {
+        }
+        EntryField field(const PickleValue& key, std::size_t position)
+        {
+            if (position < kSlots) {
+                const Slot& s = m_slots[position];
+                if (key.bits == s.bits && key.length == s.length && key.kind == s.kind) [[likely]]
+                    return s.field;
+            }
+            EntryField f = byText(m_doc.text(key));
+            if (position < kSlots)
+                m_slots[position] = Slot { key.bits, key.length, key.kind, f };
+            return f;
+        }
+
+    private:
+        static EntryField byText(std::string_view key)
+        {
+            if (key == "addr")
+                return EntryField::Addr;
+            if (key == "size")
+                return EntryField::Size;
+            if (key == "action")
+                return EntryField::Action;
+            if (key == "stream")
+                return EntryField::Stream;
+            if (key == "frames")
+                return EntryField::Frames;
+            if (key == "time_us")
+                return EntryField::TimeUs;
+            if (key == "compile_context")
+                return EntryField::CompileContext;
+            return EntryField::Other;
+        }
+        struct Slot {
+            std::uint64_t bits = 0;
+            std::uint32_t length = 0;
+            PickleKind kind = PickleKind::None; // None never matches a key (keys are Str or Binary)
+            EntryField field = EntryField::Other;
+        };
+        static constexpr std::size_t kSlots = 16;
+        const PickleDocument& m_doc;
+        std::array<Slot, kSlots> m_slots {};
     };
 
     struct RoundingConfig {
@@ -628,6 +714,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
 
     // ---- trace entries --------------------------------------------------------------------------------
     auto traces = r.listField(root, "device_traces", "top level");
+    EntryFieldCache entryFields(doc);
     std::vector<std::vector<Entry>> entries(traces.size());
     bool anyTime = false, anyMissingTime = false, anyCompileContext = false;
     std::uint64_t unknownActions = 0;
@@ -647,41 +734,39 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             const auto kv = doc.items(e);
             // One pass over the entry's keys (faster than a lookup per field).
             for (std::size_t k = 0; k + 1 < kv.size(); k += 2) {
-                std::string_view key = doc.text(kv[k]);
                 const PickleValue& v = kv[k + 1];
                 auto asInt = [&] {
                     if (v.kind == PickleKind::BigInt)
                         r.stats().add("big_int_clamped", Severity::Warning,
                             SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": '"
-                                + sanitizeUtf8(key) + "' was clamped to 64 bits");
+                                + sanitizeUtf8(doc.text(kv[k])) + "' was clamped to 64 bits");
                     return doc.toInt(v).value_or(0);
                 };
-                switch (key.size()) { // dispatch on the length first: this loop runs for every key of every entry
-                case 4:
-                    if (key == "addr")
-                        entry.addr = static_cast<Address>(asInt());
-                    else if (key == "size")
-                        entry.size = static_cast<Bytes>(std::max<std::int64_t>(0, asInt()));
+                switch (entryFields.field(kv[k], k / 2)) {
+                case EntryField::Addr:
+                    entry.addr = static_cast<Address>(asInt());
                     break;
-                case 6:
-                    if (key == "action") {
-                        action = doc.text(v);
-                        hasAction = true;
-                    } else if (key == "stream")
-                        entry.stream = static_cast<std::uint64_t>(asInt());
-                    else if (key == "frames")
-                        entry.frames = v;
+                case EntryField::Size:
+                    entry.size = static_cast<Bytes>(std::max<std::int64_t>(0, asInt()));
                     break;
-                case 7:
-                    if (key == "time_us") {
-                        entry.time = asInt() * 1000;
-                        hasTime = true;
-                    }
+                case EntryField::Action:
+                    action = doc.text(v);
+                    hasAction = true;
                     break;
-                case 15:
-                    anyCompileContext = anyCompileContext || key == "compile_context";
+                case EntryField::Stream:
+                    entry.stream = static_cast<std::uint64_t>(asInt());
                     break;
-                default:
+                case EntryField::Frames:
+                    entry.frames = v;
+                    break;
+                case EntryField::TimeUs:
+                    entry.time = asInt() * 1000;
+                    hasTime = true;
+                    break;
+                case EntryField::CompileContext:
+                    anyCompileContext = true;
+                    break;
+                case EntryField::Other:
                     break;
                 }
             }
