@@ -395,10 +395,25 @@ public:
                 put(m_memoCount);
                 break;
             case 0x68: // BINGET
-                get(readU8());
-                break;
             case 0x6a: // LONG_BINGET
-                get(readLE(4));
+                if (m_size - m_opOffset < 5) { // near the end: no room for the word read below
+                    get(op == 0x68 ? readU8() : readLE(4));
+                    break;
+                }
+                // A run of memo GETs (a frames list is hundreds of them, BINGET and LONG_BINGET mixed
+                // at random): decoded in this loop without a branch on the opcode, which a dispatch
+                // per opcode would mispredict about half the time.
+                m_pos = m_opOffset;
+                do {
+                    m_opOffset = m_pos;
+                    const bool isLong = m_data[m_pos] == 0x6a;
+                    std::uint32_t word;
+                    std::memcpy(&word, m_data + m_pos + 1, 4);
+                    if constexpr (std::endian::native != std::endian::little)
+                        word = (word >> 24) | ((word >> 8) & 0xff00u) | ((word << 8) & 0xff0000u) | (word << 24);
+                    get(isLong ? word : (word & 0xffu));
+                    m_pos += isLong ? 5 : 2;
+                } while (m_size - m_pos >= 5 && (m_data[m_pos] | 2) == 0x6a); // 0x68 or 0x6a
                 break;
             case 0x63: // GLOBAL
             case 0x93: // STACK_GLOBAL
