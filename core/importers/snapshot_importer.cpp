@@ -67,6 +67,7 @@ namespace {
         TimeNs time = 0;
         std::uint64_t index = 0; // position in device_traces[d]
         PickleValue frames;
+        std::uint32_t framesClass = 0; // SnapshotReader::listClass(frames)
     };
 
     // A recorded segment plus what the Trace needs beyond SnapshotSegment.
@@ -420,28 +421,46 @@ namespace {
         }
 
         // Stacks repeat (every allocation from one line has the same frames list, made of the same
-        // memoized frame dicts), so a site is first looked up by the list's raw items.
-        SiteId site(const PickleValue& frames)
+        // memoized frame dicts), so a site is first looked up by the list's raw items. Two steps:
+        // listClass() numbers the distinct item sequences (cheap; the importer calls it while it
+        // reads each trace entry, whose frames list lies next to it in memory), and siteOfClass()
+        // interns the frames and the site on the first use of a class, so sites and frames get
+        // their ids in the order the events use them.
+        static constexpr std::uint32_t kNoClass = std::numeric_limits<std::uint32_t>::max();
+        std::uint32_t listClass(const PickleValue& frames)
         {
             if (frames.kind != PickleKind::List && frames.kind != PickleKind::Tuple)
-                return 0;
+                return kNoClass;
             auto items = m_doc.items(frames);
             if (items.empty())
-                return 0;
+                return kNoClass;
             // A list shared by many entries is resolved once (keeps a hostile file linear).
             auto idx = static_cast<std::size_t>(frames.bits);
-            if (idx >= m_siteByList.size())
-                m_siteByList.resize(std::max<std::size_t>(idx + 1, m_siteByList.size() * 2), kNoSite);
-            if (m_siteByList[idx] != kNoSite)
-                return m_siteByList[idx];
-            SiteId id = siteOf(items);
-            m_siteByList[idx] = id;
+            if (idx >= m_classByList.size())
+                m_classByList.resize(std::max<std::size_t>(idx + 1, m_classByList.size() * 2), kNoClass);
+            if (m_classByList[idx] == kNoClass)
+                m_classByList[idx] = classOf(items);
+            return m_classByList[idx];
+        }
+        SiteId siteOfClass(std::uint32_t cls)
+        {
+            if (cls == kNoClass)
+                return 0;
+            SiteId& id = m_classSite[cls];
+            if (id == kNoSite) {
+                m_frameIds.clear();
+                for (const auto& f : classItems(cls))
+                    if (f.kind == PickleKind::Dict)
+                        m_frameIds.push_back(frameOf(f));
+                id = m_b->site(m_frameIds);
+            }
             return id;
         }
+        SiteId site(const PickleValue& frames) { return siteOfClass(listClass(frames)); }
 
         // Open addressing over a flat copy of each distinct list's items: one probe sequence and one
         // contiguous compare per lookup, no allocation per list (this runs once per trace entry).
-        SiteId siteOf(std::span<const PickleValue> items)
+        std::uint32_t classOf(std::span<const PickleValue> items)
         {
             const std::uint64_t h = siteHash(items);
             if (m_siteSlots.empty())
@@ -451,16 +470,10 @@ namespace {
                 const SiteSlot& slot = m_siteSlots[i];
                 if (slot.count == 0)
                     break;
-                if (slot.hash == h && slot.count == items.size()
-                    && sameItems(items, std::span<const PickleValue>(m_siteItems.data() + slot.offset, slot.count)))
-                    return slot.id;
+                if (slot.hash == h && slot.count == items.size() && sameItems(items, classItems(slot.cls)))
+                    return slot.cls;
             }
-            m_frameIds.clear();
-            for (const auto& f : items)
-                if (f.kind == PickleKind::Dict)
-                    m_frameIds.push_back(frameOf(f));
-            SiteId id = m_b->site(m_frameIds);
-            if (2 * (m_siteCount + 1) > m_siteSlots.size()) {
+            if (2 * (m_classSite.size() + 1) > m_siteSlots.size()) {
                 std::vector<SiteSlot> old(m_siteSlots.size() * 2);
                 old.swap(m_siteSlots);
                 mask = m_siteSlots.size() - 1;
@@ -468,16 +481,23 @@ namespace {
                     if (slot.count != 0)
                         insertSlot(slot, mask);
             }
-            insertSlot(SiteSlot { h, m_siteItems.size(), items.size(), id }, mask);
+            const auto cls = static_cast<std::uint32_t>(m_classSite.size());
+            insertSlot(SiteSlot { h, items.size(), cls }, mask);
+            m_classOffset.push_back(m_siteItems.size());
             m_siteItems.insert(m_siteItems.end(), items.begin(), items.end());
-            ++m_siteCount;
-            return id;
+            m_classSite.push_back(kNoSite);
+            return cls;
+        }
+        std::span<const PickleValue> classItems(std::uint32_t cls) const
+        {
+            const std::size_t begin = m_classOffset[cls];
+            const std::size_t end = cls + 1 < m_classOffset.size() ? m_classOffset[cls + 1] : m_siteItems.size();
+            return std::span<const PickleValue>(m_siteItems.data() + begin, end - begin);
         }
         struct SiteSlot {
             std::uint64_t hash = 0;
-            std::size_t offset = 0; // into m_siteItems
-            std::size_t count = 0; // 0 = empty slot (lists with no items never get here)
-            SiteId id = 0;
+            std::size_t count = 0; // items; 0 = empty slot (lists with no items never get here)
+            std::uint32_t cls = 0;
         };
         void insertSlot(const SiteSlot& slot, std::size_t mask)
         {
@@ -488,10 +508,30 @@ namespace {
         }
         static std::uint64_t siteHash(std::span<const PickleValue> key)
         {
-            std::uint64_t h = key.size();
-            for (const PickleValue& v : key)
-                h = (h ^ v.bits ^ (static_cast<std::uint64_t>(v.kind) << 58)) * 0x100000001b3ULL + (h >> 29);
-            return h ^ (h >> 32);
+            // Four independent lanes: a single multiply chain would cost its latency per item, and
+            // this hashes every frame reference of the trace (hundreds of thousands).
+            constexpr std::uint64_t kMul = 0x9e3779b97f4a7c15ULL;
+            auto mix = [](const PickleValue& v) { return v.bits ^ (static_cast<std::uint64_t>(v.kind) << 58); };
+            std::uint64_t l0 = key.size(), l1 = 0x632be59bd9b4e019ULL, l2 = 0xbf58476d1ce4e5b9ULL,
+                          l3 = 0x94d049bb133111ebULL;
+            std::size_t i = 0;
+            for (; i + 4 <= key.size(); i += 4) {
+                l0 = (l0 ^ mix(key[i])) * kMul;
+                l1 = (l1 ^ mix(key[i + 1])) * kMul;
+                l2 = (l2 ^ mix(key[i + 2])) * kMul;
+                l3 = (l3 ^ mix(key[i + 3])) * kMul;
+                l0 ^= l0 >> 29;
+                l1 ^= l1 >> 29;
+                l2 ^= l2 >> 29;
+                l3 ^= l3 >> 29;
+            }
+            for (; i < key.size(); ++i)
+                l0 = ((l0 ^ mix(key[i])) * kMul) ^ (l0 >> 29);
+            std::uint64_t h = l0 ^ std::rotl(l1, 17) ^ std::rotl(l2, 31) ^ std::rotl(l3, 47);
+            h ^= h >> 33; // fmix64 (MurmurHash3): the table uses the low bits
+            h *= 0xff51afd7ed558ccdULL;
+            h ^= h >> 33;
+            return h;
         }
         static bool sameItems(std::span<const PickleValue> a, std::span<const PickleValue> b)
         {
@@ -521,10 +561,11 @@ namespace {
         std::string m_scratchName, m_scratchFile;
         // A frames list is identified by its raw items (the frame dicts' container ids).
         std::vector<SiteSlot> m_siteSlots; // power-of-two size, at most half full
-        std::vector<PickleValue> m_siteItems; // the items of each distinct list, back to back
-        std::size_t m_siteCount = 0;
+        std::vector<PickleValue> m_siteItems; // the items of each class (distinct list), back to back
+        std::vector<std::size_t> m_classOffset; // class → its first item in m_siteItems
+        std::vector<SiteId> m_classSite; // class → SiteId (kNoSite until first used)
+        std::vector<std::uint32_t> m_classByList; // container index of a frames list → class
         static constexpr SiteId kNoSite = std::numeric_limits<SiteId>::max();
-        std::vector<SiteId> m_siteByList; // container index of a frames list → SiteId
         std::vector<FrameId> m_frameCache; // container index of a frame dict → FrameId (0 = not yet)
         std::unordered_map<FrameKey, FrameId, FrameKeyHash> m_frameByStrings;
         std::vector<FrameId> m_frameIds;
@@ -782,6 +823,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             }
             anyTime = anyTime || hasTime;
             anyMissingTime = anyMissingTime || !hasTime;
+            entry.framesClass = r.listClass(entry.frames);
             entries[d].push_back(entry);
         }
     }
@@ -1022,7 +1064,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             ev.address = e.addr;
             ev.size = e.size;
             ev.sequence = e.index;
-            ev.site = r.site(e.frames);
+            ev.site = r.siteOfClass(e.framesClass);
             std::string code;
             switch (e.action) {
             case Action::Alloc: {
