@@ -412,12 +412,26 @@ namespace {
             }
             const FrameKey key { name.bits ^ (std::uint64_t(name.kind) << 56),
                 file.bits ^ (std::uint64_t(file.kind) << 56), name.length, file.length, line };
-            auto [it, inserted] = m_frameByStrings.try_emplace(key, 0);
-            if (inserted)
-                it->second = m_b->frame(
-                    utf8View(name, m_scratchName), utf8View(file, m_scratchFile), static_cast<std::int32_t>(line));
-            id = it->second;
-            return id;
+            // Open addressing (power-of-two table, at most half full): generation-A files have a fresh
+            // dict per frame, so this runs for every frame reference there.
+            if (2 * (m_frameCount + 1) > m_frameSlots.size()) {
+                std::vector<FrameSlot> old(std::max<std::size_t>(256, m_frameSlots.size() * 2));
+                old.swap(m_frameSlots);
+                for (const FrameSlot& slot : old)
+                    if (slot.id != 0)
+                        *emptyFrameSlot(slot.key) = slot;
+            }
+            const std::size_t mask = m_frameSlots.size() - 1;
+            std::size_t i = FrameKeyHash {}(key) & mask;
+            for (; m_frameSlots[i].id != 0; i = (i + 1) & mask)
+                if (m_frameSlots[i].key == key)
+                    return id = m_frameSlots[i].id;
+            // FrameIds from the builder start at 1 (0 is "no frame"), so 0 marks an empty slot.
+            const FrameId created = m_b->frame(
+                utf8View(name, m_scratchName), utf8View(file, m_scratchFile), static_cast<std::int32_t>(line));
+            m_frameSlots[i] = FrameSlot { key, created };
+            ++m_frameCount;
+            return id = created;
         }
 
         // Stacks repeat (every allocation from one line has the same frames list, made of the same
@@ -555,9 +569,24 @@ namespace {
             {
                 std::uint64_t h
                     = k.name * 0x9e3779b97f4a7c15ULL ^ (k.file + 0x632be59bd9b4e019ULL) * 0xbf58476d1ce4e5b9ULL;
-                return static_cast<std::size_t>(h ^ (static_cast<std::uint64_t>(k.line) << 17) ^ k.nameLength);
+                h ^= (static_cast<std::uint64_t>(k.line) << 17) ^ k.nameLength;
+                h ^= h >> 33; // fmix64 (MurmurHash3): the table uses the low bits
+                h *= 0xff51afd7ed558ccdULL;
+                return static_cast<std::size_t>(h ^ (h >> 33));
             }
         };
+        struct FrameSlot {
+            FrameKey key {};
+            FrameId id = 0; // 0 = empty
+        };
+        FrameSlot* emptyFrameSlot(const FrameKey& key)
+        {
+            const std::size_t mask = m_frameSlots.size() - 1;
+            std::size_t i = FrameKeyHash {}(key) & mask;
+            while (m_frameSlots[i].id != 0)
+                i = (i + 1) & mask;
+            return &m_frameSlots[i];
+        }
         std::string m_scratchName, m_scratchFile;
         // A frames list is identified by its raw items (the frame dicts' container ids).
         std::vector<SiteSlot> m_siteSlots; // power-of-two size, at most half full
@@ -567,7 +596,8 @@ namespace {
         std::vector<std::uint32_t> m_classByList; // container index of a frames list → class
         static constexpr SiteId kNoSite = std::numeric_limits<SiteId>::max();
         std::vector<FrameId> m_frameCache; // container index of a frame dict → FrameId (0 = not yet)
-        std::unordered_map<FrameKey, FrameId, FrameKeyHash> m_frameByStrings;
+        std::vector<FrameSlot> m_frameSlots; // frame by the identity of its strings and line
+        std::size_t m_frameCount = 0;
         std::vector<FrameId> m_frameIds;
     };
 
