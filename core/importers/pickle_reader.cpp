@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 namespace gpumem {
@@ -645,8 +646,12 @@ PickleDocument PickleDocument::parse(std::string_view bytes, std::string_view so
 
 PickleDocument PickleDocument::readFile(const std::string& path)
 {
-    std::string head = readFileHead(path, 2);
-    if (isGzip(head)) {
+    // Up to 1 MiB, one read into a buffer is cheaper than a mapping (which costs page faults while
+    // parsing and an munmap afterwards) and handles gzip too; larger files are mapped (no copy).
+    std::error_code sizeError;
+    const auto size = std::filesystem::file_size(path, sizeError);
+    std::string head = sizeError || size <= (1u << 20) ? std::string() : readFileHead(path, 2);
+    if (head.empty() || isGzip(head)) {
         auto owned = std::make_shared<std::string>(readFileMaybeGzip(path));
         PickleDocument doc = parse(*owned, path);
         doc.m_keepAlive = std::move(owned);
