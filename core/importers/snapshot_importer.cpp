@@ -422,7 +422,7 @@ namespace {
                         *emptyFrameSlot(slot.key) = slot;
             }
             const std::size_t mask = m_frameSlots.size() - 1;
-            std::size_t i = FrameKeyHash {}(key) & mask;
+            std::size_t i = FrameKeyHash {}(key)&mask;
             for (; m_frameSlots[i].id != 0; i = (i + 1) & mask)
                 if (m_frameSlots[i].key == key)
                     return id = m_frameSlots[i].id;
@@ -582,7 +582,7 @@ namespace {
         FrameSlot* emptyFrameSlot(const FrameKey& key)
         {
             const std::size_t mask = m_frameSlots.size() - 1;
-            std::size_t i = FrameKeyHash {}(key) & mask;
+            std::size_t i = FrameKeyHash {}(key)&mask;
             while (m_frameSlots[i].id != 0)
                 i = (i + 1) & mask;
             return &m_frameSlots[i];
@@ -600,6 +600,16 @@ namespace {
         std::size_t m_frameCount = 0;
         std::vector<FrameId> m_frameIds;
     };
+
+    // time_us → ns, saturating at the int64 range (a corrupt file may hold any integer; the overflow
+    // would be undefined behaviour).
+    TimeNs microsecondsToNs(std::int64_t us)
+    {
+        TimeNs ns = 0;
+        if (__builtin_mul_overflow(us, std::int64_t(1000), &ns))
+            return us < 0 ? std::numeric_limits<TimeNs>::min() : std::numeric_limits<TimeNs>::max();
+        return ns;
+    }
 
     enum class EntryField : std::uint8_t { Other, Addr, Size, Action, Stream, Frames, TimeUs, CompileContext };
 
@@ -831,7 +841,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                     entry.frames = v;
                     break;
                 case EntryField::TimeUs:
-                    entry.time = asInt() * 1000;
+                    entry.time = microsecondsToNs(asInt());
                     hasTime = true;
                     break;
                 case EntryField::CompileContext:
@@ -993,7 +1003,10 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
 
         // The pre-window state, as a map, and the events that create it.
         SegmentBlockMap state;
-        const TimeNs preTime = list.empty() ? 0 : list.front().time - 1;
+        const TimeNs preTime = list.empty() ? 0
+            : list.front().time == std::numeric_limits<TimeNs>::min()
+            ? list.front().time // a saturated (corrupt) first time: no earlier instant exists
+            : list.front().time - 1;
         std::uint64_t preSequence = 0;
         std::vector<MemoryEvent> pre;
         auto preEvent
@@ -1227,7 +1240,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             std::int64_t dev = 0;
             if (const PickleValue* dv = doc.find(a, "device"))
                 dev = doc.toInt(*dv).value_or(0);
-            TimeNs t = *doc.toInt(*time) * 1000;
+            TimeNs t = microsecondsToNs(*doc.toInt(*time));
             auto& stack = open[{ dev, name }];
             if (doc.text(*stage) == "START") {
                 stack.push_back(t);
