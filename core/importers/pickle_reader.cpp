@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 namespace gpumem {
@@ -395,10 +396,25 @@ public:
                 put(m_memoCount);
                 break;
             case 0x68: // BINGET
-                get(readU8());
-                break;
             case 0x6a: // LONG_BINGET
-                get(readLE(4));
+                if (m_size - m_opOffset < 5) { // near the end: no room for the word read below
+                    get(op == 0x68 ? readU8() : readLE(4));
+                    break;
+                }
+                // A run of memo GETs (a frames list is hundreds of them, BINGET and LONG_BINGET mixed
+                // at random): decoded in this loop without a branch on the opcode, which a dispatch
+                // per opcode would mispredict about half the time.
+                m_pos = m_opOffset;
+                do {
+                    m_opOffset = m_pos;
+                    const bool isLong = m_data[m_pos] == 0x6a;
+                    std::uint32_t word;
+                    std::memcpy(&word, m_data + m_pos + 1, 4);
+                    if constexpr (std::endian::native != std::endian::little)
+                        word = (word >> 24) | ((word >> 8) & 0xff00u) | ((word << 8) & 0xff0000u) | (word << 24);
+                    get(isLong ? word : (word & 0xffu));
+                    m_pos += isLong ? 5 : 2;
+                } while (m_size - m_pos >= 5 && (m_data[m_pos] | 2) == 0x6a); // 0x68 or 0x6a
                 break;
             case 0x63: // GLOBAL
             case 0x93: // STACK_GLOBAL
@@ -449,17 +465,17 @@ private:
             "the pickle is cut off inside opcode " + std::string(opcodeName(m_data[m_opOffset])) + " (needs "
                 + std::to_string(n) + " more bytes, " + std::to_string(m_size - m_pos) + " left)");
     }
-    void need(std::uint64_t n) const
+    [[gnu::always_inline]] void need(std::uint64_t n) const
     {
         if (n > m_size - m_pos) [[unlikely]]
             cutOff(n);
     }
-    unsigned char readU8()
+    [[gnu::always_inline]] unsigned char readU8()
     {
         need(1);
         return m_data[m_pos++];
     }
-    std::uint64_t readLE(int n)
+    [[gnu::always_inline]] std::uint64_t readLE(int n)
     {
         need(static_cast<std::uint64_t>(n));
         std::uint64_t v = 0;
@@ -473,16 +489,20 @@ private:
         return v;
     }
 
-    void push(const PickleValue& v) { m_stack.push_back(v); }
-    void pushInt(std::int64_t v)
+    [[gnu::always_inline]] void push(const PickleValue& v) { m_stack.push_back(v); }
+    [[gnu::always_inline]] void pushInt(std::int64_t v)
     {
         m_stack.push_back(PickleValue { PickleKind::Int, 0, static_cast<std::uint64_t>(v) });
     }
+    [[noreturn]] [[gnu::cold]] [[gnu::noinline]] void emptyStack() const
+    {
+        fail(m_opOffset,
+            "pickle opcode " + std::string(opcodeName(m_data[m_opOffset])) + " on an empty stack (corrupt pickle)");
+    }
     const PickleValue& top() const
     {
-        if (m_stack.empty())
-            fail(m_opOffset,
-                "pickle opcode " + std::string(opcodeName(m_data[m_opOffset])) + " on an empty stack (corrupt pickle)");
+        if (m_stack.empty()) [[unlikely]]
+            emptyStack();
         return m_stack.back();
     }
     PickleValue pop()
@@ -561,27 +581,40 @@ private:
         m_stack.resize(mark);
     }
 
-    void put(std::uint64_t index)
+    [[noreturn]] [[gnu::cold]] [[gnu::noinline]] void memoTooLarge(std::uint64_t index) const
+    {
+        fail(m_opOffset, "memo index " + std::to_string(index) + " is larger than the pickle (corrupt pickle)");
+    }
+    [[noreturn]] [[gnu::cold]] [[gnu::noinline]] void memoUnset(std::uint64_t index) const
+    {
+        fail(m_opOffset, "memo index " + std::to_string(index) + " was never stored (corrupt pickle)");
+    }
+    // The hot opcodes (memo GET/PUT, pushes) stay inline in run(); their error paths are cold calls.
+    [[gnu::always_inline]] void put(std::uint64_t index)
     {
         // A valid pickle never has more memo entries than bytes; refusing larger indexes bounds memory.
-        if (index > m_size)
-            fail(m_opOffset, "memo index " + std::to_string(index) + " is larger than the pickle (corrupt pickle)");
+        if (index > m_size) [[unlikely]]
+            memoTooLarge(index);
         const PickleValue& v = top();
-        if (index == m_memo.size()) { // the usual case: MEMOIZE and sequential BINPUTs
+        if (index == m_memo.size()) [[likely]] { // the usual case: MEMOIZE and sequential BINPUTs
             m_memo.push_back(v);
             ++m_memoCount;
             return;
         }
+        putSparse(index, v);
+    }
+    [[gnu::noinline]] void putSparse(std::uint64_t index, PickleValue v)
+    {
         if (index > m_memo.size())
             m_memo.resize(index + 1, kUnsetMemo);
         if (m_memo[index].kind == kUnsetMemo.kind)
             ++m_memoCount;
         m_memo[index] = v;
     }
-    void get(std::uint64_t index)
+    [[gnu::always_inline]] void get(std::uint64_t index)
     {
         if (index >= m_memo.size() || m_memo[index].kind == kUnsetMemo.kind) [[unlikely]]
-            fail(m_opOffset, "memo index " + std::to_string(index) + " was never stored (corrupt pickle)");
+            memoUnset(index);
         push(m_memo[index]);
     }
 
@@ -613,8 +646,12 @@ PickleDocument PickleDocument::parse(std::string_view bytes, std::string_view so
 
 PickleDocument PickleDocument::readFile(const std::string& path)
 {
-    std::string head = readFileHead(path, 2);
-    if (isGzip(head)) {
+    // Up to 1 MiB, one read into a buffer is cheaper than a mapping (which costs page faults while
+    // parsing and an munmap afterwards) and handles gzip too; larger files are mapped (no copy).
+    std::error_code sizeError;
+    const auto size = std::filesystem::file_size(path, sizeError);
+    std::string head = sizeError || size <= (1u << 20) ? std::string() : readFileHead(path, 2);
+    if (head.empty() || isGzip(head)) {
         auto owned = std::make_shared<std::string>(readFileMaybeGzip(path));
         PickleDocument doc = parse(*owned, path);
         doc.m_keepAlive = std::move(owned);

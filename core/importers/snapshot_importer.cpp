@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <limits>
 #include <map>
@@ -66,6 +67,7 @@ namespace {
         TimeNs time = 0;
         std::uint64_t index = 0; // position in device_traces[d]
         PickleValue frames;
+        std::uint32_t framesClass = 0; // SnapshotReader::listClass(frames)
     };
 
     // A recorded segment plus what the Trace needs beyond SnapshotSegment.
@@ -410,45 +412,147 @@ namespace {
             }
             const FrameKey key { name.bits ^ (std::uint64_t(name.kind) << 56),
                 file.bits ^ (std::uint64_t(file.kind) << 56), name.length, file.length, line };
-            auto [it, inserted] = m_frameByStrings.try_emplace(key, 0);
-            if (inserted)
-                it->second = m_b->frame(
-                    utf8View(name, m_scratchName), utf8View(file, m_scratchFile), static_cast<std::int32_t>(line));
-            id = it->second;
-            return id;
+            // Open addressing (power-of-two table, at most half full): generation-A files have a fresh
+            // dict per frame, so this runs for every frame reference there.
+            if (2 * (m_frameCount + 1) > m_frameSlots.size()) {
+                std::vector<FrameSlot> old(std::max<std::size_t>(256, m_frameSlots.size() * 2));
+                old.swap(m_frameSlots);
+                for (const FrameSlot& slot : old)
+                    if (slot.id != 0)
+                        *emptyFrameSlot(slot.key) = slot;
+            }
+            const std::size_t mask = m_frameSlots.size() - 1;
+            std::size_t i = FrameKeyHash {}(key)&mask;
+            for (; m_frameSlots[i].id != 0; i = (i + 1) & mask)
+                if (m_frameSlots[i].key == key)
+                    return id = m_frameSlots[i].id;
+            // FrameIds from the builder start at 1 (0 is "no frame"), so 0 marks an empty slot.
+            const FrameId created = m_b->frame(
+                utf8View(name, m_scratchName), utf8View(file, m_scratchFile), static_cast<std::int32_t>(line));
+            m_frameSlots[i] = FrameSlot { key, created };
+            ++m_frameCount;
+            return id = created;
         }
 
         // Stacks repeat (every allocation from one line has the same frames list, made of the same
-        // memoized frame dicts), so a site is first looked up by the list's raw items.
-        SiteId site(const PickleValue& frames)
+        // memoized frame dicts), so a site is first looked up by the list's raw items. Two steps:
+        // listClass() numbers the distinct item sequences (cheap; the importer calls it while it
+        // reads each trace entry, whose frames list lies next to it in memory), and siteOfClass()
+        // interns the frames and the site on the first use of a class, so sites and frames get
+        // their ids in the order the events use them.
+        static constexpr std::uint32_t kNoClass = std::numeric_limits<std::uint32_t>::max();
+        std::uint32_t listClass(const PickleValue& frames)
         {
             if (frames.kind != PickleKind::List && frames.kind != PickleKind::Tuple)
-                return 0;
+                return kNoClass;
             auto items = m_doc.items(frames);
             if (items.empty())
-                return 0;
+                return kNoClass;
             // A list shared by many entries is resolved once (keeps a hostile file linear).
             auto idx = static_cast<std::size_t>(frames.bits);
-            if (idx >= m_siteByList.size())
-                m_siteByList.resize(std::max<std::size_t>(idx + 1, m_siteByList.size() * 2), kNoSite);
-            if (m_siteByList[idx] != kNoSite)
-                return m_siteByList[idx];
-            SiteId id = siteOf(items);
-            m_siteByList[idx] = id;
+            if (idx >= m_classByList.size())
+                m_classByList.resize(std::max<std::size_t>(idx + 1, m_classByList.size() * 2), kNoClass);
+            if (m_classByList[idx] == kNoClass)
+                m_classByList[idx] = classOf(items);
+            return m_classByList[idx];
+        }
+        SiteId siteOfClass(std::uint32_t cls)
+        {
+            if (cls == kNoClass)
+                return 0;
+            SiteId& id = m_classSite[cls];
+            if (id == kNoSite) {
+                m_frameIds.clear();
+                for (const auto& f : classItems(cls))
+                    if (f.kind == PickleKind::Dict)
+                        m_frameIds.push_back(frameOf(f));
+                id = m_b->site(m_frameIds);
+            }
             return id;
         }
+        SiteId site(const PickleValue& frames) { return siteOfClass(listClass(frames)); }
 
-        SiteId siteOf(std::span<const PickleValue> items)
+        // Open addressing over a flat copy of each distinct list's items: one probe sequence and one
+        // contiguous compare per lookup, no allocation per list (this runs once per trace entry).
+        std::uint32_t classOf(std::span<const PickleValue> items)
         {
-            if (auto it = m_sites.find(items); it != m_sites.end())
-                return it->second;
-            m_frameIds.clear();
-            for (const auto& f : items)
-                if (f.kind == PickleKind::Dict)
-                    m_frameIds.push_back(frameOf(f));
-            SiteId id = m_b->site(m_frameIds);
-            m_sites.emplace(std::vector<PickleValue>(items.begin(), items.end()), id);
-            return id;
+            const std::uint64_t h = siteHash(items);
+            if (m_siteSlots.empty())
+                m_siteSlots.resize(256);
+            std::size_t mask = m_siteSlots.size() - 1;
+            for (std::size_t i = static_cast<std::size_t>(h) & mask;; i = (i + 1) & mask) {
+                const SiteSlot& slot = m_siteSlots[i];
+                if (slot.count == 0)
+                    break;
+                if (slot.hash == h && slot.count == items.size() && sameItems(items, classItems(slot.cls)))
+                    return slot.cls;
+            }
+            if (2 * (m_classSite.size() + 1) > m_siteSlots.size()) {
+                std::vector<SiteSlot> old(m_siteSlots.size() * 2);
+                old.swap(m_siteSlots);
+                mask = m_siteSlots.size() - 1;
+                for (const SiteSlot& slot : old)
+                    if (slot.count != 0)
+                        insertSlot(slot, mask);
+            }
+            const auto cls = static_cast<std::uint32_t>(m_classSite.size());
+            insertSlot(SiteSlot { h, items.size(), cls }, mask);
+            m_classOffset.push_back(m_siteItems.size());
+            m_siteItems.insert(m_siteItems.end(), items.begin(), items.end());
+            m_classSite.push_back(kNoSite);
+            return cls;
+        }
+        std::span<const PickleValue> classItems(std::uint32_t cls) const
+        {
+            const std::size_t begin = m_classOffset[cls];
+            const std::size_t end = cls + 1 < m_classOffset.size() ? m_classOffset[cls + 1] : m_siteItems.size();
+            return std::span<const PickleValue>(m_siteItems.data() + begin, end - begin);
+        }
+        struct SiteSlot {
+            std::uint64_t hash = 0;
+            std::size_t count = 0; // items; 0 = empty slot (lists with no items never get here)
+            std::uint32_t cls = 0;
+        };
+        void insertSlot(const SiteSlot& slot, std::size_t mask)
+        {
+            std::size_t i = static_cast<std::size_t>(slot.hash) & mask;
+            while (m_siteSlots[i].count != 0)
+                i = (i + 1) & mask;
+            m_siteSlots[i] = slot;
+        }
+        static std::uint64_t siteHash(std::span<const PickleValue> key)
+        {
+            // Four independent lanes: a single multiply chain would cost its latency per item, and
+            // this hashes every frame reference of the trace (hundreds of thousands).
+            constexpr std::uint64_t kMul = 0x9e3779b97f4a7c15ULL;
+            auto mix = [](const PickleValue& v) { return v.bits ^ (static_cast<std::uint64_t>(v.kind) << 58); };
+            std::uint64_t l0 = key.size(), l1 = 0x632be59bd9b4e019ULL, l2 = 0xbf58476d1ce4e5b9ULL,
+                          l3 = 0x94d049bb133111ebULL;
+            std::size_t i = 0;
+            for (; i + 4 <= key.size(); i += 4) {
+                l0 = (l0 ^ mix(key[i])) * kMul;
+                l1 = (l1 ^ mix(key[i + 1])) * kMul;
+                l2 = (l2 ^ mix(key[i + 2])) * kMul;
+                l3 = (l3 ^ mix(key[i + 3])) * kMul;
+                l0 ^= l0 >> 29;
+                l1 ^= l1 >> 29;
+                l2 ^= l2 >> 29;
+                l3 ^= l3 >> 29;
+            }
+            for (; i < key.size(); ++i)
+                l0 = ((l0 ^ mix(key[i])) * kMul) ^ (l0 >> 29);
+            std::uint64_t h = l0 ^ std::rotl(l1, 17) ^ std::rotl(l2, 31) ^ std::rotl(l3, 47);
+            h ^= h >> 33; // fmix64 (MurmurHash3): the table uses the low bits
+            h *= 0xff51afd7ed558ccdULL;
+            h ^= h >> 33;
+            return h;
+        }
+        static bool sameItems(std::span<const PickleValue> a, std::span<const PickleValue> b)
+        {
+            for (std::size_t i = 0; i < a.size(); ++i)
+                if (a[i].bits != b[i].bits || a[i].kind != b[i].kind || a[i].length != b[i].length)
+                    return false;
+            return true;
         }
 
         const PickleDocument& m_doc;
@@ -465,37 +569,100 @@ namespace {
             {
                 std::uint64_t h
                     = k.name * 0x9e3779b97f4a7c15ULL ^ (k.file + 0x632be59bd9b4e019ULL) * 0xbf58476d1ce4e5b9ULL;
-                return static_cast<std::size_t>(h ^ (static_cast<std::uint64_t>(k.line) << 17) ^ k.nameLength);
+                h ^= (static_cast<std::uint64_t>(k.line) << 17) ^ k.nameLength;
+                h ^= h >> 33; // fmix64 (MurmurHash3): the table uses the low bits
+                h *= 0xff51afd7ed558ccdULL;
+                return static_cast<std::size_t>(h ^ (h >> 33));
             }
         };
-        // A frames list is identified by its raw items (the frame dicts' container ids).
-        struct SiteKeyHash {
-            using is_transparent = void;
-            std::size_t operator()(std::span<const PickleValue> key) const
-            {
-                std::uint64_t h = key.size();
-                for (const PickleValue& v : key)
-                    h = (h ^ v.bits ^ (static_cast<std::uint64_t>(v.kind) << 58)) * 0x100000001b3ULL + (h >> 29);
-                return static_cast<std::size_t>(h);
-            }
+        struct FrameSlot {
+            FrameKey key {};
+            FrameId id = 0; // 0 = empty
         };
-        struct SiteKeyEqual {
-            using is_transparent = void;
-            bool operator()(std::span<const PickleValue> a, std::span<const PickleValue> b) const
-            {
-                return std::equal(
-                    a.begin(), a.end(), b.begin(), b.end(), [](const PickleValue& x, const PickleValue& y) {
-                        return x.bits == y.bits && x.kind == y.kind && x.length == y.length;
-                    });
-            }
-        };
+        FrameSlot* emptyFrameSlot(const FrameKey& key)
+        {
+            const std::size_t mask = m_frameSlots.size() - 1;
+            std::size_t i = FrameKeyHash {}(key)&mask;
+            while (m_frameSlots[i].id != 0)
+                i = (i + 1) & mask;
+            return &m_frameSlots[i];
+        }
         std::string m_scratchName, m_scratchFile;
-        std::unordered_map<std::vector<PickleValue>, SiteId, SiteKeyHash, SiteKeyEqual> m_sites;
+        // A frames list is identified by its raw items (the frame dicts' container ids).
+        std::vector<SiteSlot> m_siteSlots; // power-of-two size, at most half full
+        std::vector<PickleValue> m_siteItems; // the items of each class (distinct list), back to back
+        std::vector<std::size_t> m_classOffset; // class → its first item in m_siteItems
+        std::vector<SiteId> m_classSite; // class → SiteId (kNoSite until first used)
+        std::vector<std::uint32_t> m_classByList; // container index of a frames list → class
         static constexpr SiteId kNoSite = std::numeric_limits<SiteId>::max();
-        std::vector<SiteId> m_siteByList; // container index of a frames list → SiteId
         std::vector<FrameId> m_frameCache; // container index of a frame dict → FrameId (0 = not yet)
-        std::unordered_map<FrameKey, FrameId, FrameKeyHash> m_frameByStrings;
+        std::vector<FrameSlot> m_frameSlots; // frame by the identity of its strings and line
+        std::size_t m_frameCount = 0;
         std::vector<FrameId> m_frameIds;
+    };
+
+    // time_us → ns, saturating at the int64 range (a corrupt file may hold any integer; the overflow
+    // would be undefined behaviour).
+    TimeNs microsecondsToNs(std::int64_t us)
+    {
+        TimeNs ns = 0;
+        if (__builtin_mul_overflow(us, std::int64_t(1000), &ns))
+            return us < 0 ? std::numeric_limits<TimeNs>::min() : std::numeric_limits<TimeNs>::max();
+        return ns;
+    }
+
+    enum class EntryField : std::uint8_t { Other, Addr, Size, Action, Stream, Frames, TimeUs, CompileContext };
+
+    // The field a trace-entry key names. Pickled entries share their key strings through the memo,
+    // so the key at a position is nearly always the very string (same offset) seen there before:
+    // that is checked first, and the text is compared only on a miss.
+    class EntryFieldCache {
+    public:
+        explicit EntryFieldCache(const PickleDocument& doc)
+            : m_doc(doc)
+        {
+        }
+        EntryField field(const PickleValue& key, std::size_t position)
+        {
+            if (position < kSlots) {
+                const Slot& s = m_slots[position];
+                if (key.bits == s.bits && key.length == s.length && key.kind == s.kind) [[likely]]
+                    return s.field;
+            }
+            EntryField f = byText(m_doc.text(key));
+            if (position < kSlots)
+                m_slots[position] = Slot { key.bits, key.length, key.kind, f };
+            return f;
+        }
+
+    private:
+        static EntryField byText(std::string_view key)
+        {
+            if (key == "addr")
+                return EntryField::Addr;
+            if (key == "size")
+                return EntryField::Size;
+            if (key == "action")
+                return EntryField::Action;
+            if (key == "stream")
+                return EntryField::Stream;
+            if (key == "frames")
+                return EntryField::Frames;
+            if (key == "time_us")
+                return EntryField::TimeUs;
+            if (key == "compile_context")
+                return EntryField::CompileContext;
+            return EntryField::Other;
+        }
+        struct Slot {
+            std::uint64_t bits = 0;
+            std::uint32_t length = 0;
+            PickleKind kind = PickleKind::None; // None never matches a key (keys are Str or Binary)
+            EntryField field = EntryField::Other;
+        };
+        static constexpr std::size_t kSlots = 16;
+        const PickleDocument& m_doc;
+        std::array<Slot, kSlots> m_slots {};
     };
 
     struct RoundingConfig {
@@ -628,6 +795,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
 
     // ---- trace entries --------------------------------------------------------------------------------
     auto traces = r.listField(root, "device_traces", "top level");
+    EntryFieldCache entryFields(doc);
     std::vector<std::vector<Entry>> entries(traces.size());
     bool anyTime = false, anyMissingTime = false, anyCompileContext = false;
     std::uint64_t unknownActions = 0;
@@ -647,41 +815,39 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             const auto kv = doc.items(e);
             // One pass over the entry's keys (faster than a lookup per field).
             for (std::size_t k = 0; k + 1 < kv.size(); k += 2) {
-                std::string_view key = doc.text(kv[k]);
                 const PickleValue& v = kv[k + 1];
                 auto asInt = [&] {
                     if (v.kind == PickleKind::BigInt)
                         r.stats().add("big_int_clamped", Severity::Warning,
                             SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": '"
-                                + sanitizeUtf8(key) + "' was clamped to 64 bits");
+                                + sanitizeUtf8(doc.text(kv[k])) + "' was clamped to 64 bits");
                     return doc.toInt(v).value_or(0);
                 };
-                switch (key.size()) { // dispatch on the length first: this loop runs for every key of every entry
-                case 4:
-                    if (key == "addr")
-                        entry.addr = static_cast<Address>(asInt());
-                    else if (key == "size")
-                        entry.size = static_cast<Bytes>(std::max<std::int64_t>(0, asInt()));
+                switch (entryFields.field(kv[k], k / 2)) {
+                case EntryField::Addr:
+                    entry.addr = static_cast<Address>(asInt());
                     break;
-                case 6:
-                    if (key == "action") {
-                        action = doc.text(v);
-                        hasAction = true;
-                    } else if (key == "stream")
-                        entry.stream = static_cast<std::uint64_t>(asInt());
-                    else if (key == "frames")
-                        entry.frames = v;
+                case EntryField::Size:
+                    entry.size = static_cast<Bytes>(std::max<std::int64_t>(0, asInt()));
                     break;
-                case 7:
-                    if (key == "time_us") {
-                        entry.time = asInt() * 1000;
-                        hasTime = true;
-                    }
+                case EntryField::Action:
+                    action = doc.text(v);
+                    hasAction = true;
                     break;
-                case 15:
-                    anyCompileContext = anyCompileContext || key == "compile_context";
+                case EntryField::Stream:
+                    entry.stream = static_cast<std::uint64_t>(asInt());
                     break;
-                default:
+                case EntryField::Frames:
+                    entry.frames = v;
+                    break;
+                case EntryField::TimeUs:
+                    entry.time = microsecondsToNs(asInt());
+                    hasTime = true;
+                    break;
+                case EntryField::CompileContext:
+                    anyCompileContext = true;
+                    break;
+                case EntryField::Other:
                     break;
                 }
             }
@@ -697,6 +863,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             }
             anyTime = anyTime || hasTime;
             anyMissingTime = anyMissingTime || !hasTime;
+            entry.framesClass = r.listClass(entry.frames);
             entries[d].push_back(entry);
         }
     }
@@ -836,7 +1003,10 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
 
         // The pre-window state, as a map, and the events that create it.
         SegmentBlockMap state;
-        const TimeNs preTime = list.empty() ? 0 : list.front().time - 1;
+        const TimeNs preTime = list.empty() ? 0
+            : list.front().time == std::numeric_limits<TimeNs>::min()
+            ? list.front().time // a saturated (corrupt) first time: no earlier instant exists
+            : list.front().time - 1;
         std::uint64_t preSequence = 0;
         std::vector<MemoryEvent> pre;
         auto preEvent
@@ -937,7 +1107,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             ev.address = e.addr;
             ev.size = e.size;
             ev.sequence = e.index;
-            ev.site = r.site(e.frames);
+            ev.site = r.siteOfClass(e.framesClass);
             std::string code;
             switch (e.action) {
             case Action::Alloc: {
@@ -1070,7 +1240,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             std::int64_t dev = 0;
             if (const PickleValue* dv = doc.find(a, "device"))
                 dev = doc.toInt(*dv).value_or(0);
-            TimeNs t = *doc.toInt(*time) * 1000;
+            TimeNs t = microsecondsToNs(*doc.toInt(*time));
             auto& stack = open[{ dev, name }];
             if (doc.text(*stage) == "START") {
                 stack.push_back(t);

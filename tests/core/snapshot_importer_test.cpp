@@ -12,6 +12,7 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 using namespace gpumem;
 
@@ -409,6 +410,24 @@ TEST(SnapshotImporter, ReportsAnEndStateTheTraceDoesNotReach)
                   + std::to_string(kS1 + 4 * kMiB) + ", +4194304) active_allocated"),
         std::string::npos)
         << diffs[0];
+}
+
+TEST(SnapshotImporter, SaturatesATimeThatOverflowsNanoseconds)
+{
+    // A corrupt time_us whose nanoseconds do not fit in int64 (found by the fuzzer: the multiply
+    // was undefined behaviour) is saturated; the import goes on.
+    nlohmann::json j = handMadeSnapshot();
+    const std::int64_t huge = std::numeric_limits<std::int64_t>::max() / 10;
+    for (auto& e : j["device_traces"][0])
+        e["time_us"] = huge;
+    Trace t = importJson(j, "handmade_huge_time.json");
+    const auto& m = t.memory();
+    ASSERT_GT(m.count(), 0u);
+    std::size_t saturated = 0;
+    for (std::size_t i = 0; i < m.count(); ++i)
+        saturated += m.time[i] == std::numeric_limits<TimeNs>::max() ? 1 : 0;
+    EXPECT_EQ(saturated, 11u); // the 12 entries but the unknown action
+    EXPECT_EQ(m.time[0], std::numeric_limits<TimeNs>::max() - 1); // the pre-window state, 1 ns before
 }
 
 TEST(SnapshotImporter, CountsAnAllocTheEndStateDoesNotExplain)
