@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 #include <fcntl.h>
@@ -99,6 +100,9 @@ namespace {
             zs.avail_out = sizeof buf;
             int rc = inflate(&zs, Z_NO_FLUSH);
             out.append(buf, sizeof buf - zs.avail_out);
+            if (limit == std::string::npos && out.size() > maxDecompressedBytes())
+                return fail("decompresses to more than " + std::to_string(maxDecompressedBytes() >> 20)
+                    + " MiB (half of this machine's memory); if the trace is real, set GPUMEM_MAX_INPUT_MIB to allow more");
             if (out.size() >= limit) {
                 out.resize(limit);
                 break;
@@ -134,8 +138,10 @@ namespace {
             return false;
         const auto* t = reinterpret_cast<const unsigned char*>(in.data() + in.size() - 4);
         const std::size_t isize = std::size_t(t[0]) | std::size_t(t[1]) << 8 | std::size_t(t[2]) << 16 | std::size_t(t[3]) << 24;
-        // Deflate cannot expand more than ~1032×; a smaller ISIZE than that bound is a wrapped size.
-        if (isize < in.size() / 1100)
+        // Deflate cannot expand more than ~1032×: a smaller ISIZE than that bound is a wrapped size, and a
+        // larger one is a lie (a cut or forged file) that must not make us allocate it. Either way the
+        // streaming path decides.
+        if (isize < in.size() / 1100 || isize > in.size() * 1032 + 1024 || isize > maxDecompressedBytes())
             return false;
         libdeflate_decompressor* d = libdeflate_alloc_decompressor();
         if (!d)
@@ -155,6 +161,20 @@ namespace {
     }
 #endif
 } // namespace
+
+std::size_t maxDecompressedBytes()
+{
+    static const std::size_t limit = [] {
+        if (const char* env = std::getenv("GPUMEM_MAX_INPUT_MIB"))
+            if (long long mib = std::atoll(env); mib > 0)
+                return static_cast<std::size_t>(mib) << 20;
+        long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+        if (pages <= 0 || page <= 0)
+            return std::size_t(8) << 30;
+        return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) / 2;
+    }();
+    return limit;
+}
 
 bool isGzip(std::string_view bytes)
 {

@@ -9,6 +9,10 @@
 
 namespace gpumem {
 
+// The most bytes a compressed input may decompress to: half of the machine's memory, or
+// GPUMEM_MAX_INPUT_MIB when set. Beyond it gunzip() throws FormatError (a gzip bomb or a forged size).
+std::size_t maxDecompressedBytes();
+
 // True if `bytes` start with the gzip magic 1f 8b.
 bool isGzip(std::string_view bytes);
 
