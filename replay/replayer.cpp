@@ -157,8 +157,22 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
             if (m.device[i] != dev)
                 continue;
             const bool initial = deviceEvents < initialEvents;
-            if (++deviceEvents == initialEvents + 1 && initialEvents > 0 && adopt)
+            if (++deviceEvents == initialEvents + 1 && initialEvents > 0 && adopt) {
                 stats.resetPeaks();
+                // Adopted segments were really reserved before the window: if they alone exceed the
+                // capacity, the run cannot fit, and saying "no OOM" would answer the what-if wrongly.
+                const auto& st = top.stats();
+                if (m_options.capacity != 0 && st.reserved > m_options.capacity) {
+                    ++result.ooms;
+                    result.failures.push_back({ m.time[i], i, st.reserved /* the pre-window state that does not fit */, streamKey[m.stream[i]],
+                        st.reserved, st.allocated, 0 });
+                    if (measured && m_options.onOom == OnOom::Stop) {
+                        result.stopped = true;
+                        stop = true;
+                        break;
+                    }
+                }
+            }
             const EventKind kind = m.kind[i];
             clock.time = m.time[i];
             clock.event = i;

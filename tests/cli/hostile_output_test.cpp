@@ -69,3 +69,17 @@ TEST(CliOutput, ControlCharactersFromTracesNeverReachTheTerminal)
     EXPECT_EQ(r.out.find('\x07'), std::string::npos);
     EXPECT_NE(r.out.find("\"a?[31m\""), std::string::npos) << r.out;
 }
+
+// Regression: the segments a snapshot reserved before its trace began were adopted without checking
+// --capacity, so a 3.95 GiB run "fit" on a 1 GiB device.
+TEST(ReplayCapacity, ThePreWindowStateCountsAgainstTheCapacity)
+{
+    const std::string file = GPUMEM_PUBLIC_TRACES "/cs336-bcrafton/memory_snapshot.pickle";
+    if (!fs::exists(file))
+        GTEST_SKIP() << "public traces not found at " GPUMEM_PUBLIC_TRACES;
+    auto small = runCli("replay --format json --policy pytorch --capacity 1GiB --on-oom stop '" + file + "'");
+    ASSERT_EQ(small.exitCode, 0) << small.err;
+    EXPECT_NE(small.out.find("\"ooms\": 1"), std::string::npos) << small.out;
+    auto big = runCli("replay --format json --policy pytorch --capacity 8GiB --on-oom stop '" + file + "'");
+    EXPECT_NE(big.out.find("\"ooms\": 0"), std::string::npos) << big.out;
+}
