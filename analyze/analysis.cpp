@@ -100,7 +100,11 @@ namespace {
         f.lowerBound = f.peakAllocated;
         if (auto p = dev.peakPoint(SeriesKind::Allocated))
             f.internalAtPeakAllocated = dev.internal(*p);
-        if (auto p = dev.peakPoint(SeriesKind::Reserved); p && dev.reserved[*p] > 0) {
+        // The reserved peak as the breakdown sees it: after every event of that nanosecond (resolveInstant).
+        std::optional<std::size_t> p;
+        if (auto at = resolveInstant(dev, InstantSpec { InstantSpec::Kind::PeakReserved, 0 }))
+            p = at->point;
+        if (p && dev.reserved[*p] > 0) {
             const double r = static_cast<double>(dev.reserved[*p]);
             f.peakReserved = dev.reserved[*p];
             // With a recorded reserved counter, compare it with the recorded allocated counter (both count

@@ -80,6 +80,12 @@ std::optional<Instant> resolveInstant(const DeviceTimeline& dev, const InstantSp
     case InstantSpec::Kind::PeakReserved:
         point = dev.peakPoint(SeriesKind::Reserved);
         label = "peak reserved";
+        // Events with the same timestamp are simultaneous: a segment_alloc and the blocks carved from it
+        // (a snapshot's rebuilt pre-window state shares one nanosecond) belong to one instant, so look at
+        // the state after the last of them while reserved stays at its peak.
+        while (point && *point + 1 < dev.size() && dev.time[*point + 1] == dev.time[*point]
+            && dev.reserved[*point + 1] == dev.reserved[*point])
+            ++*point;
         break;
     case InstantSpec::Kind::Time:
         point = dev.pointAt(spec.time);

@@ -171,6 +171,27 @@ TEST(PeakBreakdown, AtATimeGivesTheStateAfterTheLastEventThen)
     EXPECT_THROW(InstantSpec::parse("5parsecs", start), UsageError);
 }
 
+// Regression: a snapshot's rebuilt pre-window state puts every segment_alloc and block alloc at one
+// nanosecond; the reserved peak was taken after the last segment_alloc and before the blocks, so the
+// breakdown at the reserved peak showed 0 B live.
+TEST(PeakBreakdown, ReservedPeakIncludesTheBlocksOfTheSameNanosecond)
+{
+    TraceBuilder b;
+    auto add = eventAdder(b);
+    add(100, EventKind::SegmentAlloc, 0x100000, 20 * MiB);
+    add(100, EventKind::Alloc, 0x100000, 8 * MiB);
+    add(100, EventKind::Alloc, 0x100000 + 8 * MiB, 4 * MiB);
+    add(200, EventKind::Free, 0x100000, 8 * MiB);
+    Trace t = b.build();
+    AnalysisOptions o;
+    o.instants = { InstantSpec { InstantSpec::Kind::PeakReserved, 0 } };
+    auto a = analyzeTrace(t, o);
+    ASSERT_EQ(a.breakdowns.size(), 1u);
+    EXPECT_EQ(a.breakdowns[0].instant.time, 100);
+    EXPECT_EQ(a.breakdowns[0].liveBytes, 12 * MiB);
+    EXPECT_EQ(a.breakdowns[0].liveBlocks, 2u);
+}
+
 TEST(Steps, ProfilerStepAnnotationsGiveStepsWithPeakAndGrowth)
 {
     Trace t = buildMicroLoop({ .steps = 4, .leakPerStep = MiB });
