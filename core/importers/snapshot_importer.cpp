@@ -1277,11 +1277,11 @@ namespace {
         bool sniff(const SniffInput& in) const override
         {
             std::string_view c = in.content;
-            if (c.size() >= 2 && static_cast<unsigned char>(c[0]) == 0x80 && c[1] >= 2 && c[1] <= 5) {
-                std::string_view head = c.substr(0, 512);
-                return head.find("segments") != std::string_view::npos
-                    || head.find("device_traces") != std::string_view::npos;
-            }
+            // Every pickle is claimed: snapshots are the only pickles gpumem reads, so any other one gets
+            // this importer's precise refusal (a named global opcode and its offset, or the missing key)
+            // instead of "not a trace format".
+            if (c.size() >= 2 && static_cast<unsigned char>(c[0]) == 0x80 && c[1] >= 2 && c[1] <= 5)
+                return true;
             auto first = c.find_first_not_of(" \t\r\n");
             if (first == std::string_view::npos || c[first] != '{')
                 return false;

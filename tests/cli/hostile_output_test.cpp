@@ -83,3 +83,16 @@ TEST(ReplayCapacity, ThePreWindowStateCountsAgainstTheCapacity)
     auto big = runCli("replay --format json --policy pytorch --capacity 8GiB --on-oom stop '" + file + "'");
     EXPECT_NE(big.out.find("\"ooms\": 0"), std::string::npos) << big.out;
 }
+
+// Regression: a pickle that is not snapshot-shaped was "not a trace format" instead of being refused
+// for the global it names. Bytes of pickle.dumps(collections.OrderedDict()), protocol 4.
+TEST(CliInput, AnyPickleWithAGlobalIsRefusedByOpcodeAndOffset)
+{
+    auto path = scratchDir("global") / "g.pickle";
+    const char bytes[] = "\x80\x04\x95\x22\x00\x00\x00\x00\x00\x00\x00\x8c\x0b" "collections\x94\x8c\x0b" "OrderedDict\x94"
+                         "\x93\x94)R\x94.";
+    std::ofstream(path, std::ios::binary).write(bytes, sizeof bytes - 1);
+    auto r = runCli("info '" + path.string() + "'");
+    EXPECT_EQ(r.exitCode, 1);
+    EXPECT_NE(r.err.find("STACK_GLOBAL (0x93) at byte offset"), std::string::npos) << r.err;
+}
