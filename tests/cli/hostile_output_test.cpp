@@ -55,7 +55,9 @@ TEST(CliOutput, InvalidUtf8NamesDoNotBreakJsonOutput)
     gpumem::writeGmt(b.build(), path);
     auto r = runCli("info --format json '" + path + "'");
     ASSERT_EQ(r.exitCode, 0) << r.err;
-    EXPECT_NO_THROW((void)nlohmann::json::parse(r.out));
+    auto parsed = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(parsed.is_discarded()) << r.out;
+    EXPECT_EQ(parsed[0]["devices"][0]["events"]["alloc"], 1);
 }
 
 TEST(CliOutput, ControlCharactersFromTracesNeverReachTheTerminal)
