@@ -13,6 +13,36 @@
 namespace gpumem::cli {
 
 namespace {
+    // A profiler trace starts after the model was loaded: its recorded "Total Allocated" is already
+    // above zero at the first sample, and those bytes are not in the trace, so a replay undercounts.
+    // Say so on stderr instead of letting the table look like the whole story.
+    void warnAboutMemoryBeforeTheWindow(const Trace& trace, DeviceId device, std::ostream& err)
+    {
+        std::optional<std::uint32_t> series;
+        for (std::uint32_t i = 0; i < trace.counterSeries().size(); ++i)
+            if (trace.counterSeries()[i].device == device && trace.str(trace.counterSeries()[i].name) == "Total Allocated")
+                series = i;
+        if (!series)
+            return;
+        for (const auto& sample : trace.counterSamples()) {
+            if (sample.series != *series)
+                continue;
+            // The first sample is after its own event: take the bytes that were there before it.
+            const auto& m = trace.memory();
+            std::int64_t before = sample.value;
+            for (std::size_t i = 0; i < m.count() && m.time[i] <= sample.time; ++i)
+                if (m.device[i] == device && m.time[i] == sample.time)
+                    before -= m.kind[i] == EventKind::Alloc ? std::int64_t(m.size[i]) : m.kind[i] == EventKind::Free ? -std::int64_t(m.size[i]) : 0;
+            if (before > 0)
+                err << "note: " << formatBytes(static_cast<Bytes>(before))
+                    << " was already allocated when this profiler trace began and is not in it, so these replays "
+                       "undercount; `gpumem replay --fidelity` replays from a warm start that holds it\n";
+            return;
+        }
+    }
+} // namespace
+
+namespace {
     std::string policyHelp()
     {
         std::string s = "Policies (SPEC = NAME[@VERSION][:OPTIONS], options in PYTORCH_CUDA_ALLOC_CONF syntax):\n";
@@ -81,7 +111,7 @@ namespace {
                 "trace", po::value<std::string>()->required(), "trace file (positional)");
             p.add("trace", 1);
         }
-        int run(const po::variables_map& vm, std::ostream& out, std::ostream&) override
+        int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
         {
             const bool fidelity = vm.count("fidelity") > 0;
             std::string format = checkedChoice(vm, "format",
@@ -114,6 +144,7 @@ namespace {
             for (const auto& s : specs)
                 results.push_back(replay::Replayer(options).run(trace, s));
             analyze::writeReplayTable(results, format, traceStart(trace), out);
+            warnAboutMemoryBeforeTheWindow(trace, results.empty() ? 0 : results.front().device, err);
             return kExitOk;
         }
     };

@@ -98,3 +98,17 @@ TEST(CliInput, AnyPickleWithAGlobalIsRefusedByOpcodeAndOffset)
     EXPECT_EQ(r.exitCode, 1);
     EXPECT_NE(r.err.find("STACK_GLOBAL (0x93) at byte offset"), std::string::npos) << r.err;
 }
+
+// Review finding: replaying a profiler trace that began after the model loaded printed a table that
+// looked complete while 3.82 GiB (HTA's opening Total Allocated) was missing from it.
+TEST(ReplayCapacity, WarnsWhenAProfilerTraceBeganWithMemoryAlreadyAllocated)
+{
+    const std::string file = GPUMEM_PUBLIC_TRACES "/hta/df_index_resolver.json.gz";
+    if (!fs::exists(file))
+        GTEST_SKIP() << "public traces not found at " GPUMEM_PUBLIC_TRACES;
+    auto r = runCli("replay --policy pytorch '" + file + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.err.find("note: 3.82 GiB was already allocated"), std::string::npos) << r.err;
+    auto sample = runCli("replay --policy pytorch traces/mlp_train.jsonl");
+    EXPECT_EQ(sample.err, "");
+}
