@@ -18,27 +18,10 @@ namespace {
     // Say so on stderr instead of letting the table look like the whole story.
     void warnAboutMemoryBeforeTheWindow(const Trace& trace, DeviceId device, std::ostream& err)
     {
-        std::optional<std::uint32_t> series;
-        for (std::uint32_t i = 0; i < trace.counterSeries().size(); ++i)
-            if (trace.counterSeries()[i].device == device && trace.str(trace.counterSeries()[i].name) == "Total Allocated")
-                series = i;
-        if (!series)
-            return;
-        for (const auto& sample : trace.counterSamples()) {
-            if (sample.series != *series)
-                continue;
-            // The first sample is after its own event: take the bytes that were there before it.
-            const auto& m = trace.memory();
-            std::int64_t before = sample.value;
-            for (std::size_t i = 0; i < m.count() && m.time[i] <= sample.time; ++i)
-                if (m.device[i] == device && m.time[i] == sample.time)
-                    before -= m.kind[i] == EventKind::Alloc ? std::int64_t(m.size[i]) : m.kind[i] == EventKind::Free ? -std::int64_t(m.size[i]) : 0;
-            if (before > 0)
-                err << "note: " << formatBytes(static_cast<Bytes>(before))
-                    << " was already allocated when this profiler trace began and is not in it, so these replays "
-                       "undercount; `gpumem replay --fidelity` replays from a warm start that holds it\n";
-            return;
-        }
+        if (Bytes before = replay::openingAllocated(trace, device); before > 0)
+            err << "note: " << formatBytes(before)
+                << " was already allocated when this profiler trace began and is not in it, so these replays "
+                   "undercount; `gpumem replay --fidelity` replays from a warm start that holds it\n";
     }
 } // namespace
 

@@ -37,28 +37,6 @@ namespace {
         return std::nullopt;
     }
 
-    // Bytes allocated before the first event of `device`: the first "allocated" counter sample minus
-    // that event's own change (profiler counters are taken after the event).
-    Bytes openingAllocated(const Trace& trace, DeviceId device)
-    {
-        auto series = counterNamed(trace, device, "allocated");
-        if (!series)
-            return 0;
-        const auto& m = trace.memory();
-        std::size_t first = 0;
-        while (first < m.count() && (m.device[first] != device || !isRequestLevel(m.kind[first])))
-            ++first;
-        for (const auto& smp : trace.counterSamples()) {
-            if (smp.series != *series)
-                continue;
-            std::int64_t v = smp.value;
-            if (first < m.count())
-                v += m.kind[first] == EventKind::Alloc ? -std::int64_t(m.size[first]) : std::int64_t(m.size[first]);
-            return Bytes(std::max<std::int64_t>(0, v));
-        }
-        return 0;
-    }
-
     std::optional<CounterComparison> compareReservedCounter(
         const Trace& trace, DeviceId device, const std::vector<TimelinePoint>& timeline, Bytes simulatedPeak)
     {
@@ -102,6 +80,28 @@ namespace {
     }
 
 } // namespace
+
+// Bytes allocated before the first event of `device`: the first "allocated" counter sample minus
+// that event's own change (profiler counters are taken after the event).
+Bytes openingAllocated(const Trace& trace, DeviceId device)
+{
+    auto series = counterNamed(trace, device, "allocated");
+    if (!series)
+        return 0;
+    const auto& m = trace.memory();
+    std::size_t first = 0;
+    while (first < m.count() && (m.device[first] != device || !isRequestLevel(m.kind[first])))
+        ++first;
+    for (const auto& smp : trace.counterSamples()) {
+        if (smp.series != *series)
+            continue;
+        std::int64_t v = smp.value;
+        if (first < m.count())
+            v += m.kind[first] == EventKind::Alloc ? -std::int64_t(m.size[first]) : std::int64_t(m.size[first]);
+        return Bytes(std::max<std::int64_t>(0, v));
+    }
+    return 0;
+}
 
 FidelityReport checkFidelity(const Trace& trace, const PolicySpec& spec, ReplayOptions options)
 {

@@ -82,6 +82,11 @@ struct FidelityReport {
 // options are taken from `options`) and compares. Throws UsageError like Replayer::run.
 FidelityReport checkFidelity(const Trace& trace, const PolicySpec& spec, ReplayOptions options = {});
 
+// Bytes a profiler trace's recorded "allocated" counter already held before the first request-level
+// event of `device` (the first sample minus that event's own change; PyTorch's counters are taken after
+// the event): memory the trace does not itemise. 0 without such a counter.
+Bytes openingAllocated(const Trace& trace, DeviceId device);
+
 // Loads `path` (any format gpumem reads) and runs checkFidelity; for a PyTorch snapshot the final
 // state is also compared with its recorded `segments` (endStateDifferences). Throws IoError /
 // FormatError from loading and UsageError like Replayer::run.

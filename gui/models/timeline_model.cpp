@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <map>
-#include <optional>
 
 namespace gpumem::gui {
 
@@ -20,42 +19,6 @@ namespace {
         for (const auto& b : buckets)
             s.buckets.push_back(PixelBucket { double(b.min), double(b.max), double(b.last), b.valid });
         return s;
-    }
-
-    // Pixel buckets of a recorded counter (a step function: each sample holds until the next).
-    PixelSeries counterPixels(const Trace& trace, std::uint32_t series, TimeRange range, int width, QString name, QColor color)
-    {
-        PixelSeries s { std::move(name), color, false, std::vector<PixelBucket>(static_cast<std::size_t>(width)) };
-        const double nsPerPixel = double(range.length()) / width;
-        std::optional<double> value; // the value carried into the current pixel
-        auto samples = trace.counterSamples();
-        std::size_t i = 0;
-        for (; i < samples.size() && samples[i].time < range.start; ++i)
-            if (samples[i].series == series)
-                value = double(samples[i].value);
-        for (int col = 0; col < width; ++col) {
-            const TimeNs end = range.start + static_cast<TimeNs>((col + 1) * nsPerPixel);
-            PixelBucket b;
-            if (value)
-                b = { *value, *value, *value, true };
-            for (; i < samples.size() && samples[i].time < end; ++i) {
-                if (samples[i].series != series)
-                    continue;
-                double v = double(samples[i].value);
-                b = b.valid ? PixelBucket { std::min(b.min, v), std::max(b.max, v), v, true } : PixelBucket { v, v, v, true };
-                value = v;
-            }
-            s.buckets[static_cast<std::size_t>(col)] = b;
-        }
-        return s;
-    }
-
-    std::optional<std::uint32_t> findCounter(const Trace& trace, DeviceId device, std::string_view name)
-    {
-        for (std::uint32_t i = 0; i < trace.counterSeries().size(); ++i)
-            if (trace.counterSeries()[i].device == device && trace.str(trace.counterSeries()[i].name) == name)
-                return i;
-        return std::nullopt;
     }
 
     // Boxes narrower than a pixel that touch are merged so a million kernels draw as a few hundred boxes.
@@ -97,14 +60,12 @@ TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width)
         memory.series.push_back(toPixels(*d, analyze::SeriesKind::Allocated, range, width, "allocated", QColor(50, 110, 200), true));
         memory.series.push_back(toPixels(*d, analyze::SeriesKind::Active, range, width, "active", QColor(60, 160, 90), false));
         // A profiler trace starts after the model was loaded: its in-window allocated bytes miss the
-        // weights, so next to a recorded reserved counter the recorded allocated counter is the one to
-        // compare with (the same rule as analyze's fragmentation figures, docs/analysis.md).
-        std::optional<PixelSeries> recordedAllocated;
-        if (d->has(analyze::SeriesKind::Reserved) && d->reservedSource.rfind("counter", 0) == 0)
-            if (auto c = findCounter(t.trace, d->device, "Total Allocated"))
-                recordedAllocated = counterPixels(t.trace, *c, range, width, "allocated (recorded)", QColor(30, 60, 140));
+        // weights, so the ratios use the recorded allocated counter where there is one (the Timeline's
+        // allocatedForRatiosKind(), the same rule as analyze's fragmentation figures, docs/analysis.md).
+        const bool recordedAllocated = d->has(analyze::SeriesKind::Reserved) && d->has(analyze::SeriesKind::RecordedAllocated);
         if (recordedAllocated)
-            memory.series.push_back(*recordedAllocated);
+            memory.series.push_back(toPixels(*d, analyze::SeriesKind::RecordedAllocated, range, width, "allocated (recorded)",
+                QColor(30, 60, 140), false));
         if (d->has(analyze::SeriesKind::Reserved))
             memory.series.push_back(toPixels(*d, analyze::SeriesKind::Reserved, range, width,
                 QString::fromStdString("reserved (" + d->reservedSource + ")"), QColor(200, 60, 50), false));
@@ -114,7 +75,7 @@ TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width)
                     memory.maxValue = std::max(memory.maxValue, b.max);
         f.lanes.push_back(std::move(memory));
         if (d->has(analyze::SeriesKind::Reserved)) {
-            const auto& alloc = recordedAllocated ? f.lanes[0].series[2].buckets : f.lanes[0].series[0].buckets;
+            const auto& alloc = f.lanes[0].series[recordedAllocated ? 2 : 0].buckets;
             const auto& res = f.lanes[0].series.back().buckets;
             ValueLane frag;
             frag.title = "fragmentation 1 − allocated/reserved";
