@@ -49,8 +49,8 @@ namespace {
             bool first = true;
             for (const auto& path : vm["trace"].as<std::vector<std::string>>()) {
                 try {
-                    const Importer* importer = detectFormat(path);
-                    Trace trace = loadTrace(path, options);
+                    const Importer* importer = nullptr;
+                    Trace trace = loadTrace(path, options, &importer);
                     auto summary = analyze::summarize(trace);
                     std::string reader(importer ? importer->name() : "unknown");
                     if (format == "json") {

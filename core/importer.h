@@ -60,6 +60,7 @@ const Importer* detectFormat(const std::string& path);
 
 // Detects the format and loads the file; with options.strict, anomalies of warning or error
 // severity become a FormatError. Throws FormatError listing the formats when none matches.
-Trace loadTrace(const std::string& path, const LoadOptions& options = {});
+// `used`, when given, receives the importer that read the file (for "format: …" lines).
+Trace loadTrace(const std::string& path, const LoadOptions& options = {}, const Importer** used = nullptr);
 
 } // namespace gpumem

@@ -55,9 +55,11 @@ const Importer* detectFormat(const std::string& path)
     return nullptr;
 }
 
-Trace loadTrace(const std::string& path, const LoadOptions& options)
+Trace loadTrace(const std::string& path, const LoadOptions& options, const Importer** used)
 {
     const Importer* importer = detectFormat(path);
+    if (used)
+        *used = importer;
     if (!importer) {
         std::string names;
         for (const auto& i : importers())

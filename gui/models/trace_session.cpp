@@ -62,11 +62,11 @@ void TraceSession::open(const QString& path)
                     QMetaObject::invokeMethod(self.data(), [self, f] { if (self) emit self->progress(f); }, Qt::QueuedConnection);
                 return !cancelFlag->load();
             };
-            const Importer* importer = detectFormat(p);
+            const Importer* importer = nullptr;
             auto loadedTrace = std::make_shared<LoadedTrace>();
             loadedTrace->path = path;
+            loadedTrace->trace = loadTrace(p, options, &importer);
             loadedTrace->reader = importer ? QString::fromUtf8(importer->name().data(), qsizetype(importer->name().size())) : QString();
-            loadedTrace->trace = loadTrace(p, options);
             loadedTrace->summary = analyze::summarize(loadedTrace->trace);
             analyze::AnalysisOptions analysisOptions;
             analysisOptions.progress = [cancelFlag](double) { return !cancelFlag->load(); };
