@@ -98,7 +98,9 @@ std::optional<Address> GmlakePolicy::stitch(Bytes size, StreamKey stream)
         parts.push_back(p);
         sum += p.size;
     }
-    if (sum < size)
+    // Stitching needs two free blocks at least and enough bytes between them (glake
+    // get_fused_fragmented_blocks).
+    if (free.size() < 2 || sum < size)
         return std::nullopt;
     Bytes overshoot = sum - size;
     if (overshoot >= kChunk) { // split the last block: take only the chunks still needed
@@ -128,8 +130,16 @@ std::optional<Address> GmlakePolicy::allocateLarge(Bytes size, StreamKey stream)
 std::optional<Address> GmlakePolicy::doAllocate(Bytes bytes, StreamKey stream)
 {
     Bytes rounded = m_pytorch.roundSize(bytes);
-    std::optional<Address> a = PyTorchConfig::isSmall(rounded) ? m_pytorch.allocate(bytes, stream)
-                                                                : allocateLarge(ceilTo(rounded, kChunk), stream);
+    std::optional<Address> a;
+    if (PyTorchConfig::isSmall(rounded)) {
+        a = m_pytorch.allocate(bytes, stream);
+    } else {
+        // GMLake's round_size: a large size is rounded to whole 2 MiB chunks unless power-2 divisions
+        // apply to it (glake GMLake/src/CUDACachingAllocator.cpp, round_size).
+        std::uint64_t d = m_config.pytorch.divisionsFor(bytes);
+        bool divisions = d > 0 && bytes > kMinBlockSize * d;
+        a = allocateLarge(divisions ? rounded : ceilTo(rounded, kChunk), stream);
+    }
     sync();
     if (!a) {
         ++m_stats.ooms; // the PyTorch policy reported it to the device

@@ -6,13 +6,16 @@
 //
 // Built by composition on a PyTorchPolicy with the 2.0 rules (it owns one, on the same device):
 // - small requests (rounded ≤ 1 MiB) are PyTorch 2.0's, unchanged;
-// - large requests are rounded up to whole 2 MiB physical chunks and go through GMLake's order:
+// - large requests are rounded up to whole 2 MiB physical chunks (GMLake's round_size; so PyTorch's
+//   segment-size rule sees the rounded size: an 8.2 MiB request gets a 10 MiB segment, not 20 MiB) and
+//   go through GMLake's order:
 //   1. best fit among the primitive blocks (PyTorchPolicy::allocateCached);
 //   2. reuse a cached free stitched block of the stream whose size is ≥ the request and ≤ request ×
 //      reuse_limit (the smallest such), if all its primitive ranges are still free;
-//   3. if the request ≥ frag_limit: stitch free large blocks of the stream, taken from the largest
-//      downward until their sum ≥ the request (the last one split when the overshoot is ≥ 2 MiB),
-//      into one new virtual range: no new physical memory, no device call;
+//   3. if the request ≥ frag_limit and the stream has two free large blocks or more: stitch free
+//      large blocks of the stream, taken from the largest downward until their sum ≥ the request (the
+//      last one split when the overshoot is ≥ 2 MiB), into one new virtual range: no new physical
+//      memory, no device call (glake get_fused_fragmented_blocks);
 //   4. new physical memory and PyTorch 2.0's recovery chain (release oversize cached blocks, release
 //      all cached blocks, retry), else out of memory.
 // Reserved = physical bytes (the primitive segments). A stitched block's primitive ranges show in
