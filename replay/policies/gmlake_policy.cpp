@@ -44,7 +44,7 @@ void GmlakePolicy::sync()
 bool GmlakePolicy::claim(const std::vector<Part>& parts, StreamKey stream)
 {
     for (std::size_t i = 0; i < parts.size(); ++i) {
-        if (!m_pytorch.adoptBlock(parts[i].address, parts[i].size, 0, stream)) {
+        if (!m_pytorch.adoptBlock(parts[i].address, parts[i].size, parts[i].size, stream)) {
             for (std::size_t j = 0; j < i; ++j) // roll back: the ranges merge back as they were
                 m_pytorch.deallocate(parts[j].address, 0, stream);
             return false;
