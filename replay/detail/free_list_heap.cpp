@@ -87,7 +87,7 @@ struct FreeListHeap::Impl {
     const FreeListConfig& config;
     NodeArena memory;
     KeyedBlockSet<HeapBlock, true> bySize; // free blocks by (stream, size, address)
-    KeyedBlockSet<HeapBlock, false> byAddress; // free blocks by (stream, address)
+    KeyedBlockSet<HeapBlock, false> byAddress; // free blocks by (stream, address): first and next fit only
     AddressMap<HeapBlock*> live;
     std::deque<HeapBlock> store;
     std::vector<HeapBlock*> spare;
@@ -114,16 +114,20 @@ struct FreeListHeap::Impl {
         return b;
     }
 
+    // Only first and next fit search by address; best and worst fit keep one tree.
+    bool addressOrdered() const { return config.rule == FitRule::First || config.rule == FitRule::Next; }
     void insertFree(HeapBlock* b)
     {
         b->free = true;
         bySize.insert(b);
-        byAddress.insert(b);
+        if (addressOrdered())
+            byAddress.insert(b);
     }
     void eraseFree(HeapBlock* b)
     {
         bySize.erase(b);
-        byAddress.erase(b);
+        if (addressOrdered())
+            byAddress.erase(b);
     }
 
     static HeapBlock key(StreamKey stream, Bytes size, Address ptr)
