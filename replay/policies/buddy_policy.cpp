@@ -31,7 +31,7 @@ Bytes BuddyPolicy::roundSize(Bytes bytes) const { return std::bit_ceil(std::max(
 
 void BuddyPolicy::insertFree(Address address, const Block& block)
 {
-    m_blocks[address] = block;
+    m_blocks.insert(address, block);
     m_free.insert({ block.stream, block.order, address });
 }
 
@@ -49,10 +49,10 @@ bool BuddyPolicy::newSegment(std::uint8_t order, StreamKey stream)
 void BuddyPolicy::releaseFreeSegments()
 {
     for (auto it = m_segments.begin(); it != m_segments.end();) {
-        auto b = m_blocks.find(it->first);
-        if (b->second.free && b->second.order == it->second.order) {
+        const Block* b = m_blocks.find(it->first);
+        if (b->free && b->order == it->second.order) {
             m_free.erase({ it->second.stream, it->second.order, it->first });
-            m_blocks.erase(b);
+            m_blocks.erase(it->first);
             device().free(it->first, it->second.stream);
             it = m_segments.erase(it);
         } else {
@@ -87,13 +87,13 @@ std::optional<Address> BuddyPolicy::doAllocate(Bytes bytes, StreamKey stream)
     }
     auto [s, order, address] = *it;
     m_free.erase(it);
-    Block& block = m_blocks[address];
+    const Address segment = m_blocks.find(address)->segment;
     // Split down to order k: the lower half goes on, the upper half is a free buddy.
     while (order > k) {
         --order;
-        insertFree(address + (Bytes(1) << order), Block { block.segment, stream, order, true, 0 });
+        insertFree(address + (Bytes(1) << order), Block { segment, stream, order, true, 0 });
     }
-    Block& taken = m_blocks[address];
+    Block& taken = *m_blocks.find(address); // found again: the inserts may have moved it
     taken.order = k;
     taken.free = false;
     taken.requested = bytes;
@@ -104,22 +104,22 @@ std::optional<Address> BuddyPolicy::doAllocate(Bytes bytes, StreamKey stream)
 
 void BuddyPolicy::doDeallocate(Address address, Bytes, StreamKey)
 {
-    auto found = m_blocks.find(address);
-    if (found == m_blocks.end() || found->second.free)
+    const Block* found = m_blocks.find(address);
+    if (!found || found->free)
         throw Error("buddy policy: free of address " + std::to_string(address) + " that is not allocated");
-    Block block = found->second;
+    Block block = *found;
     m_stats.allocated -= Bytes(1) << block.order;
     m_stats.requested -= block.requested;
-    m_blocks.erase(found);
+    m_blocks.erase(address);
     const std::uint8_t top = m_segments.at(block.segment).order;
     while (block.order < top) {
         Bytes size = Bytes(1) << block.order;
         Address buddy = block.segment + ((address - block.segment) ^ size);
-        auto b = m_blocks.find(buddy);
-        if (b == m_blocks.end() || !b->second.free || b->second.order != block.order)
+        const Block* b = m_blocks.find(buddy);
+        if (!b || !b->free || b->order != block.order)
             break;
         m_free.erase({ block.stream, block.order, buddy });
-        m_blocks.erase(b);
+        m_blocks.erase(buddy);
         address = std::min(address, buddy);
         ++block.order;
     }
@@ -140,9 +140,13 @@ PolicyState BuddyPolicy::describeState() const
     for (const auto& [base, seg] : m_segments) {
         Bytes size = Bytes(1) << seg.order;
         SegmentInfo info { base, size, seg.stream, false, false, {} };
-        for (auto it = m_blocks.lower_bound(base); it != m_blocks.end() && it->first < base + size; ++it)
-            info.blocks.push_back(BlockInfo { it->first, Bytes(1) << it->second.order, it->second.requested,
-                it->second.free ? BlockState::Free : BlockState::Allocated });
+        // The blocks tile the segment: each one's size leads to the next.
+        for (Address a = base; a < base + size;) {
+            const Block& b = *m_blocks.find(a);
+            info.blocks.push_back(
+                BlockInfo { a, Bytes(1) << b.order, b.requested, b.free ? BlockState::Free : BlockState::Allocated });
+            a += Bytes(1) << b.order;
+        }
         state.segments.push_back(std::move(info));
     }
     return state;
@@ -157,7 +161,7 @@ FragmentationSample BuddyPolicy::fragmentation() const
         Bytes size = Bytes(1) << order;
         s.freeBytes += size;
         s.largestFree = std::max(s.largestFree, size);
-        if (order < m_segments.at(m_blocks.at(address).segment).order)
+        if (order < m_segments.at(m_blocks.find(address)->segment).order)
             s.inactiveSplit += size;
     }
     return s;

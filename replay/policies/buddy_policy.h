@@ -10,6 +10,7 @@
 // Blocks are reused only by their stream (as in the other policies, §1.12) [choice].
 // Owns its blocks; uses the SimulatedDevice it was given. Not thread-safe.
 #include "replay/allocator_policy.h"
+#include "replay/detail/address_map.h"
 
 #include <map>
 #include <set>
@@ -54,7 +55,7 @@ private:
     void insertFree(Address address, const Block& block);
 
     BuddyConfig m_config;
-    std::map<Address, Block> m_blocks; // every block, free or not
+    detail::AddressMap<Block> m_blocks; // every block, free or not, by address
     std::set<FreeKey> m_free; // free blocks by (stream, order, address)
     std::map<Address, Segment> m_segments;
 };
