@@ -5,8 +5,7 @@
 #include "core/importer.h"
 #include "core/units.h"
 #include "replay/replayer.h"
-
-#include <gtest/gtest.h>
+#include "replay_test_support.h"
 
 #include <filesystem>
 #include <iomanip>
@@ -14,6 +13,7 @@
 
 using namespace gpumem;
 using namespace gpumem::replay;
+using gpumem::replay::testing::paramName;
 
 namespace {
 
@@ -43,15 +43,6 @@ const char* const kPolicies[] = {
 
 class ClassicPoliciesOnPublicTraces : public ::testing::TestWithParam<const char*> { };
 
-std::string testName(const ::testing::TestParamInfo<const char*>& info)
-{
-    std::string n = info.param;
-    for (char& c : n)
-        if (!std::isalnum(static_cast<unsigned char>(c)))
-            c = '_';
-    return n;
-}
-
 } // namespace
 
 TEST_P(ClassicPoliciesOnPublicTraces, NeverReserveLessThanTheIdealPeak)
@@ -80,4 +71,4 @@ TEST_P(ClassicPoliciesOnPublicTraces, NeverReserveLessThanTheIdealPeak)
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Public, ClassicPoliciesOnPublicTraces, ::testing::ValuesIn(kTraces), testName);
+INSTANTIATE_TEST_SUITE_P(Public, ClassicPoliciesOnPublicTraces, ::testing::ValuesIn(kTraces), paramName);
