@@ -301,8 +301,10 @@ std::vector<TreemapRect> layoutTreemap(const std::vector<GroupRow>& rows, QRectF
             out.push_back({ rect, row, job.depth });
             if (job.depth + 1 < maxDepth && !children[std::size_t(row + 1)].empty()) {
                 QRectF inner = rect.adjusted(2, header, -2, -2);
-                if (inner.width() >= 4 && inner.height() >= 4)
+                if (inner.width() >= 4 && inner.height() >= 4) {
                     jobs.push_back({ inner, row, job.depth + 1 });
+                    out.back().nested = true;
+                }
             }
         }
     }

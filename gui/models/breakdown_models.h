@@ -69,6 +69,7 @@ struct TreemapRect {
     QRectF rect;
     int row = -1;  // index into the module rows
     int depth = 0; // 0 = top level
+    bool nested = false; // its children are laid out inside it (below its label strip)
 };
 
 // Squarified treemap (Bruls, Huizing, van Wijk, "Squarified Treemaps", 2000) of the module rows

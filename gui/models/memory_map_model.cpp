@@ -265,6 +265,9 @@ MemoryMapState memoryMapStateAt(const MemoryMapIndex& index, TimeNs t)
         if (b.allocTime > t)
             break;
         if (b.allocatedAt(t)) {
+            const std::size_t i = std::size_t(&b - index.blocks.data());
+            if (!state.largestBlock || b.size > index.blocks[*state.largestBlock].size)
+                state.largestBlock = i;
             live.push_back({ b.offset, b.size });
             state.allocated += b.size;
             ++state.blocks;
@@ -413,7 +416,7 @@ MemoryMapFrame rasterizeMemoryMap(const MemoryMapIndex& index, TimeRange range, 
         int y0 = yOf(offset, false), y1 = yOf(offset + bytes, true);
         if (y1 <= y0)
             y1 = std::min(y0 + 1, h), y0 = y1 - 1;
-        const QRgb edge = QColor(rgb).darker(135).rgb();
+        const QRgb edge = qRgb(qRed(rgb) * 3 / 4, qGreen(rgb) * 3 / 4, qBlue(rgb) * 3 / 4);
         for (int y = y0; y < y1; ++y) {
             QRgb* row = bits + qsizetype(h - 1 - y) * stride; // offset 0 at the bottom
             if (y1 - y0 >= 3 && y == y1 - 1) {

@@ -77,6 +77,7 @@ void MemoryMapPage::setTrace(std::shared_ptr<const LoadedTrace> trace)
     m_details->clear();
     m_instantLabel->clear();
     m_view->setTrace(m_trace);
+    m_selectOnFrame = true;
     if (m_trace && m_trace->memoryMap && !m_trace->memoryMap->empty()) {
         const auto& breakdowns = m_trace->analysis.breakdowns;
         setInstant(!breakdowns.empty() ? breakdowns.front().instant.time : m_trace->memoryMap->time.end - 1);
@@ -104,6 +105,9 @@ void MemoryMapPage::frameArrived(const std::shared_ptr<const MemoryMapFrame>& fr
     const MemoryMapIndex& index = *m_trace->memoryMap;
     const MemoryMapState& s = frame->state;
     m_segments.setRows(s.segments, index.hasSegments);
+    if (m_selectOnFrame && s.largestBlock)
+        selectBlock(*s.largestBlock);
+    m_selectOnFrame = false;
     m_instantLabel->setText(QString("At +%1: %2 allocated in %3 blocks, %4 %5")
                                 .arg(QString::fromStdString(formatSeconds(s.time - m_trace->analysis.timeline.start())),
                                     QString::fromStdString(formatBytes(s.allocated)))

@@ -50,6 +50,7 @@ private:
     QLabel* m_instantLabel = nullptr;
     QTableView* m_table = nullptr;
     QPlainTextEdit* m_details = nullptr;
+    bool m_selectOnFrame = false; // a new trace: select the largest block at the first instant drawn
 };
 
 } // namespace gpumem::gui

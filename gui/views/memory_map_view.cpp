@@ -182,7 +182,7 @@ void MemoryMapView::paintEvent(QPaintEvent*)
     auto xOf = [&](TimeNs t) { return plot.left() + (double(t) - double(m_range.start)) * plot.width() / double(m_range.length()); };
     auto yOf = [&](Bytes off) { return plot.bottom() + 1 - double(off) / bytesPerPx; };
     if (m_instant && *m_instant >= m_range.start && *m_instant < m_range.end) {
-        p.setPen(QPen(QColor(200, 30, 30), 1, Qt::DashLine));
+        p.setPen(QPen(QColor(210, 30, 30), 2));
         const double x = xOf(*m_instant);
         p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()));
     }

@@ -20,16 +20,6 @@ void TreemapView::setBreakdown(std::shared_ptr<const analyze::Breakdown> breakdo
 {
     m_breakdown = std::move(breakdown);
     m_selected = -1;
-    m_topOf.clear();
-    if (m_breakdown) {
-        const auto& rows = m_breakdown->by(analyze::GroupBy::Module);
-        int rank = -1;
-        for (const auto& r : rows) {
-            if (r.depth == 0)
-                ++rank;
-            m_topOf.push_back(std::max(rank, 0));
-        }
-    }
     relayout();
 }
 
@@ -70,11 +60,13 @@ void TreemapView::paintEvent(QPaintEvent*)
     small.setPointSizeF(font().pointSizeF() * 0.85);
     p.setFont(small);
     const QFontMetrics fm(small);
+    // Rectangles with nested children are drawn as grey frames (darker when shallower); the others
+    // take the palette in order (largest first), so neighbours differ.
     const QRectF* selected = nullptr;
+    std::size_t leaf = 0;
     for (const auto& r : m_rects) {
         const auto& row = rows[std::size_t(r.row)];
-        QColor c = paletteColour(std::size_t(m_topOf[std::size_t(r.row)]));
-        c = c.lighter(100 + 18 * r.depth);
+        const QColor c = r.nested ? QColor::fromHsl(215, 20, std::min(120 + 22 * r.depth, 225)) : paletteColour(leaf++);
         p.fillRect(r.rect, c);
         p.setPen(QPen(QColor(255, 255, 255), 1));
         p.drawRect(r.rect);
@@ -84,8 +76,8 @@ void TreemapView::paintEvent(QPaintEvent*)
             continue;
         const QString text = QString::fromStdString(row.label) + "  " + QString::fromStdString(formatBytes(row.totalBytes));
         p.setPen(c.lightness() > 150 ? QColor(20, 20, 20) : QColor(255, 255, 255));
-        p.drawText(r.rect.adjusted(4, 1, -3, 0).toRect(), Qt::AlignLeft | Qt::AlignTop,
-            fm.elidedText(text, Qt::ElideRight, int(r.rect.width()) - 7));
+        p.drawText(r.rect.adjusted(4, 1, -3, 0).toRect(), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap,
+            r.nested || r.rect.height() < 34 ? fm.elidedText(text, Qt::ElideRight, int(r.rect.width()) - 7) : text);
     }
     if (selected) {
         p.setPen(QPen(Qt::black, 3));

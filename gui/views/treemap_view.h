@@ -1,7 +1,7 @@
 #pragma once
 // QPainter squarified treemap of a Breakdown's module tree (layoutTreemap): each rectangle's area is
-// a scope's total live bytes, children nested inside their parent under its label, coloured by
-// top-level module. A click selects the deepest rectangle under the cursor (rowClicked: the index
+// a scope's total live bytes, children nested inside their parent under its label; parents are grey
+// frames, the innermost rectangles take the palette in size order. A click selects the deepest rectangle under the cursor (rowClicked: the index
 // into the module rows); setSelectedRow() outlines one. Owns no data beyond a shared_ptr to the
 // immutable Breakdown; UI thread only.
 #include "gui/models/breakdown_models.h"
@@ -39,7 +39,6 @@ private:
     void relayout();
     std::shared_ptr<const analyze::Breakdown> m_breakdown;
     std::vector<TreemapRect> m_rects;
-    std::vector<int> m_topOf; // per module row: its top-level ancestor's rank
     int m_selected = -1;
 };
 
