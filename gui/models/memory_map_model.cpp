@@ -5,6 +5,8 @@
 #include "gui/models/palette.h"
 
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -76,7 +78,10 @@ std::vector<LegendEntry> MemoryMapIndex::legend(MapColouring colouring) const
     switch (colouring) {
     case MapColouring::State: {
         std::vector<LegendEntry> l { { kAllocated, "allocated" }, { kPending, "freed, pending (free_completed later)" } };
-        l.push_back({ kSegmentFree, hasSegments ? "free inside a segment" : "free (no segment events: blocks only)" });
+        if (hasSegments)
+            l.push_back({ kSegmentFree, "free inside a segment" });
+        else
+            l.push_back({ kBackground, "no block (the trace has no segment events)" });
         return l;
     }
     case MapColouring::Module:
@@ -266,7 +271,9 @@ MemoryMapState memoryMapStateAt(const MemoryMapIndex& index, TimeNs t)
             break;
         if (b.allocatedAt(t)) {
             const std::size_t i = std::size_t(&b - index.blocks.data());
-            if (!state.largestBlock || b.size > index.blocks[*state.largestBlock].size)
+            // Prefer blocks allocated inside the window (their alloc and stack were recorded).
+            auto rank = [&](const MemoryMapBlock& x) { return std::make_pair(x.allocTime > index.time.start, x.size); };
+            if (!state.largestBlock || rank(b) > rank(index.blocks[*state.largestBlock]))
                 state.largestBlock = i;
             live.push_back({ b.offset, b.size });
             state.allocated += b.size;
@@ -355,11 +362,16 @@ QString describeBlock(const LoadedTrace& loaded, const MemoryMapIndex& index, st
     lines << QString("Block at 0x%1 (%2)").arg(b.address, 0, 16).arg(index.deviceLabel);
     lines << QString("size: %1 (%2 B)").arg(bytesText(b.size)).arg(b.size);
     lines << QString("requested: %1").arg(b.requested ? QString("%1 (%2 B)").arg(bytesText(b.requested)).arg(b.requested) : QString("unknown"));
-    lines << QString("allocated: %1").arg(b.allocatedBeforeWindow ? QString("before the trace window") : at(b.allocTime));
+    // Snapshot importers place blocks live before the recorded window at its start (one ns before the
+    // first entry; core/importers/snapshot_importer.h), so say so rather than show a false alloc time.
+    const bool rebuilt = !b.allocatedBeforeWindow && b.allocTime == index.time.start && trace.metadata().contains("reconstruction");
+    lines << QString("allocated: %1").arg(b.allocatedBeforeWindow ? QString("before the trace window")
+            : rebuilt ? at(b.allocTime) + " (the window start: allocated before the recording began, rebuilt from the snapshot's end state)"
+                      : at(b.allocTime));
     lines << QString("freed: %1").arg(b.freeTime == kNeverFreed ? QString("never (live at the trace end)") : at(b.freeTime));
     if (b.freeCompletedTime != b.freeTime && b.freeCompletedTime != kNeverFreed)
         lines << QString("free completed: %1").arg(at(b.freeCompletedTime));
-    if (b.freeTime != kNeverFreed && !b.allocatedBeforeWindow)
+    if (b.freeTime != kNeverFreed && !b.allocatedBeforeWindow && !rebuilt)
         lines << QString("lifetime: %1").arg(QString::fromStdString(formatSeconds(b.freeTime - b.allocTime)));
     const StreamId stream = mem.stream[ev];
     if (stream < trace.streams().size())
@@ -371,7 +383,9 @@ QString describeBlock(const LoadedTrace& loaded, const MemoryMapIndex& index, st
     if (frames.empty()) {
         lines << "stack: not recorded";
     } else {
-        lines << QString("stack (%1 frames, innermost first):").arg(frames.size());
+        lines << QString(rebuilt ? "stack of its free (%1 frames, innermost first; the alloc was not recorded):"
+                                 : "stack (%1 frames, innermost first):")
+                     .arg(frames.size());
         for (FrameId f : frames) {
             const Frame& fr = trace.frames()[f];
             QString where = QString::fromUtf8(trace.str(fr.file));

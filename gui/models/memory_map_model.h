@@ -117,7 +117,8 @@ struct MemoryMapState {
     std::vector<SegmentRow> segments; // by address
     Bytes allocated = 0;
     std::uint64_t blocks = 0;
-    std::optional<std::size_t> largestBlock; // the largest block allocated at the instant
+    // The largest block allocated at the instant, preferring those allocated after the window start.
+    std::optional<std::size_t> largestBlock;
 };
 // The state at time t (blocks with allocTime ≤ t < freeTime). O(blocks).
 MemoryMapState memoryMapStateAt(const MemoryMapIndex& index, TimeNs t);

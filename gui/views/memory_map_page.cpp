@@ -41,7 +41,6 @@ MemoryMapPage::MemoryMapPage(QWidget* parent)
     m_details->setReadOnly(true);
     m_details->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
     m_details->setPlaceholderText("Click a block on the map to see its size, requested size, lifetime, module, category and stack.");
-    m_details->setLineWrapMode(QPlainTextEdit::NoWrap);
 
     auto* side = new QSplitter(Qt::Vertical, this);
     side->addWidget(m_table);
