@@ -398,10 +398,11 @@ QString describeBlock(const LoadedTrace& loaded, const MemoryMapIndex& index, st
 }
 
 MemoryMapFrame rasterizeMemoryMap(const MemoryMapIndex& index, TimeRange range, QSize size, MapColouring colouring,
-    std::optional<TimeNs> instant)
+    std::optional<TimeNs> instant, OffsetWindow window)
 {
     MemoryMapFrame frame;
     frame.range = range;
+    frame.window = window;
     frame.size = size.expandedTo(QSize(1, 1));
     frame.colouring = colouring;
     frame.instant = instant;
@@ -411,7 +412,8 @@ MemoryMapFrame rasterizeMemoryMap(const MemoryMapIndex& index, TimeRange range, 
     if (index.empty() || index.axisBytes == 0 || range.length() <= 0)
         return frame;
     const double nsPerPx = double(range.length()) / w;
-    const double bytesPerPx = double(index.axisBytes) / h;
+    const OffsetWindow shown = window.resolved(index.axisBytes);
+    const double bytesPerPx = double(shown.length()) / h;
     auto* bits = reinterpret_cast<QRgb*>(frame.overTime.bits());
     const qsizetype stride = frame.overTime.bytesPerLine() / 4;
     auto xOf = [&](TimeNs t, bool up) {
@@ -419,12 +421,14 @@ MemoryMapFrame rasterizeMemoryMap(const MemoryMapIndex& index, TimeRange range, 
         return std::clamp(int(up ? std::ceil(x) : std::floor(x)), 0, w);
     };
     auto yOf = [&](Bytes offset, bool up) {
-        const double y = double(offset) / bytesPerPx;
-        return std::clamp(int(up ? std::ceil(y) : std::floor(y)), 0, h);
+        const double y = (double(offset) - double(shown.lo)) / bytesPerPx;
+        return int(std::clamp(up ? std::ceil(y) : std::floor(y), 0.0, double(h)));
     };
     // Fills a block's pixels; blocks 3 or more pixels tall (wide) get a darker top (left) edge so
     // that neighbours stay apart, as memory_viz outlines them.
     auto fill = [&](int x0, int x1, Bytes offset, Bytes bytes, QRgb rgb) {
+        if (offset >= shown.hi || offset + bytes <= shown.lo)
+            return;
         if (x1 <= x0)
             x1 = std::min(x0 + 1, w), x0 = x1 - 1;
         int y0 = yOf(offset, false), y1 = yOf(offset + bytes, true);
@@ -469,6 +473,8 @@ MemoryMapFrame rasterizeMemoryMap(const MemoryMapIndex& index, TimeRange range, 
         auto* col = reinterpret_cast<QRgb*>(frame.atInstant.bits());
         const qsizetype colStride = frame.atInstant.bytesPerLine() / 4;
         auto fillCol = [&](Bytes offset, Bytes bytes, QRgb rgb) {
+            if (offset >= shown.hi || offset + bytes <= shown.lo)
+                return;
             int y0 = yOf(offset, false), y1 = yOf(offset + bytes, true);
             if (y1 <= y0)
                 y1 = std::min(y0 + 1, h), y0 = y1 - 1;
@@ -502,7 +508,7 @@ void MemoryMapModel::setTrace(std::shared_ptr<const LoadedTrace> trace)
     m_trace = std::move(trace);
 }
 
-void MemoryMapModel::request(TimeRange range, QSize size, MapColouring colouring, std::optional<TimeNs> instant)
+void MemoryMapModel::request(TimeRange range, QSize size, MapColouring colouring, std::optional<TimeNs> instant, OffsetWindow window)
 {
     if (!m_trace || !m_trace->memoryMap)
         return;
@@ -511,7 +517,7 @@ void MemoryMapModel::request(TimeRange range, QSize size, MapColouring colouring
     runLatest(
         this, m_generation, generation,
         [=] {
-            auto frame = std::make_shared<MemoryMapFrame>(rasterizeMemoryMap(*trace->memoryMap, range, size, colouring, instant));
+            auto frame = std::make_shared<MemoryMapFrame>(rasterizeMemoryMap(*trace->memoryMap, range, size, colouring, instant, window));
             frame->generation = generation;
             return std::shared_ptr<const MemoryMapFrame>(std::move(frame));
         },

@@ -131,20 +131,29 @@ std::optional<std::size_t> blockAt(const MemoryMapIndex& index, TimeNs t, Bytes 
 // to the trace start), stream, module path, category and the frames of its site.
 QString describeBlock(const LoadedTrace& trace, const MemoryMapIndex& index, std::size_t block);
 
+// The visible part [lo, hi) of the packed address axis; hi == 0 means all of it.
+struct OffsetWindow {
+    Bytes lo = 0, hi = 0;
+    OffsetWindow resolved(Bytes axisBytes) const { return hi > lo ? *this : OffsetWindow { 0, std::max<Bytes>(axisBytes, 1) }; }
+    Bytes length() const { return hi - lo; }
+    bool operator==(const OffsetWindow&) const = default;
+};
+
 struct MemoryMapFrame {
     std::uint64_t generation = 0;
     TimeRange range;
     QSize size;            // of `overTime`
     MapColouring colouring = MapColouring::State;
     std::optional<TimeNs> instant;
-    QImage overTime;       // x: time over `range`, y: packed address, offset 0 at the bottom
+    OffsetWindow window;
+    QImage overTime;       // x: time over `range`, y: packed address over `window`, low offsets at the bottom
     QImage atInstant;      // 1 pixel wide, same rows: the state at `instant` (null without one)
     MemoryMapState state;  // at `instant` (empty without one)
 };
 
 // The pure computation (tests call it directly). `size` ≥ 1×1.
 MemoryMapFrame rasterizeMemoryMap(const MemoryMapIndex& index, TimeRange range, QSize size,
-    MapColouring colouring, std::optional<TimeNs> instant);
+    MapColouring colouring, std::optional<TimeNs> instant, OffsetWindow window = {});
 
 class MemoryMapModel : public QObject {
     Q_OBJECT
@@ -156,7 +165,7 @@ public:
 public slots:
     // Starts a rasterization on a worker thread; frameReady() follows unless a newer request came.
     void request(gpumem::gui::TimeRange range, QSize size, gpumem::gui::MapColouring colouring,
-        std::optional<gpumem::TimeNs> instant);
+        std::optional<gpumem::TimeNs> instant, gpumem::gui::OffsetWindow window);
 
 signals:
     void frameReady(std::shared_ptr<const gpumem::gui::MemoryMapFrame> frame);

@@ -5,6 +5,7 @@
 #include <QMouseEvent>
 #include <QPainter>
 #include <QToolTip>
+#include <QWheelEvent>
 
 #include <cmath>
 
@@ -64,6 +65,7 @@ void MemoryMapView::setTrace(std::shared_ptr<const LoadedTrace> trace)
     m_frame.reset();
     m_selected.reset();
     m_instant.reset();
+    m_window = {};
     m_range = m_trace && m_trace->memoryMap ? m_trace->memoryMap->time : TimeRange {};
     requestFrame();
     update();
@@ -99,16 +101,25 @@ void MemoryMapView::setSelectedBlock(std::optional<std::size_t> block)
     update();
 }
 
+void MemoryMapView::setAddressWindow(OffsetWindow window)
+{
+    if (window == m_window)
+        return;
+    m_window = window;
+    requestFrame();
+}
+
 void MemoryMapView::requestFrame()
 {
     if (!m_trace || !m_trace->memoryMap || m_trace->memoryMap->empty() || m_range.length() <= 0)
         return;
-    emit frameRequested(m_range, plotRect().size(), m_colouring, m_instant);
+    emit frameRequested(m_range, plotRect().size(), m_colouring, m_instant, m_window);
 }
 
 void MemoryMapView::setFrame(std::shared_ptr<const MemoryMapFrame> frame)
 {
-    if (!frame || frame->range != m_range || frame->size != plotRect().size() || frame->colouring != m_colouring || frame->instant != m_instant)
+    if (!frame || frame->range != m_range || frame->size != plotRect().size() || frame->colouring != m_colouring || frame->instant != m_instant
+        || frame->window != m_window)
         return; // computed for a view we have already left
     m_frame = std::move(frame);
     update();
@@ -134,12 +145,15 @@ void MemoryMapView::paintEvent(QPaintEvent*)
     small.setPointSizeF(font().pointSizeF() * 0.9);
     p.setFont(small);
     // Title line.
-    const QString title = QString("%1 · %2 blocks%3 · address axis packed: %4 of address ranges, gaps removed")
+    const QString title = QString("%1 · %2 blocks%3 · packed address axis: %4, gaps between ranges removed")
                               .arg(index->deviceLabel)
                               .arg(index->blocks.size())
                               .arg(index->hasSegments ? QString(" in %1 segments").arg(index->segments.size()) : QString(" (no segment events: blocks only)"))
                               .arg(QString::fromStdString(formatBytes(index->axisBytes)));
-    p.drawText(QRect(kLeftMargin, 2, plot.width(), kTopMargin - 4), Qt::AlignLeft | Qt::AlignVCenter, title);
+    const QString zoom = m_window.hi > m_window.lo ? QString(" · zoomed to %1 (double-click: all)").arg(QString::fromStdString(formatBytes(m_window.length())))
+                                                    : QString(" · wheel: zoom addresses");
+    p.drawText(QRect(kLeftMargin, 2, plot.width(), kTopMargin - 4), Qt::AlignLeft | Qt::AlignVCenter,
+        p.fontMetrics().elidedText(title + zoom, Qt::ElideRight, plot.width()));
     p.drawText(QRect(col.left() - 6, 2, col.width() + 12, kTopMargin - 4), Qt::AlignCenter,
         m_instant ? "at instant" : "no instant");
     // Images.
@@ -160,10 +174,11 @@ void MemoryMapView::paintEvent(QPaintEvent*)
         p.drawText(col.adjusted(4, 0, -4, 0), Qt::AlignCenter | Qt::TextWordWrap, "Pick an instant on the Timeline or click the map");
     // Address axis (offset 0 at the bottom).
     p.setPen(palette().color(QPalette::WindowText));
-    const double bytesPerPx = double(index->axisBytes) / plot.height();
-    const Bytes step = niceByteStep(bytesPerPx, 40);
-    for (Bytes o = 0; o <= index->axisBytes && step; o += step) {
-        const int y = plot.bottom() - int(double(o) / bytesPerPx);
+    const OffsetWindow shown = m_window.resolved(index->axisBytes);
+    const double bytesPerPx = double(shown.length()) / plot.height();
+    const Bytes step = std::max<Bytes>(1, niceByteStep(bytesPerPx, 40));
+    for (Bytes o = (shown.lo + step - 1) / step * step; o <= shown.hi; o += step) {
+        const int y = plot.bottom() - int((double(o) - double(shown.lo)) / bytesPerPx);
         p.drawLine(plot.left() - 4, y, plot.left() - 1, y);
         p.drawText(QRect(0, y - 8, kLeftMargin - 8, 16), Qt::AlignRight | Qt::AlignVCenter, QString::fromStdString(formatBytes(o)));
     }
@@ -180,7 +195,7 @@ void MemoryMapView::paintEvent(QPaintEvent*)
     }
     // The instant and the selected block.
     auto xOf = [&](TimeNs t) { return plot.left() + (double(t) - double(m_range.start)) * plot.width() / double(m_range.length()); };
-    auto yOf = [&](Bytes off) { return plot.bottom() + 1 - double(off) / bytesPerPx; };
+    auto yOf = [&](Bytes off) { return std::clamp(plot.bottom() + 1 - (double(off) - double(shown.lo)) / bytesPerPx, double(plot.top()), plot.bottom() + 1.0); };
     if (m_instant && *m_instant >= m_range.start && *m_instant < m_range.end) {
         p.setPen(QPen(QColor(210, 30, 30), 2));
         const double x = xOf(*m_instant);
@@ -223,7 +238,8 @@ std::optional<std::size_t> MemoryMapView::blockUnder(QPoint pos, TimeNs* time) c
     if (!index || index->empty() || m_range.length() <= 0)
         return std::nullopt;
     const QRect plot = plotRect(), col = instantRect();
-    const double bytesPerPx = double(index->axisBytes) / plot.height();
+    const OffsetWindow shown = m_window.resolved(index->axisBytes);
+    const double bytesPerPx = double(shown.length()) / plot.height();
     const double nsPerPx = double(m_range.length()) / plot.width();
     TimeNs t = 0;
     TimeNs tolerance = 0;
@@ -237,7 +253,7 @@ std::optional<std::size_t> MemoryMapView::blockUnder(QPoint pos, TimeNs* time) c
     }
     if (time)
         *time = t;
-    const double fromBottom = double(plot.bottom() + 1 - pos.y()) * bytesPerPx;
+    const double fromBottom = double(shown.lo) + double(plot.bottom() + 1 - pos.y()) * bytesPerPx;
     return gpumem::gui::blockAt(*index, t, Bytes(std::max(0.0, fromBottom)), tolerance, Bytes(bytesPerPx * 1.5));
 }
 
@@ -270,5 +286,25 @@ void MemoryMapView::mouseMoveEvent(QMouseEvent* event)
     QToolTip::showText(event->globalPosition().toPoint(),
         QString("0x%1 · %2").arg(b.address, 0, 16).arg(QString::fromStdString(formatBytes(b.size))), this);
 }
+
+void MemoryMapView::wheelEvent(QWheelEvent* event)
+{
+    const MemoryMapIndex* index = m_trace ? m_trace->memoryMap.get() : nullptr;
+    const QRect plot = plotRect();
+    if (!index || index->empty() || event->angleDelta().y() == 0)
+        return;
+    const OffsetWindow shown = m_window.resolved(index->axisBytes);
+    const double span = double(shown.length());
+    const double factor = std::pow(1.25, -event->angleDelta().y() / 120.0); // wheel up zooms in
+    const double anchorFrac = std::clamp(double(plot.bottom() + 1 - event->position().y()) / plot.height(), 0.0, 1.0);
+    const double anchor = double(shown.lo) + anchorFrac * span;
+    const double newSpan = std::clamp(span * factor, std::min(4096.0, double(index->axisBytes)), double(index->axisBytes));
+    double lo = std::clamp(anchor - anchorFrac * newSpan, 0.0, double(index->axisBytes) - newSpan);
+    const OffsetWindow next { Bytes(lo), Bytes(lo + newSpan) };
+    setAddressWindow(next.lo == 0 && next.hi >= index->axisBytes ? OffsetWindow {} : next);
+    event->accept();
+}
+
+void MemoryMapView::mouseDoubleClickEvent(QMouseEvent*) { setAddressWindow({}); }
 
 } // namespace gpumem::gui

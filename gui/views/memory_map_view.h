@@ -4,7 +4,8 @@
 // axis, with a legend below. It draws a MemoryMapFrame rasterized on a worker thread and owns no
 // trace data: it asks for a new frame with frameRequested() whenever the range, size, colouring or
 // instant change. A click selects the block under the cursor (blockClicked) and moves the instant to
-// the clicked time (instantPicked). Lives on the UI thread.
+// the clicked time (instantPicked); the wheel zooms the address axis, a double-click resets it.
+// Lives on the UI thread.
 #include "gui/models/memory_map_model.h"
 
 #include <QWidget>
@@ -25,6 +26,10 @@ public:
     void setInstant(std::optional<TimeNs> t);
     void setColouring(MapColouring colouring);
     void setSelectedBlock(std::optional<std::size_t> block);
+    // The visible part of the packed address axis ({} = all). The wheel over the map zooms it about
+    // the cursor; a double-click shows all again.
+    void setAddressWindow(OffsetWindow window);
+    OffsetWindow addressWindow() const { return m_window; }
     std::optional<TimeNs> instant() const { return m_instant; }
     MapColouring colouring() const { return m_colouring; }
     const std::shared_ptr<const MemoryMapFrame>& frame() const { return m_frame; }
@@ -42,7 +47,7 @@ public slots:
 
 signals:
     void frameRequested(gpumem::gui::TimeRange range, QSize size, gpumem::gui::MapColouring colouring,
-        std::optional<gpumem::TimeNs> instant);
+        std::optional<gpumem::TimeNs> instant, gpumem::gui::OffsetWindow window);
     void blockClicked(std::size_t block);
     void instantPicked(gpumem::TimeNs time);
 
@@ -51,6 +56,8 @@ protected:
     void resizeEvent(QResizeEvent*) override;
     void mousePressEvent(QMouseEvent*) override;
     void mouseMoveEvent(QMouseEvent*) override;
+    void wheelEvent(QWheelEvent*) override;
+    void mouseDoubleClickEvent(QMouseEvent*) override;
 
 private:
     void requestFrame();
@@ -63,6 +70,7 @@ private:
     std::optional<TimeNs> m_instant;
     MapColouring m_colouring = MapColouring::State;
     std::optional<std::size_t> m_selected;
+    OffsetWindow m_window; // the visible address window ({} = all)
 };
 
 } // namespace gpumem::gui

@@ -12,6 +12,8 @@
 #include "gui/views/timeline_view.h"
 
 #include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QWheelEvent>
 #include <QSignalSpy>
 #include <QTest>
 #include <gtest/gtest.h>
@@ -172,6 +174,29 @@ TEST(MemoryMapRaster, DrawsBlocksAndTheInstantColumn)
     EXPECT_NEAR(blue / 1000.0, share, 0.05);
 }
 
+TEST(MemoryMapRaster, AnAddressWindowShowsOnlyItsBlocksAcrossTheWholeHeight)
+{
+    const std::string path = publicTrace("cs336-silmont2000/mem_snapshot.pickle");
+    REQUIRE_PUBLIC(path);
+    auto t = load(path);
+    const MemoryMapIndex& index = *t->memoryMap;
+    // The window of the largest block live at the end: the instant column is all that block.
+    const TimeNs end = index.time.end - 1;
+    const auto largest = memoryMapStateAt(index, end).largestBlock;
+    ASSERT_TRUE(largest);
+    const auto& b = index.blocks[*largest];
+    const OffsetWindow window { b.offset, b.offset + b.size };
+    auto frame = rasterizeMemoryMap(index, index.time, QSize(200, 100), MapColouring::State, end, window);
+    EXPECT_EQ(frame.window, window);
+    int allocatedRows = 0;
+    for (int y = 0; y < 100; ++y)
+        allocatedRows += QColor(frame.atInstant.pixel(0, y)).blue() > 150 && QColor(frame.atInstant.pixel(0, y)).red() < 120;
+    EXPECT_GE(allocatedRows, 98); // its darker top edge is the one row left
+    // An empty window draws nothing.
+    auto outside = rasterizeMemoryMap(index, index.time, QSize(200, 100), MapColouring::State, end, { index.axisBytes + 10, index.axisBytes + 20 });
+    EXPECT_TRUE(singleColour(outside.overTime));
+}
+
 TEST(SegmentTableModel, PassesTheModelTesterAndShowsTheSegments)
 {
     const std::string path = publicTrace("cs336-silmont2000/mem_snapshot.pickle");
@@ -242,6 +267,16 @@ TEST(MainWindow, MemoryMapPageDrawsASnapshotAndFollowsThePickedInstant)
     const double yMid = col.bottom() + 1 - double(b.offset + b.size / 2) * col.height() / double(index.axisBytes);
     QTest::mouseClick(page->view(), Qt::LeftButton, {}, QPoint(col.center().x(), int(yMid)));
     EXPECT_TRUE(page->detailsText().contains(QString("size: %1").arg(QString::fromStdString(formatBytes(b.size))))) << page->detailsText().toStdString();
+
+    // The wheel zooms the address axis about the cursor; a double-click shows all again.
+    QWheelEvent wheel(QPointF(page->view()->plotRect().center()), page->view()->mapToGlobal(QPointF(page->view()->plotRect().center())), QPoint(),
+        QPoint(0, 240), Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+    QApplication::sendEvent(page->view(), &wheel);
+    const OffsetWindow zoomed = page->view()->addressWindow();
+    EXPECT_GT(zoomed.hi, zoomed.lo);
+    EXPECT_NEAR(double(zoomed.length()), double(index.axisBytes) / (1.25 * 1.25), double(index.axisBytes) * 0.01);
+    QTest::mouseDClick(page->view(), Qt::LeftButton, {}, page->view()->plotRect().center());
+    EXPECT_EQ(page->view()->addressWindow(), OffsetWindow {});
 }
 
 TEST(MainWindow, MemoryMapPageExplainsWhyATraceWithoutAddressesIsEmpty)
