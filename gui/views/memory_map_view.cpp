@@ -36,6 +36,9 @@ MemoryMapView::MemoryMapView(QWidget* parent)
     setMouseTracking(true);
     setMinimumSize(400, 240);
     setAttribute(Qt::WA_OpaquePaintEvent);
+    m_hoverTimer.setSingleShot(true);
+    m_hoverTimer.setInterval(150);
+    connect(&m_hoverTimer, &QTimer::timeout, this, &MemoryMapView::showHover);
 }
 
 QRect MemoryMapView::plotRect() const
@@ -276,14 +279,21 @@ void MemoryMapView::mousePressEvent(QMouseEvent* event)
 
 void MemoryMapView::mouseMoveEvent(QMouseEvent* event)
 {
+    m_hoverPos = event->position().toPoint();
+    QToolTip::hideText();
+    m_hoverTimer.start();
+}
+
+void MemoryMapView::showHover()
+{
     const MemoryMapIndex* index = m_trace ? m_trace->memoryMap.get() : nullptr;
-    const auto block = blockUnder(event->position().toPoint(), nullptr);
-    if (!index || !block) {
-        QToolTip::hideText();
+    if (!index || !underMouse())
         return;
-    }
+    const auto block = blockUnder(m_hoverPos, nullptr);
+    if (!block)
+        return;
     const auto& b = index->blocks[*block];
-    QToolTip::showText(event->globalPosition().toPoint(),
+    QToolTip::showText(mapToGlobal(m_hoverPos),
         QString("0x%1 · %2").arg(b.address, 0, 16).arg(QString::fromStdString(formatBytes(b.size))), this);
 }
 

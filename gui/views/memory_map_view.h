@@ -8,6 +8,7 @@
 // Lives on the UI thread.
 #include "gui/models/memory_map_model.h"
 
+#include <QTimer>
 #include <QWidget>
 
 #include <memory>
@@ -71,6 +72,10 @@ private:
     MapColouring m_colouring = MapColouring::State;
     std::optional<std::size_t> m_selected;
     OffsetWindow m_window; // the visible address window ({} = all)
+    // Hover tooltips wait for the mouse to rest (finding a block is O(blocks)).
+    QTimer m_hoverTimer;
+    QPoint m_hoverPos;
+    void showHover();
 };
 
 } // namespace gpumem::gui
