@@ -64,6 +64,14 @@ MemoryMapPage::MemoryMapPage(QWidget* parent)
     connect(&m_model, &MemoryMapModel::frameReady, this, &MemoryMapPage::frameArrived);
     connect(m_view, &MemoryMapView::blockClicked, this, &MemoryMapPage::selectBlock);
     connect(m_view, &MemoryMapView::instantPicked, this, &MemoryMapPage::instantPicked);
+    // Choosing a segment in the table zooms the address axis to it.
+    connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex& current) {
+        if (!current.isValid() || !m_trace || !m_trace->memoryMap || current.row() >= int(m_segments.rows().size()))
+            return;
+        const SegmentRow& row = m_segments.rows()[std::size_t(current.row())];
+        if (auto offset = m_trace->memoryMap->offsetOf(row.address))
+            m_view->setAddressWindow({ *offset, *offset + std::max<Bytes>(row.size, 1) });
+    });
 }
 
 void MemoryMapPage::setColouring(MapColouring colouring) { m_colouring->setCurrentIndex(int(colouring)); }

@@ -1,7 +1,7 @@
 #pragma once
 // The Memory map page (issue #7 item 3): the MemoryMapView with a colour selector (state, module,
-// category), the segments at the picked instant (SegmentTableModel) and the details of the clicked
-// block (size, requested size, lifetime, module, category, stack). The instant follows the
+// category), the segments at the picked instant (SegmentTableModel; choosing one zooms the map's
+// address axis to it) and the details of the clicked block (size, requested size, lifetime, module, category, stack). The instant follows the
 // Timeline's picked instant (MainWindow connects TimelineView::instantPicked to setInstant); on a
 // new trace it starts at the peak allocated. Owns its widgets and models; UI thread only.
 #include "gui/models/memory_map_model.h"

@@ -13,6 +13,7 @@
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
+#include <QTableView>
 #include <QWheelEvent>
 #include <QSignalSpy>
 #include <QTest>
@@ -277,6 +278,14 @@ TEST(MainWindow, MemoryMapPageDrawsASnapshotAndFollowsThePickedInstant)
     EXPECT_NEAR(double(zoomed.length()), double(index.axisBytes) / (1.25 * 1.25), double(index.axisBytes) * 0.01);
     QTest::mouseDClick(page->view(), Qt::LeftButton, {}, page->view()->plotRect().center());
     EXPECT_EQ(page->view()->addressWindow(), OffsetWindow {});
+
+    // Choosing a segment in the table zooms the address axis to exactly that segment.
+    auto* table = page->findChild<QTableView*>();
+    ASSERT_TRUE(table);
+    table->setCurrentIndex(page->segmentTable().index(5, 0));
+    const SegmentRow& row = page->segmentTable().rows()[5];
+    const Bytes offset = *index.offsetOf(row.address);
+    EXPECT_EQ(page->view()->addressWindow(), (OffsetWindow { offset, offset + row.size }));
 }
 
 TEST(MainWindow, MemoryMapPageExplainsWhyATraceWithoutAddressesIsEmpty)
