@@ -1,6 +1,7 @@
 #include "gui/views/breakdown_page.h"
 
 #include "core/units.h"
+#include "gui/models/latest_request.h"
 #include "gui/views/treemap_view.h"
 
 #include <QButtonGroup>
@@ -13,7 +14,6 @@
 #include <QTableView>
 #include <QTreeView>
 #include <QVBoxLayout>
-#include <QtConcurrent/QtConcurrentRun>
 
 namespace gpumem::gui {
 
@@ -77,12 +77,6 @@ BreakdownPage::BreakdownPage(QWidget* parent)
     layout->addLayout(bar);
     layout->addWidget(split, 1);
 
-    m_watcher = new QFutureWatcher<std::shared_ptr<const analyze::Breakdown>>(this);
-    connect(m_watcher, &QFutureWatcherBase::finished, this, [this] {
-        auto b = m_watcher->result();
-        if (m_atPicked->isChecked())
-            show(b ? b : m_peak);
-    });
     connect(m_atPicked, &QRadioButton::toggled, this, [this] { refresh(); });
     connect(m_treemap, &TreemapView::rowClicked, this, [this](int row) {
         const QModelIndex i = m_modules.indexOfRow(row);
@@ -93,11 +87,9 @@ BreakdownPage::BreakdownPage(QWidget* parent)
         [this](const QModelIndex& current) { m_treemap->setSelectedRow(m_modules.rowOf(current)); });
 }
 
-BreakdownPage::~BreakdownPage() { m_watcher->waitForFinished(); }
-
 void BreakdownPage::setTrace(std::shared_ptr<const LoadedTrace> trace)
 {
-    m_watcher->waitForFinished();
+    ++*m_generation; // drop a picked-instant breakdown still being computed
     m_trace = std::move(trace);
     m_picked.reset();
     m_peak.reset();
@@ -119,33 +111,39 @@ void BreakdownPage::setPickedInstant(TimeNs time)
 void BreakdownPage::refresh()
 {
     if (!m_trace) {
-        show(nullptr);
+        showBreakdown(nullptr);
         return;
     }
     if (!m_atPicked->isChecked() || !m_picked) {
-        show(m_peak);
+        ++*m_generation;
+        showBreakdown(m_peak);
         return;
     }
     auto trace = m_trace;
     const TimeNs t = *m_picked;
-    m_watcher->waitForFinished();
     m_headline->setText("Computing…");
-    m_watcher->setFuture(QtConcurrent::run([trace, t]() -> std::shared_ptr<const analyze::Breakdown> {
-        const auto& a = trace->analysis;
-        const auto* device = a.timeline.device(a.device);
-        if (!device)
-            return nullptr;
-        analyze::InstantSpec spec;
-        spec.kind = analyze::InstantSpec::Kind::Time;
-        spec.time = t;
-        auto instant = analyze::resolveInstant(*device, spec);
-        if (!instant)
-            return nullptr;
-        return std::make_shared<const analyze::Breakdown>(analyze::breakdownAt(trace->trace, *instant, a.categories, !a.categoriesRecorded));
-    }));
+    runLatest(
+        this, m_generation, ++*m_generation,
+        [trace, t]() -> std::shared_ptr<const analyze::Breakdown> {
+            const auto& a = trace->analysis;
+            const auto* device = a.timeline.device(a.device);
+            if (!device)
+                return nullptr;
+            analyze::InstantSpec spec;
+            spec.kind = analyze::InstantSpec::Kind::Time;
+            spec.time = t;
+            auto instant = analyze::resolveInstant(*device, spec);
+            if (!instant)
+                return nullptr;
+            return std::make_shared<const analyze::Breakdown>(analyze::breakdownAt(trace->trace, *instant, a.categories, !a.categoriesRecorded));
+        },
+        [](BreakdownPage* self, std::shared_ptr<const analyze::Breakdown> b) {
+            if (self->m_atPicked->isChecked())
+                self->showBreakdown(b ? std::move(b) : self->m_peak);
+        });
 }
 
-void BreakdownPage::show(std::shared_ptr<const analyze::Breakdown> breakdown)
+void BreakdownPage::showBreakdown(std::shared_ptr<const analyze::Breakdown> breakdown)
 {
     m_shown = std::move(breakdown);
     m_modules.setBreakdown(m_shown);

@@ -8,10 +8,10 @@
 #include "gui/models/breakdown_models.h"
 #include "gui/models/trace_session.h"
 
-#include <QFutureWatcher>
 #include <QWidget>
 
 #include <array>
+#include <atomic>
 #include <optional>
 
 class QLabel;
@@ -26,7 +26,6 @@ class BreakdownPage : public QWidget {
     Q_OBJECT
 public:
     explicit BreakdownPage(QWidget* parent = nullptr);
-    ~BreakdownPage() override;
     void setTrace(std::shared_ptr<const LoadedTrace> trace);
     // false: at the peak allocated; true: at the picked instant (the peak until one is picked).
     void setAtPickedInstant(bool picked);
@@ -45,7 +44,7 @@ signals:
     void breakdownShown();
 
 private:
-    void show(std::shared_ptr<const analyze::Breakdown> breakdown);
+    void showBreakdown(std::shared_ptr<const analyze::Breakdown> breakdown);
     void refresh();
 
     std::shared_ptr<const LoadedTrace> m_trace;
@@ -53,7 +52,7 @@ private:
     std::optional<TimeNs> m_picked;
     ModuleTreeModel m_modules;
     std::array<std::unique_ptr<GroupTableModel>, analyze::kGroupByCount> m_groups;
-    QFutureWatcher<std::shared_ptr<const analyze::Breakdown>>* m_watcher = nullptr;
+    std::shared_ptr<std::atomic<std::uint64_t>> m_generation = std::make_shared<std::atomic<std::uint64_t>>(0);
     QRadioButton* m_atPeak = nullptr;
     QRadioButton* m_atPicked = nullptr;
     QLabel* m_headline = nullptr;
