@@ -49,6 +49,24 @@ namespace {
         return parts.isEmpty() ? QString("(no scope)") : parts.join(" › ");
     }
 
+    // The innermost nn.Module scope holding `scope` (scope itself if none is a module): ops such as
+    // aten::bmm repeat in every layer, so colouring by them would say little.
+    ScopeId moduleScopeOf(const Trace& trace, ScopeId scope)
+    {
+        const auto scopes = trace.scopes();
+        for (ScopeId s = scope; s != 0 && s < scopes.size(); s = scopes[s].parent)
+            if (scopes[s].kind == ScopeKind::Module)
+                return s;
+        return scope;
+    }
+
+    // The last two parts of a scope path ("Owlv2EncoderLayer_1 › Owlv2Attention_1").
+    QString shortScopePath(const Trace& trace, ScopeId scope)
+    {
+        const QStringList parts = scopePath(trace, scope).split(" › ");
+        return parts.size() <= 2 ? parts.join(" › ") : "… › " + parts.mid(parts.size() - 2).join(" › ");
+    }
+
     QString bytesText(Bytes b) { return QString::fromStdString(formatBytes(b)); }
 } // namespace
 
@@ -230,7 +248,7 @@ MemoryMapIndex buildMemoryMapIndex(const Trace& trace, DeviceId device, std::spa
         index.blockOfAllocation[b.allocation] = static_cast<std::int32_t>(i);
         const Allocation& al = allocations[b.allocation];
         const std::uint64_t ev = al.allocEvent != kNoIndex ? al.allocEvent : al.freeEvent;
-        scopeBytes[mem.scope[ev]] += b.size;
+        scopeBytes[moduleScopeOf(trace, mem.scope[ev])] += b.size;
     }
     std::vector<std::pair<Bytes, ScopeId>> ranked;
     for (const auto& [scope, bytes] : scopeBytes)
@@ -239,16 +257,16 @@ MemoryMapIndex buildMemoryMapIndex(const Trace& trace, DeviceId device, std::spa
     std::unordered_map<ScopeId, std::uint8_t> slotOf;
     for (std::size_t r = 0; r < ranked.size() && r < kModuleSlots; ++r) {
         slotOf[ranked[r].second] = static_cast<std::uint8_t>(r);
-        index.moduleLegend.push_back({ paletteColour(r), scopePath(trace, ranked[r].second) });
+        index.moduleLegend.push_back({ paletteColour(r), shortScopePath(trace, ranked[r].second) });
     }
     if (ranked.size() > kModuleSlots)
-        index.moduleLegend.push_back({ kOther, QString("%1 other scopes").arg(ranked.size() - kModuleSlots) });
+        index.moduleLegend.push_back({ kOther, QString("%1 other modules").arg(ranked.size() - kModuleSlots) });
     index.moduleSlot.resize(index.blocks.size());
     index.categorySlot.resize(index.blocks.size());
     for (std::size_t i = 0; i < index.blocks.size(); ++i) {
         const Allocation& al = allocations[index.blocks[i].allocation];
         const std::uint64_t ev = al.allocEvent != kNoIndex ? al.allocEvent : al.freeEvent;
-        auto it = slotOf.find(mem.scope[ev]);
+        auto it = slotOf.find(moduleScopeOf(trace, mem.scope[ev]));
         index.moduleSlot[i] = it != slotOf.end() ? it->second : kModuleSlots;
         const Category c = index.blocks[i].allocation < categories.size() ? categories[index.blocks[i].allocation] : Category::Unknown;
         index.categorySlot[i] = static_cast<std::uint8_t>(c);

@@ -86,10 +86,11 @@ struct MemoryMapIndex {
     Bytes axisBytes = 0;                  // total length of the packed axis
     // Per allocation: its block's index in `blocks`, or -1 (another device, no address).
     std::vector<std::int32_t> blockOfAllocation;
-    // Colouring: per block the palette slot for Module (the block's scope ranked by bytes; the 10
-    // largest scopes get their own colour, the rest share "other") and Category.
+    // Colouring: per block the palette slot for Module (the innermost nn.Module scope holding the
+    // block, ranked by the bytes allocated in it over the trace; the 10 largest get their own colour,
+    // the rest share "other") and Category.
     std::vector<std::uint8_t> moduleSlot, categorySlot;
-    std::vector<LegendEntry> moduleLegend; // slot order; the last entry is "other scopes"
+    std::vector<LegendEntry> moduleLegend; // slot order; the last entry is "other modules"
 
     bool empty() const { return !emptyReason.isEmpty(); }
     // The packed-axis offset of an address; nullopt outside every range.

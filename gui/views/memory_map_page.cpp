@@ -59,6 +59,7 @@ MemoryMapPage::MemoryMapPage(QWidget* parent)
     layout->addLayout(bar);
     layout->addWidget(split, 1);
 
+    m_colouring->setCurrentIndex(int(m_view->colouring()));
     connect(m_colouring, &QComboBox::currentIndexChanged, this, [this](int i) { m_view->setColouring(static_cast<MapColouring>(i)); });
     connect(m_view, &MemoryMapView::frameRequested, &m_model, &MemoryMapModel::request);
     connect(&m_model, &MemoryMapModel::frameReady, this, &MemoryMapPage::frameArrived);

@@ -148,15 +148,16 @@ void MemoryMapView::paintEvent(QPaintEvent*)
     small.setPointSizeF(font().pointSizeF() * 0.9);
     p.setFont(small);
     // Title line.
-    const QString title = QString("%1 · %2 blocks%3 · packed address axis: %4, gaps between ranges removed")
+    const QString title = QString("%1 · %2 blocks%3 · packed address axis %4 (gaps removed)")
                               .arg(index->deviceLabel)
                               .arg(index->blocks.size())
-                              .arg(index->hasSegments ? QString(" in %1 segments").arg(index->segments.size()) : QString(" (no segment events: blocks only)"))
+                              .arg(index->hasSegments ? QString(" in %1 segments").arg(index->segments.size()) : QString(" (no segment events)"))
                               .arg(QString::fromStdString(formatBytes(index->axisBytes)));
+    const QString inferred = m_colouring == MapColouring::Category && !m_trace->analysis.categoriesRecorded ? QString(" · categories inferred") : QString();
     const QString zoom = m_window.hi > m_window.lo ? QString(" · zoomed to %1 (double-click: all)").arg(QString::fromStdString(formatBytes(m_window.length())))
                                                     : QString(" · wheel: zoom addresses");
     p.drawText(QRect(kLeftMargin, 2, plot.width(), kTopMargin - 4), Qt::AlignLeft | Qt::AlignVCenter,
-        p.fontMetrics().elidedText(title + zoom, Qt::ElideRight, plot.width()));
+        p.fontMetrics().elidedText(title + inferred + zoom, Qt::ElideRight, plot.width()));
     p.drawText(QRect(col.left() - 6, 2, col.width() + 12, kTopMargin - 4), Qt::AlignCenter,
         m_instant ? "at instant" : "no instant");
     // Images.

@@ -69,7 +69,7 @@ private:
     std::shared_ptr<const MemoryMapFrame> m_frame;
     TimeRange m_range;
     std::optional<TimeNs> m_instant;
-    MapColouring m_colouring = MapColouring::State;
+    MapColouring m_colouring = MapColouring::Category;
     std::optional<std::size_t> m_selected;
     OffsetWindow m_window; // the visible address window ({} = all)
     // Hover tooltips wait for the mouse to rest (finding a block is O(blocks)).

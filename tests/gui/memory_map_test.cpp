@@ -92,8 +92,13 @@ TEST(MemoryMapIndex, ProfilerTraceHasBlocksWithoutSegments)
     EXPECT_EQ(s.blocks, peak.liveBlocks);
     EXPECT_FALSE(s.segments.empty());
     // Module colouring ranks scopes: the legend names real scopes.
-    ASSERT_FALSE(index.moduleLegend.empty());
-    EXPECT_NE(index.moduleLegend.front().label, "");
+    // Module colouring ranks nn.Module scopes (not the ops inside them, which repeat in every layer).
+    ASSERT_EQ(index.moduleLegend.size(), 11u); // 10 colours + "other modules"
+    for (std::size_t i = 0; i + 1 < index.moduleLegend.size(); ++i) {
+        EXPECT_TRUE(index.moduleLegend[i].label.contains("Owlv2")) << index.moduleLegend[i].label.toStdString();
+        EXPECT_FALSE(index.moduleLegend[i].label.contains("aten::")) << index.moduleLegend[i].label.toStdString();
+    }
+    EXPECT_TRUE(index.moduleLegend.back().label.endsWith("other modules"));
 }
 
 TEST(MemoryMapIndex, TracesWithoutAddressesSayWhy)
