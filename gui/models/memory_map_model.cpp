@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <unordered_map>
@@ -471,6 +472,15 @@ MemoryMapFrame rasterizeMemoryMap(const MemoryMapIndex& index, TimeRange range, 
         fill(xOf(s.start, false), xOf(s.end == kNeverFreed ? range.end : s.end, true), s.offset, s.size, segRgb);
     }
     const QRgb pendingRgb = kPending.rgb();
+    // Colour lookups per palette slot, so the per-block loop makes no QColor.
+    std::array<QRgb, 256> slotRgb {};
+    for (std::size_t k = 0; k < slotRgb.size(); ++k)
+        slotRgb[k] = colouring == MapColouring::Category ? categoryColour(static_cast<Category>(k % kCategoryCount)).rgb()
+            : k < kModuleSlots                            ? paletteColour(k).rgb()
+                                                          : kOther.rgb();
+    const std::vector<std::uint8_t>* slotOfBlock = colouring == MapColouring::Category ? &index.categorySlot : &index.moduleSlot;
+    const QRgb allocatedRgb = kAllocated.rgb();
+    auto rgbOf = [&](std::size_t i) { return colouring == MapColouring::State ? allocatedRgb : slotRgb[(*slotOfBlock)[i]]; };
     for (std::size_t i = 0; i < index.blocks.size(); ++i) {
         const auto& b = index.blocks[i];
         if (b.allocTime >= range.end)
@@ -480,7 +490,7 @@ MemoryMapFrame rasterizeMemoryMap(const MemoryMapIndex& index, TimeRange range, 
         if (freeCompleted <= range.start)
             continue;
         if (free > range.start)
-            fill(xOf(b.allocTime, false), xOf(free, true), b.offset, b.size, index.colourOf(i, colouring, b.allocTime).rgb());
+            fill(xOf(b.allocTime, false), xOf(free, true), b.offset, b.size, rgbOf(i));
         if (colouring == MapColouring::State && freeCompleted > free && freeCompleted > range.start)
             fill(xOf(free, false), xOf(freeCompleted, true), b.offset, b.size, pendingRgb);
     }
@@ -507,7 +517,7 @@ MemoryMapFrame rasterizeMemoryMap(const MemoryMapIndex& index, TimeRange range, 
             if (b.allocTime > *instant)
                 break;
             if (b.allocatedAt(*instant))
-                fillCol(b.offset, b.size, index.colourOf(i, colouring, *instant).rgb());
+                fillCol(b.offset, b.size, rgbOf(i));
             else if (colouring == MapColouring::State && b.pendingAt(*instant))
                 fillCol(b.offset, b.size, pendingRgb);
         }
