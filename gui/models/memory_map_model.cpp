@@ -117,19 +117,6 @@ std::vector<LegendEntry> MemoryMapIndex::legend(MapColouring colouring) const
     return {};
 }
 
-QColor MemoryMapIndex::colourOf(std::size_t block, MapColouring colouring, TimeNs t) const
-{
-    switch (colouring) {
-    case MapColouring::State:
-        return blocks[block].pendingAt(t) ? kPending : kAllocated;
-    case MapColouring::Module:
-        return moduleSlot[block] < kModuleSlots ? paletteColour(moduleSlot[block]) : kOther;
-    case MapColouring::Category:
-        return categoryColour(static_cast<Category>(categorySlot[block]));
-    }
-    return kAllocated;
-}
-
 MemoryMapIndex buildMemoryMapIndex(const Trace& trace, DeviceId device, std::span<const Category> categories)
 {
     MemoryMapIndex index;

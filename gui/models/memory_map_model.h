@@ -96,7 +96,6 @@ struct MemoryMapIndex {
     // The packed-axis offset of an address; nullopt outside every range.
     std::optional<Bytes> offsetOf(Address address) const;
     std::vector<LegendEntry> legend(MapColouring colouring) const;
-    QColor colourOf(std::size_t block, MapColouring colouring, TimeNs t) const;
 };
 
 // Builds the index for `device` (`categories`: one per trace.allocations(), recorded or inferred;
