@@ -104,6 +104,37 @@ TEST(GroupTableModel, CategorySizeClassAndSiteTablesSumToTheLiveBytes)
     EXPECT_EQ(shareText(1, 0), "–");
 }
 
+TEST(TreemapLayout, SquarifiesAHandMadeTreeAsTheAlgorithmDoes)
+{
+    // 8, 4, 4 bytes in a 4×4 square (Bruls et al. 2000): 8 takes a left column of width 2 (adding a
+    // 4 would worsen its aspect ratio from 2 to 2.25); the two 4s then stack in the right half.
+    auto row = [](const char* name, std::uint32_t depth, Bytes self, Bytes total) {
+        analyze::GroupRow r;
+        r.key = r.label = name;
+        r.depth = depth;
+        r.selfBytes = self;
+        r.totalBytes = total;
+        return r;
+    };
+    std::vector<analyze::GroupRow> rows { row("a", 0, 0, 8), row("a.x", 1, 0, 8), row("b", 0, 4, 4), row("c", 0, 4, 4) };
+    const auto rects = layoutTreemap(rows, QRectF(0, 0, 4, 4), 1, 0);
+    ASSERT_EQ(rects.size(), 3u); // depth limit 1: a's child is not laid out
+    EXPECT_EQ(rects[0].row, 0);
+    EXPECT_EQ(rects[0].rect, QRectF(0, 0, 2, 4));
+    EXPECT_FALSE(rects[0].nested);
+    EXPECT_EQ(rects[1].row, 2);
+    EXPECT_EQ(rects[1].rect, QRectF(2, 0, 2, 2));
+    EXPECT_EQ(rects[2].row, 3);
+    EXPECT_EQ(rects[2].rect, QRectF(2, 2, 2, 2));
+    // With two levels, a's child fills a below its label strip (here 1 unit, inset 2 at the sides).
+    const auto nested = layoutTreemap(rows, QRectF(0, 0, 40, 40), 2, 10);
+    ASSERT_EQ(nested.size(), 4u);
+    EXPECT_TRUE(nested[0].nested);
+    EXPECT_EQ(nested[3].row, 1);
+    EXPECT_EQ(nested[3].depth, 1);
+    EXPECT_EQ(nested[3].rect, QRectF(2, 10, 16, 28));
+}
+
 TEST(TreemapLayout, AreasAreProportionalAndChildrenNestInsideTheirParents)
 {
     const std::string path = publicTrace(kOwl);
