@@ -4,6 +4,7 @@
 #include "tests/gui/gui_test_support.h"
 
 #include "core/importer.h"
+#include "core/trace_builder.h"
 #include "core/units.h"
 #include "gui/models/memory_map_model.h"
 #include "gui/views/main_window.h"
@@ -27,6 +28,75 @@ using namespace gpumem;
 using namespace gpumem::gui;
 using namespace gpumem::gui::test;
 
+
+TEST(MemoryMapIndex, HandMadeSegmentsAndBlocksPackAndReportTheirState)
+{
+    // Segment S1 [0x1000, +4 KiB) from t=0, S2 [0x100000, +1 KiB) from 5 to 60; block A (1 KiB at
+    // 0x1000, 10–50), B (2 KiB at 0x1400, from 20, never freed), C (512 B at 0x100000, 30–40, freed
+    // at 40 and completed at 45).
+    TraceBuilder b;
+    const DeviceId dev = b.device(DeviceType::Cuda, 0);
+    const StreamId stream = b.stream(dev, 0);
+    auto ev = [&](TimeNs t, EventKind k, Address a, Bytes size) {
+        MemoryEvent e;
+        e.time = t;
+        e.kind = k;
+        e.device = dev;
+        e.stream = stream;
+        e.address = a;
+        e.size = size;
+        b.add(e);
+    };
+    ev(0, EventKind::SegmentAlloc, 0x1000, 4096);
+    ev(5, EventKind::SegmentAlloc, 0x100000, 1024);
+    ev(10, EventKind::Alloc, 0x1000, 1024);
+    ev(20, EventKind::Alloc, 0x1400, 2048);
+    ev(30, EventKind::Alloc, 0x100000, 512);
+    ev(40, EventKind::Free, 0x100000, 512);
+    ev(45, EventKind::FreeCompleted, 0x100000, 512);
+    ev(50, EventKind::Free, 0x1000, 1024);
+    ev(60, EventKind::SegmentFree, 0x100000, 1024);
+    const Trace trace = b.build();
+    const MemoryMapIndex index = buildMemoryMapIndex(trace, dev, {});
+    ASSERT_FALSE(index.empty()) << index.emptyReason.toStdString();
+    EXPECT_TRUE(index.hasSegments);
+    ASSERT_EQ(index.ranges.size(), 2u);
+    EXPECT_EQ(index.axisBytes, 5120u);
+    EXPECT_EQ(index.offsetOf(0x1400), 1024u);
+    EXPECT_EQ(index.offsetOf(0x100000), 4096u);
+    EXPECT_FALSE(index.offsetOf(0x2000)); // the gap between the segments takes no room
+    ASSERT_EQ(index.blocks.size(), 3u);
+    EXPECT_EQ(index.blocks[2].freeTime, 40);
+    EXPECT_EQ(index.blocks[2].freeCompletedTime, 45);
+    EXPECT_TRUE(index.blocks[2].pendingAt(42));
+
+    const MemoryMapState at35 = memoryMapStateAt(index, 35);
+    ASSERT_EQ(at35.segments.size(), 2u);
+    EXPECT_EQ(at35.allocated, 1024u + 2048u + 512u);
+    EXPECT_EQ(at35.blocks, 3u);
+    EXPECT_EQ(at35.segments[0].allocated, 3072u);
+    EXPECT_EQ(at35.segments[0].largestFree, 1024u); // [0x1c00, 0x2000)
+    EXPECT_EQ(at35.segments[1].largestFree, 512u);
+    EXPECT_EQ(at35.largestBlock, 1u); // B
+    const MemoryMapState at55 = memoryMapStateAt(index, 55);
+    ASSERT_EQ(at55.segments.size(), 2u);
+    EXPECT_EQ(at55.segments[0].blocks, 1u);
+    EXPECT_EQ(at55.segments[0].largestFree, 1024u); // A's place, and the tail
+    EXPECT_EQ(at55.segments[1].allocated, 0u);
+    EXPECT_EQ(memoryMapStateAt(index, 65).segments.size(), 1u); // S2 was released at 60
+
+    // Picking: the middle of B at t=30; the empty tail of S1 has no block.
+    EXPECT_EQ(blockAt(index, 30, 1024 + 1000, 0, 0), 1u);
+    EXPECT_FALSE(blockAt(index, 30, 3072 + 100, 0, 0));
+    // A pixel grid of one byte per row and one ns per column: B's column at t=30 is drawn allocated.
+    auto frame = rasterizeMemoryMap(index, { 0, 61 }, QSize(61, 5120), MapColouring::State, TimeNs(42));
+    const QColor bColour = frame.overTime.pixelColor(30, 5120 - 1 - 2000);
+    EXPECT_GT(bColour.blue(), 150);
+    EXPECT_LT(bColour.red(), 120);
+    const QColor pending = frame.atInstant.pixelColor(0, 5120 - 1 - 4200); // C is pending at 42
+    EXPECT_GT(pending.red(), 200);
+    EXPECT_LT(pending.blue(), 100);
+}
 
 TEST(MemoryMapIndex, SnapshotStateAtTheEndHasTheSegmentsTheSnapshotRecords)
 {
