@@ -38,14 +38,7 @@ TEST(MemoryMapIndex, HandMadeSegmentsAndBlocksPackAndReportTheirState)
     const DeviceId dev = b.device(DeviceType::Cuda, 0);
     const StreamId stream = b.stream(dev, 0);
     auto ev = [&](TimeNs t, EventKind k, Address a, Bytes size) {
-        MemoryEvent e;
-        e.time = t;
-        e.kind = k;
-        e.device = dev;
-        e.stream = stream;
-        e.address = a;
-        e.size = size;
-        b.add(e);
+        b.add(MemoryEvent { .time = t, .kind = k, .device = dev, .stream = stream, .address = a, .size = size });
     };
     ev(0, EventKind::SegmentAlloc, 0x1000, 4096);
     ev(5, EventKind::SegmentAlloc, 0x100000, 1024);
