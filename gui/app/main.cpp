@@ -19,7 +19,7 @@ int main(int argc, char** argv)
     parser.addVersionOption();
     parser.addPositionalArgument("trace", "trace file to open (any format gpumem reads)");
     QCommandLineOption screenshot("screenshot",
-        "render PAGE (summary, timeline) of TRACE to OUT.png offscreen and exit: --screenshot PAGE OUT.png TRACE", "PAGE");
+        "render PAGE (summary, timeline, memory-map, breakdown) of TRACE to OUT.png offscreen and exit: --screenshot PAGE OUT.png TRACE", "PAGE");
     parser.addOption(screenshot);
     parser.process(app);
     qRegisterMetaType<std::shared_ptr<const gpumem::gui::LoadedTrace>>();
@@ -33,7 +33,7 @@ int main(int argc, char** argv)
         window.setQuietErrors(true);
         window.resize(1400, 900);
         if (!window.showPage(parser.value(screenshot))) {
-            std::fprintf(stderr, "gpumem-gui: unknown page '%s'; pages: summary, timeline\n", qPrintable(parser.value(screenshot)));
+            std::fprintf(stderr, "gpumem-gui: unknown page '%s'; pages: summary, timeline, memory-map, breakdown\n", qPrintable(parser.value(screenshot)));
             return 2;
         }
         window.show();

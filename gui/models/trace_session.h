@@ -14,12 +14,15 @@
 
 namespace gpumem::gui {
 
+struct MemoryMapIndex; // gui/models/memory_map_model.h
+
 struct LoadedTrace {
     QString path;
     QString reader; // importer name ("gmt", "jsonl", …)
     Trace trace;
     analyze::TraceSummary summary;
     analyze::Analysis analysis; // the busiest device: timeline, steps, breakdowns at the peaks
+    std::shared_ptr<const MemoryMapIndex> memoryMap; // of analysis.device, built on the worker thread
 };
 
 class TraceSession : public QObject {

@@ -1,6 +1,8 @@
 #include "gui/views/main_window.h"
 
 #include "analyze/summary_report.h"
+#include "gui/views/breakdown_page.h"
+#include "gui/views/memory_map_page.h"
 #include "gui/views/timeline_view.h"
 
 #include <QAction>
@@ -41,6 +43,16 @@ MainWindow::MainWindow(QWidget* parent)
     m_tabs = new QTabWidget(this);
     m_tabs->addTab(m_summary, "Summary");
     m_tabs->addTab(m_timeline, "Timeline");
+    m_memoryMap = new MemoryMapPage(this);
+    m_tabs->addTab(m_memoryMap, "Memory map");
+    m_breakdown = new BreakdownPage(this);
+    m_tabs->addTab(m_breakdown, "Peak breakdown");
+    // The picked instant: the Timeline's (or a click on the map) drives the other pages.
+    connect(m_timeline, &TimelineView::instantPicked, m_memoryMap, &MemoryMapPage::setInstant);
+    connect(m_timeline, &TimelineView::instantPicked, m_breakdown, &BreakdownPage::setPickedInstant);
+    connect(m_timeline, &TimelineView::visibleRangeChanged, m_memoryMap, &MemoryMapPage::setTimeRange);
+    connect(m_memoryMap, &MemoryMapPage::instantPicked, m_breakdown, &BreakdownPage::setPickedInstant);
+    connect(m_memoryMap, &MemoryMapPage::instantPicked, this, [this](TimeNs t) { m_timeline->setSelectedInstant(t); });
     setCentralWidget(m_tabs);
     connect(m_timeline, &TimelineView::frameRequested, &m_timelineModel, &TimelineModel::request);
     connect(&m_timelineModel, &TimelineModel::frameReady, m_timeline, &TimelineView::setFrame);
@@ -93,6 +105,10 @@ bool MainWindow::showPage(const QString& name)
         m_tabs->setCurrentWidget(m_summary);
     else if (name == "timeline")
         m_tabs->setCurrentWidget(m_timeline);
+    else if (name == "memory-map")
+        m_tabs->setCurrentWidget(m_memoryMap);
+    else if (name == "breakdown")
+        m_tabs->setCurrentWidget(m_breakdown);
     else
         return false;
     return true;
@@ -108,6 +124,8 @@ void MainWindow::showLoaded(const std::shared_ptr<const LoadedTrace>& t)
     m_summary->setPlainText(QString::fromStdString(text.str()));
     m_timelineModel.setTrace(t);
     m_timeline->setFullRange(fullRangeOf(*t));
+    m_memoryMap->setTrace(t);
+    m_breakdown->setTrace(t);
     setWindowTitle(QFileInfo(t->path).fileName() + " — gpumem");
     int serious = 0;
     for (const auto& a : t->summary.anomalies)

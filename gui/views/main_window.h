@@ -15,6 +15,8 @@ class QTabWidget;
 namespace gpumem::gui {
 
 class TimelineView;
+class MemoryMapPage;
+class BreakdownPage;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -25,7 +27,10 @@ public:
     // The summary text currently shown (for tests).
     QString summaryText() const;
     TimelineView* timelineView() const { return m_timeline; }
-    // Shows a page by name: "summary" or "timeline". Returns false for an unknown name.
+    MemoryMapPage* memoryMapPage() const { return m_memoryMap; }
+    BreakdownPage* breakdownPage() const { return m_breakdown; }
+    // Shows a page by name: "summary", "timeline", "memory-map" or "breakdown". Returns false for an
+    // unknown name.
     bool showPage(const QString& name);
     // The last load error (the importer's one-line message), empty after a successful load.
     QString statusMessage() const { return m_lastError; }
@@ -48,6 +53,8 @@ private:
     QTabWidget* m_tabs = nullptr;
     QPlainTextEdit* m_summary = nullptr;
     TimelineView* m_timeline = nullptr;
+    MemoryMapPage* m_memoryMap = nullptr;
+    BreakdownPage* m_breakdown = nullptr;
     QProgressBar* m_progress = nullptr;
     QPushButton* m_cancel = nullptr;
     QMenu* m_recent = nullptr;
