@@ -110,6 +110,13 @@ public:
     // The value of the Str key `key` in a Dict (last one wins, as in Python); nullptr if absent or
     // `dict` is not a Dict.
     const PickleValue* find(const PickleValue& dict, std::string_view key) const;
+    // Containers with the same identity have the same items (the parser shares the items of a
+    // repeated list of memo references, such as a frames list, with its first occurrence); different
+    // identities say nothing. For a container: a container index ≤ v.bits; for a scalar: v.bits.
+    std::uint64_t itemsIdentity(const PickleValue& v) const
+    {
+        return isContainer(v) && v.bits < m_identity.size() ? m_identity[v.bits] : v.bits;
+    }
     bool isContainer(const PickleValue& v) const
     {
         return v.kind == PickleKind::List || v.kind == PickleKind::Tuple || v.kind == PickleKind::Dict
@@ -140,6 +147,7 @@ private:
     // Container c holds m_items[m_spans[c].first, + m_spans[c].second): one allocation for all.
     std::vector<PickleValue> m_items;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> m_spans;
+    std::vector<std::uint64_t> m_identity; // container → itemsIdentity
     PickleValue m_root;
     std::string m_source;
     std::uint8_t m_protocol = 0;

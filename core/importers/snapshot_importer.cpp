@@ -427,8 +427,7 @@ namespace {
                 if (m_frameSlots[i].key == key)
                     return id = m_frameSlots[i].id;
             // FrameIds from the builder start at 1 (0 is "no frame"), so 0 marks an empty slot.
-            const FrameId created = m_b->frame(
-                utf8View(name, m_scratchName), utf8View(file, m_scratchFile), static_cast<std::int32_t>(line));
+            const FrameId created = internFrame(stringId(name), stringId(file), static_cast<std::int32_t>(line));
             m_frameSlots[i] = FrameSlot { key, created };
             ++m_frameCount;
             return id = created;
@@ -449,7 +448,7 @@ namespace {
             if (items.empty())
                 return kNoClass;
             // A list shared by many entries is resolved once (keeps a hostile file linear).
-            auto idx = static_cast<std::size_t>(frames.bits);
+            auto idx = static_cast<std::size_t>(m_doc.itemsIdentity(frames));
             if (idx >= m_classByList.size())
                 m_classByList.resize(std::max<std::size_t>(idx + 1, m_classByList.size() * 2), kNoClass);
             if (m_classByList[idx] == kNoClass)
@@ -587,7 +586,53 @@ namespace {
                 i = (i + 1) & mask;
             return &m_frameSlots[i];
         }
-        std::string m_scratchName, m_scratchFile;
+        // The builder's frame(name, file, line), with the strings interned once per pickled string:
+        // frames share their file names (and often their names) through the memo, so most lookups
+        // are by the string's offset, without hashing or checking its text again.
+        StringId stringId(const PickleValue& v)
+        {
+            if (v.kind != PickleKind::Str && v.kind != PickleKind::Binary)
+                return m_b->intern("");
+            auto [it, inserted] = m_stringIds.try_emplace(StringKey { v.bits, v.length }, 0);
+            if (inserted)
+                it->second = m_b->intern(utf8View(v, m_scratch));
+            return it->second;
+        }
+        FrameId internFrame(StringId name, StringId file, std::int32_t line)
+        {
+            auto [it, inserted] = m_framesByText.try_emplace(FrameText { name, file, line }, 0);
+            if (inserted)
+                it->second = m_b->appendFrame(Frame { name, file, line });
+            return it->second;
+        }
+        struct StringKey {
+            std::uint64_t offset;
+            std::uint32_t length;
+            bool operator==(const StringKey&) const = default;
+        };
+        struct StringKeyHash {
+            std::size_t operator()(const StringKey& k) const
+            {
+                std::uint64_t h = (k.offset ^ (std::uint64_t(k.length) << 40)) * 0x9e3779b97f4a7c15ULL;
+                return static_cast<std::size_t>(h ^ (h >> 32));
+            }
+        };
+        struct FrameText {
+            StringId name, file;
+            std::int32_t line;
+            bool operator==(const FrameText&) const = default;
+        };
+        struct FrameTextHash {
+            std::size_t operator()(const FrameText& k) const
+            {
+                std::uint64_t h = ((std::uint64_t(k.name) << 32 | k.file) ^ std::uint64_t(std::uint32_t(k.line)) << 17)
+                    * 0x9e3779b97f4a7c15ULL;
+                return static_cast<std::size_t>(h ^ (h >> 32));
+            }
+        };
+        std::string m_scratch;
+        std::unordered_map<StringKey, StringId, StringKeyHash> m_stringIds;
+        std::unordered_map<FrameText, FrameId, FrameTextHash> m_framesByText;
         // A frames list is identified by its raw items (the frame dicts' container ids).
         std::vector<SiteSlot> m_siteSlots; // power-of-two size, at most half full
         std::vector<PickleValue> m_siteItems; // the items of each class (distinct list), back to back
@@ -902,6 +947,16 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             ordinals.push_back(ordinal);
 
     nlohmann::json reconstruction = nlohmann::json::array();
+    {
+        // One event per entry, plus the rebuilt segments and blocks (the recorded ones; blocks known
+        // only from a free may add more): reserved once instead of growing twelve columns step by step.
+        std::size_t events = b.memoryEventCount() + dump.size();
+        for (const auto& list : entries)
+            events += list.size();
+        for (const auto& d : dump)
+            events += d.seg.blocks.size();
+        b.memoryColumns().reserve(events);
+    }
     std::string detail;
     for (std::int32_t ordinal : ordinals) {
         const DeviceId device = b.device(DeviceType::Cuda, ordinal);
@@ -910,6 +965,16 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             ? entries[static_cast<std::size_t>(ordinal)]
             : kNoEntries;
         const auto& segs = segmentsByDevice[ordinal];
+        // Entries come in runs on one stream: the builder's map is asked only when the handle changes.
+        std::optional<std::uint64_t> lastHandle;
+        StreamId lastStream = 0;
+        auto streamOf = [&](std::uint64_t handle) {
+            if (handle != lastHandle) {
+                lastStream = b.stream(device, handle);
+                lastHandle = handle;
+            }
+            return lastStream;
+        };
         auto warn = [&](const std::string& code, const Entry* e, const std::string& what) {
             b.stats().add(code, Severity::Warning,
                 "device " + std::to_string(ordinal) + (e ? ", trace entry " + std::to_string(e->index) : std::string())
@@ -1015,7 +1080,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                   ev.time = preTime;
                   ev.kind = kind;
                   ev.device = device;
-                  ev.stream = b.stream(device, stream);
+                  ev.stream = streamOf(stream);
                   ev.address = addr;
                   ev.size = size;
                   ev.requestedSize = requested;
@@ -1103,7 +1168,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             last = ev.time;
             ev.kind = kindOf(e.action);
             ev.device = device;
-            ev.stream = b.stream(device, e.stream);
+            ev.stream = streamOf(e.stream);
             ev.address = e.addr;
             ev.size = e.size;
             ev.sequence = e.index;

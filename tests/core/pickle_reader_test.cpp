@@ -227,3 +227,50 @@ TEST(PickleReader, RendersInvalidUtf8AndNonStringKeysAsValidJson)
     EXPECT_FALSE(isValidUtf8("\xC0\xAF")); // overlong
     EXPECT_EQ(sanitizeUtf8("x\xED\xA0\x80y"), "x\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDy");
 }
+
+TEST(PickleReader, RepeatedListsOfMemoReferencesShareItemsOnlyWhileTheMemoIsUnchanged)
+{
+    // Written by hand (pickle.loads gives the same JSON): memo 1 = 'x', memo 2 = 7; then
+    // A = [x, 7, x] (MARK, GETs, APPENDS), B = the same bytes again, C = [7, x], G = C's bytes again,
+    // A grown by one more x, E = A's first bytes again, BINPUT 2 overwrites memo 2 with 9, and
+    // D = A's first bytes again, which now mean [x, 9, x].
+    const std::string bytes("\x80\x04\x5d\x94\x28\x8c\x01\x78\x94\x4b\x07\x94\x5d\x94\x28\x68\x01\x68\x02\x68\x01\x65"
+                            "\x5d\x94\x28\x68\x01\x68\x02\x68\x01\x65\x5d\x94\x28\x68\x02\x68\x01\x65\x5d\x94\x28\x68"
+                            "\x02\x68\x01\x65\x68\x03\x28\x68\x01\x65\x5d\x94\x28\x68\x01\x68\x02\x68\x01\x65\x4b\x09"
+                            "\x71\x02\x5d\x94\x28\x68\x01\x68\x02\x68\x01\x65\x65\x2e",
+        80);
+    PickleDocument doc = PickleDocument::parse(bytes, "memo_lists.pickle");
+    EXPECT_EQ(doc.toJson(doc.root()),
+        nlohmann::json::parse(
+            R"(["x", 7, ["x", 7, "x", "x"], ["x", 7, "x"], [7, "x"], [7, "x"], ["x", 7, "x", "x"], ["x", 7, "x"], 9, ["x", 9, "x"]])"));
+    auto items = doc.items(doc.root());
+    ASSERT_EQ(items.size(), 10u);
+    const PickleValue &a = items[2], &b = items[3], &c = items[4], &g = items[5], &e = items[7], &d = items[9];
+    EXPECT_EQ(items[6].bits, a.bits); // the grown A is the same list (memo GET)
+    // G repeats C: one identity, the same items in place.
+    EXPECT_EQ(doc.itemsIdentity(g), doc.itemsIdentity(c));
+    EXPECT_EQ(doc.items(g).data(), doc.items(c).data());
+    // B and E repeat A's first items, but A grew afterwards: they keep three items, A has four, and
+    // none of them claims A's identity.
+    EXPECT_EQ(doc.items(b).size(), 3u);
+    EXPECT_EQ(doc.items(e).size(), 3u);
+    EXPECT_EQ(doc.items(a).size(), 4u);
+    EXPECT_NE(doc.itemsIdentity(b), doc.itemsIdentity(a));
+    EXPECT_NE(doc.itemsIdentity(e), doc.itemsIdentity(a));
+    // D has A's first bytes, but memo 2 was overwritten in between: its own items, with the new value.
+    EXPECT_EQ(doc.toInt(doc.items(d)[1]), 9);
+    EXPECT_NE(doc.itemsIdentity(d), doc.itemsIdentity(b));
+    EXPECT_NE(doc.items(d).data(), doc.items(b).data());
+    // A scalar is its own identity.
+    EXPECT_EQ(doc.itemsIdentity(items[1]), items[1].bits);
+}
+
+TEST(PickleReader, RefusesAnUnsetMemoIndexInAListOfMemoReferences)
+{
+    // [memo 0 (the list itself), memo 5 (never stored)]: the second GET, at byte 7, is refused.
+    EXPECT_EQ(errorOf(std::string("\x80\x04\x5d\x94\x28\x68\x00\x68\x05\x65\x2e", 11)),
+        "t.pickle: at byte offset 7: memo index 5 was never stored (corrupt pickle)");
+    // The same GETs cut off before APPENDS: the usual path reports the missing STOP.
+    EXPECT_NE(errorOf(std::string("\x80\x04\x5d\x94\x28\x68\x00\x68\x00", 9)).find("without a STOP"),
+        std::string::npos);
+}
