@@ -427,7 +427,8 @@ namespace {
                 if (m_frameSlots[i].key == key)
                     return id = m_frameSlots[i].id;
             // FrameIds from the builder start at 1 (0 is "no frame"), so 0 marks an empty slot.
-            const FrameId created = internFrame(stringId(name), stringId(file), static_cast<std::int32_t>(line));
+            const FrameId created = m_b->frame(
+                utf8View(name, m_scratchName), utf8View(file, m_scratchFile), static_cast<std::int32_t>(line));
             m_frameSlots[i] = FrameSlot { key, created };
             ++m_frameCount;
             return id = created;
@@ -586,53 +587,7 @@ namespace {
                 i = (i + 1) & mask;
             return &m_frameSlots[i];
         }
-        // The builder's frame(name, file, line), with the strings interned once per pickled string:
-        // frames share their file names (and often their names) through the memo, so most lookups
-        // are by the string's offset, without hashing or checking its text again.
-        StringId stringId(const PickleValue& v)
-        {
-            if (v.kind != PickleKind::Str && v.kind != PickleKind::Binary)
-                return m_b->intern("");
-            auto [it, inserted] = m_stringIds.try_emplace(StringKey { v.bits, v.length }, 0);
-            if (inserted)
-                it->second = m_b->intern(utf8View(v, m_scratch));
-            return it->second;
-        }
-        FrameId internFrame(StringId name, StringId file, std::int32_t line)
-        {
-            auto [it, inserted] = m_framesByText.try_emplace(FrameText { name, file, line }, 0);
-            if (inserted)
-                it->second = m_b->appendFrame(Frame { name, file, line });
-            return it->second;
-        }
-        struct StringKey {
-            std::uint64_t offset;
-            std::uint32_t length;
-            bool operator==(const StringKey&) const = default;
-        };
-        struct StringKeyHash {
-            std::size_t operator()(const StringKey& k) const
-            {
-                std::uint64_t h = (k.offset ^ (std::uint64_t(k.length) << 40)) * 0x9e3779b97f4a7c15ULL;
-                return static_cast<std::size_t>(h ^ (h >> 32));
-            }
-        };
-        struct FrameText {
-            StringId name, file;
-            std::int32_t line;
-            bool operator==(const FrameText&) const = default;
-        };
-        struct FrameTextHash {
-            std::size_t operator()(const FrameText& k) const
-            {
-                std::uint64_t h = ((std::uint64_t(k.name) << 32 | k.file) ^ std::uint64_t(std::uint32_t(k.line)) << 17)
-                    * 0x9e3779b97f4a7c15ULL;
-                return static_cast<std::size_t>(h ^ (h >> 32));
-            }
-        };
-        std::string m_scratch;
-        std::unordered_map<StringKey, StringId, StringKeyHash> m_stringIds;
-        std::unordered_map<FrameText, FrameId, FrameTextHash> m_framesByText;
+        std::string m_scratchName, m_scratchFile;
         // A frames list is identified by its raw items (the frame dicts' container ids).
         std::vector<SiteSlot> m_siteSlots; // power-of-two size, at most half full
         std::vector<PickleValue> m_siteItems; // the items of each class (distinct list), back to back
