@@ -680,23 +680,48 @@ private:
     // PyTorch's frames lists look, each a fresh list of memoized frame dicts, most of them repeats.
     // The GET opcodes' bytes identify the items (with the memo unchanged since), so a repeat shares
     // the items of the first occurrence: no stack pushes, no copy, and the importer sees the shared
-    // identity and resolves the list once. Decoding GETs one by one is a chain of dependent loads
-    // (each opcode's width decides where the next one starts), so a repeat is found without
-    // decoding it all: the key is the first ≥ kKeyBytes bytes of GETs (or the whole list when it is
-    // shorter), and a candidate with that key matches when its bytes compare equal here and are
-    // followed by APPENDS (equal bytes decode to equal opcodes, so that is the same list).
+    // identity and resolves the list once.
+    // Decoding GETs one by one is a chain of dependent loads (each opcode's width decides where the
+    // next one starts), so a repeat is found without decoding it: a list of ≥ kKeyBytes bytes is
+    // keyed by its first kKeyBytes bytes, read as they are; a shorter one (decoded, it is short) by
+    // all of its bytes. A candidate matches when its bytes compare equal here and are followed by
+    // APPENDS: decoding equal bytes from the same start gives the same opcodes, so that is the same
+    // list (and a list cannot match a longer or shorter one, whose opcode at that place differs).
     // Returns false (nothing consumed) when the opcodes here do not have that shape; a first
     // occurrence is parsed as usual and remembered. Linear: a lookup compares at most
     // kMaxCandidates candidates, each at most as long as the list it matches.
+    struct MemoList {
+        std::uint64_t hash = 0;
+        std::size_t offset = 0; // the GET opcodes' bytes in the pickle
+        std::size_t length = 0; // 0 = empty slot
+        std::uint64_t memoGeneration = 0;
+        std::uint64_t itemsStart = 0, itemsCount = 0; // in the container store's arena
+        std::uint64_t container = 0;
+    };
     static constexpr std::size_t kKeyBytes = 64;
     static constexpr int kMaxCandidates = 32;
+    static constexpr std::uint64_t kShortList = 0x5bd1e995u; // mixed into the key of a short list
     bool listOfMemoReferences()
     {
         if (m_marks.empty() || m_marks.back() != m_stack.size() || m_stack.empty()
             || m_stack.back().kind != PickleKind::List || !m_store.empty(m_stack.back().bits))
             return false;
         const std::size_t offset = m_opOffset;
-        // The key: GETs up to kKeyBytes, or the whole list if it ends before.
+        const std::uint64_t container = m_stack.back().bits;
+        if (2 * (m_listCount + 1) > m_lists.size()) {
+            std::vector<MemoList> old(std::max<std::size_t>(256, m_lists.size() * 2));
+            old.swap(m_lists);
+            for (const MemoList& l : old)
+                if (l.length != 0)
+                    *freeListSlot(l.hash) = l;
+        }
+        int candidates = 0;
+        // A repeat of a long list, found by its first bytes without decoding them.
+        if (m_size - offset > kKeyBytes) {
+            if (const MemoList* l = findList(hashBytes(m_data + offset, kKeyBytes), offset, candidates))
+                return shareList(*l, container, offset);
+        }
+        // Decode up to kKeyBytes: a short list ends before.
         std::size_t p = offset;
         bool whole = false;
         while (p - offset < kKeyBytes) {
@@ -712,30 +737,14 @@ private:
             whole = true;
             break;
         }
-        const std::uint64_t container = m_stack.back().bits;
-        const std::uint64_t h = hashBytes(m_data + offset, p - offset) ^ (whole ? 0x5bd1e995u : 0);
-        if (2 * (m_listCount + 1) > m_lists.size()) {
-            std::vector<MemoList> old(std::max<std::size_t>(256, m_lists.size() * 2));
-            old.swap(m_lists);
-            for (const MemoList& l : old)
-                if (l.length != 0)
-                    *freeListSlot(l.hash) = l;
-        }
-        const std::size_t mask = m_lists.size() - 1;
-        int candidates = 0;
-        for (std::size_t i = h & mask; m_lists[i].length != 0; i = (i + 1) & mask) {
-            const MemoList& l = m_lists[i];
-            if (l.hash != h)
-                continue;
-            if (++candidates > kMaxCandidates)
-                break; // many lists with this key (or a hostile file): parse this one as usual
-            if (l.memoGeneration != m_memoGeneration || m_size - offset <= l.length
-                || m_data[offset + l.length] != 0x65 || std::memcmp(m_data + l.offset, m_data + offset, l.length) != 0)
-                continue;
-            m_store.share(container, l.itemsStart, l.itemsCount, l.container);
-            m_marks.pop_back();
-            m_pos = offset + l.length + 1;
-            return true;
+        std::uint64_t h = 0;
+        if (whole) {
+            candidates = 0;
+            h = hashBytes(m_data + offset, p - offset) ^ kShortList;
+            if (const MemoList* l = findList(h, offset, candidates))
+                return shareList(*l, container, offset);
+        } else {
+            h = hashBytes(m_data + offset, kKeyBytes);
         }
         // Not seen before: find the end, then push the items (checking each memo index) and APPENDS.
         while (!whole) {
@@ -769,6 +778,30 @@ private:
         }
         return true;
     }
+    // The remembered list with key `h` whose bytes are here, followed by APPENDS; nullptr if none.
+    // `candidates` counts the lists with this key that were compared (at most kMaxCandidates + 1).
+    const MemoList* findList(std::uint64_t h, std::size_t offset, int& candidates) const
+    {
+        const std::size_t mask = m_lists.size() - 1;
+        for (std::size_t i = h & mask; m_lists[i].length != 0; i = (i + 1) & mask) {
+            const MemoList& l = m_lists[i];
+            if (l.hash != h)
+                continue;
+            if (++candidates > kMaxCandidates)
+                return nullptr; // many lists with this key (or a hostile file): parse this one as usual
+            if (l.memoGeneration == m_memoGeneration && m_size - offset > l.length && m_data[offset + l.length] == 0x65
+                && std::memcmp(m_data + l.offset, m_data + offset, l.length) == 0)
+                return &l;
+        }
+        return nullptr;
+    }
+    bool shareList(const MemoList& l, std::uint64_t container, std::size_t offset)
+    {
+        m_store.share(container, l.itemsStart, l.itemsCount, l.container);
+        m_marks.pop_back();
+        m_pos = offset + l.length + 1;
+        return true;
+    }
     static std::uint64_t hashBytes(const unsigned char* p, std::size_t n)
     {
         constexpr std::uint64_t kMul = 0x9e3779b97f4a7c15ULL;
@@ -791,14 +824,6 @@ private:
         h ^= h >> 33;
         return h;
     }
-    struct MemoList {
-        std::uint64_t hash = 0;
-        std::size_t offset = 0; // the GET opcodes' bytes in the pickle
-        std::size_t length = 0; // 0 = empty slot
-        std::uint64_t memoGeneration = 0;
-        std::uint64_t itemsStart = 0, itemsCount = 0; // in the container store's arena
-        std::uint64_t container = 0;
-    };
     MemoList* freeListSlot(std::uint64_t h)
     {
         const std::size_t mask = m_lists.size() - 1;

@@ -274,3 +274,65 @@ TEST(PickleReader, RefusesAnUnsetMemoIndexInAListOfMemoReferences)
     EXPECT_NE(errorOf(std::string("\x80\x04\x5d\x94\x28\x68\x00\x68\x00", 9)).find("without a STOP"),
         std::string::npos);
 }
+
+TEST(PickleReader, RepeatedLongListsOfMemoReferencesMatchOnlyTheSameList)
+{
+    // Lists of 40 memo GETs (80 bytes: longer than the first bytes a repeat is found by), built by
+    // hand: memo 1..60 = "s1".."s60"; L1 = s1..s40, L2 = L1 again, L3 = s1..s39 + s51 (same first
+    // bytes, another end), L4 = L1's items + s42 (L1 is its prefix), L5 = L3 again, then memo 5 is
+    // overwritten with 7 and L6 = L1's bytes again.
+    std::string p("\x80\x04\x5d\x94\x28", 5); // PROTO 4, the outer list (memo 0), MARK
+    nlohmann::json expected = nlohmann::json::array();
+    std::vector<nlohmann::json> memo(61);
+    for (int i = 1; i <= 60; ++i) {
+        const std::string s = "s" + std::to_string(i);
+        p += '\x8c';
+        p += static_cast<char>(s.size());
+        p += s + '\x94'; // SHORT_BINUNICODE, MEMOIZE
+        memo[static_cast<std::size_t>(i)] = s;
+        expected.push_back(s);
+    }
+    auto list = [&](std::vector<int> refs) {
+        p += "\x5d\x94\x28"; // EMPTY_LIST, MEMOIZE, MARK
+        nlohmann::json items = nlohmann::json::array();
+        for (int r : refs) {
+            p += '\x68'; // BINGET
+            p += static_cast<char>(r);
+            items.push_back(memo[static_cast<std::size_t>(r)]);
+        }
+        p += '\x65'; // APPENDS
+        expected.push_back(items);
+    };
+    std::vector<int> l1, l3;
+    for (int i = 1; i <= 40; ++i)
+        l1.push_back(i);
+    l3 = std::vector<int>(l1.begin(), l1.end() - 1);
+    l3.push_back(51);
+    std::vector<int> l4 = l1;
+    l4.push_back(42);
+    list(l1);
+    list(l1);
+    list(l3);
+    list(l4);
+    list(l3);
+    p += "\x4b\x07\x71\x05"; // 7, BINPUT 5
+    expected.push_back(7);
+    memo[5] = 7;
+    list(l1);
+    p += "\x65\x2e"; // APPENDS, STOP
+
+    PickleDocument doc = PickleDocument::parse(p, "long_lists.pickle");
+    EXPECT_EQ(doc.toJson(doc.root()), expected);
+    auto items = doc.items(doc.root());
+    ASSERT_EQ(items.size(), 67u);
+    const PickleValue &L1 = items[60], &L2 = items[61], &L3 = items[62], &L4 = items[63], &L5 = items[64],
+                      &L6 = items[66];
+    EXPECT_EQ(doc.itemsIdentity(L2), doc.itemsIdentity(L1));
+    EXPECT_EQ(doc.itemsIdentity(L5), doc.itemsIdentity(L3));
+    EXPECT_NE(doc.itemsIdentity(L3), doc.itemsIdentity(L1));
+    EXPECT_NE(doc.itemsIdentity(L4), doc.itemsIdentity(L1));
+    EXPECT_EQ(doc.items(L4).size(), 41u);
+    EXPECT_EQ(doc.text(doc.items(L3).back()), "s51");
+    EXPECT_NE(doc.itemsIdentity(L6), doc.itemsIdentity(L1));
+    EXPECT_EQ(doc.toInt(doc.items(L6)[4]), 7);
+}
