@@ -9,8 +9,13 @@ the C++ program (the whole gpumem import: unpickle, rebuild the pre-window state
 the unpickling alone) and times pickle.load of the same file in this process, best of N each, as
 CPU time of the running thread (user + system, so page faults count; other load on the machine
 disturbs it far less than wall time; --wall uses wall time instead). The ratio is Python's best time
-over gpumem's best import time (higher = gpumem faster). Note: pickle.load only builds Python
-objects; gpumem's import does that and then rebuilds the pre-window state and builds the Trace.
+over gpumem's best import time (higher = gpumem faster); p.ratio is the same over the unpickling
+alone. Note: pickle.load only builds Python objects; gpumem's import does that and then rebuilds the
+pre-window state and builds the Trace.
+
+What is timed on both sides: reading the file and building the result, in the running process (no
+process start: for the 72 KB snapshot that would dominate both), best of N, so the first, cold
+iteration and other processes' bursts do not count.
 
 --baseline runs a second build of snapshot_import_bench (e.g. the program before a change) in the same
 rounds and prints its import time and ratio beside the first. --rounds repeats everything R times,
@@ -73,7 +78,8 @@ def main():
             py = python_load_ms(path, args.iterations, clock)
             best[(path, "py")] = min(best.get((path, "py"), math.inf), py)
 
-    head = f"{'file':50} {'MiB':>5} {'events':>6} {'import':>9} {'parse':>8} {'pickle.load':>11} {'ratio':>6}"
+    head = (f"{'file':50} {'MiB':>5} {'events':>6} {'import':>9} {'parse':>8} {'pickle.load':>11} {'ratio':>6}"
+            f" {'p.ratio':>7}")
     if args.baseline:
         head += f" {'baseline':>9} {'b.ratio':>7}"
     print(head)
@@ -85,7 +91,7 @@ def main():
         ratios.append(ratio)
         name = os.path.relpath(path, os.path.join(ROOT, "../shared/traces/public")) if not args.files else path
         line = (f"{name[:50]:50} {os.path.getsize(path) / 2**20:5.2f} {events[path]:6d} {imp:6.2f} ms "
-                f"{parse:5.2f} ms {py:8.2f} ms {ratio:5.1f}x")
+                f"{parse:5.2f} ms {py:8.2f} ms {ratio:5.1f}x {py / parse:6.1f}x")
         if args.baseline:
             b_imp = best[(path, "base")][0]
             base_ratios.append(py / b_imp)
@@ -98,6 +104,7 @@ def main():
     print(f"times: best of {args.iterations} iterations x {max(1, args.rounds)} rounds, "
           f"{'wall' if args.wall else 'thread CPU'} time")
     print(f"geometric mean ratio (pickle.load time / gpumem import time): {geo(ratios):.1f}x; min {min(ratios):.1f}x")
+    print("p.ratio: pickle.load time / gpumem's unpickling alone (no pre-window state, no Trace)")
     if args.baseline:
         print(f"baseline: geometric mean {geo(base_ratios):.1f}x; min {min(base_ratios):.1f}x")
 
