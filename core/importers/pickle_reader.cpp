@@ -226,7 +226,9 @@ namespace {
     // inlined into the opcode loop and cost an out-of-line call per pushed value); growth is a cold call.
     class ValueStack {
     public:
-        [[gnu::always_inline]] void push_back(const PickleValue& v)
+        // By value: DUP pushes the top itself, which grow() would free before the copy (found by
+        // the fuzzer).
+        [[gnu::always_inline]] void push_back(PickleValue v)
         {
             if (m_size == m_storage.size()) [[unlikely]]
                 grow();

@@ -8,13 +8,18 @@
 //
 // The result is a PickleDocument: an immutable tree of PickleValue handles. Containers are shared,
 // exactly as in Python (a memo GET yields the same list/dict, not a copy), so a document may contain
-// cycles; code that walks it recursively must bound its depth (toJson does). Strings and bytes are
-// views into the pickle bytes (no copies), which is why parse() needs the bytes to outlive the document
-// and readFile() keeps them alive itself.
+// cycles; code that walks it recursively must bound its depth (toJson does). Beyond that, a list
+// that repeats the memo references of an earlier one (PyTorch's frames lists: a fresh list of the
+// same memoized frame dicts for every allocation from one line) is recognised from its opcode bytes
+// and stores no items of its own: it shares the earlier list's items, and itemsIdentity() says so.
+// Strings and bytes are views into the pickle bytes (no copies), which is why parse() needs the bytes
+// to outlive the document and readFile() keeps them alive itself.
 //
 // Resource bounds: every opcode pushes at most one value, so values, container items and the memo are
 // all bounded by the input size (a memo index beyond it is refused); parsing is iterative (no
 // recursion), so a hostile file can neither exhaust memory beyond O(file size) nor recurse forever.
+// Recognising a repeated list compares at most 32 earlier lists with the same key, each at most as
+// long as the list itself, so it stays linear too.
 //
 // Thread-safety: a document is immutable after parsing and may be read from many threads.
 #include "core/error.h"

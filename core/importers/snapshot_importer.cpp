@@ -448,7 +448,9 @@ namespace {
             auto items = m_doc.items(frames);
             if (items.empty())
                 return kNoClass;
-            // A list shared by many entries is resolved once (keeps a hostile file linear).
+            // A list shared by many entries, or repeating the items of an earlier one (the parser
+            // recognises repeated frames lists: itemsIdentity), is resolved once (keeps a hostile
+            // file linear, and a real one reads each distinct stack once).
             auto idx = static_cast<std::size_t>(m_doc.itemsIdentity(frames));
             if (idx >= m_classByList.size())
                 m_classByList.resize(std::max<std::size_t>(idx + 1, m_classByList.size() * 2), kNoClass);

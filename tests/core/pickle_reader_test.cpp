@@ -336,3 +336,17 @@ TEST(PickleReader, RepeatedLongListsOfMemoReferencesMatchOnlyTheSameList)
     EXPECT_NE(doc.itemsIdentity(L6), doc.itemsIdentity(L1));
     EXPECT_EQ(doc.toInt(doc.items(L6)[4]), 7);
 }
+
+TEST(PickleReader, DupBeyondTheInitialStackCapacityCopiesTheTopBeforeGrowing)
+{
+    // Found by fuzz_snapshot_pickle (ASan: heap-use-after-free): DUP pushed a reference to the top,
+    // and the stack's growth freed it first. MARK, 1, DUP × 300, LIST, STOP = [1] * 301.
+    std::string bytes("\x80\x04\x28\x4b\x01", 5);
+    bytes += std::string(300, '\x32');
+    bytes += "\x6c\x2e";
+    PickleDocument doc = PickleDocument::parse(bytes, "dup.pickle");
+    auto items = doc.items(doc.root());
+    ASSERT_EQ(items.size(), 301u);
+    for (const auto& item : items)
+        ASSERT_EQ(doc.toInt(item), 1);
+}
