@@ -1,9 +1,15 @@
 #include "replay/policy_registry.h"
 
 #include "core/error.h"
+#include "replay/detail/spec_options.h"
+#include "replay/policies/cuda_async_policy.h"
 #include "replay/policies/direct_policy.h"
 #include "replay/policies/ideal_policy.h"
 #include "replay/policies/pytorch_policy.h"
+#include "replay/policies/rmm_arena_policy.h"
+#include "replay/policies/rmm_binning_policy.h"
+#include "replay/policies/rmm_pool_policy.h"
+#include "replay/policies/tf_bfc_policy.h"
 
 #include <nlohmann/json.hpp>
 
@@ -61,6 +67,67 @@ namespace {
         throw UsageError("unknown pytorch version '" + spec.version + "'; valid versions: main (default), 2.0");
     }
 
+    // The options of tf-bfc, rmm-pool, rmm-arena, rmm-binning and cuda-async (docs/policies.md).
+    const std::vector<std::string> kTfBfcKeys = { "allow_growth", "garbage_collection",
+        "max_internal_fragmentation_bytes", "fragmentation_fraction", "memory_limit" };
+    const std::vector<std::string> kRmmPoolKeys = { "initial_pool_size", "maximum_pool_size" };
+    const std::vector<std::string> kRmmBinningKeys = { "min_exp", "max_exp", "initial_pool_size", "maximum_pool_size" };
+
+    RmmPoolConfig rmmPoolConfig(const detail::SpecOptions& o)
+    {
+        RmmPoolConfig c;
+        if (o.raw("initial_pool_size"))
+            c.initialPoolSize = o.bytes("initial_pool_size", 0, RmmPoolPolicy::kAlignment);
+        if (o.raw("maximum_pool_size"))
+            c.maximumPoolSize = o.bytes("maximum_pool_size", 0, RmmPoolPolicy::kAlignment);
+        return c;
+    }
+
+    std::unique_ptr<AllocatorPolicy> makeTfBfc(const PolicySpec& spec, SimulatedDevice& device)
+    {
+        checkNoVersion(spec);
+        detail::SpecOptions o(spec, kTfBfcKeys);
+        TfBfcConfig c;
+        c.allowGrowth = o.flag("allow_growth", c.allowGrowth);
+        c.garbageCollection = o.flag("garbage_collection", c.garbageCollection);
+        c.maxInternalFragmentation = o.bytes("max_internal_fragmentation_bytes", c.maxInternalFragmentation);
+        c.fragmentationFraction = o.number("fragmentation_fraction", 0.0, 0.0, 1.0);
+        c.memoryLimit = o.bytes("memory_limit", 0);
+        return std::make_unique<TfBfcPolicy>(device, c);
+    }
+
+    std::unique_ptr<AllocatorPolicy> makeRmm(const PolicySpec& spec, SimulatedDevice& device)
+    {
+        if (spec.policy == "rmm-pool") {
+            if (!spec.version.empty() && spec.version != "23.02")
+                throw UsageError("unknown rmm-pool version '" + spec.version + "'; valid versions: 23.02");
+            RmmPoolConfig c = rmmPoolConfig(detail::SpecOptions(spec, kRmmPoolKeys));
+            c.v2302 = spec.version == "23.02";
+            return std::make_unique<RmmPoolPolicy>(device, c);
+        }
+        checkNoVersion(spec);
+        if (spec.policy == "rmm-arena") {
+            detail::SpecOptions o(spec, { "arena_size" });
+            return std::make_unique<RmmArenaPolicy>(device, RmmArenaConfig { o.bytes("arena_size", 0) });
+        }
+        detail::SpecOptions o(spec, kRmmBinningKeys);
+        RmmBinningConfig c;
+        c.minExp = unsigned(o.integer("min_exp", c.minExp, 8, 40));
+        c.maxExp = unsigned(o.integer("max_exp", c.maxExp, 8, 40));
+        c.pool = rmmPoolConfig(o);
+        return std::make_unique<RmmBinningPolicy>(device, c);
+    }
+
+    std::unique_ptr<AllocatorPolicy> makeCudaAsync(const PolicySpec& spec, SimulatedDevice& device)
+    {
+        checkNoVersion(spec);
+        detail::SpecOptions o(spec, { "release_threshold" });
+        CudaAsyncConfig c;
+        if (o.raw("release_threshold") != "max")
+            c.releaseThreshold = o.bytes("release_threshold", c.releaseThreshold);
+        return std::make_unique<CudaAsyncPolicy>(device, c);
+    }
+
 } // namespace
 
 const std::vector<PolicyInfo>& registeredPolicies()
@@ -70,6 +137,16 @@ const std::vector<PolicyInfo>& registeredPolicies()
             { "2.0" }, allocConfKeys(PyTorchVersion::Main) },
         { "direct", "no cache: every request is one cudaMalloc, every free one cudaFree", {}, { "alignment" } },
         { "ideal", "lower bound: reserved = live bytes at every instant", {}, { "alignment" } },
+        { "tf-bfc", "TensorFlow/XLA BFC allocator: 21 bins, 256 B rounding, region growth by Extend", {},
+            kTfBfcKeys },
+        { "rmm-pool", "RAPIDS RMM pool_memory_resource: per-stream coalescing best-fit lists, geometric growth",
+            { "23.02" }, kRmmPoolKeys },
+        { "rmm-arena", "RAPIDS RMM arena_memory_resource: one arena, 1 MiB superblocks, per-stream arenas", {},
+            { "arena_size" } },
+        { "rmm-binning", "RAPIDS RMM binning_memory_resource: fixed-size bins 2^18..2^22 over an rmm-pool", {},
+            kRmmBinningKeys },
+        { "cuda-async", "cudaMallocAsync memory pool (approximation): best fit, 2 MiB-granular growth", {},
+            { "release_threshold" } },
     };
     return infos;
 }
@@ -98,6 +175,12 @@ std::unique_ptr<AllocatorPolicy> makePolicy(
         checkNoVersion(spec);
         return std::make_unique<IdealPolicy>(device, alignmentOption(spec, 512));
     }
+    if (spec.policy == "tf-bfc")
+        return makeTfBfc(spec, device);
+    if (spec.policy == "rmm-pool" || spec.policy == "rmm-arena" || spec.policy == "rmm-binning")
+        return makeRmm(spec, device);
+    if (spec.policy == "cuda-async")
+        return makeCudaAsync(spec, device);
     throw UsageError("unknown policy '" + spec.policy + "'; valid policies: " + policyNames());
 }
 

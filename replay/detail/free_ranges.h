@@ -1,0 +1,79 @@
+#pragma once
+// Two pieces the address-ordered policies (rmm-arena, cuda-async) share: a free-range map that
+// coalesces on insert, and the table of live blocks that keeps PolicyStats and reports failed
+// requests. Header-only, not thread-safe.
+#include "core/error.h"
+#include "replay/allocator_policy.h"
+
+#include <map>
+#include <string>
+
+namespace gpumem::replay::detail {
+
+// Inserts the free range [a, a+n) into `ranges` (address → size, no two adjacent) and merges it with
+// its free neighbours; onMerge(address, size) is called for each neighbour absorbed before it is
+// erased. Returns the merged range.
+template <typename OnMerge>
+std::pair<Address, Bytes> insertCoalescing(std::map<Address, Bytes>& ranges, Address a, Bytes n, OnMerge&& onMerge)
+{
+    auto next = ranges.lower_bound(a);
+    if (next != ranges.end() && a + n == next->first) {
+        onMerge(next->first, next->second);
+        n += next->second;
+        next = ranges.erase(next);
+    }
+    if (next != ranges.begin()) {
+        auto prev = std::prev(next);
+        if (prev->first + prev->second == a) {
+            onMerge(prev->first, prev->second);
+            prev->second += n;
+            return *prev;
+        }
+    }
+    ranges.emplace_hint(next, a, n);
+    return { a, n };
+}
+
+// The blocks a policy handed out, by address, with the stats that go with them.
+class LiveBlocks {
+public:
+    struct Block {
+        Bytes size = 0; // after the policy's rounding
+        Bytes requested = 0;
+    };
+    // The outcome of one request: a block of `size` bytes at *a (allocated and requested grow), or a
+    // failure (ooms grows and the device reports the OOM). Returns a.
+    std::optional<Address> settle(std::optional<Address> a, Bytes size, Bytes requested, StreamKey stream,
+        PolicyStats& stats, SimulatedDevice& device)
+    {
+        if (!a) {
+            ++stats.ooms;
+            device.reportOom(size, stream);
+            return a;
+        }
+        m_blocks.emplace(*a, Block { size, requested });
+        stats.allocated += size;
+        stats.requested += requested;
+        return a;
+    }
+    // Removes the block at `address` and takes it out of the stats. Throws gpumem::Error naming
+    // `policy` when no block starts there.
+    Block release(Address address, PolicyStats& stats, const std::string& policy)
+    {
+        auto it = m_blocks.find(address);
+        if (it == m_blocks.end())
+            throw Error(policy + " policy: free of address " + std::to_string(address) + " that is not allocated");
+        Block b = it->second;
+        stats.allocated -= b.size;
+        stats.requested -= b.requested;
+        m_blocks.erase(it);
+        return b;
+    }
+    const std::map<Address, Block>& blocks() const { return m_blocks; }
+    bool empty() const { return m_blocks.empty(); }
+
+private:
+    std::map<Address, Block> m_blocks;
+};
+
+} // namespace gpumem::replay::detail
