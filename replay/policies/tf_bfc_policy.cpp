@@ -105,15 +105,22 @@ bool TfBfcPolicy::extend(Bytes rounded, StreamKey stream)
     }
     Bytes bytes = std::min(m_currRegionBytes, available);
     auto mem = device().malloc(bytes, stream);
-    while (!mem) {
-        // The 0.9 back-off, forced to shrink by at least 256 B so that it ends.
-        Bytes smaller = roundedBytes(Bytes(double(bytes) * 0.9));
-        bytes = smaller < bytes ? smaller : bytes - kMinAllocationSize;
-        if (bytes < rounded)
-            return false;
-        ++m_counters.backoffs;
-        mem = device().malloc(bytes, stream);
+    if (!mem && !m_startedBackpedal) {
+        // "Only backpedal once" per allocator: shrink by kBackpedalFactor (a float, 0.9f) until the
+        // device accepts or the size drops below the request. [choice] A shrink that rounding undoes
+        // steps down by 256 B instead, so that the loop ends (upstream would spin).
+        m_startedBackpedal = true;
+        while (!mem) {
+            Bytes smaller = roundedBytes(static_cast<Bytes>(static_cast<float>(bytes) * 0.9f));
+            bytes = smaller < bytes ? smaller : bytes - kMinAllocationSize;
+            if (bytes < rounded)
+                break;
+            ++m_counters.backoffs;
+            mem = device().malloc(bytes, stream);
+        }
     }
+    if (!mem)
+        return false;
     if (!increased)
         m_currRegionBytes = std::min(m_currRegionBytes * 2, kMaxRegionBytes);
     m_poolBytes += bytes;

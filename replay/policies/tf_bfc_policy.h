@@ -4,7 +4,8 @@
 // 256 B, free chunks in 21 bins ordered by (size, address), the split rule with
 // max_internal_fragmentation_bytes, coalescing with free neighbours on free, region growth by
 // `Extend` (2 MiB doubling with allow_growth, the whole memory limit without it, the 0.9 back-off
-// when the device refuses), and garbage collection (`DeallocateFreeRegions`) after a failed Extend.
+// when the device refuses, once per allocator), and garbage collection (`DeallocateFreeRegions`)
+// after a failed Extend.
 // Regions come from a sub-allocator that never returns adjacent ranges, so regions are never merged.
 // Not modelled: the timestamped-chunk mode (freed_at_count), spatial partitioning, the retry
 // allocator's wait for other threads. Owns its chunks; uses the SimulatedDevice it was given.
@@ -28,7 +29,7 @@ struct TfBfcConfig {
 // BFC's counters beyond PolicyStats (AllocatorStats names where they exist, §2.6).
 struct TfBfcCounters {
     std::uint64_t extends = 0; // successful Extend calls (= regions created)
-    std::uint64_t backoffs = 0; // device refusals answered by the 0.9 shrink
+    std::uint64_t backoffs = 0; // smaller sizes tried by the 0.9 shrink (only in the first refused Extend)
     std::uint64_t gcRegionsFreed = 0; // regions freed by DeallocateFreeRegions
 };
 
@@ -82,6 +83,7 @@ private:
     Bytes m_maxInternalFragmentation = 0;
     Bytes m_currRegionBytes = 0;
     Bytes m_poolBytes = 0; // total_region_allocated_bytes_
+    bool m_startedBackpedal = false; // started_backpedal_
     std::map<Address, Bytes> m_regions; // region base → size
     std::map<Address, Chunk> m_chunks; // every chunk, address order
     std::array<std::set<std::pair<Bytes, Address>>, kNumBins> m_bins; // free chunks by (size, address)
