@@ -8,26 +8,24 @@
 
 namespace gpumem::replay {
 
-namespace {
-    // "fixed_size_free_list": FIFO, freed blocks at the back, allocations from the front.
-    struct FifoList {
-        std::deque<Address> blocks;
-        bool empty() const { return blocks.empty(); }
-        void absorb(FifoList&& other)
-        {
-            blocks.insert(blocks.end(), other.blocks.begin(), other.blocks.end());
-            other.blocks.clear();
-        }
-        std::optional<Address> takeFront()
-        {
-            if (blocks.empty())
-                return std::nullopt;
-            Address a = blocks.front();
-            blocks.pop_front();
-            return a;
-        }
-    };
-}
+// "fixed_size_free_list": FIFO, freed blocks at the back, allocations from the front.
+struct RmmBinningPolicy::FifoList {
+    std::deque<Address> blocks;
+    bool empty() const { return blocks.empty(); }
+    void absorb(FifoList&& other)
+    {
+        blocks.insert(blocks.end(), other.blocks.begin(), other.blocks.end());
+        other.blocks.clear();
+    }
+    std::optional<Address> takeFront()
+    {
+        if (blocks.empty())
+            return std::nullopt;
+        Address a = blocks.front();
+        blocks.pop_front();
+        return a;
+    }
+};
 
 // One "fixed_size_memory_resource".
 struct RmmBinningPolicy::Bin {
@@ -45,12 +43,30 @@ RmmBinningPolicy::RmmBinningPolicy(SimulatedDevice& device, RmmBinningConfig con
 {
     if (config.minExp > config.maxExp || config.minExp < 8 || config.maxExp > 40)
         throw UsageError("rmm-binning: need 8 <= min_exp <= max_exp <= 40 (bins of 2^min_exp … 2^max_exp bytes)");
+    // "binning_memory_resource(upstream, min_exp, max_exp)" adds the bins in ascending order, and each
+    // "fixed_size_memory_resource" constructor takes its first chunk at once into the default stream's
+    // list. [choice] A bin whose first chunk the device refuses starts empty (RMM would throw).
     for (unsigned e = config.minExp; e <= config.maxExp; ++e) {
         auto bin = std::make_unique<Bin>();
         bin->blockSize = Bytes(1) << e;
+        grabChunk(*bin, 0, bin->lists.of(0));
         m_bins.push_back(std::move(bin));
     }
     updateStats();
+}
+
+// "fixed_size_memory_resource::blocks_from_upstream": a chunk from the pool, cut into equal blocks
+// appended to `into`.
+bool RmmBinningPolicy::grabChunk(Bin& bin, StreamKey stream, FifoList& into)
+{
+    auto chunk = m_pool.allocateBlock(bin.chunkSize(), stream, bin.chunkSize());
+    if (!chunk)
+        return false;
+    bin.chunks.emplace(*chunk, 0);
+    bin.order.push_back(*chunk);
+    for (std::size_t i = 0; i < kBlocksPerChunk; ++i)
+        into.blocks.push_back(*chunk + i * bin.blockSize);
+    return true;
 }
 
 RmmBinningPolicy::~RmmBinningPolicy() = default;
@@ -102,16 +118,9 @@ std::optional<Address> RmmBinningPolicy::doAllocate(Bytes bytes, StreamKey strea
         Bin& b = **bin;
         size = b.blockSize;
         auto take = [](FifoList& l) { return l.takeFront(); };
-        // "fixed_size_memory_resource::expand_pool": a chunk from the pool, cut into equal blocks.
+        // "fixed_size_memory_resource::expand_pool".
         auto expand = [&](FifoList& own) -> std::optional<Address> {
-            auto chunk = m_pool.allocateBlock(b.chunkSize(), stream, b.chunkSize());
-            if (!chunk)
-                return std::nullopt;
-            b.chunks.emplace(*chunk, 0);
-            b.order.push_back(*chunk);
-            for (std::size_t i = 0; i < kBlocksPerChunk; ++i)
-                own.blocks.push_back(*chunk + i * b.blockSize);
-            return own.takeFront();
+            return grabChunk(b, stream, own) ? own.takeFront() : std::nullopt;
         };
         a = b.lists.getBlock(stream, take, expand);
         if (a)

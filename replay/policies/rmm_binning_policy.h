@@ -4,8 +4,9 @@
 // fixed_size_memory_resource.hpp, detail/fixed_size_free_list.hpp): bins of 2^min_exp … 2^max_exp
 // bytes (the replay benchmark's 2^18 … 2^22); a request goes to the smallest bin at least its size,
 // anything larger straight to the pool. A bin takes chunks of block_size × 128 from the pool on the
-// requesting stream and cuts them into equal blocks; its per-stream free lists are FIFO and follow
-// the stream_ordered_memory_resource order (§3.1). Bins never give chunks back while they live;
+// requesting stream (the first one at construction, on the default stream) and cuts them into equal
+// blocks; its per-stream free lists are FIFO and follow the stream_ordered_memory_resource order
+// (§3.1). Bins never give chunks back while they live;
 // releaseCached() stands for their destruction per chunk (a chunk with no allocated block goes back
 // to the pool) and then for the pool's. Owns its pool and bins; uses the SimulatedDevice it was given.
 // Not thread-safe.
@@ -40,10 +41,12 @@ public:
 
 private:
     struct Bin;
+    struct FifoList;
     std::optional<Address> doAllocate(Bytes bytes, StreamKey stream) override;
     void doDeallocate(Address address, Bytes bytes, StreamKey stream) override;
     void doReleaseCached() override;
     void updateStats();
+    bool grabChunk(Bin& bin, StreamKey stream, FifoList& into);
 
     RmmBinningConfig m_config;
     RmmPoolPolicy m_pool;

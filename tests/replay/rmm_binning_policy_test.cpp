@@ -28,11 +28,13 @@ TEST(RmmBinningPolicy, ARequestGoesToTheSmallestBinAtLeastItsSize)
     EXPECT_EQ(binning(custom).binFor(4097), 0u);
 }
 
-TEST(RmmBinningPolicy, ABinTakesChunksOf128BlocksFromThePoolAndHandsThemOutInOrder)
+TEST(RmmBinningPolicy, EachBinTakesAChunkOf128BlocksFromThePoolAtConstruction)
 {
     Rig r("rmm-binning");
+    // Bins in ascending order, each chunk one pool growth: max(chunk, pool size).
+    EXPECT_EQ(r.log.sizes(EventKind::SegmentAlloc),
+        std::vector<Bytes>({ 32 * MiB, 64 * MiB, 128 * MiB, 256 * MiB, 512 * MiB }));
     Address a = r.alloc(1000);
-    EXPECT_EQ(r.log.sizes(EventKind::SegmentAlloc), std::vector<Bytes>({ 32 * MiB })); // 256 KiB × 128
     EXPECT_EQ(binning(r).chunksOf(256 * KiB), std::vector<Address>({ a }));
     EXPECT_EQ(r.alloc(200 * KiB), a + 256 * KiB);
     EXPECT_EQ(r.policy->stats().allocated, 512 * KiB); // whole blocks
@@ -41,6 +43,17 @@ TEST(RmmBinningPolicy, ABinTakesChunksOf128BlocksFromThePoolAndHandsThemOutInOrd
     auto seg = r.segmentOf(a);
     ASSERT_EQ(seg.blocks.size(), 128u); // the chunk shows as its blocks
     EXPECT_EQ(seg.blocks[2].state, BlockState::Free);
+    EXPECT_EQ(r.log.count(EventKind::SegmentAlloc), 5u);
+}
+
+TEST(RmmBinningPolicy, ABinTheDeviceCannotFillAtConstructionStartsEmpty)
+{
+    Rig r("rmm-binning", 64 * MiB);
+    EXPECT_EQ(r.log.sizes(EventKind::SegmentAlloc), std::vector<Bytes>({ 32 * MiB }));
+    EXPECT_EQ(r.device.counters().failedCalls, 4u); // 64, 128, 256 and 512 MiB refused
+    EXPECT_TRUE(binning(r).chunksOf(512 * KiB).empty());
+    EXPECT_FALSE(r.policy->allocate(300 * KiB, 0).has_value()); // 64 MiB chunk: still no room
+    EXPECT_TRUE(r.policy->allocate(1000, 0).has_value());
 }
 
 TEST(RmmBinningPolicy, FreedBlocksGoToTheBackOfTheList)
@@ -52,27 +65,32 @@ TEST(RmmBinningPolicy, FreedBlocksGoToTheBackOfTheList)
     EXPECT_EQ(r.alloc(1000), b + 256 * KiB); // the front: the third block, not a
 }
 
-TEST(RmmBinningPolicy, LargerRequestsFallThroughToThePool)
+TEST(RmmBinningPolicy, LargerRequestsFallThroughToThePoolAndFullBinsTakeChunksFromIt)
 {
-    Rig r("rmm-binning");
-    r.alloc(1000); // 32 MiB chunk: pool 32 MiB
-    Address big = r.alloc(5 * MiB); // no bin: the pool grows by max(5, 32) MiB
+    Rig r("rmm-binning"); // pool: 992 MiB, all of it bin chunks
+    Address big = r.alloc(5 * MiB); // no bin: the pool grows by max(5, 992) MiB
     EXPECT_EQ(r.block(big).size, 5 * MiB);
-    EXPECT_EQ(r.log.sizes(EventKind::SegmentAlloc), std::vector<Bytes>({ 32 * MiB, 32 * MiB }));
-    Address c = r.alloc(1 * MiB); // 1 MiB bin: a 128 MiB chunk, the pool grows by max(128, 64)
-    EXPECT_EQ(binning(r).chunksOf(1 * MiB), std::vector<Address>({ c }));
-    EXPECT_EQ(r.log.sizes(EventKind::SegmentAlloc), std::vector<Bytes>({ 32 * MiB, 32 * MiB, 128 * MiB }));
-    Address d = r.alloc(2 * MiB + 1); // 4 MiB bin: 512 MiB chunk
-    EXPECT_EQ(r.block(d).size, 4 * MiB);
-    EXPECT_EQ(binning(r).pool().poolSize(), 704 * MiB);
+    EXPECT_EQ(r.log.sizes(EventKind::SegmentAlloc).back(), 992 * MiB);
+    EXPECT_EQ(r.alloc(1 * MiB), binning(r).chunksOf(1 * MiB).at(0)); // the 1 MiB bin's first block
+    EXPECT_EQ(r.block(r.alloc(2 * MiB + 1)).size, 4 * MiB);
+    for (int i = 0; i < 129; ++i)
+        r.alloc(1000);
+    // The 129th 256 KiB block: a second chunk, carved from the pool's free 987 MiB after `big`.
+    auto chunks = binning(r).chunksOf(256 * KiB);
+    ASSERT_EQ(chunks.size(), 2u);
+    EXPECT_EQ(chunks[1], big + 5 * MiB);
+    EXPECT_EQ(r.log.count(EventKind::SegmentAlloc), 6u);
+    EXPECT_EQ(binning(r).pool().poolSize(), 1984 * MiB);
 }
 
-TEST(RmmBinningPolicy, AnotherStreamTakesTheFrontOfTheFirstStreamsList)
+TEST(RmmBinningPolicy, TheFirstChunkSitsOnTheDefaultStreamAndOtherStreamsTakeItsFront)
 {
     Rig r("rmm-binning");
-    Address a = r.alloc(1000, 1); // the chunk's blocks go to stream 1's list
-    EXPECT_EQ(r.alloc(1000, 2), a + 256 * KiB); // stream 2 has none: stream 1's front
-    EXPECT_EQ(r.log.count(EventKind::SegmentAlloc), 1u);
+    Address a = r.alloc(1000, 1); // stream 1 has no list: the default stream's front
+    EXPECT_EQ(a, binning(r).chunksOf(256 * KiB).at(0));
+    r.free(a, 1); // stream 1's list: a
+    EXPECT_EQ(r.alloc(1000, 2), a + 256 * KiB); // the default stream's list comes first
+    EXPECT_EQ(r.alloc(1000, 1), a); // its own list
 }
 
 TEST(RmmBinningPolicy, ReleaseCachedGivesUnusedChunksToThePoolAndThePoolToTheDevice)
@@ -81,14 +99,14 @@ TEST(RmmBinningPolicy, ReleaseCachedGivesUnusedChunksToThePoolAndThePoolToTheDev
     Address a = r.alloc(1000);
     Address b = r.alloc(1 * MiB);
     r.free(b);
-    r.policy->releaseCached(); // the 1 MiB bin's chunk is unused: back to the pool, then the device
-    EXPECT_EQ(r.log.sizes(EventKind::SegmentFree), std::vector<Bytes>({ 128 * MiB }));
+    r.policy->releaseCached(); // every chunk but the 256 KiB bin's is unused
+    EXPECT_EQ(r.log.sizes(EventKind::SegmentFree), std::vector<Bytes>({ 64 * MiB, 128 * MiB, 256 * MiB, 512 * MiB }));
     EXPECT_TRUE(binning(r).chunksOf(1 * MiB).empty());
     r.free(a);
     r.policy->releaseCached();
     EXPECT_EQ(r.policy->stats().reserved, 0u);
     r.alloc(1000); // a new chunk from a new pool allocation
-    EXPECT_EQ(r.log.sizes(EventKind::SegmentAlloc), std::vector<Bytes>({ 32 * MiB, 128 * MiB, 32 * MiB }));
+    EXPECT_EQ(r.log.sizes(EventKind::SegmentAlloc).back(), 32 * MiB);
 }
 
 TEST(RmmBinningPolicy, RefusesBadExponents)
