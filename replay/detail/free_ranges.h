@@ -5,10 +5,23 @@
 #include "core/error.h"
 #include "replay/allocator_policy.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 
 namespace gpumem::replay::detail {
+
+// Requests above this are refused as out of memory before any arithmetic on them [choice]: no device
+// has 256 TiB, and rounding a size near 2^64 would wrap around.
+inline constexpr Bytes kLargestRequest = Bytes(1) << 48;
+
+// `bytes` (0 counts as 1) rounded up to a multiple of `alignment`; 0 when above kLargestRequest.
+inline Bytes alignedRequest(Bytes bytes, Bytes alignment)
+{
+    if (bytes > kLargestRequest)
+        return 0;
+    return (std::max<Bytes>(bytes, 1) + alignment - 1) / alignment * alignment;
+}
 
 // Inserts the free range [a, a+n) into `ranges` (address → size, no two adjacent) and merges it with
 // its free neighbours; onMerge(address, size) is called for each neighbour absorbed before it is

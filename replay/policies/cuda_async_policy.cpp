@@ -45,26 +45,30 @@ void CudaAsyncPolicy::trimTo(Bytes keep)
     m_stats.reserved = device().counters().reserved;
 }
 
-std::optional<Address> CudaAsyncPolicy::doAllocate(Bytes bytes, StreamKey stream)
+// Best fit over the pool, else a new chunk (after trimming when the device refuses it).
+std::optional<Address> CudaAsyncPolicy::place(Bytes size, StreamKey stream)
 {
-    Bytes size = (std::max<Bytes>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
-    std::optional<Address> a;
     if (auto best = m_free.lower_bound({ size, 0 }); best != m_free.end()) {
         auto [blockSize, block] = *best;
-        a = take(std::prev(m_chunks.upper_bound(block))->first, block, blockSize, size);
-    } else {
-        Bytes grow = (size + kChunkGranularity - 1) / kChunkGranularity * kChunkGranularity;
-        auto chunk = device().malloc(grow, stream);
-        if (!chunk) {
-            trimTo(0);
-            chunk = device().malloc(grow, stream);
-        }
-        if (chunk) {
-            m_chunks.emplace(*chunk, Chunk { grow, stream, { { *chunk, grow } } });
-            m_free.insert({ grow, *chunk });
-            a = take(*chunk, *chunk, grow, size);
-        }
+        return take(std::prev(m_chunks.upper_bound(block))->first, block, blockSize, size);
     }
+    Bytes grow = (size + kChunkGranularity - 1) / kChunkGranularity * kChunkGranularity;
+    auto chunk = device().malloc(grow, stream);
+    if (!chunk) {
+        trimTo(0);
+        chunk = device().malloc(grow, stream);
+    }
+    if (!chunk)
+        return std::nullopt;
+    m_chunks.emplace(*chunk, Chunk { grow, stream, { { *chunk, grow } } });
+    m_free.insert({ grow, *chunk });
+    return take(*chunk, *chunk, grow, size);
+}
+
+std::optional<Address> CudaAsyncPolicy::doAllocate(Bytes bytes, StreamKey stream)
+{
+    Bytes size = detail::alignedRequest(bytes, kAlignment);
+    auto a = size != 0 ? place(size, stream) : std::nullopt;
     m_stats.reserved = device().counters().reserved;
     return m_live.settle(a, size, bytes, stream, m_stats, device());
 }

@@ -51,6 +51,7 @@ private:
     void doDeallocate(Address address, Bytes bytes, StreamKey stream) override;
     void doReleaseCached() override;
 
+    std::optional<Address> place(Bytes size, StreamKey stream);
     Address take(Address chunk, Address block, Bytes blockSize, Bytes size);
     void trimTo(Bytes keep);
 

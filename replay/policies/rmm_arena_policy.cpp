@@ -152,9 +152,9 @@ void RmmArenaPolicy::defragment()
 
 std::optional<Address> RmmArenaPolicy::doAllocate(Bytes bytes, StreamKey stream)
 {
-    Bytes size = (std::max<Bytes>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+    Bytes size = detail::alignedRequest(bytes, kAlignment);
     std::optional<Address> a;
-    if (acquireUpstream()) {
+    if (size != 0 && acquireUpstream()) {
         a = tryAllocate(size, stream);
         if (!a) {
             defragment();

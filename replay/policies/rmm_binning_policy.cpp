@@ -1,6 +1,7 @@
 #include "replay/policies/rmm_binning_policy.h"
 
 #include "core/error.h"
+#include "replay/detail/free_ranges.h"
 
 #include <algorithm>
 
@@ -112,8 +113,9 @@ std::optional<Address> RmmBinningPolicy::doAllocate(Bytes bytes, StreamKey strea
     std::optional<Address> a;
     Bytes size = 0;
     if (bin == m_bins.end()) {
-        size = (n + RmmPoolPolicy::kAlignment - 1) / RmmPoolPolicy::kAlignment * RmmPoolPolicy::kAlignment;
-        a = m_pool.allocateBlock(size, stream, bytes);
+        size = detail::alignedRequest(bytes, RmmPoolPolicy::kAlignment);
+        if (size != 0)
+            a = m_pool.allocateBlock(size, stream, bytes);
     } else {
         Bin& b = **bin;
         size = b.blockSize;

@@ -1,6 +1,7 @@
 #include "replay/policies/rmm_pool_policy.h"
 
 #include "core/error.h"
+#include "replay/detail/free_ranges.h"
 
 #include <algorithm>
 
@@ -159,8 +160,8 @@ void RmmPoolPolicy::deallocateBlock(Address address, StreamKey stream)
 
 std::optional<Address> RmmPoolPolicy::doAllocate(Bytes bytes, StreamKey stream)
 {
-    Bytes size = align256(std::max<Bytes>(bytes, 1));
-    auto a = allocateBlock(size, stream, bytes);
+    Bytes size = detail::alignedRequest(bytes, kAlignment);
+    auto a = size != 0 ? allocateBlock(size, stream, bytes) : std::nullopt;
     if (!a) {
         ++m_stats.ooms;
         device().reportOom(size, stream);

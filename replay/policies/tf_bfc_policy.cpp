@@ -1,6 +1,7 @@
 #include "replay/policies/tf_bfc_policy.h"
 
 #include "core/error.h"
+#include "replay/detail/free_ranges.h"
 
 #include <algorithm>
 #include <bit>
@@ -177,12 +178,15 @@ bool TfBfcPolicy::deallocateFreeRegions(Bytes rounded)
 // "AllocateRawInternal" (§2.2 step 4).
 std::optional<Address> TfBfcPolicy::doAllocate(Bytes bytes, StreamKey stream)
 {
-    Bytes rounded = roundedBytes(std::max<Bytes>(bytes, 1));
-    auto a = findChunk(rounded, bytes);
-    if (!a && extend(rounded, stream))
+    Bytes rounded = detail::alignedRequest(bytes, kMinAllocationSize);
+    std::optional<Address> a;
+    if (rounded != 0) {
         a = findChunk(rounded, bytes);
-    if (!a && m_config.garbageCollection && deallocateFreeRegions(rounded) && extend(rounded, stream))
-        a = findChunk(rounded, bytes);
+        if (!a && extend(rounded, stream))
+            a = findChunk(rounded, bytes);
+        if (!a && m_config.garbageCollection && deallocateFreeRegions(rounded) && extend(rounded, stream))
+            a = findChunk(rounded, bytes);
+    }
     updateReserved();
     if (!a) {
         ++m_stats.ooms;

@@ -114,3 +114,15 @@ TEST(CudaAsyncPolicy, ReadsTheThresholdAsBytesOrMax)
     EXPECT_THROW(makePolicy(parsePolicySpec("cuda-async:release_threshold:lots"), d), UsageError);
     EXPECT_THROW(makePolicy(parsePolicySpec("cuda-async:expandable_segments:True"), d), UsageError);
 }
+
+TEST(CudaAsyncPolicy, ARequestLargerThanAnyDeviceIsAnOutOfMemoryNotAWrappedSize)
+{
+    // Every new policy: a size near 2^64 must not wrap around when rounded (the device is unlimited).
+    for (const char* spec : { "cuda-async", "tf-bfc", "rmm-pool", "rmm-arena", "rmm-binning" }) {
+        Rig r(spec);
+        EXPECT_FALSE(r.policy->allocate(~Bytes(0) - 100, 0).has_value()) << spec;
+        EXPECT_EQ(r.policy->stats().ooms, 1u) << spec;
+        EXPECT_EQ(r.policy->stats().allocated, 0u) << spec;
+        EXPECT_TRUE(r.policy->allocate(1000, 0).has_value()) << spec;
+    }
+}
