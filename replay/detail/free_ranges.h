@@ -4,6 +4,7 @@
 // requests. Header-only, not thread-safe.
 #include "core/error.h"
 #include "replay/allocator_policy.h"
+#include "replay/detail/address_map.h"
 
 #include <algorithm>
 #include <map>
@@ -64,7 +65,7 @@ public:
             device.reportOom(size, stream);
             return a;
         }
-        m_blocks.emplace(*a, Block { size, requested });
+        m_blocks.insert(*a, Block { size, requested });
         stats.allocated += size;
         stats.requested += requested;
         return a;
@@ -73,20 +74,26 @@ public:
     // `policy` when no block starts there.
     Block release(Address address, PolicyStats& stats, const std::string& policy)
     {
-        auto it = m_blocks.find(address);
-        if (it == m_blocks.end())
+        const Block* found = m_blocks.find(address);
+        if (!found)
             throw Error(policy + " policy: free of address " + std::to_string(address) + " that is not allocated");
-        Block b = it->second;
+        Block b = *found;
         stats.allocated -= b.size;
         stats.requested -= b.requested;
-        m_blocks.erase(it);
+        m_blocks.erase(address);
         return b;
     }
-    const std::map<Address, Block>& blocks() const { return m_blocks; }
-    bool empty() const { return m_blocks.empty(); }
+    // Every live block in address order (for describeState; linear in the live blocks).
+    std::map<Address, Block> sorted() const
+    {
+        std::map<Address, Block> out;
+        m_blocks.forEach([&](Address a, const Block& b) { out.emplace(a, b); });
+        return out;
+    }
+    bool empty() const { return m_blocks.size() == 0; }
 
 private:
-    std::map<Address, Block> m_blocks;
+    AddressMap<Block> m_blocks; // a hash table: the lookup on every free is the hot path
 };
 
 } // namespace gpumem::replay::detail

@@ -88,12 +88,13 @@ void CudaAsyncPolicy::doReleaseCached() { trimTo(0); }
 PolicyState CudaAsyncPolicy::describeState() const
 {
     PolicyState state;
+    const auto live = m_live.sorted();
     for (const auto& [base, c] : m_chunks) {
         SegmentInfo seg { base, c.size, c.stream, false, false, {} };
         std::map<Address, BlockInfo> blocks;
         for (const auto& [a, n] : c.free)
             blocks.emplace(a, BlockInfo { a, n, 0, BlockState::Free });
-        for (auto it = m_live.blocks().lower_bound(base); it != m_live.blocks().end() && it->first < base + c.size; ++it)
+        for (auto it = live.lower_bound(base); it != live.end() && it->first < base + c.size; ++it)
             blocks.emplace(it->first, BlockInfo { it->first, it->second.size, it->second.requested, BlockState::Allocated });
         for (auto& [a, b] : blocks)
             seg.blocks.push_back(b);

@@ -9,9 +9,11 @@
 
 namespace gpumem::replay {
 
-bool RmmArenaPolicy::Superblock::fits(Bytes n) const
+void RmmArenaPolicy::Superblock::reset(Bytes newSize)
 {
-    return std::any_of(free.begin(), free.end(), [n](const auto& b) { return b.second >= n; });
+    size = newSize;
+    free = { { address, newSize } };
+    maxFree = newSize;
 }
 
 // "superblock::first_fit": the first free block (address order) that fits, its remainder kept.
@@ -23,13 +25,27 @@ Address RmmArenaPolicy::Superblock::firstFit(Bytes n)
     free.erase(it);
     if (blockSize > n)
         free.emplace(a + n, blockSize - n);
+    if (blockSize == maxFree) {
+        maxFree = 0;
+        for (const auto& [fa, fn] : free)
+            maxFree = std::max(maxFree, fn);
+    }
     return a;
 }
 
 // "superblock::coalesce": the block rejoins its free neighbours.
 void RmmArenaPolicy::Superblock::coalesce(Address a, Bytes n)
 {
-    detail::insertCoalescing(free, a, n, [](Address, Bytes) {});
+    maxFree = std::max(maxFree, detail::insertCoalescing(free, a, n, [](Address, Bytes) {}).second);
+}
+
+RmmArenaPolicy::Superblock* RmmArenaPolicy::newSuperblock(Address a, Bytes size)
+{
+    Superblock& sb = m_superblocks[a];
+    sb.address = a;
+    sb.owner = kGlobal;
+    sb.reset(size);
+    return &sb;
 }
 
 RmmArenaPolicy::RmmArenaPolicy(SimulatedDevice& device, RmmArenaConfig config)
@@ -55,61 +71,62 @@ bool RmmArenaPolicy::acquireUpstream()
     if (m_upstream)
         return true;
     m_upstream = device().malloc(m_arenaSize, 0);
-    if (m_upstream) {
-        m_superblocks.emplace(*m_upstream, Superblock { m_arenaSize, kGlobal, { { *m_upstream, m_arenaSize } } });
-        m_global.insert(*m_upstream);
-    }
+    if (m_upstream)
+        putGlobal(newSuperblock(*m_upstream, m_arenaSize));
     m_stats.reserved = device().counters().reserved;
     return m_upstream.has_value();
 }
 
 // "global_arena::first_fit": the first superblock (address order) with a fitting block leaves the
 // global set; an empty one of at least max(1 MiB, size) + 1 MiB is split and its tail stays.
-std::optional<Address> RmmArenaPolicy::globalFirstFit(Bytes size)
+RmmArenaPolicy::Superblock* RmmArenaPolicy::globalFirstFit(Bytes size)
 {
-    auto it = std::find_if(m_global.begin(), m_global.end(), [&](Address a) { return m_superblocks.at(a).fits(size); });
-    if (it == m_global.end())
-        return std::nullopt;
-    Address a = *it;
-    m_global.erase(it);
-    Superblock& sb = m_superblocks.at(a);
+    // The scan skips full superblocks (they cannot fit anything), so it only visits m_globalWithFree.
+    auto it = std::find_if(
+        m_globalWithFree.begin(), m_globalWithFree.end(), [&](const auto& e) { return e.second->fits(size); });
+    if (it == m_globalWithFree.end())
+        return nullptr;
+    Superblock* sb = it->second;
+    m_globalWithFree.erase(it);
+    m_global.erase(sb->address);
     Bytes minSize = std::max(kSuperblockMinimum, size);
-    if (sb.empty() && sb.size >= minSize + kSuperblockMinimum) {
-        Bytes tail = sb.size - minSize;
-        sb.size = minSize;
-        sb.free = { { a, minSize } };
-        m_superblocks.emplace(a + minSize, Superblock { tail, kGlobal, { { a + minSize, tail } } });
-        m_global.insert(a + minSize);
+    if (sb->empty() && sb->size >= minSize + kSuperblockMinimum) {
+        Bytes tail = sb->size - minSize;
+        sb->reset(minSize);
+        putGlobal(newSuperblock(sb->address + minSize, tail));
     }
-    return a;
+    return sb;
+}
+
+void RmmArenaPolicy::putGlobal(Superblock* sb)
+{
+    sb->owner = kGlobal;
+    m_global.emplace(sb->address, sb);
+    if (sb->maxFree > 0)
+        m_globalWithFree.emplace(sb->address, sb);
 }
 
 // "global_arena::coalesce": an empty superblock merges with contiguous empty neighbours of the set.
-void RmmArenaPolicy::globalCoalesce(Address a)
+void RmmArenaPolicy::globalCoalesce(Superblock* sb)
 {
-    Superblock* sb = &m_superblocks.at(a);
-    sb->owner = kGlobal;
-    auto next = m_global.lower_bound(a);
-    if (next != m_global.end() && sb->empty()) {
-        Superblock& n = m_superblocks.at(*next);
-        if (a + sb->size == *next && n.empty()) {
-            sb->size += n.size;
-            sb->free = { { a, sb->size } };
-            m_superblocks.erase(*next);
-            next = m_global.erase(next);
-        }
+    auto next = m_global.lower_bound(sb->address);
+    if (next != m_global.end() && sb->empty() && next->second->empty() && sb->address + sb->size == next->first) {
+        Address gone = next->first;
+        sb->reset(sb->size + next->second->size);
+        m_global.erase(next);
+        m_globalWithFree.erase(gone);
+        m_superblocks.erase(gone);
+        next = m_global.lower_bound(sb->address);
     }
     if (next != m_global.begin() && sb->empty()) {
-        Address pa = *std::prev(next);
-        Superblock& p = m_superblocks.at(pa);
-        if (pa + p.size == a && p.empty()) {
-            p.size += sb->size;
-            p.free = { { pa, p.size } };
-            m_superblocks.erase(a);
+        Superblock* prev = std::prev(next)->second;
+        if (prev->empty() && prev->address + prev->size == sb->address) {
+            prev->reset(prev->size + sb->size);
+            m_superblocks.erase(sb->address);
             return;
         }
     }
-    m_global.insert(next, a);
+    putGlobal(sb);
 }
 
 // "arena::allocate" for one stream: > 1 MiB in the global arena, else first fit over the stream's
@@ -117,26 +134,23 @@ void RmmArenaPolicy::globalCoalesce(Address a)
 std::optional<Address> RmmArenaPolicy::tryAllocate(Bytes size, StreamKey stream)
 {
     if (size > kSuperblockMinimum) {
-        auto sb = globalFirstFit(size);
+        Superblock* sb = globalFirstFit(size);
         if (!sb)
             return std::nullopt;
-        Address a = m_superblocks.at(*sb).firstFit(size);
-        m_global.insert(*sb);
+        Address a = sb->firstFit(size);
+        putGlobal(sb);
         return a;
     }
     auto& arena = m_arenas[stream];
-    for (Address sa : arena) {
-        Superblock& sb = m_superblocks.at(sa);
-        if (sb.fits(size))
-            return sb.firstFit(size);
-    }
-    auto sb = globalFirstFit(size);
+    for (auto& [sa, sb] : arena)
+        if (sb->fits(size))
+            return sb->firstFit(size);
+    Superblock* sb = globalFirstFit(size);
     if (!sb)
         return std::nullopt;
-    Superblock& s = m_superblocks.at(*sb);
-    s.owner = stream;
-    arena.insert(*sb);
-    return s.firstFit(size);
+    sb->owner = stream;
+    arena.emplace(sb->address, sb);
+    return sb->firstFit(size);
 }
 
 // "arena_memory_resource::defragment": every arena gives all its superblocks back ("arena::clean").
@@ -144,8 +158,8 @@ void RmmArenaPolicy::defragment()
 {
     ++m_defragmentations;
     for (auto& [stream, set] : m_arenas) {
-        for (Address a : set)
-            globalCoalesce(a);
+        for (auto& [a, sb] : set)
+            globalCoalesce(sb);
         set.clear();
     }
 }
@@ -170,12 +184,16 @@ std::optional<Address> RmmArenaPolicy::doAllocate(Bytes bytes, StreamKey stream)
 void RmmArenaPolicy::doDeallocate(Address address, Bytes, StreamKey)
 {
     auto block = m_live.release(address, m_stats, "rmm-arena");
-    auto it = std::prev(m_superblocks.upper_bound(address));
-    it->second.coalesce(address, block.size);
-    if (it->second.owner == kGlobal && it->second.empty()) {
-        m_global.erase(it->first);
-        globalCoalesce(it->first);
-    }
+    Superblock* sb = &std::prev(m_superblocks.upper_bound(address))->second;
+    sb->coalesce(address, block.size);
+    if (sb->owner != kGlobal)
+        return;
+    m_global.erase(sb->address);
+    m_globalWithFree.erase(sb->address);
+    if (sb->empty())
+        globalCoalesce(sb);
+    else
+        putGlobal(sb);
 }
 
 // Not an RMM call: the replay's empty_cache directive defragments, and with nothing allocated gives
@@ -188,6 +206,7 @@ void RmmArenaPolicy::doReleaseCached()
         m_upstream.reset();
         m_superblocks.clear();
         m_global.clear();
+        m_globalWithFree.clear();
         m_arenas.clear();
     }
     m_stats.reserved = device().counters().reserved;
@@ -196,8 +215,8 @@ void RmmArenaPolicy::doReleaseCached()
 std::vector<std::pair<Address, Bytes>> RmmArenaPolicy::globalSuperblocks() const
 {
     std::vector<std::pair<Address, Bytes>> out;
-    for (Address a : m_global)
-        out.emplace_back(a, m_superblocks.at(a).size);
+    for (const auto& [a, sb] : m_global)
+        out.emplace_back(a, sb->size);
     return out;
 }
 
@@ -205,8 +224,8 @@ std::vector<std::pair<Address, Bytes>> RmmArenaPolicy::streamSuperblocks(StreamK
 {
     std::vector<std::pair<Address, Bytes>> out;
     if (auto it = m_arenas.find(stream); it != m_arenas.end())
-        for (Address a : it->second)
-            out.emplace_back(a, m_superblocks.at(a).size);
+        for (const auto& [a, sb] : it->second)
+            out.emplace_back(a, sb->size);
     return out;
 }
 
@@ -217,7 +236,7 @@ PolicyState RmmArenaPolicy::describeState() const
         return state;
     SegmentInfo seg { *m_upstream, m_arenaSize, 0, false, false, {} };
     std::map<Address, BlockInfo> blocks;
-    for (const auto& [a, l] : m_live.blocks())
+    for (const auto& [a, l] : m_live.sorted())
         blocks.emplace(a, BlockInfo { a, l.size, l.requested, BlockState::Allocated });
     for (const auto& [sa, sb] : m_superblocks)
         for (const auto& [a, n] : sb.free)

@@ -16,7 +16,6 @@
 #include "replay/detail/free_ranges.h"
 
 #include <map>
-#include <set>
 
 namespace gpumem::replay {
 
@@ -44,30 +43,37 @@ public:
 private:
     static constexpr StreamKey kGlobal = ~StreamKey(0); // owner of the global arena's superblocks
     struct Superblock {
+        Address address = 0;
         Bytes size = 0;
         StreamKey owner = kGlobal;
         std::map<Address, Bytes> free; // free blocks, address order, coalesced
+        Bytes maxFree = 0; // the largest free block (superblock::max_free_size)
         bool empty() const { return free.size() == 1 && free.begin()->second == size; }
-        bool fits(Bytes n) const;
+        bool fits(Bytes n) const { return maxFree >= n; }
+        void reset(Bytes newSize); // one free block over the whole superblock
         Address firstFit(Bytes n);
         void coalesce(Address a, Bytes n);
     };
+    using SuperblockSet = std::map<Address, Superblock*>; // address order
     std::optional<Address> doAllocate(Bytes bytes, StreamKey stream) override;
     void doDeallocate(Address address, Bytes bytes, StreamKey stream) override;
     void doReleaseCached() override;
 
     bool acquireUpstream();
     std::optional<Address> tryAllocate(Bytes size, StreamKey stream);
-    std::optional<Address> globalFirstFit(Bytes size);
-    void globalCoalesce(Address superblock);
+    Superblock* globalFirstFit(Bytes size);
+    void globalCoalesce(Superblock* superblock);
+    void putGlobal(Superblock* superblock);
     void defragment();
 
     RmmArenaConfig m_config;
     Bytes m_arenaSize = 0;
     std::optional<Address> m_upstream;
-    std::map<Address, Superblock> m_superblocks; // every superblock, wherever it is
-    std::set<Address> m_global; // the global arena's superblocks
-    std::map<StreamKey, std::set<Address>> m_arenas; // per-stream arenas
+    Superblock* newSuperblock(Address a, Bytes size);
+    std::map<Address, Superblock> m_superblocks; // every superblock, wherever it is (stable nodes)
+    SuperblockSet m_global; // the global arena's superblocks
+    SuperblockSet m_globalWithFree; // those of them with a free block (the first-fit scan)
+    std::map<StreamKey, SuperblockSet> m_arenas; // per-stream arenas
     detail::LiveBlocks m_live;
     std::uint64_t m_defragmentations = 0;
 };
