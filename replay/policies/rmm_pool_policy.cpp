@@ -21,16 +21,20 @@ void RmmPoolPolicy::FreeList::insert(Address a, Block b)
     auto next = blocks.lower_bound(a);
     if (next != blocks.end() && a + b.size == next->first && !next->second.head) {
         b.size += next->second.size;
+        bySize.erase({ next->second.size, next->first });
         next = blocks.erase(next);
     }
     if (next != blocks.begin() && !b.head) {
         auto prev = std::prev(next);
         if (prev->first + prev->second.size == a) {
+            bySize.erase({ prev->second.size, prev->first });
             prev->second.size += b.size;
+            bySize.insert({ prev->second.size, prev->first });
             return;
         }
     }
     blocks.emplace_hint(next, a, b);
+    bySize.insert({ b.size, a });
 }
 
 void RmmPoolPolicy::FreeList::absorb(FreeList&& other)
@@ -38,20 +42,26 @@ void RmmPoolPolicy::FreeList::absorb(FreeList&& other)
     for (const auto& [a, b] : other.blocks)
         insert(a, b);
     other.blocks.clear();
+    other.bySize.clear();
 }
 
 // "coalescing_free_list::get_block": the smallest block that fits, the lowest address among equals.
 std::optional<std::pair<Address, RmmPoolPolicy::Block>> RmmPoolPolicy::FreeList::bestFit(Bytes size)
 {
-    auto best = blocks.end();
-    for (auto it = blocks.begin(); it != blocks.end(); ++it)
-        if (it->second.size >= size && (best == blocks.end() || it->second.size < best->second.size))
-            best = it;
-    if (best == blocks.end())
+    auto best = bySize.lower_bound({ size, 0 });
+    if (best == bySize.end())
         return std::nullopt;
-    auto out = *best;
-    blocks.erase(best);
+    auto it = blocks.find(best->second);
+    auto out = *it;
+    bySize.erase(best);
+    blocks.erase(it);
     return out;
+}
+
+void RmmPoolPolicy::FreeList::eraseRange(Address lo, Address hi)
+{
+    for (auto it = blocks.lower_bound(lo); it != blocks.end() && it->first < hi; it = blocks.erase(it))
+        bySize.erase({ it->second.size, it->first });
 }
 
 RmmPoolPolicy::RmmPoolPolicy(SimulatedDevice& device, RmmPoolConfig config)
@@ -183,9 +193,7 @@ void RmmPoolPolicy::doReleaseCached()
             ++up;
             continue;
         }
-        m_lists.forEach([&](StreamKey, FreeList& l) {
-            l.blocks.erase(l.blocks.lower_bound(base), l.blocks.lower_bound(end));
-        });
+        m_lists.forEach([&](StreamKey, FreeList& l) { l.eraseRange(base, end); });
         m_poolSize -= up->second.size;
         device().free(base);
         up = m_upstream.erase(up);

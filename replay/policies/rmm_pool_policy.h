@@ -14,6 +14,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 
 namespace gpumem::replay {
 
@@ -55,10 +56,12 @@ private:
     };
     struct FreeList {
         std::map<Address, Block> blocks;
+        std::set<std::pair<Bytes, Address>> bySize; // the same blocks by (size, address): best fit in log n
         bool empty() const { return blocks.empty(); }
         void insert(Address a, Block b);
         void absorb(FreeList&& other);
         std::optional<std::pair<Address, Block>> bestFit(Bytes size);
+        void eraseRange(Address lo, Address hi);
     };
     struct Live {
         Bytes size = 0;
