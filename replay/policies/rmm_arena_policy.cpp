@@ -58,7 +58,9 @@ RmmArenaPolicy::RmmArenaPolicy(SimulatedDevice& device, RmmArenaConfig config)
     m_arenaSize = (config.arenaSize != 0 ? config.arenaSize : free / 2) / kAlignment * kAlignment;
     if (m_arenaSize < kSuperblockMinimum)
         throw UsageError("rmm-arena: arena_size must be at least 1 MiB (one superblock)");
-    acquireUpstream();
+    if (!acquireUpstream())
+        throw UsageError("rmm-arena: the device cannot hold an arena of " + std::to_string(m_arenaSize) + " B ("
+            + std::to_string(device.freeBytes()) + " B free); give a smaller arena_size or a larger --capacity");
 }
 
 std::string RmmArenaPolicy::name() const

@@ -28,7 +28,9 @@ public:
     static constexpr Bytes kAlignment = 256;
     static constexpr Bytes kSuperblockMinimum = Bytes(1) << 20; // superblock::minimum_size
 
-    // Takes the arena from the device at once (again at the next request when the device refuses it).
+    // Takes the arena from the device at once (RMM's constructor does); throws UsageError when the
+    // device cannot hold it or arena_size is below 1 MiB. After releaseCached() gave it back, the next
+    // request takes a new one.
     RmmArenaPolicy(SimulatedDevice& device, RmmArenaConfig config);
 
     Bytes arenaSize() const { return m_arenaSize; }

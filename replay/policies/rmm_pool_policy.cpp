@@ -80,8 +80,9 @@ RmmPoolPolicy::RmmPoolPolicy(SimulatedDevice& device, RmmPoolConfig config)
         // "initialize_pool": one upstream allocation on the default stream, into its free list.
         auto a = tryToExpand(initial, initial, 0);
         if (!a)
-            throw Error("rmm-pool: the device cannot hold the initial pool of " + std::to_string(initial)
-                + " B; give a smaller initial_pool_size or a larger capacity");
+            throw UsageError("rmm-pool: the device cannot hold the initial pool of " + std::to_string(initial)
+                + " B (" + std::to_string(device.freeBytes()) + " B free); give a smaller initial_pool_size or a "
+                  "larger --capacity");
         m_lists.of(0).insert(*a, Block { initial, true });
     }
     m_stats.reserved = device.counters().reserved;

@@ -28,8 +28,8 @@ class RmmPoolPolicy final : public AllocatorPolicy {
 public:
     static constexpr Bytes kAlignment = 256; // CUDA_ALLOCATION_ALIGNMENT
 
-    // Takes the initial pool from the device at once; throws gpumem::Error when the device cannot
-    // hold it (RMM throws out_of_memory from the constructor).
+    // Takes the initial pool from the device at once; throws UsageError when the device cannot hold
+    // it (RMM throws out_of_memory from the constructor), or when it exceeds maximum_pool_size.
     RmmPoolPolicy(SimulatedDevice& device, RmmPoolConfig config);
 
     // The pool without the policy wrapper: `size` already aligned to 256 B; nullopt (nothing reported)

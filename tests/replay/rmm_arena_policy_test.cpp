@@ -129,10 +129,12 @@ TEST(RmmArenaPolicy, ReleaseCachedGivesTheArenaBackOnlyWhenNothingIsAllocated)
     EXPECT_EQ(r.log.sizes(EventKind::SegmentAlloc), std::vector<Bytes>({ 4 * MiB, 4 * MiB }));
 }
 
-TEST(RmmArenaPolicy, RefusesAnArenaSmallerThanOneSuperblock)
+TEST(RmmArenaPolicy, RefusesAnArenaSmallerThanOneSuperblockOrLargerThanTheDevice)
 {
     SimulatedDevice d;
     EXPECT_THROW(makePolicy(parsePolicySpec("rmm-arena:arena_size:512KiB"), d), UsageError);
     EXPECT_THROW(makePolicy(parsePolicySpec("rmm-arena:superblock:2MiB"), d), UsageError);
+    SimulatedDevice small(8 * MiB);
+    EXPECT_THROW(makePolicy(parsePolicySpec("rmm-arena:arena_size:16MiB"), small), UsageError);
     EXPECT_EQ(makePolicy(parsePolicySpec("rmm-arena:arena_size:1GiB"), d)->name(), "rmm-arena:arena_size:1073741824");
 }

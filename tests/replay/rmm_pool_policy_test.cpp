@@ -175,6 +175,8 @@ TEST(RmmPoolPolicy, RefusesBadOptions)
         UsageError);
     EXPECT_THROW(makePolicy(parsePolicySpec("rmm-pool@22.10"), d), UsageError);
     EXPECT_THROW(makePolicy(parsePolicySpec("rmm-pool:release_threshold:0"), d), UsageError);
+    // Found by policy_fuzzer: an initial pool the device cannot hold is a usage error, not a crash.
     SimulatedDevice small(1 * MiB);
-    EXPECT_THROW(makePolicy(parsePolicySpec("rmm-pool:initial_pool_size:2MiB"), small), Error);
+    EXPECT_THROW(makePolicy(parsePolicySpec("rmm-pool:initial_pool_size:2MiB"), small), UsageError);
+    EXPECT_THROW(makePolicy(parsePolicySpec("rmm-binning:initial_pool_size:2MiB"), small), UsageError);
 }
