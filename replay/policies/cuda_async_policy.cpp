@@ -77,7 +77,9 @@ void CudaAsyncPolicy::doDeallocate(Address address, Bytes, StreamKey)
 {
     auto block = m_live.release(address, m_stats, "cuda-async");
     Chunk& c = std::prev(m_chunks.upper_bound(address))->second;
-    auto merged = detail::insertCoalescing(c.free, address, block.size, [&](Address a, Bytes n) { m_free.erase({ n, a }); });
+    auto merged = detail::insertCoalescing(c.free, address, block.size, [&](Address a, Bytes n) {
+        m_free.erase({ n, a });
+    });
     m_free.insert({ merged.second, merged.first });
     if (device().counters().reserved > m_config.releaseThreshold)
         trimTo(m_config.releaseThreshold);
@@ -95,7 +97,8 @@ PolicyState CudaAsyncPolicy::describeState() const
         for (const auto& [a, n] : c.free)
             blocks.emplace(a, BlockInfo { a, n, 0, BlockState::Free });
         for (auto it = live.lower_bound(base); it != live.end() && it->first < base + c.size; ++it)
-            blocks.emplace(it->first, BlockInfo { it->first, it->second.size, it->second.requested, BlockState::Allocated });
+            blocks.emplace(
+                it->first, BlockInfo { it->first, it->second.size, it->second.requested, BlockState::Allocated });
         for (auto& [a, b] : blocks)
             seg.blocks.push_back(b);
         state.segments.push_back(std::move(seg));

@@ -166,9 +166,8 @@ void RmmBinningPolicy::doReleaseCached()
             }
             Address lo = c->first;
             Address hi = lo + b->chunkSize();
-            b->lists.forEach([&](StreamKey, FifoList& l) {
-                std::erase_if(l.blocks, [&](Address a) { return a >= lo && a < hi; });
-            });
+            b->lists.forEach(
+                [&](StreamKey, FifoList& l) { std::erase_if(l.blocks, [&](Address a) { return a >= lo && a < hi; }); });
             std::erase(b->order, lo);
             m_pool.deallocateBlock(lo, 0);
             c = b->chunks.erase(c);

@@ -11,7 +11,10 @@
 namespace gpumem::replay {
 
 namespace {
-    Bytes align256(Bytes n) { return (n + RmmPoolPolicy::kAlignment - 1) / RmmPoolPolicy::kAlignment * RmmPoolPolicy::kAlignment; }
+    Bytes align256(Bytes n)
+    {
+        return (n + RmmPoolPolicy::kAlignment - 1) / RmmPoolPolicy::kAlignment * RmmPoolPolicy::kAlignment;
+    }
 }
 
 // "coalescing_free_list::insert": merge with the next block unless it is a head, and onto the
@@ -74,14 +77,15 @@ RmmPoolPolicy::RmmPoolPolicy(SimulatedDevice& device, RmmPoolConfig config)
     else if (config.v2302) // min(free, total / 2), aligned to 256 [RMM-23.02]
         initial = std::min(device.freeBytes(), device.totalMemory() / 2) / kAlignment * kAlignment;
     if (config.maximumPoolSize && initial > *config.maximumPoolSize)
-        throw UsageError("rmm-pool: initial_pool_size (" + std::to_string(initial)
-            + " B) exceeds maximum_pool_size (" + std::to_string(*config.maximumPoolSize) + " B)");
+        throw UsageError("rmm-pool: initial_pool_size (" + std::to_string(initial) + " B) exceeds maximum_pool_size ("
+            + std::to_string(*config.maximumPoolSize) + " B)");
     if (initial > 0) {
         // "initialize_pool": one upstream allocation on the default stream, into its free list.
         auto a = tryToExpand(initial, initial, 0);
         if (!a)
-            throw UsageError("rmm-pool: the device cannot hold the initial pool of " + std::to_string(initial)
-                + " B (" + std::to_string(device.freeBytes()) + " B free); give a smaller initial_pool_size or a "
+            throw UsageError("rmm-pool: the device cannot hold the initial pool of " + std::to_string(initial) + " B ("
+                + std::to_string(device.freeBytes())
+                + " B free); give a smaller initial_pool_size or a "
                   "larger --capacity");
         m_lists.of(0).insert(*a, Block { initial, true });
     }

@@ -80,7 +80,8 @@ std::optional<Address> TfBfcPolicy::findChunk(Bytes rounded, Bytes requested)
         Chunk& c = it->second;
         // Split when the chunk is at least twice the request or the leftover would exceed the limit.
         if (c.size >= 2 * rounded || c.size - rounded >= m_maxInternalFragmentation) {
-            auto rest = m_chunks.emplace_hint(std::next(it), a + rounded, Chunk { c.size - rounded, 0, c.region, false });
+            auto rest
+                = m_chunks.emplace_hint(std::next(it), a + rounded, Chunk { c.size - rounded, 0, c.region, false });
             c.size = rounded;
             insertFree(rest);
         }

@@ -41,7 +41,10 @@ public:
     TfBfcPolicy(SimulatedDevice& device, TfBfcConfig config);
 
     // RoundedBytes: n rounded up to 256 B (n > 0).
-    static Bytes roundedBytes(Bytes n) { return (n + kMinAllocationSize - 1) / kMinAllocationSize * kMinAllocationSize; }
+    static Bytes roundedBytes(Bytes n)
+    {
+        return (n + kMinAllocationSize - 1) / kMinAllocationSize * kMinAllocationSize;
+    }
     // BinNumForSize: min(20, floor(log2(max(size, 256) / 256))).
     static int binFor(Bytes size);
     // The bytes the next Extend will try first (curr_region_allocation_bytes_).

@@ -89,8 +89,8 @@ protected:
     std::map<Address, std::pair<Bytes, StreamKey>> live; // address → (request, stream)
 };
 
-using PolicyTypes = ::testing::Types<PyTorchDefault, PyTorchExpandable, PyTorchTuned, PyTorch20, Direct, Ideal,
-    TfBfc, TfBfcNoGrowth, RmmPool, RmmArena, RmmBinning, CudaAsync, CudaAsyncThreshold0>;
+using PolicyTypes = ::testing::Types<PyTorchDefault, PyTorchExpandable, PyTorchTuned, PyTorch20, Direct, Ideal, TfBfc,
+    TfBfcNoGrowth, RmmPool, RmmArena, RmmBinning, CudaAsync, CudaAsyncThreshold0>;
 TYPED_TEST_SUITE(PolicyConformance, PolicyTypes);
 
 } // namespace

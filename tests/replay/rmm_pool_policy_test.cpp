@@ -43,7 +43,8 @@ TEST(RmmPoolPolicy, BestFitCarvesFromTheFrontOfTheSmallestLowestBlock)
     r.free(a);
     r.free(b);
     r.free(c);
-    EXPECT_EQ(pool(r).freeBlocks(0), Blocks({ { a, 1 * MiB }, { b, 2 * MiB }, { c, 1 * MiB }, { c + 2 * MiB, 9 * MiB } }));
+    EXPECT_EQ(
+        pool(r).freeBlocks(0), Blocks({ { a, 1 * MiB }, { b, 2 * MiB }, { c, 1 * MiB }, { c + 2 * MiB, 9 * MiB } }));
     EXPECT_EQ(r.alloc(1 * MiB), a);
     EXPECT_EQ(r.alloc(1 * MiB), c);
     EXPECT_EQ(r.alloc(3 * MiB / 2), b); // the front of the 2 MiB block
@@ -171,8 +172,7 @@ TEST(RmmPoolPolicy, RefusesBadOptions)
 {
     SimulatedDevice d;
     EXPECT_THROW(makePolicy(parsePolicySpec("rmm-pool:initial_pool_size:1000"), d), UsageError); // not ×256
-    EXPECT_THROW(makePolicy(parsePolicySpec("rmm-pool:initial_pool_size:2MiB,maximum_pool_size:1MiB"), d),
-        UsageError);
+    EXPECT_THROW(makePolicy(parsePolicySpec("rmm-pool:initial_pool_size:2MiB,maximum_pool_size:1MiB"), d), UsageError);
     EXPECT_THROW(makePolicy(parsePolicySpec("rmm-pool@22.10"), d), UsageError);
     EXPECT_THROW(makePolicy(parsePolicySpec("rmm-pool:release_threshold:0"), d), UsageError);
     // Found by policy_fuzzer: an initial pool the device cannot hold is a usage error, not a crash.
