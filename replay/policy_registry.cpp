@@ -1,20 +1,24 @@
 #include "replay/policy_registry.h"
 
 #include "core/error.h"
-#include "core/units.h"
 #include "replay/policies/buddy_policy.h"
+#include "replay/detail/spec_options.h"
+#include "replay/policies/cuda_async_policy.h"
 #include "replay/policies/direct_policy.h"
 #include "replay/policies/fit_policy.h"
 #include "replay/policies/gmlake_policy.h"
 #include "replay/policies/ideal_policy.h"
 #include "replay/policies/pytorch_policy.h"
 #include "replay/policies/size_class_policy.h"
+#include "replay/policies/rmm_arena_policy.h"
+#include "replay/policies/rmm_binning_policy.h"
+#include "replay/policies/rmm_pool_policy.h"
+#include "replay/policies/tf_bfc_policy.h"
 
 #include <nlohmann/json.hpp>
 
-#include <bit>
+#include <algorithm>
 #include <charconv>
-#include <cmath>
 
 namespace gpumem::replay {
 
@@ -68,57 +72,6 @@ namespace {
         throw UsageError("unknown pytorch version '" + spec.version + "'; valid versions: main (default), 2.0");
     }
 
-    // Option values of the classic policies (fit, buddy, size-class, gmlake).
-    UsageError badValue(const PolicySpec& spec, const std::string& key, const std::string& value,
-        const std::string& expected)
-    {
-        return UsageError(spec.policy + " option " + key + ": '" + value + "' " + expected);
-    }
-
-    Bytes sizeValue(const PolicySpec& spec, const std::string& key, const std::string& value)
-    {
-        Bytes v = 0;
-        try {
-            v = parseBytes(value, spec.policy + " option " + key);
-        } catch (const UsageError&) {
-            throw badValue(spec, key, value, "must be a size in bytes (512, 2MiB, 1GiB)");
-        }
-        if (v == 0)
-            throw badValue(spec, key, value, "must be greater than 0");
-        return v;
-    }
-
-    Bytes powerOfTwoValue(const PolicySpec& spec, const std::string& key, const std::string& value)
-    {
-        Bytes v = sizeValue(spec, key, value);
-        if (!std::has_single_bit(v))
-            throw badValue(spec, key, value, "must be a power of two in bytes (256, 512, 1KiB, 2MiB, …)");
-        return v;
-    }
-
-    std::uint64_t countValue(const PolicySpec& spec, const std::string& key, const std::string& value)
-    {
-        std::uint64_t v = 0;
-        auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-        if (ec != std::errc() || end != value.data() + value.size())
-            throw badValue(spec, key, value, "must be a non-negative integer");
-        return v;
-    }
-
-    bool boolValue(const PolicySpec& spec, const std::string& key, const std::string& value)
-    {
-        if (value == "true" || value == "True" || value == "1")
-            return true;
-        if (value == "false" || value == "False" || value == "0")
-            return false;
-        throw badValue(spec, key, value, "must be true or false");
-    }
-
-    [[noreturn]] void unknownOption(const PolicySpec& spec, const std::string& key, const std::vector<std::string>& keys)
-    {
-        throw UsageError("unknown " + spec.policy + " option '" + key + "'; valid options: " + joined(keys));
-    }
-
     const std::vector<std::string> kFitKeys = { "alignment", "growth_chunk", "growth_chunk_mb", "min_block", "segments" };
     const std::vector<std::string> kBuddyKeys = { "min_order", "min_segment" };
     const std::vector<std::string> kSizeClassKeys = { "max_small", "reserve" };
@@ -127,38 +80,24 @@ namespace {
     // first-fit, next-fit, best-fit, worst-fit (allocators.md §6 common substrate).
     detail::FreeListConfig fitConfig(const PolicySpec& spec, detail::FitRule rule)
     {
+        detail::SpecOptions o(spec, kFitKeys);
         detail::FreeListConfig config;
         config.rule = rule;
-        std::optional<Bytes> minBlock;
-        for (const auto& [key, value] : spec.options) {
-            if (key == "alignment")
-                config.alignment = powerOfTwoValue(spec, key, value);
-            else if (key == "growth_chunk")
-                config.growthChunk = sizeValue(spec, key, value);
-            else if (key == "growth_chunk_mb")
-                config.growthChunk = std::max<std::uint64_t>(countValue(spec, key, value), 1) << 20;
-            else if (key == "min_block")
-                minBlock = sizeValue(spec, key, value);
-            else if (key == "segments")
-                config.segments = boolValue(spec, key, value);
-            else
-                unknownOption(spec, key, kFitKeys);
-        }
-        config.minBlock = minBlock.value_or(config.alignment);
+        config.alignment = o.powerOfTwo("alignment", config.alignment);
+        config.growthChunk = o.size("growth_chunk", config.growthChunk);
+        if (o.raw("growth_chunk_mb"))
+            config.growthChunk = o.integer("growth_chunk_mb", 1, 1, Bytes(1) << 40) << 20;
+        config.minBlock = o.size("min_block", config.alignment);
+        config.segments = o.flag("segments", config.segments);
         return config;
     }
 
     BuddyConfig buddyConfig(const PolicySpec& spec)
     {
+        detail::SpecOptions o(spec, kBuddyKeys);
         BuddyConfig config;
-        for (const auto& [key, value] : spec.options) {
-            if (key == "min_order")
-                config.minOrder = powerOfTwoValue(spec, key, value);
-            else if (key == "min_segment")
-                config.minSegment = powerOfTwoValue(spec, key, value);
-            else
-                unknownOption(spec, key, kBuddyKeys);
-        }
+        config.minOrder = o.powerOfTwo("min_order", config.minOrder);
+        config.minSegment = o.powerOfTwo("min_segment", config.minSegment);
         if (config.minOrder < 512 || config.minSegment < config.minOrder)
             throw UsageError("buddy options: min_order must be at least 512 (the device granularity) and min_segment "
                              "at least min_order; got min_order "
@@ -171,64 +110,30 @@ namespace {
     {
         const std::string form = "must be a list [SIZE:COUNT,…] such as [4MiB:16,64MiB:2]";
         if (value.size() < 2 || value.front() != '[' || value.back() != ']')
-            throw badValue(spec, "reserve", value, form);
+            detail::SpecOptions::bad(spec, "reserve", value, form);
         std::vector<std::pair<Bytes, std::uint32_t>> out;
         for (const auto& [size, count] : splitAllocConf(value.substr(1, value.size() - 2))) {
-            std::uint64_t n = countValue(spec, "reserve", count);
-            if (n == 0 || n > (1u << 20))
-                throw badValue(spec, "reserve", count, "(a count) must be between 1 and 1048576");
-            out.push_back({ sizeValue(spec, "reserve", size), std::uint32_t(n) });
+            PolicySpec item { spec.text, spec.policy, spec.version, { { "reserve", size }, { "reserve count", count } } };
+            detail::SpecOptions o(item, { "reserve", "reserve count" });
+            out.push_back({ o.size("reserve", 0), std::uint32_t(o.integer("reserve count", 1, 1, 1u << 20)) });
         }
         if (out.empty())
-            throw badValue(spec, "reserve", value, form);
+            detail::SpecOptions::bad(spec, "reserve", value, form);
         return out;
     }
 
     SizeClassConfig sizeClassConfig(const PolicySpec& spec)
     {
+        detail::SpecOptions o(spec, kSizeClassKeys);
         SizeClassConfig config;
-        for (const auto& [key, value] : spec.options) {
-            if (key == "max_small") {
-                config.maxSmall = sizeValue(spec, key, value);
-                if (SizeClassPolicy::classSize(config.maxSmall) != config.maxSmall)
-                    throw badValue(spec, key, value,
-                        "must be a size class (512, 1024, 1536, 2048, then 2^g + j*2^(g-2): 1MiB, 1.25MiB, …); "
-                        "the next one is "
-                            + std::to_string(SizeClassPolicy::classSize(config.maxSmall)));
-            } else if (key == "reserve") {
-                config.reserve = reserveList(spec, value);
-            } else {
-                unknownOption(spec, key, kSizeClassKeys);
-            }
-        }
-        return config;
-    }
-
-    // gmlake's own keys; every other key is a pytorch@2.0 option of the allocator underneath.
-    GmlakeConfig gmlakeConfig(const PolicySpec& spec)
-    {
-        GmlakeConfig config;
-        std::vector<ConfOption> pytorchOptions;
-        for (const auto& [key, value] : spec.options) {
-            if (key == "frag_limit") {
-                config.fragLimit = sizeValue(spec, key, value);
-            } else if (key == "frag_limit_mb") {
-                config.fragLimit = countValue(spec, key, value) << 20;
-            } else if (key == "reuse_limit") {
-                char* end = nullptr;
-                config.reuseLimit = std::strtod(value.c_str(), &end);
-                if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(config.reuseLimit)
-                    || config.reuseLimit < 1.0)
-                    throw badValue(spec, key, value, "must be a number >= 1 (default 10)");
-            } else {
-                pytorchOptions.push_back({ key, value });
-            }
-        }
-        try {
-            applyAllocConf(config.pytorch, pytorchOptions);
-        } catch (const UsageError& e) {
-            throw UsageError(std::string(e.what()) + " (gmlake also takes " + joined(kGmlakeKeys) + ")");
-        }
+        config.maxSmall = o.size("max_small", config.maxSmall);
+        if (SizeClassPolicy::classSize(config.maxSmall) != config.maxSmall)
+            detail::SpecOptions::bad(spec, "max_small", *o.raw("max_small"),
+                "must be a size class (512, 1024, 1536, 2048, then 2^g + j*2^(g-2): 1MiB, 1.25MiB, …); "
+                "the next one is "
+                    + std::to_string(SizeClassPolicy::classSize(config.maxSmall)));
+        if (auto reserve = o.raw("reserve"))
+            config.reserve = reserveList(spec, *reserve);
         return config;
     }
 
@@ -240,12 +145,94 @@ namespace {
         return keys;
     }
 
+    // gmlake's own keys; every other key is a pytorch@2.0 option of the allocator underneath.
+    GmlakeConfig gmlakeConfig(const PolicySpec& spec)
+    {
+        detail::SpecOptions o(spec, gmlakeKeys());
+        GmlakeConfig config;
+        config.fragLimit = o.size("frag_limit", config.fragLimit);
+        if (o.raw("frag_limit_mb"))
+            config.fragLimit = o.integer("frag_limit_mb", 0, 0, Bytes(1) << 40) << 20;
+        config.reuseLimit = o.number("reuse_limit", config.reuseLimit, 1.0, 1e9);
+        std::vector<ConfOption> pytorchOptions;
+        for (const auto& option : spec.options)
+            if (std::find(kGmlakeKeys.begin(), kGmlakeKeys.end(), option.first) == kGmlakeKeys.end())
+                pytorchOptions.push_back(option);
+        try {
+            applyAllocConf(config.pytorch, pytorchOptions);
+        } catch (const UsageError& e) {
+            throw UsageError(std::string(e.what()) + " (gmlake also takes " + joined(kGmlakeKeys) + ")");
+        }
+        return config;
+    }
+
     std::optional<detail::FitRule> fitRule(const std::string& name)
     {
         for (auto rule : { detail::FitRule::First, detail::FitRule::Next, detail::FitRule::Best, detail::FitRule::Worst })
             if (name == detail::toString(rule))
                 return rule;
         return std::nullopt;
+    }
+
+    // The options of tf-bfc, rmm-pool, rmm-arena, rmm-binning and cuda-async (docs/policies.md).
+    const std::vector<std::string> kTfBfcKeys = { "allow_growth", "garbage_collection",
+        "max_internal_fragmentation_bytes", "fragmentation_fraction", "memory_limit" };
+    const std::vector<std::string> kRmmPoolKeys = { "initial_pool_size", "maximum_pool_size" };
+    const std::vector<std::string> kRmmBinningKeys = { "min_exp", "max_exp", "initial_pool_size", "maximum_pool_size" };
+
+    RmmPoolConfig rmmPoolConfig(const detail::SpecOptions& o)
+    {
+        RmmPoolConfig c;
+        if (o.raw("initial_pool_size"))
+            c.initialPoolSize = o.bytes("initial_pool_size", 0, RmmPoolPolicy::kAlignment);
+        if (o.raw("maximum_pool_size"))
+            c.maximumPoolSize = o.bytes("maximum_pool_size", 0, RmmPoolPolicy::kAlignment);
+        return c;
+    }
+
+    std::unique_ptr<AllocatorPolicy> makeTfBfc(const PolicySpec& spec, SimulatedDevice& device)
+    {
+        checkNoVersion(spec);
+        detail::SpecOptions o(spec, kTfBfcKeys);
+        TfBfcConfig c;
+        c.allowGrowth = o.flag("allow_growth", c.allowGrowth);
+        c.garbageCollection = o.flag("garbage_collection", c.garbageCollection);
+        c.maxInternalFragmentation = o.bytes("max_internal_fragmentation_bytes", c.maxInternalFragmentation);
+        c.fragmentationFraction = o.number("fragmentation_fraction", 0.0, 0.0, 1.0);
+        c.memoryLimit = o.bytes("memory_limit", 0);
+        return std::make_unique<TfBfcPolicy>(device, c);
+    }
+
+    std::unique_ptr<AllocatorPolicy> makeRmm(const PolicySpec& spec, SimulatedDevice& device)
+    {
+        if (spec.policy == "rmm-pool") {
+            if (!spec.version.empty() && spec.version != "23.02")
+                throw UsageError("unknown rmm-pool version '" + spec.version + "'; valid versions: 23.02");
+            RmmPoolConfig c = rmmPoolConfig(detail::SpecOptions(spec, kRmmPoolKeys));
+            c.v2302 = spec.version == "23.02";
+            return std::make_unique<RmmPoolPolicy>(device, c);
+        }
+        checkNoVersion(spec);
+        if (spec.policy == "rmm-arena") {
+            detail::SpecOptions o(spec, { "arena_size" });
+            return std::make_unique<RmmArenaPolicy>(device, RmmArenaConfig { o.bytes("arena_size", 0) });
+        }
+        detail::SpecOptions o(spec, kRmmBinningKeys);
+        RmmBinningConfig c;
+        c.minExp = unsigned(o.integer("min_exp", c.minExp, 8, 40));
+        c.maxExp = unsigned(o.integer("max_exp", c.maxExp, 8, 40));
+        c.pool = rmmPoolConfig(o);
+        return std::make_unique<RmmBinningPolicy>(device, c);
+    }
+
+    std::unique_ptr<AllocatorPolicy> makeCudaAsync(const PolicySpec& spec, SimulatedDevice& device)
+    {
+        checkNoVersion(spec);
+        detail::SpecOptions o(spec, { "release_threshold" });
+        CudaAsyncConfig c;
+        if (o.raw("release_threshold") != "max")
+            c.releaseThreshold = o.bytes("release_threshold", c.releaseThreshold);
+        return std::make_unique<CudaAsyncPolicy>(device, c);
     }
 
 } // namespace
@@ -268,6 +255,15 @@ const std::vector<PolicyInfo>& registeredPolicies()
             {}, kSizeClassKeys },
         { "gmlake", "GMLake: PyTorch 2.0 caching allocator with virtual memory stitching of free large blocks", {},
             gmlakeKeys() },
+        { "tf-bfc", "TensorFlow/XLA BFC allocator: 21 bins, 256 B rounding, region growth by Extend", {}, kTfBfcKeys },
+        { "rmm-pool", "RAPIDS RMM pool_memory_resource: per-stream coalescing best-fit lists, geometric growth",
+            { "23.02" }, kRmmPoolKeys },
+        { "rmm-arena", "RAPIDS RMM arena_memory_resource: one arena, 1 MiB superblocks, per-stream arenas", {},
+            { "arena_size" } },
+        { "rmm-binning", "RAPIDS RMM binning_memory_resource: fixed-size bins 2^18..2^22 over an rmm-pool", {},
+            kRmmBinningKeys },
+        { "cuda-async", "cudaMallocAsync memory pool (approximation): best fit, 2 MiB-granular growth", {},
+            { "release_threshold" } },
     };
     return infos;
 }
@@ -312,6 +308,12 @@ std::unique_ptr<AllocatorPolicy> makePolicy(
         checkNoVersion(spec);
         return std::make_unique<GmlakePolicy>(device, gmlakeConfig(spec));
     }
+    if (spec.policy == "tf-bfc")
+        return makeTfBfc(spec, device);
+    if (spec.policy == "rmm-pool" || spec.policy == "rmm-arena" || spec.policy == "rmm-binning")
+        return makeRmm(spec, device);
+    if (spec.policy == "cuda-async")
+        return makeCudaAsync(spec, device);
     throw UsageError("unknown policy '" + spec.policy + "'; valid policies: " + policyNames());
 }
 
