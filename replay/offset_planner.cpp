@@ -124,6 +124,24 @@ namespace {
 
 } // namespace
 
+std::vector<std::uint32_t> greedyBySizeOrder(std::span<const PlanBlock> blocks)
+{
+    std::vector<std::uint32_t> order(blocks.size());
+    std::iota(order.begin(), order.end(), 0u);
+    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+        const PlanBlock& x = blocks[a];
+        const PlanBlock& y = blocks[b];
+        if (x.first != y.first)
+            return x.first;
+        if (x.size != y.size)
+            return x.size > y.size;
+        if (x.start != y.start)
+            return x.start < y.start;
+        return a < b;
+    });
+    return order;
+}
+
 OffsetPlan planOffsetsGreedyBySize(std::span<const PlanBlock> blocks)
 {
     OffsetPlan plan;
@@ -138,19 +156,7 @@ OffsetPlan planOffsetsGreedyBySize(std::span<const PlanBlock> blocks)
     std::sort(starts.begin(), starts.end());
     starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
 
-    std::vector<std::uint32_t> order(blocks.size());
-    std::iota(order.begin(), order.end(), 0u);
-    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-        const PlanBlock& x = blocks[a];
-        const PlanBlock& y = blocks[b];
-        if (x.first != y.first)
-            return x.first;
-        if (x.size != y.size)
-            return x.size > y.size;
-        if (x.start != y.start)
-            return x.start < y.start;
-        return a < b;
-    });
+    const std::vector<std::uint32_t> order = greedyBySizeOrder(blocks);
     TimeTree tree(starts.size());
     for (std::uint32_t i : order) {
         const PlanBlock& b = blocks[i];

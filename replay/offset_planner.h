@@ -32,6 +32,10 @@ struct OffsetPlan {
     Bytes arena = 0; // max(offset + size): the planned peak
 };
 
+// The placement order: `first` blocks, then descending size, then earlier start, then input order
+// (TFLite sorts by size only, unstably; the tie breaks are allocators.md §6.2's [choice]).
+std::vector<std::uint32_t> greedyBySizeOrder(std::span<const PlanBlock> blocks);
+
 // O(n log n) to sort plus, per block, O(log n) set reads/inserts whose cost grows with the number of
 // disjoint free holes at that time (small in practice; measured in docs/policies.md).
 OffsetPlan planOffsetsGreedyBySize(std::span<const PlanBlock> blocks);
