@@ -28,6 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     } catch (const UsageError&) {
         return 0;
     }
+    if (policy->needsPlan())
+        return 0; // optimal serves only a plan made before the run (tests/replay/optimal_policy_test.cpp)
     std::map<Address, std::pair<Bytes, StreamKey>> live;
     std::vector<Address> pending;
     auto* pytorch = dynamic_cast<PyTorchPolicy*>(policy.get());

@@ -170,6 +170,35 @@ OffsetPlan planOffsetsGreedyBySize(std::span<const PlanBlock> blocks)
     return plan;
 }
 
+OffsetPlan planOffsetsByScan(std::span<const PlanBlock> blocks)
+{
+    const std::vector<std::uint32_t> order = greedyBySizeOrder(blocks);
+    OffsetPlan plan;
+    plan.offsets.assign(blocks.size(), 0);
+    std::vector<std::uint32_t> placed; // by offset
+    for (std::uint32_t r : order) {
+        Bytes prevEnd = 0, best = 0, bestGap = ~Bytes(0);
+        bool found = false;
+        for (std::uint32_t p : placed) {
+            if (!(blocks[p].start < blocks[r].end && blocks[r].start < blocks[p].end))
+                continue;
+            Bytes o = plan.offsets[p];
+            if (o >= prevEnd && o - prevEnd >= blocks[r].size && o - prevEnd < bestGap) {
+                bestGap = o - prevEnd;
+                best = prevEnd;
+                found = true;
+            }
+            prevEnd = std::max(prevEnd, o + blocks[p].size);
+        }
+        plan.offsets[r] = found ? best : prevEnd;
+        plan.arena = std::max(plan.arena, plan.offsets[r] + blocks[r].size);
+        auto at = std::upper_bound(placed.begin(), placed.end(), plan.offsets[r],
+            [&](Bytes off, std::uint32_t p) { return off < plan.offsets[p]; });
+        placed.insert(at, r);
+    }
+    return plan;
+}
+
 Bytes maxLiveBytes(std::span<const PlanBlock> blocks)
 {
     // (time, +size at start / −size at end); ends sort first at equal times since lifetimes are [start, end).

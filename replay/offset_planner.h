@@ -40,6 +40,11 @@ std::vector<std::uint32_t> greedyBySizeOrder(std::span<const PlanBlock> blocks);
 // disjoint free holes at that time (small in practice; measured in docs/policies.md).
 OffsetPlan planOffsetsGreedyBySize(std::span<const PlanBlock> blocks);
 
+// The same plan by TFLite's own procedure (greedy_by_size_assignment.cc, §6.2 step by step): for each
+// block, walk every placed block in offset order, skipping those whose lifetime does not intersect.
+// O(n²); the reference the tests and bench/offset_plan_bench compare the tree with.
+OffsetPlan planOffsetsByScan(std::span<const PlanBlock> blocks);
+
 // max over t of the bytes live at t (allocators.md §6.1 lower bound): every valid plan's arena is
 // at least this.
 Bytes maxLiveBytes(std::span<const PlanBlock> blocks);
