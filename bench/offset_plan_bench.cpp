@@ -1,8 +1,9 @@
 // Offset planning speed (allocators.md §6.2): greedy-by-size with the time tree
 // (planOffsetsGreedyBySize) against TFLite's quadratic scan (planOffsetsByScan) on the same blocks, up
 // to the sizes where the scan is still bearable, then the tree alone up to 2·10^6 blocks with the
-// std::sort of the blocks as the in-run baseline. Blocks are shaped like training steps: per step a
-// burst of activations freed in reverse order (backward), temporaries, and a few long-lived blocks.
+// std::sort of the blocks as the in-run baseline. Blocks are shaped like training steps: 2,000 blocks
+// live throughout (parameters, optimizer state), then per step a burst of activations freed in reverse
+// order (backward), each with a short temporary, 1 % of them carried into the next step.
 //   offset_plan_bench [--max N] [--scan-max N]
 #include "replay/offset_planner.h"
 
@@ -25,8 +26,12 @@ std::vector<PlanBlock> trainingLike(std::size_t n, std::uint64_t seed)
     std::vector<PlanBlock> blocks;
     blocks.reserve(n);
     std::uint64_t t = 0;
+    // parameters and optimizer state: 2,000 blocks live from the start to the end
+    for (int i = 0; i < 2000 && blocks.size() < n; ++i)
+        blocks.push_back({ 512 * (1 + rng() % 8192), t++, ~std::uint64_t(0), false });
+    std::vector<std::size_t> carried; // blocks that outlive their step (1 %), freed a few steps later
     while (blocks.size() < n) {
-        // one step: ~200 activations, each with a temporary, freed in reverse; 1 % stay to the end
+        // one step: 100–300 activations, each with a short temporary, freed in reverse (backward)
         const std::size_t acts = 100 + rng() % 200;
         std::vector<std::size_t> open;
         for (std::size_t i = 0; i < acts && blocks.size() < n; ++i) {
@@ -38,9 +43,15 @@ std::vector<PlanBlock> trainingLike(std::size_t n, std::uint64_t seed)
                 t += 2;
             }
         }
-        for (auto it = open.rbegin(); it != open.rend(); ++it)
-            if (rng() % 100 != 0)
+        for (std::size_t c : carried)
+            blocks[c].end = t++;
+        carried.clear();
+        for (auto it = open.rbegin(); it != open.rend(); ++it) {
+            if (rng() % 100 == 0)
+                carried.push_back(*it);
+            else
                 blocks[*it].end = t++;
+        }
     }
     return blocks;
 }

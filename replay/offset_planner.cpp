@@ -51,25 +51,41 @@ namespace {
         Bytes place(std::size_t lo, std::size_t hi, Bytes size)
         {
             nodesOf(lo, hi);
-            m_gather.clear();
+            m_cursors.clear();
             for (std::size_t q : m_canonical) {
-                append(m_covering[q]);
-                append(m_below[q]);
+                addCursor(m_covering[q]);
+                addCursor(m_below[q]);
             }
             for (std::size_t a : m_ancestors)
-                append(m_covering[a]);
-            std::sort(m_gather.begin(), m_gather.end());
-            // allocators.md §6.2 step 3–4: the smallest gap that fits, else after the highest end.
+                addCursor(m_covering[a]);
+            // allocators.md §6.2 step 3–4 over the ranges in address order (a k-way merge of the sorted
+            // sets): the smallest gap that fits, else after the highest end.
             Bytes prevEnd = 0;
             Bytes best = 0, bestGap = ~Bytes(0);
             bool found = false;
-            for (const auto& [o, e] : m_gather) {
+            auto visit = [&](Bytes o, Bytes e) {
                 if (o >= prevEnd && o - prevEnd >= size && o - prevEnd < bestGap) {
                     bestGap = o - prevEnd;
                     best = prevEnd;
                     found = true;
                 }
                 prevEnd = std::max(prevEnd, e);
+            };
+            auto later = [](const Cursor& x, const Cursor& y) { return x.at->first > y.at->first; };
+            std::make_heap(m_cursors.begin(), m_cursors.end(), later);
+            while (!m_cursors.empty()) {
+                std::pop_heap(m_cursors.begin(), m_cursors.end(), later);
+                Cursor& c = m_cursors.back();
+                // Take this set's ranges while they stay below the next set's first start.
+                const Bytes limit = m_cursors.size() > 1 ? m_cursors.front().at->first : ~Bytes(0);
+                do {
+                    visit(c.at->first, c.at->second);
+                    ++c.at;
+                } while (c.at != c.end && c.at->first <= limit);
+                if (c.at == c.end)
+                    m_cursors.pop_back();
+                else
+                    std::push_heap(m_cursors.begin(), m_cursors.end(), later);
             }
             Bytes offset = found ? best : prevEnd;
             if (size > 0) {
@@ -99,12 +115,14 @@ namespace {
                     m_ancestors.push_back(a);
                 }
         }
-        void append(std::uint32_t index)
+        using RangeIt = std::vector<std::pair<Bytes, Bytes>>::const_iterator;
+        struct Cursor {
+            RangeIt at, end;
+        };
+        void addCursor(std::uint32_t index)
         {
-            if (index != 0) {
-                const auto& r = m_sets[index].ranges();
-                m_gather.insert(m_gather.end(), r.begin(), r.end());
-            }
+            if (index != 0 && !m_sets[index].ranges().empty())
+                m_cursors.push_back({ m_sets[index].ranges().begin(), m_sets[index].ranges().end() });
         }
         RangeSet& set(std::vector<std::uint32_t>& slots, std::size_t node)
         {
@@ -119,7 +137,7 @@ namespace {
         std::uint32_t m_round = 0;
         std::vector<RangeSet> m_sets;
         std::vector<std::size_t> m_canonical, m_ancestors;
-        std::vector<std::pair<Bytes, Bytes>> m_gather;
+        std::vector<Cursor> m_cursors;
     };
 
 } // namespace
