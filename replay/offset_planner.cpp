@@ -142,8 +142,15 @@ namespace {
 
 } // namespace
 
-std::vector<std::uint32_t> greedyBySizeOrder(std::span<const PlanBlock> blocks)
+std::vector<std::uint32_t> placementOrder(std::span<const PlanBlock> blocks, PlanOrder by)
 {
+    // Area = size × lifetime, a block live to the end counting to one past the last time of the set.
+    std::uint64_t horizon = 0;
+    for (const auto& b : blocks)
+        horizon = std::max(horizon, b.end != ~std::uint64_t(0) ? b.end : b.start + 1);
+    std::vector<double> area(by == PlanOrder::Area ? blocks.size() : 0);
+    for (std::size_t i = 0; i < area.size(); ++i)
+        area[i] = double(blocks[i].size) * double(std::min(blocks[i].end, horizon) - blocks[i].start);
     std::vector<std::uint32_t> order(blocks.size());
     std::iota(order.begin(), order.end(), 0u);
     std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
@@ -151,6 +158,8 @@ std::vector<std::uint32_t> greedyBySizeOrder(std::span<const PlanBlock> blocks)
         const PlanBlock& y = blocks[b];
         if (x.first != y.first)
             return x.first;
+        if (by == PlanOrder::Area && area[a] != area[b])
+            return area[a] > area[b];
         if (x.size != y.size)
             return x.size > y.size;
         if (x.start != y.start)
@@ -160,7 +169,7 @@ std::vector<std::uint32_t> greedyBySizeOrder(std::span<const PlanBlock> blocks)
     return order;
 }
 
-OffsetPlan planOffsetsGreedyBySize(std::span<const PlanBlock> blocks)
+OffsetPlan planOffsets(std::span<const PlanBlock> blocks, PlanOrder by)
 {
     OffsetPlan plan;
     plan.offsets.assign(blocks.size(), 0);
@@ -174,7 +183,7 @@ OffsetPlan planOffsetsGreedyBySize(std::span<const PlanBlock> blocks)
     std::sort(starts.begin(), starts.end());
     starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
 
-    const std::vector<std::uint32_t> order = greedyBySizeOrder(blocks);
+    const std::vector<std::uint32_t> order = placementOrder(blocks, by);
     TimeTree tree(starts.size());
     for (std::uint32_t i : order) {
         const PlanBlock& b = blocks[i];
@@ -188,9 +197,16 @@ OffsetPlan planOffsetsGreedyBySize(std::span<const PlanBlock> blocks)
     return plan;
 }
 
-OffsetPlan planOffsetsByScan(std::span<const PlanBlock> blocks)
+OffsetPlan planOffsetsBest(std::span<const PlanBlock> blocks)
 {
-    const std::vector<std::uint32_t> order = greedyBySizeOrder(blocks);
+    OffsetPlan bySize = planOffsets(blocks, PlanOrder::Size);
+    OffsetPlan byArea = planOffsets(blocks, PlanOrder::Area);
+    return byArea.arena < bySize.arena ? byArea : bySize;
+}
+
+OffsetPlan planOffsetsByScan(std::span<const PlanBlock> blocks, PlanOrder by)
+{
+    const std::vector<std::uint32_t> order = placementOrder(blocks, by);
     OffsetPlan plan;
     plan.offsets.assign(blocks.size(), 0);
     std::vector<std::uint32_t> placed; // by offset

@@ -21,7 +21,7 @@ void OptimalPolicy::doPlan(const RequestPlan& requests)
         Bytes size = (std::max<Bytes>(r.bytes, 1) + m_alignment - 1) / m_alignment * m_alignment;
         blocks[k] = { size, r.allocAt, std::max(r.freeAt, r.allocAt + 1), r.initial };
     }
-    OffsetPlan plan = planOffsetsGreedyBySize(blocks);
+    OffsetPlan plan = planOffsetsBest(blocks);
     m_offsets = std::move(plan.offsets);
     m_arena = plan.arena;
     m_sizes.resize(blocks.size());

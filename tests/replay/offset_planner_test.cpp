@@ -86,7 +86,7 @@ TEST(OffsetPlanner, PlacesBlocksLiveBeforeTheWindowFirst)
     EXPECT_EQ(plan.arena, 1536u);
 }
 
-TEST(OffsetPlanner, MatchesTheQuadraticScanOnRandomSetsAndIsAlwaysValid)
+TEST(OffsetPlanner, MatchesTheQuadraticScanOnRandomSetsInBothOrdersAndIsAlwaysValid)
 {
     for (std::uint64_t seed = 1; seed <= 12; ++seed) {
         auto blocks = randomBlocks(seed, 1500, seed % 3 == 0 ? 200 : 20000, seed % 2 == 0);
@@ -95,6 +95,10 @@ TEST(OffsetPlanner, MatchesTheQuadraticScanOnRandomSetsAndIsAlwaysValid)
         ASSERT_EQ(plan.offsets, reference.offsets) << "seed " << seed;
         EXPECT_EQ(plan.arena, reference.arena);
         expectValid(blocks, plan);
+        OffsetPlan byArea = planOffsets(blocks, PlanOrder::Area);
+        ASSERT_EQ(byArea.offsets, planOffsetsByScan(blocks, PlanOrder::Area).offsets) << "seed " << seed;
+        expectValid(blocks, byArea);
+        EXPECT_EQ(planOffsetsBest(blocks).arena, std::min(plan.arena, byArea.arena));
         // A plan may exceed the bound (DSA is NP-hard); on these sets greedy by size stays well within 1.5×.
         EXPECT_LE(double(plan.arena), 1.5 * double(maxLiveBytes(blocks))) << "seed " << seed;
     }
@@ -117,6 +121,17 @@ TEST(OffsetPlanner, TakesTheSmallestOfSeveralGaps)
     OffsetPlan plan = planOffsetsGreedyBySize(blocks);
     EXPECT_EQ(plan.offsets, std::vector<Bytes>({ 0, 8, 13, 17, 20, 17, 8 }));
     EXPECT_EQ(plan.arena, 22u);
+}
+
+TEST(OffsetPlanner, AreaOrderPlacesLongLivedBlocksFirst)
+{
+    // By size, the 4-byte short block goes first at 0 and the 3-byte block live throughout lands above
+    // it (arena 7, while the 2-byte block later reuses 0). By area (3×10 > 4×2) the long block settles
+    // at 0 and the short ones share the space above it: arena 7 too, offsets differ.
+    std::vector<PlanBlock> blocks = { { 4, 0, 2 }, { 3, 0, 10 }, { 2, 5, 7 } };
+    EXPECT_EQ(planOffsets(blocks, PlanOrder::Size).offsets, std::vector<Bytes>({ 0, 4, 0 }));
+    EXPECT_EQ(planOffsets(blocks, PlanOrder::Area).offsets, std::vector<Bytes>({ 3, 0, 3 }));
+    EXPECT_EQ(placementOrder(blocks, PlanOrder::Area), std::vector<std::uint32_t>({ 1, 0, 2 }));
 }
 
 TEST(OffsetPlanner, HandlesEmptyAndDegenerateInput)
