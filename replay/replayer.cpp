@@ -325,10 +325,24 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
         ++result.ooms;
     bool stop = false;
     std::uint64_t deviceEvents = 0;
+    // The pre-window events happen once: a later pass starts at the window, with the initial state
+    // still in place (it is not freed between passes).
+    const std::uint64_t preWindow = initialEvents;
+    std::uint64_t firstWindowEvent = n;
+    for (std::size_t i = 0, seen = 0; i < n; ++i)
+        if (m.device[i] == dev && seen++ == preWindow) {
+            firstWindowEvent = i;
+            break;
+        }
+    std::uint64_t skip = 0;
     auto pass = [&](bool measured) {
         for (std::size_t i = 0; i < n && !stop; ++i) {
             if (m.device[i] != dev)
                 continue;
+            if (skip > 0) {
+                --skip;
+                continue;
+            }
             const bool initial = deviceEvents < initialEvents;
             if (++deviceEvents == initialEvents + 1 && initialEvents > 0 && adopt) {
                 stats.resetPeaks();
@@ -482,13 +496,14 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
         // A warm-up pass fills the cache the way earlier iterations did; what it leaves live is freed.
         pass(false);
         for (std::size_t a = 0; a < simAddress.size(); ++a)
-            if (simAddress[a] != 0 && allocs[a].allocEvent >= initialEvents) {
+            if (simAddress[a] != 0 && allocs[a].allocEvent >= firstWindowEvent) {
                 top.deallocate(simAddress[a], 0, 0);
                 compactor.freed(simAddress[a]);
                 simAddress[a] = 0;
             }
         deviceEvents = 0;
         initialEvents = 0; // the initial state is adopted once
+        skip = preWindow;
         compactor.newPass();
         stop = false;
         std::string name = std::move(result.policy);
