@@ -303,9 +303,13 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
     std::uint64_t initialEvents
         = options.initialState == InitialStateMode::Ignore ? 0 : initialStateEventCount(trace, dev);
     Compactor compactor(trace, dev, initialEvents, policy->compactionSchedule());
+    // A wrapper (compaction:INNER) adopts as its innermost policy would, so that INNER alone is its baseline.
+    const PolicySpec* base = &spec;
+    while (base->inner)
+        base = base->inner.get();
     bool adopt = options.initialState == InitialStateMode::Adopt
-        || (options.initialState == InitialStateMode::Auto && spec.policy == "pytorch" && spec.options.empty()
-            && spec.version.empty() && context.recordedSettings != nullptr);
+        || (options.initialState == InitialStateMode::Auto && base->policy == "pytorch" && base->options.empty()
+            && base->version.empty() && context.recordedSettings != nullptr);
 
     if (options.followRecorded) {
         std::uint64_t seen = 0;

@@ -18,7 +18,8 @@ std::string CompactionPolicy::name() const
 {
     std::string params;
     auto add = [&](const std::string& p) { params += (params.empty() ? "" : ",") + p; };
-    if (m_schedule.annotationGlob != "ProfilerStep*")
+    // The default pattern applies only without `every`; anything else is written out.
+    if (!m_schedule.annotationGlob.empty() && (m_schedule.annotationGlob != "ProfilerStep*" || m_schedule.everyRequests))
         add("at=" + m_schedule.annotationGlob);
     if (m_schedule.everyRequests != 0)
         add("every=" + std::to_string(m_schedule.everyRequests));

@@ -2,8 +2,11 @@
 // peak it saves on hand-made traces (tests/data/compaction_*.jsonl) where the saving is known exactly.
 #include "replay_test_support.h"
 
+#include "core/importer.h"
 #include "core/jsonl_format.h"
 #include "replay/replayer.h"
+
+#include <filesystem>
 
 
 using namespace gpumem;
@@ -89,4 +92,32 @@ TEST(CompactionSpec, GlobMatchesStarsAndQuestionMarks)
     EXPECT_FALSE(globMatch("a*b*c", "aXXbYYbZ"));
     EXPECT_TRUE(globMatch("*", ""));
     EXPECT_FALSE(globMatch("", "x"));
+}
+
+// On a snapshot whose pre-window state pytorch adopts at the recorded addresses, compaction:pytorch
+// adopts it too, so that pytorch alone is its baseline: with no compaction point (snapshots carry no
+// ProfilerStep annotations) the replay is pytorch's, to the byte.
+TEST(Compaction, AdoptsThePreWindowStateLikeItsInnerPolicy)
+{
+    std::string path = std::string(GPUMEM_PUBLIC_TRACES) + "/cs336-bcrafton/memory_snapshot.pickle";
+    if (!std::filesystem::exists(path))
+        GTEST_SKIP() << "public trace " << path << " is absent (GPUMEM_PUBLIC_TRACES)";
+    Trace trace = loadTrace(path);
+    ReplayResult alone = Replayer().run(trace, parsePolicySpec("pytorch"));
+    ReplayResult r = Replayer().run(trace, parsePolicySpec("compaction:pytorch"));
+    EXPECT_EQ(r.compactions, 0u);
+    EXPECT_TRUE(r.initialAdopted);
+    EXPECT_EQ(r.initialBlocks, alone.initialBlocks);
+    EXPECT_EQ(r.peakReserved.bytes, alone.peakReserved.bytes);
+    EXPECT_EQ(r.peakReserved.bytes, 4238344192u); // the recorded peak (SnapshotFidelity)
+    EXPECT_EQ(r.compactionSaving(), 0);
+    // Every 500 request events: passes move blocks, but the peak is the adopted state itself (reserved
+    // before the window, before any pass), so nothing is saved.
+    ReplayResult every = Replayer().run(trace, parsePolicySpec("compaction[every=500]:pytorch"));
+    EXPECT_EQ(every.compactions, 12u); // 6,486 request events, less the pre-window ones
+    EXPECT_GT(every.bytesMoved, 0u);
+    EXPECT_EQ(*every.peakReservedWithoutCompaction, alone.peakReserved.bytes);
+    EXPECT_EQ(every.peakReserved.bytes, alone.peakReserved.bytes);
+    EXPECT_EQ(every.compactionSaving(), 0);
+    EXPECT_EQ(every.ooms, 0u);
 }

@@ -156,8 +156,10 @@ TEST(CompactionSpec, WrapsAnInnerSpecWithBracketParameters)
     EXPECT_EQ(parsePolicySpec("pytorch:roundup_power2_divisions:[64:8,>:2]").options[0].second, "[64:8,>:2]");
 
     EXPECT_EQ(Rig("compaction:pytorch").policy->name(), "compaction:pytorch");
-    EXPECT_EQ(Rig("compaction[order=size,every=50]:ideal").policy->name(), "compaction[at=,every=50,order=size]:ideal");
+    EXPECT_EQ(Rig("compaction[order=size,every=50]:ideal").policy->name(), "compaction[every=50,order=size]:ideal");
     EXPECT_EQ(Rig("compaction[at=Step*]:direct").policy->name(), "compaction[at=Step*]:direct");
+    EXPECT_EQ(Rig("compaction[at=ProfilerStep*,every=9]:direct").policy->name(),
+        "compaction[at=ProfilerStep*,every=9]:direct");
 }
 
 TEST(CompactionSpec, BadSpecsSayWhatToWrite)
