@@ -38,6 +38,9 @@ struct CompactionPyTorch {
 struct CompactionExpandable {
     static constexpr const char* spec = "compaction[every=1000]:pytorch:expandable_segments:True";
 };
+struct CompactionDirect {
+    static constexpr const char* spec = "compaction[order=size]:direct";
+};
 
 template <typename T> class PolicyConformance : public ::testing::Test {
 protected:
@@ -65,7 +68,7 @@ protected:
 };
 
 using PolicyTypes = ::testing::Types<PyTorchDefault, PyTorchExpandable, PyTorchTuned, PyTorch20, Direct, Ideal,
-    CompactionPyTorch, CompactionExpandable>;
+    CompactionPyTorch, CompactionExpandable, CompactionDirect>;
 TYPED_TEST_SUITE(PolicyConformance, PolicyTypes);
 
 } // namespace
