@@ -67,7 +67,7 @@ nlohmann::json replayResultToJson(const replay::ReplayResult& r, TimeNs start)
         failures.push_back(
             { { "time_ns", f.time - start }, { "event", f.event }, { "size", f.size }, { "stream", f.stream },
                 { "reserved", f.reserved }, { "allocated", f.allocated }, { "device_free", f.deviceFree } });
-    return {
+    nlohmann::json j = {
         { "policy", r.policy },
         { "device", r.device },
         { "request_events", r.requestEvents },
@@ -91,6 +91,14 @@ nlohmann::json replayResultToJson(const replay::ReplayResult& r, TimeNs start)
         { "initial_segments", r.initialSegments },
         { "initial_blocks", r.initialBlocks },
     };
+    if (r.peakReservedWithoutCompaction) {
+        j["compactions"] = r.compactions;
+        j["blocks_moved"] = r.blocksMoved;
+        j["bytes_moved"] = r.bytesMoved;
+        j["peak_reserved_without_compaction"] = *r.peakReservedWithoutCompaction;
+        j["compaction_saving"] = r.compactionSaving();
+    }
+    return j;
 }
 
 void writeReplayTable(
@@ -127,6 +135,16 @@ void writeReplayTable(
             << pad(formatBytes(r.peakAllocated.bytes), 14) << "  " << pad(percent(r.atPeak.waste()), 13) << "  "
             << pad(std::to_string(r.deviceCalls()), 12) << "  " << pad(std::to_string(r.ooms), 5) << "  "
             << pad(firstOomText(r, start), 13) << '\n';
+    for (const auto& r : results) {
+        if (!r.peakReservedWithoutCompaction)
+            continue;
+        const std::int64_t saving = r.compactionSaving();
+        out << r.policy << ": " << r.compactions << " compaction" << (r.compactions == 1 ? "" : "s") << " moved "
+            << r.blocksMoved << " block" << (r.blocksMoved == 1 ? "" : "s") << " (" << formatBytes(r.bytesMoved)
+            << "); peak reserved " << formatBytes(r.peakReserved.bytes) << " vs "
+            << formatBytes(*r.peakReservedWithoutCompaction) << " without compaction: "
+            << (saving >= 0 ? "saves " : "costs ") << formatBytes(Bytes(saving >= 0 ? saving : -saving)) << '\n';
+    }
     for (const auto& r : results) {
         if (r.failures.empty())
             continue;

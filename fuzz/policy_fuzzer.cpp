@@ -1,7 +1,8 @@
 // libFuzzer harness for the replay engine: the first line is a policy spec (parsePolicySpec +
 // makePolicy), the rest a request stream driven through that policy on a 256 MiB device. A bad spec
 // must be a UsageError; anything else thrown, a crash, a sanitizer report or a broken invariant
-// (allocated > reserved, overlapping live blocks, memory not returned at the end) is a bug.
+// (allocated > reserved, overlapping live blocks, memory not returned at the end) is a bug. For a
+// compaction:INNER spec the release step also runs a compaction pass and checks its moves.
 #include "core/error.h"
 #include "replay/policies/pytorch_policy.h"
 #include "replay/policy_registry.h"
@@ -30,6 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     // What a policy takes up front and keeps (size-class reserve pools) is not owed back at the end.
     const Bytes upFront = device.counters().reserved;
+    if (policy->needsPlan())
+        return 0; // optimal serves only a plan made before the run (tests/replay/optimal_policy_test.cpp)
     std::map<Address, std::pair<Bytes, StreamKey>> live;
     std::vector<Address> pending;
     auto* pytorch = dynamic_cast<PyTorchPolicy*>(policy.get());
@@ -94,6 +97,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             if (pytorch) {
                 syncs = pytorch->counters().numSyncAllStreams;
                 completePending();
+            }
+            if (policy->compactionSchedule()) {
+                // compaction:INNER — a pass moves live blocks; a block it could not place again is lost.
+                CompactionPass pass = policy->compact();
+                auto moved = live;
+                for (const BlockMove& m : pass.moves)
+                    if (moved.erase(m.from) != 1)
+                        std::abort(); // a move of a block that was not live
+                for (const BlockMove& m : pass.moves)
+                    if (m.to != 0 && !moved.emplace(m.to, std::pair(m.requested, m.stream)).second)
+                        std::abort(); // two blocks moved to one address
+                live = std::move(moved);
+                Address top = 0;
+                for (const auto& [a, info] : live) {
+                    if (a < top)
+                        std::abort(); // overlapping live blocks after a pass
+                    top = a + info.first;
+                }
             }
             break;
         }

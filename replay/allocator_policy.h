@@ -39,6 +39,44 @@ struct SegmentInfo {
     std::vector<BlockInfo> blocks;
 };
 
+// The whole request sequence of a replay, handed before it starts to a policy that plans offline
+// (needsPlan(): `optimal`, allocators.md §6.1–6.2). Time is the position in the replay's sequence of
+// allocate()/deallocate() calls: it orders like the trace's event index (§6.1 "event-index time") and
+// extends over warm-up passes and the frees between them. A request is live on [allocAt, freeAt).
+struct PlannedRequest {
+    Bytes bytes = 0; // the request exactly as allocate() will receive it (not rounded)
+    StreamKey stream = 0;
+    std::uint64_t allocAt = 0; // position of its allocate() call
+    std::uint64_t freeAt = ~std::uint64_t(0); // position of its deallocate(); all ones = live to the end
+    std::uint64_t event = 0; // the trace event being replayed at the allocate() call
+    bool initial = false; // live before the window (a rebuilt pre-window block, the opening allocated bytes)
+};
+struct RequestPlan {
+    std::vector<PlannedRequest> requests; // in allocate() call order: the k-th call is requests[k]
+    std::uint64_t calls = 0; // allocate() plus deallocate() calls in the whole replay
+};
+
+// When a compacting policy (`compaction:INNER`) wants its live blocks moved: before the first request
+// event at or after the start or end of every annotation whose name matches `annotationGlob` (`*` and
+// `?`; empty = none), and before every `everyRequests`-th request event (0 = never). The Replayer
+// turns it into compaction points, because only it sees the trace.
+struct CompactionSchedule {
+    std::string annotationGlob;
+    std::uint64_t everyRequests = 0;
+};
+// One live block of a compaction pass: `from` → `to` (to == 0: the block could not be placed again,
+// an out-of-memory during the compaction; the block is lost and its later free is dropped).
+struct BlockMove {
+    Address from = 0;
+    Address to = 0;
+    Bytes requested = 0;
+    StreamKey stream = 0;
+};
+struct CompactionPass {
+    std::vector<BlockMove> moves; // only the blocks whose address changed (or that were lost)
+    Bytes bytesMoved = 0; // requested bytes of the blocks whose address changed (the data a compactor copies)
+};
+
 // describeState(): every segment in address order.
 struct PolicyState {
     std::vector<SegmentInfo> segments;
@@ -91,6 +129,15 @@ public:
         return doAdoptBlock(address, size, requested, stream);
     }
 
+    // Offline planning: true if the policy must be handed the whole request sequence (plan()) before
+    // its first allocate(); the Replayer does so. Default: false.
+    bool needsPlan() const { return doNeedsPlan(); }
+    void plan(const RequestPlan& requests) { doPlan(requests); }
+    // Compaction: the schedule of a compacting policy (nullptr for every other policy), and one pass
+    // that moves the live blocks to close holes; the caller remaps its addresses with the moves.
+    const CompactionSchedule* compactionSchedule() const { return doCompactionSchedule(); }
+    CompactionPass compact() { return doCompact(); }
+
     virtual std::string name() const = 0;
     virtual PolicyState describeState() const = 0;
     virtual FragmentationSample fragmentation() const { return fragmentationOf(describeState(), stats()); }
@@ -111,6 +158,10 @@ private:
     virtual void doReleaseCached() { }
     virtual bool doAdoptSegment(const SegmentInfo&) { return false; }
     virtual bool doAdoptBlock(Address, Bytes, Bytes, StreamKey) { return false; }
+    virtual bool doNeedsPlan() const { return false; }
+    virtual void doPlan(const RequestPlan&) { }
+    virtual const CompactionSchedule* doCompactionSchedule() const { return nullptr; }
+    virtual CompactionPass doCompact() { return {}; }
     SimulatedDevice* m_device;
 };
 

@@ -4,10 +4,12 @@
 #include "replay/policies/buddy_policy.h"
 #include "replay/detail/spec_options.h"
 #include "replay/policies/cuda_async_policy.h"
+#include "replay/policies/compaction_policy.h"
 #include "replay/policies/direct_policy.h"
 #include "replay/policies/fit_policy.h"
 #include "replay/policies/gmlake_policy.h"
 #include "replay/policies/ideal_policy.h"
+#include "replay/policies/optimal_policy.h"
 #include "replay/policies/pytorch_policy.h"
 #include "replay/policies/size_class_policy.h"
 #include "replay/policies/rmm_arena_policy.h"
@@ -63,6 +65,44 @@ namespace {
                 + spec.version + "'");
     }
 
+    // compaction[every=N,at=GLOB,order=address|size]:INNER (policy_spec.h, compaction_policy.h).
+    std::unique_ptr<AllocatorPolicy> makeCompaction(
+        const PolicySpec& spec, SimulatedDevice& device, const PolicyContext& context)
+    {
+        checkNoVersion(spec);
+        if (!spec.inner)
+            throw UsageError("compaction wraps another policy; write e.g. compaction:pytorch");
+        if (spec.inner->policy == "optimal")
+            throw UsageError("compaction:optimal: optimal places every block where it never needs to move; "
+                             "compare optimal with compaction:POLICY side by side instead");
+        CompactionSchedule schedule;
+        bool at = false;
+        CompactionOrder order = CompactionOrder::Address;
+        for (const auto& [key, value] : spec.params) {
+            if (key == "every") {
+                auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), schedule.everyRequests);
+                if (ec != std::errc() || end != value.data() + value.size() || schedule.everyRequests == 0)
+                    throw UsageError("compaction parameter every: '" + value
+                        + "' must be a positive number of request events, e.g. compaction[every=1000]:pytorch");
+            } else if (key == "at") {
+                if (value.empty())
+                    throw UsageError("compaction parameter at: give an annotation name pattern, e.g. at=ProfilerStep*");
+                schedule.annotationGlob = value;
+                at = true;
+            } else if (key == "order") {
+                if (value != "address" && value != "size")
+                    throw UsageError("compaction parameter order: '" + value + "'; valid values: address, size");
+                order = value == "size" ? CompactionOrder::SizeDescending : CompactionOrder::Address;
+            } else
+                throw UsageError("unknown compaction parameter '" + key + "'; valid parameters: every, at, order");
+        }
+        if (!at && schedule.everyRequests == 0)
+            schedule.annotationGlob = "ProfilerStep*";
+        else if (!at)
+            schedule.annotationGlob.clear();
+        return std::make_unique<CompactionPolicy>(makePolicy(*spec.inner, device, context), schedule, order);
+    }
+
     PyTorchVersion pytorchVersion(const PolicySpec& spec)
     {
         if (spec.version.empty() || spec.version == "main")
@@ -113,7 +153,8 @@ namespace {
             detail::SpecOptions::bad(spec, "reserve", value, form);
         std::vector<std::pair<Bytes, std::uint32_t>> out;
         for (const auto& [size, count] : splitAllocConf(value.substr(1, value.size() - 2))) {
-            PolicySpec item { spec.text, spec.policy, spec.version, { { "reserve", size }, { "reserve count", count } } };
+            PolicySpec item = spec;
+            item.options = { { "reserve", size }, { "reserve count", count } };
             detail::SpecOptions o(item, { "reserve", "reserve count" });
             out.push_back({ o.size("reserve", 0), std::uint32_t(o.integer("reserve count", 1, 1, 1u << 20)) });
         }
@@ -264,6 +305,10 @@ const std::vector<PolicyInfo>& registeredPolicies()
             kRmmBinningKeys },
         { "cuda-async", "cudaMallocAsync memory pool (approximation): best fit, 2 MiB-granular growth", {},
             { "release_threshold" } },
+        { "optimal", "offline plan (greedy by size over the whole trace): the arena a policy knowing the future needs",
+            {}, { "alignment" } },
+        { "compaction", "wrapper: compaction[every=N,at=GLOB,order=address|size]:INNER moves live blocks to close holes",
+            {}, { "every", "at", "order" } },
     };
     return infos;
 }
@@ -282,6 +327,11 @@ PyTorchConfig pytorchConfigFor(const PolicySpec& spec, const PolicyContext& cont
 std::unique_ptr<AllocatorPolicy> makePolicy(
     const PolicySpec& spec, SimulatedDevice& device, const PolicyContext& context)
 {
+    if (!spec.params.empty() && !isWrapperPolicy(spec.policy))
+        throw UsageError("policy " + spec.policy + " takes no [...] parameters (only wrappers such as compaction[every=N]:"
+            + spec.policy + " do)");
+    if (spec.policy == "compaction")
+        return makeCompaction(spec, device, context);
     if (spec.policy == "pytorch")
         return std::make_unique<PyTorchPolicy>(device, pytorchConfigFor(spec, context));
     if (spec.policy == "direct") {
@@ -314,6 +364,10 @@ std::unique_ptr<AllocatorPolicy> makePolicy(
         return makeRmm(spec, device);
     if (spec.policy == "cuda-async")
         return makeCudaAsync(spec, device);
+    if (spec.policy == "optimal") {
+        checkNoVersion(spec);
+        return std::make_unique<OptimalPolicy>(device, alignmentOption(spec, 512));
+    }
     throw UsageError("unknown policy '" + spec.policy + "'; valid policies: " + policyNames());
 }
 

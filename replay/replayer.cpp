@@ -44,7 +44,158 @@ namespace {
         return size == kSmallBuffer;
     }
 
+    // The plan of an offline policy: accepts every request at a fresh address and records it
+    // (RequestPlan); positions count allocate() and deallocate() calls.
+    class PlanRecorder final : public AllocatorPolicy {
+    public:
+        PlanRecorder(SimulatedDevice& device, const ReplayClock& clock, RequestPlan& out)
+            : AllocatorPolicy(device)
+            , m_clock(clock)
+            , m_out(out)
+        {
+        }
+        std::string name() const override { return "plan recorder"; }
+        PolicyState describeState() const override { return {}; }
+        bool initial = false; // the Replayer says whether the current event is before the window
+
+    private:
+        std::optional<Address> doAllocate(Bytes bytes, StreamKey stream) override
+        {
+            Address a = m_nextAddress;
+            m_nextAddress += 512;
+            m_index.insert(a, m_out.requests.size());
+            m_out.requests.push_back({ bytes, stream, m_out.calls++, kNoIndex, m_clock.event, initial });
+            return a;
+        }
+        void doDeallocate(Address address, Bytes, StreamKey) override
+        {
+            if (const std::size_t* k = m_index.find(address)) {
+                m_out.requests[*k].freeAt = m_out.calls++;
+                m_index.erase(address);
+            }
+        }
+        const ReplayClock& m_clock;
+        RequestPlan& m_out;
+        Address m_nextAddress = Address(1) << 40;
+        detail::AddressMap<std::size_t> m_index;
+    };
+
+    // Compaction points of a compacting policy and the remapping of the trace's blocks after a pass.
+    class Compactor {
+    public:
+        Compactor(const Trace& trace, DeviceId dev, std::uint64_t initialEvents, const CompactionSchedule* schedule)
+            : m_schedule(schedule)
+        {
+            if (!schedule || schedule->annotationGlob.empty())
+                return;
+            const auto& m = trace.memory();
+            // Request events of the window, in order, with their times (non-decreasing).
+            std::vector<std::uint64_t> events;
+            std::vector<TimeNs> times;
+            std::uint64_t seen = 0;
+            for (std::size_t i = 0; i < m.count(); ++i) {
+                if (m.device[i] != dev || seen++ < initialEvents)
+                    continue;
+                if (m.kind[i] == EventKind::Alloc || m.kind[i] == EventKind::Free
+                    || m.kind[i] == EventKind::FreeCompleted) {
+                    events.push_back(i);
+                    times.push_back(m.time[i]);
+                }
+            }
+            m_before.assign(m.count(), 0);
+            for (const Annotation& an : trace.annotations()) {
+                if (!globMatch(schedule->annotationGlob, trace.str(an.name)))
+                    continue;
+                for (TimeNs t : { an.start, an.end }) {
+                    auto it = std::lower_bound(times.begin(), times.end(), t);
+                    if (it != times.end())
+                        m_before[events[std::size_t(it - times.begin())]] = 1;
+                }
+            }
+        }
+        bool active() const { return m_schedule != nullptr; }
+        // Whether to compact before trace event i (a window event of the replayed device).
+        bool due(std::size_t i, EventKind kind)
+        {
+            if (!m_schedule
+                || !(kind == EventKind::Alloc || kind == EventKind::Free || kind == EventKind::FreeCompleted))
+                return false;
+            bool now = !m_before.empty() && m_before[i];
+            if (m_schedule->everyRequests != 0 && m_requests > 0 && m_requests % m_schedule->everyRequests == 0)
+                now = true;
+            ++m_requests;
+            return now;
+        }
+        void placed(std::uint32_t allocation, Address address)
+        {
+            if (m_schedule)
+                m_owner.insert(address, allocation);
+        }
+        void freed(Address address)
+        {
+            if (m_schedule)
+                m_owner.erase(address);
+        }
+        void newPass() { m_requests = 0; }
+        // One pass: the moves remap simAddress; a block that could not be placed again is an OOM.
+        void run(AllocatorPolicy& top, std::vector<Address>& simAddress, ReplayResult& result, const ReplayClock& clock,
+            StreamKey stream)
+        {
+            CompactionPass pass = top.compact();
+            ++result.compactions;
+            result.bytesMoved += pass.bytesMoved;
+            std::vector<std::pair<std::uint32_t, Address>> updates;
+            for (const BlockMove& mv : pass.moves) {
+                if (mv.to != 0)
+                    ++result.blocksMoved;
+                else {
+                    ++result.ooms;
+                    const auto& st = top.stats();
+                    result.failures.push_back({ clock.time, clock.event, mv.requested, mv.stream ? mv.stream : stream, st.reserved,
+                        st.allocated, top.device().freeBytes() });
+                }
+                if (const std::uint32_t* a = m_owner.find(mv.from)) {
+                    updates.emplace_back(*a, mv.to);
+                    m_owner.erase(mv.from);
+                }
+            }
+            for (const auto& [a, to] : updates) {
+                simAddress[a] = to;
+                if (to != 0)
+                    m_owner.insert(to, a);
+            }
+        }
+
+    private:
+        const CompactionSchedule* m_schedule;
+        std::vector<std::uint8_t> m_before; // per trace event: compact before it
+        std::uint64_t m_requests = 0; // request events of the window seen in this pass
+        detail::AddressMap<std::uint32_t> m_owner; // simulated address → allocation
+    };
+
 } // namespace
+
+bool globMatch(std::string_view pattern, std::string_view name)
+{
+    // Iterative wildcard match with one backtrack point (the last '*').
+    std::size_t p = 0, n = 0, star = std::string_view::npos, mark = 0;
+    while (n < name.size()) {
+        if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+            ++p;
+            ++n;
+        } else if (p < pattern.size() && pattern[p] == '*') {
+            star = p++;
+            mark = n;
+        } else if (star != std::string_view::npos) {
+            p = star + 1;
+            n = ++mark;
+        } else
+            return false;
+    }
+    while (p < pattern.size() && pattern[p] == '*')
+        ++p;
+    return p == pattern.size();
+}
 
 std::optional<DeviceId> defaultReplayDevice(const Trace& trace)
 {
@@ -82,35 +233,54 @@ Replayer::Replayer(ReplayOptions options)
 {
 }
 
-ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
+namespace {
+
+ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const ReplayOptions& options, RequestPlan* record)
 {
     ReplayResult result;
-    auto device = m_options.device ? m_options.device : defaultReplayDevice(trace);
-    if (m_options.device && *m_options.device >= trace.devices().size())
-        throw UsageError("replay: device " + std::to_string(*m_options.device) + " does not exist; the trace has "
+    auto device = options.device ? options.device : defaultReplayDevice(trace);
+    if (options.device && *options.device >= trace.devices().size())
+        throw UsageError("replay: device " + std::to_string(*options.device) + " does not exist; the trace has "
             + std::to_string(trace.devices().size()) + " devices");
     const DeviceId dev = device.value_or(0);
     result.device = dev;
 
-    Bytes totalMemory = m_options.totalMemory;
+    Bytes totalMemory = options.totalMemory;
     if (totalMemory == 0 && dev < trace.devices().size())
         totalMemory = trace.devices()[dev].totalMemory;
-    SimulatedDevice sim(m_options.capacity, 512, totalMemory);
+    SimulatedDevice sim(options.capacity, 512, totalMemory);
 
     const auto& meta = trace.metadata();
     PolicyContext context;
     if (auto it = meta.find("allocator_settings"); it != meta.end() && it->is_object())
         context.recordedSettings = &*it;
-    auto policy = makePolicy(spec, sim, context);
-    result.policy = policy->name();
-
     ReplayClock clock;
-    SegmentRecorder recorder(clock, result.segmentEvents);
-    if (m_options.recordSegmentEvents)
-        sim.setObserver(&recorder);
+    std::unique_ptr<AllocatorPolicy> policy;
+    PlanRecorder* recorder = nullptr;
+    if (record) {
+        auto r = std::make_unique<PlanRecorder>(sim, clock, *record);
+        recorder = r.get();
+        policy = std::move(r);
+    } else
+        policy = makePolicy(spec, sim, context);
+    result.policy = policy->name();
+    if (policy->needsPlan()) {
+        // The same replay with a recorder that accepts everything gives the exact call sequence.
+        RequestPlan plan;
+        ReplayOptions dry = options;
+        dry.capacity = 0;
+        dry.onOom = OnOom::Skip;
+        dry.recordTimeline = dry.recordAllocAddresses = dry.recordSegmentEvents = dry.keepFinalState = false;
+        replayTrace(trace, spec, dry, &plan);
+        policy->plan(plan);
+    }
+
+    SegmentRecorder segmentRecorder(clock, result.segmentEvents);
+    if (options.recordSegmentEvents)
+        sim.setObserver(&segmentRecorder);
     StatisticsAdaptor stats(*policy, clock);
     std::unique_ptr<TimelineAdaptor> timeline;
-    if (m_options.recordTimeline)
+    if (options.recordTimeline)
         timeline = std::make_unique<TimelineAdaptor>(stats, clock);
     AllocatorPolicy& top = timeline ? static_cast<AllocatorPolicy&>(*timeline) : stats;
 
@@ -131,12 +301,17 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
 
     // The initial state of the window.
     std::uint64_t initialEvents
-        = m_options.initialState == InitialStateMode::Ignore ? 0 : initialStateEventCount(trace, dev);
-    bool adopt = m_options.initialState == InitialStateMode::Adopt
-        || (m_options.initialState == InitialStateMode::Auto && spec.policy == "pytorch" && spec.options.empty()
-            && spec.version.empty() && context.recordedSettings != nullptr);
+        = options.initialState == InitialStateMode::Ignore ? 0 : initialStateEventCount(trace, dev);
+    Compactor compactor(trace, dev, initialEvents, policy->compactionSchedule());
+    // A wrapper (compaction:INNER) adopts as its innermost policy would, so that INNER alone is its baseline.
+    const PolicySpec* base = &spec;
+    while (base->inner)
+        base = base->inner.get();
+    bool adopt = options.initialState == InitialStateMode::Adopt
+        || (options.initialState == InitialStateMode::Auto && base->policy == "pytorch" && base->options.empty()
+            && base->version.empty() && context.recordedSettings != nullptr);
 
-    if (m_options.followRecorded) {
+    if (options.followRecorded) {
         std::uint64_t seen = 0;
         for (std::size_t i = 0; i < n; ++i) {
             if (m.device[i] != dev)
@@ -148,25 +323,41 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
 
     // Bytes live before the window that the trace does not itemise (a profiler trace's opening Total
     // Allocated): one opaque block that stays live [choice].
-    if (m_options.openingAllocated > 0 && !top.allocate(m_options.openingAllocated, 0))
+    if (recorder)
+        recorder->initial = true;
+    if (options.openingAllocated > 0 && !top.allocate(options.openingAllocated, 0))
         ++result.ooms;
     bool stop = false;
     std::uint64_t deviceEvents = 0;
+    // The pre-window events happen once: a later pass starts at the window, with the initial state
+    // still in place (it is not freed between passes).
+    const std::uint64_t preWindow = initialEvents;
+    std::uint64_t firstWindowEvent = n;
+    for (std::size_t i = 0, seen = 0; i < n; ++i)
+        if (m.device[i] == dev && seen++ == preWindow) {
+            firstWindowEvent = i;
+            break;
+        }
+    std::uint64_t skip = 0;
     auto pass = [&](bool measured) {
         for (std::size_t i = 0; i < n && !stop; ++i) {
             if (m.device[i] != dev)
                 continue;
+            if (skip > 0) {
+                --skip;
+                continue;
+            }
             const bool initial = deviceEvents < initialEvents;
             if (++deviceEvents == initialEvents + 1 && initialEvents > 0 && adopt) {
                 stats.resetPeaks();
                 // Adopted segments were really reserved before the window: if they alone exceed the
                 // capacity, the run cannot fit, and saying "no OOM" would answer the what-if wrongly.
                 const auto& st = top.stats();
-                if (m_options.capacity != 0 && st.reserved > m_options.capacity) {
+                if (options.capacity != 0 && st.reserved > options.capacity) {
                     ++result.ooms;
                     result.failures.push_back({ m.time[i], i, st.reserved /* the pre-window state that does not fit */, streamKey[m.stream[i]],
                         st.reserved, st.allocated, 0 });
-                    if (measured && m_options.onOom == OnOom::Stop) {
+                    if (measured && options.onOom == OnOom::Stop) {
                         result.stopped = true;
                         stop = true;
                         break;
@@ -177,6 +368,16 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
             clock.time = m.time[i];
             clock.event = i;
             const std::uint32_t a = allocOf[i];
+            if (recorder)
+                recorder->initial = initial;
+            if (!initial && compactor.due(i, kind)) {
+                compactor.run(top, simAddress, result, clock, streamKey[m.stream[i]]);
+                if (measured && options.onOom == OnOom::Stop && !result.failures.empty()) {
+                    result.stopped = true;
+                    stop = true;
+                    break;
+                }
+            }
             if (initial && adopt) {
                 switch (kind) {
                 case EventKind::SegmentAlloc: {
@@ -194,6 +395,7 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
                         && top.adoptBlock(m.address[i], m.size[i], m.requestedSize[i] ? m.requestedSize[i] : m.size[i],
                             streamKey[m.stream[i]])) {
                         simAddress[a] = m.address[i];
+                        compactor.placed(a, simAddress[a]);
                         ++result.initialBlocks;
                     } else
                         ++result.initialNotAdopted;
@@ -222,18 +424,20 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
                 auto got = top.allocate(request, stream);
                 if (got) {
                     ++result.allocations;
-                    if (a != kNone)
+                    if (a != kNone) {
                         simAddress[a] = *got;
-                    if (m_options.recordAllocAddresses)
+                        compactor.placed(a, *got);
+                    }
+                    if (options.recordAllocAddresses)
                         result.allocAddresses.emplace_back(i, *got);
                     break;
                 }
                 ++result.ooms;
                 const auto& st = top.stats();
-                Bytes free = m_options.capacity == 0 ? ~Bytes(0)
-                                                     : m_options.capacity - std::min(m_options.capacity, st.reserved);
+                Bytes free = options.capacity == 0 ? ~Bytes(0)
+                                                     : options.capacity - std::min(options.capacity, st.reserved);
                 result.failures.push_back({ m.time[i], i, request, stream, st.reserved, st.allocated, free });
-                if (measured && m_options.onOom == OnOom::Stop) {
+                if (measured && options.onOom == OnOom::Stop) {
                     result.stopped = true;
                     stop = true;
                 }
@@ -266,12 +470,13 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
                 Bytes request = m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
                 StreamKey stream = streamKey[m.stream[i]];
                 top.deallocate(addr, request, stream);
+                compactor.freed(addr);
                 simAddress[a] = 0;
                 break;
             }
             case EventKind::SegmentFree:
             case EventKind::SegmentUnmap: {
-                if (!m_options.followRecorded)
+                if (!options.followRecorded)
                     break;
                 // One empty_cache() per burst of recorded releases. An OOM recovery (release_cached_blocks
                 // before the retry) and an explicit empty_cache() release the same segments (§1.10), so
@@ -291,16 +496,19 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
             }
         }
     };
-    for (int w = 0; w < m_options.warmupPasses; ++w) {
+    for (int w = 0; w < options.warmupPasses; ++w) {
         // A warm-up pass fills the cache the way earlier iterations did; what it leaves live is freed.
         pass(false);
         for (std::size_t a = 0; a < simAddress.size(); ++a)
-            if (simAddress[a] != 0 && allocs[a].allocEvent >= initialEvents) {
+            if (simAddress[a] != 0 && allocs[a].allocEvent >= firstWindowEvent) {
                 top.deallocate(simAddress[a], 0, 0);
+                compactor.freed(simAddress[a]);
                 simAddress[a] = 0;
             }
         deviceEvents = 0;
         initialEvents = 0; // the initial state is adopted once
+        skip = preWindow;
+        compactor.newPass();
         stop = false;
         std::string name = std::move(result.policy);
         result = ReplayResult {};
@@ -322,10 +530,22 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
     result.deviceCounters = sim.counters();
     if (timeline)
         result.timeline = timeline->takePoints();
-    if (m_options.keepFinalState)
+    if (options.keepFinalState)
         result.finalState = top.describeState();
     sim.setObserver(nullptr);
+    if (compactor.active() && spec.inner && !record) {
+        ReplayOptions alone = options;
+        alone.recordTimeline = alone.recordAllocAddresses = alone.recordSegmentEvents = alone.keepFinalState = false;
+        result.peakReservedWithoutCompaction = replayTrace(trace, *spec.inner, alone, nullptr).peakReserved.bytes;
+    }
     return result;
+}
+
+} // namespace
+
+ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
+{
+    return replayTrace(trace, spec, m_options, nullptr);
 }
 
 } // namespace gpumem::replay

@@ -20,6 +20,14 @@
 //   recorded segment_alloc addresses to the device as hints and treats each burst of recorded
 //   segment_free/unmap events as an empty_cache() directive (allocators.md §1.17: empty_cache is not
 //   recorded; an OOM recovery without max_split_size releases the same segments, §1.10).
+// - A policy that plans offline (needsPlan(): `optimal`) is first handed the whole request sequence:
+//   the Replayer runs the same replay once with a recorder that accepts every request and records
+//   each allocate() with its position, stream, trace event and the position of its deallocate()
+//   (RequestPlan), then replays for real.
+// - A compacting policy (compactionSchedule(): `compaction:INNER`) is compacted before the first request
+//   event at or after the start and the end of every annotation whose name matches its glob, and/or
+//   before every N-th request event of the window; the moves it returns remap the trace's live blocks.
+//   The inner policy is also replayed alone (same options) for peakReservedWithoutCompaction.
 #include "core/trace.h"
 #include "replay/adaptors/statistics_adaptor.h"
 #include "replay/adaptors/timeline_adaptor.h"
@@ -91,12 +99,29 @@ struct ReplayResult {
     std::vector<std::pair<std::uint64_t, Address>> allocAddresses; // (alloc event, simulated address)
     std::uint64_t emptyCacheDirectives = 0;
     std::optional<PolicyState> finalState;
+    // Compaction (a `compaction:INNER` policy; zero otherwise): passes run, blocks whose address changed
+    // and their requested bytes, and the inner policy's peak reserved when replayed alone.
+    std::uint64_t compactions = 0;
+    std::uint64_t blocksMoved = 0;
+    Bytes bytesMoved = 0;
+    std::optional<Bytes> peakReservedWithoutCompaction;
+    // peakReservedWithoutCompaction − peakReserved (negative when compacting cost memory); 0 without.
+    std::int64_t compactionSaving() const
+    {
+        return peakReservedWithoutCompaction
+            ? std::int64_t(*peakReservedWithoutCompaction) - std::int64_t(peakReserved.bytes)
+            : 0;
+    }
     std::uint64_t deviceCalls() const { return deviceCounters.deviceCalls(); }
 };
 
 // The device a replay uses by default: the first non-CPU device with alloc events, else the first
 // device with any; nullopt for a trace without memory events.
 std::optional<DeviceId> defaultReplayDevice(const Trace& trace);
+
+// True if `name` matches `pattern`, where `*` matches any run of characters and `?` any one (the
+// compaction policy's annotation pattern).
+bool globMatch(std::string_view pattern, std::string_view name);
 
 // Number of leading events of `device` that an importer rebuilt as the state before the window
 // (metadata "reconstruction"[i].events_before_trace for the device's ordinal); 0 if none.

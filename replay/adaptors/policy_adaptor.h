@@ -14,7 +14,7 @@ struct ReplayClock {
     std::uint64_t event = 0;
 };
 
-enum class PolicyCall : std::uint8_t { Allocate, Deallocate, RequestFree, ReleaseCached, Adopt };
+enum class PolicyCall : std::uint8_t { Allocate, Deallocate, RequestFree, ReleaseCached, Adopt, Compact };
 
 class PolicyAdaptor : public AllocatorPolicy {
 public:
@@ -68,6 +68,15 @@ private:
         bool ok = m_upstream->adoptBlock(address, size, requested, stream);
         finish(PolicyCall::Adopt, ok);
         return ok;
+    }
+    bool doNeedsPlan() const final { return m_upstream->needsPlan(); }
+    void doPlan(const RequestPlan& requests) final { m_upstream->plan(requests); }
+    const CompactionSchedule* doCompactionSchedule() const final { return m_upstream->compactionSchedule(); }
+    CompactionPass doCompact() final
+    {
+        CompactionPass pass = m_upstream->compact();
+        finish(PolicyCall::Compact, true);
+        return pass;
     }
     void finish(PolicyCall call, bool ok)
     {

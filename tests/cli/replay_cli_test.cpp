@@ -97,3 +97,26 @@ TEST(ReplayCli, ATraceWithoutMemoryEventsIsAFailureWithAReason)
     EXPECT_EQ(r.exitCode, 1);
     EXPECT_NE(r.err.find("has no memory events to replay"), std::string::npos) << r.err;
 }
+
+TEST(ReplayCli, ShowsWhatCompactionMovedAndSavesAndTheOfflinePlan)
+{
+    auto text = runCli("replay tests/data/compaction_saves.jsonl --policy pytorch --policy compaction:pytorch "
+                       "--policy optimal --policy ideal");
+    ASSERT_EQ(text.exitCode, 0) << text.err;
+    EXPECT_NE(text.out.find("compaction:pytorch: 2 compactions moved 1 block (4.00 MiB); peak reserved 100.00 MiB vs "
+                            "196.00 MiB without compaction: saves 96.00 MiB"),
+        std::string::npos)
+        << text.out;
+    auto json = nlohmann::json::parse(
+        runCli("replay tests/data/compaction_saves.jsonl --policy compaction:pytorch --policy optimal --format json")
+            .out);
+    ASSERT_EQ(json.size(), 2u);
+    EXPECT_EQ(json[0]["policy"], "compaction:pytorch");
+    EXPECT_EQ(json[0]["bytes_moved"], 4u << 20);
+    EXPECT_EQ(json[0]["compactions"], 2u);
+    EXPECT_EQ(json[0]["peak_reserved_without_compaction"], 196u << 20);
+    EXPECT_EQ(json[0]["compaction_saving"], 96 << 20);
+    EXPECT_EQ(json[1]["policy"], "optimal");
+    EXPECT_EQ(json[1]["peak_reserved"], 100u << 20); // X, then A+S+B, then S+C: never more than 100 MiB live
+    EXPECT_FALSE(json[1].contains("bytes_moved"));
+}

@@ -87,6 +87,27 @@ template <typename T> constexpr Bytes alignmentOf()
     else
         return 512;
 }
+// `optimal` is not here: it plans offline and refuses an allocate() it was not given in a plan
+// (tests/replay/optimal_policy_test.cpp runs these checks from a plan instead).
+struct CompactionPyTorch {
+    static constexpr const char* spec = "compaction:pytorch";
+};
+struct CompactionExpandable {
+    static constexpr const char* spec = "compaction[every=1000]:pytorch:expandable_segments:True";
+};
+struct CompactionDirect {
+    static constexpr const char* spec = "compaction[order=size]:direct";
+};
+
+struct CompactionBestFit {
+    static constexpr const char* spec = "compaction[every=500]:best-fit";
+};
+struct CompactionTfBfc : Aligned256 {
+    static constexpr const char* spec = "compaction[every=500,order=size]:tf-bfc";
+};
+struct CompactionBuddy {
+    static constexpr const char* spec = "compaction[every=300]:buddy";
+};
 
 template <typename T> class PolicyConformance : public ::testing::Test {
 protected:
@@ -115,7 +136,8 @@ protected:
 
 using PolicyTypes = ::testing::Types<PyTorchDefault, PyTorchExpandable, PyTorchTuned, PyTorch20, Direct, Ideal,
     FirstFit, NextFit, BestFit, WorstFit, BestFitSegments, Buddy, SizeClass, Gmlake, TfBfc, TfBfcNoGrowth, RmmPool,
-    RmmArena, RmmBinning, CudaAsync, CudaAsyncThreshold0>;
+    RmmArena, RmmBinning, CudaAsync, CudaAsyncThreshold0, CompactionPyTorch, CompactionExpandable, CompactionDirect,
+    CompactionBestFit, CompactionTfBfc, CompactionBuddy>;
 TYPED_TEST_SUITE(PolicyConformance, PolicyTypes);
 
 } // namespace
@@ -200,4 +222,43 @@ TYPED_TEST(PolicyConformance, EverythingGoesBackToTheDeviceAtTheEnd)
     EXPECT_EQ(c.mallocCalls, c.freeCalls);
     EXPECT_EQ(r.device.liveRanges(), 0u);
     EXPECT_TRUE(r.policy->describeState().segments.empty());
+}
+
+// A compaction pass (compaction:INNER; a no-op for every other policy) keeps every live block: the
+// moves name live blocks with their requests, the new layout never overlaps, requested bytes stay, and
+// everything still goes back at the end.
+TYPED_TEST(PolicyConformance, CompactionPassesKeepEveryLiveBlock)
+{
+    Rig r(TypeParam::spec);
+    int step = 0;
+    this->churn(r, 3000, 4, [&] {
+        if (++step % 97 != 0)
+            return;
+        const Bytes requested = r.policy->stats().requested;
+        CompactionPass pass = r.policy->compact();
+        auto moved = this->live;
+        Bytes bytes = 0;
+        for (const BlockMove& m : pass.moves) {
+            ASSERT_NE(m.to, 0u);
+            ASSERT_EQ(this->live.at(m.from).first, m.requested);
+            moved.erase(m.from);
+            bytes += m.requested;
+        }
+        for (const BlockMove& m : pass.moves)
+            ASSERT_TRUE(moved.emplace(m.to, std::pair(m.requested, m.stream)).second);
+        this->live = std::move(moved);
+        EXPECT_EQ(bytes, pass.bytesMoved);
+        Address end = 0;
+        for (const auto& [a, info] : this->live) {
+            ASSERT_GE(a, end) << "overlap after a compaction pass at step " << step;
+            end = a + info.first;
+        }
+        // Block sizes may change (PyTorch keeps a too-small remainder in the block); requests do not.
+        ASSERT_EQ(r.policy->stats().requested, requested);
+    });
+    for (const auto& [a, info] : this->live)
+        r.policy->deallocate(a, info.first, info.second);
+    r.policy->releaseCached();
+    EXPECT_EQ(r.policy->stats().reserved, 0u);
+    EXPECT_EQ(r.device.liveRanges(), 0u);
 }

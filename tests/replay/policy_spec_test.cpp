@@ -133,3 +133,49 @@ TEST(PyTorchConfig, NameEchoesTheEffectiveSettings)
     EXPECT_EQ(Rig("pytorch@2.0").policy->name(), "pytorch@2.0");
     EXPECT_EQ(Rig("ideal:alignment:1").policy->name(), "ideal:alignment:1");
 }
+
+TEST(CompactionSpec, WrapsAnInnerSpecWithBracketParameters)
+{
+    auto s = parsePolicySpec("compaction[every=1000, at=nccl:all_*]:pytorch:expandable_segments:True,max_split_size_mb:64");
+    EXPECT_EQ(s.policy, "compaction");
+    EXPECT_TRUE(s.options.empty());
+    ASSERT_EQ(s.params.size(), 2u);
+    EXPECT_EQ(s.params[0], ConfOption("every", "1000"));
+    EXPECT_EQ(s.params[1], ConfOption("at", "nccl:all_*")); // ':' allowed inside the brackets
+    ASSERT_TRUE(s.inner);
+    EXPECT_EQ(s.inner->policy, "pytorch");
+    EXPECT_EQ(s.inner->text, "pytorch:expandable_segments:True,max_split_size_mb:64");
+    ASSERT_EQ(s.inner->options.size(), 2u);
+    EXPECT_EQ(s.inner->options[1], ConfOption("max_split_size_mb", "64"));
+
+    auto plain = parsePolicySpec("compaction:ideal:alignment:1");
+    EXPECT_TRUE(plain.params.empty());
+    EXPECT_EQ(plain.inner->policy, "ideal");
+    EXPECT_EQ(plain.inner->options[0], ConfOption("alignment", "1"));
+    // Other policies keep PyTorch's list syntax after the colon.
+    EXPECT_EQ(parsePolicySpec("pytorch:roundup_power2_divisions:[64:8,>:2]").options[0].second, "[64:8,>:2]");
+
+    EXPECT_EQ(Rig("compaction:pytorch").policy->name(), "compaction:pytorch");
+    EXPECT_EQ(Rig("compaction[order=size,every=50]:ideal").policy->name(), "compaction[every=50,order=size]:ideal");
+    EXPECT_EQ(Rig("compaction[at=Step*]:direct").policy->name(), "compaction[at=Step*]:direct");
+    EXPECT_EQ(Rig("compaction[at=ProfilerStep*,every=9]:direct").policy->name(),
+        "compaction[at=ProfilerStep*,every=9]:direct");
+}
+
+TEST(CompactionSpec, BadSpecsSayWhatToWrite)
+{
+    EXPECT_NE(usageError("compaction").find("wraps another policy"), std::string::npos);
+    EXPECT_NE(usageError("compaction[every=10]").find("wraps another policy"), std::string::npos);
+    EXPECT_NE(usageError("compaction[every=0]:pytorch").find("positive number"), std::string::npos);
+    EXPECT_NE(usageError("compaction[every=x]:pytorch").find("positive number"), std::string::npos);
+    EXPECT_NE(usageError("compaction[often=1]:pytorch").find("valid parameters: every, at, order"), std::string::npos);
+    EXPECT_NE(usageError("compaction[order=random]:pytorch").find("valid values: address, size"), std::string::npos);
+    EXPECT_NE(usageError("compaction[every]:pytorch").find("key=value"), std::string::npos);
+    EXPECT_NE(usageError("compaction[every=1:pytorch").find("not closed"), std::string::npos);
+    EXPECT_NE(usageError("compaction[every=1]x:pytorch").find("expected ':' after ']'"), std::string::npos);
+    EXPECT_NE(usageError("compaction:optimal").find("never needs to move"), std::string::npos);
+    EXPECT_NE(usageError("compaction:tcmalloc").find("unknown policy 'tcmalloc'"), std::string::npos);
+    EXPECT_NE(usageError("compaction:pytorch:max_split:1").find("unknown pytorch option"), std::string::npos);
+    EXPECT_NE(usageError("pytorch[every=1]").find("takes no [...] parameters"), std::string::npos);
+    EXPECT_EQ(usageError("compaction:compaction[every=9]:pytorch@2.0"), "");
+}

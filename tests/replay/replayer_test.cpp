@@ -6,6 +6,8 @@
 #include "core/trace_builder.h"
 #include "replay/replayer.h"
 
+#include <nlohmann/json.hpp>
+
 using namespace gpumem;
 using namespace gpumem::replay;
 using namespace gpumem::replay::testing;
@@ -144,4 +146,28 @@ TEST(Replayer, RejectsADeviceThatDoesNotExist)
     ReplayOptions o;
     o.device = 7;
     EXPECT_THROW(Replayer(o).run(s.tb.build(), parsePolicySpec("pytorch")), UsageError);
+}
+
+TEST(Replayer, WarmupPassesKeepThePreWindowStateAndDoNotReplayItAgain)
+{
+    // Two rebuilt pre-window blocks (metadata reconstruction: 2 events before the trace), then a window
+    // that allocates 4 MiB, frees it, and leaves 2 MiB live.
+    TraceSketch s;
+    s.tb.metadata()["reconstruction"] = nlohmann::json::array({ { { "device", 0 }, { "events_before_trace", 2 } } });
+    s.alloc(0x1000, 1 * MiB);
+    s.alloc(0x2000, 3 * MiB);
+    s.alloc(0x3000, 4 * MiB);
+    s.free(0x3000, 4 * MiB);
+    s.alloc(0x4000, 2 * MiB);
+    Trace trace = s.tb.build();
+    for (const char* spec : { "ideal", "optimal", "pytorch:expandable_segments:True" }) {
+        ReplayOptions o;
+        ReplayResult cold = Replayer(o).run(trace, parsePolicySpec(spec));
+        o.warmupPasses = 2;
+        ReplayResult warm = Replayer(o).run(trace, parsePolicySpec(spec));
+        EXPECT_EQ(cold.finalAllocated, 6 * MiB) << spec;
+        EXPECT_EQ(warm.finalAllocated, 6 * MiB) << spec; // 1 + 3 once, and the window's 2 MiB of this pass
+        EXPECT_EQ(warm.peakAllocated.bytes, 8 * MiB) << spec;
+        EXPECT_EQ(warm.requestEvents, 3u) << spec; // the window only
+    }
 }
