@@ -1,6 +1,7 @@
 #include "replay/replayer.h"
 
 #include "core/error.h"
+#include "core/importer.h"
 #include "replay/policy_registry.h"
 
 #include <nlohmann/json.hpp>
@@ -154,6 +155,8 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
     std::uint64_t deviceEvents = 0;
     auto pass = [&](bool measured) {
         for (std::size_t i = 0; i < n && !stop; ++i) {
+            if ((i & 0xFFFF) == 0 && m_options.cancel && m_options.cancel->load(std::memory_order_relaxed))
+                throw Cancelled();
             if (m.device[i] != dev)
                 continue;
             const bool initial = deviceEvents < initialEvents;

@@ -44,7 +44,7 @@ TimeRange fullRangeOf(const LoadedTrace& t)
     return { s.start, s.start + TimeAxis::kMinSpanNs };
 }
 
-TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width)
+TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width, const FrameContent& content)
 {
     TimelineFrame f;
     f.range = range;
@@ -69,14 +69,19 @@ TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width)
         if (d->has(analyze::SeriesKind::Reserved))
             memory.series.push_back(toPixels(*d, analyze::SeriesKind::Reserved, range, width,
                 QString::fromStdString("reserved (" + d->reservedSource + ")"), QColor(200, 60, 50), false));
+        for (const auto& curve : content.simulated)
+            if (curve.timeline && curve.timeline->has(analyze::SeriesKind::Reserved))
+                memory.series.push_back(toPixels(*curve.timeline, analyze::SeriesKind::Reserved, range, width,
+                    "reserved (" + curve.name + ")", curve.color, false));
         for (const auto& s : memory.series)
             for (const auto& b : s.buckets)
                 if (b.valid)
                     memory.maxValue = std::max(memory.maxValue, b.max);
+        const std::size_t recordedReserved = d->has(analyze::SeriesKind::Reserved) ? 2 + (recordedAllocated ? 1 : 0) : 0;
         f.lanes.push_back(std::move(memory));
-        if (d->has(analyze::SeriesKind::Reserved)) {
+        if (recordedReserved && !content.memoryLaneOnly) {
             const auto& alloc = f.lanes[0].series[recordedAllocated ? 2 : 0].buckets;
-            const auto& res = f.lanes[0].series.back().buckets;
+            const auto& res = f.lanes[0].series[recordedReserved].buckets;
             ValueLane frag;
             frag.title = "fragmentation 1 − allocated/reserved";
             frag.fraction = true;
@@ -94,6 +99,8 @@ TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width)
             f.lanes.push_back(std::move(frag));
         }
     }
+    if (content.memoryLaneOnly)
+        return f;
     // Annotations: steps on one row, other ranges on another.
     IntervalRow steps { "steps", {} }, ranges { "annotations", {} };
     for (const auto& a : t.trace.annotations()) {
@@ -139,18 +146,26 @@ void TimelineModel::setTrace(std::shared_ptr<const LoadedTrace> trace)
     m_trace = std::move(trace);
 }
 
+void TimelineModel::setContent(FrameContent content)
+{
+    ++*m_generation;
+    m_content = std::move(content);
+    emit contentChanged();
+}
+
 void TimelineModel::request(TimeRange range, int width)
 {
     if (!m_trace)
         return;
     std::uint64_t generation = ++*m_generation;
     auto trace = m_trace;
+    auto content = m_content;
     auto current = m_generation;
     QPointer<TimelineModel> self(this);
     (void)QtConcurrent::run([=] {
         if (current->load() != generation)
             return; // overtaken before it started
-        TimelineFrame frame = computeFrame(*trace, range, width);
+        TimelineFrame frame = computeFrame(*trace, range, width, content);
         if (current->load() != generation)
             return;
         QMetaObject::invokeMethod(

@@ -1,7 +1,9 @@
 #include "gui/views/main_window.h"
 
 #include "analyze/summary_report.h"
+#include "gui/views/chart_export.h"
 #include "gui/views/timeline_view.h"
+#include "gui/views/what_if_page.h"
 
 #include <QAction>
 #include <QDragEnterEvent>
@@ -41,6 +43,14 @@ MainWindow::MainWindow(QWidget* parent)
     m_tabs = new QTabWidget(this);
     m_tabs->addTab(m_summary, "Summary");
     m_tabs->addTab(m_timeline, "Timeline");
+    m_whatIf = new WhatIfPage(this);
+    m_tabs->addTab(m_whatIf, "What-if");
+    m_timeline->setWindowTitle("timeline");
+    addChartExportActions(*m_timeline, "timeline.png");
+    // The what-if curves overlay the Timeline page's memory lane as well as the page's own chart.
+    connect(m_whatIf, &WhatIfPage::curvesChanged, this,
+        [this](std::vector<SimulatedCurve> curves) { m_timelineModel.setContent({ std::move(curves), false }); });
+    connect(&m_timelineModel, &TimelineModel::contentChanged, m_timeline, &TimelineView::refresh);
     setCentralWidget(m_tabs);
     connect(m_timeline, &TimelineView::frameRequested, &m_timelineModel, &TimelineModel::request);
     connect(&m_timelineModel, &TimelineModel::frameReady, m_timeline, &TimelineView::setFrame);
@@ -53,6 +63,17 @@ MainWindow::MainWindow(QWidget* parent)
     });
     open->setShortcut(QKeySequence::Open);
     m_recent = file->addMenu("Open &Recent");
+    file->addSeparator();
+    file->addAction("&Export Chart…", this, [this] {
+        // The current page's chart: the timeline lanes, or the what-if curves.
+        QWidget* page = m_tabs->currentWidget();
+        QWidget* chart = page == m_whatIf ? static_cast<QWidget*>(m_whatIf->chart()) : page == m_timeline ? m_timeline : nullptr;
+        if (chart)
+            exportChartInteractively(*chart, this, chart->windowTitle() + ".png");
+        else
+            statusBar()->showMessage("This page has no chart to export", 5000);
+    });
+    file->addAction("Export What-if &Table as CSV…", this, [this] { m_whatIf->exportCsvInteractively(); });
     file->addSeparator();
     file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
     rebuildRecentMenu();
@@ -93,6 +114,8 @@ bool MainWindow::showPage(const QString& name)
         m_tabs->setCurrentWidget(m_summary);
     else if (name == "timeline")
         m_tabs->setCurrentWidget(m_timeline);
+    else if (name == "what-if")
+        m_tabs->setCurrentWidget(m_whatIf);
     else
         return false;
     return true;
@@ -107,7 +130,9 @@ void MainWindow::showLoaded(const std::shared_ptr<const LoadedTrace>& t)
     m_lastError.clear();
     m_summary->setPlainText(QString::fromStdString(text.str()));
     m_timelineModel.setTrace(t);
+    m_timelineModel.setContent({});
     m_timeline->setFullRange(fullRangeOf(*t));
+    m_whatIf->setTrace(t);
     setWindowTitle(QFileInfo(t->path).fileName() + " — gpumem");
     int serious = 0;
     for (const auto& a : t->summary.anomalies)

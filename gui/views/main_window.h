@@ -15,6 +15,7 @@ class QTabWidget;
 namespace gpumem::gui {
 
 class TimelineView;
+class WhatIfPage;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -25,7 +26,8 @@ public:
     // The summary text currently shown (for tests).
     QString summaryText() const;
     TimelineView* timelineView() const { return m_timeline; }
-    // Shows a page by name: "summary" or "timeline". Returns false for an unknown name.
+    WhatIfPage* whatIfPage() const { return m_whatIf; }
+    // Shows a page by name: "summary", "timeline" or "what-if". Returns false for an unknown name.
     bool showPage(const QString& name);
     // The last load error (the importer's one-line message), empty after a successful load.
     QString statusMessage() const { return m_lastError; }
@@ -48,6 +50,7 @@ private:
     QTabWidget* m_tabs = nullptr;
     QPlainTextEdit* m_summary = nullptr;
     TimelineView* m_timeline = nullptr;
+    WhatIfPage* m_whatIf = nullptr;
     QProgressBar* m_progress = nullptr;
     QPushButton* m_cancel = nullptr;
     QMenu* m_recent = nullptr;

@@ -3,12 +3,14 @@
 #include "core/units.h"
 
 #include <QKeyEvent>
+#include <QMenu>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QPainterPath>
 #include <QWheelEvent>
 
 #include <cmath>
+#include <vector>
 
 namespace gpumem::gui {
 
@@ -28,6 +30,9 @@ TimelineView::TimelineView(QWidget* parent)
     setFocusPolicy(Qt::StrongFocus);
     setMinimumHeight(200);
     setAttribute(Qt::WA_OpaquePaintEvent);
+    // Right-drag is the rubber band: a plain right click opens the actions (chart export) in
+    // mouseReleaseEvent instead of Qt's menu on press.
+    setContextMenuPolicy(Qt::PreventContextMenu);
 }
 
 QSize TimelineView::sizeHint() const
@@ -35,6 +40,14 @@ QSize TimelineView::sizeHint() const
     int lanes = std::max<int>(2, int(m_frame.lanes.size()));
     int rows = std::max<int>(2, int(m_frame.rows.size()));
     return { 1000, kAxisHeight + lanes * kLaneHeight + rows * kRowHeight + 8 };
+}
+
+int TimelineView::laneHeight() const
+{
+    if (!m_fillHeight || m_frame.lanes.empty())
+        return kLaneHeight;
+    const int spare = height() - kAxisHeight - int(m_frame.rows.size()) * kRowHeight - 8;
+    return std::max(kLaneHeight, spare / int(m_frame.lanes.size()));
 }
 
 int TimelineView::plotWidth() const { return std::max(1, width() - kLeftMargin - 8); }
@@ -148,6 +161,8 @@ void TimelineView::mouseReleaseEvent(QMouseEvent* e)
         rangeChanged(true);
     } else if (m_dragged) {
         m_history.push(m_axis.visible());
+    } else if (e->button() == Qt::RightButton && !actions().isEmpty()) {
+        QMenu::exec(actions(), e->globalPosition().toPoint(), nullptr, this);
     } else if (e->button() == Qt::LeftButton && plotX(e->position().x()) >= 0) {
         m_selected = m_axis.toTime(plotX(e->position().x()));
         emit instantPicked(*m_selected);
@@ -222,18 +237,40 @@ void TimelineView::paintEvent(QPaintEvent*)
         p.setPen(grid);
         p.drawLine(x, kAxisHeight - 6, x, height());
         p.setPen(text);
-        p.drawText(x + 3, kAxisHeight - 8, t.label);
+        if (x + 3 + p.fontMetrics().horizontalAdvance(t.label) <= width())
+            p.drawText(x + 3, kAxisHeight - 8, t.label);
     }
+    const int laneHeight = this->laneHeight();
     int y = kAxisHeight;
     for (const auto& lane : m_frame.lanes) {
-        QRect box(kLeftMargin, y + 4, w, kLaneHeight - 8);
+        // The legend goes above the plot (wrapped onto more lines when simulated curves make it wider
+        // than the lane) so it never hides the curves near the top of the scale.
+        const int lineHeight = p.fontMetrics().height() + 2;
+        std::vector<QPoint> legendAt;
+        int lx = kLeftMargin + 8, ly = y + 8;
+        for (const auto& s : lane.series) {
+            const int itemWidth = 24 + p.fontMetrics().horizontalAdvance(s.name);
+            if (lx > kLeftMargin + 8 && lx + itemWidth > kLeftMargin + w) {
+                lx = kLeftMargin + 8;
+                ly += lineHeight;
+            }
+            legendAt.emplace_back(lx, ly);
+            lx += itemWidth;
+        }
+        const int legendHeight = lane.series.empty() ? 0 : ly + lineHeight - (y + 4);
+        QRect frameBox(kLeftMargin, y + 4, w, laneHeight - 8);
+        QRect box = frameBox.adjusted(0, legendHeight, 0, 0);
         p.setPen(grid);
-        p.drawRect(box);
+        p.drawRect(frameBox);
         p.setPen(text);
-        p.drawText(QRect(4, y + 44, kLeftMargin - 8, kLaneHeight - 60), Qt::AlignLeft | Qt::TextWordWrap, lane.title);
-        // The scale: its top value beside the top of the box, 0 beside the baseline.
-        p.drawText(QRect(4, y + 4, kLeftMargin - 8, 20), Qt::AlignRight | Qt::AlignTop, valueText(lane.maxValue, lane.fraction));
-        p.drawText(QRect(4, y + kLaneHeight - 24, kLeftMargin - 8, 20), Qt::AlignRight | Qt::AlignBottom,
+        p.drawText(QRect(4, box.top() + 24, kLeftMargin - 8, std::max(20, box.height() - 48)), Qt::AlignLeft | Qt::TextWordWrap,
+            lane.title);
+        // The scale: its top value beside the top of the plot, 0 beside the baseline.
+        p.setPen(QPen(grid, 1, Qt::DotLine));
+        p.drawLine(box.left(), box.top(), box.right(), box.top());
+        p.setPen(text);
+        p.drawText(QRect(4, box.top() - 8, kLeftMargin - 8, 20), Qt::AlignRight | Qt::AlignTop, valueText(lane.maxValue, lane.fraction));
+        p.drawText(QRect(4, box.bottom() - 18, kLeftMargin - 8, 20), Qt::AlignRight | Qt::AlignBottom,
             lane.fraction ? QString("0 %") : QString("0 B"));
         const double scale = lane.maxValue > 0 ? double(box.height()) / lane.maxValue : 0;
         for (const auto& s : lane.series) {
@@ -266,15 +303,12 @@ void TimelineView::paintEvent(QPaintEvent*)
             p.drawPath(line);
             p.setRenderHint(QPainter::Antialiasing, false);
         }
-        // Legend.
-        int lx = kLeftMargin + 8;
-        for (const auto& s : lane.series) {
-            p.fillRect(lx, y + 10, 10, 10, s.color);
+        for (std::size_t i = 0; i < lane.series.size(); ++i) {
+            p.fillRect(legendAt[i].x(), legendAt[i].y(), 10, 10, lane.series[i].color);
             p.setPen(text);
-            p.drawText(lx + 14, y + 20, s.name);
-            lx += 24 + p.fontMetrics().horizontalAdvance(s.name);
+            p.drawText(legendAt[i].x() + 14, legendAt[i].y() + 10, lane.series[i].name);
         }
-        y += kLaneHeight;
+        y += laneHeight;
     }
     for (const auto& row : m_frame.rows) {
         p.setPen(text);
