@@ -20,6 +20,7 @@ struct SimulatedCurve {
     QString name; // the policy spec, e.g. "pytorch:expandable_segments:True"
     QColor color;
     std::shared_ptr<const analyze::DeviceTimeline> timeline;
+    std::shared_ptr<const SeriesLod> reservedLod; // into timeline->reserved; optional (faster frames)
 };
 
 // What a frame shows besides the trace's own series.

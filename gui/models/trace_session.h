@@ -4,6 +4,7 @@
 #include "analyze/analysis.h"
 #include "analyze/trace_summary.h"
 #include "core/trace.h"
+#include "gui/models/series_lod.h"
 
 #include <QFutureWatcher>
 #include <QObject>
@@ -20,6 +21,9 @@ struct LoadedTrace {
     Trace trace;
     analyze::TraceSummary summary;
     analyze::Analysis analysis; // the busiest device: timeline, steps, breakdowns at the peaks
+    // Levels of detail of the analyzed device's series (points into analysis.timeline), kernels and
+    // annotations; the timeline draws through it (computeFrame builds one per frame when it is null).
+    std::shared_ptr<const TimelineLod> lod;
 };
 
 class TraceSession : public QObject {

@@ -84,7 +84,7 @@ std::vector<SimulatedCurve> WhatIfEngine::curves() const
     std::sort(ordered.begin(), ordered.end(), [](auto* a, auto* b) { return a->order < b->order; });
     std::vector<SimulatedCurve> out;
     for (const auto* r : ordered)
-        out.push_back({ r->spec, r->color, r->curve });
+        out.push_back({ r->spec, r->color, r->curve, r->reservedLod });
     return out;
 }
 
@@ -127,6 +127,7 @@ void WhatIfEngine::start(std::shared_ptr<const LoadedTrace> trace, const QString
                         options.device = trace->analysis.device;
                     out.result = replay::Replayer(options).run(trace->trace, spec);
                     out.curve = curveOf(std::move(out.result.timeline), out.result.device);
+                    out.reservedLod = std::make_shared<const SeriesLod>(out.curve->time, out.curve->reserved);
                     out.result.timeline = {};
                 } catch (const Cancelled&) {
                     cancelled = true;

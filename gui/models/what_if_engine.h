@@ -34,6 +34,7 @@ struct WhatIfResult {
     QColor color;
     replay::ReplayResult result; // its timeline moved into `curve`
     std::shared_ptr<const analyze::DeviceTimeline> curve; // time, reserved, allocated after each change
+    std::shared_ptr<const SeriesLod> reservedLod;         // into curve->reserved
 };
 
 class WhatIfEngine : public QObject {
