@@ -1,15 +1,12 @@
 // Benchmark (issue #7 acceptance): the viewer's timeline on a ~10-million-event trace. First paint
 // after the trace is loaded must take under 2 s and a pan or zoom redraw under 50 ms.
 //
-//   gui_paint_bench [TRACE] [--events N] [--moves M] [--width W] [--no-lod]
-//
-// --no-lod: without the levels of detail built at load (series_lod.h), as before them: every frame
-// then walks every point, kernel and annotation in range.
+//   gui_paint_bench [TRACE] [--events N] [--moves M] [--width W]
 // TRACE (default: the HTA DDP profiler trace in the shared public traces) is repeated until it holds
 // N (default 10,000,000) memory events: each copy is the replay device's request-level events whose
 // alloc and free are both in the window, plus its kernels and annotations, shifted by the trace's
-// span. The copy is loaded as the viewer loads a file (summary + analysis), a `pytorch` replay adds
-// one simulated reserved curve (the What-if overlay), then, offscreen:
+// span. The copy is loaded as the viewer loads a file (summary, analysis, levels of detail), a
+// `pytorch` replay adds one simulated reserved curve (the What-if overlay), then, offscreen:
 //   first paint  = computeFrame over the whole trace + TimelineView painting it into a QImage;
 //   pan / zoom   = M pans by a tenth of the width and M zooms by 1.25× about random points (in and
 //                  out), each a new frame + paint, as the view does after a mouse move or wheel step.
@@ -127,14 +124,11 @@ int main(int argc, char** argv)
     std::string path = GPUMEM_PUBLIC_TRACES "/hta/df_index_resolver.json.gz";
     std::size_t events = 10'000'000;
     int moves = 50, width = 1400;
-    bool lod = true;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--events") && i + 1 < argc)
             events = std::strtoull(argv[++i], nullptr, 10);
         else if (!std::strcmp(argv[i], "--moves") && i + 1 < argc)
             moves = std::max(1, std::atoi(argv[++i]));
-        else if (!std::strcmp(argv[i], "--no-lod"))
-            lod = false;
         else if (!std::strcmp(argv[i], "--width") && i + 1 < argc)
             width = std::max(200, std::atoi(argv[++i]));
         else
@@ -151,9 +145,8 @@ int main(int argc, char** argv)
     loaded->analysis = analyze::analyzeTrace(loaded->trace);
     const double analyzeMs = msSince(t);
     t = Clock::now();
-    if (lod)
-        loaded->lod = std::make_shared<const TimelineLod>(
-            loaded->trace, loaded->analysis.timeline.device(loaded->analysis.device), loaded->analysis.device);
+    loaded->lod = std::make_shared<const TimelineLod>(
+        loaded->trace, loaded->analysis.timeline.device(loaded->analysis.device), loaded->analysis.device);
     const double lodMs = msSince(t);
     const auto& m = loaded->trace.memory();
 
@@ -184,8 +177,7 @@ int main(int argc, char** argv)
     }
     const std::size_t curvePoints = curve->time.size();
     std::shared_ptr<const SeriesLod> curveLod;
-    if (lod)
-        curveLod = std::make_shared<const SeriesLod>(curve->time, curve->reserved);
+    curveLod = std::make_shared<const SeriesLod>(curve->time, curve->reserved);
     FrameContent content { { SimulatedCurve { "pytorch", simulatedCurveColor(0), curve, curveLod } }, false };
 
     TimelineView view;

@@ -116,9 +116,11 @@ TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width, con
             memory.series.push_back(toPixels(*d, analyze::SeriesKind::Reserved, range, width,
                 QString::fromStdString("reserved (" + d->reservedSource + ")"), QColor(200, 60, 50), false, seriesLod(analyze::SeriesKind::Reserved)));
         for (const auto& curve : content.simulated)
-            if (curve.timeline && curve.timeline->has(analyze::SeriesKind::Reserved))
+            if (curve.timeline && curve.timeline->has(analyze::SeriesKind::Reserved)) {
                 memory.series.push_back(toPixels(*curve.timeline, analyze::SeriesKind::Reserved, range, width,
                     "reserved (" + curve.name + ")", curve.color, false, curve.reservedLod.get()));
+                memory.series.back().dashed = true;
+            }
         for (const auto& s : memory.series)
             for (const auto& b : s.buckets)
                 if (b.valid)

@@ -357,7 +357,9 @@ void TimelineView::paintEvent(QPaintEvent*)
                 }
                 const int yMax = box.bottom() - int(std::lround(b.max * scale));
                 const int yLow = s.filled ? box.bottom() : box.bottom() - int(std::lround(b.min * scale));
-                band.columns.push_back({ col, std::clamp(yMax, box.top(), box.bottom()), std::clamp(yLow, box.top(), box.bottom()) });
+                // A line series' flat columns are left to its line (dashed for a simulated curve).
+                if (s.filled || yLow > yMax)
+                    band.columns.push_back({ col, std::clamp(yMax, box.top(), box.bottom()), std::clamp(yLow, box.top(), box.bottom()) });
                 QPointF pt(kLeftMargin + col, box.bottom() - b.last * scale);
                 if (previous)
                     band.segments.emplace_back(*previous, pt);
@@ -369,7 +371,7 @@ void TimelineView::paintEvent(QPaintEvent*)
         for (std::size_t i = 0; i < bands.size(); ++i) {
             // Two one-pixel cosmetic passes make a 2-pixel line: the raster engine draws those with
             // Bresenham, where a wider or antialiased pen goes through the stroker.
-            p.setPen(QPen(lane.series[i].color, 0));
+            p.setPen(QPen(lane.series[i].color, 0, lane.series[i].dashed ? Qt::DashLine : Qt::SolidLine));
             p.drawLines(bands[i].segments.data(), int(bands[i].segments.size()));
             p.translate(0, -1);
             p.drawLines(bands[i].segments.data(), int(bands[i].segments.size()));
