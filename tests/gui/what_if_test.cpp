@@ -284,3 +284,21 @@ TEST(WhatIfPage, RunsTheDefaultComparisonAndRendersItsCurves)
     EXPECT_EQ(lines[3].section(',', 0, 0), "pytorch:expandable_segments:True");
     EXPECT_EQ(lines[3].section(',', 2, 2), "671843328");
 }
+
+TEST(WhatIfPage, WarnsThatAProfilerTracesReplaysUndercount)
+{
+    const std::string path = GPUMEM_PUBLIC_TRACES "/hta/df_index_resolver.json.gz";
+    if (!std::filesystem::exists(path))
+        GTEST_SKIP() << "public traces not found at " << path;
+    WhatIfPage page;
+    page.setTrace(load(path));
+    page.setSelectedSpecs({ "ideal" });
+    QSignalSpy finished(&page, &WhatIfPage::finished);
+    ASSERT_TRUE(page.run());
+    ASSERT_TRUE(finished.wait(60000));
+    // `gpumem replay` prints the same figure: the recorded Total Allocated before the first event.
+    EXPECT_TRUE(page.statusText().contains("Note: 3.82 GiB was already allocated when this profiler trace began"))
+        << page.statusText().toStdString();
+    ASSERT_EQ(page.table().rowCount(), 2);
+    EXPECT_EQ(page.table().index(0, ComparisonTableModel::Policy).data().toString(), "recorded (counter: Total Reserved)");
+}
