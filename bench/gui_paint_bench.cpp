@@ -25,9 +25,9 @@
 #include <QPainter>
 
 #include <algorithm>
-#include <ctime>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -221,16 +221,19 @@ int main(int argc, char** argv)
     auto line = [&](const char* what, const std::vector<double>& compute, const std::vector<double>& paint,
                     const std::vector<double>& total) {
         const Stats c = stats(compute), p = stats(paint), s = stats(total);
-        std::printf("%-12s compute %7.1f / %7.1f   paint %6.1f / %6.1f   total %7.1f / %7.1f ms   total = %.2fx baseline\n",
+        std::printf(
+            "%-12s compute %7.1f / %7.1f   paint %6.1f / %6.1f   total %7.1f / %7.1f ms   total = %.2fx baseline\n",
             what, c.median, c.p95, p.median, p.p95, s.median, s.p95, s.median / base);
     };
     std::printf("trace        %s repeated: %zu memory events, %zu kernels, %zu annotations; plot %d px wide\n",
-        path.c_str(), m.count(), loaded->trace.kernels().size(), loaded->trace.annotations().size(), view.axis().width());
-    std::printf("load         repeat+build %.0f ms, summary+analysis %.0f ms, levels of detail %.0f ms; pytorch replay %.0f ms (%zu curve points)\n",
+        path.c_str(), m.count(), loaded->trace.kernels().size(), loaded->trace.annotations().size(),
+        view.axis().width());
+    std::printf("load         repeat+build %.0f ms, summary+analysis %.0f ms, levels of detail %.0f ms; pytorch replay "
+                "%.0f ms (%zu curve points)\n",
         buildMs, analyzeMs, lodMs, replayMs, curvePoints);
     std::printf("baseline     one pass over the events' time and size: %.1f ms (median of 5)\n", base);
-    std::printf("first paint  compute %.1f ms + paint %.1f ms = %.1f ms (target < 2000 ms) = %.2fx baseline\n", firstCompute,
-        firstPaint, firstCompute + firstPaint, (firstCompute + firstPaint) / base);
+    std::printf("first paint  compute %.1f ms + paint %.1f ms = %.1f ms (target < 2000 ms) = %.2fx baseline\n",
+        firstCompute, firstPaint, firstCompute + firstPaint, (firstCompute + firstPaint) / base);
     std::printf("%d moves     median / p95 (target < 50 ms)\n", moves);
     line("pan", panCompute, panPaint, panTotal);
     line("zoom", zoomCompute, zoomPaint, zoomTotal);

@@ -81,7 +81,10 @@ void ComparisonTableModel::clearResults()
     endRemoveRows();
 }
 
-void ComparisonTableModel::writeCsv(std::ostream& out) const { analyze::writeReplayTable(m_results, "csv", m_start, out); }
+void ComparisonTableModel::writeCsv(std::ostream& out) const
+{
+    analyze::writeReplayTable(m_results, "csv", m_start, out);
+}
 
 int ComparisonTableModel::rowCount(const QModelIndex& parent) const
 {
@@ -150,7 +153,8 @@ QVariant ComparisonTableModel::data(const QModelIndex& index, int role) const
     if (role == RawRole)
         return raw(row, column);
     if (role == Qt::TextAlignmentRole)
-        return column == Policy ? QVariant(int(Qt::AlignLeft | Qt::AlignVCenter)) : QVariant(int(Qt::AlignRight | Qt::AlignVCenter));
+        return column == Policy ? QVariant(int(Qt::AlignLeft | Qt::AlignVCenter))
+                                : QVariant(int(Qt::AlignRight | Qt::AlignVCenter));
     if (role == Qt::DecorationRole && column == Policy)
         return recordedRow ? QColor(200, 60, 50) : m_colors[std::size_t(row - (m_recorded ? 1 : 0))];
     if (role == Qt::ToolTipRole && column == Policy && !recordedRow)

@@ -16,15 +16,15 @@ class ComparisonTableModel : public QAbstractTableModel {
     Q_OBJECT
 public:
     enum Column {
-        Policy,        // the spec; DecorationRole: its curve's colour
-        PeakReserved,  // bytes
-        VsRecorded,    // peak reserved / the recorded peak reserved − 1 (a signed fraction)
-        VsIdeal,       // peak reserved / the ideal's (the `ideal` row if run, else max live bytes)
+        Policy, // the spec; DecorationRole: its curve's colour
+        PeakReserved, // bytes
+        VsRecorded, // peak reserved / the recorded peak reserved − 1 (a signed fraction)
+        VsIdeal, // peak reserved / the ideal's (the `ideal` row if run, else max live bytes)
         PeakAllocated, // bytes
-        WasteAtPeak,   // 1 − allocated/reserved when reserved first peaked (PyTorch; allocators.md §5.4)
-        DeviceCalls,   // cudaMalloc + cudaFree (+ map/unmap); recorded: segment events
-        Ooms,          // failed requests
-        FirstOom,      // time of the first, relative to the trace start
+        WasteAtPeak, // 1 − allocated/reserved when reserved first peaked (PyTorch; allocators.md §5.4)
+        DeviceCalls, // cudaMalloc + cudaFree (+ map/unmap); recorded: segment events
+        Ooms, // failed requests
+        FirstOom, // time of the first, relative to the trace start
         ColumnCount
     };
     // Qt::UserRole gives each cell's raw value: qulonglong bytes/counts, double ratios and fractions,

@@ -6,12 +6,12 @@
 namespace gpumem::gui {
 
 namespace {
-    template <typename Range>
-    void summarize(std::span<const Bytes> v, std::size_t k, std::vector<Range>& out)
+    template <typename Range> void summarize(std::span<const Bytes> v, std::size_t k, std::vector<Range>& out)
     {
         out.resize(v.size() / k); // only whole blocks: a partial last block is walked point by point
         for (std::size_t b = 0; b < out.size(); ++b) {
-            const auto [lo, hi] = std::minmax_element(v.begin() + std::ptrdiff_t(b * k), v.begin() + std::ptrdiff_t((b + 1) * k));
+            const auto [lo, hi]
+                = std::minmax_element(v.begin() + std::ptrdiff_t(b * k), v.begin() + std::ptrdiff_t((b + 1) * k));
             out[b] = { *lo, *hi };
         }
     }
@@ -39,7 +39,8 @@ std::vector<analyze::Bucket> SeriesLod::buckets(TimeNs begin, TimeNs end, std::s
     out.resize(n);
     const std::size_t count = m_values.size();
     const double width = static_cast<double>(end - begin) / static_cast<double>(n);
-    std::size_t i = static_cast<std::size_t>(std::lower_bound(m_time.begin(), m_time.begin() + std::ptrdiff_t(count), begin) - m_time.begin());
+    std::size_t i = static_cast<std::size_t>(
+        std::lower_bound(m_time.begin(), m_time.begin() + std::ptrdiff_t(count), begin) - m_time.begin());
     bool have = i > 0;
     Bytes current = have ? m_values[i - 1] : 0;
     for (std::size_t b = 0; b < n; ++b) {
@@ -100,12 +101,14 @@ TimelineLod::TimelineLod(const Trace& trace, const analyze::DeviceTimeline* d, D
 {
     using analyze::SeriesKind;
     if (d)
-        for (SeriesKind kind : { SeriesKind::Allocated, SeriesKind::Active, SeriesKind::Reserved, SeriesKind::RecordedAllocated })
+        for (SeriesKind kind :
+            { SeriesKind::Allocated, SeriesKind::Active, SeriesKind::Reserved, SeriesKind::RecordedAllocated })
             if (d->has(kind))
                 m_series.emplace_back(kind, SeriesLod(d->time, d->column(kind)));
     const auto annotations = trace.annotations();
     for (std::size_t i = 0; i < annotations.size(); ++i)
-        (annotations[i].kind == AnnotationKind::Step ? steps : ranges).add(std::uint32_t(i), annotations[i].start, annotations[i].end);
+        (annotations[i].kind == AnnotationKind::Step ? steps : ranges)
+            .add(std::uint32_t(i), annotations[i].start, annotations[i].end);
     steps.finish();
     ranges.finish();
     const auto kernels = trace.kernels();
@@ -122,7 +125,8 @@ TimelineLod::TimelineLod(const Trace& trace, const analyze::DeviceTimeline* d, D
     }
     for (auto& lane : kernelStreams)
         lane.finish();
-    std::sort(kernelStreams.begin(), kernelStreams.end(), [](const IntervalLane& a, const IntervalLane& b) { return a.stream < b.stream; });
+    std::sort(kernelStreams.begin(), kernelStreams.end(),
+        [](const IntervalLane& a, const IntervalLane& b) { return a.stream < b.stream; });
 }
 
 const SeriesLod* TimelineLod::series(analyze::SeriesKind kind) const

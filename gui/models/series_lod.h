@@ -41,9 +41,9 @@ private:
 // into one box anyway). O(boxes + pixels) · log n per row instead of O(intervals in range).
 struct IntervalLane {
     std::vector<std::uint32_t> items; // indexes into Trace::kernels() or annotations(), by start
-    std::vector<TimeNs> start, end;   // of each item, in the same order
-    std::vector<TimeNs> maxEnd;       // max(end[0..i]), non-decreasing
-    StreamId stream = 0;              // kernel rows
+    std::vector<TimeNs> start, end; // of each item, in the same order
+    std::vector<TimeNs> maxEnd; // max(end[0..i]), non-decreasing
+    StreamId stream = 0; // kernel rows
     void add(std::uint32_t item, TimeNs s, TimeNs e) { items.push_back(item), start.push_back(s), end.push_back(e); }
     void finish(); // sorts by start and fills maxEnd
 };

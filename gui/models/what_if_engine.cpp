@@ -22,8 +22,8 @@ QStringList policySpecsFromText(const QString& text)
             continue;
         const QString name = entry.section(QRegularExpression("[:@]"), 0, 0).trimmed();
         const auto& policies = replay::registeredPolicies();
-        const bool known = std::any_of(
-            policies.begin(), policies.end(), [&](const replay::PolicyInfo& p) { return name == QString::fromStdString(p.name); });
+        const bool known = std::any_of(policies.begin(), policies.end(),
+            [&](const replay::PolicyInfo& p) { return name == QString::fromStdString(p.name); });
         specs.push_back(known ? entry : "pytorch:" + entry);
     }
     return specs;
@@ -31,8 +31,8 @@ QStringList policySpecsFromText(const QString& text)
 
 QColor simulatedCurveColor(int index)
 {
-    static const QColor colors[] = { QColor(230, 130, 0), QColor(0, 150, 150), QColor(170, 60, 200), QColor(110, 110, 110),
-        QColor(210, 40, 140), QColor(120, 160, 0), QColor(140, 90, 40), QColor(0, 90, 200) };
+    static const QColor colors[] = { QColor(230, 130, 0), QColor(0, 150, 150), QColor(170, 60, 200),
+        QColor(110, 110, 110), QColor(210, 40, 140), QColor(120, 160, 0), QColor(140, 90, 40), QColor(0, 90, 200) };
     return colors[static_cast<std::size_t>(index) % std::size(colors)];
 }
 

@@ -29,12 +29,12 @@ QStringList policySpecsFromText(const QString& text);
 QColor simulatedCurveColor(int index);
 
 struct WhatIfResult {
-    QString spec;  // as requested
+    QString spec; // as requested
     int order = 0; // its position in the request (the colour index)
     QColor color;
     replay::ReplayResult result; // its timeline moved into `curve`
     std::shared_ptr<const analyze::DeviceTimeline> curve; // time, reserved, allocated after each change
-    std::shared_ptr<const SeriesLod> reservedLod;         // into curve->reserved
+    std::shared_ptr<const SeriesLod> reservedLod; // into curve->reserved
 };
 
 class WhatIfEngine : public QObject {

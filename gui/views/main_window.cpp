@@ -65,11 +65,12 @@ MainWindow::MainWindow(QWidget* parent)
     m_recent = file->addMenu("Open &Recent");
     file->addSeparator();
     file->addAction("&Export Chart…", this, [this] {
-        // The current page's chart: the timeline lanes, or the what-if curves.
+        // The current page's chart: the what-if curves on the What-if page, the page itself elsewhere
+        // (the timeline lanes, and any chart page added later); the summary is text.
         QWidget* page = m_tabs->currentWidget();
-        QWidget* chart = page == m_whatIf ? static_cast<QWidget*>(m_whatIf->chart()) : page == m_timeline ? m_timeline : nullptr;
+        QWidget* chart = page == m_whatIf ? static_cast<QWidget*>(m_whatIf->chart()) : page == m_summary ? nullptr : page;
         if (chart)
-            exportChartInteractively(*chart, this, chart->windowTitle() + ".png");
+            exportChartInteractively(*chart, this, (chart->windowTitle().isEmpty() ? QString("chart") : chart->windowTitle()) + ".png");
         else
             statusBar()->showMessage("This page has no chart to export", 5000);
     });

@@ -111,9 +111,8 @@ WhatIfPage::WhatIfPage(QWidget* parent)
     connect(m_exportCsv, &QPushButton::clicked, this, &WhatIfPage::exportCsvInteractively);
     connect(m_specText, &QLineEdit::returnPressed, this, [this] { run(); });
     connect(&m_engine, &WhatIfEngine::resultReady, this, &WhatIfPage::resultArrived);
-    connect(&m_engine, &WhatIfEngine::failed, this, [this](const QString& spec, const QString& message) {
-        m_failures << spec + ": " + message;
-    });
+    connect(&m_engine, &WhatIfEngine::failed, this,
+        [this](const QString& spec, const QString& message) { m_failures << spec + ": " + message; });
     connect(&m_engine, &WhatIfEngine::finished, this, &WhatIfPage::runEnded);
     setSelectedSpecs(defaultSpecs());
 }
@@ -132,7 +131,8 @@ void WhatIfPage::setTrace(std::shared_ptr<const LoadedTrace> trace)
     if (m_trace)
         m_chart->setFullRange(fullRangeOf(*m_trace));
     m_exportCsv->setEnabled(false);
-    m_openingAllocated = m_trace && !m_trace->analysis.empty ? replay::openingAllocated(m_trace->trace, m_trace->analysis.device) : 0;
+    m_openingAllocated
+        = m_trace && !m_trace->analysis.empty ? replay::openingAllocated(m_trace->trace, m_trace->analysis.device) : 0;
     m_status->setText(m_trace ? "Choose policies and run." : "Open a trace, choose policies and run.");
     emit curvesChanged({});
 }
@@ -192,7 +192,8 @@ bool WhatIfPage::run()
     m_run->setEnabled(false);
     m_cancel->setEnabled(true);
     m_exportCsv->setEnabled(false);
-    m_status->setText(QString("Replaying %1 policies on %2 memory events…").arg(specs.size()).arg(m_trace->summary.memoryEvents));
+    m_status->setText(
+        QString("Replaying %1 policies on %2 memory events…").arg(specs.size()).arg(m_trace->summary.memoryEvents));
     return true;
 }
 

@@ -22,7 +22,8 @@ std::shared_ptr<LoadedTrace> loadPublic(const std::string& relative)
     t->trace = loadTrace(path);
     t->summary = analyze::summarize(t->trace);
     t->analysis = analyze::analyzeTrace(t->trace);
-    t->lod = std::make_shared<const TimelineLod>(t->trace, t->analysis.timeline.device(t->analysis.device), t->analysis.device);
+    t->lod = std::make_shared<const TimelineLod>(
+        t->trace, t->analysis.timeline.device(t->analysis.device), t->analysis.device);
     return t;
 }
 } // namespace
@@ -73,14 +74,16 @@ TEST(TimelineLod, KernelBoxesCoverEveryPixelAKernelCovers)
         GTEST_SKIP() << "public traces not found at " << GPUMEM_PUBLIC_TRACES;
     const TimeRange full = fullRangeOf(*t);
     const int width = 1200;
-    for (TimeRange range : { full, TimeRange { full.start + full.length() / 3, full.start + full.length() / 3 + full.length() / 50 } }) {
+    for (TimeRange range :
+        { full, TimeRange { full.start + full.length() / 3, full.start + full.length() / 3 + full.length() / 50 } }) {
         TimelineFrame frame = computeFrame(*t, range, width);
         TimeAxis axis(range, width);
         axis.setVisible(range);
         std::size_t kernelRows = 0;
         for (const auto& lane : t->lod->kernelStreams) {
             const QString title = "stream " + QString::number(t->trace.streams()[lane.stream].handle);
-            auto row = std::find_if(frame.rows.begin(), frame.rows.end(), [&](const IntervalRow& r) { return r.title == title; });
+            auto row = std::find_if(
+                frame.rows.begin(), frame.rows.end(), [&](const IntervalRow& r) { return r.title == title; });
             ASSERT_NE(row, frame.rows.end()) << title.toStdString();
             ++kernelRows;
             std::vector<char> byKernels(width, 0), byBoxes(width, 0);
@@ -92,7 +95,8 @@ TEST(TimelineLod, KernelBoxesCoverEveryPixelAKernelCovers)
                 const Kernel& k = t->trace.kernels()[i];
                 if (k.end < range.start || k.start >= range.end)
                     continue;
-                mark(byKernels, std::max(0.0, axis.toX(k.start)), std::min(double(width), axis.toX(std::max(k.end, k.start + 1))));
+                mark(byKernels, std::max(0.0, axis.toX(k.start)),
+                    std::min(double(width), axis.toX(std::max(k.end, k.start + 1))));
             }
             for (const auto& b : row->boxes)
                 mark(byBoxes, b.x0, b.x1);

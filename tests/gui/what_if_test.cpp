@@ -42,11 +42,13 @@ std::shared_ptr<const LoadedTrace> load(const std::string& path)
 void feedTable(WhatIfEngine& engine, ComparisonTableModel& table, const LoadedTrace& trace)
 {
     table.setTrace(trace);
-    QObject::connect(&engine, &WhatIfEngine::resultReady, &table, [&engine, &table](int i) { table.addResult(engine.results()[std::size_t(i)]); });
+    QObject::connect(&engine, &WhatIfEngine::resultReady, &table,
+        [&engine, &table](int i) { table.addResult(engine.results()[std::size_t(i)]); });
 }
 
 // Runs `specs` through the engine and waits for the batch to end.
-bool runAll(WhatIfEngine& engine, const std::shared_ptr<const LoadedTrace>& trace, const QStringList& specs, Bytes capacity = 0)
+bool runAll(
+    WhatIfEngine& engine, const std::shared_ptr<const LoadedTrace>& trace, const QStringList& specs, Bytes capacity = 0)
 {
     QSignalSpy done(&engine, &WhatIfEngine::finished);
     engine.start(trace, specs, capacity);
@@ -119,7 +121,8 @@ TEST(WhatIfEngine, TableValuesEqualTheReplayersOnAMicroTrace)
         const int row = i + 1;
         EXPECT_EQ(table.index(row, ComparisonTableModel::Policy).data().toString().toStdString(), specs[i]);
         EXPECT_EQ(raw(row, ComparisonTableModel::PeakReserved).toULongLong(), expected.peakReserved.bytes) << specs[i];
-        EXPECT_EQ(raw(row, ComparisonTableModel::PeakAllocated).toULongLong(), expected.peakAllocated.bytes) << specs[i];
+        EXPECT_EQ(raw(row, ComparisonTableModel::PeakAllocated).toULongLong(), expected.peakAllocated.bytes)
+            << specs[i];
         EXPECT_DOUBLE_EQ(raw(row, ComparisonTableModel::WasteAtPeak).toDouble(), expected.atPeak.waste()) << specs[i];
         EXPECT_EQ(raw(row, ComparisonTableModel::DeviceCalls).toULongLong(), expected.deviceCalls()) << specs[i];
         EXPECT_EQ(raw(row, ComparisonTableModel::Ooms).toULongLong(), expected.ooms) << specs[i];
@@ -168,8 +171,8 @@ TEST(WhatIfEngine, CapacityFailuresShowAsOomsWithTheirTime)
     ASSERT_EQ(table.rowCount(), 2);
     EXPECT_EQ(table.index(1, ComparisonTableModel::Ooms).data(ComparisonTableModel::RawRole).toULongLong(), 1u);
     EXPECT_EQ(table.index(1, ComparisonTableModel::FirstOom).data(ComparisonTableModel::RawRole).toLongLong(), 3500);
-    EXPECT_EQ(table.index(1, ComparisonTableModel::FirstOom).data().toString().toStdString(),
-        "+" + formatSeconds(3500));
+    EXPECT_EQ(
+        table.index(1, ComparisonTableModel::FirstOom).data().toString().toStdString(), "+" + formatSeconds(3500));
 }
 
 TEST(WhatIfEngine, CancelDropsTheRunningBatch)
@@ -300,5 +303,6 @@ TEST(WhatIfPage, WarnsThatAProfilerTracesReplaysUndercount)
     EXPECT_TRUE(page.statusText().contains("Note: 3.82 GiB was already allocated when this profiler trace began"))
         << page.statusText().toStdString();
     ASSERT_EQ(page.table().rowCount(), 2);
-    EXPECT_EQ(page.table().index(0, ComparisonTableModel::Policy).data().toString(), "recorded (counter: Total Reserved)");
+    EXPECT_EQ(
+        page.table().index(0, ComparisonTableModel::Policy).data().toString(), "recorded (counter: Total Reserved)");
 }
