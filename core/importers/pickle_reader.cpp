@@ -148,6 +148,23 @@ public:
         }
         m_arena.insert(m_arena.end(), begin, end);
     }
+    bool empty(std::uint64_t container) const { return m_records[container].first == kNone; }
+    // The items of a container that has exactly one chunk, as (start, count) in the arena.
+    std::pair<std::uint64_t, std::uint64_t> singleChunk(std::uint64_t container) const
+    {
+        const Chunk& c = m_chunks[m_records[container].first];
+        return { c.start, c.length };
+    }
+    // Gives the empty `container` the items at arena [start, start + count), which `from` holds
+    // (a repeated list of memo references): no copy. The chunk is the container's own record, so
+    // either container may still grow without changing the other.
+    void share(std::uint64_t container, std::uint64_t start, std::uint64_t count, std::uint64_t from)
+    {
+        m_chunks.push_back(Chunk { start, count, kNone });
+        Record& r = m_records[container];
+        r.first = r.last = m_chunks.size() - 1;
+        r.sameAs = from;
+    }
     // Reserving address space is free; only the pages written are touched.
     void reserve(std::size_t items, std::size_t containers)
     {
@@ -178,6 +195,13 @@ public:
                 doc.m_spans[c] = { start, m_arena.size() - start };
             }
         }
+        // Two containers with the same span have the same items: the later one takes the identity
+        // of the one it shared them with (which never shares itself, so there are no chains).
+        doc.m_identity.resize(m_records.size());
+        for (std::size_t c = 0; c < m_records.size(); ++c) {
+            const std::uint64_t from = m_records[c].sameAs;
+            doc.m_identity[c] = from != kNone && doc.m_spans[from] == doc.m_spans[c] ? from : c;
+        }
         doc.m_items = std::move(m_arena);
     }
 
@@ -185,6 +209,7 @@ private:
     struct Record {
         std::uint64_t first = kNone;
         std::uint64_t last = kNone;
+        std::uint64_t sameAs = kNone; // the container whose items share() gave this one
     };
     struct Chunk {
         std::uint64_t start;
@@ -197,6 +222,37 @@ private:
 };
 
 namespace {
+    // The parser's value stack: a vector whose push stays inline (std::vector::push_back was not
+    // inlined into the opcode loop and cost an out-of-line call per pushed value); growth is a cold call.
+    class ValueStack {
+    public:
+        // By value: DUP pushes the top itself, which grow() would free before the copy (found by
+        // the fuzzer).
+        [[gnu::always_inline]] void push_back(PickleValue v)
+        {
+            if (m_size == m_storage.size()) [[unlikely]]
+                grow();
+            m_storage[m_size++] = v;
+        }
+        void pop_back() { --m_size; }
+        PickleValue& back() { return m_storage[m_size - 1]; }
+        const PickleValue& back() const { return m_storage[m_size - 1]; }
+        PickleValue& operator[](std::size_t i) { return m_storage[i]; }
+        const PickleValue* data() const { return m_storage.data(); }
+        std::size_t size() const { return m_size; }
+        bool empty() const { return m_size == 0; }
+        void resize(std::size_t n) // shrinks only (MARK positions are never above the top)
+        {
+            m_size = std::min(m_size, n);
+        }
+        void reserve(std::size_t n) { m_storage.resize(std::max(n, m_storage.size())); }
+
+    private:
+        [[gnu::noinline]] void grow() { m_storage.resize(std::max<std::size_t>(64, m_storage.size() * 2)); }
+        std::vector<PickleValue> m_storage;
+        std::size_t m_size = 0;
+    };
+
     // A memo slot never stored (kind values above PickleKind::Set are not used by values).
     constexpr PickleValue kUnsetMemo { static_cast<PickleKind>(0xff), 0, 0 };
 }
@@ -404,6 +460,8 @@ public:
                 // A run of memo GETs (a frames list is hundreds of them, BINGET and LONG_BINGET mixed
                 // at random): decoded in this loop without a branch on the opcode, which a dispatch
                 // per opcode would mispredict about half the time.
+                if (listOfMemoReferences())
+                    break;
                 m_pos = m_opOffset;
                 do {
                     m_opOffset = m_pos;
@@ -609,6 +667,8 @@ private:
             m_memo.resize(index + 1, kUnsetMemo);
         if (m_memo[index].kind == kUnsetMemo.kind)
             ++m_memoCount;
+        else
+            ++m_memoGeneration; // a memo slot is overwritten: lists seen before may now mean other items
         m_memo[index] = v;
     }
     [[gnu::always_inline]] void get(std::uint64_t index)
@@ -618,15 +678,175 @@ private:
         push(m_memo[index]);
     }
 
+    // A list filled by one APPENDS of memo GETs only (MARK, GET…, APPENDS on an empty list): how
+    // PyTorch's frames lists look, each a fresh list of memoized frame dicts, most of them repeats.
+    // The GET opcodes' bytes identify the items (with the memo unchanged since), so a repeat shares
+    // the items of the first occurrence: no stack pushes, no copy, and the importer sees the shared
+    // identity and resolves the list once.
+    // Decoding GETs one by one is a chain of dependent loads (each opcode's width decides where the
+    // next one starts), so a repeat is found without decoding it: a list of ≥ kKeyBytes bytes is
+    // keyed by its first kKeyBytes bytes, read as they are; a shorter one (decoded, it is short) by
+    // all of its bytes. A candidate matches when its bytes compare equal here and are followed by
+    // APPENDS: decoding equal bytes from the same start gives the same opcodes, so that is the same
+    // list (and a list cannot match a longer or shorter one, whose opcode at that place differs).
+    // Returns false (nothing consumed) when the opcodes here do not have that shape; a first
+    // occurrence is parsed as usual and remembered. Linear: a lookup compares at most
+    // kMaxCandidates candidates, each at most as long as the list it matches.
+    struct MemoList {
+        std::uint64_t hash = 0;
+        std::size_t offset = 0; // the GET opcodes' bytes in the pickle
+        std::size_t length = 0; // 0 = empty slot
+        std::uint64_t memoGeneration = 0;
+        std::uint64_t itemsStart = 0, itemsCount = 0; // in the container store's arena
+        std::uint64_t container = 0;
+    };
+    static constexpr std::size_t kKeyBytes = 64;
+    static constexpr int kMaxCandidates = 32;
+    static constexpr std::uint64_t kShortList = 0x5bd1e995u; // mixed into the key of a short list
+    bool listOfMemoReferences()
+    {
+        if (m_marks.empty() || m_marks.back() != m_stack.size() || m_stack.empty()
+            || m_stack.back().kind != PickleKind::List || !m_store.empty(m_stack.back().bits))
+            return false;
+        const std::size_t offset = m_opOffset;
+        const std::uint64_t container = m_stack.back().bits;
+        if (2 * (m_listCount + 1) > m_lists.size()) {
+            std::vector<MemoList> old(std::max<std::size_t>(256, m_lists.size() * 2));
+            old.swap(m_lists);
+            for (const MemoList& l : old)
+                if (l.length != 0)
+                    *freeListSlot(l.hash) = l;
+        }
+        int candidates = 0;
+        // A repeat of a long list, found by its first bytes without decoding them.
+        if (m_size - offset > kKeyBytes) {
+            if (const MemoList* l = findList(hashBytes(m_data + offset, kKeyBytes), offset, candidates))
+                return shareList(*l, container, offset);
+        }
+        // Decode up to kKeyBytes: a short list ends before.
+        std::size_t p = offset;
+        bool whole = false;
+        while (p - offset < kKeyBytes) {
+            if (p < m_size && (m_data[p] | 2) == 0x6a) {
+                const std::size_t width = m_data[p] == 0x6a ? 5 : 2;
+                if (m_size - p < width)
+                    return false;
+                p += width;
+                continue;
+            }
+            if (p >= m_size || m_data[p] != 0x65) // APPENDS
+                return false;
+            whole = true;
+            break;
+        }
+        std::uint64_t h = 0;
+        if (whole) {
+            candidates = 0;
+            h = hashBytes(m_data + offset, p - offset) ^ kShortList;
+            if (const MemoList* l = findList(h, offset, candidates))
+                return shareList(*l, container, offset);
+        } else {
+            h = hashBytes(m_data + offset, kKeyBytes);
+        }
+        // Not seen before: find the end, then push the items (checking each memo index) and APPENDS.
+        while (!whole) {
+            if (p < m_size && (m_data[p] | 2) == 0x6a) {
+                const std::size_t width = m_data[p] == 0x6a ? 5 : 2;
+                if (m_size - p < width)
+                    return false;
+                p += width;
+                continue;
+            }
+            if (p >= m_size || m_data[p] != 0x65)
+                return false; // not only GETs: the usual path parses it
+            whole = true;
+        }
+        const std::size_t mark = m_marks.back();
+        m_pos = offset;
+        while (m_pos < p) {
+            m_opOffset = m_pos;
+            const bool isLong = m_data[m_pos] == 0x6a;
+            ++m_pos;
+            get(isLong ? readLE(4) : readU8());
+        }
+        m_opOffset = p;
+        m_marks.pop_back();
+        appendFromStack(container, mark);
+        m_pos = p + 1;
+        if (candidates <= kMaxCandidates) {
+            const auto [start, count] = m_store.singleChunk(container);
+            *freeListSlot(h) = MemoList { h, offset, p - offset, m_memoGeneration, start, count, container };
+            ++m_listCount;
+        }
+        return true;
+    }
+    // The remembered list with key `h` whose bytes are here, followed by APPENDS; nullptr if none.
+    // `candidates` counts the lists with this key that were compared (at most kMaxCandidates + 1).
+    const MemoList* findList(std::uint64_t h, std::size_t offset, int& candidates) const
+    {
+        const std::size_t mask = m_lists.size() - 1;
+        for (std::size_t i = h & mask; m_lists[i].length != 0; i = (i + 1) & mask) {
+            const MemoList& l = m_lists[i];
+            if (l.hash != h)
+                continue;
+            if (++candidates > kMaxCandidates)
+                return nullptr; // many lists with this key (or a hostile file): parse this one as usual
+            if (l.memoGeneration == m_memoGeneration && m_size - offset > l.length && m_data[offset + l.length] == 0x65
+                && std::memcmp(m_data + l.offset, m_data + offset, l.length) == 0)
+                return &l;
+        }
+        return nullptr;
+    }
+    bool shareList(const MemoList& l, std::uint64_t container, std::size_t offset)
+    {
+        m_store.share(container, l.itemsStart, l.itemsCount, l.container);
+        m_marks.pop_back();
+        m_pos = offset + l.length + 1;
+        return true;
+    }
+    static std::uint64_t hashBytes(const unsigned char* p, std::size_t n)
+    {
+        constexpr std::uint64_t kMul = 0x9e3779b97f4a7c15ULL;
+        std::uint64_t a = n * kMul, b = 0x632be59bd9b4e019ULL;
+        std::size_t i = 0;
+        for (; i + 16 <= n; i += 16) { // two lanes: the multiplies do not wait on each other
+            std::uint64_t x, y;
+            std::memcpy(&x, p + i, 8);
+            std::memcpy(&y, p + i + 8, 8);
+            a = (a ^ x) * kMul;
+            b = (b ^ y) * kMul;
+            a ^= a >> 29;
+            b ^= b >> 31;
+        }
+        for (; i < n; ++i)
+            a = ((a ^ p[i]) * kMul) ^ (a >> 29);
+        std::uint64_t h = a ^ std::rotl(b, 23);
+        h ^= h >> 33; // fmix64 (MurmurHash3): the table uses the low bits
+        h *= 0xff51afd7ed558ccdULL;
+        h ^= h >> 33;
+        return h;
+    }
+    MemoList* freeListSlot(std::uint64_t h)
+    {
+        const std::size_t mask = m_lists.size() - 1;
+        std::size_t i = h & mask;
+        while (m_lists[i].length != 0)
+            i = (i + 1) & mask;
+        return &m_lists[i];
+    }
+
     PickleDocument& m_doc;
     const unsigned char* m_data;
     std::size_t m_size;
     std::size_t m_pos = 0;
     std::size_t m_opOffset = 0;
-    std::vector<PickleValue> m_stack;
+    ValueStack m_stack;
     std::vector<std::size_t> m_marks;
     std::vector<PickleValue> m_memo;
     std::uint64_t m_memoCount = 0;
+    std::uint64_t m_memoGeneration = 0; // counts overwritten memo slots
+    std::vector<MemoList> m_lists; // open addressing, power-of-two size, at most half full
+    std::size_t m_listCount = 0;
     PickleContainerStore m_store;
 };
 

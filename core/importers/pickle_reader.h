@@ -8,13 +8,18 @@
 //
 // The result is a PickleDocument: an immutable tree of PickleValue handles. Containers are shared,
 // exactly as in Python (a memo GET yields the same list/dict, not a copy), so a document may contain
-// cycles; code that walks it recursively must bound its depth (toJson does). Strings and bytes are
-// views into the pickle bytes (no copies), which is why parse() needs the bytes to outlive the document
-// and readFile() keeps them alive itself.
+// cycles; code that walks it recursively must bound its depth (toJson does). Beyond that, a list
+// that repeats the memo references of an earlier one (PyTorch's frames lists: a fresh list of the
+// same memoized frame dicts for every allocation from one line) is recognised from its opcode bytes
+// and stores no items of its own: it shares the earlier list's items, and itemsIdentity() says so.
+// Strings and bytes are views into the pickle bytes (no copies), which is why parse() needs the bytes
+// to outlive the document and readFile() keeps them alive itself.
 //
 // Resource bounds: every opcode pushes at most one value, so values, container items and the memo are
 // all bounded by the input size (a memo index beyond it is refused); parsing is iterative (no
 // recursion), so a hostile file can neither exhaust memory beyond O(file size) nor recurse forever.
+// Recognising a repeated list compares at most 32 earlier lists with the same key, each at most as
+// long as the list itself, so it stays linear too.
 //
 // Thread-safety: a document is immutable after parsing and may be read from many threads.
 #include "core/error.h"
@@ -110,6 +115,13 @@ public:
     // The value of the Str key `key` in a Dict (last one wins, as in Python); nullptr if absent or
     // `dict` is not a Dict.
     const PickleValue* find(const PickleValue& dict, std::string_view key) const;
+    // Containers with the same identity have the same items (the parser shares the items of a
+    // repeated list of memo references, such as a frames list, with its first occurrence); different
+    // identities say nothing. For a container: a container index ≤ v.bits; for a scalar: v.bits.
+    std::uint64_t itemsIdentity(const PickleValue& v) const
+    {
+        return isContainer(v) && v.bits < m_identity.size() ? m_identity[v.bits] : v.bits;
+    }
     bool isContainer(const PickleValue& v) const
     {
         return v.kind == PickleKind::List || v.kind == PickleKind::Tuple || v.kind == PickleKind::Dict
@@ -140,6 +152,7 @@ private:
     // Container c holds m_items[m_spans[c].first, + m_spans[c].second): one allocation for all.
     std::vector<PickleValue> m_items;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> m_spans;
+    std::vector<std::uint64_t> m_identity; // container → itemsIdentity
     PickleValue m_root;
     std::string m_source;
     std::uint8_t m_protocol = 0;

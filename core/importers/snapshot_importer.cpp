@@ -448,8 +448,10 @@ namespace {
             auto items = m_doc.items(frames);
             if (items.empty())
                 return kNoClass;
-            // A list shared by many entries is resolved once (keeps a hostile file linear).
-            auto idx = static_cast<std::size_t>(frames.bits);
+            // A list shared by many entries, or repeating the items of an earlier one (the parser
+            // recognises repeated frames lists: itemsIdentity), is resolved once (keeps a hostile
+            // file linear, and a real one reads each distinct stack once).
+            auto idx = static_cast<std::size_t>(m_doc.itemsIdentity(frames));
             if (idx >= m_classByList.size())
                 m_classByList.resize(std::max<std::size_t>(idx + 1, m_classByList.size() * 2), kNoClass);
             if (m_classByList[idx] == kNoClass)
@@ -902,6 +904,16 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             ordinals.push_back(ordinal);
 
     nlohmann::json reconstruction = nlohmann::json::array();
+    {
+        // One event per entry, plus the rebuilt segments and blocks (the recorded ones; blocks known
+        // only from a free may add more): reserved once instead of growing twelve columns step by step.
+        std::size_t events = b.memoryEventCount() + dump.size();
+        for (const auto& list : entries)
+            events += list.size();
+        for (const auto& d : dump)
+            events += d.seg.blocks.size();
+        b.memoryColumns().reserve(events);
+    }
     std::string detail;
     for (std::int32_t ordinal : ordinals) {
         const DeviceId device = b.device(DeviceType::Cuda, ordinal);
@@ -910,6 +922,16 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             ? entries[static_cast<std::size_t>(ordinal)]
             : kNoEntries;
         const auto& segs = segmentsByDevice[ordinal];
+        // Entries come in runs on one stream: the builder's map is asked only when the handle changes.
+        std::optional<std::uint64_t> lastHandle;
+        StreamId lastStream = 0;
+        auto streamOf = [&](std::uint64_t handle) {
+            if (handle != lastHandle) {
+                lastStream = b.stream(device, handle);
+                lastHandle = handle;
+            }
+            return lastStream;
+        };
         auto warn = [&](const std::string& code, const Entry* e, const std::string& what) {
             b.stats().add(code, Severity::Warning,
                 "device " + std::to_string(ordinal) + (e ? ", trace entry " + std::to_string(e->index) : std::string())
@@ -1015,7 +1037,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                   ev.time = preTime;
                   ev.kind = kind;
                   ev.device = device;
-                  ev.stream = b.stream(device, stream);
+                  ev.stream = streamOf(stream);
                   ev.address = addr;
                   ev.size = size;
                   ev.requestedSize = requested;
@@ -1103,7 +1125,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             last = ev.time;
             ev.kind = kindOf(e.action);
             ev.device = device;
-            ev.stream = b.stream(device, e.stream);
+            ev.stream = streamOf(e.stream);
             ev.address = e.addr;
             ev.size = e.size;
             ev.sequence = e.index;

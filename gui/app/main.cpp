@@ -20,7 +20,7 @@ int main(int argc, char** argv)
     parser.addVersionOption();
     parser.addPositionalArgument("trace", "trace file to open (any format gpumem reads)");
     QCommandLineOption screenshot("screenshot",
-        "render PAGE (summary, timeline, what-if) of TRACE to OUT.png offscreen and exit: --screenshot PAGE OUT.png TRACE", "PAGE");
+        "render PAGE (summary, timeline, memory-map, breakdown, what-if) of TRACE to OUT.png offscreen and exit: --screenshot PAGE OUT.png TRACE", "PAGE");
     parser.addOption(screenshot);
     QCommandLineOption policy("policy",
         "replay TRACE with policy SPEC on the What-if page (repeatable; SPEC or a PYTORCH_CUDA_ALLOC_CONF string); "
@@ -40,7 +40,7 @@ int main(int argc, char** argv)
         window.setQuietErrors(true);
         window.resize(1400, 900);
         if (!window.showPage(parser.value(screenshot))) {
-            std::fprintf(stderr, "gpumem-gui: unknown page '%s'; pages: summary, timeline, what-if\n", qPrintable(parser.value(screenshot)));
+            std::fprintf(stderr, "gpumem-gui: unknown page '%s'; pages: summary, timeline, memory-map, breakdown, what-if\n", qPrintable(parser.value(screenshot)));
             return 2;
         }
         window.show();

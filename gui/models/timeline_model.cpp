@@ -1,5 +1,7 @@
 #include "gui/models/timeline_model.h"
 
+#include "gui/models/latest_request.h"
+
 #include <QCoreApplication>
 #include <QPointer>
 #include <QtConcurrent/QtConcurrentRun>
@@ -193,18 +195,9 @@ void TimelineModel::request(TimeRange range, int width)
     std::uint64_t generation = ++*m_generation;
     auto trace = m_trace;
     auto content = m_content;
-    auto current = m_generation;
-    QPointer<TimelineModel> self(this);
-    (void)QtConcurrent::run([=] {
-        if (current->load() != generation)
-            return; // overtaken before it started
-        TimelineFrame frame = computeFrame(*trace, range, width, content);
-        if (current->load() != generation)
-            return;
-        QMetaObject::invokeMethod(
-            qApp, [self, frame = std::move(frame)]() mutable { if (self) emit self->frameReady(std::move(frame)); },
-            Qt::QueuedConnection);
-    });
+    runLatest(
+        this, m_generation, generation, [=] { return computeFrame(*trace, range, width, content); },
+        [](TimelineModel* self, TimelineFrame frame) { emit self->frameReady(std::move(frame)); });
 }
 
 } // namespace gpumem::gui

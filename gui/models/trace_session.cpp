@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/importer.h"
+#include "gui/models/memory_map_model.h"
 
 #include <QPointer>
 #include <QtConcurrent/QtConcurrentRun>
@@ -73,6 +74,8 @@ void TraceSession::open(const QString& path)
             loadedTrace->analysis = analyze::analyzeTrace(loadedTrace->trace, analysisOptions);
             loadedTrace->lod = std::make_shared<const TimelineLod>(loadedTrace->trace,
                 loadedTrace->analysis.timeline.device(loadedTrace->analysis.device), loadedTrace->analysis.device);
+            loadedTrace->memoryMap = std::make_shared<const MemoryMapIndex>(buildMemoryMapIndex(
+                loadedTrace->trace, loadedTrace->analysis.device, loadedTrace->analysis.categories));
             o.trace = std::move(loadedTrace);
         } catch (const Cancelled&) {
             o.cancelled = true;

@@ -15,6 +15,8 @@
 
 namespace gpumem::gui {
 
+struct MemoryMapIndex; // gui/models/memory_map_model.h
+
 struct LoadedTrace {
     QString path;
     QString reader; // importer name ("gmt", "jsonl", …)
@@ -24,6 +26,7 @@ struct LoadedTrace {
     // Levels of detail of the analyzed device's series (points into analysis.timeline), kernels and
     // annotations; the timeline draws through it (computeFrame builds one per frame when it is null).
     std::shared_ptr<const TimelineLod> lod;
+    std::shared_ptr<const MemoryMapIndex> memoryMap; // of analysis.device, built on the worker thread
 };
 
 class TraceSession : public QObject {

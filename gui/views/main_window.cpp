@@ -1,8 +1,12 @@
 #include "gui/views/main_window.h"
 
 #include "analyze/summary_report.h"
+#include "gui/views/breakdown_page.h"
 #include "gui/views/chart_export.h"
+#include "gui/views/memory_map_page.h"
+#include "gui/views/memory_map_view.h"
 #include "gui/views/timeline_view.h"
+#include "gui/views/treemap_view.h"
 #include "gui/views/what_if_page.h"
 
 #include <QAction>
@@ -43,10 +47,24 @@ MainWindow::MainWindow(QWidget* parent)
     m_tabs = new QTabWidget(this);
     m_tabs->addTab(m_summary, "Summary");
     m_tabs->addTab(m_timeline, "Timeline");
+    m_memoryMap = new MemoryMapPage(this);
+    m_tabs->addTab(m_memoryMap, "Memory map");
+    m_breakdown = new BreakdownPage(this);
+    m_tabs->addTab(m_breakdown, "Peak breakdown");
+    // The picked instant: the Timeline's (or a click on the map) drives the other pages.
+    connect(m_timeline, &TimelineView::instantPicked, m_memoryMap, &MemoryMapPage::setInstant);
+    connect(m_timeline, &TimelineView::instantPicked, m_breakdown, &BreakdownPage::setPickedInstant);
+    connect(m_timeline, &TimelineView::visibleRangeChanged, m_memoryMap, &MemoryMapPage::setTimeRange);
+    connect(m_memoryMap, &MemoryMapPage::instantPicked, m_breakdown, &BreakdownPage::setPickedInstant);
+    connect(m_memoryMap, &MemoryMapPage::instantPicked, this, [this](TimeNs t) { m_timeline->setSelectedInstant(t); });
     m_whatIf = new WhatIfPage(this);
     m_tabs->addTab(m_whatIf, "What-if");
     m_timeline->setWindowTitle("timeline");
     addChartExportActions(*m_timeline, "timeline.png");
+    m_memoryMap->view()->setWindowTitle("memory-map");
+    addChartExportActions(*m_memoryMap->view(), "memory-map.png");
+    m_breakdown->treemap()->setWindowTitle("breakdown");
+    addChartExportActions(*m_breakdown->treemap(), "breakdown.png");
     // The what-if curves overlay the Timeline page's memory lane as well as the page's own chart.
     connect(m_whatIf, &WhatIfPage::curvesChanged, this,
         [this](std::vector<SimulatedCurve> curves) { m_timelineModel.setContent({ std::move(curves), false }); });
@@ -65,10 +83,14 @@ MainWindow::MainWindow(QWidget* parent)
     m_recent = file->addMenu("Open &Recent");
     file->addSeparator();
     file->addAction("&Export Chart…", this, [this] {
-        // The current page's chart: the what-if curves on the What-if page, the page itself elsewhere
-        // (the timeline lanes, and any chart page added later); the summary is text.
+        // The current page's chart: the timeline lanes, the memory map, the breakdown's treemap, the
+        // what-if curves; the page itself for a page added later; the summary is text.
         QWidget* page = m_tabs->currentWidget();
-        QWidget* chart = page == m_whatIf ? static_cast<QWidget*>(m_whatIf->chart()) : page == m_summary ? nullptr : page;
+        QWidget* chart = page == m_whatIf ? static_cast<QWidget*>(m_whatIf->chart())
+            : page == m_memoryMap         ? static_cast<QWidget*>(m_memoryMap->view())
+            : page == m_breakdown         ? static_cast<QWidget*>(m_breakdown->treemap())
+            : page == m_summary           ? nullptr
+                                          : page;
         if (chart)
             exportChartInteractively(*chart, this, (chart->windowTitle().isEmpty() ? QString("chart") : chart->windowTitle()) + ".png");
         else
@@ -115,6 +137,10 @@ bool MainWindow::showPage(const QString& name)
         m_tabs->setCurrentWidget(m_summary);
     else if (name == "timeline")
         m_tabs->setCurrentWidget(m_timeline);
+    else if (name == "memory-map")
+        m_tabs->setCurrentWidget(m_memoryMap);
+    else if (name == "breakdown")
+        m_tabs->setCurrentWidget(m_breakdown);
     else if (name == "what-if")
         m_tabs->setCurrentWidget(m_whatIf);
     else
@@ -134,6 +160,8 @@ void MainWindow::showLoaded(const std::shared_ptr<const LoadedTrace>& t)
     m_timelineModel.setContent({});
     m_timeline->setFullRange(fullRangeOf(*t));
     m_whatIf->setTrace(t);
+    m_memoryMap->setTrace(t);
+    m_breakdown->setTrace(t);
     setWindowTitle(QFileInfo(t->path).fileName() + " — gpumem");
     int serious = 0;
     for (const auto& a : t->summary.anomalies)

@@ -16,6 +16,8 @@ namespace gpumem::gui {
 
 class TimelineView;
 class WhatIfPage;
+class MemoryMapPage;
+class BreakdownPage;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -27,7 +29,10 @@ public:
     QString summaryText() const;
     TimelineView* timelineView() const { return m_timeline; }
     WhatIfPage* whatIfPage() const { return m_whatIf; }
-    // Shows a page by name: "summary", "timeline" or "what-if". Returns false for an unknown name.
+    MemoryMapPage* memoryMapPage() const { return m_memoryMap; }
+    BreakdownPage* breakdownPage() const { return m_breakdown; }
+    // Shows a page by name: "summary", "timeline", "memory-map", "breakdown" or "what-if". Returns
+    // false for an unknown name.
     bool showPage(const QString& name);
     // The last load error (the importer's one-line message), empty after a successful load.
     QString statusMessage() const { return m_lastError; }
@@ -51,6 +56,8 @@ private:
     QPlainTextEdit* m_summary = nullptr;
     TimelineView* m_timeline = nullptr;
     WhatIfPage* m_whatIf = nullptr;
+    MemoryMapPage* m_memoryMap = nullptr;
+    BreakdownPage* m_breakdown = nullptr;
     QProgressBar* m_progress = nullptr;
     QPushButton* m_cancel = nullptr;
     QMenu* m_recent = nullptr;

@@ -490,12 +490,14 @@ struct PyTorchPolicy::Impl {
     }
 
     // "malloc" (§1.8).
-    std::optional<Address> malloc(Bytes n, StreamKey stream)
+    std::optional<Address> malloc(Bytes n, StreamKey stream, bool cachedOnly = false)
     {
         Bytes rounded = config.roundSize(n);
         Pool& pool = PyTorchConfig::isSmall(rounded) ? smallPool : largePool;
         Bytes allocSize = config.allocationSize(rounded);
         Block* b = getFreeBlock(pool, stream, rounded);
+        if (!b && cachedOnly)
+            return std::nullopt;
         if (!b) {
             if (config.gcEnabled())
                 garbageCollect();
@@ -583,6 +585,11 @@ std::optional<Address> PyTorchPolicy::doAllocate(Bytes bytes, StreamKey stream)
     auto a = m_impl->malloc(bytes, stream);
     m_stats.reserved = device().counters().reserved;
     return a;
+}
+
+std::optional<Address> PyTorchPolicy::allocateCached(Bytes bytes, StreamKey stream)
+{
+    return m_impl->malloc(bytes, stream, true);
 }
 
 void PyTorchPolicy::doRequestFree(Address address)

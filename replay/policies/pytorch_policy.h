@@ -39,6 +39,10 @@ public:
     const PyTorchCounters& counters() const;
     // The rounded size and pool a request of n bytes gets (tests and reports).
     Bytes roundSize(Bytes n) const { return m_config.roundSize(n); }
+    // A request served from the cached free blocks only: the best fit and split of §1.5-1.6, no device
+    // call, no garbage collection or recovery, no OOM report; nullopt on a miss. GMLake's first step
+    // (allocators.md §5.1), which tries its own steps before PyTorch would allocate.
+    std::optional<Address> allocateCached(Bytes bytes, StreamKey stream);
 
 private:
     std::optional<Address> doAllocate(Bytes bytes, StreamKey stream) override;

@@ -227,3 +227,126 @@ TEST(PickleReader, RendersInvalidUtf8AndNonStringKeysAsValidJson)
     EXPECT_FALSE(isValidUtf8("\xC0\xAF")); // overlong
     EXPECT_EQ(sanitizeUtf8("x\xED\xA0\x80y"), "x\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDy");
 }
+
+TEST(PickleReader, RepeatedListsOfMemoReferencesShareItemsOnlyWhileTheMemoIsUnchanged)
+{
+    // Written by hand (pickle.loads gives the same JSON): memo 1 = 'x', memo 2 = 7; then
+    // A = [x, 7, x] (MARK, GETs, APPENDS), B = the same bytes again, C = [7, x], G = C's bytes again,
+    // A grown by one more x, E = A's first bytes again, BINPUT 2 overwrites memo 2 with 9, and
+    // D = A's first bytes again, which now mean [x, 9, x].
+    const std::string bytes("\x80\x04\x5d\x94\x28\x8c\x01\x78\x94\x4b\x07\x94\x5d\x94\x28\x68\x01\x68\x02\x68\x01\x65"
+                            "\x5d\x94\x28\x68\x01\x68\x02\x68\x01\x65\x5d\x94\x28\x68\x02\x68\x01\x65\x5d\x94\x28\x68"
+                            "\x02\x68\x01\x65\x68\x03\x28\x68\x01\x65\x5d\x94\x28\x68\x01\x68\x02\x68\x01\x65\x4b\x09"
+                            "\x71\x02\x5d\x94\x28\x68\x01\x68\x02\x68\x01\x65\x65\x2e",
+        80);
+    PickleDocument doc = PickleDocument::parse(bytes, "memo_lists.pickle");
+    EXPECT_EQ(doc.toJson(doc.root()),
+        nlohmann::json::parse(
+            R"(["x", 7, ["x", 7, "x", "x"], ["x", 7, "x"], [7, "x"], [7, "x"], ["x", 7, "x", "x"], ["x", 7, "x"], 9, ["x", 9, "x"]])"));
+    auto items = doc.items(doc.root());
+    ASSERT_EQ(items.size(), 10u);
+    const PickleValue &a = items[2], &b = items[3], &c = items[4], &g = items[5], &e = items[7], &d = items[9];
+    EXPECT_EQ(items[6].bits, a.bits); // the grown A is the same list (memo GET)
+    // G repeats C: one identity, the same items in place.
+    EXPECT_EQ(doc.itemsIdentity(g), doc.itemsIdentity(c));
+    EXPECT_EQ(doc.items(g).data(), doc.items(c).data());
+    // B and E repeat A's first items, but A grew afterwards: they keep three items, A has four, and
+    // none of them claims A's identity.
+    EXPECT_EQ(doc.items(b).size(), 3u);
+    EXPECT_EQ(doc.items(e).size(), 3u);
+    EXPECT_EQ(doc.items(a).size(), 4u);
+    EXPECT_NE(doc.itemsIdentity(b), doc.itemsIdentity(a));
+    EXPECT_NE(doc.itemsIdentity(e), doc.itemsIdentity(a));
+    // D has A's first bytes, but memo 2 was overwritten in between: its own items, with the new value.
+    EXPECT_EQ(doc.toInt(doc.items(d)[1]), 9);
+    EXPECT_NE(doc.itemsIdentity(d), doc.itemsIdentity(b));
+    EXPECT_NE(doc.items(d).data(), doc.items(b).data());
+    // A scalar is its own identity.
+    EXPECT_EQ(doc.itemsIdentity(items[1]), items[1].bits);
+}
+
+TEST(PickleReader, RefusesAnUnsetMemoIndexInAListOfMemoReferences)
+{
+    // [memo 0 (the list itself), memo 5 (never stored)]: the second GET, at byte 7, is refused.
+    EXPECT_EQ(errorOf(std::string("\x80\x04\x5d\x94\x28\x68\x00\x68\x05\x65\x2e", 11)),
+        "t.pickle: at byte offset 7: memo index 5 was never stored (corrupt pickle)");
+    // The same GETs cut off before APPENDS: the usual path reports the missing STOP.
+    EXPECT_NE(errorOf(std::string("\x80\x04\x5d\x94\x28\x68\x00\x68\x00", 9)).find("without a STOP"),
+        std::string::npos);
+}
+
+TEST(PickleReader, RepeatedLongListsOfMemoReferencesMatchOnlyTheSameList)
+{
+    // Lists of 40 memo GETs (80 bytes: longer than the first bytes a repeat is found by), built by
+    // hand: memo 1..60 = "s1".."s60"; L1 = s1..s40, L2 = L1 again, L3 = s1..s39 + s51 (same first
+    // bytes, another end), L4 = L1's items + s42 (L1 is its prefix), L5 = L3 again, then memo 5 is
+    // overwritten with 7 and L6 = L1's bytes again.
+    std::string p("\x80\x04\x5d\x94\x28", 5); // PROTO 4, the outer list (memo 0), MARK
+    nlohmann::json expected = nlohmann::json::array();
+    std::vector<nlohmann::json> memo(61);
+    for (int i = 1; i <= 60; ++i) {
+        const std::string s = "s" + std::to_string(i);
+        p += '\x8c';
+        p += static_cast<char>(s.size());
+        p += s + '\x94'; // SHORT_BINUNICODE, MEMOIZE
+        memo[static_cast<std::size_t>(i)] = s;
+        expected.push_back(s);
+    }
+    auto list = [&](std::vector<int> refs) {
+        p += "\x5d\x94\x28"; // EMPTY_LIST, MEMOIZE, MARK
+        nlohmann::json items = nlohmann::json::array();
+        for (int r : refs) {
+            p += '\x68'; // BINGET
+            p += static_cast<char>(r);
+            items.push_back(memo[static_cast<std::size_t>(r)]);
+        }
+        p += '\x65'; // APPENDS
+        expected.push_back(items);
+    };
+    std::vector<int> l1, l3;
+    for (int i = 1; i <= 40; ++i)
+        l1.push_back(i);
+    l3 = std::vector<int>(l1.begin(), l1.end() - 1);
+    l3.push_back(51);
+    std::vector<int> l4 = l1;
+    l4.push_back(42);
+    list(l1);
+    list(l1);
+    list(l3);
+    list(l4);
+    list(l3);
+    p += "\x4b\x07\x71\x05"; // 7, BINPUT 5
+    expected.push_back(7);
+    memo[5] = 7;
+    list(l1);
+    p += "\x65\x2e"; // APPENDS, STOP
+
+    PickleDocument doc = PickleDocument::parse(p, "long_lists.pickle");
+    EXPECT_EQ(doc.toJson(doc.root()), expected);
+    auto items = doc.items(doc.root());
+    ASSERT_EQ(items.size(), 67u);
+    const PickleValue &L1 = items[60], &L2 = items[61], &L3 = items[62], &L4 = items[63], &L5 = items[64],
+                      &L6 = items[66];
+    EXPECT_EQ(doc.itemsIdentity(L2), doc.itemsIdentity(L1));
+    EXPECT_EQ(doc.itemsIdentity(L5), doc.itemsIdentity(L3));
+    EXPECT_NE(doc.itemsIdentity(L3), doc.itemsIdentity(L1));
+    EXPECT_NE(doc.itemsIdentity(L4), doc.itemsIdentity(L1));
+    EXPECT_EQ(doc.items(L4).size(), 41u);
+    EXPECT_EQ(doc.text(doc.items(L3).back()), "s51");
+    EXPECT_NE(doc.itemsIdentity(L6), doc.itemsIdentity(L1));
+    EXPECT_EQ(doc.toInt(doc.items(L6)[4]), 7);
+}
+
+TEST(PickleReader, DupBeyondTheInitialStackCapacityCopiesTheTopBeforeGrowing)
+{
+    // Found by fuzz_snapshot_pickle (ASan: heap-use-after-free): DUP pushed a reference to the top,
+    // and the stack's growth freed it first. MARK, 1, DUP × 300, LIST, STOP = [1] * 301.
+    std::string bytes("\x80\x04\x28\x4b\x01", 5);
+    bytes += std::string(300, '\x32');
+    bytes += "\x6c\x2e";
+    PickleDocument doc = PickleDocument::parse(bytes, "dup.pickle");
+    auto items = doc.items(doc.root());
+    ASSERT_EQ(items.size(), 301u);
+    for (const auto& item : items)
+        ASSERT_EQ(doc.toInt(item), 1);
+}

@@ -30,6 +30,30 @@ struct Direct {
 struct Ideal {
     static constexpr const char* spec = "ideal";
 };
+struct FirstFit {
+    static constexpr const char* spec = "first-fit";
+};
+struct NextFit {
+    static constexpr const char* spec = "next-fit";
+};
+struct BestFit {
+    static constexpr const char* spec = "best-fit";
+};
+struct WorstFit {
+    static constexpr const char* spec = "worst-fit";
+};
+struct BestFitSegments {
+    static constexpr const char* spec = "best-fit:segments:true";
+};
+struct Buddy {
+    static constexpr const char* spec = "buddy";
+};
+struct SizeClass {
+    static constexpr const char* spec = "size-class";
+};
+struct Gmlake {
+    static constexpr const char* spec = "gmlake:frag_limit_mb:4";
+};
 
 template <typename T> class PolicyConformance : public ::testing::Test {
 protected:
@@ -56,7 +80,8 @@ protected:
     std::map<Address, std::pair<Bytes, StreamKey>> live; // address → (request, stream)
 };
 
-using PolicyTypes = ::testing::Types<PyTorchDefault, PyTorchExpandable, PyTorchTuned, PyTorch20, Direct, Ideal>;
+using PolicyTypes = ::testing::Types<PyTorchDefault, PyTorchExpandable, PyTorchTuned, PyTorch20, Direct, Ideal,
+    FirstFit, NextFit, BestFit, WorstFit, BestFitSegments, Buddy, SizeClass, Gmlake>;
 TYPED_TEST_SUITE(PolicyConformance, PolicyTypes);
 
 } // namespace

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace gpumem::replay::testing {
@@ -71,5 +73,15 @@ struct Rig {
     CallLog log;
     std::unique_ptr<AllocatorPolicy> policy;
 };
+
+// A test-parameter name from a spec or a path: every character but letters and digits becomes '_'.
+inline std::string paramName(const ::testing::TestParamInfo<const char*>& param)
+{
+    std::string n = param.param;
+    for (char& c : n)
+        if (!std::isalnum(static_cast<unsigned char>(c)))
+            c = '_';
+    return n;
+}
 
 } // namespace gpumem::replay::testing

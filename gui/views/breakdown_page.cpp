@@ -1,0 +1,172 @@
+#include "gui/views/breakdown_page.h"
+
+#include "core/units.h"
+#include "gui/models/latest_request.h"
+#include "gui/views/treemap_view.h"
+
+#include <QButtonGroup>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QRadioButton>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTreeView>
+#include <QVBoxLayout>
+
+namespace gpumem::gui {
+
+using analyze::GroupBy;
+
+BreakdownPage::BreakdownPage(QWidget* parent)
+    : QWidget(parent)
+{
+    for (int g = 0; g < analyze::kGroupByCount; ++g)
+        m_groups[std::size_t(g)] = std::make_unique<GroupTableModel>(static_cast<GroupBy>(g), this);
+    m_atPeak = new QRadioButton("At the peak allocated", this);
+    m_atPicked = new QRadioButton("At the picked instant", this);
+    m_atPeak->setChecked(true);
+    auto* group = new QButtonGroup(this);
+    group->addButton(m_atPeak);
+    group->addButton(m_atPicked);
+    m_headline = new QLabel(this);
+    m_headline->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    auto* bar = new QHBoxLayout;
+    bar->addWidget(m_atPeak);
+    bar->addWidget(m_atPicked);
+    bar->addSpacing(16);
+    bar->addWidget(m_headline, 1);
+
+    m_tree = new QTreeView(this);
+    m_tree->setModel(&m_modules);
+    m_tree->setUniformRowHeights(true);
+    m_tree->setAlternatingRowColors(true);
+    m_tree->header()->setStretchLastSection(false);
+    m_tree->header()->setSectionResizeMode(0, QHeaderView::Stretch);
+    for (int c = 1; c < 5; ++c)
+        m_tree->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+    m_treemap = new TreemapView(this);
+
+    auto* tables = new QTabWidget(this);
+    const std::pair<GroupBy, const char*> tabs[] = {
+        { GroupBy::Category, "Category" }, { GroupBy::SizeClass, "Size class" }, { GroupBy::Site, "Call site" }, { GroupBy::Stream, "Stream" }
+    };
+    for (const auto& [by, name] : tabs) {
+        auto* view = new QTableView(tables);
+        view->setModel(m_groups[std::size_t(by)].get());
+        view->verticalHeader()->hide();
+        view->setAlternatingRowColors(true);
+        view->setWordWrap(false);
+        view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+        view->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+        tables->addTab(view, name);
+    }
+
+    auto* top = new QSplitter(Qt::Horizontal, this);
+    top->addWidget(m_tree);
+    top->addWidget(m_treemap);
+    top->setSizes({ 560, 640 });
+    auto* split = new QSplitter(Qt::Vertical, this);
+    split->addWidget(top);
+    split->addWidget(tables);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addLayout(bar);
+    layout->addWidget(split, 1);
+
+    connect(m_atPicked, &QRadioButton::toggled, this, [this] { refresh(); });
+    connect(m_treemap, &TreemapView::rowClicked, this, [this](int row) {
+        const QModelIndex i = m_modules.indexOfRow(row);
+        m_tree->scrollTo(i);
+        m_tree->setCurrentIndex(i);
+    });
+    connect(m_tree->selectionModel(), &QItemSelectionModel::currentChanged, this,
+        [this](const QModelIndex& current) { m_treemap->setSelectedRow(m_modules.rowOf(current)); });
+}
+
+void BreakdownPage::setTrace(std::shared_ptr<const LoadedTrace> trace)
+{
+    ++*m_generation; // drop a picked-instant breakdown still being computed
+    m_trace = std::move(trace);
+    m_picked.reset();
+    m_peak.reset();
+    if (m_trace && !m_trace->analysis.breakdowns.empty())
+        m_peak = std::make_shared<const analyze::Breakdown>(m_trace->analysis.breakdowns.front());
+    refresh();
+}
+
+void BreakdownPage::setAtPickedInstant(bool picked) { (picked ? m_atPicked : m_atPeak)->setChecked(true); }
+
+void BreakdownPage::setPickedInstant(TimeNs time)
+{
+    m_picked = time;
+    m_atPicked->setText("At the picked instant (+" + QString::fromStdString(formatSeconds(time - (m_trace ? m_trace->analysis.timeline.start() : 0))) + ")");
+    if (m_atPicked->isChecked())
+        refresh();
+}
+
+void BreakdownPage::refresh()
+{
+    if (!m_trace) {
+        showBreakdown(nullptr);
+        return;
+    }
+    if (!m_atPicked->isChecked() || !m_picked) {
+        ++*m_generation;
+        showBreakdown(m_peak);
+        return;
+    }
+    auto trace = m_trace;
+    const TimeNs t = *m_picked;
+    m_headline->setText("Computing…");
+    runLatest(
+        this, m_generation, ++*m_generation,
+        [trace, t]() -> std::shared_ptr<const analyze::Breakdown> {
+            const auto& a = trace->analysis;
+            const auto* device = a.timeline.device(a.device);
+            if (!device)
+                return nullptr;
+            analyze::InstantSpec spec;
+            spec.kind = analyze::InstantSpec::Kind::Time;
+            spec.time = t;
+            auto instant = analyze::resolveInstant(*device, spec);
+            if (!instant)
+                return nullptr;
+            return std::make_shared<const analyze::Breakdown>(analyze::breakdownAt(trace->trace, *instant, a.categories, !a.categoriesRecorded));
+        },
+        [](BreakdownPage* self, std::shared_ptr<const analyze::Breakdown> b) {
+            if (self->m_atPicked->isChecked())
+                self->showBreakdown(b ? std::move(b) : self->m_peak);
+        });
+}
+
+void BreakdownPage::showBreakdown(std::shared_ptr<const analyze::Breakdown> breakdown)
+{
+    m_shown = std::move(breakdown);
+    m_modules.setBreakdown(m_shown);
+    for (auto& g : m_groups)
+        g->setBreakdown(m_shown);
+    m_treemap->setBreakdown(m_shown);
+    m_tree->expandToDepth(3);
+    m_headline->setText(headline());
+    emit breakdownShown();
+}
+
+QString BreakdownPage::headline() const
+{
+    if (!m_trace)
+        return {};
+    if (!m_shown)
+        return m_trace->analysis.empty ? "This trace has no memory events to break down." : "Nothing was allocated at this instant.";
+    const auto& i = m_shown->instant;
+    return QString("%1 at +%2 on %3: %4 live in %5 blocks%6")
+        .arg(i.label.rfind("t=", 0) == 0 ? QString("picked instant") : QString::fromStdString(i.label), QString::fromStdString(formatSeconds(i.time - m_trace->analysis.timeline.start())),
+            QString::fromStdString(m_trace->analysis.deviceLabel), QString::fromStdString(formatBytes(m_shown->liveBytes)))
+        .arg(m_shown->liveBlocks)
+        .arg(m_shown->categoriesInferred ? " · categories inferred from the steps" : "");
+}
+
+} // namespace gpumem::gui

@@ -1,0 +1,138 @@
+#include "gui/views/memory_map_page.h"
+
+#include "core/units.h"
+#include "gui/views/memory_map_view.h"
+
+#include <QComboBox>
+#include <QFontDatabase>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QItemSelectionModel>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+
+namespace gpumem::gui {
+
+MemoryMapPage::MemoryMapPage(QWidget* parent)
+    : QWidget(parent)
+{
+    m_view = new MemoryMapView(this);
+    m_colouring = new QComboBox(this);
+    for (int c = 0; c < kMapColouringCount; ++c)
+        m_colouring->addItem(toString(static_cast<MapColouring>(c)));
+    m_instantLabel = new QLabel(this);
+    m_instantLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    auto* bar = new QHBoxLayout;
+    bar->addWidget(new QLabel("Colour by:", this));
+    bar->addWidget(m_colouring);
+    bar->addSpacing(16);
+    bar->addWidget(m_instantLabel, 1);
+
+    m_table = new QTableView(this);
+    m_table->setModel(&m_segments);
+    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_table->verticalHeader()->hide();
+    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_table->horizontalHeader()->setStretchLastSection(true);
+    m_details = new QPlainTextEdit(this);
+    m_details->setReadOnly(true);
+    m_details->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+    m_details->setPlaceholderText("Click a block on the map to see its size, requested size, lifetime, module, category and stack.");
+
+    auto* side = new QSplitter(Qt::Vertical, this);
+    side->addWidget(m_table);
+    side->addWidget(m_details);
+    side->setStretchFactor(0, 1);
+    side->setStretchFactor(1, 1);
+    auto* split = new QSplitter(Qt::Horizontal, this);
+    split->addWidget(m_view);
+    split->addWidget(side);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 1);
+    split->setSizes({ 900, 420 });
+
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addLayout(bar);
+    layout->addWidget(split, 1);
+
+    m_colouring->setCurrentIndex(int(m_view->colouring()));
+    connect(m_colouring, &QComboBox::currentIndexChanged, this, [this](int i) { m_view->setColouring(static_cast<MapColouring>(i)); });
+    connect(m_view, &MemoryMapView::frameRequested, &m_model, &MemoryMapModel::request);
+    connect(&m_model, &MemoryMapModel::frameReady, this, &MemoryMapPage::frameArrived);
+    connect(m_view, &MemoryMapView::blockClicked, this, &MemoryMapPage::selectBlock);
+    connect(m_view, &MemoryMapView::instantPicked, this, &MemoryMapPage::instantPicked);
+    // Choosing a segment in the table zooms the address axis to it.
+    connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex& current) {
+        if (!current.isValid() || !m_trace || !m_trace->memoryMap || current.row() >= int(m_segments.rows().size()))
+            return;
+        const SegmentRow& row = m_segments.rows()[std::size_t(current.row())];
+        if (auto offset = m_trace->memoryMap->offsetOf(row.address))
+            m_view->setAddressWindow({ *offset, *offset + std::max<Bytes>(row.size, 1) });
+    });
+}
+
+void MemoryMapPage::setColouring(MapColouring colouring) { m_colouring->setCurrentIndex(int(colouring)); }
+
+void MemoryMapPage::setTrace(std::shared_ptr<const LoadedTrace> trace)
+{
+    m_trace = std::move(trace);
+    m_model.setTrace(m_trace);
+    m_segments.setRows({}, true);
+    m_details->clear();
+    m_instantLabel->clear();
+    m_view->setTrace(m_trace);
+    m_selectOnFrame = true;
+    if (m_trace && m_trace->memoryMap && !m_trace->memoryMap->empty()) {
+        const auto& breakdowns = m_trace->analysis.breakdowns;
+        setInstant(!breakdowns.empty() ? breakdowns.front().instant.time : m_trace->memoryMap->time.end - 1);
+    } else if (m_trace && m_trace->memoryMap) {
+        m_instantLabel->setText(m_trace->memoryMap->emptyReason);
+        m_instantLabel->setWordWrap(true);
+    }
+}
+
+void MemoryMapPage::setInstant(TimeNs time)
+{
+    if (!m_trace || !m_trace->memoryMap || m_trace->memoryMap->empty())
+        return;
+    m_instantLabel->setText(QString("At +%1: computing…").arg(QString::fromStdString(formatSeconds(time - m_trace->analysis.timeline.start()))));
+    m_view->setInstant(time);
+}
+
+void MemoryMapPage::setTimeRange(TimeRange range) { m_view->setTimeRange(range); }
+
+void MemoryMapPage::frameArrived(const std::shared_ptr<const MemoryMapFrame>& frame)
+{
+    m_view->setFrame(frame);
+    if (m_view->frame() != frame || !frame->instant || !m_trace)
+        return;
+    const MemoryMapIndex& index = *m_trace->memoryMap;
+    const MemoryMapState& s = frame->state;
+    m_segments.setRows(s.segments, index.hasSegments);
+    if (m_selectOnFrame && s.largestBlock)
+        selectBlock(*s.largestBlock);
+    m_selectOnFrame = false;
+    m_instantLabel->setText(QString("At +%1: %2 allocated in %3 blocks, %4 %5")
+                                .arg(QString::fromStdString(formatSeconds(s.time - m_trace->analysis.timeline.start())),
+                                    QString::fromStdString(formatBytes(s.allocated)))
+                                .arg(s.blocks)
+                                .arg(s.segments.size())
+                                .arg(index.hasSegments ? "segments" : "address ranges (no segment events in this trace)"));
+}
+
+void MemoryMapPage::selectBlock(std::size_t block)
+{
+    if (!m_trace || !m_trace->memoryMap || block >= m_trace->memoryMap->blocks.size())
+        return;
+    m_view->setSelectedBlock(block);
+    m_details->setPlainText(describeBlock(*m_trace, *m_trace->memoryMap, block));
+}
+
+QString MemoryMapPage::detailsText() const { return m_details->toPlainText(); }
+QString MemoryMapPage::instantText() const { return m_instantLabel->text(); }
+
+} // namespace gpumem::gui

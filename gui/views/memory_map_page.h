@@ -1,0 +1,56 @@
+#pragma once
+// The Memory map page (issue #7 item 3): the MemoryMapView with a colour selector (state, module,
+// category), the segments at the picked instant (SegmentTableModel; choosing one zooms the map's
+// address axis to it) and the details of the clicked block (size, requested size, lifetime, module, category, stack). The instant follows the
+// Timeline's picked instant (MainWindow connects TimelineView::instantPicked to setInstant); on a
+// new trace it starts at the peak allocated. Owns its widgets and models; UI thread only.
+#include "gui/models/memory_map_model.h"
+
+#include <QWidget>
+
+class QComboBox;
+class QLabel;
+class QPlainTextEdit;
+class QTableView;
+
+namespace gpumem::gui {
+
+class MemoryMapView;
+
+class MemoryMapPage : public QWidget {
+    Q_OBJECT
+public:
+    explicit MemoryMapPage(QWidget* parent = nullptr);
+    void setTrace(std::shared_ptr<const LoadedTrace> trace);
+    MemoryMapView* view() const { return m_view; }
+    MemoryMapModel& model() { return m_model; }
+    SegmentTableModel& segmentTable() { return m_segments; }
+    // The details text of the selected block (empty when none).
+    QString detailsText() const;
+    QString instantText() const;
+    void setColouring(MapColouring colouring);
+
+public slots:
+    void setInstant(gpumem::TimeNs time);
+    void setTimeRange(gpumem::gui::TimeRange range);
+    void selectBlock(std::size_t block);
+
+signals:
+    // A click on the map moved the instant (MainWindow passes it on to the other pages).
+    void instantPicked(gpumem::TimeNs time);
+
+private:
+    void frameArrived(const std::shared_ptr<const MemoryMapFrame>& frame);
+
+    MemoryMapModel m_model;
+    SegmentTableModel m_segments;
+    std::shared_ptr<const LoadedTrace> m_trace;
+    MemoryMapView* m_view = nullptr;
+    QComboBox* m_colouring = nullptr;
+    QLabel* m_instantLabel = nullptr;
+    QTableView* m_table = nullptr;
+    QPlainTextEdit* m_details = nullptr;
+    bool m_selectOnFrame = false; // a new trace: select the largest block at the first instant drawn
+};
+
+} // namespace gpumem::gui
