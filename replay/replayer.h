@@ -33,6 +33,7 @@
 #include "replay/adaptors/timeline_adaptor.h"
 #include "replay/policy_spec.h"
 
+#include <atomic>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,6 +60,9 @@ struct ReplayOptions {
     // Passes over the window before the measured one, to start from a warm cache as a steady-state
     // training step does [choice]; blocks a pass leaves live are freed before the next.
     int warmupPasses = 0;
+    // Polled every 65,536 events when set: once it reads true, run() throws gpumem::Cancelled (the GUI
+    // cancels background what-if replays with it). Not owned; must outlive run().
+    const std::atomic<bool>* cancel = nullptr;
 };
 
 struct FailedRequest {
@@ -131,7 +135,8 @@ class Replayer {
 public:
     explicit Replayer(ReplayOptions options = {});
     const ReplayOptions& options() const { return m_options; }
-    // Throws UsageError for a bad spec (see makePolicy) or a device index out of range.
+    // Throws UsageError for a bad spec (see makePolicy) or a device index out of range, Cancelled when
+    // options().cancel becomes true.
     ReplayResult run(const Trace& trace, const PolicySpec& spec) const;
 
 private:

@@ -9,7 +9,7 @@ packages=(
   nlohmann-json3-dev libboost-program-options-dev zlib1g-dev libdeflate-dev libsimdjson-dev
   libprotobuf-dev protobuf-compiler libsqlite3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  qt6-base-dev qt6-charts-dev
+  qt6-base-dev qt6-charts-dev qt6-svg-dev
   clang libclang-rt-14-dev
   # tests that drive real peers: the module helper under Debian's CPU PyTorch, the HTML report in Chromium
   python3-torch chromium

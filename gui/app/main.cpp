@@ -1,5 +1,6 @@
 // gpumem-gui [TRACE] — the desktop viewer.
 #include "gui/views/main_window.h"
+#include "gui/views/what_if_page.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -19,8 +20,14 @@ int main(int argc, char** argv)
     parser.addVersionOption();
     parser.addPositionalArgument("trace", "trace file to open (any format gpumem reads)");
     QCommandLineOption screenshot("screenshot",
-        "render PAGE (summary, timeline, memory-map, breakdown) of TRACE to OUT.png offscreen and exit: --screenshot PAGE OUT.png TRACE", "PAGE");
+        "render PAGE (summary, timeline, memory-map, breakdown, what-if) of TRACE to OUT.png offscreen and exit: --screenshot PAGE OUT.png TRACE", "PAGE");
     parser.addOption(screenshot);
+    QCommandLineOption policy("policy",
+        "replay TRACE with policy SPEC on the What-if page (repeatable; SPEC or a PYTORCH_CUDA_ALLOC_CONF string); "
+        "--screenshot what-if without --policy runs pytorch, ideal and pytorch:expandable_segments:True", "SPEC");
+    parser.addOption(policy);
+    QCommandLineOption capacity("capacity", "device capacity for the What-if replays, e.g. 40GiB (default unlimited)", "BYTES");
+    parser.addOption(capacity);
     parser.process(app);
     qRegisterMetaType<std::shared_ptr<const gpumem::gui::LoadedTrace>>();
     gpumem::gui::MainWindow window;
@@ -33,14 +40,28 @@ int main(int argc, char** argv)
         window.setQuietErrors(true);
         window.resize(1400, 900);
         if (!window.showPage(parser.value(screenshot))) {
-            std::fprintf(stderr, "gpumem-gui: unknown page '%s'; pages: summary, timeline, memory-map, breakdown\n", qPrintable(parser.value(screenshot)));
+            std::fprintf(stderr, "gpumem-gui: unknown page '%s'; pages: summary, timeline, memory-map, breakdown, what-if\n", qPrintable(parser.value(screenshot)));
             return 2;
         }
         window.show();
         bool ok = false;
         QEventLoop loop;
+        QStringList specs = parser.values(policy);
+        if (specs.isEmpty() && parser.value(screenshot) == "what-if")
+            specs = gpumem::gui::WhatIfPage::defaultSpecs();
+        auto* whatIf = window.whatIfPage();
+        QObject::connect(whatIf, &gpumem::gui::WhatIfPage::finished, &loop,
+            [&] { QTimer::singleShot(500, &loop, &QEventLoop::quit); }); // the curves' frames arrive
         QObject::connect(&window, &gpumem::gui::MainWindow::loadFinished, &loop, [&](bool success) {
             ok = success;
+            if (success && !specs.isEmpty()) {
+                whatIf->setSelectedSpecs(specs);
+                whatIf->setCapacityText(parser.value(capacity));
+                if (whatIf->run())
+                    return;
+                std::fprintf(stderr, "gpumem-gui: %s\n", qPrintable(whatIf->statusText()));
+                ok = false;
+            }
             QTimer::singleShot(500, &loop, &QEventLoop::quit); // let the worker-thread frame arrive
         });
         window.openTrace(args[1]);
@@ -56,6 +77,10 @@ int main(int argc, char** argv)
         return 0;
     }
     window.show();
+    if (parser.isSet(policy) || parser.isSet(capacity)) {
+        window.whatIfPage()->setSelectedSpecs(parser.values(policy));
+        window.whatIfPage()->setCapacityText(parser.value(capacity));
+    }
     if (!parser.positionalArguments().isEmpty())
         window.openTrace(parser.positionalArguments().first());
     return app.exec();

@@ -24,6 +24,7 @@ struct PixelSeries {
     QColor color;
     bool filled = false; // draw as a filled area instead of a line band
     std::vector<PixelBucket> buckets; // one per pixel column
+    bool dashed = false; // a simulated curve: dashed, so a recorded curve it coincides with stays visible
 };
 
 // A lane of value series sharing one vertical scale (bytes, or a 0–1 fraction).

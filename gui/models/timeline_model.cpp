@@ -7,16 +7,19 @@
 #include <QtConcurrent/QtConcurrentRun>
 
 #include <algorithm>
-#include <map>
+#include <cmath>
+#include <optional>
 
 namespace gpumem::gui {
 
 namespace {
+    // Through the levels of detail where there are some (the same buckets, faster: series_lod.h).
     PixelSeries toPixels(const analyze::DeviceTimeline& d, analyze::SeriesKind kind, TimeRange range, int width,
-        QString name, QColor color, bool filled)
+        QString name, QColor color, bool filled, const SeriesLod* lod)
     {
         PixelSeries s { std::move(name), color, filled, {} };
-        auto buckets = d.buckets(kind, range.start, range.end, static_cast<std::size_t>(width));
+        auto buckets = lod ? lod->buckets(range.start, range.end, static_cast<std::size_t>(width))
+                           : d.buckets(kind, range.start, range.end, static_cast<std::size_t>(width));
         s.buckets.reserve(buckets.size());
         for (const auto& b : buckets)
             s.buckets.push_back(PixelBucket { double(b.min), double(b.max), double(b.last), b.valid });
@@ -24,7 +27,8 @@ namespace {
     }
 
     // Boxes narrower than a pixel that touch are merged so a million kernels draw as a few hundred boxes.
-    void addBox(IntervalRow& row, double x0, double x1, const QString& label, QColor color)
+    // The label is converted only for a box that is kept (a million merged kernels cost no QStrings).
+    void addBox(IntervalRow& row, double x0, double x1, std::string_view label, QColor color)
     {
         if (!row.boxes.empty()) {
             auto& last = row.boxes.back();
@@ -34,7 +38,43 @@ namespace {
                 return;
             }
         }
-        row.boxes.push_back({ x0, x1, label, color });
+        row.boxes.push_back({ x0, x1, QString::fromUtf8(label.data(), qsizetype(label.size())), color });
+    }
+
+    // The boxes of one row: from the first interval that reaches the range (binary search on the
+    // running maximum of ends) to the last that starts in it. After an interval that merged into the
+    // previous box, the intervals starting in the same pixel column are skipped and the box grows to
+    // their furthest end when that is the latest end so far (IntervalLane::maxEnd), so a row costs
+    // O(boxes + pixels) · log n. Intervals that start in one pixel column thus draw as one box.
+    template <typename Label, typename Color>
+    void addBoxes(IntervalRow& row, const IntervalLane& lane, const TimeAxis& axis, TimeRange range, int width, Label label, Color color)
+    {
+        const std::size_t n = lane.items.size();
+        std::size_t j = std::size_t(std::lower_bound(lane.maxEnd.begin(), lane.maxEnd.end(), range.start) - lane.maxEnd.begin());
+        while (j < n && lane.start[j] < range.end) {
+            if (lane.end[j] < range.start) {
+                ++j;
+                continue;
+            }
+            const std::size_t before = row.boxes.size();
+            addBox(row, std::max(0.0, axis.toX(lane.start[j])),
+                std::min(double(width), axis.toX(std::max(lane.end[j], lane.start[j] + 1))), label(lane.items[j]), color(row));
+            ++j;
+            if (row.boxes.size() != before)
+                continue;
+            auto& last = row.boxes.back();
+            const TimeNs boundary = axis.toTime(std::floor(last.x1) + 1.0);
+            const std::size_t next = std::size_t(std::lower_bound(lane.start.begin() + std::ptrdiff_t(j), lane.start.end(),
+                                                     std::min(boundary, range.end))
+                - lane.start.begin());
+            if (next > j) {
+                // The running maximum grew inside the skipped run only if one of them ends latest;
+                // otherwise they end before an earlier interval did, and the box keeps its end.
+                if (lane.maxEnd[next - 1] > lane.maxEnd[j - 1])
+                    last.x1 = std::max(last.x1, std::min(double(width), axis.toX(lane.maxEnd[next - 1])));
+                j = next;
+            }
+        }
     }
 } // namespace
 
@@ -46,7 +86,7 @@ TimeRange fullRangeOf(const LoadedTrace& t)
     return { s.start, s.start + TimeAxis::kMinSpanNs };
 }
 
-TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width)
+TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width, const FrameContent& content)
 {
     TimelineFrame f;
     f.range = range;
@@ -56,29 +96,42 @@ TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width)
     TimeAxis axis({ range.start, range.end }, width);
     axis.setVisible(range);
     const auto* d = t.analysis.timeline.device(t.analysis.device);
+    // A LoadedTrace from TraceSession has its levels of detail; one made elsewhere gets them here.
+    std::optional<TimelineLod> local;
+    const TimelineLod* lod = t.lod.get();
+    if (!lod)
+        lod = &local.emplace(t.trace, d, t.analysis.device);
+    auto seriesLod = [&](analyze::SeriesKind kind) { return lod->series(kind); };
     if (d && d->size() > 0) {
         ValueLane memory;
         memory.title = QString::fromStdString("memory " + d->label);
-        memory.series.push_back(toPixels(*d, analyze::SeriesKind::Allocated, range, width, "allocated", QColor(50, 110, 200), true));
-        memory.series.push_back(toPixels(*d, analyze::SeriesKind::Active, range, width, "active", QColor(60, 160, 90), false));
+        memory.series.push_back(toPixels(*d, analyze::SeriesKind::Allocated, range, width, "allocated", QColor(50, 110, 200), true, seriesLod(analyze::SeriesKind::Allocated)));
+        memory.series.push_back(toPixels(*d, analyze::SeriesKind::Active, range, width, "active", QColor(60, 160, 90), false, seriesLod(analyze::SeriesKind::Active)));
         // A profiler trace starts after the model was loaded: its in-window allocated bytes miss the
         // weights, so the ratios use the recorded allocated counter where there is one (the Timeline's
         // allocatedForRatiosKind(), the same rule as analyze's fragmentation figures, docs/analysis.md).
         const bool recordedAllocated = d->has(analyze::SeriesKind::Reserved) && d->has(analyze::SeriesKind::RecordedAllocated);
         if (recordedAllocated)
             memory.series.push_back(toPixels(*d, analyze::SeriesKind::RecordedAllocated, range, width, "allocated (recorded)",
-                QColor(30, 60, 140), false));
+                QColor(30, 60, 140), false, seriesLod(analyze::SeriesKind::RecordedAllocated)));
         if (d->has(analyze::SeriesKind::Reserved))
             memory.series.push_back(toPixels(*d, analyze::SeriesKind::Reserved, range, width,
-                QString::fromStdString("reserved (" + d->reservedSource + ")"), QColor(200, 60, 50), false));
+                QString::fromStdString("reserved (" + d->reservedSource + ")"), QColor(200, 60, 50), false, seriesLod(analyze::SeriesKind::Reserved)));
+        for (const auto& curve : content.simulated)
+            if (curve.timeline && curve.timeline->has(analyze::SeriesKind::Reserved)) {
+                memory.series.push_back(toPixels(*curve.timeline, analyze::SeriesKind::Reserved, range, width,
+                    "reserved (" + curve.name + ")", curve.color, false, curve.reservedLod.get()));
+                memory.series.back().dashed = true;
+            }
         for (const auto& s : memory.series)
             for (const auto& b : s.buckets)
                 if (b.valid)
                     memory.maxValue = std::max(memory.maxValue, b.max);
+        const std::size_t recordedReserved = d->has(analyze::SeriesKind::Reserved) ? 2 + (recordedAllocated ? 1 : 0) : 0;
         f.lanes.push_back(std::move(memory));
-        if (d->has(analyze::SeriesKind::Reserved)) {
+        if (recordedReserved && !content.memoryLaneOnly) {
             const auto& alloc = f.lanes[0].series[recordedAllocated ? 2 : 0].buckets;
-            const auto& res = f.lanes[0].series.back().buckets;
+            const auto& res = f.lanes[0].series[recordedReserved].buckets;
             ValueLane frag;
             frag.title = "fragmentation 1 − allocated/reserved";
             frag.fraction = true;
@@ -96,37 +149,24 @@ TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width)
             f.lanes.push_back(std::move(frag));
         }
     }
-    // Annotations: steps on one row, other ranges on another.
-    IntervalRow steps { "steps", {} }, ranges { "annotations", {} };
-    for (const auto& a : t.trace.annotations()) {
-        if (a.end < range.start || a.start >= range.end)
-            continue;
-        auto& row = a.kind == AnnotationKind::Step ? steps : ranges;
-        QColor c = a.kind == AnnotationKind::Step ? QColor(row.boxes.size() % 2 ? 230 : 200, 200, 120) : QColor(150, 190, 230);
-        addBox(row, std::max(0.0, axis.toX(a.start)), std::min(double(width), axis.toX(std::max(a.end, a.start + 1))),
-            QString::fromUtf8(t.trace.str(a.name).data(), qsizetype(t.trace.str(a.name).size())), c);
-    }
-    if (!steps.boxes.empty())
-        f.rows.push_back(std::move(steps));
-    if (!ranges.boxes.empty())
-        f.rows.push_back(std::move(ranges));
-    // Kernels: one row per stream of the analyzed device; kernels are sorted by start.
-    std::map<StreamId, IntervalRow> streams;
-    auto kernels = t.trace.kernels();
-    auto first = std::lower_bound(kernels.begin(), kernels.end(), range.start - TimeNs(1'000'000'000),
-        [](const Kernel& k, TimeNs v) { return k.start < v; });
-    for (auto it = first; it != kernels.end() && it->start < range.end; ++it) {
-        if (it->end < range.start || it->device != t.analysis.device)
-            continue;
-        auto& row = streams[it->stream];
-        if (row.title.isEmpty())
-            row.title = "stream " + QString::number(t.trace.streams()[it->stream].handle);
-        auto name = t.trace.str(it->name);
-        addBox(row, std::max(0.0, axis.toX(it->start)), std::min(double(width), axis.toX(std::max(it->end, it->start + 1))),
-            QString::fromUtf8(name.data(), qsizetype(name.size())), QColor(240, 160, 60));
-    }
-    for (auto& [id, row] : streams)
-        f.rows.push_back(std::move(row));
+    if (content.memoryLaneOnly)
+        return f;
+    // Annotations: steps on one row, other ranges on another; kernels one row per stream of the device.
+    auto addRow = [&](const IntervalLane& lane, QString title, auto label, auto color) {
+        IntervalRow row { std::move(title), {} };
+        addBoxes(row, lane, axis, range, width, label, color);
+        if (!row.boxes.empty())
+            f.rows.push_back(std::move(row));
+    };
+    const auto annotations = t.trace.annotations();
+    auto annotationName = [&](std::uint32_t i) { return t.trace.str(annotations[i].name); };
+    addRow(lod->steps, "steps", annotationName,
+        [](const IntervalRow& row) { return QColor(row.boxes.size() % 2 ? 230 : 200, 200, 120); });
+    addRow(lod->ranges, "annotations", annotationName, [](const IntervalRow&) { return QColor(150, 190, 230); });
+    const auto kernels = t.trace.kernels();
+    for (const auto& lane : lod->kernelStreams)
+        addRow(lane, "stream " + QString::number(t.trace.streams()[lane.stream].handle),
+            [&](std::uint32_t i) { return t.trace.str(kernels[i].name); }, [](const IntervalRow&) { return QColor(240, 160, 60); });
     return f;
 }
 
@@ -141,14 +181,22 @@ void TimelineModel::setTrace(std::shared_ptr<const LoadedTrace> trace)
     m_trace = std::move(trace);
 }
 
+void TimelineModel::setContent(FrameContent content)
+{
+    ++*m_generation;
+    m_content = std::move(content);
+    emit contentChanged();
+}
+
 void TimelineModel::request(TimeRange range, int width)
 {
     if (!m_trace)
         return;
     std::uint64_t generation = ++*m_generation;
     auto trace = m_trace;
+    auto content = m_content;
     runLatest(
-        this, m_generation, generation, [=] { return computeFrame(*trace, range, width); },
+        this, m_generation, generation, [=] { return computeFrame(*trace, range, width, content); },
         [](TimelineModel* self, TimelineFrame frame) { emit self->frameReady(std::move(frame)); });
 }
 

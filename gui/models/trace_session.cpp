@@ -72,6 +72,8 @@ void TraceSession::open(const QString& path)
             analyze::AnalysisOptions analysisOptions;
             analysisOptions.progress = [cancelFlag](double) { return !cancelFlag->load(); };
             loadedTrace->analysis = analyze::analyzeTrace(loadedTrace->trace, analysisOptions);
+            loadedTrace->lod = std::make_shared<const TimelineLod>(loadedTrace->trace,
+                loadedTrace->analysis.timeline.device(loadedTrace->analysis.device), loadedTrace->analysis.device);
             loadedTrace->memoryMap = std::make_shared<const MemoryMapIndex>(buildMemoryMapIndex(
                 loadedTrace->trace, loadedTrace->analysis.device, loadedTrace->analysis.categories));
             o.trace = std::move(loadedTrace);

@@ -4,6 +4,7 @@
 #include "analyze/analysis.h"
 #include "analyze/trace_summary.h"
 #include "core/trace.h"
+#include "gui/models/series_lod.h"
 
 #include <QFutureWatcher>
 #include <QObject>
@@ -22,6 +23,9 @@ struct LoadedTrace {
     Trace trace;
     analyze::TraceSummary summary;
     analyze::Analysis analysis; // the busiest device: timeline, steps, breakdowns at the peaks
+    // Levels of detail of the analyzed device's series (points into analysis.timeline), kernels and
+    // annotations; the timeline draws through it (computeFrame builds one per frame when it is null).
+    std::shared_ptr<const TimelineLod> lod;
     std::shared_ptr<const MemoryMapIndex> memoryMap; // of analysis.device, built on the worker thread
 };
 

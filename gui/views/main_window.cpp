@@ -2,8 +2,12 @@
 
 #include "analyze/summary_report.h"
 #include "gui/views/breakdown_page.h"
+#include "gui/views/chart_export.h"
 #include "gui/views/memory_map_page.h"
+#include "gui/views/memory_map_view.h"
 #include "gui/views/timeline_view.h"
+#include "gui/views/treemap_view.h"
+#include "gui/views/what_if_page.h"
 
 #include <QAction>
 #include <QDragEnterEvent>
@@ -53,6 +57,18 @@ MainWindow::MainWindow(QWidget* parent)
     connect(m_timeline, &TimelineView::visibleRangeChanged, m_memoryMap, &MemoryMapPage::setTimeRange);
     connect(m_memoryMap, &MemoryMapPage::instantPicked, m_breakdown, &BreakdownPage::setPickedInstant);
     connect(m_memoryMap, &MemoryMapPage::instantPicked, this, [this](TimeNs t) { m_timeline->setSelectedInstant(t); });
+    m_whatIf = new WhatIfPage(this);
+    m_tabs->addTab(m_whatIf, "What-if");
+    m_timeline->setWindowTitle("timeline");
+    addChartExportActions(*m_timeline, "timeline.png");
+    m_memoryMap->view()->setWindowTitle("memory-map");
+    addChartExportActions(*m_memoryMap->view(), "memory-map.png");
+    m_breakdown->treemap()->setWindowTitle("breakdown");
+    addChartExportActions(*m_breakdown->treemap(), "breakdown.png");
+    // The what-if curves overlay the Timeline page's memory lane as well as the page's own chart.
+    connect(m_whatIf, &WhatIfPage::curvesChanged, this,
+        [this](std::vector<SimulatedCurve> curves) { m_timelineModel.setContent({ std::move(curves), false }); });
+    connect(&m_timelineModel, &TimelineModel::contentChanged, m_timeline, &TimelineView::refresh);
     setCentralWidget(m_tabs);
     connect(m_timeline, &TimelineView::frameRequested, &m_timelineModel, &TimelineModel::request);
     connect(&m_timelineModel, &TimelineModel::frameReady, m_timeline, &TimelineView::setFrame);
@@ -65,6 +81,22 @@ MainWindow::MainWindow(QWidget* parent)
     });
     open->setShortcut(QKeySequence::Open);
     m_recent = file->addMenu("Open &Recent");
+    file->addSeparator();
+    file->addAction("&Export Chart…", this, [this] {
+        // The current page's chart: the timeline lanes, the memory map, the breakdown's treemap, the
+        // what-if curves; the page itself for a page added later; the summary is text.
+        QWidget* page = m_tabs->currentWidget();
+        QWidget* chart = page == m_whatIf ? static_cast<QWidget*>(m_whatIf->chart())
+            : page == m_memoryMap         ? static_cast<QWidget*>(m_memoryMap->view())
+            : page == m_breakdown         ? static_cast<QWidget*>(m_breakdown->treemap())
+            : page == m_summary           ? nullptr
+                                          : page;
+        if (chart)
+            exportChartInteractively(*chart, this, (chart->windowTitle().isEmpty() ? QString("chart") : chart->windowTitle()) + ".png");
+        else
+            statusBar()->showMessage("This page has no chart to export", 5000);
+    });
+    file->addAction("Export What-if &Table as CSV…", this, [this] { m_whatIf->exportCsvInteractively(); });
     file->addSeparator();
     file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
     rebuildRecentMenu();
@@ -109,6 +141,8 @@ bool MainWindow::showPage(const QString& name)
         m_tabs->setCurrentWidget(m_memoryMap);
     else if (name == "breakdown")
         m_tabs->setCurrentWidget(m_breakdown);
+    else if (name == "what-if")
+        m_tabs->setCurrentWidget(m_whatIf);
     else
         return false;
     return true;
@@ -123,7 +157,9 @@ void MainWindow::showLoaded(const std::shared_ptr<const LoadedTrace>& t)
     m_lastError.clear();
     m_summary->setPlainText(QString::fromStdString(text.str()));
     m_timelineModel.setTrace(t);
+    m_timelineModel.setContent({});
     m_timeline->setFullRange(fullRangeOf(*t));
+    m_whatIf->setTrace(t);
     m_memoryMap->setTrace(t);
     m_breakdown->setTrace(t);
     setWindowTitle(QFileInfo(t->path).fileName() + " — gpumem");

@@ -15,6 +15,7 @@ class QTabWidget;
 namespace gpumem::gui {
 
 class TimelineView;
+class WhatIfPage;
 class MemoryMapPage;
 class BreakdownPage;
 
@@ -27,10 +28,11 @@ public:
     // The summary text currently shown (for tests).
     QString summaryText() const;
     TimelineView* timelineView() const { return m_timeline; }
+    WhatIfPage* whatIfPage() const { return m_whatIf; }
     MemoryMapPage* memoryMapPage() const { return m_memoryMap; }
     BreakdownPage* breakdownPage() const { return m_breakdown; }
-    // Shows a page by name: "summary", "timeline", "memory-map" or "breakdown". Returns false for an
-    // unknown name.
+    // Shows a page by name: "summary", "timeline", "memory-map", "breakdown" or "what-if". Returns
+    // false for an unknown name.
     bool showPage(const QString& name);
     // The last load error (the importer's one-line message), empty after a successful load.
     QString statusMessage() const { return m_lastError; }
@@ -53,6 +55,7 @@ private:
     QTabWidget* m_tabs = nullptr;
     QPlainTextEdit* m_summary = nullptr;
     TimelineView* m_timeline = nullptr;
+    WhatIfPage* m_whatIf = nullptr;
     MemoryMapPage* m_memoryMap = nullptr;
     BreakdownPage* m_breakdown = nullptr;
     QProgressBar* m_progress = nullptr;

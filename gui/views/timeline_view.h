@@ -28,12 +28,17 @@ public:
     void zoomBack();
     void zoomForward();
     void resetZoom();
+    // Asks for a new frame of the same range (the model's content changed: simulated curves arrived).
+    void refresh() { rangeChanged(false); }
     // Pixel height each value lane and interval row gets (tests and the screenshot mode).
     static constexpr int kLaneHeight = 150;
     static constexpr int kRowHeight = 22;
     static constexpr int kAxisHeight = 24;
     static constexpr int kLeftMargin = 110;
     QSize sizeHint() const override;
+    // Value lanes share the height left by the rows instead of kLaneHeight each (the what-if chart).
+    void setFillHeight(bool fill) { m_fillHeight = fill; update(); }
+    int laneHeight() const;
 
 signals:
     void frameRequested(gpumem::gui::TimeRange range, int width);
@@ -66,6 +71,7 @@ private:
     std::optional<QPoint> m_bandEnd;
     bool m_banding = false;
     bool m_dragged = false;
+    bool m_fillHeight = false;
     TimeRange m_pressRange;
 };
 
