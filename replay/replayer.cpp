@@ -342,7 +342,7 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
     std::uint64_t skip = 0;
     auto pass = [&](bool measured) {
         for (std::size_t i = 0; i < n && !stop; ++i) {
-            if ((i & 0xFFFF) == 0 && m_options.cancel && m_options.cancel->load(std::memory_order_relaxed))
+            if ((i & 0xFFFF) == 0 && options.cancel && options.cancel->load(std::memory_order_relaxed))
                 throw Cancelled();
             if (m.device[i] != dev)
                 continue;
