@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "replay/policy_registry.h"
+#include "replay/request_feeder.h"
 
 #include <nlohmann/json.hpp>
 
@@ -11,8 +12,6 @@
 namespace gpumem::replay {
 
 namespace {
-
-    constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 
     // Records every device call with the trace position it happened at.
     class SegmentRecorder final : public DeviceObserver {
@@ -116,18 +115,8 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
 
     const auto& m = trace.memory();
     const std::size_t n = m.count();
-    const auto allocs = trace.allocations();
-    // Per event: the allocation it belongs to.
-    std::vector<std::uint32_t> allocOf(n, kNone);
-    for (std::size_t a = 0; a < allocs.size(); ++a) {
-        for (std::uint64_t e : { allocs[a].allocEvent, allocs[a].freeEvent, allocs[a].freeCompletedEvent })
-            if (e != kNoIndex)
-                allocOf[e] = std::uint32_t(a);
-    }
-    std::vector<Address> simAddress(allocs.size(), 0);
-    std::vector<StreamKey> streamKey(trace.streams().size());
-    for (std::size_t s = 0; s < streamKey.size(); ++s)
-        streamKey[s] = trace.streams()[s].handle;
+    RequestFeeder feeder(trace, dev, top);
+    const auto allocs = feeder.allocations();
 
     // The initial state of the window.
     std::uint64_t initialEvents
@@ -164,7 +153,7 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
                 const auto& st = top.stats();
                 if (m_options.capacity != 0 && st.reserved > m_options.capacity) {
                     ++result.ooms;
-                    result.failures.push_back({ m.time[i], i, st.reserved /* the pre-window state that does not fit */, streamKey[m.stream[i]],
+                    result.failures.push_back({ m.time[i], i, st.reserved /* the pre-window state that does not fit */, feeder.streamOf(i),
                         st.reserved, st.allocated, 0 });
                     if (measured && m_options.onOom == OnOom::Stop) {
                         result.stopped = true;
@@ -176,11 +165,11 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
             const EventKind kind = m.kind[i];
             clock.time = m.time[i];
             clock.event = i;
-            const std::uint32_t a = allocOf[i];
+            const std::uint32_t a = feeder.allocationOf(i);
             if (initial && adopt) {
                 switch (kind) {
                 case EventKind::SegmentAlloc: {
-                    SegmentInfo seg { m.address[i], m.size[i], streamKey[m.stream[i]],
+                    SegmentInfo seg { m.address[i], m.size[i], feeder.streamOf(i),
                         isSmallSegment(trace, dev, m.address[i], m.size[i]), false, {} };
                     if (top.adoptSegment(seg)) {
                         ++result.initialSegments;
@@ -190,17 +179,17 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
                     break;
                 }
                 case EventKind::Alloc:
-                    if (a != kNone
+                    if (a != RequestFeeder::kNoAllocation
                         && top.adoptBlock(m.address[i], m.size[i], m.requestedSize[i] ? m.requestedSize[i] : m.size[i],
-                            streamKey[m.stream[i]])) {
-                        simAddress[a] = m.address[i];
+                            feeder.streamOf(i))) {
+                        feeder.setSimulatedAddress(a, m.address[i]);
                         ++result.initialBlocks;
                     } else
                         ++result.initialNotAdopted;
                     break;
                 case EventKind::Free:
-                    if (a != kNone && simAddress[a] != 0)
-                        top.requestFree(simAddress[a]);
+                    if (a != RequestFeeder::kNoAllocation && feeder.simulatedAddress(a) != 0)
+                        top.requestFree(feeder.simulatedAddress(a));
                     break;
                 case EventKind::SegmentMap:
                     ++result.initialNotAdopted; // expandable initial state is not adopted
@@ -211,62 +200,31 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
                 continue;
             }
             switch (kind) {
-            case EventKind::Alloc: {
-                ++result.requestEvents;
-                Bytes request = m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
-                if (request == 0) {
-                    ++result.zeroSizeRequests;
-                    break;
-                }
-                StreamKey stream = streamKey[m.stream[i]];
-                auto got = top.allocate(request, stream);
-                if (got) {
-                    ++result.allocations;
-                    if (a != kNone)
-                        simAddress[a] = *got;
-                    if (m_options.recordAllocAddresses)
-                        result.allocAddresses.emplace_back(i, *got);
-                    break;
-                }
-                ++result.ooms;
-                const auto& st = top.stats();
-                Bytes free = m_options.capacity == 0 ? ~Bytes(0)
-                                                     : m_options.capacity - std::min(m_options.capacity, st.reserved);
-                result.failures.push_back({ m.time[i], i, request, stream, st.reserved, st.allocated, free });
-                if (measured && m_options.onOom == OnOom::Stop) {
-                    result.stopped = true;
-                    stop = true;
-                }
-                break;
-            }
+            case EventKind::Alloc:
             case EventKind::Free:
             case EventKind::FreeCompleted: {
                 ++result.requestEvents;
-                if (a == kNone) {
-                    if (kind == EventKind::Free)
-                        ++result.unmatchedFrees;
-                    break;
+                const auto step = feeder.feed(i);
+                if (step.outcome == RequestFeeder::Outcome::ZeroSize)
+                    ++result.zeroSizeRequests;
+                else if (step.outcome == RequestFeeder::Outcome::UnmatchedFree)
+                    ++result.unmatchedFrees;
+                else if (step.outcome == RequestFeeder::Outcome::Allocated) {
+                    ++result.allocations;
+                    if (m_options.recordAllocAddresses)
+                        result.allocAddresses.emplace_back(i, *step.address);
+                } else if (step.outcome == RequestFeeder::Outcome::Failed) {
+                    ++result.ooms;
+                    const auto& st = top.stats();
+                    Bytes free = m_options.capacity == 0
+                        ? ~Bytes(0)
+                        : m_options.capacity - std::min(m_options.capacity, st.reserved);
+                    result.failures.push_back({ m.time[i], i, step.request, step.stream, st.reserved, st.allocated, free });
+                    if (measured && m_options.onOom == OnOom::Stop) {
+                        result.stopped = true;
+                        stop = true;
+                    }
                 }
-                if (kind == EventKind::Free) {
-                    // The usual case: free_completed follows at once; the block is freed there, in order.
-                    std::size_t next = i + 1;
-                    while (next < n && m.device[next] != dev)
-                        ++next;
-                    if (next < n && m.kind[next] == EventKind::FreeCompleted && allocOf[next] == a)
-                        break;
-                }
-                Address addr = simAddress[a];
-                if (addr == 0)
-                    break; // never allocated in this replay: dropped after an OOM, or an initial block ignored
-                if (kind == EventKind::Free && allocs[a].freeCompletedEvent != kNoIndex
-                    && allocs[a].freeCompletedEvent > i) {
-                    top.requestFree(addr); // reusable only at its later free_completed
-                    break;
-                }
-                Bytes request = m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
-                StreamKey stream = streamKey[m.stream[i]];
-                top.deallocate(addr, request, stream);
-                simAddress[a] = 0;
                 break;
             }
             case EventKind::SegmentFree:
@@ -294,10 +252,10 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
     for (int w = 0; w < m_options.warmupPasses; ++w) {
         // A warm-up pass fills the cache the way earlier iterations did; what it leaves live is freed.
         pass(false);
-        for (std::size_t a = 0; a < simAddress.size(); ++a)
-            if (simAddress[a] != 0 && allocs[a].allocEvent >= initialEvents) {
-                top.deallocate(simAddress[a], 0, 0);
-                simAddress[a] = 0;
+        for (std::uint32_t a = 0; a < feeder.allocationCount(); ++a)
+            if (feeder.simulatedAddress(a) != 0 && allocs[a].allocEvent >= initialEvents) {
+                top.deallocate(feeder.simulatedAddress(a), 0, 0);
+                feeder.setSimulatedAddress(a, 0);
             }
         deviceEvents = 0;
         initialEvents = 0; // the initial state is adopted once
