@@ -232,6 +232,7 @@ namespace {
                 po::value<std::vector<std::string>>(), "with --colocate: NAME=BYTES, one process's own limit")("offset",
                 po::value<std::vector<std::string>>(), "with --colocate: NAME=DURATION, when a process starts");
             addGateOptions(o, true, "a policy (or a colocated process)");
+            addJobsOption(o);
             o.add_options()("trace", po::value<std::vector<std::string>>()->required(), "trace files (positional)");
             p.add("trace", -1);
         }
@@ -259,6 +260,7 @@ namespace {
             // Bad specs are usage errors (exit 2) before any work.
             const std::vector<replay::PolicySpec> specs = checkedPolicySpecs(texts);
             const Gates gates = readGates(vm);
+            const unsigned jobs = readJobs(vm);
             replay::ReplayOptions options;
             if (vm.count("capacity"))
                 options.capacity = parseBytes(vm["capacity"].as<std::string>(), "--capacity");
@@ -267,6 +269,8 @@ namespace {
             if (fidelity) {
                 if (specs.size() > 1)
                     throw UsageError("--fidelity takes at most one --policy (the recorded one by default)");
+                if (gates.failIfOom || gates.maxReserved)
+                    throw UsageError("--fail-if-oom and --max-reserved gate what-if replays, not --fidelity");
                 auto report = replay::checkFidelityFile(path, specs.front(), options);
                 analyze::writeFidelityReport(report, path, format, report.traceStart, out);
                 return kExitOk;
@@ -274,7 +278,7 @@ namespace {
             Trace trace = loadReplayableTrace(path);
             std::vector<replay::ReplayResult> results(specs.size());
             replay::parallelFor(
-                specs.size(), 0, [&](std::size_t i) { results[i] = replay::Replayer(options).run(trace, specs[i]); });
+                specs.size(), jobs, [&](std::size_t i) { results[i] = replay::Replayer(options).run(trace, specs[i]); });
             analyze::writeReplayTable(results, format, traceStart(trace), out);
             warnAboutMemoryBeforeTheWindow(trace, results.empty() ? 0 : results.front().device, err);
             std::vector<GateSubject> subjects;
