@@ -161,8 +161,9 @@ void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view 
             continue;
         }
         if (f.nonMonotone)
-            out << f.spec << ": non-monotone: fits at " << formatBytes(f.nonMonotone->first) << " but fails at "
-                << formatBytes(f.nonMonotone->second) << "; the capacity shown is the smallest that fits\n";
+            out << f.spec << ": non-monotone: fits at " << formatBytes(f.nonMonotone->first) << " ("
+                << f.nonMonotone->first << " B) but fails at " << formatBytes(f.nonMonotone->second) << " ("
+                << f.nonMonotone->second << " B); the capacity shown is the smallest that fits\n";
     }
 }
 

@@ -81,7 +81,7 @@ FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptio
     }
     while (hi - lo > step) {
         const Bytes slots = (hi - lo) / step - 1; // candidates strictly between lo and hi
-        const Bytes k = std::min<Bytes>(std::max(jobs, 1u), slots);
+        const Bytes k = std::min<Bytes>(kFitProbesPerRound, slots);
         std::vector<Bytes> capacities;
         for (Bytes j = 1; j <= k; ++j)
             capacities.push_back(lo + (slots + 1) * j / (k + 1) * step);

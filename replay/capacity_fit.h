@@ -9,8 +9,10 @@
 //   live requests in less, so every capacity below it fails without a probe;
 // - upper bound: the policy's own unlimited peak reserved rounded up to the step, doubled until a probe
 //   fits or maxCapacity is passed (a memory fraction of 0.5 needs twice the peak);
-// - then a k-ary search between them: each round probes `jobs` evenly spaced capacities in parallel and
-//   keeps (largest failing capacity below the smallest fitting one, smallest fitting one].
+// - then a k-ary search between them: each round probes kFitProbesPerRound evenly spaced capacities in
+//   parallel and keeps (largest failing capacity below the smallest fitting one, smallest fitting one].
+//   k is fixed, not the number of threads, so the probes — and the answer where OOM is not monotone —
+//   do not depend on the machine.
 // The reported capacity C always fits (it was probed) and C − step always fails (probed, or below the
 // lower bound). Out-of-memory need not be monotone in capacity for every policy (a larger device changes
 // a memory fraction, a pool's initial size, or the order in which cached blocks are reused); every probe
@@ -24,10 +26,13 @@
 
 namespace gpumem::replay {
 
+// Capacities probed per round of the search (they run in parallel on up to FitOptions::jobs threads).
+constexpr unsigned kFitProbesPerRound = 8;
+
 struct FitOptions {
     Bytes step = Bytes(2) << 20; // capacities probed are multiples of it
     Bytes maxCapacity = Bytes(1) << 40; // give up above it (1 TiB)
-    unsigned jobs = 0; // parallel probes per round; 0 = defaultJobs()
+    unsigned jobs = 0; // threads for the probes of a round; 0 = defaultJobs()
     std::optional<DeviceId> device; // as ReplayOptions::device
 };
 

@@ -102,11 +102,7 @@ TEST(FitCli, ReportsTheSmallestCapacityWithoutOom)
         "direct                                   24.00 MiB            24.00 MiB                24.00 MiB  24.00 MiB  "
         "     1\n"
         "pytorch:per_process_memory_fraction:0.5  48.00 MiB            24.00 MiB                24.00 MiB  24.00 MiB  "
-        "     " + std::to_string(nlohmann::json::parse(runCli("fit tests/data/colocate_a.jsonl --policy "
-                                                              "pytorch:per_process_memory_fraction:0.5 --format json")
-                                                           .out)[0]["probes"]
-                                          .size())
-            + "\n");
+        "    11\n");
     auto json = nlohmann::json::parse(runCli("fit traces/mlp_train.jsonl --format json").out);
     ASSERT_EQ(json.size(), 1u);
     EXPECT_EQ(json[0]["spec"], "pytorch");

@@ -152,6 +152,29 @@ TEST(CapacityFit, KnowsTheExactAnswerOfAHandWrittenTrace)
     EXPECT_THROW(fitCapacity(trace, parsePolicySpec("direct"), tight), UsageError);
 }
 
+// OOM need not be monotone in capacity: on this real trace max_split_size_mb:128 fits at 3.03 GiB,
+// fails at 3.07 GiB and fits again above. The search reports the pair, and both are checked here by
+// replaying at those capacities.
+TEST(CapacityFit, ReportsNonMonotoneOomOnARealTrace)
+{
+    const std::string path = kPublic + "/hta/memory_timeline.raw.gz";
+    if (!std::filesystem::exists(path))
+        GTEST_SKIP() << "public trace " << path << " is absent (GPUMEM_PUBLIC_TRACES)";
+    Trace trace = loadTrace(path);
+    const std::string spec = "pytorch:max_split_size_mb:128";
+    FitOptions options;
+    options.jobs = 2;
+    FitResult fit = fitCapacity(trace, parsePolicySpec(spec), options);
+    ASSERT_TRUE(fit.fits);
+    ASSERT_TRUE(fit.nonMonotone);
+    EXPECT_LT(fit.nonMonotone->first, fit.nonMonotone->second);
+    EXPECT_EQ(replayAt(trace, spec, fit.nonMonotone->first).ooms, 0u);
+    EXPECT_GT(replayAt(trace, spec, fit.nonMonotone->second).ooms, 0u);
+    EXPECT_EQ(fit.capacity, 3250585600u);
+    EXPECT_EQ(replayAt(trace, spec, fit.capacity).ooms, 0u);
+    EXPECT_GT(replayAt(trace, spec, fit.capacity - 2 * MiB).ooms, 0u);
+}
+
 TEST(ColocatedReplay, TwoTracesThatFitAloneFailTogetherAtTheRightTime)
 {
     Trace a = loadTrace(kData + "colocate_a.jsonl");
