@@ -18,6 +18,8 @@
 #include <fstream>
 #include <string>
 
+#include <sys/resource.h>
+
 using namespace gpumem;
 using namespace gpumem::bench;
 
@@ -69,17 +71,34 @@ int main(int argc, char** argv)
 
     ReplayOptions options;
     options.initialState = InitialStateMode::Ignore;
-    auto sweep = [&](unsigned threads, std::vector<ReplayResult>& out) {
+    // Wall seconds of one sweep; `cpu` gets the CPU seconds the process used meanwhile (all threads), which
+    // shows how much of the machine the run got: on a loaded machine the wall-time ratio understates.
+    auto cpuSeconds = [] {
+        rusage u {};
+        getrusage(RUSAGE_SELF, &u);
+        return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+    };
+    auto sweep = [&](unsigned threads, std::vector<ReplayResult>& out, double& cpu) {
         out.assign(specs.size(), {});
+        const double c0 = cpuSeconds();
         auto s = std::chrono::steady_clock::now();
         parallelFor(specs.size(), threads, [&](std::size_t i) { out[i] = Replayer(options).run(trace, specs[i]); });
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count();
+        double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count();
+        cpu = cpuSeconds() - c0;
+        return wall;
     };
-    double sequential = 1e300, parallel = 1e300;
+    double sequential = 1e300, parallel = 1e300, sequentialCpu = 0, parallelCpu = 0;
     std::vector<ReplayResult> one, many;
     for (int r = 0; r < repeats; ++r) {
-        sequential = std::min(sequential, sweep(1, one));
-        parallel = std::min(parallel, sweep(jobs, many));
+        double cpu = 0;
+        if (double w = sweep(1, one, cpu); w < sequential) {
+            sequential = w;
+            sequentialCpu = cpu;
+        }
+        if (double w = sweep(jobs, many, cpu); w < parallel) {
+            parallel = w;
+            parallelCpu = cpu;
+        }
     }
     for (std::size_t i = 0; i < specs.size(); ++i)
         if (one[i].peakReserved.bytes != many[i].peakReserved.bytes || one[i].deviceCalls() != many[i].deviceCalls()) {
@@ -89,10 +108,13 @@ int main(int argc, char** argv)
     std::uint64_t events = 0;
     for (const auto& r : one)
         events += r.requestEvents;
-    std::printf("%-28s %10s %14s\n", "mode", "best s", "Mevents/s");
-    std::printf("%-28s %10.3f %14.2f\n", "one after another (jobs 1)", sequential, double(events) / sequential / 1e6);
-    std::printf("%-28s %10.3f %14.2f\n", ("parallel (jobs " + std::to_string(jobs) + ")").c_str(), parallel,
-        double(events) / parallel / 1e6);
+    std::printf("%-28s %10s %10s %14s\n", "mode", "best s", "CPU s", "Mevents/s");
+    std::printf("%-28s %10.3f %10.3f %14.2f\n", "one after another (jobs 1)", sequential, sequentialCpu,
+        double(events) / sequential / 1e6);
+    std::printf("%-28s %10.3f %10.3f %14.2f\n", ("parallel (jobs " + std::to_string(jobs) + ")").c_str(), parallel,
+        parallelCpu, double(events) / parallel / 1e6);
+    std::printf("CPU cores the runs got on average: %.2f (jobs 1), %.2f (jobs %u)\n", sequentialCpu / sequential,
+        parallelCpu / parallel, jobs);
     std::printf("speed-up: %.2fx\n", sequential / parallel);
     if (std::ifstream la("/proc/loadavg"); la) {
         std::getline(la, load);
