@@ -2,10 +2,15 @@
 // outputs on the sample and micro traces, exit codes 0/2/3, and one clear line for bad input.
 #include "tests/cli/cli_runner.h"
 
+#include "core/error.h"
+#include "core/importer.h"
+#include "replay/policy_registry.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 
 using gpumem::test::runCli;
 
@@ -177,4 +182,46 @@ TEST(ColocateCli, BadInputExitsTwoWithOneLine)
         EXPECT_NE(r.err.find(says), std::string::npos) << args << ": " << r.err;
     }
     EXPECT_EQ(runCli("replay tests/data/colocate_a.jsonl --colocate --capacity 64MiB").exitCode, 2);
+}
+
+// The table command on every public trace with addresses, with every registered policy that
+// runs without options (and expandable segments): no policy reserves less than `ideal` (live bytes).
+TEST(ReplayCli, EveryPolicyReservesAtLeastTheIdealPeakOnEveryPublicTrace)
+{
+    const std::string root = GPUMEM_PUBLIC_TRACES;
+    if (!std::filesystem::exists(root))
+        GTEST_SKIP() << "public traces are absent (GPUMEM_PUBLIC_TRACES=" << root << ")";
+    std::string policies = " --policy ideal --policy pytorch:expandable_segments:True";
+    for (const auto& p : gpumem::replay::registeredPolicies()) {
+        try {
+            gpumem::replay::validatePolicySpec(gpumem::replay::parsePolicySpec(p.name));
+        } catch (const gpumem::UsageError&) {
+            continue; // needs options
+        }
+        if (p.name != "ideal")
+            policies += " --policy " + p.name;
+    }
+    int tables = 0;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+        if (!entry.is_regular_file() || entry.path().filename() == "SOURCES.md")
+            continue;
+        gpumem::Trace trace = gpumem::loadTrace(entry.path().string());
+        const auto& m = trace.memory();
+        bool addresses = false;
+        for (std::size_t i = 0; i < m.count() && !addresses; ++i)
+            addresses = m.kind[i] == gpumem::EventKind::Alloc && m.address[i] != 0;
+        if (!addresses)
+            continue;
+        auto r = runCli("replay '" + entry.path().string() + "'" + policies + " --format json");
+        ASSERT_EQ(r.exitCode, 0) << entry.path() << ": " << r.err;
+        auto rows = nlohmann::json::parse(r.out);
+        const std::uint64_t ideal = rows[0]["peak_reserved"];
+        EXPECT_GT(ideal, 0u) << entry.path();
+        for (const auto& row : rows) {
+            EXPECT_GE(row["peak_reserved"].get<std::uint64_t>(), ideal) << entry.path() << " " << row["policy"];
+            EXPECT_EQ(row["ooms"], 0u) << entry.path() << " " << row["policy"];
+        }
+        ++tables;
+    }
+    EXPECT_GE(tables, 8);
 }
