@@ -43,12 +43,18 @@ FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptio
     result.spec = spec.text;
     const unsigned jobs = options.jobs == 0 ? defaultJobs() : options.jobs;
 
-    ReplayOptions unlimited;
-    unlimited.device = options.device;
-    ReplayResult free = Replayer(unlimited).run(trace, spec);
-    result.policy = free.policy;
-    result.unlimitedPeakReserved = free.peakReserved.bytes;
-    result.lowerBound = livePeak(trace, options.device);
+    // The bounds: the policy on an unlimited device, and the live bytes (two replays, in parallel).
+    parallelFor(2, jobs, [&](std::size_t i) {
+        if (i == 1) {
+            result.lowerBound = livePeak(trace, options.device);
+            return;
+        }
+        ReplayOptions unlimited;
+        unlimited.device = options.device;
+        ReplayResult free = Replayer(unlimited).run(trace, spec);
+        result.policy = free.policy;
+        result.unlimitedPeakReserved = free.peakReserved.bytes;
+    });
 
     std::vector<FitProbe>& probes = result.probes;
     auto run = [&](const std::vector<Bytes>& capacities) {
@@ -63,21 +69,19 @@ FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptio
     Bytes lo = result.lowerBound == 0 ? 0 : roundUp(result.lowerBound, step) - step;
     Bytes hi = std::max(roundUp(std::max(result.unlimitedPeakReserved, result.lowerBound), step), lo + step);
     result.maxCapacity = options.maxCapacity;
-    for (;;) {
-        if (hi > options.maxCapacity) {
-            // The last try is the largest capacity allowed.
-            const Bytes top = options.maxCapacity / step * step;
-            if (top > lo && run({ top }).front().fits) {
-                hi = top;
-                break;
-            }
-            std::sort(probes.begin(), probes.end(), [](auto& a, auto& b) { return a.capacity < b.capacity; });
-            return result; // does not fit anywhere we looked
-        }
-        if (run({ hi }).front().fits)
-            break;
+    const Bytes top = options.maxCapacity / step * step; // the largest capacity allowed
+    auto noFit = [&] {
+        std::sort(probes.begin(), probes.end(), [](auto& x, auto& y) { return x.capacity < y.capacity; });
+        return result;
+    };
+    hi = std::min(hi, top);
+    if (hi <= lo)
+        return noFit(); // even the largest capacity allowed is below the live bytes
+    while (!run({ hi }).front().fits) {
+        if (hi >= top)
+            return noFit();
         lo = hi;
-        hi = roundUp(hi * 2, step);
+        hi = hi > top / 2 ? top : std::min(top, roundUp(hi * 2, step));
     }
     while (hi - lo > step) {
         const Bytes slots = (hi - lo) / step - 1; // candidates strictly between lo and hi
