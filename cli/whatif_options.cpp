@@ -52,9 +52,7 @@ int applyGates(const Gates& gates, const std::vector<GateSubject>& subjects, std
 
 void addJobsOption(po::options_description& options)
 {
-    options.add_options()("jobs,j", po::value<std::string>(),
-        ("replays run in parallel (default: the hardware threads, " + std::to_string(replay::defaultJobs()) + " here)")
-            .c_str());
+    options.add_options()("jobs,j", po::value<std::string>(), "replays run in parallel (default: the hardware threads)");
 }
 
 unsigned readJobs(const po::variables_map& vm)

@@ -52,7 +52,7 @@ TEST(SweepCli, BadGridsExitTwoWithOneLine)
              { "'pytorch:max_split_size_mb:{}'", "empty braces" },
              { "'pytorch:max_split_size_mb:{64,{128}}'", "nested '{'" },
              { "'pytorch:max_split_size_mb:{64,128'", "without a matching '}'" },
-             { "'{pytorch,tlsf}'", "unknown policy 'tlsf'; valid policies: pytorch" },
+             { "'{pytorch,nosuchpolicy}'", "unknown policy 'nosuchpolicy'; valid policies: pytorch" },
              { "'pytorch:max_split_size_mb:{64,x}'", "max_split_size_mb" } }) {
         auto r = runCli("sweep traces/mlp_train.jsonl --policy " + grid);
         EXPECT_EQ(r.exitCode, 2) << grid;
@@ -128,7 +128,7 @@ TEST(FitCli, GateAndBadInput)
     auto nowhere = runCli("fit tests/data/colocate_a.jsonl --policy direct --max-capacity 16MiB --max-reserved 1TiB");
     EXPECT_EQ(nowhere.exitCode, 3);
     EXPECT_NE(nowhere.out.find("direct: no capacity up to 16.00 MiB runs without OOM"), std::string::npos) << nowhere.out;
-    for (const char* bad : { "--max-capacity 0", "--step 0", "--capacity 80GiB", "--policy tlsf", "--jobs -1",
+    for (const char* bad : { "--max-capacity 0", "--step 0", "--capacity 80GiB", "--policy nosuchpolicy", "--jobs -1",
              "--format xml" }) {
         auto r = runCli(std::string("fit tests/data/colocate_a.jsonl ") + bad);
         EXPECT_EQ(r.exitCode, 2) << bad;
@@ -172,7 +172,7 @@ TEST(ColocateCli, BadInputExitsTwoWithOneLine)
              { " --colocate", "--colocate needs --capacity" },
              { " --colocate --capacity 0", "--capacity 0 with --colocate" },
              { " --colocate --capacity 64MiB --offset colocate_b=soon", "give a duration" },
-             { " --colocate --capacity 64MiB --policy colocate_b=tlsf", "unknown policy 'tlsf'" },
+             { " --colocate --capacity 64MiB --policy colocate_b=nosuchpolicy", "unknown policy 'nosuchpolicy'" },
              { " --colocate --capacity 64MiB --policy ideal --policy direct", "one --policy SPEC for every process" },
              { " --colocate --capacity 64MiB --limit colocate_a", "write NAME=VALUE" },
              { " --limit colocate_a=1GiB", "--limit is for --colocate" } }) {
