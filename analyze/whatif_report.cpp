@@ -96,19 +96,18 @@ void writeSweepTable(const std::vector<SweepRow>& rows, std::string_view format,
             std::snprintf(waste, sizeof waste, "%.6f", r.atPeak.waste());
             out << (i == best ? "1" : "0") << ',' << csvField(rows[i].spec) << ',' << csvField(r.policy) << ','
                 << r.peakReserved.bytes << ',' << r.peakAllocated.bytes << ',' << waste << ',' << r.deviceCalls() << ','
-                << r.ooms << ',' << (r.failures.empty() ? std::string() : std::to_string(r.failures.front().time - start))
-                << '\n';
+                << r.ooms << ','
+                << (r.failures.empty() ? std::string() : std::to_string(r.failures.front().time - start)) << '\n';
         }
         return;
     }
-    std::vector<std::vector<std::string>> table {
-        { "", "configuration", "peak reserved", "peak allocated", "waste at peak", "device calls", "OOMs" }
-    };
+    std::vector<std::vector<std::string>> table { { "", "configuration", "peak reserved", "peak allocated",
+        "waste at peak", "device calls", "OOMs" } };
     for (std::size_t i : order) {
         const auto& r = rows[i].result;
-        table.push_back({ i == best ? "*" : "", rows[i].spec, formatBytes(r.peakReserved.bytes),
-            formatBytes(r.peakAllocated.bytes), percent(r.atPeak.waste()), std::to_string(r.deviceCalls()),
-            std::to_string(r.ooms) });
+        table.push_back(
+            { i == best ? "*" : "", rows[i].spec, formatBytes(r.peakReserved.bytes), formatBytes(r.peakAllocated.bytes),
+                percent(r.atPeak.waste()), std::to_string(r.deviceCalls()), std::to_string(r.ooms) });
     }
     writeColumns(table, 2, out);
     if (best < rows.size())
@@ -124,22 +123,25 @@ void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view 
         for (const auto& f : fits) {
             nlohmann::json probes = nlohmann::json::array();
             for (const auto& p : f.probes)
-                probes.push_back({ { "capacity", p.capacity }, { "fits", p.fits }, { "peak_reserved", p.peakReserved } });
+                probes.push_back(
+                    { { "capacity", p.capacity }, { "fits", p.fits }, { "peak_reserved", p.peakReserved } });
             all.push_back({ { "spec", f.spec }, { "policy", f.policy }, { "fits", f.fits },
                 { "capacity", f.fits ? nlohmann::json(f.capacity) : nlohmann::json(nullptr) },
                 { "peak_reserved_at_capacity", f.peakReservedAtFit }, { "live_peak", f.lowerBound },
-                { "unlimited_peak_reserved", f.unlimitedPeakReserved },
-                { "below_capacity_probed", f.belowProbed }, { "monotone", !f.nonMonotone },
+                { "unlimited_peak_reserved", f.unlimitedPeakReserved }, { "below_capacity_probed", f.belowProbed },
+                { "monotone", !f.nonMonotone },
                 { "non_monotone",
-                    f.nonMonotone ? nlohmann::json { { "fits_at", f.nonMonotone->first }, { "fails_at", f.nonMonotone->second } }
-                                  : nlohmann::json(nullptr) },
+                    f.nonMonotone
+                        ? nlohmann::json { { "fits_at", f.nonMonotone->first }, { "fails_at", f.nonMonotone->second } }
+                        : nlohmann::json(nullptr) },
                 { "probes", probes } });
         }
         dump(all, out);
         return;
     }
     if (format == "csv") {
-        out << "spec,policy,fits,capacity,peak_reserved_at_capacity,live_peak,unlimited_peak_reserved,probes,monotone\n";
+        out << "spec,policy,fits,capacity,peak_reserved_at_capacity,live_peak,unlimited_peak_reserved,probes,"
+               "monotone\n";
         for (const auto& f : fits)
             out << csvField(f.spec) << ',' << csvField(f.policy) << ',' << (f.fits ? 1 : 0) << ','
                 << (f.fits ? std::to_string(f.capacity) : std::string()) << ',' << f.peakReservedAtFit << ','
@@ -147,9 +149,8 @@ void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view 
                 << (f.nonMonotone ? 0 : 1) << '\n';
         return;
     }
-    std::vector<std::vector<std::string>> table {
-        { "policy", "fits in", "peak reserved there", "unlimited peak reserved", "live peak", "probes" }
-    };
+    std::vector<std::vector<std::string>> table { { "policy", "fits in", "peak reserved there",
+        "unlimited peak reserved", "live peak", "probes" } };
     for (const auto& f : fits)
         table.push_back({ f.spec, f.fits ? formatBytes(f.capacity) : std::string("no fit"),
             f.fits ? formatBytes(f.peakReservedAtFit) : std::string("-"), formatBytes(f.unlimitedPeakReserved),
@@ -178,10 +179,11 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
                 failures.push_back({ { "time_ns", f.time }, { "event", f.event }, { "size", f.size },
                     { "stream", f.stream }, { "reserved", f.reserved }, { "allocated", f.allocated } });
             procs.push_back({ { "name", p.name }, { "policy", p.policy }, { "device", p.device },
-                { "limit", p.limit == 0 ? nlohmann::json(nullptr) : nlohmann::json(p.limit) }, { "offset_ns", p.offset },
-                { "request_events", p.requestEvents }, { "peak_reserved", p.peakReserved.bytes },
-                { "peak_reserved_time_ns", p.peakReserved.time }, { "peak_allocated", p.peakAllocated.bytes },
-                { "device_calls", p.deviceCounters.deviceCalls() }, { "ooms", p.ooms }, { "failures", failures } });
+                { "limit", p.limit == 0 ? nlohmann::json(nullptr) : nlohmann::json(p.limit) },
+                { "offset_ns", p.offset }, { "request_events", p.requestEvents },
+                { "peak_reserved", p.peakReserved.bytes }, { "peak_reserved_time_ns", p.peakReserved.time },
+                { "peak_allocated", p.peakAllocated.bytes }, { "device_calls", p.deviceCounters.deviceCalls() },
+                { "ooms", p.ooms }, { "failures", failures } });
         }
         nlohmann::json first = nullptr;
         if (r.firstFailure) {
@@ -202,27 +204,27 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
         out << "process,policy,limit,offset_ns,peak_reserved,peak_reserved_time_ns,peak_allocated,device_calls,ooms,"
                "first_oom_time_ns\n";
         for (const auto& p : r.processes)
-            out << csvField(p.name) << ',' << csvField(p.policy) << ',' << (p.limit ? std::to_string(p.limit) : "") << ','
-                << p.offset << ',' << p.peakReserved.bytes << ',' << p.peakReserved.time << ',' << p.peakAllocated.bytes
-                << ',' << p.deviceCounters.deviceCalls() << ',' << p.ooms << ','
+            out << csvField(p.name) << ',' << csvField(p.policy) << ',' << (p.limit ? std::to_string(p.limit) : "")
+                << ',' << p.offset << ',' << p.peakReserved.bytes << ',' << p.peakReserved.time << ','
+                << p.peakAllocated.bytes << ',' << p.deviceCounters.deviceCalls() << ',' << p.ooms << ','
                 << (p.failures.empty() ? std::string() : std::to_string(p.failures.front().time)) << '\n';
-        out << "(combined),," << (r.capacity ? std::to_string(r.capacity) : "") << ",0," << r.combinedPeakReserved << ','
-            << r.combinedPeakTime << ",,," << r.ooms << ','
+        out << "(combined),," << (r.capacity ? std::to_string(r.capacity) : "") << ",0," << r.combinedPeakReserved
+            << ',' << r.combinedPeakTime << ",,," << r.ooms << ','
             << (r.firstFailure ? std::to_string(r.firstFailure->request.time) : std::string()) << '\n';
         return;
     }
     out << "colocated on one device of " << (r.capacity ? formatBytes(r.capacity) : std::string("unlimited memory"))
         << ": " << r.processes.size() << " processes, each trace from its first event (+ offset)\n";
-    std::vector<std::vector<std::string>> table {
-        { "process", "policy", "limit", "start", "peak reserved", "at", "peak allocated", "OOMs", "first OOM" }
-    };
+    std::vector<std::vector<std::string>> table { { "process", "policy", "limit", "start", "peak reserved", "at",
+        "peak allocated", "OOMs", "first OOM" } };
     for (const auto& p : r.processes)
         table.push_back({ p.name, p.policy, bytesOrUnlimited(p.limit), "+" + formatSeconds(p.offset),
-            formatBytes(p.peakReserved.bytes), "+" + formatSeconds(p.peakReserved.time), formatBytes(p.peakAllocated.bytes),
-            std::to_string(p.ooms), p.failures.empty() ? std::string("-") : "+" + formatSeconds(p.failures.front().time) });
+            formatBytes(p.peakReserved.bytes), "+" + formatSeconds(p.peakReserved.time),
+            formatBytes(p.peakAllocated.bytes), std::to_string(p.ooms),
+            p.failures.empty() ? std::string("-") : "+" + formatSeconds(p.failures.front().time) });
     writeColumns(table, 2, out);
-    out << "combined peak reserved: " << formatBytes(r.combinedPeakReserved) << " at +" << formatSeconds(r.combinedPeakTime)
-        << '\n';
+    out << "combined peak reserved: " << formatBytes(r.combinedPeakReserved) << " at +"
+        << formatSeconds(r.combinedPeakTime) << '\n';
     if (!r.firstFailure) {
         out << "fits: no process had a failed request\n";
         return;
@@ -230,9 +232,9 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
     const auto& f = *r.firstFailure;
     const auto& p = r.processes[f.process];
     out << "first failure: " << p.name << " at +" << formatSeconds(f.request.time) << ": request "
-        << formatBytes(f.request.size) << " (" << f.request.size << " B) on stream " << f.request.stream << ", trace event "
-        << f.request.event << "; " << p.name << " reserved " << formatBytes(f.request.reserved) << ", all processes "
-        << formatBytes(f.combinedReserved) << "; refused by "
+        << formatBytes(f.request.size) << " (" << f.request.size << " B) on stream " << f.request.stream
+        << ", trace event " << f.request.event << "; " << p.name << " reserved " << formatBytes(f.request.reserved)
+        << ", all processes " << formatBytes(f.combinedReserved) << "; refused by "
         << (f.byLimit ? p.name + "'s limit of " + formatBytes(p.limit)
                       : "the device (" + bytesOrUnlimited(r.capacity) + ")")
         << (r.stopped ? "; the run stopped there" : "") << '\n';

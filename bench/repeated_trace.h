@@ -108,7 +108,8 @@ inline std::vector<Request> syntheticIteration(TimeNs& span, std::vector<Request
     return iter;
 }
 
-inline Trace repeat(const std::vector<Request>& iter, const std::vector<Request>& firstOnly, TimeNs span, std::uint64_t target)
+inline Trace repeat(
+    const std::vector<Request>& iter, const std::vector<Request>& firstOnly, TimeNs span, std::uint64_t target)
 {
     TraceBuilder tb;
     DeviceId d = tb.device(DeviceType::Cuda, 0);

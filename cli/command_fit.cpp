@@ -26,11 +26,13 @@ namespace {
         std::string_view details() const override
         {
             return "For each policy, fit finds the smallest capacity C (a multiple of --step, 2 MiB by default) at\n"
-                   "which a replay has no failed request, and checks that C - step fails. A probe at capacity C replays\n"
+                   "which a replay has no failed request, and checks that C - step fails. A probe at capacity C "
+                   "replays\n"
                    "on a GPU whose total memory is C, so capacity-dependent settings (per_process_memory_fraction)\n"
                    "scale with it. The search starts between the live-bytes peak (no policy fits below it) and the\n"
                    "policy's unlimited peak reserved (doubled until it fits), and probes 8 capacities per round on\n"
-                   "--jobs threads (the answer does not depend on --jobs). If some capacity fits while a larger probe failed, the OOM is not monotone in the\n"
+                   "--jobs threads (the answer does not depend on --jobs). If some capacity fits while a larger probe "
+                   "failed, the OOM is not monotone in the\n"
                    "capacity for this trace and policy; the table says so under it.\n"
                    "--max-reserved BYTES exits 3 when some policy needs more than BYTES (or fits nowhere).\n"
                    "Example:\n"
@@ -38,11 +40,11 @@ namespace {
         }
         void setup(po::options_description& o, po::positional_options_description& p) override
         {
-            o.add_options()("policy", po::value<std::vector<std::string>>(),
-                "allocator policy SPEC (repeatable; default pytorch)")("step",
-                po::value<std::string>()->default_value("2MiB"), "capacity granularity")("max-capacity",
-                po::value<std::string>()->default_value("1TiB"), "the largest capacity to try")("format",
-                po::value<std::string>()->default_value("text"), "output: text, json or csv");
+            o.add_options()(
+                "policy", po::value<std::vector<std::string>>(), "allocator policy SPEC (repeatable; default pytorch)")(
+                "step", po::value<std::string>()->default_value("2MiB"), "capacity granularity")(
+                "max-capacity", po::value<std::string>()->default_value("1TiB"), "the largest capacity to try")(
+                "format", po::value<std::string>()->default_value("text"), "output: text, json or csv");
             addJobsOption(o);
             addGateOptions(o, false, "some policy");
             o.add_options()("trace", po::value<std::string>()->required(), "trace file (positional)");

@@ -7,8 +7,8 @@
 #include "core/error.h"
 #include "core/importer.h"
 #include "core/units.h"
-#include "replay/fidelity.h"
 #include "replay/colocated_replay.h"
+#include "replay/fidelity.h"
 #include "replay/parallel_runs.h"
 #include "replay/policy_registry.h"
 
@@ -143,7 +143,8 @@ namespace {
                 auto [i, bytes] = byProcess(t, names, "limit");
                 processes[i].limit = parseBytes(bytes, "--limit " + names[i]);
                 if (processes[i].limit == 0)
-                    throw UsageError("--limit " + t + ": a limit of 0 bytes leaves the process nothing; omit it for none");
+                    throw UsageError(
+                        "--limit " + t + ": a limit of 0 bytes leaves the process nothing; omit it for none");
             }
         if (vm.count("offset"))
             for (const auto& t : vm["offset"].as<std::vector<std::string>>()) {
@@ -156,7 +157,7 @@ namespace {
             throw UsageError("--capacity 0 with --colocate: give the memory of the shared GPU, e.g. 80GiB");
         // Stop is the default here: the question is which process fails first.
         options.onOom = vm["on-oom"].defaulted() || vm["on-oom"].as<std::string>() == "stop" ? replay::OnOom::Stop
-                                                                                          : replay::OnOom::Skip;
+                                                                                             : replay::OnOom::Skip;
         checkedChoice(vm, "on-oom", { "stop", "skip" });
 
         std::vector<Trace> traces(paths.size());
@@ -184,8 +185,10 @@ namespace {
         {
             return "replay [--policy SPEC]... [--capacity BYTES] [--on-oom stop|skip] [--format text|json|csv]\n"
                    "              [--fail-if-oom] [--max-reserved BYTES] TRACE\n"
-                   "       gpumem replay --colocate --capacity BYTES [--policy [NAME=]SPEC]... [--limit NAME=BYTES]...\n"
-                   "              [--offset NAME=DURATION]... [--on-oom stop|skip] [--format text|json|csv] TRACE TRACE...\n"
+                   "       gpumem replay --colocate --capacity BYTES [--policy [NAME=]SPEC]... [--limit "
+                   "NAME=BYTES]...\n"
+                   "              [--offset NAME=DURATION]... [--on-oom stop|skip] [--format text|json|csv] TRACE "
+                   "TRACE...\n"
                    "       gpumem replay --fidelity [--policy SPEC] [--format text|json] TRACE";
         }
         std::string_view details() const override
@@ -212,12 +215,15 @@ namespace {
                   "\n"
                   "--colocate replays several processes' traces on one GPU of --capacity bytes, each with its own\n"
                   "allocator. A process is named after its file (the name up to the first '.'; name#2 for a repeat).\n"
-                  "Each trace starts at its own first event (time 0), plus --offset NAME=DURATION (e.g. b=1.5s, 250ms).\n"
+                  "Each trace starts at its own first event (time 0), plus --offset NAME=DURATION (e.g. b=1.5s, "
+                  "250ms).\n"
                   "--policy SPEC applies to every process, --policy NAME=SPEC to one (default pytorch);\n"
-                  "--limit NAME=BYTES caps one process (an MPS memory limit or a MIG slice) below the shared capacity.\n"
+                  "--limit NAME=BYTES caps one process (an MPS memory limit or a MIG slice) below the shared "
+                  "capacity.\n"
                   "It reports each process's peak reserved, the combined peak, and which process failed first, when\n"
                   "and with which request (--on-oom stop, the default with --colocate, ends the run there).\n"
-                  "  gpumem replay a.gmt b.gmt --colocate --capacity 80GiB --limit a=40GiB --policy b=pytorch:expandable_segments:True";
+                  "  gpumem replay a.gmt b.gmt --colocate --capacity 80GiB --limit a=40GiB --policy "
+                  "b=pytorch:expandable_segments:True";
             return text;
         }
         void setup(po::options_description& o, po::positional_options_description& p) override
@@ -277,8 +283,8 @@ namespace {
             }
             Trace trace = loadReplayableTrace(path);
             std::vector<replay::ReplayResult> results(specs.size());
-            replay::parallelFor(
-                specs.size(), jobs, [&](std::size_t i) { results[i] = replay::Replayer(options).run(trace, specs[i]); });
+            replay::parallelFor(specs.size(), jobs,
+                [&](std::size_t i) { results[i] = replay::Replayer(options).run(trace, specs[i]); });
             analyze::writeReplayTable(results, format, traceStart(trace), out);
             warnAboutMemoryBeforeTheWindow(trace, results.empty() ? 0 : results.front().device, err);
             std::vector<GateSubject> subjects;

@@ -23,7 +23,8 @@ namespace {
         }
         std::string_view synopsis() const override
         {
-            return "sweep --policy GRID... [--capacity BYTES] [--on-oom stop|skip] [--jobs N] [--format text|json|csv]\n"
+            return "sweep --policy GRID... [--capacity BYTES] [--on-oom stop|skip] [--jobs N] [--format "
+                   "text|json|csv]\n"
                    "             [--fail-if-oom] [--max-reserved BYTES] TRACE";
         }
         std::string_view details() const override
@@ -38,11 +39,10 @@ namespace {
         }
         void setup(po::options_description& o, po::positional_options_description& p) override
         {
-            o.add_options()("policy", po::value<std::vector<std::string>>()->required(),
-                "policy GRID (repeatable)")("capacity", po::value<std::string>(),
-                "device capacity, e.g. 80GiB (default unlimited)")("on-oom",
-                po::value<std::string>()->default_value("skip"), "stop or skip at a failed request")("format",
-                po::value<std::string>()->default_value("text"), "output: text, json or csv");
+            o.add_options()("policy", po::value<std::vector<std::string>>()->required(), "policy GRID (repeatable)")(
+                "capacity", po::value<std::string>(), "device capacity, e.g. 80GiB (default unlimited)")(
+                "on-oom", po::value<std::string>()->default_value("skip"), "stop or skip at a failed request")(
+                "format", po::value<std::string>()->default_value("text"), "output: text, json or csv");
             addJobsOption(o);
             addGateOptions(o, true, "the best configuration");
             o.add_options()("trace", po::value<std::string>()->required(), "trace file (positional)");
@@ -79,8 +79,8 @@ namespace {
             if (best == rows.size())
                 return kExitOk;
             const auto& r = rows[best].result;
-            return applyGates(gates, { { "the best configuration (" + rows[best].spec + ")", r.ooms, r.peakReserved.bytes } },
-                name(), err);
+            return applyGates(gates,
+                { { "the best configuration (" + rows[best].spec + ")", r.ooms, r.peakReserved.bytes } }, name(), err);
         }
     };
 } // namespace

@@ -14,8 +14,8 @@ namespace gpumem::cli {
 void addGateOptions(po::options_description& options, bool withFailIfOom, const std::string& what)
 {
     if (withFailIfOom)
-        options.add_options()("fail-if-oom", po::bool_switch(),
-            ("exit 3 when " + what + " has a failed request (OOM)").c_str());
+        options.add_options()(
+            "fail-if-oom", po::bool_switch(), ("exit 3 when " + what + " has a failed request (OOM)").c_str());
     options.add_options()("max-reserved", po::value<std::string>(),
         ("exit 3 when " + what + " needs more than BYTES reserved, e.g. 40GiB").c_str());
 }
@@ -52,7 +52,8 @@ int applyGates(const Gates& gates, const std::vector<GateSubject>& subjects, std
 
 void addJobsOption(po::options_description& options)
 {
-    options.add_options()("jobs,j", po::value<std::string>(), "replays run in parallel (default: the hardware threads)");
+    options.add_options()(
+        "jobs,j", po::value<std::string>(), "replays run in parallel (default: the hardware threads)");
 }
 
 unsigned readJobs(const po::variables_map& vm)

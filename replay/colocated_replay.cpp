@@ -127,7 +127,8 @@ ColocatedResult ColocatedReplay::run(const std::vector<ColocatedProcess>& proces
             const auto& st = lane.stats->stats();
             const Bytes sharedFree = shared.freeBytes();
             const Bytes ownFree = out.limit == 0 ? ~Bytes(0) : out.limit - std::min(out.limit, st.reserved);
-            FailedRequest f { now, i, step.request, step.stream, st.reserved, st.allocated, std::min(sharedFree, ownFree) };
+            FailedRequest f { now, i, step.request, step.stream, st.reserved, st.allocated,
+                std::min(sharedFree, ownFree) };
             ++out.ooms;
             ++result.ooms;
             out.failures.push_back(f);

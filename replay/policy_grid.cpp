@@ -7,7 +7,8 @@ namespace gpumem::replay {
 namespace {
     [[noreturn]] void bad(std::string_view text, std::size_t offset, const std::string& what)
     {
-        throw UsageError("policy grid '" + std::string(text) + "': " + what + " at character " + std::to_string(offset + 1)
+        throw UsageError("policy grid '" + std::string(text) + "': " + what + " at character "
+            + std::to_string(offset + 1)
             + "; write alternatives as {a,b,…} without nesting, e.g. pytorch:max_split_size_mb:{64,128}");
     }
 } // namespace

@@ -153,8 +153,8 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
                 const auto& st = top.stats();
                 if (m_options.capacity != 0 && st.reserved > m_options.capacity) {
                     ++result.ooms;
-                    result.failures.push_back({ m.time[i], i, st.reserved /* the pre-window state that does not fit */, feeder.streamOf(i),
-                        st.reserved, st.allocated, 0 });
+                    result.failures.push_back({ m.time[i], i, st.reserved /* the pre-window state that does not fit */,
+                        feeder.streamOf(i), st.reserved, st.allocated, 0 });
                     if (measured && m_options.onOom == OnOom::Stop) {
                         result.stopped = true;
                         stop = true;
@@ -219,7 +219,8 @@ ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
                     Bytes free = m_options.capacity == 0
                         ? ~Bytes(0)
                         : m_options.capacity - std::min(m_options.capacity, st.reserved);
-                    result.failures.push_back({ m.time[i], i, step.request, step.stream, st.reserved, st.allocated, free });
+                    result.failures.push_back(
+                        { m.time[i], i, step.request, step.stream, st.reserved, st.allocated, free });
                     if (measured && m_options.onOom == OnOom::Stop) {
                         result.stopped = true;
                         stop = true;

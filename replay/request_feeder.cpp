@@ -65,7 +65,8 @@ RequestFeeder::Step RequestFeeder::feed(std::size_t i)
         if (addr == 0)
             return step; // never allocated in this replay: dropped after an OOM, or an initial block ignored
         step.outcome = Outcome::Freed;
-        if (kind == EventKind::Free && m_allocs[a].freeCompletedEvent != kNoIndex && m_allocs[a].freeCompletedEvent > i) {
+        if (kind == EventKind::Free && m_allocs[a].freeCompletedEvent != kNoIndex
+            && m_allocs[a].freeCompletedEvent > i) {
             m_top.requestFree(addr); // reusable only at its later free_completed
             return step;
         }

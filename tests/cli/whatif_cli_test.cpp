@@ -27,8 +27,12 @@ TEST(SweepCli, ExpandsGridsAndMarksTheBestRowInEveryFormat)
     ASSERT_EQ(text.exitCode, 0) << text.err;
     EXPECT_EQ(lines(text.out), 6u) << text.out; // header, 4 rows, the best line
     // Sorted by peak reserved: direct (640.72 MiB) first and best, expandable segments (722 MiB) last.
-    EXPECT_NE(text.out.find("\n*  direct                               640.72 MiB      640.72 MiB          0.0 %           192     0\n"), std::string::npos) << text.out;
-    EXPECT_NE(text.out.find("   pytorch:expandable_segments:True     722.00 MiB      640.72 MiB         11.3 %            14     0\n* best: direct\n"),
+    EXPECT_NE(text.out.find("\n*  direct                               640.72 MiB      640.72 MiB          0.0 %       "
+                            "    192     0\n"),
+        std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find("   pytorch:expandable_segments:True     722.00 MiB      640.72 MiB         11.3 %         "
+                            "   14     0\n* best: direct\n"),
         std::string::npos)
         << text.out;
     auto json = nlohmann::json::parse(
@@ -48,12 +52,12 @@ TEST(SweepCli, ExpandsGridsAndMarksTheBestRowInEveryFormat)
 
 TEST(SweepCli, BadGridsExitTwoWithOneLine)
 {
-    for (const auto& [grid, says] : std::vector<std::pair<std::string, std::string>> {
-             { "'pytorch:max_split_size_mb:{}'", "empty braces" },
-             { "'pytorch:max_split_size_mb:{64,{128}}'", "nested '{'" },
-             { "'pytorch:max_split_size_mb:{64,128'", "without a matching '}'" },
-             { "'{pytorch,nosuchpolicy}'", "unknown policy 'nosuchpolicy'; valid policies: pytorch" },
-             { "'pytorch:max_split_size_mb:{64,x}'", "max_split_size_mb" } }) {
+    for (const auto& [grid, says] :
+        std::vector<std::pair<std::string, std::string>> { { "'pytorch:max_split_size_mb:{}'", "empty braces" },
+            { "'pytorch:max_split_size_mb:{64,{128}}'", "nested '{'" },
+            { "'pytorch:max_split_size_mb:{64,128'", "without a matching '}'" },
+            { "'{pytorch,nosuchpolicy}'", "unknown policy 'nosuchpolicy'; valid policies: pytorch" },
+            { "'pytorch:max_split_size_mb:{64,x}'", "max_split_size_mb" } }) {
         auto r = runCli("sweep traces/mlp_train.jsonl --policy " + grid);
         EXPECT_EQ(r.exitCode, 2) << grid;
         EXPECT_EQ(lines(r.err), 1u) << r.err;
@@ -78,7 +82,8 @@ TEST(SweepCli, GatesLookAtTheBestConfiguration)
 
 TEST(ReplayCli, GatesExitThreeWhenAnyPolicyViolatesThem)
 {
-    auto fits = runCli("replay traces/mlp_train.jsonl --policy pytorch --policy direct --fail-if-oom --max-reserved 1GiB");
+    auto fits
+        = runCli("replay traces/mlp_train.jsonl --policy pytorch --policy direct --fail-if-oom --max-reserved 1GiB");
     EXPECT_EQ(fits.exitCode, 0) << fits.err;
     auto oom = runCli("replay traces/mlp_train.jsonl --policy pytorch --policy direct --capacity 660MiB --fail-if-oom");
     EXPECT_EQ(oom.exitCode, 3);
@@ -99,7 +104,8 @@ TEST(ReplayCli, GatesExitThreeWhenAnyPolicyViolatesThem)
 
 TEST(FitCli, ReportsTheSmallestCapacityWithoutOom)
 {
-    auto text = runCli("fit tests/data/colocate_a.jsonl --policy direct --policy pytorch:per_process_memory_fraction:0.5");
+    auto text
+        = runCli("fit tests/data/colocate_a.jsonl --policy direct --policy pytorch:per_process_memory_fraction:0.5");
     ASSERT_EQ(text.exitCode, 0) << text.err;
     EXPECT_EQ(text.out,
         "policy                                     fits in  peak reserved there  unlimited peak reserved  live peak  "
@@ -127,9 +133,10 @@ TEST(FitCli, GateAndBadInput)
     EXPECT_NE(over.err.find("gate: direct"), std::string::npos) << over.err;
     auto nowhere = runCli("fit tests/data/colocate_a.jsonl --policy direct --max-capacity 16MiB --max-reserved 1TiB");
     EXPECT_EQ(nowhere.exitCode, 3);
-    EXPECT_NE(nowhere.out.find("direct: no capacity up to 16.00 MiB runs without OOM"), std::string::npos) << nowhere.out;
-    for (const char* bad : { "--max-capacity 0", "--step 0", "--capacity 80GiB", "--policy nosuchpolicy", "--jobs -1",
-             "--format xml" }) {
+    EXPECT_NE(nowhere.out.find("direct: no capacity up to 16.00 MiB runs without OOM"), std::string::npos)
+        << nowhere.out;
+    for (const char* bad :
+        { "--max-capacity 0", "--step 0", "--capacity 80GiB", "--policy nosuchpolicy", "--jobs -1", "--format xml" }) {
         auto r = runCli(std::string("fit tests/data/colocate_a.jsonl ") + bad);
         EXPECT_EQ(r.exitCode, 2) << bad;
         EXPECT_TRUE(r.out.empty()) << bad;
@@ -168,7 +175,8 @@ TEST(ColocateCli, ReportsWhichProcessFailsFirstAndWhen)
 TEST(ColocateCli, BadInputExitsTwoWithOneLine)
 {
     for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>> {
-             { " --colocate --capacity 64MiB --limit c=1GiB", "names no process; the processes are: colocate_a, colocate_b" },
+             { " --colocate --capacity 64MiB --limit c=1GiB",
+                 "names no process; the processes are: colocate_a, colocate_b" },
              { " --colocate", "--colocate needs --capacity" },
              { " --colocate --capacity 0", "--capacity 0 with --colocate" },
              { " --colocate --capacity 64MiB --offset colocate_b=soon", "give a duration" },

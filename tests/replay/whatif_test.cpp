@@ -75,19 +75,19 @@ TEST(PolicyGrid, ExpandsEveryBraceAsACartesianProductLeftmostSlowest)
         (std::vector<std::string> { "pytorch:max_split_size_mb:64", "pytorch:max_split_size_mb:128",
             "pytorch:max_split_size_mb:256", "pytorch:max_split_size_mb:512" }));
     EXPECT_EQ(expandBraceGrid("{direct,ideal}:alignment:{1,512}"),
-        (std::vector<std::string> { "direct:alignment:1", "direct:alignment:512", "ideal:alignment:1",
-            "ideal:alignment:512" }));
+        (std::vector<std::string> {
+            "direct:alignment:1", "direct:alignment:512", "ideal:alignment:1", "ideal:alignment:512" }));
     // Commas inside [...] belong to a PYTORCH_CUDA_ALLOC_CONF list value, not to the grid.
     EXPECT_EQ(expandBraceGrid("pytorch:roundup_power2_divisions:{4,[256:1,>:4]}"),
-        (std::vector<std::string> { "pytorch:roundup_power2_divisions:4",
-            "pytorch:roundup_power2_divisions:[256:1,>:4]" }));
+        (std::vector<std::string> {
+            "pytorch:roundup_power2_divisions:4", "pytorch:roundup_power2_divisions:[256:1,>:4]" }));
 }
 
 TEST(PolicyGrid, RefusesNestedUnbalancedAndEmptyBraces)
 {
-    for (const char* bad : { "pytorch:max_split_size_mb:{64,{128}}", "pytorch:max_split_size_mb:{64,128",
-             "pytorch:max_split_size_mb:64}", "pytorch:max_split_size_mb:{}", "pytorch:max_split_size_mb:{64,}",
-             "pytorch:max_split_size_mb:{,64}" }) {
+    for (const char* bad :
+        { "pytorch:max_split_size_mb:{64,{128}}", "pytorch:max_split_size_mb:{64,128", "pytorch:max_split_size_mb:64}",
+            "pytorch:max_split_size_mb:{}", "pytorch:max_split_size_mb:{64,}", "pytorch:max_split_size_mb:{,64}" }) {
         SCOPED_TRACE(bad);
         EXPECT_THROW(expandBraceGrid(bad), UsageError);
     }
@@ -106,10 +106,11 @@ TEST(ParallelRuns, RunsEveryIndexOnceAndRethrowsTheFirstFailure)
     parallelFor(hits.size(), 4, [&](std::size_t i) { ++hits[i]; });
     for (const auto& h : hits)
         EXPECT_EQ(h.load(), 1);
-    EXPECT_THROW(parallelFor(100, 3, [](std::size_t i) {
-        if (i == 42)
-            throw std::runtime_error("42");
-    }),
+    EXPECT_THROW(parallelFor(100, 3,
+                     [](std::size_t i) {
+                         if (i == 42)
+                             throw std::runtime_error("42");
+                     }),
         std::runtime_error);
 }
 
@@ -233,8 +234,8 @@ TEST(ColocatedReplay, ChargesWhatIdealReservesWithoutDeviceCallsToTheSharedMemor
     Trace b = loadTrace(kData + "colocate_b.jsonl");
     ColocatedOptions options;
     options.capacity = 32 * MiB;
-    ColocatedResult r = ColocatedReplay(options).run({ { "a", &a, parsePolicySpec("ideal"), 0, 0, {} },
-        { "b", &b, parsePolicySpec("pytorch"), 0, 4000, {} } });
+    ColocatedResult r = ColocatedReplay(options).run(
+        { { "a", &a, parsePolicySpec("ideal"), 0, 0, {} }, { "b", &b, parsePolicySpec("pytorch"), 0, 4000, {} } });
     ASSERT_TRUE(r.firstFailure);
     EXPECT_EQ(r.firstFailure->process, 1u);
     EXPECT_EQ(r.firstFailure->request.time, 4000);
