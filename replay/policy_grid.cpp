@@ -37,6 +37,8 @@ std::vector<std::string> expandBraceGrid(std::string_view text)
         auto& alternatives = groups.back();
         if (c == '{')
             bad(text, i, "nested '{'");
+        if (c == '}' && bracket > 0)
+            bad(text, i, "'}' inside a '[' that is not closed");
         if (c == '[')
             ++bracket;
         else if (c == ']' && bracket > 0)
