@@ -16,7 +16,8 @@ constexpr std::size_t kMaxGridSize = 4096;
 
 // Expands the braces of `text`; a text without braces is returned as the only element. Throws
 // UsageError naming the character offset for a nested brace, an unbalanced '{' or '}', an empty
-// brace "{}" or an empty alternative ("{64,}"), and for a grid of more than kMaxGridSize specs.
+// brace "{}", an empty alternative ("{64,}") or a '}' inside an unclosed '[' of an alternative, and
+// for a grid of more than kMaxGridSize specs.
 std::vector<std::string> expandBraceGrid(std::string_view text);
 
 } // namespace gpumem::replay

@@ -87,7 +87,8 @@ TEST(PolicyGrid, RefusesNestedUnbalancedAndEmptyBraces)
 {
     for (const char* bad :
         { "pytorch:max_split_size_mb:{64,{128}}", "pytorch:max_split_size_mb:{64,128", "pytorch:max_split_size_mb:64}",
-            "pytorch:max_split_size_mb:{}", "pytorch:max_split_size_mb:{64,}", "pytorch:max_split_size_mb:{,64}" }) {
+            "pytorch:max_split_size_mb:{}", "pytorch:max_split_size_mb:{64,}", "pytorch:max_split_size_mb:{,64}",
+            "pytorch:roundup_power2_divisions:{[256:1}" /* fuzzer-found: '}' inside an open '[' */ }) {
         SCOPED_TRACE(bad);
         EXPECT_THROW(expandBraceGrid(bad), UsageError);
     }
