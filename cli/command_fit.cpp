@@ -72,6 +72,7 @@ namespace {
             for (const auto& s : specs)
                 fits.push_back(replay::fitCapacity(trace, s, options));
             analyze::writeFitTable(fits, format, out);
+            warnAboutMemoryBeforeTheWindow(trace, replay::defaultReplayDevice(trace).value_or(0), err);
             std::vector<GateSubject> subjects;
             for (const auto& f : fits)
                 subjects.push_back({ f.spec + (f.fits ? std::string() : " (fits nowhere up to --max-capacity)"), 0,

@@ -20,19 +20,6 @@
 namespace gpumem::cli {
 
 namespace {
-    // A profiler trace starts after the model was loaded: its recorded "Total Allocated" is already
-    // above zero at the first sample, and those bytes are not in the trace, so a replay undercounts.
-    // Say so on stderr instead of letting the table look like the whole story.
-    void warnAboutMemoryBeforeTheWindow(const Trace& trace, DeviceId device, std::ostream& err)
-    {
-        if (Bytes before = replay::openingAllocated(trace, device); before > 0)
-            err << "note: " << formatBytes(before)
-                << " was already allocated when this profiler trace began and is not in it, so these replays "
-                   "undercount; `gpumem replay --fidelity` replays from a warm start that holds it\n";
-    }
-} // namespace
-
-namespace {
     std::string policyHelp()
     {
         std::string s = "Policies (SPEC = NAME[@VERSION][:OPTIONS], options in PYTORCH_CUDA_ALLOC_CONF syntax):\n";

@@ -75,6 +75,7 @@ namespace {
                 rows[i].result = replay::Replayer(options).run(trace, specs[i]);
             });
             analyze::writeSweepTable(rows, format, trace.memory().time.front(), out);
+            warnAboutMemoryBeforeTheWindow(trace, rows.empty() ? 0 : rows.front().result.device, err);
             const std::size_t best = analyze::bestSweepRow(rows);
             if (best == rows.size())
                 return kExitOk;

@@ -3,8 +3,10 @@
 #include "core/error.h"
 #include "core/importer.h"
 #include "core/units.h"
+#include "replay/fidelity.h"
 #include "replay/parallel_runs.h"
 #include "replay/policy_registry.h"
+#include "replay/replayer.h"
 
 #include <charconv>
 #include <ostream>
@@ -66,6 +68,14 @@ unsigned readJobs(const po::variables_map& vm)
     if (ec != std::errc() || end != text.data() + text.size() || jobs == 0 || jobs > 4096)
         throw UsageError("--jobs '" + text + "': give a whole number from 1 to 4096 (the replays that run at once)");
     return jobs;
+}
+
+void warnAboutMemoryBeforeTheWindow(const Trace& trace, DeviceId device, std::ostream& err)
+{
+    if (Bytes before = replay::openingAllocated(trace, device); before > 0)
+        err << "note: " << formatBytes(before)
+            << " was already allocated when this profiler trace began and is not in it, so these replays "
+               "undercount; `gpumem replay --fidelity` replays from a warm start that holds it\n";
 }
 
 Trace loadReplayableTrace(const std::string& path)

@@ -41,6 +41,11 @@ unsigned readJobs(const po::variables_map& vm);
 // loadTrace(path), refusing (gpumem::Error) a trace without memory events: there is nothing to replay.
 Trace loadReplayableTrace(const std::string& path);
 
+// A profiler trace starts after the model was loaded: its recorded "Total Allocated" is already above
+// zero at the first sample, and those bytes are not in the trace, so a replay undercounts. Says so on
+// `err` (one "note:" line) when the trace shows such bytes for `device`.
+void warnAboutMemoryBeforeTheWindow(const Trace& trace, DeviceId device, std::ostream& err);
+
 // Parses and validates each spec (UsageError, exit 2, before any work).
 std::vector<replay::PolicySpec> checkedPolicySpecs(const std::vector<std::string>& texts);
 
