@@ -12,6 +12,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
 #include <filesystem>
 #include <stdexcept>
 
@@ -113,6 +117,24 @@ TEST(ParallelRuns, RunsEveryIndexOnceAndRethrowsTheFirstFailure)
                              throw std::runtime_error("42");
                      }),
         std::runtime_error);
+}
+
+TEST(ParallelRuns, SpreadsTheWorkOverSeveralThreads)
+{
+    // Bodies that sleep need no CPU, so this holds on a busy machine too: while one thread sleeps in
+    // a body, the others take the next indices.
+    std::mutex mutex;
+    std::set<std::thread::id> threads;
+    parallelFor(8, 4, [&](std::size_t) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        std::lock_guard lock(mutex);
+        threads.insert(std::this_thread::get_id());
+    });
+    EXPECT_GE(threads.size(), 2u);
+    EXPECT_LE(threads.size(), 4u);
+    threads.clear();
+    parallelFor(8, 1, [&](std::size_t) { threads.insert(std::this_thread::get_id()); });
+    EXPECT_EQ(threads, std::set<std::thread::id> { std::this_thread::get_id() }); // jobs 1: the caller only
 }
 
 TEST(CapacityFit, FitsAtTheReportedCapacityAndFailsTwoMiBBelowOnMicroTraces)
