@@ -1,29 +1,23 @@
 // gpumem replay TRACE --policy SPEC… — what-if: the trace's requests through allocator policies, one row
 // per policy; --fidelity replays with the recorded policy and compares with the recorded segment events.
 #include "analyze/replay_report.h"
+#include "analyze/whatif_report.h"
 #include "cli/command.h"
+#include "cli/whatif_options.h"
 #include "core/error.h"
 #include "core/importer.h"
 #include "core/units.h"
+#include "replay/colocated_replay.h"
 #include "replay/fidelity.h"
+#include "replay/parallel_runs.h"
 #include "replay/policy_registry.h"
+
+#include <charconv>
+#include <map>
 
 #include <ostream>
 
 namespace gpumem::cli {
-
-namespace {
-    // A profiler trace starts after the model was loaded: its recorded "Total Allocated" is already
-    // above zero at the first sample, and those bytes are not in the trace, so a replay undercounts.
-    // Say so on stderr instead of letting the table look like the whole story.
-    void warnAboutMemoryBeforeTheWindow(const Trace& trace, DeviceId device, std::ostream& err)
-    {
-        if (Bytes before = replay::openingAllocated(trace, device); before > 0)
-            err << "note: " << formatBytes(before)
-                << " was already allocated when this profiler trace began and is not in it, so these replays "
-                   "undercount; `gpumem replay --fidelity` replays from a warm start that holds it\n";
-    }
-} // namespace
 
 namespace {
     std::string policyHelp()
@@ -52,6 +46,121 @@ namespace {
 
     TimeNs traceStart(const Trace& t) { return t.memory().count() ? t.memory().time.front() : 0; }
 
+    // "1.5s", "250ms", "40us", "1000ns" (a bare number is seconds) → nanoseconds; UsageError otherwise.
+    TimeNs parseDuration(const std::string& text, const std::string& what)
+    {
+        double value = 0;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+        const std::string unit(end, text.data() + text.size());
+        static const std::map<std::string, double> scale { { "", 1e9 }, { "s", 1e9 }, { "ms", 1e6 }, { "us", 1e3 },
+            { "ns", 1.0 } };
+        auto it = scale.find(unit);
+        if (ec != std::errc() || it == scale.end() || !(value >= 0) || value * it->second > 9e18)
+            throw UsageError(what + " '" + text + "': give a duration >= 0 such as 1.5s, 250ms, 40us or 1000ns");
+        return TimeNs(value * it->second + 0.5);
+    }
+
+    // The process names of --colocate: each file's name up to its first '.', name#2… for repeats.
+    std::vector<std::string> processNames(const std::vector<std::string>& paths)
+    {
+        std::vector<std::string> names;
+        std::map<std::string, int> seen;
+        for (const auto& p : paths) {
+            std::string base = p.substr(p.find_last_of('/') == std::string::npos ? 0 : p.find_last_of('/') + 1);
+            base = base.substr(0, base.find('.'));
+            if (base.empty())
+                base = "trace";
+            int n = ++seen[base];
+            names.push_back(n == 1 ? base : base + "#" + std::to_string(n));
+        }
+        return names;
+    }
+
+    // NAME=VALUE options: the process index and the value; UsageError naming the processes otherwise.
+    std::pair<std::size_t, std::string> byProcess(
+        const std::string& text, const std::vector<std::string>& names, const std::string& option)
+    {
+        auto eq = text.find('=');
+        std::string list;
+        for (const auto& n : names)
+            list += (list.empty() ? "" : ", ") + n;
+        if (eq == std::string::npos)
+            throw UsageError("--" + option + " '" + text + "': write NAME=VALUE with NAME one of: " + list);
+        const std::string name = text.substr(0, eq);
+        for (std::size_t i = 0; i < names.size(); ++i)
+            if (names[i] == name)
+                return { i, text.substr(eq + 1) };
+        throw UsageError("--" + option + " '" + text + "' names no process; the processes are: " + list);
+    }
+
+    int runColocated(
+        const po::variables_map& vm, const std::vector<std::string>& paths, std::ostream& out, std::ostream& err)
+    {
+        const std::string format = checkedChoice(vm, "format", { "text", "json", "csv" });
+        const Gates gates = readGates(vm);
+        if (paths.size() < 2)
+            throw UsageError("--colocate needs two or more traces (one per process)");
+        if (!vm.count("capacity"))
+            throw UsageError("--colocate needs --capacity: the memory of the GPU the processes share, e.g. 80GiB");
+        const auto names = processNames(paths);
+        std::vector<replay::ColocatedProcess> processes(paths.size());
+        std::vector<std::string> specText(paths.size());
+        std::string common = "pytorch";
+        bool commonGiven = false;
+        if (vm.count("policy"))
+            for (const auto& t : vm["policy"].as<std::vector<std::string>>()) {
+                // NAME=SPEC for one process; a spec itself never holds '=' (PYTORCH_CUDA_ALLOC_CONF syntax).
+                if (t.find('=') != std::string::npos) {
+                    auto [i, spec] = byProcess(t, names, "policy");
+                    specText[i] = spec;
+                    continue;
+                }
+                if (commonGiven)
+                    throw UsageError("--colocate takes one --policy SPEC for every process ('" + common + "' and '" + t
+                        + "'); write NAME=SPEC for one process");
+                common = t;
+                commonGiven = true;
+            }
+        for (std::size_t i = 0; i < paths.size(); ++i) {
+            processes[i].name = names[i];
+            processes[i].spec = checkedPolicySpecs({ specText[i].empty() ? common : specText[i] }).front();
+        }
+        if (vm.count("limit"))
+            for (const auto& t : vm["limit"].as<std::vector<std::string>>()) {
+                auto [i, bytes] = byProcess(t, names, "limit");
+                processes[i].limit = parseBytes(bytes, "--limit " + names[i]);
+                if (processes[i].limit == 0)
+                    throw UsageError(
+                        "--limit " + t + ": a limit of 0 bytes leaves the process nothing; omit it for none");
+            }
+        if (vm.count("offset"))
+            for (const auto& t : vm["offset"].as<std::vector<std::string>>()) {
+                auto [i, duration] = byProcess(t, names, "offset");
+                processes[i].offset = parseDuration(duration, "--offset " + names[i]);
+            }
+        replay::ColocatedOptions options;
+        options.capacity = parseBytes(vm["capacity"].as<std::string>(), "--capacity");
+        if (options.capacity == 0)
+            throw UsageError("--capacity 0 with --colocate: give the memory of the shared GPU, e.g. 80GiB");
+        // Stop is the default here: the question is which process fails first.
+        options.onOom = vm["on-oom"].defaulted() || vm["on-oom"].as<std::string>() == "stop" ? replay::OnOom::Stop
+                                                                                             : replay::OnOom::Skip;
+        checkedChoice(vm, "on-oom", { "stop", "skip" });
+
+        std::vector<Trace> traces(paths.size());
+        for (std::size_t i = 0; i < paths.size(); ++i) {
+            traces[i] = loadReplayableTrace(paths[i]);
+            processes[i].trace = &traces[i];
+        }
+        const auto result = replay::ColocatedReplay(options).run(processes);
+        analyze::writeColocatedReport(result, format, out);
+        std::vector<GateSubject> subjects;
+        for (const auto& p : result.processes)
+            subjects.push_back({ "process " + p.name, p.ooms, 0 });
+        subjects.push_back({ "the colocated run (all processes)", 0, result.combinedPeakReserved });
+        return applyGates(gates, subjects, "replay", err);
+    }
+
     class ReplayCommand final : public Command {
     public:
         std::string_view name() const override { return "replay"; }
@@ -61,7 +170,12 @@ namespace {
         }
         std::string_view synopsis() const override
         {
-            return "replay [--policy SPEC]... [--capacity BYTES] [--on-oom stop|skip] [--format text|json|csv] TRACE\n"
+            return "replay [--policy SPEC]... [--capacity BYTES] [--on-oom stop|skip] [--format text|json|csv]\n"
+                   "              [--fail-if-oom] [--max-reserved BYTES] TRACE\n"
+                   "       gpumem replay --colocate --capacity BYTES [--policy [NAME=]SPEC]... [--limit "
+                   "NAME=BYTES]...\n"
+                   "              [--offset NAME=DURATION]... [--on-oom stop|skip] [--format text|json|csv] TRACE "
+                   "TRACE...\n"
                    "       gpumem replay --fidelity [--policy SPEC] [--format text|json] TRACE";
         }
         std::string_view details() const override
@@ -85,7 +199,23 @@ namespace {
                   "simulated segment events with the recorded ones (matched/total, first mismatch, peak reserved "
                   "error;\n"
                   "for a snapshot also the final segments block for block; for a profiler trace the Total Reserved "
-                  "curve).";
+                  "curve).\n"
+                  "\n"
+                  "Gates (for CI): --fail-if-oom exits 3 when any policy had a failed request; --max-reserved BYTES\n"
+                  "exits 3 when any policy's peak reserved is above BYTES (with --colocate: any process failed; the\n"
+                  "combined peak above BYTES). The table is printed first, the violations go to stderr.\n"
+                  "\n"
+                  "--colocate replays several processes' traces on one GPU of --capacity bytes, each with its own\n"
+                  "allocator. A process is named after its file (the name up to the first '.'; name#2 for a repeat).\n"
+                  "Each trace starts at its own first event (time 0), plus --offset NAME=DURATION (e.g. b=1.5s, "
+                  "250ms).\n"
+                  "--policy SPEC applies to every process, --policy NAME=SPEC to one (default pytorch);\n"
+                  "--limit NAME=BYTES caps one process (an MPS memory limit or a MIG slice) below the shared "
+                  "capacity.\n"
+                  "It reports each process's peak reserved, the combined peak, and which process failed first, when\n"
+                  "and with which request (--on-oom stop, the default with --colocate, ends the run there).\n"
+                  "  gpumem replay a.gmt b.gmt --colocate --capacity 80GiB --limit a=40GiB --policy "
+                  "b=pytorch:expandable_segments:True";
             return text;
         }
         void setup(po::options_description& o, po::positional_options_description& p) override
@@ -96,44 +226,63 @@ namespace {
                 "on-oom", po::value<std::string>()->default_value("skip"), "stop or skip at a failed request")(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
                 "fidelity", "compare a replay with the recorded policy against the recorded segment events")(
-                "trace", po::value<std::string>()->required(), "trace file (positional)");
-            p.add("trace", 1);
+                "colocate", "replay several traces as processes sharing one GPU")("limit",
+                po::value<std::vector<std::string>>(), "with --colocate: NAME=BYTES, one process's own limit")("offset",
+                po::value<std::vector<std::string>>(), "with --colocate: NAME=DURATION, when a process starts");
+            addGateOptions(o, true, "a policy (or a colocated process)");
+            addJobsOption(o);
+            o.add_options()("trace", po::value<std::vector<std::string>>()->required(), "trace files (positional)");
+            p.add("trace", -1);
         }
         int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
         {
             const bool fidelity = vm.count("fidelity") > 0;
+            const auto paths = vm["trace"].as<std::vector<std::string>>();
+            if (vm.count("colocate")) {
+                if (fidelity)
+                    throw UsageError("--fidelity and --colocate do not go together");
+                return runColocated(vm, paths, out, err);
+            }
+            for (const char* option : { "limit", "offset" })
+                if (vm.count(option))
+                    throw UsageError(std::string("--") + option + " is for --colocate");
+            if (paths.size() != 1)
+                throw UsageError("replay takes one trace (" + std::to_string(paths.size())
+                    + " given); several traces sharing one GPU need --colocate");
             std::string format = checkedChoice(vm, "format",
                 fidelity ? std::vector<std::string> { "text", "json" }
                          : std::vector<std::string> { "text", "json", "csv" });
             std::string onOom = checkedChoice(vm, "on-oom", { "stop", "skip" });
             std::vector<std::string> texts = vm.count("policy") ? vm["policy"].as<std::vector<std::string>>()
                                                                 : std::vector<std::string> { "pytorch" };
-            std::vector<replay::PolicySpec> specs;
-            for (const auto& t : texts) {
-                specs.push_back(replay::parsePolicySpec(t));
-                replay::validatePolicySpec(specs.back()); // bad specs are usage errors (exit 2) before any work
-            }
+            // Bad specs are usage errors (exit 2) before any work.
+            const std::vector<replay::PolicySpec> specs = checkedPolicySpecs(texts);
+            const Gates gates = readGates(vm);
+            const unsigned jobs = readJobs(vm);
             replay::ReplayOptions options;
             if (vm.count("capacity"))
                 options.capacity = parseBytes(vm["capacity"].as<std::string>(), "--capacity");
             options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
-            const std::string path = vm["trace"].as<std::string>();
+            const std::string& path = paths.front();
             if (fidelity) {
                 if (specs.size() > 1)
                     throw UsageError("--fidelity takes at most one --policy (the recorded one by default)");
+                if (gates.failIfOom || gates.maxReserved)
+                    throw UsageError("--fail-if-oom and --max-reserved gate what-if replays, not --fidelity");
                 auto report = replay::checkFidelityFile(path, specs.front(), options);
                 analyze::writeFidelityReport(report, path, format, report.traceStart, out);
                 return kExitOk;
             }
-            Trace trace = loadTrace(path);
-            if (trace.memory().count() == 0)
-                throw Error(path + " has no memory events to replay (gpumem info shows what it holds)");
-            std::vector<replay::ReplayResult> results;
-            for (const auto& s : specs)
-                results.push_back(replay::Replayer(options).run(trace, s));
+            Trace trace = loadReplayableTrace(path);
+            std::vector<replay::ReplayResult> results(specs.size());
+            replay::parallelFor(specs.size(), jobs,
+                [&](std::size_t i) { results[i] = replay::Replayer(options).run(trace, specs[i]); });
             analyze::writeReplayTable(results, format, traceStart(trace), out);
             warnAboutMemoryBeforeTheWindow(trace, results.empty() ? 0 : results.front().device, err);
-            return kExitOk;
+            std::vector<GateSubject> subjects;
+            for (const auto& r : results)
+                subjects.push_back({ r.policy, r.ooms, r.peakReserved.bytes });
+            return applyGates(gates, subjects, name(), err);
         }
     };
 } // namespace

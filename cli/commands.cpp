@@ -11,6 +11,8 @@ std::unique_ptr<Command> makeDiffCommand();
 std::unique_ptr<Command> makeReportCommand();
 std::unique_ptr<Command> makeRecordCommand();
 std::unique_ptr<Command> makeReplayCommand();
+std::unique_ptr<Command> makeSweepCommand();
+std::unique_ptr<Command> makeFitCommand();
 
 std::vector<std::unique_ptr<Command>> makeCommands()
 {
@@ -22,6 +24,8 @@ std::vector<std::unique_ptr<Command>> makeCommands()
     v.push_back(makeReportCommand());
     v.push_back(makeRecordCommand());
     v.push_back(makeReplayCommand());
+    v.push_back(makeSweepCommand());
+    v.push_back(makeFitCommand());
     return v;
 }
 

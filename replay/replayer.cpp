@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/importer.h"
 #include "replay/policy_registry.h"
+#include "replay/request_feeder.h"
 
 #include <nlohmann/json.hpp>
 
@@ -12,8 +13,6 @@
 namespace gpumem::replay {
 
 namespace {
-
-    constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 
     // Records every device call with the trace position it happened at.
     class SegmentRecorder final : public DeviceObserver {
@@ -139,7 +138,7 @@ namespace {
         }
         void newPass() { m_requests = 0; }
         // One pass: the moves remap simAddress; a block that could not be placed again is an OOM.
-        void run(AllocatorPolicy& top, std::vector<Address>& simAddress, ReplayResult& result, const ReplayClock& clock,
+        void run(AllocatorPolicy& top, RequestFeeder& feeder, ReplayResult& result, const ReplayClock& clock,
             StreamKey stream)
         {
             CompactionPass pass = top.compact();
@@ -161,7 +160,7 @@ namespace {
                 }
             }
             for (const auto& [a, to] : updates) {
-                simAddress[a] = to;
+                feeder.setSimulatedAddress(a, to);
                 if (to != 0)
                     m_owner.insert(to, a);
             }
@@ -287,18 +286,8 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
 
     const auto& m = trace.memory();
     const std::size_t n = m.count();
-    const auto allocs = trace.allocations();
-    // Per event: the allocation it belongs to.
-    std::vector<std::uint32_t> allocOf(n, kNone);
-    for (std::size_t a = 0; a < allocs.size(); ++a) {
-        for (std::uint64_t e : { allocs[a].allocEvent, allocs[a].freeEvent, allocs[a].freeCompletedEvent })
-            if (e != kNoIndex)
-                allocOf[e] = std::uint32_t(a);
-    }
-    std::vector<Address> simAddress(allocs.size(), 0);
-    std::vector<StreamKey> streamKey(trace.streams().size());
-    for (std::size_t s = 0; s < streamKey.size(); ++s)
-        streamKey[s] = trace.streams()[s].handle;
+    RequestFeeder feeder(trace, dev, top);
+    const auto allocs = feeder.allocations();
 
     // The initial state of the window.
     std::uint64_t initialEvents
@@ -358,7 +347,7 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
                 const auto& st = top.stats();
                 if (options.capacity != 0 && st.reserved > options.capacity) {
                     ++result.ooms;
-                    result.failures.push_back({ m.time[i], i, st.reserved /* the pre-window state that does not fit */, streamKey[m.stream[i]],
+                    result.failures.push_back({ m.time[i], i, st.reserved /* the pre-window state that does not fit */, feeder.streamOf(i),
                         st.reserved, st.allocated, 0 });
                     if (measured && options.onOom == OnOom::Stop) {
                         result.stopped = true;
@@ -370,11 +359,11 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
             const EventKind kind = m.kind[i];
             clock.time = m.time[i];
             clock.event = i;
-            const std::uint32_t a = allocOf[i];
+            const std::uint32_t a = feeder.allocationOf(i);
             if (recorder)
                 recorder->initial = initial;
             if (!initial && compactor.due(i, kind)) {
-                compactor.run(top, simAddress, result, clock, streamKey[m.stream[i]]);
+                compactor.run(top, feeder, result, clock, feeder.streamOf(i));
                 if (measured && options.onOom == OnOom::Stop && !result.failures.empty()) {
                     result.stopped = true;
                     stop = true;
@@ -384,7 +373,7 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
             if (initial && adopt) {
                 switch (kind) {
                 case EventKind::SegmentAlloc: {
-                    SegmentInfo seg { m.address[i], m.size[i], streamKey[m.stream[i]],
+                    SegmentInfo seg { m.address[i], m.size[i], feeder.streamOf(i),
                         isSmallSegment(trace, dev, m.address[i], m.size[i]), false, {} };
                     if (top.adoptSegment(seg)) {
                         ++result.initialSegments;
@@ -394,18 +383,18 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
                     break;
                 }
                 case EventKind::Alloc:
-                    if (a != kNone
+                    if (a != RequestFeeder::kNoAllocation
                         && top.adoptBlock(m.address[i], m.size[i], m.requestedSize[i] ? m.requestedSize[i] : m.size[i],
-                            streamKey[m.stream[i]])) {
-                        simAddress[a] = m.address[i];
-                        compactor.placed(a, simAddress[a]);
+                            feeder.streamOf(i))) {
+                        feeder.setSimulatedAddress(a, m.address[i]);
+                        compactor.placed(a, m.address[i]);
                         ++result.initialBlocks;
                     } else
                         ++result.initialNotAdopted;
                     break;
                 case EventKind::Free:
-                    if (a != kNone && simAddress[a] != 0)
-                        top.requestFree(simAddress[a]);
+                    if (a != RequestFeeder::kNoAllocation && feeder.simulatedAddress(a) != 0)
+                        top.requestFree(feeder.simulatedAddress(a));
                     break;
                 case EventKind::SegmentMap:
                     ++result.initialNotAdopted; // expandable initial state is not adopted
@@ -416,65 +405,34 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
                 continue;
             }
             switch (kind) {
-            case EventKind::Alloc: {
-                ++result.requestEvents;
-                Bytes request = m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
-                if (request == 0) {
-                    ++result.zeroSizeRequests;
-                    break;
-                }
-                StreamKey stream = streamKey[m.stream[i]];
-                auto got = top.allocate(request, stream);
-                if (got) {
-                    ++result.allocations;
-                    if (a != kNone) {
-                        simAddress[a] = *got;
-                        compactor.placed(a, *got);
-                    }
-                    if (options.recordAllocAddresses)
-                        result.allocAddresses.emplace_back(i, *got);
-                    break;
-                }
-                ++result.ooms;
-                const auto& st = top.stats();
-                Bytes free = options.capacity == 0 ? ~Bytes(0)
-                                                     : options.capacity - std::min(options.capacity, st.reserved);
-                result.failures.push_back({ m.time[i], i, request, stream, st.reserved, st.allocated, free });
-                if (measured && options.onOom == OnOom::Stop) {
-                    result.stopped = true;
-                    stop = true;
-                }
-                break;
-            }
+            case EventKind::Alloc:
             case EventKind::Free:
             case EventKind::FreeCompleted: {
                 ++result.requestEvents;
-                if (a == kNone) {
-                    if (kind == EventKind::Free)
-                        ++result.unmatchedFrees;
-                    break;
+                const auto step = feeder.feed(i);
+                if (step.outcome == RequestFeeder::Outcome::ZeroSize)
+                    ++result.zeroSizeRequests;
+                else if (step.outcome == RequestFeeder::Outcome::UnmatchedFree)
+                    ++result.unmatchedFrees;
+                else if (step.outcome == RequestFeeder::Outcome::Freed)
+                    compactor.freed(*step.address);
+                else if (step.outcome == RequestFeeder::Outcome::Allocated) {
+                    ++result.allocations;
+                    if (a != RequestFeeder::kNoAllocation)
+                        compactor.placed(a, *step.address);
+                    if (options.recordAllocAddresses)
+                        result.allocAddresses.emplace_back(i, *step.address);
+                } else if (step.outcome == RequestFeeder::Outcome::Failed) {
+                    ++result.ooms;
+                    const auto& st = top.stats();
+                    Bytes free = options.capacity == 0 ? ~Bytes(0)
+                                                         : options.capacity - std::min(options.capacity, st.reserved);
+                    result.failures.push_back({ m.time[i], i, step.request, step.stream, st.reserved, st.allocated, free });
+                    if (measured && options.onOom == OnOom::Stop) {
+                        result.stopped = true;
+                        stop = true;
+                    }
                 }
-                if (kind == EventKind::Free) {
-                    // The usual case: free_completed follows at once; the block is freed there, in order.
-                    std::size_t next = i + 1;
-                    while (next < n && m.device[next] != dev)
-                        ++next;
-                    if (next < n && m.kind[next] == EventKind::FreeCompleted && allocOf[next] == a)
-                        break;
-                }
-                Address addr = simAddress[a];
-                if (addr == 0)
-                    break; // never allocated in this replay: dropped after an OOM, or an initial block ignored
-                if (kind == EventKind::Free && allocs[a].freeCompletedEvent != kNoIndex
-                    && allocs[a].freeCompletedEvent > i) {
-                    top.requestFree(addr); // reusable only at its later free_completed
-                    break;
-                }
-                Bytes request = m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
-                StreamKey stream = streamKey[m.stream[i]];
-                top.deallocate(addr, request, stream);
-                compactor.freed(addr);
-                simAddress[a] = 0;
                 break;
             }
             case EventKind::SegmentFree:
@@ -502,11 +460,11 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
     for (int w = 0; w < options.warmupPasses; ++w) {
         // A warm-up pass fills the cache the way earlier iterations did; what it leaves live is freed.
         pass(false);
-        for (std::size_t a = 0; a < simAddress.size(); ++a)
-            if (simAddress[a] != 0 && allocs[a].allocEvent >= firstWindowEvent) {
-                top.deallocate(simAddress[a], 0, 0);
-                compactor.freed(simAddress[a]);
-                simAddress[a] = 0;
+        for (std::uint32_t a = 0; a < feeder.allocationCount(); ++a)
+            if (const Address addr = feeder.simulatedAddress(a); addr != 0 && allocs[a].allocEvent >= firstWindowEvent) {
+                top.deallocate(addr, 0, 0);
+                compactor.freed(addr);
+                feeder.setSimulatedAddress(a, 0);
             }
         deviceEvents = 0;
         initialEvents = 0; // the initial state is adopted once

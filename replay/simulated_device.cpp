@@ -29,9 +29,25 @@ bool SimulatedDevice::take(Bytes bytes)
         ++m_counters.failedCalls;
         return false;
     }
+    if (m_shared) {
+        if (bytes > m_shared->freeBytes()) {
+            ++m_counters.failedCalls;
+            return false;
+        }
+        m_shared->reserved += bytes;
+        m_shared->peakReserved = std::max(m_shared->peakReserved, m_shared->reserved);
+    }
     m_counters.reserved += bytes;
     m_counters.peakReserved = std::max(m_counters.peakReserved, m_counters.reserved);
     return true;
+}
+
+void SimulatedDevice::release(Bytes bytes)
+{
+    bytes = std::min(bytes, m_counters.reserved);
+    m_counters.reserved -= bytes;
+    if (m_shared)
+        m_shared->reserved -= std::min(bytes, m_shared->reserved);
 }
 
 void SimulatedDevice::notify(EventKind kind, Address address, Bytes bytes, StreamKey stream)
@@ -74,7 +90,7 @@ void SimulatedDevice::free(Address address, StreamKey stream)
     if (!range)
         throw Error("simulated cudaFree of address " + std::to_string(address) + " that was never returned by malloc");
     Bytes bytes = *range;
-    m_counters.reserved -= bytes;
+    release(bytes);
     ++m_counters.freeCalls;
     m_ranges.erase(address);
     notify(EventKind::SegmentFree, address, bytes, stream);
@@ -87,6 +103,10 @@ void SimulatedDevice::adopt(Address address, Bytes bytes)
     m_ranges.insert(address, bytes);
     m_counters.reserved += bytes;
     m_counters.peakReserved = std::max(m_counters.peakReserved, m_counters.reserved);
+    if (m_shared) {
+        m_shared->reserved += bytes;
+        m_shared->peakReserved = std::max(m_shared->peakReserved, m_shared->reserved);
+    }
 }
 
 bool SimulatedDevice::overlaps(Address address, Bytes bytes) const
@@ -109,7 +129,7 @@ bool SimulatedDevice::map(Address address, Bytes bytes, StreamKey stream)
 
 void SimulatedDevice::unmap(Address address, Bytes bytes, StreamKey stream)
 {
-    m_counters.reserved -= std::min(bytes, m_counters.reserved);
+    release(bytes);
     ++m_counters.unmapCalls;
     notify(EventKind::SegmentUnmap, address, bytes, stream);
 }

@@ -10,6 +10,7 @@
 #include "core/types.h"
 #include "replay/detail/address_map.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -37,6 +38,16 @@ struct DeviceCall {
     Address address = 0;
     Bytes size = 0;
     StreamKey stream = 0;
+};
+
+// Memory that several SimulatedDevices draw from together: one GPU shared by several processes
+// (ColocatedReplay). Each device still enforces its own capacity (a per-process limit); a device joined
+// to a SharedCapacity also fails a call that would take the shared total above `capacity`.
+struct SharedCapacity {
+    Bytes capacity = 0; // 0 = unlimited
+    Bytes reserved = 0; // bytes the joined devices hold together
+    Bytes peakReserved = 0;
+    Bytes freeBytes() const { return capacity == 0 ? ~Bytes(0) : capacity - std::min(capacity, reserved); }
 };
 
 class DeviceObserver {
@@ -78,11 +89,19 @@ public:
     void addAddressHint(Address address, Bytes bytes) { m_hints.push_back({ address, bytes }); }
 
     void setObserver(DeviceObserver* observer) { m_observer = observer; }
+    // Joins the device to memory shared with other devices (before its first call; the caller keeps
+    // `shared` alive longer than the device). nullptr = not shared.
+    void setSharedCapacity(SharedCapacity* shared) { m_shared = shared; }
     Bytes capacity() const { return m_capacity; }
     Bytes granularity() const { return m_granularity; }
     Bytes totalMemory() const { return m_totalMemory; }
     // Bytes still available to malloc/map (the driver's "free"); the maximum value when unlimited.
-    Bytes freeBytes() const { return m_capacity == 0 ? ~Bytes(0) : m_capacity - m_counters.reserved; }
+    // With a SharedCapacity, the smaller of this device's and the shared free bytes.
+    Bytes freeBytes() const
+    {
+        Bytes own = m_capacity == 0 ? ~Bytes(0) : m_capacity - m_counters.reserved;
+        return m_shared ? std::min(own, m_shared->freeBytes()) : own;
+    }
     const DeviceCounters& counters() const { return m_counters; }
     std::size_t liveRanges() const { return m_ranges.size(); }
     // True if [address, address + bytes) overlaps a live range (linear in the live ranges).
@@ -104,6 +123,8 @@ private:
     std::deque<Hint> m_hints;
     DeviceCounters m_counters;
     DeviceObserver* m_observer = nullptr;
+    SharedCapacity* m_shared = nullptr;
+    void release(Bytes bytes);
 };
 
 } // namespace gpumem::replay

@@ -1,0 +1,35 @@
+#pragma once
+// Writers for the what-if verbs beside `gpumem replay`'s table (replay_report.h): the sweep table
+// (`gpumem sweep`: one row per configuration, sorted by peak reserved, the best row marked), the fit
+// table (`gpumem fit`: the smallest capacity without OOM per policy) and the colocated report
+// (`gpumem replay --colocate`). Text, JSON or CSV; deterministic (golden tests compare them).
+// Times are shown relative to `start` where the results carry trace times.
+#include "replay/capacity_fit.h"
+#include "replay/colocated_replay.h"
+#include "replay/replayer.h"
+
+#include <iosfwd>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpumem::analyze {
+
+struct SweepRow {
+    std::string spec; // the configuration as expanded from the grid
+    replay::ReplayResult result;
+};
+
+// The order rows are shown in: ascending peak reserved, ties in input order.
+std::vector<std::size_t> sweepOrder(const std::vector<SweepRow>& rows);
+// The best row [choice]: the lowest peak reserved among rows without a failed request (ties: fewer
+// device calls, then input order); when every row failed, the fewest failures, then the lowest peak.
+// Returns rows.size() for no rows.
+std::size_t bestSweepRow(const std::vector<SweepRow>& rows);
+
+// format: "text", "json" or "csv"; throws UsageError otherwise.
+void writeSweepTable(const std::vector<SweepRow>& rows, std::string_view format, TimeNs start, std::ostream& out);
+void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view format, std::ostream& out);
+void writeColocatedReport(const replay::ColocatedResult& result, std::string_view format, std::ostream& out);
+
+} // namespace gpumem::analyze

@@ -1,0 +1,87 @@
+// gpumem fit TRACE --policy SPEC… — the smallest device capacity (in 2 MiB steps) at which a replay
+// has no failed request, per policy (replay/capacity_fit.h has the search).
+#include "analyze/whatif_report.h"
+#include "cli/whatif_options.h"
+#include "core/error.h"
+#include "core/importer.h"
+#include "core/units.h"
+
+#include <ostream>
+
+namespace gpumem::cli {
+
+namespace {
+    class FitCommand final : public Command {
+    public:
+        std::string_view name() const override { return "fit"; }
+        std::string_view summary() const override
+        {
+            return "what-if: the smallest GPU memory on which the trace runs without OOM, per policy";
+        }
+        std::string_view synopsis() const override
+        {
+            return "fit [--policy SPEC]... [--step BYTES] [--max-capacity BYTES] [--jobs N] [--format text|json|csv]\n"
+                   "           [--max-reserved BYTES] TRACE";
+        }
+        std::string_view details() const override
+        {
+            return "For each policy, fit finds the smallest capacity C (a multiple of --step, 2 MiB by default) at\n"
+                   "which a replay has no failed request, and checks that C - step fails. A probe at capacity C "
+                   "replays\n"
+                   "on a GPU whose total memory is C, so capacity-dependent settings (per_process_memory_fraction)\n"
+                   "scale with it. The search starts between the live-bytes peak (no policy fits below it) and the\n"
+                   "policy's unlimited peak reserved (doubled until it fits), and probes 8 capacities per round on\n"
+                   "--jobs threads (the answer does not depend on --jobs). If some capacity fits while a larger probe "
+                   "failed, the OOM is not monotone in the\n"
+                   "capacity for this trace and policy; the table says so under it.\n"
+                   "--max-reserved BYTES exits 3 when some policy needs more than BYTES (or fits nowhere).\n"
+                   "Example:\n"
+                   "  gpumem fit run.pickle --policy pytorch --policy pytorch:expandable_segments:True --format json";
+        }
+        void setup(po::options_description& o, po::positional_options_description& p) override
+        {
+            o.add_options()(
+                "policy", po::value<std::vector<std::string>>(), "allocator policy SPEC (repeatable; default pytorch)")(
+                "step", po::value<std::string>()->default_value("2MiB"), "capacity granularity")(
+                "max-capacity", po::value<std::string>()->default_value("1TiB"), "the largest capacity to try")(
+                "format", po::value<std::string>()->default_value("text"), "output: text, json or csv");
+            addJobsOption(o);
+            addGateOptions(o, false, "some policy");
+            o.add_options()("trace", po::value<std::string>()->required(), "trace file (positional)");
+            p.add("trace", 1);
+        }
+        int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
+        {
+            const std::string format = checkedChoice(vm, "format", { "text", "json", "csv" });
+            const auto specs = checkedPolicySpecs(vm.count("policy") ? vm["policy"].as<std::vector<std::string>>()
+                                                                     : std::vector<std::string> { "pytorch" });
+            const Gates gates = readGates(vm);
+            replay::FitOptions options;
+            options.jobs = readJobs(vm);
+            options.step = parseBytes(vm["step"].as<std::string>(), "--step");
+            if (options.step == 0)
+                throw UsageError("--step 0: the capacity granularity must be at least 1 byte (default 2MiB)");
+            options.maxCapacity = parseBytes(vm["max-capacity"].as<std::string>(), "--max-capacity");
+            if (options.maxCapacity < options.step)
+                throw UsageError("--max-capacity " + vm["max-capacity"].as<std::string>()
+                    + " is below one step; fit needs a capacity of at least " + formatBytes(options.step) + " to try");
+
+            const std::string path = vm["trace"].as<std::string>();
+            Trace trace = loadReplayableTrace(path);
+            std::vector<replay::FitResult> fits;
+            for (const auto& s : specs)
+                fits.push_back(replay::fitCapacity(trace, s, options));
+            analyze::writeFitTable(fits, format, out);
+            warnAboutMemoryBeforeTheWindow(trace, replay::defaultReplayDevice(trace).value_or(0), err);
+            std::vector<GateSubject> subjects;
+            for (const auto& f : fits)
+                subjects.push_back({ f.spec + (f.fits ? std::string() : " (fits nowhere up to --max-capacity)"), 0,
+                    f.fits ? f.capacity : ~Bytes(0) });
+            return applyGates(gates, subjects, name(), err);
+        }
+    };
+} // namespace
+
+std::unique_ptr<Command> makeFitCommand() { return std::make_unique<FitCommand>(); }
+
+} // namespace gpumem::cli

@@ -1,0 +1,91 @@
+// gpumem sweep TRACE --policy GRID… — a grid of policy configurations (brace alternatives expanded,
+// several braces = cartesian product) replayed in parallel, one row each, sorted by peak reserved with
+// the best row marked.
+#include "analyze/whatif_report.h"
+#include "cli/whatif_options.h"
+#include "core/error.h"
+#include "core/importer.h"
+#include "core/units.h"
+#include "replay/parallel_runs.h"
+#include "replay/policy_grid.h"
+
+#include <ostream>
+
+namespace gpumem::cli {
+
+namespace {
+    class SweepCommand final : public Command {
+    public:
+        std::string_view name() const override { return "sweep"; }
+        std::string_view summary() const override
+        {
+            return "what-if grid: replay every configuration of policy grids in parallel, best first";
+        }
+        std::string_view synopsis() const override
+        {
+            return "sweep --policy GRID... [--capacity BYTES] [--on-oom stop|skip] [--jobs N] [--format "
+                   "text|json|csv]\n"
+                   "             [--fail-if-oom] [--max-reserved BYTES] TRACE";
+        }
+        std::string_view details() const override
+        {
+            return "A GRID is a policy SPEC (see 'gpumem help replay') with {a,b,...} alternatives; several braces\n"
+                   "give every combination (the leftmost varies slowest). Braces do not nest. Example:\n"
+                   "  gpumem sweep run.pickle --policy 'pytorch:max_split_size_mb:{64,128,256,512}' \\\n"
+                   "                          --policy 'pytorch:expandable_segments:{True,False}'\n"
+                   "Rows are sorted by peak reserved; '*' marks the best: the lowest peak reserved without a failed\n"
+                   "request (ties: fewer device calls). Gates: --fail-if-oom and --max-reserved exit 3 when even the\n"
+                   "best configuration violates them (a sweep asks whether some configuration works).";
+        }
+        void setup(po::options_description& o, po::positional_options_description& p) override
+        {
+            o.add_options()("policy", po::value<std::vector<std::string>>()->required(), "policy GRID (repeatable)")(
+                "capacity", po::value<std::string>(), "device capacity, e.g. 80GiB (default unlimited)")(
+                "on-oom", po::value<std::string>()->default_value("skip"), "stop or skip at a failed request")(
+                "format", po::value<std::string>()->default_value("text"), "output: text, json or csv");
+            addJobsOption(o);
+            addGateOptions(o, true, "the best configuration");
+            o.add_options()("trace", po::value<std::string>()->required(), "trace file (positional)");
+            p.add("trace", 1);
+        }
+        int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
+        {
+            const std::string format = checkedChoice(vm, "format", { "text", "json", "csv" });
+            const std::string onOom = checkedChoice(vm, "on-oom", { "stop", "skip" });
+            std::vector<std::string> texts;
+            for (const auto& grid : vm["policy"].as<std::vector<std::string>>())
+                for (auto& t : replay::expandBraceGrid(grid))
+                    texts.push_back(std::move(t));
+            if (texts.size() > replay::kMaxGridSize)
+                throw UsageError("the grids expand to " + std::to_string(texts.size()) + " configurations, more than "
+                    + std::to_string(replay::kMaxGridSize) + "; split the sweep");
+            const auto specs = checkedPolicySpecs(texts);
+            const Gates gates = readGates(vm);
+            const unsigned jobs = readJobs(vm);
+            replay::ReplayOptions options;
+            if (vm.count("capacity"))
+                options.capacity = parseBytes(vm["capacity"].as<std::string>(), "--capacity");
+            options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
+
+            const std::string path = vm["trace"].as<std::string>();
+            Trace trace = loadReplayableTrace(path);
+            std::vector<analyze::SweepRow> rows(specs.size());
+            replay::parallelFor(specs.size(), jobs, [&](std::size_t i) {
+                rows[i].spec = specs[i].text;
+                rows[i].result = replay::Replayer(options).run(trace, specs[i]);
+            });
+            analyze::writeSweepTable(rows, format, trace.memory().time.front(), out);
+            warnAboutMemoryBeforeTheWindow(trace, rows.empty() ? 0 : rows.front().result.device, err);
+            const std::size_t best = analyze::bestSweepRow(rows);
+            if (best == rows.size())
+                return kExitOk;
+            const auto& r = rows[best].result;
+            return applyGates(gates,
+                { { "the best configuration (" + rows[best].spec + ")", r.ooms, r.peakReserved.bytes } }, name(), err);
+        }
+    };
+} // namespace
+
+std::unique_ptr<Command> makeSweepCommand() { return std::make_unique<SweepCommand>(); }
+
+} // namespace gpumem::cli

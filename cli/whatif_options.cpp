@@ -1,0 +1,99 @@
+#include "cli/whatif_options.h"
+
+#include "core/error.h"
+#include "core/importer.h"
+#include "core/units.h"
+#include "replay/fidelity.h"
+#include "replay/parallel_runs.h"
+#include "replay/policy_registry.h"
+#include "replay/replayer.h"
+
+#include <charconv>
+#include <ostream>
+
+namespace gpumem::cli {
+
+void addGateOptions(po::options_description& options, bool withFailIfOom, const std::string& what)
+{
+    if (withFailIfOom)
+        options.add_options()(
+            "fail-if-oom", po::bool_switch(), ("exit 3 when " + what + " has a failed request (OOM)").c_str());
+    options.add_options()("max-reserved", po::value<std::string>(),
+        ("exit 3 when " + what + " needs more than BYTES reserved, e.g. 40GiB").c_str());
+}
+
+Gates readGates(const po::variables_map& vm)
+{
+    Gates g;
+    g.failIfOom = vm.count("fail-if-oom") && vm["fail-if-oom"].as<bool>();
+    if (vm.count("max-reserved")) {
+        g.maxReserved = parseBytes(vm["max-reserved"].as<std::string>(), "--max-reserved");
+        if (*g.maxReserved == 0)
+            throw UsageError("--max-reserved 0 can never be met; give the most bytes a run may reserve, e.g. 40GiB");
+    }
+    return g;
+}
+
+int applyGates(const Gates& gates, const std::vector<GateSubject>& subjects, std::string_view verb, std::ostream& err)
+{
+    int code = kExitOk;
+    for (const auto& s : subjects) {
+        if (gates.failIfOom && s.ooms > 0) {
+            err << "gpumem " << verb << ": gate: " << s.label << " had " << s.ooms << " failed request"
+                << (s.ooms == 1 ? "" : "s") << " (--fail-if-oom)\n";
+            code = kExitGate;
+        }
+        if (gates.maxReserved && s.peakReserved > *gates.maxReserved) {
+            err << "gpumem " << verb << ": gate: " << s.label << " reserved " << formatBytes(s.peakReserved) << " ("
+                << s.peakReserved << " B), more than --max-reserved " << formatBytes(*gates.maxReserved) << '\n';
+            code = kExitGate;
+        }
+    }
+    return code;
+}
+
+void addJobsOption(po::options_description& options)
+{
+    options.add_options()(
+        "jobs,j", po::value<std::string>(), "replays run in parallel (default: the hardware threads)");
+}
+
+unsigned readJobs(const po::variables_map& vm)
+{
+    if (!vm.count("jobs"))
+        return replay::defaultJobs();
+    const std::string text = vm["jobs"].as<std::string>();
+    unsigned jobs = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), jobs);
+    if (ec != std::errc() || end != text.data() + text.size() || jobs == 0 || jobs > 4096)
+        throw UsageError("--jobs '" + text + "': give a whole number from 1 to 4096 (the replays that run at once)");
+    return jobs;
+}
+
+void warnAboutMemoryBeforeTheWindow(const Trace& trace, DeviceId device, std::ostream& err)
+{
+    if (Bytes before = replay::openingAllocated(trace, device); before > 0)
+        err << "note: " << formatBytes(before)
+            << " was already allocated when this profiler trace began and is not in it, so these replays "
+               "undercount; `gpumem replay --fidelity` replays from a warm start that holds it\n";
+}
+
+Trace loadReplayableTrace(const std::string& path)
+{
+    Trace trace = loadTrace(path);
+    if (trace.memory().count() == 0)
+        throw Error(path + " has no memory events to replay (gpumem info shows what it holds)");
+    return trace;
+}
+
+std::vector<replay::PolicySpec> checkedPolicySpecs(const std::vector<std::string>& texts)
+{
+    std::vector<replay::PolicySpec> specs;
+    for (const auto& t : texts) {
+        specs.push_back(replay::parsePolicySpec(t));
+        replay::validatePolicySpec(specs.back());
+    }
+    return specs;
+}
+
+} // namespace gpumem::cli

@@ -1,0 +1,52 @@
+#pragma once
+// Options the what-if verbs (replay, sweep, fit) share: the CI gates --fail-if-oom and --max-reserved
+// (exit 3 = kExitGate when violated), --jobs, and policy spec lists checked before any work.
+// Parse-only helpers; no state.
+#include "cli/command.h"
+#include "core/trace.h"
+#include "core/types.h"
+#include "replay/policy_spec.h"
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpumem::cli {
+
+struct Gates {
+    bool failIfOom = false;
+    std::optional<Bytes> maxReserved;
+};
+
+// One thing a gate looks at: a policy's run, a configuration, a colocated run.
+struct GateSubject {
+    std::string label;
+    std::uint64_t ooms = 0;
+    Bytes peakReserved = 0;
+};
+
+// Declares --fail-if-oom (when withFailIfOom) and --max-reserved BYTES, with `what` saying what they
+// apply to in the help text.
+void addGateOptions(po::options_description& options, bool withFailIfOom, const std::string& what);
+// Throws UsageError for a --max-reserved that is not a size or is 0.
+Gates readGates(const po::variables_map& vm);
+// kExitGate after one line on `err` per violation ("gpumem VERB: gate: …"), kExitOk otherwise.
+int applyGates(const Gates& gates, const std::vector<GateSubject>& subjects, std::string_view verb, std::ostream& err);
+
+// --jobs N: declared with the default "hardware threads"; N >= 1 or UsageError.
+void addJobsOption(po::options_description& options);
+unsigned readJobs(const po::variables_map& vm);
+
+// loadTrace(path), refusing (gpumem::Error) a trace without memory events: there is nothing to replay.
+Trace loadReplayableTrace(const std::string& path);
+
+// A profiler trace starts after the model was loaded: its recorded "Total Allocated" is already above
+// zero at the first sample, and those bytes are not in the trace, so a replay undercounts. Says so on
+// `err` (one "note:" line) when the trace shows such bytes for `device`.
+void warnAboutMemoryBeforeTheWindow(const Trace& trace, DeviceId device, std::ostream& err);
+
+// Parses and validates each spec (UsageError, exit 2, before any work).
+std::vector<replay::PolicySpec> checkedPolicySpecs(const std::vector<std::string>& texts);
+
+} // namespace gpumem::cli

@@ -1,0 +1,124 @@
+#include "replay/capacity_fit.h"
+
+#include "core/error.h"
+#include "replay/parallel_runs.h"
+
+#include <algorithm>
+
+namespace gpumem::replay {
+
+namespace {
+    Bytes roundUp(Bytes value, Bytes step) { return (value + step - 1) / step * step; }
+
+    FitProbe probe(const Trace& trace, const PolicySpec& spec, Bytes capacity, std::optional<DeviceId> device)
+    {
+        ReplayOptions options;
+        options.capacity = capacity;
+        options.totalMemory = capacity;
+        options.onOom = OnOom::Stop;
+        options.device = device;
+        ReplayResult r = Replayer(options).run(trace, spec);
+        FitProbe p { capacity, r.ooms == 0, r.peakReserved.bytes, std::nullopt };
+        if (!r.failures.empty())
+            p.failure = r.failures.front();
+        return p;
+    }
+} // namespace
+
+Bytes livePeak(const Trace& trace, std::optional<DeviceId> device)
+{
+    ReplayOptions options;
+    options.device = device;
+    return Replayer(options).run(trace, parsePolicySpec("ideal:alignment:1")).peakReserved.bytes;
+}
+
+FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptions& options)
+{
+    const Bytes step = options.step;
+    if (step == 0)
+        throw UsageError("fit: the capacity step must be at least 1 byte (default 2 MiB)");
+    if (options.maxCapacity < step)
+        throw UsageError("fit: the largest capacity to try must be at least one step (" + std::to_string(step) + " B)");
+    FitResult result;
+    result.spec = spec.text;
+    const unsigned jobs = options.jobs == 0 ? defaultJobs() : options.jobs;
+
+    // The bounds: the policy on an unlimited device, and the live bytes (two replays, in parallel).
+    parallelFor(2, jobs, [&](std::size_t i) {
+        if (i == 1) {
+            result.lowerBound = livePeak(trace, options.device);
+            return;
+        }
+        ReplayOptions unlimited;
+        unlimited.device = options.device;
+        ReplayResult free = Replayer(unlimited).run(trace, spec);
+        result.policy = free.policy;
+        result.unlimitedPeakReserved = free.peakReserved.bytes;
+    });
+
+    std::vector<FitProbe>& probes = result.probes;
+    auto run = [&](const std::vector<Bytes>& capacities) {
+        std::vector<FitProbe> got(capacities.size());
+        parallelFor(capacities.size(), jobs,
+            [&](std::size_t i) { got[i] = probe(trace, spec, capacities[i], options.device); });
+        probes.insert(probes.end(), got.begin(), got.end());
+        return got;
+    };
+
+    // Every capacity <= lo fails; hi fits (once found).
+    Bytes lo = result.lowerBound == 0 ? 0 : roundUp(result.lowerBound, step) - step;
+    Bytes hi = std::max(roundUp(std::max(result.unlimitedPeakReserved, result.lowerBound), step), lo + step);
+    result.maxCapacity = options.maxCapacity;
+    const Bytes top = options.maxCapacity / step * step; // the largest capacity allowed
+    auto noFit = [&] {
+        std::sort(probes.begin(), probes.end(), [](auto& x, auto& y) { return x.capacity < y.capacity; });
+        return result;
+    };
+    hi = std::min(hi, top);
+    if (hi <= lo)
+        return noFit(); // even the largest capacity allowed is below the live bytes
+    while (!run({ hi }).front().fits) {
+        if (hi >= top)
+            return noFit();
+        lo = hi;
+        hi = hi > top / 2 ? top : std::min(top, roundUp(hi * 2, step));
+    }
+    while (hi - lo > step) {
+        const Bytes slots = (hi - lo) / step - 1; // candidates strictly between lo and hi
+        const Bytes k = std::min<Bytes>(kFitProbesPerRound, slots);
+        std::vector<Bytes> capacities;
+        for (Bytes j = 1; j <= k; ++j)
+            capacities.push_back(lo + (slots + 1) * j / (k + 1) * step);
+        capacities.erase(std::unique(capacities.begin(), capacities.end()), capacities.end());
+        auto got = run(capacities);
+        Bytes newHi = hi;
+        for (const auto& p : got)
+            if (p.fits && p.capacity < newHi)
+                newHi = p.capacity;
+        Bytes newLo = lo;
+        for (const auto& p : got)
+            if (!p.fits && p.capacity < newHi)
+                newLo = std::max(newLo, p.capacity);
+        lo = newLo;
+        hi = newHi;
+    }
+    std::sort(probes.begin(), probes.end(), [](auto& a, auto& b) { return a.capacity < b.capacity; });
+    result.fits = true;
+    result.capacity = hi;
+    for (const auto& p : probes) {
+        if (p.capacity == hi)
+            result.peakReservedAtFit = p.peakReserved;
+        if (p.capacity == hi - step)
+            result.belowProbed = true;
+    }
+    // Non-monotone: some probe fits while a larger one fails.
+    for (std::size_t i = 0; i < probes.size() && !result.nonMonotone; ++i)
+        for (std::size_t j = i + 1; j < probes.size(); ++j)
+            if (probes[i].fits && !probes[j].fits) {
+                result.nonMonotone = std::make_pair(probes[i].capacity, probes[j].capacity);
+                break;
+            }
+    return result;
+}
+
+} // namespace gpumem::replay

@@ -1,0 +1,67 @@
+#pragma once
+// `gpumem fit`: the smallest device capacity, in steps of 2 MiB, at which a replay of a trace with a
+// policy has no failed request. A probe at capacity C is a Replayer run with capacity C and total memory
+// C (the GPU is that big, so capacity-dependent settings such as PyTorch's per_process_memory_fraction
+// or a pool that sizes itself from the device take C) and OnOom::Stop.
+//
+// The search (the rule is ours [choice]):
+// - lower bound: the peak of live requested bytes (`ideal:alignment:1` unlimited) — no policy holds the
+//   live requests in less, so every capacity below it fails without a probe;
+// - upper bound: the policy's own unlimited peak reserved rounded up to the step, doubled until a probe
+//   fits or maxCapacity is passed (a memory fraction of 0.5 needs twice the peak);
+// - then a k-ary search between them: each round probes kFitProbesPerRound evenly spaced capacities in
+//   parallel and keeps (largest failing capacity below the smallest fitting one, smallest fitting one].
+//   k is fixed, not the number of threads, so the probes — and the answer where OOM is not monotone —
+//   do not depend on the machine.
+// The reported capacity C always fits (it was probed) and C − step always fails (probed, or below the
+// lower bound). Out-of-memory need not be monotone in capacity for every policy (a larger device changes
+// a memory fraction, a pool's initial size, or the order in which cached blocks are reused); every probe
+// is kept, and a probe that fits below a larger probe that fails is reported as non-monotone, since then
+// "C fits" does not promise that every larger capacity does.
+// Thread-safe: fitCapacity() shares nothing between calls.
+#include "replay/replayer.h"
+
+#include <optional>
+#include <vector>
+
+namespace gpumem::replay {
+
+// Capacities probed per round of the search (they run in parallel on up to FitOptions::jobs threads).
+constexpr unsigned kFitProbesPerRound = 8;
+
+struct FitOptions {
+    Bytes step = Bytes(2) << 20; // capacities probed are multiples of it
+    Bytes maxCapacity = Bytes(1) << 40; // give up above it (1 TiB)
+    unsigned jobs = 0; // threads for the probes of a round; 0 = defaultJobs()
+    std::optional<DeviceId> device; // as ReplayOptions::device
+};
+
+struct FitProbe {
+    Bytes capacity = 0;
+    bool fits = false;
+    Bytes peakReserved = 0;
+    std::optional<FailedRequest> failure; // the first failed request when it does not fit
+};
+
+struct FitResult {
+    std::string spec; // as written
+    std::string policy; // the policy's name with its effective options
+    bool fits = false; // false: no capacity up to maxCapacity fits
+    Bytes capacity = 0; // the smallest fitting capacity found (a multiple of step); 0 when !fits
+    Bytes peakReservedAtFit = 0; // peak reserved of the replay at `capacity`
+    Bytes lowerBound = 0; // peak live requested bytes
+    Bytes unlimitedPeakReserved = 0; // the policy's peak reserved on an unlimited device
+    Bytes maxCapacity = 0; // the largest capacity the search was allowed to try
+    bool belowProbed = false; // capacity − step was probed (else it is below the lower bound)
+    std::vector<FitProbe> probes; // every probe, in capacity order
+    // A fitting probe below a failing one (non-monotone OOM): (fits at, fails at), the first such pair.
+    std::optional<std::pair<Bytes, Bytes>> nonMonotone;
+};
+
+// Peak live requested bytes of `trace` (the `ideal:alignment:1` peak on an unlimited device).
+Bytes livePeak(const Trace& trace, std::optional<DeviceId> device = {});
+
+// Throws UsageError for a bad spec, a zero step or a maxCapacity below the step.
+FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptions& options = {});
+
+} // namespace gpumem::replay

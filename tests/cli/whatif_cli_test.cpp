@@ -1,0 +1,235 @@
+// gpumem sweep, gpumem fit, gpumem replay --colocate and the CI gates (--fail-if-oom, --max-reserved):
+// outputs on the sample and micro traces, exit codes 0/2/3, and one clear line for bad input.
+#include "tests/cli/cli_runner.h"
+
+#include "core/error.h"
+#include "core/importer.h"
+#include "replay/policy_registry.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+
+using gpumem::test::runCli;
+
+namespace {
+const std::string kPair = "tests/data/colocate_a.jsonl tests/data/colocate_b.jsonl";
+
+std::size_t lines(const std::string& s) { return std::size_t(std::count(s.begin(), s.end(), '\n')); }
+} // namespace
+
+TEST(SweepCli, ExpandsGridsAndMarksTheBestRowInEveryFormat)
+{
+    auto text = runCli("sweep traces/mlp_train.jsonl --policy 'pytorch:max_split_size_mb:{64,128}' --policy "
+                       "'{direct,pytorch:expandable_segments:True}' --jobs 2");
+    ASSERT_EQ(text.exitCode, 0) << text.err;
+    EXPECT_EQ(lines(text.out), 6u) << text.out; // header, 4 rows, the best line
+    // Sorted by peak reserved: direct (640.72 MiB) first and best, expandable segments (722 MiB) last.
+    EXPECT_NE(text.out.find("\n*  direct                               640.72 MiB      640.72 MiB          0.0 %       "
+                            "    192     0\n"),
+        std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find("   pytorch:expandable_segments:True     722.00 MiB      640.72 MiB         11.3 %         "
+                            "   14     0\n* best: direct\n"),
+        std::string::npos)
+        << text.out;
+    auto json = nlohmann::json::parse(
+        runCli("sweep traces/mlp_train.jsonl --policy 'pytorch:max_split_size_mb:{64,128}' --format json").out);
+    ASSERT_EQ(json.size(), 2u);
+    EXPECT_EQ(json[0]["spec"], "pytorch:max_split_size_mb:64");
+    EXPECT_EQ(json[0]["best"], true);
+    EXPECT_EQ(json[1]["best"], false);
+    EXPECT_EQ(json[0]["peak_reserved"], 698351616u);
+    auto csv = runCli("sweep traces/mlp_train.jsonl --policy '{ideal,direct}' --format csv");
+    ASSERT_EQ(csv.exitCode, 0);
+    EXPECT_EQ(csv.out,
+        "best,spec,policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns\n"
+        "1,ideal,ideal,671843328,671843328,0.000000,0,0,\n"
+        "0,direct,direct,671843328,671843328,0.000000,192,0,\n");
+}
+
+TEST(SweepCli, BadGridsExitTwoWithOneLine)
+{
+    for (const auto& [grid, says] :
+        std::vector<std::pair<std::string, std::string>> { { "'pytorch:max_split_size_mb:{}'", "empty braces" },
+            { "'pytorch:max_split_size_mb:{64,{128}}'", "nested '{'" },
+            { "'pytorch:max_split_size_mb:{64,128'", "without a matching '}'" },
+            { "'{pytorch,nosuchpolicy}'", "unknown policy 'nosuchpolicy'; valid policies: pytorch" },
+            { "'pytorch:max_split_size_mb:{64,x}'", "max_split_size_mb" } }) {
+        auto r = runCli("sweep traces/mlp_train.jsonl --policy " + grid);
+        EXPECT_EQ(r.exitCode, 2) << grid;
+        EXPECT_EQ(lines(r.err), 1u) << r.err;
+        EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+        EXPECT_TRUE(r.out.empty());
+    }
+    EXPECT_EQ(runCli("sweep traces/mlp_train.jsonl --policy ideal --jobs 0").exitCode, 2);
+    EXPECT_EQ(runCli("sweep traces/mlp_train.jsonl").exitCode, 2); // --policy is required
+}
+
+TEST(SweepCli, GatesLookAtTheBestConfiguration)
+{
+    // One configuration fits in 660 MiB (direct), so --fail-if-oom passes although pytorch fails there.
+    auto ok = runCli("sweep traces/mlp_train.jsonl --policy '{pytorch,direct}' --capacity 660MiB --fail-if-oom");
+    EXPECT_EQ(ok.exitCode, 0) << ok.err;
+    auto oom = runCli("sweep traces/mlp_train.jsonl --policy '{pytorch,direct}' --capacity 600MiB --fail-if-oom");
+    EXPECT_EQ(oom.exitCode, 3);
+    EXPECT_NE(oom.err.find("gate: the best configuration"), std::string::npos) << oom.err;
+    EXPECT_EQ(runCli("sweep traces/mlp_train.jsonl --policy '{pytorch,direct}' --max-reserved 641MiB").exitCode, 0);
+    EXPECT_EQ(runCli("sweep traces/mlp_train.jsonl --policy '{pytorch,direct}' --max-reserved 640MiB").exitCode, 3);
+}
+
+TEST(ReplayCli, GatesExitThreeWhenAnyPolicyViolatesThem)
+{
+    auto fits
+        = runCli("replay traces/mlp_train.jsonl --policy pytorch --policy direct --fail-if-oom --max-reserved 1GiB");
+    EXPECT_EQ(fits.exitCode, 0) << fits.err;
+    auto oom = runCli("replay traces/mlp_train.jsonl --policy pytorch --policy direct --capacity 660MiB --fail-if-oom");
+    EXPECT_EQ(oom.exitCode, 3);
+    EXPECT_NE(oom.out.find("pytorch: first OOM"), std::string::npos) << oom.out; // the table still comes
+    EXPECT_EQ(lines(oom.err), 1u) << oom.err;
+    EXPECT_NE(oom.err.find("gpumem replay: gate: pytorch had "), std::string::npos) << oom.err;
+    auto big = runCli("replay traces/mlp_train.jsonl --policy pytorch --max-reserved 600MiB");
+    EXPECT_EQ(big.exitCode, 3);
+    EXPECT_NE(big.err.find("reserved 666.00 MiB (698351616 B), more than --max-reserved 600.00 MiB"), std::string::npos)
+        << big.err;
+    EXPECT_EQ(runCli("replay traces/mlp_train.jsonl --max-reserved 0").exitCode, 2);
+    EXPECT_EQ(runCli("replay traces/mlp_train.jsonl --max-reserved lots").exitCode, 2);
+    EXPECT_EQ(runCli("replay " + kPair).exitCode, 2); // two traces need --colocate
+    auto help = runCli("help replay");
+    EXPECT_NE(help.out.find("--fail-if-oom"), std::string::npos);
+    EXPECT_NE(help.out.find("exits 3"), std::string::npos);
+}
+
+TEST(FitCli, ReportsTheSmallestCapacityWithoutOom)
+{
+    auto text
+        = runCli("fit tests/data/colocate_a.jsonl --policy direct --policy pytorch:per_process_memory_fraction:0.5");
+    ASSERT_EQ(text.exitCode, 0) << text.err;
+    EXPECT_EQ(text.out,
+        "policy                                     fits in  peak reserved there  unlimited peak reserved  live peak  "
+        "probes\n"
+        "direct                                   24.00 MiB            24.00 MiB                24.00 MiB  24.00 MiB  "
+        "     1\n"
+        "pytorch:per_process_memory_fraction:0.5  48.00 MiB            24.00 MiB                24.00 MiB  24.00 MiB  "
+        "    11\n");
+    auto json = nlohmann::json::parse(runCli("fit traces/mlp_train.jsonl --format json").out);
+    ASSERT_EQ(json.size(), 1u);
+    EXPECT_EQ(json[0]["spec"], "pytorch");
+    EXPECT_EQ(json[0]["capacity"], 698351616u); // 666 MiB
+    EXPECT_EQ(json[0]["monotone"], true);
+    auto csv = runCli("fit tests/data/colocate_a.jsonl --policy ideal --format csv");
+    EXPECT_EQ(csv.out,
+        "spec,policy,fits,capacity,peak_reserved_at_capacity,live_peak,unlimited_peak_reserved,probes,monotone\n"
+        "ideal,ideal,1,25165824,25165824,25165824,25165824,1,1\n");
+}
+
+TEST(FitCli, GateAndBadInput)
+{
+    EXPECT_EQ(runCli("fit tests/data/colocate_a.jsonl --policy direct --max-reserved 24MiB").exitCode, 0);
+    auto over = runCli("fit tests/data/colocate_a.jsonl --policy direct --max-reserved 20MiB");
+    EXPECT_EQ(over.exitCode, 3);
+    EXPECT_NE(over.err.find("gate: direct"), std::string::npos) << over.err;
+    auto nowhere = runCli("fit tests/data/colocate_a.jsonl --policy direct --max-capacity 16MiB --max-reserved 1TiB");
+    EXPECT_EQ(nowhere.exitCode, 3);
+    EXPECT_NE(nowhere.out.find("direct: no capacity up to 16.00 MiB runs without OOM"), std::string::npos)
+        << nowhere.out;
+    for (const char* bad :
+        { "--max-capacity 0", "--step 0", "--capacity 80GiB", "--policy nosuchpolicy", "--jobs -1", "--format xml" }) {
+        auto r = runCli(std::string("fit tests/data/colocate_a.jsonl ") + bad);
+        EXPECT_EQ(r.exitCode, 2) << bad;
+        EXPECT_TRUE(r.out.empty()) << bad;
+        EXPECT_FALSE(r.err.empty()) << bad;
+    }
+}
+
+TEST(ColocateCli, ReportsWhichProcessFailsFirstAndWhen)
+{
+    auto r = runCli("replay " + kPair + " --colocate --capacity 32MiB");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("first failure: colocate_a at +0.000003 s: request 12.00 MiB (12582912 B) on stream 0, trace "
+                         "event 1; colocate_a reserved 12.00 MiB, all processes 28.00 MiB; refused by the device "
+                         "(32.00 MiB); the run stopped there\n"),
+        std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("combined peak reserved: 28.00 MiB at +0.000000 s\n"), std::string::npos) << r.out;
+    auto later = nlohmann::json::parse(
+        runCli("replay " + kPair + " --colocate --capacity 32MiB --offset colocate_b=4us --format json").out);
+    EXPECT_EQ(later["first_failure"]["process"], "colocate_b");
+    EXPECT_EQ(later["first_failure"]["time_ns"], 4000);
+    EXPECT_EQ(later["first_failure"]["size"], 16777216u);
+    EXPECT_EQ(later["fits"], false);
+    auto fits = runCli("replay " + kPair + " --colocate --capacity 64MiB --fail-if-oom --max-reserved 40MiB");
+    EXPECT_EQ(fits.exitCode, 0) << fits.err;
+    EXPECT_NE(fits.out.find("fits: no process had a failed request"), std::string::npos);
+    auto gate = runCli("replay " + kPair + " --colocate --capacity 32MiB --fail-if-oom");
+    EXPECT_EQ(gate.exitCode, 3);
+    EXPECT_NE(gate.err.find("gate: process colocate_a had 1 failed request"), std::string::npos) << gate.err;
+    EXPECT_EQ(runCli("replay " + kPair + " --colocate --capacity 64MiB --max-reserved 39MiB").exitCode, 3);
+    auto limited = runCli("replay " + kPair + " --colocate --capacity 64MiB --limit colocate_a=20MiB --format csv");
+    EXPECT_NE(limited.out.find("\ncolocate_a,pytorch,20971520,0,12582912,0,12582912,1,1,3000\n"), std::string::npos)
+        << limited.out;
+}
+
+TEST(ColocateCli, BadInputExitsTwoWithOneLine)
+{
+    for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>> {
+             { " --colocate --capacity 64MiB --limit c=1GiB",
+                 "names no process; the processes are: colocate_a, colocate_b" },
+             { " --colocate", "--colocate needs --capacity" },
+             { " --colocate --capacity 0", "--capacity 0 with --colocate" },
+             { " --colocate --capacity 64MiB --offset colocate_b=soon", "give a duration" },
+             { " --colocate --capacity 64MiB --policy colocate_b=nosuchpolicy", "unknown policy 'nosuchpolicy'" },
+             { " --colocate --capacity 64MiB --policy ideal --policy direct", "one --policy SPEC for every process" },
+             { " --colocate --capacity 64MiB --limit colocate_a", "write NAME=VALUE" },
+             { " --limit colocate_a=1GiB", "--limit is for --colocate" } }) {
+        auto r = runCli("replay " + kPair + args);
+        EXPECT_EQ(r.exitCode, 2) << args;
+        EXPECT_EQ(lines(r.err), 1u) << r.err;
+        EXPECT_NE(r.err.find(says), std::string::npos) << args << ": " << r.err;
+    }
+    EXPECT_EQ(runCli("replay tests/data/colocate_a.jsonl --colocate --capacity 64MiB").exitCode, 2);
+}
+
+// The table command on every public trace with addresses, with every registered policy that
+// runs without options (and expandable segments): no policy reserves less than `ideal` (live bytes).
+TEST(ReplayCli, EveryPolicyReservesAtLeastTheIdealPeakOnEveryPublicTrace)
+{
+    const std::string root = GPUMEM_PUBLIC_TRACES;
+    if (!std::filesystem::exists(root))
+        GTEST_SKIP() << "public traces are absent (GPUMEM_PUBLIC_TRACES=" << root << ")";
+    std::string policies = " --policy ideal --policy pytorch:expandable_segments:True";
+    for (const auto& p : gpumem::replay::registeredPolicies()) {
+        try {
+            gpumem::replay::validatePolicySpec(gpumem::replay::parsePolicySpec(p.name));
+        } catch (const gpumem::UsageError&) {
+            continue; // needs options
+        }
+        if (p.name != "ideal")
+            policies += " --policy " + p.name;
+    }
+    int tables = 0;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+        if (!entry.is_regular_file() || entry.path().filename() == "SOURCES.md")
+            continue;
+        gpumem::Trace trace = gpumem::loadTrace(entry.path().string());
+        const auto& m = trace.memory();
+        bool addresses = false;
+        for (std::size_t i = 0; i < m.count() && !addresses; ++i)
+            addresses = m.kind[i] == gpumem::EventKind::Alloc && m.address[i] != 0;
+        if (!addresses)
+            continue;
+        auto r = runCli("replay '" + entry.path().string() + "'" + policies + " --format json");
+        ASSERT_EQ(r.exitCode, 0) << entry.path() << ": " << r.err;
+        auto rows = nlohmann::json::parse(r.out);
+        const std::uint64_t ideal = rows[0]["peak_reserved"];
+        EXPECT_GT(ideal, 0u) << entry.path();
+        for (const auto& row : rows) {
+            EXPECT_GE(row["peak_reserved"].get<std::uint64_t>(), ideal) << entry.path() << " " << row["policy"];
+            EXPECT_EQ(row["ooms"], 0u) << entry.path() << " " << row["policy"];
+        }
+        ++tables;
+    }
+    EXPECT_GE(tables, 8);
+}
