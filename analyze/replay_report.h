@@ -15,7 +15,7 @@
 namespace gpumem::analyze {
 
 // format: "text", "json" or "csv" (anything else throws UsageError listing them). Waste at peak is
-// PyTorch-style 1 − allocated/reserved at the instant reserved first peaked (allocators.md §5.4).
+// PyTorch-style 1 − allocated/reserved at the fullest instant of the peak reservation (allocators.md §5.4).
 // Text and JSON also give the first failed request of each policy (time, size, stream, reserved and
 // device free then), and for a compaction:INNER policy the passes, blocks and bytes moved, and the peak
 // reserved of INNER alone with the saving (JSON: compactions, blocks_moved, bytes_moved,

@@ -92,7 +92,7 @@ struct ReplayResult {
     std::uint64_t initialNotAdopted = 0; // initial-state items the policy could not adopt
     bool initialAdopted = false;
     PeakAt peakReserved, peakAllocated, peakRequested;
-    FragmentationSample atPeak; // when reserved first reached its peak
+    FragmentationSample atPeak; // at the peak reservation, when the most of it was allocated
     Bytes finalReserved = 0, finalAllocated = 0;
     DeviceCounters deviceCounters; // device calls and reserved as the device counted them
     std::uint64_t ooms = 0;

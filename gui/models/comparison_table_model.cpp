@@ -207,7 +207,7 @@ QVariant ComparisonTableModel::headerData(int section, Qt::Orientation orientati
         "peak reserved relative to the peak reserved the trace recorded",
         "peak reserved over the ideal policy's (when run), else over the maximum of live bytes (the lower bound)",
         "the most bytes allocated to the program",
-        "1 − allocated/reserved when reserved first reached its peak (PyTorch's reserved-but-unallocated)",
+        "1 − allocated/reserved at the fullest instant of the peak reservation (PyTorch's reserved-but-unallocated)",
         "simulated cudaMalloc + cudaFree (+ map/unmap); recorded: segment events",
         "requests that failed for lack of capacity (skipped and counted)",
         "time of the first failed request after the trace start" };

@@ -21,7 +21,7 @@ public:
         VsRecorded, // peak reserved / the recorded peak reserved − 1 (a signed fraction)
         VsIdeal, // peak reserved / the ideal's (the `ideal` row if run, else max live bytes)
         PeakAllocated, // bytes
-        WasteAtPeak, // 1 − allocated/reserved when reserved first peaked (PyTorch; allocators.md §5.4)
+        WasteAtPeak, // 1 − allocated/reserved at the fullest instant of the peak reservation (PyTorch; allocators.md §5.4)
         DeviceCalls, // cudaMalloc + cudaFree (+ map/unmap); recorded: segment events
         Ooms, // failed requests
         FirstOom, // time of the first, relative to the trace start

@@ -28,7 +28,9 @@ public:
     const PeakAt& peakReserved() const { return m_peakReserved; }
     const PeakAt& peakAllocated() const { return m_peakAllocated; }
     const PeakAt& peakRequested() const { return m_peakRequested; }
-    // Fragmentation sampled when reserved first reached its peak.
+    // Fragmentation while reserved is at its peak, sampled when the most of it was allocated (a policy
+    // that reaches its peak reservation early and fills it later — a planned arena — is not charged
+    // with the waste of the first instant).
     const FragmentationSample& atPeakReserved() const { return m_atPeak; }
     const CallCounts& calls() const { return m_calls; }
     // Restarts the peaks from the current state (after adopting a trace window's initial state, whose

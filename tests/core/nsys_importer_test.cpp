@@ -15,10 +15,13 @@ using namespace gpumem;
 
 namespace {
 
-// Runs `sql` into a fresh <name>.sqlite in the test's temporary folder and returns its path.
+// Runs `sql` into a fresh <test>_<name>.sqlite in the test's temporary folder and returns its path.
+// The running test's name is part of it: ctest runs tests in parallel processes, and two tests building
+// the same database under one name removed it under each other.
 std::string databaseFromSql(const std::string& name, const std::string& sql)
 {
-    std::string path = ::testing::TempDir() + "gpumem_nsys_" + name + ".sqlite";
+    std::string path = ::testing::TempDir() + "gpumem_nsys_"
+        + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + name + ".sqlite";
     std::filesystem::remove(path);
     sqlite3* db = nullptr;
     EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
@@ -163,7 +166,7 @@ TEST(NsysSqliteImporter, RejectsAnSqliteFileWithoutNsightTablesNamingThem)
 TEST(NsysSqliteImporter, RejectsACorruptDatabaseWithFormatError)
 {
     std::string good = makeDatabase("kernels_only");
-    std::string path = ::testing::TempDir() + "gpumem_nsys_corrupt.sqlite";
+    std::string path = good + ".corrupt.sqlite";
     {
         std::ifstream in(good, std::ios::binary);
         std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

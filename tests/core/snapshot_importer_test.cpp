@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <filesystem>
+#include <unistd.h>
 #include <fstream>
 #include <limits>
 
@@ -98,7 +99,7 @@ void expectSameMemory(const Trace& a, const Trace& b)
 
 std::filesystem::path tempFile(const std::string& name)
 {
-    auto dir = std::filesystem::temp_directory_path() / "gpumem_snapshot_test";
+    auto dir = std::filesystem::temp_directory_path() / ("gpumem_snapshot_test_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     return dir / name;
 }

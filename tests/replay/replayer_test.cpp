@@ -111,7 +111,10 @@ TEST(Replayer, TimelineChangesOnlyWhenReservedOrAllocatedDo)
     EXPECT_EQ(r.peakReserved.bytes, 20 * MiB);
     EXPECT_EQ(r.peakReserved.time, 100);
     EXPECT_EQ(r.peakAllocated.time, 101);
-    EXPECT_DOUBLE_EQ(r.atPeak.waste(), 0.75); // 5 of 20 MiB allocated when reserved peaked
+    // 10 of 20 MiB allocated at the fullest instant of the peak reservation (5 of 20 when it began):
+    // waste at peak is what the peak reservation never used.
+    EXPECT_DOUBLE_EQ(r.atPeak.waste(), 0.5);
+    EXPECT_EQ(r.atPeak.allocated, 10 * MiB);
 }
 
 TEST(Replayer, IsDeterministicAndComparesPoliciesOnOneTrace)
