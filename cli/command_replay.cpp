@@ -15,6 +15,7 @@
 #include <charconv>
 #include <map>
 
+#include <algorithm>
 #include <ostream>
 
 namespace gpumem::cli {
@@ -23,19 +24,23 @@ namespace {
     std::string policyHelp()
     {
         std::string s = "Policies (SPEC = NAME[@VERSION][:OPTIONS], options in PYTORCH_CUDA_ALLOC_CONF syntax):\n";
+        std::size_t width = 0;
+        for (const auto& p : replay::registeredPolicies())
+            width = std::max(width, p.name.size() + 2);
+        const std::string indent(2 + width, ' ');
         for (const auto& p : replay::registeredPolicies()) {
-            s += "  " + p.name + std::string(p.name.size() < 10 ? 10 - p.name.size() : 1, ' ') + p.summary + '\n';
+            s += "  " + p.name + std::string(width - p.name.size(), ' ') + p.summary + '\n';
             if (!p.versions.empty()) {
-                s += "            versions:";
+                s += indent + "versions:";
                 for (const auto& v : p.versions)
                     s += " @" + v;
                 s += '\n';
             }
-            std::string line = "            options:";
+            std::string line = indent + "options:";
             for (const auto& o : p.options) {
                 if (line.size() + o.size() > 100) {
                     s += line + '\n';
-                    line = "             ";
+                    line = indent + " ";
                 }
                 line += " " + o;
             }

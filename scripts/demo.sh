@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the bundled sample trace: builds gpumem if needed, then summarizes the trace,
-# analyzes its peak (what was live and who put it there, fragmentation, steps, leaks) and writes the
-# HTML report, and replays it under other allocator policies (what-if) with the comparison table.
+# analyzes its peak (what was live and who put it there, fragmentation, steps, leaks), replays it under
+# other allocator policies (the comparison table), finds the GPU size each policy needs, sweeps a grid
+# of PyTorch settings and writes the HTML report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -18,8 +19,16 @@ run() {
 }
 run info "$trace"
 run analyze "$trace" --top 8
+# What-if: the same run under other allocators, against the lower bound (ideal) and the offline optimum.
 policies=(--policy pytorch --policy pytorch:expandable_segments:True --policy pytorch:max_split_size_mb:64
-          --policy direct --policy ideal)
+          --policy tf-bfc --policy rmm-pool --policy cuda-async --policy best-fit --policy buddy --policy gmlake
+          --policy optimal --policy ideal)
 run replay "$trace" "${policies[@]}"
+# The smallest GPU (to 2 MiB) each allocator needs for this run.
+run fit "$trace" --policy pytorch --policy pytorch:expandable_segments:True --policy tf-bfc --policy rmm-pool \
+    --policy best-fit --policy gmlake --policy optimal
+# A parameter grid, best first.
+run sweep "$trace" --policy 'pytorch:max_split_size_mb:{64,256},roundup_power2_divisions:{1,4}' \
+    --policy 'pytorch:expandable_segments:True'
 mkdir -p build/demo
 run report "$trace" "${policies[@]}" -o build/demo/report.html

@@ -42,6 +42,13 @@ void ComparisonTableModel::setTrace(const LoadedTrace& t)
         r.peakReserved = *frag.peakReserved;
         r.peakAllocated = frag.peakRecordedAllocated.value_or(frag.peakAllocated);
         r.waste = frag.wasteAtPeakReserved;
+        if (d) {
+            // As the replays define it (replay::ReplayResult::atPeak): at the fullest instant of the peak
+            // reservation, not the first.
+            for (std::size_t i = 0; i < d->size(); ++i)
+                if (d->reserved[i] == r.peakReserved && (!r.waste || d->waste(i) < *r.waste))
+                    r.waste = d->waste(i);
+        }
         if (t.analysis.stats.hasSegments)
             r.deviceCalls = t.analysis.stats.segments.allocated + t.analysis.stats.segments.freed;
         r.ooms = t.analysis.stats.ooms;

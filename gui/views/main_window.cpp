@@ -44,6 +44,7 @@ MainWindow::MainWindow(QWidget* parent)
     m_summary->setPlaceholderText("Open a trace: File → Open, drop a file here, or pass it on the command line.\n"
                                   "gpumem reads .gmt, .jsonl, PyTorch snapshots and profiler traces, and more.");
     m_timeline = new TimelineView(this);
+    m_timeline->setFillHeight(true); // lanes share the window height below the kernel and annotation rows
     m_tabs = new QTabWidget(this);
     m_tabs->addTab(m_summary, "Summary");
     m_tabs->addTab(m_timeline, "Timeline");
