@@ -68,7 +68,7 @@ namespace {
     {
         return scaled(n, static_cast<double>(reference), 1000, 750 * 1000, { " ", "K", "M" }, "%7llu %s");
     }
-    std::string offset(const Analysis& a, TimeNs t) { return "+" + formatSeconds(t - a.timeline.start()); }
+    std::string offset(const Analysis& a, TimeNs t) { return formatOffset(t - a.timeline.start()); }
 
     void statRow(std::ostream& out, std::string_view name, const MemoryStats::Stat& s, bool bytes)
     {

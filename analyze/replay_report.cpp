@@ -38,7 +38,7 @@ namespace {
 
     std::string firstOomText(const replay::ReplayResult& r, TimeNs start)
     {
-        return r.failures.empty() ? std::string("-") : "+" + formatSeconds(r.failures.front().time - start);
+        return r.failures.empty() ? std::string("-") : formatOffset(r.failures.front().time - start);
     }
 
     nlohmann::json sideJson(const replay::SegmentEventSide& s, TimeNs start)

@@ -218,10 +218,10 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
     std::vector<std::vector<std::string>> table { { "process", "policy", "limit", "start", "peak reserved", "at",
         "peak allocated", "OOMs", "first OOM" } };
     for (const auto& p : r.processes)
-        table.push_back({ p.name, p.policy, bytesOrUnlimited(p.limit), "+" + formatSeconds(p.offset),
-            formatBytes(p.peakReserved.bytes), "+" + formatSeconds(p.peakReserved.time),
+        table.push_back({ p.name, p.policy, bytesOrUnlimited(p.limit), formatOffset(p.offset),
+            formatBytes(p.peakReserved.bytes), formatOffset(p.peakReserved.time),
             formatBytes(p.peakAllocated.bytes), std::to_string(p.ooms),
-            p.failures.empty() ? std::string("-") : "+" + formatSeconds(p.failures.front().time) });
+            p.failures.empty() ? std::string("-") : formatOffset(p.failures.front().time) });
     writeColumns(table, 2, out);
     out << "combined peak reserved: " << formatBytes(r.combinedPeakReserved) << " at +"
         << formatSeconds(r.combinedPeakTime) << '\n';

@@ -4,6 +4,8 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/importer.h"
+#include "core/units.h"
+#include "replay/fidelity.h"
 
 #include <nlohmann/json.hpp>
 
@@ -72,7 +74,7 @@ namespace {
                 "trace", po::value<std::string>()->required(), "trace file (positional)");
             p.add("trace", 1);
         }
-        int run(const po::variables_map& vm, std::ostream& out, std::ostream&) override
+        int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
         {
             const std::string format = checkedChoice(vm, "format", { "text", "json", "csv" });
             analyze::ReportOptions report;
@@ -90,6 +92,13 @@ namespace {
                 options.instants = instantSpecs(vm["at"].as<std::vector<std::string>>(), start);
             }
             auto analysis = analyze::analyzeTrace(trace, options);
+            // A profiler trace starts after the model was loaded: say how much the breakdowns cannot see.
+            if (!analysis.empty)
+                if (Bytes before = replay::openingAllocated(trace, analysis.device); before > 0)
+                    err << "note: " << formatBytes(before)
+                        << " was already allocated when this profiler trace began and is not in it: the breakdowns "
+                           "and the lower bound cover what was allocated inside the trace; the recorded counters "
+                           "include it\n";
             if (format == "json")
                 out << analyze::analysisToJson(trace, analysis, path, report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
             else if (format == "csv")

@@ -35,6 +35,8 @@ std::string formatSeconds(TimeNs duration)
     return buf;
 }
 
+std::string formatOffset(TimeNs offset) { return (offset < 0 ? "" : "+") + formatSeconds(offset); }
+
 Bytes parseBytes(std::string_view text, std::string_view what)
 {
     auto fail = [&]() -> Bytes {

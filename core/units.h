@@ -11,6 +11,8 @@ namespace gpumem {
 std::string formatBytes(Bytes bytes);
 // Seconds with microsecond precision: "1.234567 s".
 std::string formatSeconds(TimeNs duration);
+// An offset from a start, signed: "+1.234567 s", "-0.019424 s" (an event before the start).
+std::string formatOffset(TimeNs offset);
 // Parses "80GiB", "80 GB", "512MiB", "2MB", "1024", "1.5GiB" (GB = 10^9, GiB = 2^30). Throws UsageError
 // naming `what` and the accepted forms on anything else.
 Bytes parseBytes(std::string_view text, std::string_view what = "size");

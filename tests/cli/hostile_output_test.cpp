@@ -112,3 +112,19 @@ TEST(ReplayCapacity, WarnsWhenAProfilerTraceBeganWithMemoryAlreadyAllocated)
     auto sample = runCli("replay --policy pytorch traces/mlp_train.jsonl");
     EXPECT_EQ(sample.err, "");
 }
+
+// Review finding (session 1): `analyze` of the same trace showed a 2.36 GiB lower bound and module
+// breakdowns with no word that 3.82 GiB allocated before the trace are not in them.
+TEST(AnalyzeNotes, WarnsWhenAProfilerTraceBeganWithMemoryAlreadyAllocated)
+{
+    const std::string file = GPUMEM_PUBLIC_TRACES "/hta/df_index_resolver.json.gz";
+    if (!fs::exists(file))
+        GTEST_SKIP() << "public traces not found at " GPUMEM_PUBLIC_TRACES;
+    auto r = runCli("analyze --top 1 '" + file + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.err.find("note: 3.82 GiB was already allocated when this profiler trace began"), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.out.find("-0.019424 s"), std::string::npos) << "ProfilerStep#2 began before the first memory event";
+    auto sample = runCli("analyze traces/mlp_train.jsonl");
+    EXPECT_EQ(sample.err, "");
+}

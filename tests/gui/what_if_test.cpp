@@ -172,7 +172,7 @@ TEST(WhatIfEngine, CapacityFailuresShowAsOomsWithTheirTime)
     EXPECT_EQ(table.index(1, ComparisonTableModel::Ooms).data(ComparisonTableModel::RawRole).toULongLong(), 1u);
     EXPECT_EQ(table.index(1, ComparisonTableModel::FirstOom).data(ComparisonTableModel::RawRole).toLongLong(), 3500);
     EXPECT_EQ(
-        table.index(1, ComparisonTableModel::FirstOom).data().toString().toStdString(), "+" + formatSeconds(3500));
+        table.index(1, ComparisonTableModel::FirstOom).data().toString().toStdString(), formatOffset(3500));
 }
 
 TEST(WhatIfEngine, CancelDropsTheRunningBatch)
