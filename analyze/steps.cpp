@@ -415,15 +415,26 @@ std::string siteLabel(const Trace& trace, SiteId site)
         return {};
     // The innermost frame of the program's own code (not torch/ or a built-in), prefixed by the
     // built-in op it called when the innermost frame is one: "bmm in forward (…/modeling_owlv2.py:410)".
+    // A stack with Python frames is labelled by Python: a snapshot's stacks start with the C++ frames of
+    // the allocator and the unwinder that recorded them (memory_snapshot.cpp's gather_with_cpp, the
+    // same for every block), which say nothing about who allocated.
     const auto& inner = trace.frames()[frames.front()];
+    auto isPython = [&](const Frame& f) { return trace.str(f.file).ends_with(".py"); };
+    const bool hasPython = std::any_of(frames.begin(), frames.end(), [&](auto fid) { return isPython(trace.frames()[fid]); });
     for (auto fid : frames) {
         const auto& f = trace.frames()[fid];
         auto file = trace.str(f.file);
         if (file.empty() || file == "??" || file.starts_with("torch/") || file.find("/torch/") != std::string_view::npos)
             continue;
+        if (hasPython && !isPython(f))
+            continue;
         const auto op = builtinName(trace.str(inner.name));
         return (op.empty() || fid == frames.front() ? "" : op + " in ") + frameText(trace, f);
     }
+    if (hasPython) // only torch's own Python: its innermost frame
+        for (auto fid : frames)
+            if (isPython(trace.frames()[fid]))
+                return frameText(trace, trace.frames()[fid]);
     return frameText(trace, inner);
 }
 
