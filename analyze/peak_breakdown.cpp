@@ -53,8 +53,8 @@ InstantSpec InstantSpec::parse(std::string_view text, TimeNs traceStart)
     auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     std::string_view unit(p, static_cast<std::size_t>(text.data() + text.size() - p));
     double scale = 0;
-    if (unit.empty() || unit == "ns")
-        scale = 1;
+    if (unit == "ns" || (unit.empty() && (absolute || value == 0)))
+        scale = 1; // a relative time needs its unit: "0.35" alone was read as 0.35 ns
     else if (unit == "us")
         scale = 1e3;
     else if (unit == "ms")

@@ -14,11 +14,19 @@
 namespace gpumem::cli {
 
 // Shared by analyze, diff and report: --at values → InstantSpecs, --by values → GroupBys.
-std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& at, TimeNs traceStart)
+// A time outside the memory events is refused rather than snapped to the nearest event.
+std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& at, const Trace& trace)
 {
+    const auto& time = trace.memory().time;
+    const TimeNs start = time.empty() ? 0 : time.front(), end = time.empty() ? 0 : time.back();
     std::vector<analyze::InstantSpec> specs;
-    for (const auto& a : at)
-        specs.push_back(analyze::InstantSpec::parse(a, traceStart));
+    for (const auto& a : at) {
+        specs.push_back(analyze::InstantSpec::parse(a, start));
+        const auto& s = specs.back();
+        if (s.kind == analyze::InstantSpec::Kind::Time && !time.empty() && (s.time < start || s.time > end))
+            throw UsageError("--at '" + a + "' is outside the trace's memory events, which span +0 s to "
+                + formatOffset(end - start) + " (@" + std::to_string(start) + " to @" + std::to_string(end) + ")");
+    }
     return specs;
 }
 
@@ -87,10 +95,8 @@ namespace {
             Trace trace = loadTrace(path, load);
             analyze::AnalysisOptions options;
             options.device = device;
-            if (vm.count("at")) {
-                TimeNs start = trace.memory().count() ? trace.memory().time.front() : 0;
-                options.instants = instantSpecs(vm["at"].as<std::vector<std::string>>(), start);
-            }
+            if (vm.count("at"))
+                options.instants = instantSpecs(vm["at"].as<std::vector<std::string>>(), trace);
             auto analysis = analyze::analyzeTrace(trace, options);
             // A profiler trace starts after the model was loaded: say how much the breakdowns cannot see.
             if (!analysis.empty)

@@ -10,7 +10,7 @@
 
 namespace gpumem::cli {
 
-std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& at, TimeNs traceStart); // command_analyze.cpp
+std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& at, const Trace& trace); // command_analyze.cpp
 std::optional<DeviceId> deviceOption(const po::variables_map& vm);
 
 namespace {
@@ -48,7 +48,7 @@ namespace {
                 Trace trace = loadTrace(path, load);
                 analyze::AnalysisOptions options;
                 options.device = deviceOption(vm);
-                options.instants = instantSpecs({ vm["at"].as<std::string>() }, trace.memory().count() ? trace.memory().time.front() : 0);
+                options.instants = instantSpecs({ vm["at"].as<std::string>() }, trace);
                 analyses.push_back(analyze::analyzeTrace(trace, options));
             }
             auto diff = analyze::diffAnalyses(analyses[0], analyses[1]);

@@ -71,7 +71,15 @@ PolicySpec parsePolicySpec(std::string_view text)
             throw UsageError("policy spec '" + std::string(text) + "': " + spec.policy
                 + " wraps another policy; write e.g. " + spec.policy + ":pytorch or " + spec.policy
                 + "[every=1000]:pytorch:expandable_segments:True");
-        spec.inner = std::make_shared<const PolicySpec>(parsePolicySpec(trimmed(text.substr(colon + 1))));
+        // One wrapper level, checked before parsing the inner spec: compacting an already compacting
+        // policy moves nothing more, and a spec nested 10^4 deep took gigabytes and a minute.
+        const std::string_view innerText = trimmed(text.substr(colon + 1));
+        const std::string_view innerHead = trimmed(innerText.substr(0, innerText.find_first_of(":[@")));
+        if (isWrapperPolicy(innerHead))
+            throw UsageError("policy spec '" + std::string(text.substr(0, std::min<std::size_t>(text.size(), 80)))
+                + (text.size() > 80 ? "…" : "") + "': " + spec.policy + " cannot wrap " + std::string(innerHead)
+                + "; write " + spec.policy + ":POLICY with a policy that is not a wrapper");
+        spec.inner = std::make_shared<const PolicySpec>(parsePolicySpec(innerText));
     } else if (colon != std::string_view::npos)
         spec.options = splitAllocConf(text.substr(colon + 1));
     return spec;

@@ -128,3 +128,16 @@ TEST(AnalyzeNotes, WarnsWhenAProfilerTraceBeganWithMemoryAlreadyAllocated)
     auto sample = runCli("analyze traces/mlp_train.jsonl");
     EXPECT_EQ(sample.err, "");
 }
+
+// Review finding: `--at 0.35` (no unit) was read as 0.35 ns and `--at 100s` on a 4 ms trace snapped to
+// the last event; both printed a breakdown of some other instant, or none, and exited 0.
+TEST(AnalyzeNotes, RefusesAnInstantWithoutUnitOrOutsideTheTrace)
+{
+    auto unitless = runCli("analyze traces/mlp_train.jsonl --at 0.35");
+    EXPECT_EQ(unitless.exitCode, 2) << unitless.err;
+    auto late = runCli("analyze traces/mlp_train.jsonl --at 100s");
+    EXPECT_EQ(late.exitCode, 2) << late.err;
+    EXPECT_NE(late.err.find("is outside the trace's memory events"), std::string::npos) << late.err;
+    EXPECT_EQ(runCli("analyze traces/mlp_train.jsonl --at 2ms").exitCode, 0);
+    EXPECT_EQ(runCli("analyze traces/mlp_train.jsonl --at 0").exitCode, 0);
+}

@@ -173,6 +173,13 @@ TEST(CompactionSpec, BadSpecsSayWhatToWrite)
     EXPECT_NE(usageError("compaction[every]:pytorch").find("key=value"), std::string::npos);
     EXPECT_NE(usageError("compaction[every=1:pytorch").find("not closed"), std::string::npos);
     EXPECT_NE(usageError("compaction[every=1]x:pytorch").find("expected ':' after ']'"), std::string::npos);
+    // Review finding: 'compaction:' × 10^4 + 'pytorch' grew to 6.6 GB before it was killed.
+    EXPECT_NE(usageError("compaction:compaction[every=5]:pytorch").find("compaction cannot wrap compaction"),
+        std::string::npos);
+    std::string deep;
+    for (int i = 0; i < 10000; ++i)
+        deep += "compaction:";
+    EXPECT_NE(usageError(deep + "pytorch").find("cannot wrap"), std::string::npos);
     EXPECT_NE(usageError("compaction:optimal").find("never needs to move"), std::string::npos);
     EXPECT_NE(usageError("compaction:tcmalloc").find("unknown policy 'tcmalloc'"), std::string::npos);
     EXPECT_NE(usageError("compaction:pytorch:max_split:1").find("unknown pytorch option"), std::string::npos);
