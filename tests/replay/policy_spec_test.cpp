@@ -184,5 +184,5 @@ TEST(CompactionSpec, BadSpecsSayWhatToWrite)
     EXPECT_NE(usageError("compaction:tcmalloc").find("unknown policy 'tcmalloc'"), std::string::npos);
     EXPECT_NE(usageError("compaction:pytorch:max_split:1").find("unknown pytorch option"), std::string::npos);
     EXPECT_NE(usageError("pytorch[every=1]").find("takes no [...] parameters"), std::string::npos);
-    EXPECT_EQ(usageError("compaction:compaction[every=9]:pytorch@2.0"), "");
+    EXPECT_EQ(usageError("compaction[every=9]:pytorch@2.0"), "");
 }
