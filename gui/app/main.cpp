@@ -8,9 +8,22 @@
 #include <QTimer>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 int main(int argc, char** argv)
 {
+    // --screenshot, --help and --version need no window system: without a display, use Qt's offscreen
+    // platform instead of aborting in the xcb plugin.
+    if (!std::getenv("QT_QPA_PLATFORM") && !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY"))
+        for (int i = 1; i < argc; ++i) {
+            const std::string_view a = argv[i];
+            if (a == "--screenshot" || a.starts_with("--screenshot=") || a == "-h" || a == "--help" || a == "-v"
+                || a == "--version" || a == "--help-all") {
+                setenv("QT_QPA_PLATFORM", "offscreen", 1);
+                break;
+            }
+        }
     QApplication app(argc, argv);
     QApplication::setApplicationName("gpumem-gui");
     QApplication::setApplicationVersion(GPUMEM_VERSION);
@@ -44,7 +57,7 @@ int main(int argc, char** argv)
             return 2;
         }
         window.show();
-        bool ok = false;
+        bool ok = false, badSpec = false;
         QEventLoop loop;
         QStringList specs = parser.values(policy);
         if (specs.isEmpty() && parser.value(screenshot) == "what-if")
@@ -61,11 +74,14 @@ int main(int argc, char** argv)
                     return;
                 std::fprintf(stderr, "gpumem-gui: %s\n", qPrintable(whatIf->statusText()));
                 ok = false;
+                badSpec = true;
             }
             QTimer::singleShot(500, &loop, &QEventLoop::quit); // let the worker-thread frame arrive
         });
         window.openTrace(args[1]);
         loop.exec();
+        if (badSpec)
+            return 2; // a usage error, as gpumem's
         if (!ok) {
             std::fprintf(stderr, "gpumem-gui: %s\n", qPrintable(window.statusMessage()));
             return 1;

@@ -20,11 +20,13 @@ QStringList policySpecsFromText(const QString& text)
         entry = entry.trimmed();
         if (entry.isEmpty())
             continue;
-        const QString name = entry.section(QRegularExpression("[:@]"), 0, 0).trimmed();
+        const QString name = entry.section(QRegularExpression("[:@\\[]"), 0, 0).trimmed();
         const auto& policies = replay::registeredPolicies();
         const bool known = std::any_of(policies.begin(), policies.end(),
             [&](const replay::PolicyInfo& p) { return name == QString::fromStdString(p.name); });
-        specs.push_back(known ? entry : "pytorch:" + entry);
+        // A PYTORCH_CUDA_ALLOC_CONF string is key:value pairs; a lone word is a policy name, and an
+        // unknown one gets the registry's "unknown policy …; valid policies: …" rather than a pytorch error.
+        specs.push_back(known || !entry.contains(':') ? entry : "pytorch:" + entry);
     }
     return specs;
 }

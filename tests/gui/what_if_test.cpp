@@ -84,6 +84,10 @@ TEST(WhatIfSpecs, RawAllocConfStringsBecomePyTorchSpecs)
     EXPECT_EQ(policySpecsFromText(" ideal ; pytorch@2.0:roundup_power2_divisions:4\ndirect:alignment:1 ;; "),
         (QStringList { "ideal", "pytorch@2.0:roundup_power2_divisions:4", "direct:alignment:1" }));
     EXPECT_TRUE(policySpecsFromText("  ").isEmpty());
+    // Review findings: a wrapper spec was read as an allocator setting ("pytorch:compaction[every=100]:…"),
+    // and a misspelt policy name got a pytorch error instead of the list of policies.
+    EXPECT_EQ(policySpecsFromText("compaction[every=100]:pytorch"), QStringList { "compaction[every=100]:pytorch" });
+    EXPECT_EQ(policySpecsFromText("tf_bfc"), QStringList { "tf_bfc" });
 }
 
 TEST(WhatIfEngine, RefusesABadSpecBeforeStartingAnything)
