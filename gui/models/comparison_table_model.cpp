@@ -1,5 +1,7 @@
 #include "gui/models/comparison_table_model.h"
 
+#include "replay/fidelity.h"
+
 #include "analyze/replay_report.h"
 #include "core/units.h"
 
@@ -34,6 +36,7 @@ void ComparisonTableModel::setTrace(const LoadedTrace& t)
     m_recorded.reset();
     const auto& frag = t.analysis.fragmentation;
     m_lowerBound = frag.lowerBound;
+    m_openingAllocated = t.analysis.empty ? 0 : replay::openingAllocated(t.trace, t.analysis.device);
     m_start = t.trace.memory().count() ? t.trace.memory().time.front() : 0;
     if (!t.analysis.empty && frag.peakReserved) {
         Recorded r;
@@ -121,7 +124,9 @@ QVariant ComparisonTableModel::raw(int row, int column) const
     case PeakReserved:
         return qulonglong(peakReserved);
     case VsRecorded:
-        if (!m_recorded || m_recorded->peakReserved == 0)
+        // A profiler trace that began with memory allocated: the replays lack it, the recording has it;
+        // the ratio would read as a saving that is not there (review finding, OWLv2: −49.9 %).
+        if (!m_recorded || m_recorded->peakReserved == 0 || m_openingAllocated > 0)
             return {};
         return double(peakReserved) / double(m_recorded->peakReserved) - 1.0;
     case VsIdeal: {
@@ -166,6 +171,10 @@ QVariant ComparisonTableModel::data(const QModelIndex& index, int role) const
         return recordedRow ? QColor(200, 60, 50) : m_colors[std::size_t(row - (m_recorded ? 1 : 0))];
     if (role == Qt::ToolTipRole && column == Policy && !recordedRow)
         return QString::fromStdString(m_results[std::size_t(row - (m_recorded ? 1 : 0))].policy);
+    if (role == Qt::ToolTipRole && column == VsRecorded && m_openingAllocated > 0)
+        return QString("Not comparable: %1 was already allocated when this profiler trace began; the recorded "
+                       "reserved includes it, the replays do not.")
+            .arg(bytesText(m_openingAllocated));
     if (role == Qt::ToolTipRole && column == FirstOom && !recordedRow) {
         const auto& r = m_results[std::size_t(row - (m_recorded ? 1 : 0))];
         if (r.failures.empty())

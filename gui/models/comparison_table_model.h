@@ -66,6 +66,7 @@ private:
     std::vector<QColor> m_colors;
     std::vector<int> m_orders; // WhatIfResult::order of each row, ascending
     Bytes m_lowerBound = 0;
+    Bytes m_openingAllocated = 0; // allocated before a profiler trace began (replay::openingAllocated)
     TimeNs m_start = 0;
 };
 
