@@ -1,5 +1,7 @@
 #include "analyze/replay_report.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/units.h"
 
@@ -69,6 +71,7 @@ nlohmann::json replayResultToJson(const replay::ReplayResult& r, TimeNs start)
                 { "reserved", f.reserved }, { "allocated", f.allocated }, { "device_free", f.deviceFree } });
     nlohmann::json j = {
         { "policy", r.policy },
+        { "initial_state", r.initialAdopted ? "adopted" : "allocated" },
         { "device", r.device },
         { "request_events", r.requestEvents },
         { "peak_reserved", r.peakReserved.bytes },
@@ -101,6 +104,16 @@ nlohmann::json replayResultToJson(const replay::ReplayResult& r, TimeNs start)
     return j;
 }
 
+namespace {
+    // The row label: the policy with its effective options, marked when the replay started from the
+    // state the trace recorded before its window (bare `pytorch` on a snapshot) — that row and the same
+    // settings written out (which allocate that state as requests) differ, and must not look alike.
+    std::string rowLabel(const replay::ReplayResult& r)
+    {
+        return r.initialAdopted ? r.policy + " (recorded state)" : r.policy;
+    }
+} // namespace
+
 void writeReplayTable(
     const std::vector<replay::ReplayResult>& results, std::string_view format, TimeNs start, std::ostream& out)
 {
@@ -116,7 +129,7 @@ void writeReplayTable(
         for (const auto& r : results) {
             char waste[32];
             std::snprintf(waste, sizeof waste, "%.6f", r.atPeak.waste());
-            out << csvField(r.policy) << ',' << r.peakReserved.bytes << ',' << r.peakAllocated.bytes << ',' << waste
+            out << csvField(rowLabel(r)) << ',' << r.peakReserved.bytes << ',' << r.peakAllocated.bytes << ',' << waste
                 << ',' << r.deviceCalls() << ',' << r.ooms << ','
                 << (r.failures.empty() ? std::string() : std::to_string(r.failures.front().time - start)) << '\n';
         }
@@ -126,15 +139,18 @@ void writeReplayTable(
         throw UsageError("--format '" + std::string(format) + "' is not one of: text, json, csv");
     std::size_t w = 6;
     for (const auto& r : results)
-        w = std::max(w, r.policy.size());
+        w = std::max(w, rowLabel(r).size());
     out << pad("policy", w, true) << "  " << pad("peak reserved", 13) << "  " << pad("peak allocated", 14) << "  "
         << pad("waste at peak", 13) << "  " << pad("device calls", 12) << "  " << pad("OOMs", 5) << "  "
         << pad("first OOM", 13) << '\n';
     for (const auto& r : results)
-        out << pad(r.policy, w, true) << "  " << pad(formatBytes(r.peakReserved.bytes), 13) << "  "
+        out << pad(rowLabel(r), w, true) << "  " << pad(formatBytes(r.peakReserved.bytes), 13) << "  "
             << pad(formatBytes(r.peakAllocated.bytes), 14) << "  " << pad(percent(r.atPeak.waste()), 13) << "  "
             << pad(std::to_string(r.deviceCalls()), 12) << "  " << pad(std::to_string(r.ooms), 5) << "  "
             << pad(firstOomText(r, start), 13) << '\n';
+    if (std::any_of(results.begin(), results.end(), [](const auto& r) { return r.initialAdopted; }))
+        out << "(recorded state): started from the segments and blocks the trace holds from before its window, at "
+               "their recorded addresses; the other rows allocate that state as requests first\n";
     for (const auto& r : results) {
         if (!r.peakReservedWithoutCompaction)
             continue;

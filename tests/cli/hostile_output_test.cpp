@@ -141,3 +141,19 @@ TEST(AnalyzeNotes, RefusesAnInstantWithoutUnitOrOutsideTheTrace)
     EXPECT_EQ(runCli("analyze traces/mlp_train.jsonl --at 2ms").exitCode, 0);
     EXPECT_EQ(runCli("analyze traces/mlp_train.jsonl --at 0").exitCode, 0);
 }
+
+// Review finding: `--policy pytorch --policy pytorch:expandable_segments:False` printed two rows named
+// "pytorch" with different results: the bare spec adopts the snapshot's pre-window state, the other
+// allocates it as requests.
+TEST(ReplayLabels, TheRowThatStartsFromTheRecordedStateSaysSo)
+{
+    const std::string file = GPUMEM_PUBLIC_TRACES "/cs336-bcrafton/memory_snapshot.pickle";
+    if (!fs::exists(file))
+        GTEST_SKIP() << "public traces not found at " GPUMEM_PUBLIC_TRACES;
+    auto r = runCli("replay --policy pytorch --policy pytorch:expandable_segments:False '" + file + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("\npytorch (recorded state)  "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\npytorch                   "), std::string::npos) << r.out;
+    auto json = runCli("replay --format json --policy pytorch '" + file + "'");
+    EXPECT_NE(json.out.find("\"initial_state\": \"adopted\""), std::string::npos) << json.out;
+}
