@@ -3,10 +3,13 @@
 // Results go to `out`, diagnostics to `err`. Exit codes: 0 ok, 1 failed, 2 usage (3 is kept for
 // the gate options --fail-if-oom and the like, once a verb has them). Throw gpumem::UsageError for bad
 // arguments (→ 2) and gpumem::Error for failures (→ 1); main() maps them.
+#include "core/types.h"
+
 #include <boost/program_options.hpp>
 
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +39,9 @@ public:
 std::vector<std::unique_ptr<Command>> makeCommands();
 
 // Shared option helpers.
+// --device D (a device index as `gpumem info` lists them): nullopt when absent; UsageError when not an index.
+std::optional<DeviceId> deviceOption(const po::variables_map& vm);
+
 // --format with the allowed values; returns the chosen one or throws UsageError listing them.
 std::string checkedChoice(const po::variables_map& vm, const char* option, const std::vector<std::string>& allowed);
 

@@ -11,7 +11,6 @@
 namespace gpumem::cli {
 
 std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& at, const Trace& trace); // command_analyze.cpp
-std::optional<DeviceId> deviceOption(const po::variables_map& vm);
 
 namespace {
     class DiffCommand final : public Command {

@@ -44,7 +44,8 @@ namespace {
                 "policy", po::value<std::vector<std::string>>(), "allocator policy SPEC (repeatable; default pytorch)")(
                 "step", po::value<std::string>()->default_value("2MiB"), "capacity granularity")(
                 "max-capacity", po::value<std::string>()->default_value("1TiB"), "the largest capacity to try")(
-                "format", po::value<std::string>()->default_value("text"), "output: text, json or csv");
+                "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
+                "device", po::value<int>(), "device index as `gpumem info` lists them (default: the busiest)");
             addJobsOption(o);
             addGateOptions(o, false, "some policy");
             o.add_options()("trace", po::value<std::string>()->required(), "trace file (positional)");
@@ -58,6 +59,7 @@ namespace {
             const Gates gates = readGates(vm);
             replay::FitOptions options;
             options.jobs = readJobs(vm);
+            options.device = deviceOption(vm);
             options.step = parseBytes(vm["step"].as<std::string>(), "--step");
             if (options.step == 0)
                 throw UsageError("--step 0: the capacity granularity must be at least 1 byte (default 2MiB)");

@@ -230,6 +230,7 @@ namespace {
                 "capacity", po::value<std::string>(), "device capacity, e.g. 80GiB (default unlimited)")(
                 "on-oom", po::value<std::string>()->default_value("skip"), "stop or skip at a failed request")(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
+                "device", po::value<int>(), "device index as `gpumem info` lists them (default: the busiest)")(
                 "fidelity", "compare a replay with the recorded policy against the recorded segment events")(
                 "colocate", "replay several traces as processes sharing one GPU")("limit",
                 po::value<std::vector<std::string>>(), "with --colocate: NAME=BYTES, one process's own limit")("offset",
@@ -268,6 +269,7 @@ namespace {
             if (vm.count("capacity"))
                 options.capacity = parseBytes(vm["capacity"].as<std::string>(), "--capacity");
             options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
+            options.device = deviceOption(vm);
             const std::string& path = paths.front();
             if (fidelity) {
                 if (specs.size() > 1)

@@ -14,7 +14,6 @@
 
 namespace gpumem::cli {
 
-std::optional<DeviceId> deviceOption(const po::variables_map& vm); // command_analyze.cpp
 
 namespace {
     class ReportCommand final : public Command {

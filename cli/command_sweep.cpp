@@ -42,7 +42,8 @@ namespace {
             o.add_options()("policy", po::value<std::vector<std::string>>()->required(), "policy GRID (repeatable)")(
                 "capacity", po::value<std::string>(), "device capacity, e.g. 80GiB (default unlimited)")(
                 "on-oom", po::value<std::string>()->default_value("skip"), "stop or skip at a failed request")(
-                "format", po::value<std::string>()->default_value("text"), "output: text, json or csv");
+                "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
+                "device", po::value<int>(), "device index as `gpumem info` lists them (default: the busiest)");
             addJobsOption(o);
             addGateOptions(o, true, "the best configuration");
             o.add_options()("trace", po::value<std::string>()->required(), "trace file (positional)");
@@ -66,6 +67,7 @@ namespace {
             if (vm.count("capacity"))
                 options.capacity = parseBytes(vm["capacity"].as<std::string>(), "--capacity");
             options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
+            options.device = deviceOption(vm);
 
             const std::string path = vm["trace"].as<std::string>();
             Trace trace = loadReplayableTrace(path);

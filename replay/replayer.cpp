@@ -199,20 +199,34 @@ bool globMatch(std::string_view pattern, std::string_view name)
 
 std::optional<DeviceId> defaultReplayDevice(const Trace& trace)
 {
+    // The busiest device, as `gpumem analyze` and the viewer choose it: the largest peak of allocated
+    // bytes (alloc +size, free −size), GPUs before the CPU, the lowest index on ties.
     const auto& m = trace.memory();
-    std::optional<DeviceId> any;
+    const std::size_t devices = trace.devices().size();
+    std::vector<std::int64_t> live(devices, 0), peak(devices, 0);
+    std::vector<bool> allocates(devices, false);
     for (std::size_t i = 0; i < m.count(); ++i) {
-        if (m.kind[i] != EventKind::Alloc)
-            continue;
-        DeviceId d = m.device[i];
-        if (trace.devices()[d].type != DeviceType::Cpu)
-            return d;
-        if (!any)
-            any = d;
+        const DeviceId d = m.device[i];
+        if (m.kind[i] == EventKind::Alloc) {
+            allocates[d] = true;
+            live[d] += std::int64_t(m.size[i]);
+            peak[d] = std::max(peak[d], live[d]);
+        } else if (m.kind[i] == EventKind::Free)
+            live[d] -= std::int64_t(m.size[i]);
     }
-    if (!any && m.count() > 0)
-        any = m.device[0];
-    return any;
+    std::optional<DeviceId> best;
+    auto better = [&](DeviceId d) {
+        if (!best)
+            return true;
+        const bool cpu = trace.devices()[d].type == DeviceType::Cpu, bestCpu = trace.devices()[*best].type == DeviceType::Cpu;
+        return cpu != bestCpu ? bestCpu : peak[d] > peak[*best];
+    };
+    for (DeviceId d = 0; d < devices; ++d)
+        if (allocates[d] && better(d))
+            best = d;
+    if (!best && m.count() > 0)
+        best = m.device[0];
+    return best;
 }
 
 std::uint64_t initialStateEventCount(const Trace& trace, DeviceId device)

@@ -157,3 +157,26 @@ TEST(ReplayLabels, TheRowThatStartsFromTheRecordedStateSaysSo)
     auto json = runCli("replay --format json --policy pytorch '" + file + "'");
     EXPECT_NE(json.out.find("\"initial_state\": \"adopted\""), std::string::npos) << json.out;
 }
+
+// Review finding: on the 8-GPU xplane trace `replay` silently replayed one device (index 5) while
+// `analyze` and the viewer showed hip:7 (index 1), and no verb could replay GPU_0.
+TEST(ReplayDevice, DefaultsToTheBusiestDeviceAndTakesDevice)
+{
+    const std::string dir = GPUMEM_PUBLIC_TRACES "/tracelens/jax-xplane";
+    if (!fs::exists(dir))
+        GTEST_SKIP() << "public traces not found at " GPUMEM_PUBLIC_TRACES;
+    std::string file;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().string().ends_with(".xplane.pb"))
+            file = e.path().string();
+    ASSERT_FALSE(file.empty());
+    auto busiest = runCli("replay --format json --policy ideal '" + file + "'");
+    ASSERT_EQ(busiest.exitCode, 0) << busiest.err;
+    EXPECT_NE(busiest.out.find("\"device\": 1,"), std::string::npos) << "hip:7, as analyze: " << busiest.out;
+    EXPECT_NE(runCli("analyze --top 1 '" + file + "'").out.find("device hip:7"), std::string::npos);
+    auto first = runCli("replay --format json --policy ideal --device 0 '" + file + "'");
+    EXPECT_NE(first.out.find("\"device\": 0,"), std::string::npos) << first.out;
+    EXPECT_EQ(runCli("fit --policy ideal --device 0 '" + file + "'").exitCode, 0);
+    EXPECT_EQ(runCli("sweep --policy 'ideal:alignment:{256,512}' --device 0 '" + file + "'").exitCode, 0);
+    EXPECT_EQ(runCli("replay --policy ideal --device 8 '" + file + "'").exitCode, 2);
+}
