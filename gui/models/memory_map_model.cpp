@@ -1,5 +1,7 @@
 #include "gui/models/memory_map_model.h"
 
+#include "analyze/trace_summary.h"
+
 #include "core/units.h"
 #include "gui/models/latest_request.h"
 #include "gui/models/palette.h"
@@ -126,7 +128,7 @@ MemoryMapIndex buildMemoryMapIndex(const Trace& trace, DeviceId device, std::spa
     index.blockOfAllocation.assign(allocations.size(), -1);
     if (device < trace.devices().size()) {
         const Device& d = trace.devices()[device];
-        index.deviceLabel = QString("%1 %2").arg(d.type == DeviceType::Cpu ? "cpu" : "cuda").arg(d.ordinal);
+        index.deviceLabel = QString::fromStdString(analyze::deviceLabel(d)); // "hip:7", as the other pages say
     }
     if (const Anomaly* a = trace.stats().find("no_addresses")) {
         index.emptyReason = "This trace records no addresses (PyTorch ≤ 1.9 profiler: only Bytes per event), so its blocks "

@@ -150,7 +150,24 @@ void BreakdownPage::showBreakdown(std::shared_ptr<const analyze::Breakdown> brea
     for (auto& g : m_groups)
         g->setBreakdown(m_shown);
     m_treemap->setBreakdown(m_shown);
-    m_tree->expandToDepth(3);
+    m_tree->expandToDepth(1);
+    // Open the path of the largest child down to the leaf: the root module holds nearly everything,
+    // what the peak is made of is at the end of that path (OWLv2: … › Owlv2Attention_1 › aten::bmm).
+    auto largestChild = [&](const QModelIndex& parent) {
+        QModelIndex best;
+        qulonglong bestBytes = 0;
+        for (int r = 0; r < m_modules.rowCount(parent); ++r) {
+            const QModelIndex i = m_modules.index(r, 2, parent);
+            const qulonglong b = i.data(Qt::UserRole).toULongLong();
+            if (!best.isValid() || b > bestBytes) {
+                best = m_modules.index(r, 0, parent);
+                bestBytes = b;
+            }
+        }
+        return best;
+    };
+    for (QModelIndex i = largestChild({}); i.isValid(); i = largestChild(i))
+        m_tree->expand(i);
     m_headline->setText(headline());
     emit breakdownShown();
 }
