@@ -1,4 +1,5 @@
 #include "analyze/analysis_report.h"
+#include "analyze/trace_summary.h"
 
 #include "core/units.h"
 
@@ -160,13 +161,32 @@ std::vector<const GroupRow*> topRows(const Breakdown& b, GroupBy g, std::size_t 
 
 void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view label, const ReportOptions& options, std::ostream& out)
 {
-    (void)trace;
     rule(out, '=');
-    line(out, center("gpumem memory summary, device " + a.deviceLabel, kWidth));
+    line(out, center(a.deviceLabel.empty() ? std::string("gpumem memory summary")
+                                           : "gpumem memory summary, device " + a.deviceLabel,
+        kWidth));
     rule(out, '-');
     line(out, " " + std::string(label));
     if (a.empty) {
-        line(out, " no memory events on this device");
+        if (trace.memory().count() == 0 && !trace.counterSamples().empty()) {
+            // A PyTorch <= 1.9 profiler trace: sizes without addresses, imported as counters.
+            line(out, " no memory events with addresses: this trace records memory counters only");
+            line(out, " (PyTorch <= 1.9 profiler); nothing to break down. Recorded peaks:");
+            const auto series = trace.counterSeries();
+            std::vector<Bytes> peak(series.size(), 0);
+            for (const auto& s : trace.counterSamples())
+                if (s.series < peak.size() && s.value > 0)
+                    peak[s.series] = std::max(peak[s.series], static_cast<Bytes>(s.value));
+            for (std::size_t i = 0; i < series.size(); ++i) {
+                const auto name = trace.str(series[i].name);
+                if (peak[i] == 0 || name.ends_with("(ppm)"))
+                    continue;
+                const DeviceId d = series[i].device;
+                line(out, "   " + (d < trace.devices().size() ? deviceLabel(trace.devices()[d]) + " " : std::string())
+                        + std::string(name) + ": " + formatBytes(peak[i]));
+            }
+        } else
+            line(out, " no memory events on this device");
         rule(out, '=');
         return;
     }

@@ -81,6 +81,10 @@ void warnAboutMemoryBeforeTheWindow(const Trace& trace, DeviceId device, std::os
 Trace loadReplayableTrace(const std::string& path)
 {
     Trace trace = loadTrace(path);
+    if (trace.memory().count() == 0 && !trace.counterSamples().empty())
+        throw Error(path + " has memory counters but no memory events with addresses (a PyTorch <= 1.9 profiler "
+                           "trace records sizes only), so there is nothing to replay; `gpumem info` shows its "
+                           "recorded peaks");
     if (trace.memory().count() == 0)
         throw Error(path + " has no memory events to replay (gpumem info shows what it holds)");
     return trace;
