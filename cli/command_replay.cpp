@@ -266,8 +266,7 @@ namespace {
             const Gates gates = readGates(vm);
             const unsigned jobs = readJobs(vm);
             replay::ReplayOptions options;
-            if (vm.count("capacity"))
-                options.capacity = parseBytes(vm["capacity"].as<std::string>(), "--capacity");
+            options.capacity = readCapacity(vm);
             options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
             options.device = deviceOption(vm);
             const std::string& path = paths.front();

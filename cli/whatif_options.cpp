@@ -52,6 +52,16 @@ int applyGates(const Gates& gates, const std::vector<GateSubject>& subjects, std
     return code;
 }
 
+Bytes readCapacity(const po::variables_map& vm)
+{
+    if (!vm.count("capacity"))
+        return 0;
+    const Bytes c = parseBytes(vm["capacity"].as<std::string>(), "--capacity");
+    if (c == 0)
+        throw UsageError("--capacity 0: give the GPU's memory, e.g. 80GiB, or leave --capacity out for an unlimited device");
+    return c;
+}
+
 void addJobsOption(po::options_description& options)
 {
     options.add_options()(

@@ -34,6 +34,9 @@ Gates readGates(const po::variables_map& vm);
 // kExitGate after one line on `err` per violation ("gpumem VERB: gate: …"), kExitOk otherwise.
 int applyGates(const Gates& gates, const std::vector<GateSubject>& subjects, std::string_view verb, std::ostream& err);
 
+// --capacity BYTES: 0 (unlimited) when absent; UsageError for a non-size or 0 (it read as "unlimited").
+Bytes readCapacity(const po::variables_map& vm);
+
 // --jobs N: declared with the default "hardware threads"; N >= 1 or UsageError.
 void addJobsOption(po::options_description& options);
 unsigned readJobs(const po::variables_map& vm);

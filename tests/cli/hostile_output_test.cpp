@@ -180,3 +180,13 @@ TEST(ReplayDevice, DefaultsToTheBusiestDeviceAndTakesDevice)
     EXPECT_EQ(runCli("sweep --policy 'ideal:alignment:{256,512}' --device 0 '" + file + "'").exitCode, 0);
     EXPECT_EQ(runCli("replay --policy ideal --device 8 '" + file + "'").exitCode, 2);
 }
+
+// Review finding: `--capacity 0` silently meant an unlimited device (exit 0) while `--max-reserved 0`
+// and `--limit NAME=0` were usage errors.
+TEST(ReplayCapacity, ZeroIsAUsageError)
+{
+    auto r = runCli("replay traces/mlp_train.jsonl --capacity 0");
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_NE(r.err.find("leave --capacity out for an unlimited device"), std::string::npos) << r.err;
+    EXPECT_EQ(runCli("sweep traces/mlp_train.jsonl --policy 'pytorch:max_split_size_mb:{64,128}' --capacity 0").exitCode, 2);
+}
