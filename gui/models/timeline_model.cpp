@@ -133,10 +133,10 @@ TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width, con
             const auto& alloc = f.lanes[0].series[recordedAllocated ? 2 : 0].buckets;
             const auto& res = f.lanes[0].series[recordedReserved].buckets;
             ValueLane frag;
-            frag.title = "fragmentation 1 − allocated/reserved";
+            frag.title = "fragmentation";
             frag.fraction = true;
             frag.maxValue = 1.0;
-            PixelSeries waste { "waste", QColor(140, 70, 170), true, {} };
+            PixelSeries waste { "waste: 1 − allocated/reserved", QColor(140, 70, 170), true, {} };
             for (std::size_t i = 0; i < alloc.size() && i < res.size(); ++i) {
                 PixelBucket b;
                 if (alloc[i].valid && res[i].valid && res[i].last > 0) {

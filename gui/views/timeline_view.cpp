@@ -340,6 +340,19 @@ void TimelineView::paintEvent(QPaintEvent*)
         p.drawText(QRect(4, box.top() - 8, kLeftMargin - 8, 20), Qt::AlignRight | Qt::AlignTop, valueText(lane.maxValue, lane.fraction));
         p.drawText(QRect(4, box.bottom() - 18, kLeftMargin - 8, 20), Qt::AlignRight | Qt::AlignBottom,
             lane.fraction ? QString("0 %") : QString("0 B"));
+        // Quarter lines, labelled where the lane is tall enough to read them (the scale had only 0 and
+        // its top, review finding).
+        if (lane.maxValue > 0 && box.height() >= 100)
+            for (int q = 1; q <= 3; ++q) {
+                if (q != 2 && box.height() < 240)
+                    continue;
+                const int yq = box.bottom() - int(std::lround(box.height() * q / 4.0));
+                p.setPen(QPen(grid, 1, Qt::DotLine));
+                p.drawLine(box.left(), yq, box.right(), yq);
+                p.setPen(text);
+                p.drawText(QRect(4, yq - 10, kLeftMargin - 8, 20), Qt::AlignRight | Qt::AlignVCenter,
+                    valueText(lane.maxValue * q / 4.0, lane.fraction));
+            }
         const double scale = lane.maxValue > 0 ? double(box.height()) / lane.maxValue : 0;
         // Per series: the per-pixel buckets' min–max (or baseline–max when filled) as a band of
         // one-pixel columns, and the line through the buckets' last values.
