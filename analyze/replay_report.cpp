@@ -265,7 +265,9 @@ void writeFidelityReport(
     auto counterText = [&](const char* title, const replay::CounterComparison& c) {
         out << "  " << title << c.series << ": " << c.samples << " samples, first " << formatBytes(c.recordedFirst)
             << "; peak recorded " << formatBytes(c.recordedPeak) << ", simulated " << formatBytes(c.simulatedPeak)
-            << " (error " << percent(c.peakErrorRatio) << "); mean |error| " << formatBytes(Bytes(c.meanAbsError))
+            << (c.recordedPeak == 0 ? std::string(" (the recorded counter is 0 B throughout: nothing to compare)")
+                                    : " (error " + percent(c.peakErrorRatio) + ")")
+            << "; mean |error| " << formatBytes(Bytes(c.meanAbsError))
             << ", max " << formatBytes(c.maxAbsError) << " at +" << formatSeconds(c.maxAbsErrorTime - start) << "; "
             << percent(c.withinOnePercent) << " of samples within 1 % of the peak\n";
     };

@@ -261,6 +261,10 @@ namespace {
             std::string onOom = checkedChoice(vm, "on-oom", { "stop", "skip" });
             std::vector<std::string> texts = vm.count("policy") ? vm["policy"].as<std::vector<std::string>>()
                                                                 : std::vector<std::string> { "pytorch" };
+            // The recorded policy of an XLA/TensorFlow profile is BFC, not PyTorch's (review finding).
+            if (fidelity && !vm.count("policy"))
+                if (const Importer* importer = detectFormat(paths.front()); importer && importer->name() == "xplane")
+                    texts = { "tf-bfc" };
             // Bad specs are usage errors (exit 2) before any work.
             const std::vector<replay::PolicySpec> specs = checkedPolicySpecs(texts);
             const Gates gates = readGates(vm);

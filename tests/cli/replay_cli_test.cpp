@@ -125,3 +125,21 @@ TEST(ReplayCli, ShowsWhatCompactionMovedAndSavesAndTheOfflinePlan)
     EXPECT_EQ(json[1]["peak_reserved"], 100u << 20); // X, then A+S+B, then S+C: never more than 100 MiB live
     EXPECT_FALSE(json[1].contains("bytes_moved"));
 }
+
+// Review finding: `replay --fidelity` on an XLA profile replayed PyTorch's allocator and printed
+// "(error 0.0 %)" against a Bytes Reserved counter that is 0 B in every sample.
+TEST(ReplayCli, FidelityOfAnXlaProfileUsesBfcAndSaysTheCounterIsEmpty)
+{
+    const std::string dir = std::string(GPUMEM_PUBLIC_TRACES) + "/tracelens/jax-xplane";
+    if (!std::filesystem::exists(dir))
+        GTEST_SKIP() << "public traces absent (GPUMEM_PUBLIC_TRACES)";
+    std::string path;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+        if (e.path().string().ends_with(".xplane.pb"))
+            path = e.path().string();
+    auto r = runCli("replay --fidelity '" + path + "'");
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("policy            tf-bfc"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("the recorded counter is 0 B throughout: nothing to compare"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("(error 0.0 %)"), std::string::npos) << r.out;
+}
