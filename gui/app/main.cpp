@@ -41,7 +41,20 @@ int main(int argc, char** argv)
     parser.addOption(policy);
     QCommandLineOption capacity("capacity", "device capacity for the What-if replays, e.g. 40GiB (default unlimited)", "BYTES");
     parser.addOption(capacity);
+    QCommandLineOption device("device", "device index to show, as `gpumem info` lists them (default: the busiest)", "D");
+    parser.addOption(device);
     parser.process(app);
+    std::optional<gpumem::DeviceId> deviceIndex;
+    if (parser.isSet(device)) {
+        bool number = false;
+        const uint d = parser.value(device).toUInt(&number);
+        if (!number || d > 65535) {
+            std::fprintf(stderr, "gpumem-gui: --device '%s' is not a device index (0, 1, …; see 'gpumem info')\n",
+                qPrintable(parser.value(device)));
+            return 2;
+        }
+        deviceIndex = gpumem::DeviceId(d);
+    }
     qRegisterMetaType<std::shared_ptr<const gpumem::gui::LoadedTrace>>();
     gpumem::gui::MainWindow window;
     if (parser.isSet(screenshot)) {
@@ -78,7 +91,7 @@ int main(int argc, char** argv)
             }
             QTimer::singleShot(500, &loop, &QEventLoop::quit); // let the worker-thread frame arrive
         });
-        window.openTrace(args[1]);
+        window.openTrace(args[1], deviceIndex);
         loop.exec();
         if (badSpec)
             return 2; // a usage error, as gpumem's
@@ -98,6 +111,6 @@ int main(int argc, char** argv)
         window.whatIfPage()->setCapacityText(parser.value(capacity));
     }
     if (!parser.positionalArguments().isEmpty())
-        window.openTrace(parser.positionalArguments().first());
+        window.openTrace(parser.positionalArguments().first(), deviceIndex);
     return app.exec();
 }

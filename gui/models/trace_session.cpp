@@ -29,7 +29,7 @@ void TraceSession::cancel()
         m_cancel->store(true);
 }
 
-void TraceSession::open(const QString& path)
+void TraceSession::open(const QString& path, std::optional<DeviceId> device)
 {
     cancel();
     if (m_watcher) {
@@ -53,7 +53,7 @@ void TraceSession::open(const QString& path)
             emit failed(m_loadingPath, o.error);
         }
     });
-    m_watcher->setFuture(QtConcurrent::run([path, cancelFlag, self]() -> Outcome {
+    m_watcher->setFuture(QtConcurrent::run([path, device, cancelFlag, self]() -> Outcome {
         Outcome o;
         try {
             std::string p = path.toStdString();
@@ -71,6 +71,8 @@ void TraceSession::open(const QString& path)
             loadedTrace->summary = analyze::summarize(loadedTrace->trace);
             analyze::AnalysisOptions analysisOptions;
             analysisOptions.progress = [cancelFlag](double) { return !cancelFlag->load(); };
+            if (device && *device < loadedTrace->trace.devices().size())
+                analysisOptions.device = device;
             loadedTrace->analysis = analyze::analyzeTrace(loadedTrace->trace, analysisOptions);
             loadedTrace->lod = std::make_shared<const TimelineLod>(loadedTrace->trace,
                 loadedTrace->analysis.timeline.device(loadedTrace->analysis.device), loadedTrace->analysis.device);

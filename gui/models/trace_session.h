@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 
 namespace gpumem::gui {
 
@@ -35,8 +36,10 @@ public:
     explicit TraceSession(QObject* parent = nullptr);
     ~TraceSession() override;
 
-    // Starts loading `path` in the background; emits progress(), then loaded() or failed().
-    void open(const QString& path);
+    // Starts loading `path` in the background; emits progress(), then loaded() or failed(). The
+    // analysis (timeline, breakdowns, memory map) is of `device` (an index into Trace::devices()), or of
+    // the busiest device when absent or out of range.
+    void open(const QString& path, std::optional<DeviceId> device = std::nullopt);
     void cancel();
     bool isLoading() const;
     // The last trace loaded, or nullptr.

@@ -1,5 +1,7 @@
 #include "gui/views/main_window.h"
 
+#include "analyze/trace_summary.h"
+
 #include "analyze/summary_report.h"
 #include "gui/views/breakdown_page.h"
 #include "gui/views/chart_export.h"
@@ -101,6 +103,9 @@ MainWindow::MainWindow(QWidget* parent)
     file->addSeparator();
     file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
     rebuildRecentMenu();
+    // The pages show one device; a multi-GPU trace picks another here (it is analysed again).
+    m_devices = menuBar()->addMenu("&Device");
+    m_devices->setEnabled(false);
 
     m_progress = new QProgressBar(this);
     m_progress->setRange(0, 1000);
@@ -121,13 +126,36 @@ MainWindow::MainWindow(QWidget* parent)
     connect(&m_session, &TraceSession::failed, this, &MainWindow::showFailed);
 }
 
-void MainWindow::openTrace(const QString& path)
+void MainWindow::openTrace(const QString& path, std::optional<DeviceId> device)
 {
     statusBar()->showMessage("Loading " + path + "…");
     m_progress->setValue(0);
     m_progress->show();
     m_cancel->show();
-    m_session.open(path);
+    m_session.open(path, device);
+}
+
+void MainWindow::rebuildDeviceMenu(const LoadedTrace& t)
+{
+    m_devices->clear();
+    const auto& devices = t.trace.devices();
+    std::vector<bool> hasEvents(devices.size(), false);
+    for (DeviceId d : t.trace.memory().device)
+        if (d < hasEvents.size())
+            hasEvents[d] = true;
+    int shown = 0;
+    for (DeviceId d = 0; d < devices.size(); ++d) {
+        if (!hasEvents[d])
+            continue;
+        QAction* a = m_devices->addAction(QString::fromStdString(analyze::deviceLabel(devices[d])));
+        a->setCheckable(true);
+        a->setChecked(!t.analysis.empty && d == t.analysis.device);
+        const QString path = t.path;
+        connect(a, &QAction::triggered, this, [this, path, d] { openTrace(path, d); });
+        ++shown;
+    }
+    m_devices->setEnabled(shown > 1);
+    m_devices->setTitle(shown > 1 ? QString("&Device (%1)").arg(shown) : QString("&Device"));
 }
 
 QString MainWindow::summaryText() const { return m_summary->toPlainText(); }
@@ -163,6 +191,7 @@ void MainWindow::showLoaded(const std::shared_ptr<const LoadedTrace>& t)
     m_whatIf->setTrace(t);
     m_memoryMap->setTrace(t);
     m_breakdown->setTrace(t);
+    rebuildDeviceMenu(*t);
     setWindowTitle(QFileInfo(t->path).fileName() + " — gpumem");
     int serious = 0;
     for (const auto& a : t->summary.anomalies)

@@ -6,6 +6,8 @@
 
 #include <QMainWindow>
 
+#include <optional>
+
 class QPlainTextEdit;
 class QProgressBar;
 class QPushButton;
@@ -23,7 +25,10 @@ class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
     explicit MainWindow(QWidget* parent = nullptr);
-    void openTrace(const QString& path);
+    // Loads `path`; the pages show `device` (an index into Trace::devices()), else the busiest device.
+    void openTrace(const QString& path, std::optional<DeviceId> device = std::nullopt);
+    // The Device menu (one checkable entry per device with memory events; enabled with two or more).
+    QMenu* deviceMenu() const { return m_devices; }
     TraceSession& session() { return m_session; }
     // The summary text currently shown (for tests).
     QString summaryText() const;
@@ -49,6 +54,7 @@ private:
     void showLoaded(const std::shared_ptr<const LoadedTrace>& trace);
     void showFailed(const QString& path, const QString& message);
     void rebuildRecentMenu();
+    void rebuildDeviceMenu(const LoadedTrace& t);
 
     TraceSession m_session;
     TimelineModel m_timelineModel;
@@ -61,6 +67,7 @@ private:
     QProgressBar* m_progress = nullptr;
     QPushButton* m_cancel = nullptr;
     QMenu* m_recent = nullptr;
+    QMenu* m_devices = nullptr;
     bool m_quietErrors = false;
     QString m_lastError;
 

@@ -3,6 +3,7 @@
 // segment table (QAbstractItemModelTester) and the page in the main window.
 #include "tests/gui/gui_test_support.h"
 
+#include "analyze/trace_summary.h"
 #include "core/importer.h"
 #include "core/trace_builder.h"
 #include "core/units.h"
@@ -13,6 +14,8 @@
 #include "gui/views/timeline_view.h"
 
 #include <QAbstractItemModelTester>
+#include <QAction>
+#include <QMenu>
 #include <QApplication>
 #include <QTableView>
 #include <QWheelEvent>
@@ -366,4 +369,33 @@ TEST(MainWindow, MemoryMapPageExplainsWhyATraceWithoutAddressesIsEmpty)
     ASSERT_TRUE(waitLoaded(w));
     EXPECT_TRUE(w.memoryMapPage()->instantText().contains("no addresses")) << w.memoryMapPage()->instantText().toStdString();
     EXPECT_FALSE(singleColour(w.memoryMapPage()->view()->grab().toImage())); // the reason is drawn
+}
+
+// Review finding: on the 8-GPU xplane trace every page showed hip:7 only, with no way to see another.
+TEST(MainWindow, TheDeviceMenuShowsAnotherDeviceOfAMultiGpuTrace)
+{
+    const std::string path = publicTrace("tracelens/jax-xplane/jax_conv_minimal_legacy.xplane.pb");
+    REQUIRE_PUBLIC(path);
+    MainWindow w;
+    w.setQuietErrors(true);
+    w.openTrace(QString::fromStdString(path));
+    ASSERT_TRUE(waitLoaded(w));
+    QMenu* menu = w.deviceMenu();
+    ASSERT_TRUE(menu->isEnabled());
+    const auto actions = menu->actions();
+    ASSERT_EQ(actions.size(), 8);
+    auto current = w.session().current();
+    EXPECT_EQ(analyze::deviceLabel(current->trace.devices()[current->analysis.device]), "hip:7");
+    QAction* first = nullptr;
+    for (QAction* a : actions) {
+        EXPECT_EQ(a->isChecked(), a->text() == "hip:7") << a->text().toStdString();
+        if (a->text() == "hip:0")
+            first = a;
+    }
+    ASSERT_NE(first, nullptr);
+    first->trigger();
+    ASSERT_TRUE(waitLoaded(w));
+    current = w.session().current();
+    EXPECT_EQ(analyze::deviceLabel(current->trace.devices()[current->analysis.device]), "hip:0");
+    EXPECT_EQ(current->memoryMap->deviceLabel, "hip:0");
 }
