@@ -65,14 +65,24 @@ namespace {
         return TimeNs(value * it->second + 0.5);
     }
 
-    // The process names of --colocate: each file's name up to its first '.', name#2… for repeats.
+    // The process names of --colocate: each file's name without its trace extensions (.gz, .json,
+    // .pt.trace, .gmt, …; "Qwen1.5-0.5B.json.gz" is "Qwen1.5-0.5B", not "Qwen1"), name#2… for repeats.
     std::vector<std::string> processNames(const std::vector<std::string>& paths)
     {
+        static const std::vector<std::string> extensions = { ".gz", ".json", ".trace", ".pt", ".gmt", ".jsonl",
+            ".pickle", ".pkl", ".pb", ".xplane", ".raw", ".csv", ".log", ".sqlite", ".nsys-rep" };
         std::vector<std::string> names;
         std::map<std::string, int> seen;
         for (const auto& p : paths) {
             std::string base = p.substr(p.find_last_of('/') == std::string::npos ? 0 : p.find_last_of('/') + 1);
-            base = base.substr(0, base.find('.'));
+            for (bool stripped = true; stripped;) {
+                stripped = false;
+                for (const auto& e : extensions)
+                    if (base.size() > e.size() && base.ends_with(e)) {
+                        base.resize(base.size() - e.size());
+                        stripped = true;
+                    }
+            }
             if (base.empty())
                 base = "trace";
             int n = ++seen[base];

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <unistd.h>
 
 using gpumem::test::runCli;
 
@@ -232,4 +233,19 @@ TEST(ReplayCli, EveryPolicyReservesAtLeastTheIdealPeakOnEveryPublicTrace)
         ++tables;
     }
     EXPECT_GE(tables, 8);
+}
+
+// Review finding: process names were cut at the first '.', so "Qwen_Qwen1.5-0.5B-Chat….json.gz" became
+// "Qwen_Qwen1"; only the trace extensions are dropped now.
+TEST(ColocateCli, ProcessNamesKeepDotsThatAreNotTraceExtensions)
+{
+    const auto dir = std::filesystem::temp_directory_path() / ("gpumem-colocate-names-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const auto copy = dir / "Qwen1.5-0.5B.pt.trace.jsonl";
+    std::filesystem::copy_file(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/colocate_a.jsonl", copy,
+        std::filesystem::copy_options::overwrite_existing);
+    auto r = runCli("replay '" + copy.string() + "' tests/data/colocate_b.jsonl --colocate --capacity 40MiB --limit Qwen1.5-0.5B=20MiB");
+    std::filesystem::remove_all(dir);
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("first failure: Qwen1.5-0.5B at +0.000003 s"), std::string::npos) << r.out;
 }
