@@ -104,6 +104,13 @@ nlohmann::json replayResultToJson(const replay::ReplayResult& r, TimeNs start)
     return j;
 }
 
+std::optional<std::string> memoryBeforeTheTraceNote(Bytes before)
+{
+    if (before == 0)
+        return std::nullopt;
+    return formatBytes(before) + " was already allocated when this profiler trace began and is not in it";
+}
+
 namespace {
     // The row label: the policy with its effective options, marked when the replay started from the
     // state the trace recorded before its window (bare `pytorch` on a snapshot) — that row and the same

@@ -9,10 +9,16 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <iosfwd>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 namespace gpumem::analyze {
+
+// The memory a profiler trace does not contain, `before` = replay::openingAllocated(trace, device):
+// "3.82 GiB was already allocated when this profiler trace began and is not in it", or nullopt for 0.
+// The CLI verbs and the viewer each add what it means for their numbers.
+std::optional<std::string> memoryBeforeTheTraceNote(Bytes before);
 
 // format: "text", "json" or "csv" (anything else throws UsageError listing them). Waste at peak is
 // PyTorch-style 1 − allocated/reserved at the fullest instant of the peak reservation (allocators.md §5.4).

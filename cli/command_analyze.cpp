@@ -1,11 +1,12 @@
 // gpumem analyze TRACE — memory summary (torch.cuda.memory_summary() layout), fragmentation, steps and
 // leaks, and what was live at the peak grouped by module, category, site, size class and stream.
 #include "analyze/analysis_report.h"
+#include "analyze/replay_report.h"
+#include "replay/fidelity.h"
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/importer.h"
 #include "core/units.h"
-#include "replay/fidelity.h"
 
 #include <nlohmann/json.hpp>
 
@@ -100,11 +101,10 @@ namespace {
             auto analysis = analyze::analyzeTrace(trace, options);
             // A profiler trace starts after the model was loaded: say how much the breakdowns cannot see.
             if (!analysis.empty)
-                if (Bytes before = replay::openingAllocated(trace, analysis.device); before > 0)
-                    err << "note: " << formatBytes(before)
-                        << " was already allocated when this profiler trace began and is not in it: the breakdowns "
-                           "and the lower bound cover what was allocated inside the trace; the recorded counters "
-                           "include it\n";
+                if (auto note = analyze::memoryBeforeTheTraceNote(replay::openingAllocated(trace, analysis.device)))
+                    err << "note: " << *note
+                        << ": the breakdowns and the lower bound cover what was allocated inside the trace; the "
+                           "recorded counters include it\n";
             if (format == "json")
                 out << analyze::analysisToJson(trace, analysis, path, report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
             else if (format == "csv")

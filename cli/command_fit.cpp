@@ -70,11 +70,14 @@ namespace {
 
             const std::string path = vm["trace"].as<std::string>();
             Trace trace = loadReplayableTrace(path);
+            // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
+            if (!options.device)
+                options.device = replay::defaultReplayDevice(trace);
             std::vector<replay::FitResult> fits;
             for (const auto& s : specs)
                 fits.push_back(replay::fitCapacity(trace, s, options));
             analyze::writeFitTable(fits, format, out);
-            warnAboutMemoryBeforeTheWindow(trace, replay::defaultReplayDevice(trace).value_or(0), err);
+            warnAboutMemoryBeforeTheWindow(trace, options.device.value_or(0), err);
             std::vector<GateSubject> subjects;
             for (const auto& f : fits)
                 subjects.push_back({ f.spec + (f.fits ? std::string() : " (fits nowhere up to --max-capacity)"), 0,

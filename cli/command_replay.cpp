@@ -294,11 +294,14 @@ namespace {
                 return kExitOk;
             }
             Trace trace = loadReplayableTrace(path);
+            // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
+            if (!options.device)
+                options.device = replay::defaultReplayDevice(trace);
             std::vector<replay::ReplayResult> results(specs.size());
             replay::parallelFor(specs.size(), jobs,
                 [&](std::size_t i) { results[i] = replay::Replayer(options).run(trace, specs[i]); });
             analyze::writeReplayTable(results, format, traceStart(trace), out);
-            warnAboutMemoryBeforeTheWindow(trace, results.empty() ? 0 : results.front().device, err);
+            warnAboutMemoryBeforeTheWindow(trace, options.device.value_or(0), err);
             std::vector<GateSubject> subjects;
             for (const auto& r : results)
                 subjects.push_back({ r.policy, r.ooms, r.peakReserved.bytes });

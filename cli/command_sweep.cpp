@@ -70,13 +70,16 @@ namespace {
 
             const std::string path = vm["trace"].as<std::string>();
             Trace trace = loadReplayableTrace(path);
+            // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
+            if (!options.device)
+                options.device = replay::defaultReplayDevice(trace);
             std::vector<analyze::SweepRow> rows(specs.size());
             replay::parallelFor(specs.size(), jobs, [&](std::size_t i) {
                 rows[i].spec = specs[i].text;
                 rows[i].result = replay::Replayer(options).run(trace, specs[i]);
             });
             analyze::writeSweepTable(rows, format, trace.memory().time.front(), out);
-            warnAboutMemoryBeforeTheWindow(trace, rows.empty() ? 0 : rows.front().result.device, err);
+            warnAboutMemoryBeforeTheWindow(trace, options.device.value_or(0), err);
             const std::size_t best = analyze::bestSweepRow(rows);
             if (best == rows.size())
                 return kExitOk;

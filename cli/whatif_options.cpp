@@ -1,5 +1,6 @@
 #include "cli/whatif_options.h"
 
+#include "analyze/replay_report.h"
 #include "core/error.h"
 #include "core/importer.h"
 #include "core/units.h"
@@ -82,10 +83,9 @@ unsigned readJobs(const po::variables_map& vm)
 
 void warnAboutMemoryBeforeTheWindow(const Trace& trace, DeviceId device, std::ostream& err)
 {
-    if (Bytes before = replay::openingAllocated(trace, device); before > 0)
-        err << "note: " << formatBytes(before)
-            << " was already allocated when this profiler trace began and is not in it, so these replays "
-               "undercount; `gpumem replay --fidelity` replays from a warm start that holds it\n";
+    if (auto note = analyze::memoryBeforeTheTraceNote(replay::openingAllocated(trace, device)))
+        err << "note: " << *note
+            << ", so these replays undercount; `gpumem replay --fidelity` replays from a warm start that holds it\n";
 }
 
 Trace loadReplayableTrace(const std::string& path)

@@ -33,6 +33,9 @@ public:
 
     explicit ComparisonTableModel(QObject* parent = nullptr);
 
+    // Bytes allocated before a profiler trace began (replay::openingAllocated of the trace's analysed
+    // device): the replays lack them, so "vs recorded" stays empty when it is not 0.
+    Bytes openingAllocated() const { return m_openingAllocated; }
     // A new trace: drops every row, adds the recorded row when the trace has a reserved series.
     void setTrace(const LoadedTrace& trace);
     // Inserts the row in request order (WhatIfResult::order), whatever order the replays finish in.
@@ -66,7 +69,7 @@ private:
     std::vector<QColor> m_colors;
     std::vector<int> m_orders; // WhatIfResult::order of each row, ascending
     Bytes m_lowerBound = 0;
-    Bytes m_openingAllocated = 0; // allocated before a profiler trace began (replay::openingAllocated)
+    Bytes m_openingAllocated = 0;
     TimeNs m_start = 0;
 };
 

@@ -4,7 +4,7 @@
 #include "core/units.h"
 #include "gui/views/chart_export.h"
 #include "gui/views/timeline_view.h"
-#include "replay/fidelity.h"
+#include "analyze/replay_report.h"
 #include "replay/policy_registry.h"
 
 #include <QFileDialog>
@@ -131,8 +131,6 @@ void WhatIfPage::setTrace(std::shared_ptr<const LoadedTrace> trace)
     if (m_trace)
         m_chart->setFullRange(fullRangeOf(*m_trace));
     m_exportCsv->setEnabled(false);
-    m_openingAllocated
-        = m_trace && !m_trace->analysis.empty ? replay::openingAllocated(m_trace->trace, m_trace->analysis.device) : 0;
     m_status->setText(m_trace ? "Choose policies and run." : "Open a trace, choose policies and run.");
     emit curvesChanged({});
 }
@@ -222,10 +220,9 @@ void WhatIfPage::runEnded()
     if (!m_failures.isEmpty())
         text += "\nFailed: " + m_failures.join("\n");
     // The same note `gpumem replay` prints: a profiler trace starts after the model was loaded.
-    if (m_openingAllocated > 0)
-        text += QString("\nNote: %1 was already allocated when this profiler trace began and is not in it, so these "
-                        "replays undercount (`gpumem replay --fidelity` replays from a warm start that holds it).")
-                    .arg(QString::fromStdString(formatBytes(m_openingAllocated)));
+    if (auto note = analyze::memoryBeforeTheTraceNote(m_table.openingAllocated()))
+        text += "\nNote: " + QString::fromStdString(*note)
+            + ", so these replays undercount (`gpumem replay --fidelity` replays from a warm start that holds it).";
     m_status->setText(text);
     emit finished();
 }

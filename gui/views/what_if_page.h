@@ -74,7 +74,6 @@ private:
     QTableView* m_view = nullptr;
     TimelineView* m_chart = nullptr;
     QStringList m_failures;
-    Bytes m_openingAllocated = 0; // allocated before a profiler trace's window (replay::openingAllocated)
 };
 
 } // namespace gpumem::gui
