@@ -68,6 +68,13 @@ ColocatedResult ColocatedReplay::run(const std::vector<ColocatedProcess>& proces
         if (auto it = meta.find("allocator_settings"); it != meta.end() && it->is_object())
             context.recordedSettings = &*it;
         lane.policy = makePolicy(proc.spec, *lane.sim, context);
+        // Processes share the device event by event: a policy that needs the whole trace first (optimal)
+        // or moves blocks between events (compaction) has no meaning here, and would fail or silently
+        // act as its inner policy.
+        if (lane.policy->needsPlan() || lane.policy->compactionSchedule())
+            throw UsageError("colocated replay: '" + proc.spec.text + "' (process '" + proc.name
+                + "') plans or compacts over one whole trace; colocated processes take online policies "
+                  "(pytorch, tf-bfc, rmm-pool, best-fit, …)");
         lane.stats = std::make_unique<StatisticsAdaptor>(*lane.policy, lane.clock);
         lane.feeder = std::make_unique<RequestFeeder>(trace, lane.device, *lane.stats);
         const auto& m = trace.memory();

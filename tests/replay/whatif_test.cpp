@@ -321,3 +321,24 @@ TEST(PublicTraces, EveryPolicyReservesAtLeastTheIdealPeak)
     }
     EXPECT_GE(replayed, 8);
 }
+
+// Review finding: `--colocate --policy optimal` failed with "request #1 … is not in its plan", and
+// `compaction:pytorch` silently replayed as plain pytorch: neither can run event by event beside another
+// process, so both are refused up front.
+TEST(ColocatedReplay, RefusesPoliciesThatPlanOrCompactOverTheWholeTrace)
+{
+    Trace a = loadTrace(kData + "colocate_a.jsonl");
+    Trace b = loadTrace(kData + "colocate_b.jsonl");
+    for (const std::string spec : { "optimal", "compaction:pytorch" }) {
+        ColocatedOptions options;
+        options.capacity = 40 * MiB;
+        std::vector<ColocatedProcess> procs { { "a", &a, parsePolicySpec(spec), 0, 0, {} },
+            { "b", &b, parsePolicySpec("pytorch"), 0, 0, {} } };
+        try {
+            ColocatedReplay(options).run(procs);
+            ADD_FAILURE() << spec << " was accepted";
+        } catch (const UsageError& e) {
+            EXPECT_NE(std::string(e.what()).find("plans or compacts over one whole trace"), std::string::npos) << e.what();
+        }
+    }
+}
