@@ -1,12 +1,12 @@
 #include "analyze/replay_report.h"
 
-#include <algorithm>
-
+#include "analyze/analysis_report.h" // percent, csvField
 #include "core/error.h"
 #include "core/units.h"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <ostream>
 
@@ -14,28 +14,11 @@ namespace gpumem::analyze {
 
 namespace {
 
-    std::string percent(double fraction)
-    {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%.1f %%", fraction * 100.0);
-        return buf;
-    }
-
     std::string pad(const std::string& s, std::size_t width, bool left = false)
     {
         if (s.size() >= width)
             return s;
         return left ? s + std::string(width - s.size(), ' ') : std::string(width - s.size(), ' ') + s;
-    }
-
-    std::string csvField(const std::string& s)
-    {
-        if (s.find_first_of(",\"\n") == std::string::npos)
-            return s;
-        std::string q = "\"";
-        for (char c : s)
-            q += c == '"' ? std::string("\"\"") : std::string(1, c);
-        return q + "\"";
     }
 
     std::string firstOomText(const replay::ReplayResult& r, TimeNs start)

@@ -54,7 +54,6 @@ class GroupTableModel : public QAbstractTableModel {
 public:
     GroupTableModel(analyze::GroupBy by, QObject* parent = nullptr);
     void setBreakdown(std::shared_ptr<const analyze::Breakdown> breakdown);
-    analyze::GroupBy groupBy() const { return m_by; }
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role) const override;

@@ -1,7 +1,6 @@
 #include "gui/models/memory_map_model.h"
 
 #include "analyze/trace_summary.h"
-
 #include "core/units.h"
 #include "gui/models/latest_request.h"
 #include "gui/models/palette.h"
@@ -26,16 +25,17 @@ namespace {
     const QColor kSegmentFree(222, 226, 232);
     const QColor kBackground(255, 255, 255);
 
+    // The palette's colours (palette.h), fixed per category.
     QColor categoryColour(Category c)
     {
         switch (c) {
-        case Category::Parameter: return QColor(89, 161, 79);
-        case Category::Gradient: return QColor(225, 87, 89);
-        case Category::Activation: return QColor(78, 121, 167);
-        case Category::OptimizerState: return QColor(242, 142, 43);
-        case Category::Input: return QColor(237, 201, 72);
-        case Category::Temporary: return QColor(176, 122, 161);
-        case Category::AutogradDetail: return QColor(118, 183, 178);
+        case Category::Parameter: return paletteColour(4);
+        case Category::Gradient: return paletteColour(2);
+        case Category::Activation: return paletteColour(0);
+        case Category::OptimizerState: return paletteColour(1);
+        case Category::Input: return paletteColour(5);
+        case Category::Temporary: return paletteColour(6);
+        case Category::AutogradDetail: return paletteColour(3);
         case Category::Unknown: break;
         }
         return QColor(150, 150, 150);

@@ -21,7 +21,6 @@ TraceSession::~TraceSession()
         m_watcher->waitForFinished();
 }
 
-bool TraceSession::isLoading() const { return m_watcher && m_watcher->isRunning(); }
 
 void TraceSession::cancel()
 {

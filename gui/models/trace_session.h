@@ -41,7 +41,6 @@ public:
     // the busiest device when absent or out of range.
     void open(const QString& path, std::optional<DeviceId> device = std::nullopt);
     void cancel();
-    bool isLoading() const;
     // The last trace loaded, or nullptr.
     std::shared_ptr<const LoadedTrace> current() const { return m_current; }
 

@@ -94,7 +94,7 @@ void BreakdownPage::setTrace(std::shared_ptr<const LoadedTrace> trace)
     m_picked.reset();
     m_peak.reset();
     if (m_trace && !m_trace->analysis.breakdowns.empty())
-        m_peak = std::make_shared<const analyze::Breakdown>(m_trace->analysis.breakdowns.front());
+        m_peak = std::shared_ptr<const analyze::Breakdown>(m_trace, &m_trace->analysis.breakdowns.front()); // no copy
     refresh();
 }
 

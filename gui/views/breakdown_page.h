@@ -30,7 +30,6 @@ public:
     // false: at the peak allocated; true: at the picked instant (the peak until one is picked).
     void setAtPickedInstant(bool picked);
     ModuleTreeModel& moduleModel() { return m_modules; }
-    GroupTableModel& groupModel(analyze::GroupBy by) { return *m_groups[std::size_t(by)]; }
     TreemapView* treemap() const { return m_treemap; }
     QTreeView* tree() const { return m_tree; }
     const std::shared_ptr<const analyze::Breakdown>& shown() const { return m_shown; }

@@ -383,7 +383,6 @@ void FreeListHeap::freeFor(Address address, PolicyStats& stats)
     stats.requested -= requested;
 }
 
-bool FreeListHeap::owns(Address address) const { return m_impl->live.find(address) != nullptr; }
 
 std::pair<Bytes, Bytes> FreeListHeap::free(Address address)
 {

@@ -58,8 +58,6 @@ public:
     // the free blocks, else new memory, else release() and new memory once more (a retry). nullopt when
     // the device cannot provide it. Records `requested` for describe().
     std::optional<Grant> allocate(Bytes rounded, Bytes requested, StreamKey stream);
-    // True if `address` is a block this heap handed out and did not get back.
-    bool owns(Address address) const;
     // Frees a handed-out block and coalesces it with free neighbours. Returns its size and request.
     // Throws gpumem::Error for an address that is not allocated here.
     std::pair<Bytes, Bytes> free(Address address);
@@ -75,7 +73,6 @@ public:
     void describe(PolicyState& state) const;
     // Adds the free blocks to a fragmentation sample (freeBytes, largestFree, inactiveSplit).
     void addFree(FragmentationSample& sample) const;
-    std::uint64_t retries() const { return m_retries; }
 
 private:
     struct Impl;

@@ -24,10 +24,9 @@ namespace gpumem::replay {
 class OptimalPolicy final : public SimpleBlockPolicy {
 public:
     explicit OptimalPolicy(SimulatedDevice& device, Bytes alignment = 512);
-    // The planned arena (bytes) and each planned request's offset in it, in allocate() order.
+    // The planned arena (bytes).
     Bytes plannedArena() const { return m_arena; }
-    const std::vector<Bytes>& plannedOffsets() const { return m_offsets; }
-    // Base of the simulated addresses: block k sits at base() + plannedOffsets()[k].
+    // Base of the simulated addresses: the k-th request's block sits at base() + its planned offset.
     static constexpr Address base() { return Address(1) << 56; }
 
 private:

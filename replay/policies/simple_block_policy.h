@@ -10,6 +10,9 @@ namespace gpumem::replay {
 class SimpleBlockPolicy : public AllocatorPolicy {
 public:
     PolicyState describeState() const override;
+    // Every block is allocated, none free: the sample is the stats alone (not describeState(), which
+    // sorts every live block and ran at each new peak of reserved — nearly every request of a ramp).
+    FragmentationSample fragmentation() const override { return { m_stats.reserved, m_stats.allocated, 0, 0, 0 }; }
     std::string name() const override;
 
 protected:
