@@ -14,6 +14,29 @@ std::string deviceLabel(const Device& device)
     return std::string(toString(device.type)) + ":" + std::to_string(device.ordinal);
 }
 
+std::optional<std::string> countersOnlyNote(const Trace& trace)
+{
+    if (trace.memory().count() != 0 || trace.counterSamples().empty())
+        return std::nullopt;
+    if (trace.stats().find("no_addresses"))
+        return std::string("this trace has memory counters only: its memory events record sizes without addresses "
+                           "(PyTorch <= 1.9 profiler) and cannot be paired into blocks with lifetimes");
+    return std::string("this trace has memory counters only: it records no memory events, hence no blocks with lifetimes");
+}
+
+std::optional<DeviceId> busiestCounterDevice(const TraceSummary& summary)
+{
+    std::optional<DeviceId> best;
+    Bytes bestPeak = 0;
+    for (const auto& d : summary.devices)
+        for (const auto& [name, peak] : d.recordedPeaks)
+            if (!name.ends_with("(ppm)") && peak.bytes > bestPeak) {
+                best = d.device;
+                bestPeak = peak.bytes;
+            }
+    return best;
+}
+
 TraceSummary summarize(const Trace& trace)
 {
     TraceSummary s;

@@ -49,4 +49,14 @@ TraceSummary summarize(const Trace& trace);
 // "cuda:0", "hip:1", "cpu".
 std::string deviceLabel(const Device& device);
 
+// For a trace that records memory only as counters (no memory events, some counter samples: a PyTorch
+// <= 1.9 profiler trace, whose [memory] events have sizes but no addresses, docs/kineto-import.md), the
+// sentence the viewer's pages start with: "this trace has memory counters only: …" (lower case, no
+// final full stop); nullopt for any other trace.
+std::optional<std::string> countersOnlyNote(const Trace& trace);
+
+// The device whose recorded counters reach the highest value (counters in "(ppm)" left out), for a
+// trace that has counters only; nullopt when no counter has a positive sample on a device.
+std::optional<DeviceId> busiestCounterDevice(const TraceSummary& summary);
+
 } // namespace gpumem::analyze

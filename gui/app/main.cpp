@@ -80,7 +80,7 @@ int main(int argc, char** argv)
             [&] { QTimer::singleShot(500, &loop, &QEventLoop::quit); }); // the curves' frames arrive
         QObject::connect(&window, &gpumem::gui::MainWindow::loadFinished, &loop, [&](bool success) {
             ok = success;
-            if (success && !specs.isEmpty()) {
+            if (success && !specs.isEmpty() && whatIf->canReplay()) { // else the page shows why not
                 whatIf->setSelectedSpecs(specs);
                 whatIf->setCapacityText(parser.value(capacity));
                 if (whatIf->run())

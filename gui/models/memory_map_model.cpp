@@ -130,10 +130,10 @@ MemoryMapIndex buildMemoryMapIndex(const Trace& trace, DeviceId device, std::spa
         const Device& d = trace.devices()[device];
         index.deviceLabel = QString::fromStdString(analyze::deviceLabel(d)); // "hip:7", as the other pages say
     }
-    if (const Anomaly* a = trace.stats().find("no_addresses")) {
-        index.emptyReason = "This trace records no addresses (PyTorch ≤ 1.9 profiler: only Bytes per event), so its blocks "
-                            "cannot be placed on an address axis. The Timeline and Peak breakdown pages still work. ("
-            + QString::fromStdString(a->detail) + ")";
+    if (const QString countersOnly = countersOnlyText(trace,
+            ", so no block can be placed on an address axis. The Timeline page draws the recorded counters.");
+        !countersOnly.isEmpty()) {
+        index.emptyReason = countersOnly;
     } else if (trace.stats().find("synthetic_addresses")) {
         index.emptyReason = "This trace has no addresses (a PyTorch memory-timeline export lists sizes and categories only; "
                             "gpumem invented addresses to pair its events), so there is no memory map to draw. "

@@ -105,6 +105,24 @@ TimelineLod::TimelineLod(const Trace& trace, const analyze::DeviceTimeline* d, D
             { SeriesKind::Allocated, SeriesKind::Active, SeriesKind::Reserved, SeriesKind::RecordedAllocated })
             if (d->has(kind))
                 m_series.emplace_back(kind, SeriesLod(d->time, d->column(kind)));
+    if (trace.memory().count() == 0) {
+        const auto series = trace.counterSeries();
+        std::vector<int> slot(series.size(), -1);
+        for (std::size_t s = 0; s < series.size(); ++s)
+            if (series[s].device == device && !trace.str(series[s].name).ends_with("(ppm)")) {
+                slot[s] = int(counters.size());
+                counters.emplace_back().name = std::string(trace.str(series[s].name));
+            }
+        for (const auto& c : trace.counterSamples()) // in time order (TraceBuilder sorts them)
+            if (c.series < slot.size() && slot[c.series] >= 0) {
+                auto& counter = counters[std::size_t(slot[c.series])];
+                counter.time.push_back(c.time);
+                counter.value.push_back(c.value > 0 ? Bytes(c.value) : 0);
+                counter.peak = std::max(counter.peak, counter.value.back());
+            }
+        for (auto& counter : counters)
+            counter.lod = SeriesLod(counter.time, counter.value);
+    }
     const auto annotations = trace.annotations();
     for (std::size_t i = 0; i < annotations.size(); ++i)
         (annotations[i].kind == AnnotationKind::Step ? steps : ranges)

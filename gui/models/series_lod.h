@@ -10,6 +10,7 @@
 #include "analyze/timeline.h"
 
 #include <span>
+#include <string>
 #include <vector>
 
 namespace gpumem::gui {
@@ -48,9 +49,27 @@ struct IntervalLane {
     void finish(); // sorts by start and fills maxEnd
 };
 
+// One recorded counter of a device (Trace::counterSeries, e.g. "Total Reserved" or a PyTorch <= 1.9
+// trace's "Allocated (sum of Bytes)") as a step series: the value holds from each sample to the next.
+// Values below 0 (a running sum of Bytes that frees blocks allocated before the window) count as 0.
+// Move-only: `lod` points into `time` and `value`, whose buffers a move keeps.
+struct RecordedCounter {
+    std::string name;
+    std::vector<TimeNs> time;
+    std::vector<Bytes> value;
+    SeriesLod lod;
+    Bytes peak = 0; // the largest value
+    RecordedCounter() = default;
+    RecordedCounter(RecordedCounter&&) = default;
+    RecordedCounter& operator=(RecordedCounter&&) = default;
+    RecordedCounter(const RecordedCounter&) = delete;
+    RecordedCounter& operator=(const RecordedCounter&) = delete;
+};
+
 // The levels of detail of what the timeline draws for one device of a trace: its DeviceTimeline's
 // series (allocated, active, reserved, recorded allocated, as it has them), its kernels per stream
-// and the trace's annotations (steps, other ranges). O(points + intervals · log intervals).
+// and the trace's annotations (steps, other ranges); for a trace without memory events, the device's
+// recorded counters instead. O(points + intervals · log intervals).
 struct TimelineLod {
     TimelineLod(const Trace& trace, const analyze::DeviceTimeline* timeline, DeviceId device);
     // nullptr when the timeline has no such series.
@@ -58,6 +77,9 @@ struct TimelineLod {
 
     IntervalLane steps, ranges;
     std::vector<IntervalLane> kernelStreams; // by stream id
+    // Only when the trace has no memory events (memory counters only): the device's counters in the
+    // trace's series order, "(ppm)" ratios left out.
+    std::vector<RecordedCounter> counters;
 
 private:
     std::vector<std::pair<analyze::SeriesKind, SeriesLod>> m_series;

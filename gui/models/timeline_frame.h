@@ -33,6 +33,7 @@ struct ValueLane {
     bool fraction = false; // values are 0–1 (fragmentation); otherwise bytes
     double maxValue = 0;   // the vertical scale's top (over the visible range)
     std::vector<PixelSeries> series;
+    QString note; // drawn under the legend: why the lane shows what it shows (a trace with counters only)
 };
 
 // Named intervals (kernels per stream, annotations, steps) drawn as boxes; pixel-sized boxes merge.

@@ -14,16 +14,49 @@ namespace gpumem::gui {
 
 namespace {
     // Through the levels of detail where there are some (the same buckets, faster: series_lod.h).
-    PixelSeries toPixels(const analyze::DeviceTimeline& d, analyze::SeriesKind kind, TimeRange range, int width,
-        QString name, QColor color, bool filled, const SeriesLod* lod)
+    PixelSeries toPixels(const std::vector<analyze::Bucket>& buckets, QString name, QColor color, bool filled)
     {
         PixelSeries s { std::move(name), color, filled, {} };
-        auto buckets = lod ? lod->buckets(range.start, range.end, static_cast<std::size_t>(width))
-                           : d.buckets(kind, range.start, range.end, static_cast<std::size_t>(width));
         s.buckets.reserve(buckets.size());
         for (const auto& b : buckets)
             s.buckets.push_back(PixelBucket { double(b.min), double(b.max), double(b.last), b.valid });
         return s;
+    }
+
+    PixelSeries toPixels(const analyze::DeviceTimeline& d, analyze::SeriesKind kind, TimeRange range, int width,
+        QString name, QColor color, bool filled, const SeriesLod* lod)
+    {
+        return toPixels(lod ? lod->buckets(range.start, range.end, static_cast<std::size_t>(width))
+                            : d.buckets(kind, range.start, range.end, static_cast<std::size_t>(width)),
+            std::move(name), color, filled);
+    }
+
+    void fitScale(ValueLane& lane)
+    {
+        for (const auto& s : lane.series)
+            for (const auto& b : s.buckets)
+                if (b.valid)
+                    lane.maxValue = std::max(lane.maxValue, b.max);
+    }
+
+    // A trace with memory counters only (PyTorch <= 1.9 profiler): the device's recorded counters, a
+    // reserved-like one as a line and the others filled like "allocated", and why there is nothing else.
+    ValueLane recordedCountersLane(const LoadedTrace& t, const TimelineLod& lod, TimeRange range, int width)
+    {
+        ValueLane lane;
+        const std::string& label = t.analysis.deviceLabel;
+        lane.title = QString::fromStdString("memory " + label + " (recorded counters)");
+        for (const auto& c : lod.counters) {
+            const bool reserved = c.name.find("eserved") != std::string::npos;
+            lane.series.push_back(toPixels(c.lod.buckets(range.start, range.end, static_cast<std::size_t>(width)),
+                QString::fromStdString(c.name + " (recorded)"), reserved ? QColor(200, 60, 50) : QColor(50, 110, 200),
+                !reserved));
+        }
+        fitScale(lane);
+        lane.note = countersOnlyText(t.trace,
+            QString::fromStdString(". Drawn here: the memory counters the trace recorded for " + label
+                + " (the Device menu shows the other devices' counters)."));
+        return lane;
     }
 
     // Boxes narrower than a pixel that touch are merged so a million kernels draw as a few hundred boxes.
@@ -123,10 +156,7 @@ TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width, con
                     "reserved (" + curve.name + ")", curve.color, false, curve.reservedLod.get()));
                 memory.series.back().dashed = true;
             }
-        for (const auto& s : memory.series)
-            for (const auto& b : s.buckets)
-                if (b.valid)
-                    memory.maxValue = std::max(memory.maxValue, b.max);
+        fitScale(memory);
         const std::size_t recordedReserved = d->has(analyze::SeriesKind::Reserved) ? 2 + (recordedAllocated ? 1 : 0) : 0;
         f.lanes.push_back(std::move(memory));
         if (recordedReserved && !content.memoryLaneOnly) {
@@ -148,6 +178,8 @@ TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width, con
             frag.series.push_back(std::move(waste));
             f.lanes.push_back(std::move(frag));
         }
+    } else if (!lod->counters.empty()) {
+        f.lanes.push_back(recordedCountersLane(t, *lod, range, width));
     }
     if (content.memoryLaneOnly)
         return f;

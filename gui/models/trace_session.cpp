@@ -9,6 +9,16 @@
 
 namespace gpumem::gui {
 
+QString countersOnlyText(const Trace& trace, const QString& rest)
+{
+    const auto note = analyze::countersOnlyNote(trace);
+    if (!note)
+        return {};
+    QString text = QString::fromStdString(*note);
+    text[0] = text[0].toUpper();
+    return text + rest;
+}
+
 TraceSession::TraceSession(QObject* parent)
     : QObject(parent)
 {
@@ -72,6 +82,8 @@ void TraceSession::open(const QString& path, std::optional<DeviceId> device)
             analysisOptions.progress = [cancelFlag](double) { return !cancelFlag->load(); };
             if (device && *device < loadedTrace->trace.devices().size())
                 analysisOptions.device = device;
+            else if (loadedTrace->trace.memory().count() == 0) // counters only: show the busiest counters
+                analysisOptions.device = analyze::busiestCounterDevice(loadedTrace->summary);
             loadedTrace->analysis = analyze::analyzeTrace(loadedTrace->trace, analysisOptions);
             loadedTrace->lod = std::make_shared<const TimelineLod>(loadedTrace->trace,
                 loadedTrace->analysis.timeline.device(loadedTrace->analysis.device), loadedTrace->analysis.device);

@@ -30,6 +30,11 @@ struct LoadedTrace {
     std::shared_ptr<const MemoryMapIndex> memoryMap; // of analysis.device, built on the worker thread
 };
 
+// For a trace with memory counters only (analyze::countersOnlyNote): that sentence, capitalised, followed by
+// `rest` (", so there is nothing to replay."); empty for any other trace. What each page says instead of
+// staying blank.
+QString countersOnlyText(const Trace& trace, const QString& rest);
+
 class TraceSession : public QObject {
     Q_OBJECT
 public:

@@ -32,6 +32,7 @@ BreakdownPage::BreakdownPage(QWidget* parent)
     group->addButton(m_atPicked);
     m_headline = new QLabel(this);
     m_headline->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_headline->setWordWrap(true);
     auto* bar = new QHBoxLayout;
     bar->addWidget(m_atPeak);
     bar->addWidget(m_atPicked);
@@ -177,7 +178,13 @@ QString BreakdownPage::headline() const
     if (!m_trace)
         return {};
     if (!m_shown)
-        return m_trace->analysis.empty ? "This trace has no memory events to break down." : "Nothing was allocated at this instant.";
+    {
+        if (!m_trace->analysis.empty)
+            return "Nothing was allocated at this instant.";
+        const QString countersOnly = countersOnlyText(m_trace->trace,
+            ", so there are no live blocks to break down at a peak. The Timeline page draws the recorded counters.");
+        return countersOnly.isEmpty() ? QString("This trace has no memory events to break down.") : countersOnly;
+    }
     const auto& i = m_shown->instant;
     return QString("%1 at +%2 on %3: %4 live in %5 blocks%6")
         .arg(i.label.rfind("t=", 0) == 0 ? QString("picked instant") : QString::fromStdString(i.label), QString::fromStdString(formatSeconds(i.time - m_trace->analysis.timeline.start())),

@@ -143,13 +143,17 @@ void MainWindow::rebuildDeviceMenu(const LoadedTrace& t)
     for (DeviceId d : t.trace.memory().device)
         if (d < hasEvents.size())
             hasEvents[d] = true;
+    if (t.trace.memory().count() == 0) // memory counters only: the devices with counters
+        for (const auto& s : t.trace.counterSeries())
+            if (s.device < hasEvents.size())
+                hasEvents[s.device] = true;
     int shown = 0;
     for (DeviceId d = 0; d < devices.size(); ++d) {
         if (!hasEvents[d])
             continue;
         QAction* a = m_devices->addAction(QString::fromStdString(analyze::deviceLabel(devices[d])));
         a->setCheckable(true);
-        a->setChecked(!t.analysis.empty && d == t.analysis.device);
+        a->setChecked((!t.analysis.empty || t.trace.memory().count() == 0) && d == t.analysis.device);
         const QString path = t.path;
         connect(a, &QAction::triggered, this, [this, path, d] { openTrace(path, d); });
         ++shown;
@@ -184,7 +188,10 @@ void MainWindow::showLoaded(const std::shared_ptr<const LoadedTrace>& t)
     std::ostringstream text;
     analyze::writeSummaryText(t->summary, t->path.toStdString(), t->reader.toStdString(), text);
     m_lastError.clear();
-    m_summary->setPlainText(QString::fromStdString(text.str()));
+    const QString countersOnly = countersOnlyText(t->trace,
+        ". The Timeline page draws the recorded counters; the Memory map, Peak breakdown and What-if pages need "
+        "memory events with addresses.\n\n");
+    m_summary->setPlainText(countersOnly + QString::fromStdString(text.str()));
     m_timelineModel.setTrace(t);
     m_timelineModel.setContent({});
     m_timeline->setFullRange(fullRangeOf(*t));

@@ -325,7 +325,13 @@ void TimelineView::paintEvent(QPaintEvent*)
             legendAt.emplace_back(lx, ly);
             lx += itemWidth;
         }
-        const int legendHeight = lane.series.empty() ? 0 : ly + lineHeight - (y + 4);
+        int legendHeight = lane.series.empty() ? 0 : ly + lineHeight - (y + 4);
+        QRect noteBox;
+        if (!lane.note.isEmpty()) {
+            noteBox = p.fontMetrics().boundingRect(
+                QRect(kLeftMargin + 8, y + 4 + legendHeight + 2, w - 16, laneHeight), Qt::TextWordWrap, lane.note);
+            legendHeight += noteBox.height() + 6;
+        }
         QRect frameBox(kLeftMargin, y + 4, w, laneHeight - 8);
         QRect box = frameBox.adjusted(0, legendHeight, 0, 0);
         p.setPen(grid);
@@ -389,6 +395,10 @@ void TimelineView::paintEvent(QPaintEvent*)
             p.translate(0, -1);
             p.drawLines(bands[i].segments.data(), int(bands[i].segments.size()));
             p.translate(0, 1);
+        }
+        if (!lane.note.isEmpty()) {
+            p.setPen(text);
+            p.drawText(noteBox, Qt::TextWordWrap, lane.note);
         }
         for (std::size_t i = 0; i < lane.series.size(); ++i) {
             p.fillRect(legendAt[i].x(), legendAt[i].y(), 10, 10, lane.series[i].color);

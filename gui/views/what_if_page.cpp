@@ -131,8 +131,21 @@ void WhatIfPage::setTrace(std::shared_ptr<const LoadedTrace> trace)
     if (m_trace)
         m_chart->setFullRange(fullRangeOf(*m_trace));
     m_exportCsv->setEnabled(false);
-    m_status->setText(m_trace ? "Choose policies and run." : "Open a trace, choose policies and run.");
+    m_run->setEnabled(canReplay() || !m_trace);
+    m_status->setText(!m_trace ? QString("Open a trace, choose policies and run.")
+            : canReplay()      ? QString("Choose policies and run.")
+                               : countersOnlyReason());
     emit curvesChanged({});
+}
+
+bool WhatIfPage::canReplay() const { return m_trace && m_trace->trace.memory().count() > 0; }
+
+QString WhatIfPage::countersOnlyReason() const
+{
+    const QString text = m_trace ? countersOnlyText(m_trace->trace,
+                             ", so there is nothing to replay. The Timeline page draws the recorded counters.")
+                                 : QString();
+    return text.isEmpty() ? QString("This trace has no memory events to replay.") : text;
 }
 
 QStringList WhatIfPage::selectedSpecs() const
@@ -166,6 +179,10 @@ bool WhatIfPage::run()
 {
     if (!m_trace) {
         m_status->setText("Open a trace first.");
+        return false;
+    }
+    if (!canReplay()) {
+        m_status->setText(countersOnlyReason());
         return false;
     }
     const QStringList specs = selectedSpecs();

@@ -36,6 +36,9 @@ public:
     // Starts the replays of the selected specs; a bad spec or capacity is shown in the status line
     // (and returned as false) instead of starting anything.
     bool run();
+    // False without a trace or for a trace with memory counters only (nothing to replay; the status
+    // line says why and Run is disabled).
+    bool canReplay() const;
     void cancel();
     // The comparison the screenshot mode and first-time users get: the trace's own settings (pytorch,
     // which applies the recorded allocator settings when the trace has them), the ideal lower bound
@@ -57,6 +60,7 @@ signals:
     void finished(); // a run ended (all results in, failed or cancelled)
 
 private:
+    QString countersOnlyReason() const; // why canReplay() is false for a loaded trace
     void resultArrived(int index);
     void runEnded();
 
