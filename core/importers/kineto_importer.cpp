@@ -1,6 +1,7 @@
 #include "core/importers/kineto_importer.h"
 
 #include "core/file_io.h"
+#include "core/importers/detail/json_cut.h"
 #include "core/importers/detail/json_number.h"
 #include "core/trace_builder.h"
 
@@ -8,6 +9,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -268,7 +270,8 @@ namespace {
         std::int64_t site = -1; // computed on demand
     };
 
-    // The JSON ends before its closing brace: the file was cut.
+    // simdjson refused the document on its first read: importKinetoJson() looks for a cut before
+    // reporting the message.
     struct CutFile : std::runtime_error {
         using std::runtime_error::runtime_error;
     };
@@ -281,17 +284,26 @@ namespace {
             , m_recovering(recovering)
         {
         }
-        ImportStats& stats() { return m_b.stats(); }
+        // The "truncated" anomaly's detail for a file re-read after a cut (importKinetoJson); run() adds it.
+        void setCut(std::string detail) { m_cut = std::move(detail); }
 
         Trace run(std::string& json);
 
     private:
+        // How far parseDocument() got, for the location in its error messages.
+        enum class Stage : std::uint8_t { Start, Top, Events, AfterEvents };
         void parseDocument(std::string& json);
-        std::string location(bool inEvents) const
+        std::string location() const
         {
-            return inEvents ? "in traceEvents[" + std::to_string(m_currentEvent) + "]"
-                            : std::string("outside traceEvents");
+            switch (m_stage) {
+            case Stage::Start: return std::string(); // simdjson refused the document before reading any of it
+            case Stage::Top: return " outside traceEvents";
+            case Stage::Events: return " in traceEvents[" + std::to_string(m_currentEvent) + "]";
+            case Stage::AfterEvents: return " after traceEvents";
+            }
+            return std::string();
         }
+        void addCutAnomaly();
         void parseEvents(od::array events, const char* begin, std::size_t size, od::document& doc);
         void addEvent(const EventFields& f, EventClass cls, std::uint64_t index);
         std::uint32_t threadIndex(std::int64_t pid, std::int64_t tid);
@@ -329,6 +341,8 @@ namespace {
         std::int64_t m_baseTime = 0;
         bool m_rocm = false;
         bool m_recovering = false;
+        Stage m_stage = Stage::Start;
+        std::string m_cut;
         nlohmann::json m_meta = nlohmann::json::object();
     };
 
@@ -480,10 +494,10 @@ namespace {
             json.reserve(json.size() + simdjson::SIMDJSON_PADDING);
         const char* begin = json.data();
         od::document doc;
-        bool inEvents = false;
         try {
             doc = m_parser.iterate(simdjson::padded_string_view(json.data(), json.size(), json.capacity()));
             od::object top = doc.get_object();
+            m_stage = Stage::Top;
             bool sawEvents = false;
             for (auto field : top) {
                 std::string_view key = field.unescaped_key();
@@ -493,9 +507,9 @@ namespace {
                         throw FormatError(
                             std::string(m_source) + ": \"traceEvents\" is not a list; this is not a Kineto trace");
                     sawEvents = true;
-                    inEvents = true;
+                    m_stage = Stage::Events;
                     parseEvents(v.get_array(), begin, json.size(), doc);
-                    inEvents = false;
+                    m_stage = Stage::AfterEvents;
                 } else if (key == "deviceProperties") {
                     if (v.type() != od::json_type::array)
                         continue;
@@ -544,18 +558,16 @@ namespace {
                 throw FormatError(std::string(m_source)
                     + ": the JSON object has no \"traceEvents\" list; this is not a Kineto/Chrome trace");
         } catch (const FieldError& e) {
-            throw FormatError(std::string(m_source) + ": " + location(inEvents) + ": " + e.what()
+            throw FormatError(std::string(m_source) + ":" + location() + ": " + e.what()
                 + "; the file is damaged or not a Kineto trace");
         } catch (const simdjson::simdjson_error& e) {
             // (The parser cannot report a byte offset once it has failed; the event index is exact.)
-            const std::string where = location(inEvents);
-            // A file that stops before its closing brace was cut (a profiler killed while writing):
-            // importKinetoJson() retries on the part before the last whole event.
-            const std::size_t last = json.find_last_not_of(" \t\r\n");
-            if (!m_recovering && (last == std::string::npos || json[last] != '}'))
-                throw CutFile(where + " (" + e.what() + ")");
-            throw FormatError(std::string(m_source) + ": invalid JSON " + where + " (" + e.what()
-                + "); the file is damaged or not a Kineto trace");
+            // The file may have been cut (a profiler killed while writing): importKinetoJson() looks
+            // for the cut and re-reads the part before it, or reports this message.
+            const std::string message = "invalid JSON" + location() + " (" + e.what() + ")";
+            if (!m_recovering)
+                throw CutFile(message);
+            throw FormatError(std::string(m_source) + ": " + message + "; the file is damaged or not a Kineto trace");
         }
     }
 
@@ -895,9 +907,33 @@ namespace {
         emitAnnotations();
     }
 
+    // Times read from a file without "baseTimeNanoseconds" are its own numbers; a current Kineto file's
+    // are µs offsets from that base, written after traceEvents, so a cut loses it (SOURCES.md §A).
+    void KinetoParser::addCutAnomaly()
+    {
+        TimeNs first = std::numeric_limits<TimeNs>::max();
+        if (!m_mem.empty())
+            first = std::min(first, m_mem.front().ts);
+        if (!m_kernels.empty())
+            first = std::min(first, m_kernels.front().start);
+        if (!m_annotations.empty())
+            first = std::min(first, m_annotations.front().start);
+        for (const auto& list : m_intervals)
+            if (!list.empty())
+                first = std::min(first, list.front().start);
+        std::string detail = m_cut;
+        constexpr TimeNs kEpochLike = 100'000'000'000'000'000; // 1973 in ns: anything smaller is not wall-clock time
+        if (m_baseTime == 0 && first < kEpochLike)
+            detail += "; without \"baseTimeNanoseconds\" (Kineto writes it after traceEvents) the times are the "
+                      "file's own offsets, not wall-clock time";
+        m_b.stats().add("truncated", Severity::Error, detail);
+    }
+
     Trace KinetoParser::run(std::string& json)
     {
         parseDocument(json);
+        if (!m_cut.empty())
+            addCutAnomaly();
         resolve();
         auto& meta = m_b.metadata();
         meta["source_format"] = "kineto";
@@ -941,25 +977,42 @@ namespace {
 
 Trace importKinetoJson(std::string& json, std::string_view source, const LoadOptions& options)
 {
-    std::string cutDetail;
+    std::string parseError;
     try {
         KinetoParser parser(source, options);
         return parser.run(json);
-    } catch (const CutFile& cut) {
-        cutDetail = cut.what();
+    } catch (const CutFile& e) {
+        parseError = e.what();
     }
-    // Keep every whole event: cut after the last "}," past "traceEvents" and close the list and object.
-    const std::size_t events = json.find("\"traceEvents\"");
-    const std::size_t lastWhole = json.rfind("},");
-    if (events == std::string::npos || lastWhole == std::string::npos || lastWhole < events)
-        throw FormatError(std::string(source) + ": the JSON ends early " + cutDetail
-            + " before any whole trace event; the file is truncated — copy it again");
-    json.resize(lastWhole + 1);
-    json += "]}";
+    // The rule for a file cut short (docs/kineto-import.md, "Damaged files"): a cut inside traceEvents
+    // keeps every complete event before it, a cut after the list closed keeps all of them, and a cut
+    // before the first complete event is an error; each names the byte where the JSON ends.
+    const detail::JsonCut cut = detail::locateJsonCut(json, "traceEvents");
+    if (!cut.cut)
+        throw FormatError(std::string(source) + ": " + parseError + "; the file is damaged or not a Kineto trace");
+    const std::string at = "the JSON ends at byte " + std::to_string(cut.size) + ", " + cut.where("traceEvents");
+    const std::uint64_t kept = cut.completeElements;
+    if (cut.region == detail::JsonCut::Region::BeforeList || kept == 0)
+        throw FormatError(std::string(source) + ": " + at
+            + ": the file was cut before its first complete trace event, so it holds nothing to import; copy or "
+              "export it again");
+    std::string detail = at + ": the file was cut; ";
+    if (cut.region == detail::JsonCut::Region::InList) {
+        detail += kept == 1 ? std::string("the 1 complete event before it (traceEvents[0]")
+                            : "the " + std::to_string(kept) + " complete events before it (traceEvents[0.."
+                + std::to_string(kept - 1) + "]";
+        detail += ", bytes up to " + std::to_string(cut.elementsEnd) + (kept == 1 ? ") was kept" : ") were kept");
+        json.resize(cut.elementsEnd);
+        json += "]}";
+    } else {
+        detail += kept == 1 ? std::string("its 1 event was kept") : "all " + std::to_string(kept) + " events were kept";
+        if (!cut.member.empty())
+            detail += "; the top-level \"" + cut.member + "\" is lost";
+        json.resize(cut.membersEnd);
+        json += "}";
+    }
     KinetoParser parser(source, options, true);
-    parser.stats().add("truncated", Severity::Error,
-        "the JSON ends early " + cutDetail + ": the file was cut; the " + std::to_string(lastWhole + 1)
-            + " bytes up to the last whole event were read");
+    parser.setCut(std::move(detail));
     return parser.run(json);
 }
 

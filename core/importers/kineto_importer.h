@@ -30,9 +30,13 @@ std::unique_ptr<Importer> makeKinetoImporter();
 
 // Parses Kineto JSON already in memory (what load() does after reading the file); `source` names
 // it in errors. `json` must have at least 64 bytes of readable spare capacity after its end
-// (std::string capacity; see kReadPadding) or it is copied once. A file cut short (it does not end
-// with its closing brace) is re-read up to its last whole event, with the "truncated" anomaly
-// (severity error); `json` is shortened in place then. Throws FormatError.
+// (std::string capacity; see kReadPadding) or it is copied once. A file cut short (its top-level object
+// never closes; detail/json_cut.h finds where) follows one rule: a cut inside traceEvents keeps every
+// complete event before it, a cut after the list closed keeps all of them (without the top-level member
+// being cut), each with one "truncated" anomaly (severity error) naming the byte where the JSON ends, the
+// place (which event; in a number, string or key) and the events kept; `json` is shortened in place
+// then. A cut before the first complete event is a FormatError naming the file and that byte. Throws
+// FormatError for invalid JSON that is not a cut.
 Trace importKinetoJson(std::string& json, std::string_view source, const LoadOptions& options = {});
 
 } // namespace gpumem
