@@ -1,5 +1,6 @@
 #include "analyze/analysis.h"
 
+#include "analyze/trace_summary.h"
 #include "core/error.h"
 #include "core/importer.h"
 
@@ -146,6 +147,7 @@ Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options)
     Analysis a;
     step(0.0);
     a.timeline = Timeline::build(trace);
+    a.origin = traceSpan(trace).start;
     step(0.45);
     const DeviceTimeline* dev = nullptr;
     if (options.device) {

@@ -57,6 +57,9 @@ struct MemoryStats {
 
 struct Analysis {
     Timeline timeline;
+    // The trace's start (traceSpan(trace).start: its earliest record of any kind), from which every
+    // "+x s" offset of the reports is measured, as `gpumem info` does; not the first memory event.
+    TimeNs origin = 0;
     DeviceId device = 0;
     std::string deviceLabel;
     bool empty = true; // the device has no memory events

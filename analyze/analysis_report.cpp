@@ -69,7 +69,7 @@ namespace {
     {
         return scaled(n, static_cast<double>(reference), 1000, 750 * 1000, { " ", "K", "M" }, "%7llu %s");
     }
-    std::string offset(const Analysis& a, TimeNs t) { return formatOffset(t - a.timeline.start()); }
+    std::string offset(const Analysis& a, TimeNs t) { return formatOffset(t - a.origin); }
 
     void statRow(std::ostream& out, std::string_view name, const MemoryStats::Stat& s, bool bytes)
     {
@@ -190,6 +190,8 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
         rule(out, '=');
         return;
     }
+    // The one origin of every "+x s" below, the one `gpumem info` uses (trace_summary.h, traceSpan).
+    line(out, " times: +s from the trace start @" + std::to_string(a.origin) + " ns, as in gpumem info");
     const auto& st = a.stats;
     line(out, center("OOMs: " + std::to_string(st.ooms), 37) + "|"
             + center("steps: " + std::to_string(a.steps.steps.size()), 37));
@@ -288,6 +290,7 @@ nlohmann::json analysisToJson(const Trace& trace, const Analysis& a, std::string
     j["trace"] = label;
     j["device"] = a.deviceLabel;
     j["empty"] = a.empty;
+    j["origin_ns"] = a.origin; // the text's "+x s" offsets are from here (the trace start, as gpumem info)
     j["start_ns"] = a.timeline.start();
     j["end_ns"] = a.timeline.end();
     auto stat = [](const MemoryStats::Stat& s) {

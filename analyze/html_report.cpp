@@ -46,6 +46,7 @@ code{font-size:12px})";
     struct Frame {
         double w = 1000, h = 260, left = 80, right = 16, top = 12, bottom = 34;
         TimeNs t0 = 0, t1 = 1;
+        TimeNs origin = 0; // axis labels are offsets from it (the trace start, Analysis::origin)
         double ymax = 1;
         double x(TimeNs t) const { return left + static_cast<double>(t - t0) / static_cast<double>(t1 - t0) * (w - left - right); }
         double y(double v) const { return top + (1.0 - std::min(v, ymax) / ymax) * (h - top - bottom); }
@@ -68,7 +69,7 @@ code{font-size:12px})";
             const TimeNs t = f.t0 + (f.t1 - f.t0) * k / 5;
             out << "<text x='" << num(f.x(t)) << "' y='" << num(f.h - f.bottom + 16) << "' font-size='11' text-anchor='"
                 << (k == 0 ? "start" : k == 5 ? "end" : "middle") << "'>+"
-                << htmlEscape(formatSeconds(t - f.t0)) << "</text>";
+                << htmlEscape(formatSeconds(t - f.origin)) << "</text>";
         }
     }
 
@@ -121,6 +122,7 @@ code{font-size:12px})";
     {
         Frame f;
         f.t0 = a.timeline.start();
+        f.origin = a.origin;
         f.t1 = std::max(a.timeline.end(), f.t0 + 1) + 1;
         const Bytes top = std::max({ a.stats.allocatedBytes.peak, a.stats.activeBytes.peak, a.stats.reservedBytes.peak,
             a.fragmentation.peakRecordedAllocated.value_or(0), Bytes { 1 } });
@@ -163,6 +165,7 @@ code{font-size:12px})";
         }
         Frame f;
         f.t0 = a.timeline.start();
+        f.origin = a.origin;
         f.t1 = std::max(a.timeline.end(), f.t0 + 1) + 1;
         f.ymax = 100;
         f.h = 200;
@@ -213,7 +216,7 @@ code{font-size:12px})";
 
     void breakdownTables(std::ostream& out, const Breakdown& b, const Analysis& a, std::size_t top)
     {
-        out << "<h3>Live at " << htmlEscape(b.instant.label) << ", +" << htmlEscape(formatSeconds(b.instant.time - a.timeline.start())) << ": "
+        out << "<h3>Live at " << htmlEscape(b.instant.label) << ", +" << htmlEscape(formatSeconds(b.instant.time - a.origin)) << ": "
             << htmlEscape(formatBytes(b.liveBytes)) << " in " << b.liveBlocks << " blocks";
         if (b.instant.reserved)
             out << " (reserved " << htmlEscape(formatBytes(*b.instant.reserved)) << ")";
@@ -251,7 +254,7 @@ code{font-size:12px})";
                "<th class='n'>growth</th><th>backward from</th></tr>";
         for (const auto& s : a.steps.steps) {
             const auto g = s.growth();
-            out << "<tr><td class='n'>" << s.number << "</td><td class='n'>+" << htmlEscape(formatSeconds(s.start - a.timeline.start()))
+            out << "<tr><td class='n'>" << s.number << "</td><td class='n'>+" << htmlEscape(formatSeconds(s.start - a.origin))
                 << "</td><td class='n'>" << htmlEscape(formatSeconds(s.end - s.start)) << "</td><td><span class='bar' style='width:"
                 << num(200.0 * static_cast<double>(s.peakAllocated) / static_cast<double>(maxPeak)) << "px'></span> "
                 << htmlEscape(formatBytes(s.peakAllocated)) << "</td><td class='n'>" << (g < 0 ? "−" : "+")

@@ -37,6 +37,25 @@ std::optional<DeviceId> busiestCounterDevice(const TraceSummary& summary)
     return best;
 }
 
+TimeSpan traceSpan(const Trace& trace)
+{
+    TimeNs lo = std::numeric_limits<TimeNs>::max(), hi = std::numeric_limits<TimeNs>::min();
+    auto see = [&](TimeNs a, TimeNs b) {
+        lo = std::min(lo, a);
+        hi = std::max(hi, b);
+    };
+    const auto& m = trace.memory();
+    if (m.count())
+        see(m.time.front(), m.time.back());
+    for (const auto& k : trace.kernels())
+        see(k.start, k.end);
+    for (const auto& a : trace.annotations())
+        see(a.start, a.end);
+    if (!trace.counterSamples().empty())
+        see(trace.counterSamples().front().time, trace.counterSamples().back().time);
+    return lo <= hi ? TimeSpan { lo, hi } : TimeSpan {};
+}
+
 TraceSummary summarize(const Trace& trace)
 {
     TraceSummary s;
@@ -75,23 +94,9 @@ TraceSummary summarize(const Trace& trace)
         if (k.device < s.devices.size())
             ++s.devices[k.device].kernels;
 
-    TimeNs lo = std::numeric_limits<TimeNs>::max(), hi = std::numeric_limits<TimeNs>::min();
-    auto see = [&](TimeNs a, TimeNs b) {
-        lo = std::min(lo, a);
-        hi = std::max(hi, b);
-    };
-    if (m.count())
-        see(m.time.front(), m.time.back());
-    for (const auto& k : trace.kernels())
-        see(k.start, k.end);
-    for (const auto& a : trace.annotations())
-        see(a.start, a.end);
-    if (!trace.counterSamples().empty())
-        see(trace.counterSamples().front().time, trace.counterSamples().back().time);
-    if (lo <= hi) {
-        s.start = lo;
-        s.end = hi;
-    }
+    const TimeSpan span = traceSpan(trace);
+    s.start = span.start;
+    s.end = span.end;
 
     // Which alloc events are paired with a free inside the trace, and which free events close one.
     auto allocations = trace.allocations();

@@ -49,6 +49,14 @@ TraceSummary summarize(const Trace& trace);
 // "cuda:0", "hip:1", "cpu".
 std::string deviceLabel(const Device& device);
 
+// The earliest and latest timestamps of any record of the trace (memory events, kernels, annotations,
+// counter samples), in ns; both 0 for an empty trace. `start` is the origin of every "+x s" offset
+// gpumem prints: `info` (whose header names it), `analyze`, `report`, `diff` and the viewer.
+struct TimeSpan {
+    TimeNs start = 0, end = 0;
+};
+TimeSpan traceSpan(const Trace& trace);
+
 // For a trace that records memory only as counters (no memory events, some counter samples: a PyTorch
 // <= 1.9 profiler trace, whose [memory] events have sizes but no addresses, docs/kineto-import.md), the
 // sentence the viewer's pages start with: "this trace has memory counters only: …" (lower case, no

@@ -2,6 +2,7 @@
 // leaks, and what was live at the peak grouped by module, category, site, size class and stream.
 #include "analyze/analysis_report.h"
 #include "analyze/replay_report.h"
+#include "analyze/trace_summary.h"
 #include "replay/fidelity.h"
 #include "cli/command.h"
 #include "core/error.h"
@@ -19,14 +20,16 @@ namespace gpumem::cli {
 std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& at, const Trace& trace)
 {
     const auto& time = trace.memory().time;
-    const TimeNs start = time.empty() ? 0 : time.front(), end = time.empty() ? 0 : time.back();
+    const TimeNs first = time.empty() ? 0 : time.front(), last = time.empty() ? 0 : time.back();
+    const TimeNs origin = analyze::traceSpan(trace).start; // offsets count from the trace start, as info's
     std::vector<analyze::InstantSpec> specs;
     for (const auto& a : at) {
-        specs.push_back(analyze::InstantSpec::parse(a, start));
+        specs.push_back(analyze::InstantSpec::parse(a, origin));
         const auto& s = specs.back();
-        if (s.kind == analyze::InstantSpec::Kind::Time && !time.empty() && (s.time < start || s.time > end))
-            throw UsageError("--at '" + a + "' is outside the trace's memory events, which span +0 s to "
-                + formatOffset(end - start) + " (@" + std::to_string(start) + " to @" + std::to_string(end) + ")");
+        if (s.kind == analyze::InstantSpec::Kind::Time && !time.empty() && (s.time < first || s.time > last))
+            throw UsageError("--at '" + a + "' is outside the trace's memory events, which span " + formatOffset(first - origin)
+                + " to " + formatOffset(last - origin) + " from the trace start (@" + std::to_string(first) + " to @"
+                + std::to_string(last) + ")");
     }
     return specs;
 }

@@ -1,6 +1,7 @@
 // gpumem replay TRACE --policy SPEC… — what-if: the trace's requests through allocator policies, one row
 // per policy; --fidelity replays with the recorded policy and compares with the recorded segment events.
 #include "analyze/replay_report.h"
+#include "analyze/trace_summary.h"
 #include "analyze/whatif_report.h"
 #include "cli/command.h"
 #include "cli/whatif_options.h"
@@ -49,7 +50,8 @@ namespace {
         return s;
     }
 
-    TimeNs traceStart(const Trace& t) { return t.memory().count() ? t.memory().time.front() : 0; }
+    // The origin of the "+x s" offsets: the trace start, as `gpumem info` and `analyze` use.
+    TimeNs traceStart(const Trace& t) { return analyze::traceSpan(t).start; }
 
     // "1.5s", "250ms", "40us", "1000ns" (a bare number is seconds) → nanoseconds; UsageError otherwise.
     TimeNs parseDuration(const std::string& text, const std::string& what)

@@ -37,7 +37,7 @@ void ComparisonTableModel::setTrace(const LoadedTrace& t)
     const auto& frag = t.analysis.fragmentation;
     m_lowerBound = frag.lowerBound;
     m_openingAllocated = t.analysis.empty ? 0 : replay::openingAllocated(t.trace, t.analysis.device);
-    m_start = t.trace.memory().count() ? t.trace.memory().time.front() : 0;
+    m_start = t.analysis.origin; // offsets from the trace start, as the other pages and `gpumem replay`
     if (!t.analysis.empty && frag.peakReserved) {
         Recorded r;
         const auto* d = t.analysis.timeline.device(t.analysis.device);

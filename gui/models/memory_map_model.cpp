@@ -364,7 +364,7 @@ QString describeBlock(const LoadedTrace& loaded, const MemoryMapIndex& index, st
     const auto& mem = trace.memory();
     const Allocation& al = trace.allocations()[b.allocation];
     const std::uint64_t ev = al.allocEvent != kNoIndex ? al.allocEvent : al.freeEvent;
-    const TimeNs origin = loaded.analysis.timeline.start();
+    const TimeNs origin = loaded.analysis.origin;
     auto at = [&](TimeNs t) { return "+" + QString::fromStdString(formatSeconds(t - origin)); };
     QStringList lines;
     lines << QString("Block at 0x%1 (%2)").arg(b.address, 0, 16).arg(index.deviceLabel);

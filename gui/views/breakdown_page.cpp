@@ -104,7 +104,7 @@ void BreakdownPage::setAtPickedInstant(bool picked) { (picked ? m_atPicked : m_a
 void BreakdownPage::setPickedInstant(TimeNs time)
 {
     m_picked = time;
-    m_atPicked->setText("At the picked instant (+" + QString::fromStdString(formatSeconds(time - (m_trace ? m_trace->analysis.timeline.start() : 0))) + ")");
+    m_atPicked->setText("At the picked instant (+" + QString::fromStdString(formatSeconds(time - (m_trace ? m_trace->analysis.origin : 0))) + ")");
     if (m_atPicked->isChecked())
         refresh();
 }
@@ -187,7 +187,7 @@ QString BreakdownPage::headline() const
     }
     const auto& i = m_shown->instant;
     return QString("%1 at +%2 on %3: %4 live in %5 blocks%6")
-        .arg(i.label.rfind("t=", 0) == 0 ? QString("picked instant") : QString::fromStdString(i.label), QString::fromStdString(formatSeconds(i.time - m_trace->analysis.timeline.start())),
+        .arg(i.label.rfind("t=", 0) == 0 ? QString("picked instant") : QString::fromStdString(i.label), QString::fromStdString(formatSeconds(i.time - m_trace->analysis.origin)),
             QString::fromStdString(m_trace->analysis.deviceLabel), QString::fromStdString(formatBytes(m_shown->liveBytes)))
         .arg(m_shown->liveBlocks)
         .arg(m_shown->categoriesInferred ? " · categories inferred from the steps" : "");

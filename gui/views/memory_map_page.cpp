@@ -99,7 +99,7 @@ void MemoryMapPage::setInstant(TimeNs time)
 {
     if (!m_trace || !m_trace->memoryMap || m_trace->memoryMap->empty())
         return;
-    m_instantLabel->setText(QString("At +%1: computing…").arg(QString::fromStdString(formatSeconds(time - m_trace->analysis.timeline.start()))));
+    m_instantLabel->setText(QString("At +%1: computing…").arg(QString::fromStdString(formatSeconds(time - m_trace->analysis.origin))));
     m_view->setInstant(time);
 }
 
@@ -117,7 +117,7 @@ void MemoryMapPage::frameArrived(const std::shared_ptr<const MemoryMapFrame>& fr
         selectBlock(*s.largestBlock);
     m_selectOnFrame = false;
     m_instantLabel->setText(QString("At +%1: %2 allocated in %3 blocks, %4 %5")
-                                .arg(QString::fromStdString(formatSeconds(s.time - m_trace->analysis.timeline.start())),
+                                .arg(QString::fromStdString(formatSeconds(s.time - m_trace->analysis.origin)),
                                     QString::fromStdString(formatBytes(s.allocated)))
                                 .arg(s.blocks)
                                 .arg(s.segments.size())

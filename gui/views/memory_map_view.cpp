@@ -186,9 +186,10 @@ void MemoryMapView::paintEvent(QPaintEvent*)
         p.drawLine(plot.left() - 4, y, plot.left() - 1, y);
         p.drawText(QRect(0, y - 8, kLeftMargin - 8, 16), Qt::AlignRight | Qt::AlignVCenter, QString::fromStdString(formatBytes(o)));
     }
-    // Time axis.
-    TimeAxis axis(m_trace->analysis.timeline.end() > m_trace->analysis.timeline.start()
-            ? TimeRange { m_trace->analysis.timeline.start(), std::max(m_trace->analysis.timeline.end(), m_range.end) }
+    // Time axis: its labels count from the trace start, as the Timeline page's and `gpumem info`'s do.
+    const TimeNs origin = std::min(m_trace->analysis.origin, m_range.start);
+    TimeAxis axis(m_trace->analysis.timeline.end() > origin
+            ? TimeRange { origin, std::max(m_trace->analysis.timeline.end(), m_range.end) }
             : m_range,
         plot.width());
     axis.setVisible(m_range);
