@@ -206,6 +206,11 @@ void MainWindow::showLoaded(const std::shared_ptr<const LoadedTrace>& t)
     if (serious)
         statusBar()->showMessage(QString("Loaded %1 (%2 memory events) with %3 import warnings or errors: see the Summary page")
                                      .arg(t->path).arg(t->summary.memoryEvents).arg(serious));
+    else if (!countersOnly.isEmpty())
+        statusBar()->showMessage(QString("Loaded %1 (memory counters only: %2 counter samples, no memory events)")
+                                     .arg(t->path)
+                                     .arg(t->summary.counterSamples),
+            5000);
     else
         statusBar()->showMessage(QString("Loaded %1 (%2 memory events)").arg(t->path).arg(t->summary.memoryEvents), 5000);
     QSettings settings("gpumem", "gpumem-gui");
