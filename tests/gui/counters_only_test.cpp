@@ -1,6 +1,7 @@
 // A trace that records memory as counters only (PyTorch <= 1.9 profiler: [memory] events with Bytes but
 // no Addr, docs/kineto-import.md): the Timeline draws the recorded counter of the busiest device, and
 // every page that has nothing to show says why in words.
+#include "core/trace_builder.h"
 #include "gui/models/timeline_model.h"
 #include "gui/views/breakdown_page.h"
 #include "gui/views/memory_map_page.h"
@@ -15,6 +16,8 @@
 #include <QTimer>
 
 #include <algorithm>
+#include <tuple>
+#include <vector>
 
 using namespace gpumem;
 using namespace gpumem::gui;
@@ -197,4 +200,46 @@ TEST(CountersOnlyTrace, TheLegacyResnetTraceShowsItsRecordedPeaks)
     ASSERT_EQ(c.lanes.size(), 1u);
     EXPECT_DOUBLE_EQ(peakOf(c.lanes[0].series[0]), 57803264.0);
     EXPECT_DOUBLE_EQ(c.lanes[0].series[0].buckets.back().last, 19267840.0);
+}
+
+// Counters only, but the allocator's own pair (PyTorch profiler names): the reserved counter is drawn as a
+// line over the filled allocated one, each with its recorded values, and the note says there are no
+// memory events at all.
+TEST(CountersOnlyTrace, AReservedCounterIsDrawnAsALineBesideTheAllocatedOne)
+{
+    TraceBuilder b;
+    const DeviceId gpu = b.device(DeviceType::Cuda, 0);
+    const std::uint32_t allocated = b.addCounterSeries({ b.intern("Total Allocated"), gpu });
+    const std::uint32_t reserved = b.addCounterSeries({ b.intern("Total Reserved"), gpu });
+    const std::uint32_t ratio = b.addCounterSeries({ b.intern("fragmentation (ppm)"), gpu });
+    const TimeNs t0 = 1'000'000'000;
+    for (const auto& [t, a, r] : std::vector<std::tuple<TimeNs, std::int64_t, std::int64_t>> {
+             { 0, 1 << 20, 2 << 20 }, { 250, 3 << 20, 4 << 20 }, { 500, 2 << 20, 4 << 20 }, { 999, 0, 4 << 20 } }) {
+        b.add(CounterSample { t0 + t, allocated, a });
+        b.add(CounterSample { t0 + t, reserved, r });
+        b.add(CounterSample { t0 + t, ratio, 500000 });
+    }
+    auto loaded = std::make_shared<LoadedTrace>();
+    loaded->trace = b.build();
+    loaded->summary = analyze::summarize(loaded->trace);
+    analyze::AnalysisOptions options;
+    options.device = analyze::busiestCounterDevice(loaded->summary);
+    ASSERT_EQ(options.device, std::optional<DeviceId>(gpu));
+    loaded->analysis = analyze::analyzeTrace(loaded->trace, options);
+    const TimelineFrame f = computeFrame(*loaded, fullRangeOf(*loaded), 100);
+    ASSERT_EQ(f.lanes.size(), 1u);
+    const ValueLane& lane = f.lanes[0];
+    ASSERT_EQ(lane.series.size(), 2u); // the (ppm) ratio is not bytes: left out
+    EXPECT_EQ(lane.series[0].name, "Total Allocated (recorded)");
+    EXPECT_TRUE(lane.series[0].filled);
+    EXPECT_EQ(lane.series[1].name, "Total Reserved (recorded)");
+    EXPECT_FALSE(lane.series[1].filled);
+    EXPECT_DOUBLE_EQ(peakOf(lane.series[0]), 3145728.0);
+    EXPECT_DOUBLE_EQ(peakOf(lane.series[1]), 4194304.0);
+    EXPECT_DOUBLE_EQ(lane.maxValue, 4194304.0);
+    EXPECT_EQ(firstColumnAt(lane.series[0], 3145728.0), 25);
+    EXPECT_DOUBLE_EQ(lane.series[0].buckets[99].last, 0.0);
+    EXPECT_DOUBLE_EQ(lane.series[1].buckets[99].last, 4194304.0);
+    EXPECT_TRUE(lane.note.startsWith("This trace has memory counters only: it records no memory events"))
+        << lane.note.toStdString();
 }
