@@ -22,7 +22,8 @@ std::string find(const std::string& text, const std::string& pattern)
 
 // Checks that info and analyze put the device's peak allocated, and the trace start, at the same place.
 // With `exactAt`, the printed offset is the peak's exact time, so `--at` with it must land on the peak.
-void expectSameOffsets(const std::string& path, const std::string& deviceLine, const std::string& expectedPeak, bool exactAt)
+void expectSameOffsets(
+    const std::string& path, const std::string& deviceLine, const std::string& expectedPeak, bool exactAt)
 {
     SCOPED_TRACE(path);
     const auto info = runCli("info " + path);
@@ -31,7 +32,8 @@ void expectSameOffsets(const std::string& path, const std::string& deviceLine, c
     ASSERT_EQ(analyze.exitCode, 0) << analyze.err;
     const std::string start = find(info.out, R"(time span +[0-9.]+ s \(start ([0-9]+) ns\))");
     ASSERT_FALSE(start.empty()) << info.out;
-    EXPECT_NE(analyze.out.find("| times: +s from the trace start @" + start + " ns, as in gpumem info"), std::string::npos)
+    EXPECT_NE(
+        analyze.out.find("| times: +s from the trace start @" + start + " ns, as in gpumem info"), std::string::npos)
         << analyze.out;
     const std::size_t device = info.out.find(deviceLine);
     ASSERT_NE(device, std::string::npos) << info.out;
@@ -62,7 +64,8 @@ TEST(TimeOrigin, OwlV2PeakIsAtTheSameOffsetInInfoAndAnalyze)
         = std::string(GPUMEM_PUBLIC_TRACES) + "/tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz";
     if (!std::filesystem::exists(path))
         GTEST_SKIP() << "public trace " << path << " is absent (set GPUMEM_PUBLIC_TRACES to ../shared/traces/public)";
-    // SOURCES.md / docs/kineto-import.md: peak allocated 1,790,402,560 B of tracked blocks; info puts it at +0.132233 s.
+    // SOURCES.md / docs/kineto-import.md: peak allocated 1,790,402,560 B of tracked blocks; info puts it at +0.132233
+    // s.
     expectSameOffsets(path, "device cuda:0", "+0.132233 s", false); // its times have sub-µs digits
 }
 

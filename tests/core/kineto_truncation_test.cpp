@@ -51,7 +51,7 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 
 // Where each event of a file ends (the byte after its closing brace), and where the list opens and closes.
 struct Layout {
-    std::size_t listOpen = 0;  // the byte after '['
+    std::size_t listOpen = 0; // the byte after '['
     std::size_t listClose = 0; // the byte after ']'
     std::size_t documentEnd = 0; // the byte after the top-level object's '}': from there on, nothing is cut
     std::vector<std::size_t> eventEnds;
@@ -95,7 +95,8 @@ std::uint64_t checkCut(std::string_view json, const Layout& layout, std::size_t 
     }
     // Between events (after a closing brace, its comma or blanks) or inside the next one.
     const bool between = cut == layout.eventEnds[complete - 1]
-        || json.substr(layout.eventEnds[complete - 1], cut - layout.eventEnds[complete - 1]).find('{') == std::string_view::npos;
+        || json.substr(layout.eventEnds[complete - 1], cut - layout.eventEnds[complete - 1]).find('{')
+            == std::string_view::npos;
     if (between)
         EXPECT_TRUE(has(o.message, at + "after traceEvents[" + std::to_string(complete - 1) + "]")) << o.message;
     else
@@ -128,7 +129,8 @@ HandMade handMade()
 {
     HandMade h;
     std::string& j = h.json;
-    j = "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [{\"id\": 0, \"name\": \"GPU \\\"0\\\" },{\", \"totalGlobalMem\": 1024}],\n"
+    j = "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [{\"id\": 0, \"name\": \"GPU \\\"0\\\" },{\", "
+        "\"totalGlobalMem\": 1024}],\n"
         "  \"traceEvents\": [";
     h.layout.listOpen = j.size();
     const std::vector<std::string> events = {

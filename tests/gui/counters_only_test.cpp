@@ -137,8 +137,9 @@ TEST(CountersOnlyTrace, EveryOtherPageSaysWhyItHasNothingToShow)
     w.show();
     auto t = open(w, kHandMade);
     ASSERT_TRUE(t);
-    EXPECT_TRUE(w.summaryText().startsWith("This trace has memory counters only: its memory events record sizes without "
-                                           "addresses (PyTorch <= 1.9 profiler)"))
+    EXPECT_TRUE(
+        w.summaryText().startsWith("This trace has memory counters only: its memory events record sizes without "
+                                   "addresses (PyTorch <= 1.9 profiler)"))
         << w.summaryText().toStdString();
     EXPECT_TRUE(w.summaryText().contains("recorded peak   Allocated (sum of Bytes): 5.00 MiB (5242880 B)"))
         << w.summaryText().toStdString();
@@ -147,7 +148,8 @@ TEST(CountersOnlyTrace, EveryOtherPageSaysWhyItHasNothingToShow)
     EXPECT_TRUE(w.breakdownPage()->headline().contains("no live blocks to break down"))
         << w.breakdownPage()->headline().toStdString();
     EXPECT_FALSE(w.whatIfPage()->canReplay());
-    EXPECT_TRUE(w.whatIfPage()->statusText().contains("nothing to replay")) << w.whatIfPage()->statusText().toStdString();
+    EXPECT_TRUE(w.whatIfPage()->statusText().contains("nothing to replay"))
+        << w.whatIfPage()->statusText().toStdString();
     EXPECT_FALSE(w.whatIfPage()->run()); // no replay with 0 B results
     EXPECT_TRUE(w.whatIfPage()->statusText().startsWith("This trace has memory counters only"));
     EXPECT_EQ(w.whatIfPage()->table().rowCount(), 0);

@@ -6,7 +6,10 @@ namespace gpumem::detail {
 
 namespace {
     bool blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
-    bool delimiter(char c) { return blank(c) || c == ',' || c == ':' || c == ']' || c == '}' || c == '[' || c == '{' || c == '"'; }
+    bool delimiter(char c)
+    {
+        return blank(c) || c == ',' || c == ':' || c == ']' || c == '}' || c == '[' || c == '{' || c == '"';
+    }
 } // namespace
 
 std::string JsonCut::where(std::string_view listKey) const
@@ -26,7 +29,8 @@ std::string JsonCut::where(std::string_view listKey) const
         break;
     }
     if (!insideElement)
-        return completeElements == 0 ? "before " + list + "[0]" : "after " + list + "[" + std::to_string(completeElements - 1) + "]";
+        return completeElements == 0 ? "before " + list + "[0]"
+                                     : "after " + list + "[" + std::to_string(completeElements - 1) + "]";
     const char* in = token == Token::Key ? "in a key inside "
         : token == Token::String         ? "in a string inside "
         : token == Token::Number         ? "in a number inside "
@@ -132,7 +136,9 @@ JsonCut locateJsonCut(std::string_view j, std::string_view listKey)
         return c; // a whole document
     c.cut = true;
     c.token = token;
-    c.region = !listOpen ? JsonCut::Region::BeforeList : listClosed ? JsonCut::Region::AfterList : JsonCut::Region::InList;
+    c.region = !listOpen ? JsonCut::Region::BeforeList
+        : listClosed     ? JsonCut::Region::AfterList
+                         : JsonCut::Region::InList;
     c.insideElement = c.region == JsonCut::Region::InList
         && (stack.size() > 2 || (stack.size() == 2 && token != JsonCut::Token::Structure));
     return c;

@@ -18,12 +18,12 @@ struct JsonCut {
     enum class Region : std::uint8_t { BeforeList, InList, AfterList } region = Region::BeforeList;
     // What the last byte is inside (the innermost unfinished token or container).
     enum class Token : std::uint8_t { Structure, Key, String, Number, Literal } token = Token::Structure;
-    bool insideElement = false;        // InList: the end falls inside element `completeElements`
+    bool insideElement = false; // InList: the end falls inside element `completeElements`
     std::uint64_t completeElements = 0; // whole elements of the list before the end
-    std::size_t elementsEnd = 0;       // byte just after the last whole element (or after '[' when none)
-    std::size_t membersEnd = 0;        // byte just after the last whole top-level member value (0: none)
-    std::string member;                // the top-level key whose value was being read at the end ("" between members)
-    std::size_t size = 0;              // the byte offset of the end (the document's length)
+    std::size_t elementsEnd = 0; // byte just after the last whole element (or after '[' when none)
+    std::size_t membersEnd = 0; // byte just after the last whole top-level member value (0: none)
+    std::string member; // the top-level key whose value was being read at the end ("" between members)
+    std::size_t size = 0; // the byte offset of the end (the document's length)
 
     // "in a number inside traceEvents[12]", "after traceEvents[11]", "before "traceEvents" began (in the
     // top-level "metadata")", "after traceEvents closed (in the top-level "traceName")".
