@@ -26,12 +26,17 @@ std::map<Address, SegmentBlockMap::Segment>::const_iterator SegmentBlockMap::con
 {
     if (m_last != m_segments.end() && address - m_last->first < m_last->second.size)
         return m_last;
+    const std::uint64_t granule = address >> 21;
+    CachedSegment& cached = m_cache[(granule ^ (granule >> 8) ^ (granule >> 16)) & (m_cache.size() - 1)];
+    if (cached.generation == m_generation && address - cached.it->first < cached.it->second.size)
+        return m_last = cached.it;
     auto it = m_segments.upper_bound(address);
     if (it == m_segments.begin())
         return m_segments.end();
     --it;
     if (address - it->first >= it->second.size)
         return m_segments.end();
+    cached = CachedSegment { it, m_generation };
     m_last = it;
     return it;
 }
@@ -49,25 +54,25 @@ SegmentBlockMap::SegmentBlockMap(const SegmentBlockMap& other)
 SegmentBlockMap& SegmentBlockMap::operator=(const SegmentBlockMap& other)
 {
     m_segments = other.m_segments;
-    m_last = m_segments.end();
+    forgetSegments();
     return *this;
 }
 SegmentBlockMap::SegmentBlockMap(SegmentBlockMap&& other) noexcept
     : m_segments(std::move(other.m_segments))
 {
-    other.m_last = other.m_segments.end();
+    other.forgetSegments();
 }
 SegmentBlockMap& SegmentBlockMap::operator=(SegmentBlockMap&& other) noexcept
 {
     m_segments = std::move(other.m_segments);
-    m_last = m_segments.end();
-    other.m_last = other.m_segments.end();
+    forgetSegments();
+    other.forgetSegments();
     return *this;
 }
 
 std::string SegmentBlockMap::addSegment(Address address, Bytes size, bool expandable, std::string& detail)
 {
-    m_last = m_segments.end();
+    forgetSegments();
     if (size == 0) {
         detail = "segment " + range(address, size) + " has no bytes";
         return "empty_segment";
@@ -108,7 +113,7 @@ std::string SegmentBlockMap::addSegment(Address address, Bytes size, bool expand
 
 std::string SegmentBlockMap::removeSegment(Address address, Bytes size, bool expandable, std::string& detail)
 {
-    m_last = m_segments.end();
+    forgetSegments();
     if (!expandable) {
         auto it = m_segments.find(address);
         if (it == m_segments.end() || it->second.expandable) {
@@ -137,7 +142,7 @@ std::string SegmentBlockMap::removeSegment(Address address, Bytes size, bool exp
     const Address segStart = it->first;
     const Address segEnd = segStart + seg.size;
     m_segments.erase(it);
-    m_last = m_segments.end();
+    forgetSegments();
     std::string code;
     Segment left { address - segStart, true, {} };
     Segment right { segEnd - (address + size), true, {} };

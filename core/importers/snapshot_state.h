@@ -17,6 +17,7 @@
 #include "core/import_stats.h"
 #include "core/trace.h"
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -105,6 +106,20 @@ private:
     std::map<Address, Segment> m_segments; // by start address
     // The segment found last: consecutive events mostly touch one segment. Reset when segments change.
     mutable std::map<Address, Segment>::const_iterator m_last = m_segments.end();
+    // Behind it, the segment found last per 2 MiB granule of the address (hashed to 256 slots): events
+    // alternate among a few segments, and a tree walk per event cost more than the rest of the event.
+    // A slot counts only if its generation is current; every change to the segments starts a new one.
+    struct CachedSegment {
+        std::map<Address, Segment>::const_iterator it {};
+        std::uint64_t generation = 0;
+    };
+    mutable std::array<CachedSegment, 256> m_cache {};
+    std::uint64_t m_generation = 1;
+    void forgetSegments()
+    {
+        m_last = m_segments.end();
+        ++m_generation;
+    }
 };
 
 // Replays the memory events of `device` in `trace` (in the trace's order) through a SegmentBlockMap:
