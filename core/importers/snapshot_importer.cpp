@@ -22,8 +22,7 @@ namespace {
     constexpr Bytes kSmallSize = 1024 * 1024; // kSmallSize: requests ≤ 1 MiB use the small pool
     constexpr std::size_t kMaxFields = 64; // fields of one snapshot dict (a dozen in practice)
     constexpr std::size_t kMaxHistory = 16; // generation-A history entries searched per block
-    constexpr std::size_t kMaxHistoryFields = 8;
-    constexpr std::size_t kEntryLookahead = 6; // trace entries whose items are prefetched ahead // fields of one history entry (addr, real_size, frames, cpp_frames)
+    constexpr std::size_t kMaxHistoryFields = 8; // fields of one history entry (addr, real_size, frames, cpp_frames)
 
     enum class Action : std::uint8_t {
         Alloc,
@@ -1140,13 +1139,6 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 "is a " + std::string(toString(traces[d].kind)) + ", not a list");
         entries[d].reserve(list.size());
         for (std::size_t i = 0; i < list.size(); ++i) {
-            // The entry dicts' items lie scattered in the document: asking for those a few entries
-            // ahead overlaps their cache misses with this entry's work.
-            if (i + kEntryLookahead < list.size()) {
-                const PickleValue* ahead = doc.items(list[i + kEntryLookahead]).data();
-                for (std::size_t line = 0; line < 4; ++line)
-                    __builtin_prefetch(reinterpret_cast<const char*>(ahead) + 64 * line);
-            }
             const PickleValue& e = r.dictItem(list[i], Where("device_traces", d, "", i));
             Entry entry;
             entry.index = i;
