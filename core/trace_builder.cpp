@@ -1,5 +1,6 @@
 #include "core/trace_builder.h"
 
+#include "core/detail/flat_id_index.h"
 #include "core/detail/trace_body.h"
 #include "core/error.h"
 
@@ -9,15 +10,6 @@
 namespace gpumem {
 
 namespace {
-    struct VectorHash {
-        std::size_t operator()(const std::vector<FrameId>& v) const noexcept
-        {
-            std::size_t h = v.size();
-            for (auto f : v)
-                h = h * 1000003u ^ f;
-            return h;
-        }
-    };
     struct ScopeKey {
         ScopeId parent;
         StringId name;
@@ -30,19 +22,26 @@ namespace {
             return (std::size_t(k.parent) * 1000003u) ^ (std::size_t(k.name) << 3) ^ std::size_t(k.kind);
         }
     };
-    struct FrameKeyHash {
-        std::size_t operator()(const std::tuple<StringId, StringId, std::int32_t>& k) const noexcept
-        {
-            return std::get<0>(k) * 1000003u ^ std::get<1>(k) * 10007u ^ std::size_t(std::get<2>(k));
-        }
-    };
+    std::uint64_t frameHash(StringId name, StringId file, std::int32_t line)
+    {
+        return detail::mix64((std::uint64_t(name) << 32 | file) ^ detail::mix64(static_cast<std::uint32_t>(line)));
+    }
+    std::uint64_t siteHash(std::span<const FrameId> frames)
+    {
+        std::uint64_t h = frames.size();
+        for (FrameId f : frames)
+            h = (h ^ f) * 0x9e3779b97f4a7c15ULL ^ (h >> 29);
+        return detail::mix64(h);
+    }
 } // namespace
 
 struct TraceBuilder::Impl {
     std::shared_ptr<detail::TraceBody> body = std::make_shared<detail::TraceBody>();
-    std::unordered_map<std::vector<FrameId>, SiteId, VectorHash> siteIndex;
+    // Sites and frames made by site() and frame() (not those appended raw), by their rows in `body`:
+    // flat indexes, no allocation per lookup.
+    detail::FlatIdIndex siteIndex;
     std::unordered_map<ScopeKey, ScopeId, ScopeKeyHash> scopeIndex;
-    std::unordered_map<std::tuple<StringId, StringId, std::int32_t>, FrameId, FrameKeyHash> frameIndex;
+    detail::FlatIdIndex frameIndex;
     std::map<std::pair<DeviceType, std::int32_t>, DeviceId> deviceIndex;
     std::map<std::pair<DeviceId, std::uint64_t>, StreamId> streamIndex;
 };
@@ -93,22 +92,39 @@ StreamId TraceBuilder::stream(DeviceId device, std::uint64_t handle)
 
 FrameId TraceBuilder::frame(std::string_view name, std::string_view file, std::int32_t line)
 {
-    auto key = std::make_tuple(intern(name), intern(file), line);
-    auto [it, inserted] = m_impl->frameIndex.try_emplace(key, 0);
-    if (inserted)
-        it->second = appendFrame(Frame { std::get<0>(key), std::get<1>(key), line });
-    return it->second;
+    // The file first: the former make_tuple(intern(name), intern(file), line) evaluated its arguments
+    // right to left (g++), and string ids follow the order of interning, so .gmt files stay the same.
+    const StringId fileId = intern(file);
+    const StringId nameId = intern(name);
+    const auto& frames = m_impl->body->frames;
+    const std::uint64_t h = frameHash(nameId, fileId, line);
+    const std::uint32_t none = ~0u;
+    const std::uint32_t found = m_impl->frameIndex.find(h, none, [&](std::uint32_t id) {
+        const Frame& f = frames[id];
+        return f.name == nameId && f.file == fileId && f.line == line;
+    });
+    if (found != none)
+        return static_cast<FrameId>(found);
+    const FrameId id = appendFrame(Frame { nameId, fileId, line });
+    m_impl->frameIndex.insert(h, id);
+    return id;
 }
 
 SiteId TraceBuilder::site(std::span<const FrameId> frames)
 {
     if (frames.empty())
         return 0;
-    std::vector<FrameId> key(frames.begin(), frames.end());
-    if (auto it = m_impl->siteIndex.find(key); it != m_impl->siteIndex.end())
-        return it->second;
-    SiteId id = appendSite(frames);
-    m_impl->siteIndex.emplace(std::move(key), id);
+    const auto& b = *m_impl->body;
+    const std::uint64_t h = siteHash(frames);
+    const std::uint32_t none = ~0u;
+    const std::uint32_t found = m_impl->siteIndex.find(h, none, [&](std::uint32_t id) {
+        const std::uint32_t begin = b.siteOffsets[id], end = b.siteOffsets[id + 1];
+        return end - begin == frames.size() && std::equal(frames.begin(), frames.end(), b.siteFrames.begin() + begin);
+    });
+    if (found != none)
+        return static_cast<SiteId>(found);
+    const SiteId id = appendSite(frames);
+    m_impl->siteIndex.insert(h, id);
     return id;
 }
 

@@ -1,5 +1,6 @@
 #include "core/importers/snapshot_importer.h"
 
+#include "core/detail/flat_id_index.h"
 #include "core/file_io.h"
 #include "core/trace_builder.h"
 
@@ -163,6 +164,316 @@ namespace {
         std::size_t subIndex = 0;
     };
 
+    // A set of container indexes: open addressing, no allocation per element (one per segment and
+    // blocks list; std::unordered_set allocated a node for each).
+    class FlatSet {
+    public:
+        explicit FlatSet(std::size_t expected)
+            : m_slots(std::bit_ceil(std::max<std::size_t>(16, 2 * expected)), kEmpty)
+        {
+        }
+        // True if `v` was not in the set.
+        bool insert(std::uint64_t v)
+        {
+            if (v == kEmpty) {
+                bool fresh = !m_hasEmptyValue;
+                m_hasEmptyValue = true;
+                return fresh;
+            }
+            if (2 * (m_count + 1) > m_slots.size()) {
+                std::vector<std::uint64_t> old(m_slots.size() * 2, kEmpty);
+                old.swap(m_slots);
+                m_count = 0;
+                for (std::uint64_t o : old)
+                    if (o != kEmpty)
+                        insert(o);
+            }
+            const std::size_t mask = m_slots.size() - 1;
+            for (std::size_t i = static_cast<std::size_t>(detail::mix64(v)) & mask;; i = (i + 1) & mask) {
+                if (m_slots[i] == v)
+                    return false;
+                if (m_slots[i] == kEmpty) {
+                    m_slots[i] = v;
+                    ++m_count;
+                    return true;
+                }
+            }
+        }
+
+    private:
+        static constexpr std::uint64_t kEmpty = ~std::uint64_t(0);
+        std::vector<std::uint64_t> m_slots;
+        std::size_t m_count = 0;
+        bool m_hasEmptyValue = false;
+    };
+
+    // Blocks by address for the backward walk: open addressing (linear probing, deletion by backward
+    // shift) over indexes into a vector of values, so an insert or erase allocates nothing (the
+    // unordered_map it replaces allocated a node per block). Erased values stay in the vector, marked.
+    template <typename T> class AddressMap {
+    public:
+        explicit AddressMap(std::size_t expected)
+            : m_slots(std::bit_ceil(std::max<std::size_t>(16, 2 * expected)))
+        {
+            m_values.reserve(expected);
+        }
+        T* find(Address key)
+        {
+            const std::size_t mask = m_slots.size() - 1;
+            for (std::size_t i = home(key, mask);; i = (i + 1) & mask) {
+                const Slot& s = m_slots[i];
+                if (s.indexPlusOne == 0)
+                    return nullptr;
+                if (s.key == key)
+                    return &m_values[s.indexPlusOne - 1].value;
+            }
+        }
+        // The value at `key`, default-constructed if absent; true if it was inserted.
+        std::pair<T*, bool> tryEmplace(Address key)
+        {
+            if (2 * (m_count + 1) > m_slots.size())
+                grow();
+            const std::size_t mask = m_slots.size() - 1;
+            std::size_t i = home(key, mask);
+            for (; m_slots[i].indexPlusOne != 0; i = (i + 1) & mask)
+                if (m_slots[i].key == key)
+                    return { &m_values[m_slots[i].indexPlusOne - 1].value, false };
+            m_values.push_back(Value { key, T {}, true });
+            m_slots[i] = Slot { key, static_cast<std::uint32_t>(m_values.size()) };
+            ++m_count;
+            return { &m_values.back().value, true };
+        }
+        void erase(Address key)
+        {
+            const std::size_t mask = m_slots.size() - 1;
+            std::size_t i = home(key, mask);
+            for (; m_slots[i].indexPlusOne != 0; i = (i + 1) & mask)
+                if (m_slots[i].key == key)
+                    break;
+            if (m_slots[i].indexPlusOne == 0)
+                return;
+            m_values[m_slots[i].indexPlusOne - 1].alive = false;
+            --m_count;
+            // Backward shift: move later members of the probe run into the hole where they may go.
+            for (std::size_t j = (i + 1) & mask; m_slots[j].indexPlusOne != 0; j = (j + 1) & mask) {
+                const std::size_t k = home(m_slots[j].key, mask);
+                if (((j - k) & mask) >= ((j - i) & mask)) {
+                    m_slots[i] = m_slots[j];
+                    i = j;
+                }
+            }
+            m_slots[i] = Slot {};
+        }
+        std::size_t size() const { return m_count; }
+        // Calls f(key, value&) for every member, in insertion order.
+        template <typename F> void forEach(F&& f)
+        {
+            for (Value& v : m_values)
+                if (v.alive)
+                    f(v.key, v.value);
+        }
+
+    private:
+        struct Slot {
+            Address key = 0;
+            std::uint32_t indexPlusOne = 0; // 0 = empty
+        };
+        struct Value {
+            Address key;
+            T value;
+            bool alive;
+        };
+        static std::size_t home(Address key, std::size_t mask) { return static_cast<std::size_t>(detail::mix64(key)) & mask; }
+        void grow()
+        {
+            std::vector<Slot> old(m_slots.size() * 2);
+            old.swap(m_slots);
+            const std::size_t mask = m_slots.size() - 1;
+            for (const Slot& s : old)
+                if (s.indexPlusOne != 0) {
+                    std::size_t i = home(s.key, mask);
+                    while (m_slots[i].indexPlusOne != 0)
+                        i = (i + 1) & mask;
+                    m_slots[i] = s;
+                }
+        }
+        std::vector<Slot> m_slots;
+        std::vector<Value> m_values;
+        std::size_t m_count = 0;
+    };
+
+    // The field a dict key names. PyTorch builds its dicts with the same keys in the same order, and
+    // the pickle shares the key strings through the memo, so the key at a position is nearly always
+    // the very string (same offset) seen there before: that is checked first, and the text is
+    // compared only on a miss. `ByText` maps a key's text to the field.
+    template <typename Field, Field (*ByText)(std::string_view)> class KeyFieldCache {
+    public:
+        explicit KeyFieldCache(const PickleDocument& doc)
+            : m_doc(doc)
+        {
+        }
+        Field field(const PickleValue& key, std::size_t position)
+        {
+            if (position < kSlots) {
+                const Slot& s = m_slots[position];
+                if (key.bits == s.bits && key.length == s.length && key.kind == s.kind) [[likely]]
+                    return s.field;
+            }
+            Field f = ByText(m_doc.text(key));
+            if (position < kSlots)
+                m_slots[position] = Slot { key.bits, key.length, key.kind, f };
+            return f;
+        }
+
+    private:
+        struct Slot {
+            std::uint64_t bits = 0;
+            std::uint32_t length = 0;
+            PickleKind kind = PickleKind::None; // None never matches a key (keys are Str or Binary)
+            Field field {};
+        };
+        static constexpr std::size_t kSlots = 16;
+        const PickleDocument& m_doc;
+        std::array<Slot, kSlots> m_slots {};
+    };
+
+    enum class EntryField : std::uint8_t { Other, Addr, Size, Action, Stream, Frames, TimeUs, CompileContext };
+    EntryField entryFieldByText(std::string_view key)
+    {
+        if (key == "addr")
+            return EntryField::Addr;
+        if (key == "size")
+            return EntryField::Size;
+        if (key == "action")
+            return EntryField::Action;
+        if (key == "stream")
+            return EntryField::Stream;
+        if (key == "frames")
+            return EntryField::Frames;
+        if (key == "time_us")
+            return EntryField::TimeUs;
+        if (key == "compile_context")
+            return EntryField::CompileContext;
+        return EntryField::Other;
+    }
+    using EntryFieldCache = KeyFieldCache<EntryField, entryFieldByText>;
+
+    // The keys of the last trace entry read the slow way, and where each field sits among them.
+    // PyTorch writes every entry with the same keys in the same order (memoized strings), so nearly
+    // every entry matches: its fields are then read by position, without a branch per key. An entry
+    // with a repeated field, more than 16 keys or a BigInt value takes the slow way.
+    class EntryShape {
+    public:
+        explicit EntryShape(const PickleDocument&) { }
+        bool matches(std::span<const PickleValue> kv) const
+        {
+            if (m_pairs == 0 || kv.size() != 2 * m_pairs)
+                return false;
+            bool same = true;
+            for (std::size_t k = 0; k < m_pairs; ++k) {
+                const PickleValue& key = kv[2 * k];
+                same &= key.bits == m_keys[k].bits && key.length == m_keys[k].length && key.kind == m_keys[k].kind;
+            }
+            return same;
+        }
+        bool anyBigInt(std::span<const PickleValue> kv) const
+        {
+            bool big = false;
+            for (EntryField f : { EntryField::Addr, EntryField::Size, EntryField::Stream, EntryField::TimeUs }) {
+                const std::int8_t p = position[static_cast<std::size_t>(f)];
+                big |= p >= 0 && kv[2 * static_cast<std::size_t>(p) + 1].kind == PickleKind::BigInt;
+            }
+            return big;
+        }
+        void learn(std::span<const PickleValue> kv, EntryFieldCache& fields)
+        {
+            m_pairs = 0;
+            if (kv.size() / 2 > m_keys.size() || kv.size() % 2 != 0)
+                return;
+            position.fill(-1);
+            for (std::size_t k = 0; k < kv.size() / 2; ++k) {
+                const EntryField f = fields.field(kv[2 * k], k);
+                if (f != EntryField::Other) {
+                    if (position[static_cast<std::size_t>(f)] >= 0)
+                        return; // a repeated field: the last one wins, which the slow way handles
+                    position[static_cast<std::size_t>(f)] = static_cast<std::int8_t>(k);
+                }
+                m_keys[k] = kv[2 * k];
+            }
+            m_pairs = kv.size() / 2;
+        }
+        std::array<std::int8_t, 8> position {}; // by EntryField; -1 = absent
+
+    private:
+        std::size_t m_pairs = 0; // 0 = no shape
+        std::array<PickleValue, 16> m_keys {};
+    };
+
+    enum class SegmentField : std::uint8_t {
+        Other,
+        Device,
+        Address,
+        TotalSize,
+        AllocatedSize,
+        ActiveSize,
+        RequestedSize,
+        Stream,
+        SegmentType,
+        IsExpandable,
+        SegmentPoolId,
+        Blocks,
+    };
+    SegmentField segmentFieldByText(std::string_view key)
+    {
+        static constexpr std::pair<std::string_view, SegmentField> kFields[] = {
+            { "device", SegmentField::Device },
+            { "address", SegmentField::Address },
+            { "total_size", SegmentField::TotalSize },
+            { "allocated_size", SegmentField::AllocatedSize },
+            { "active_size", SegmentField::ActiveSize },
+            { "requested_size", SegmentField::RequestedSize },
+            { "stream", SegmentField::Stream },
+            { "segment_type", SegmentField::SegmentType },
+            { "is_expandable", SegmentField::IsExpandable },
+            { "segment_pool_id", SegmentField::SegmentPoolId },
+            { "blocks", SegmentField::Blocks },
+        };
+        for (const auto& [text, field] : kFields)
+            if (key == text)
+                return field;
+        return SegmentField::Other;
+    }
+
+    enum class BlockField : std::uint8_t { Other, Size, Address, RequestedSize, State, Frames, History };
+    BlockField blockFieldByText(std::string_view key)
+    {
+        if (key == "size")
+            return BlockField::Size;
+        if (key == "address")
+            return BlockField::Address;
+        if (key == "requested_size")
+            return BlockField::RequestedSize;
+        if (key == "state")
+            return BlockField::State;
+        if (key == "frames")
+            return BlockField::Frames;
+        if (key == "history")
+            return BlockField::History;
+        return BlockField::Other;
+    }
+
+    enum class FrameField : std::uint8_t { Other, Name, Filename, Line };
+    FrameField frameFieldByText(std::string_view key)
+    {
+        if (key == "name")
+            return FrameField::Name;
+        if (key == "filename")
+            return FrameField::Filename;
+        if (key == "line")
+            return FrameField::Line;
+        return FrameField::Other;
+    }
+
     class SnapshotReader {
     public:
         SnapshotReader(const PickleDocument& doc, TraceBuilder* builder)
@@ -260,34 +571,58 @@ namespace {
             out.reserve(segments.size());
             // PyTorch builds a fresh dict per segment and a fresh list per segment's blocks; a file
             // that shares them would make the work quadratic, so sharing is refused.
-            std::unordered_set<std::uint64_t> seen;
+            FlatSet seen(2 * segments.size());
             auto once = [&](const PickleValue& v, const Where& w) {
-                if (m_doc.isContainer(v) && !seen.insert(v.bits).second)
+                if (m_doc.isContainer(v) && !seen.insert(v.bits))
                     fail(w, "is the same object as an earlier segment or blocks list");
             };
+            bool firstBlocksHaveAddress = true; // for generation(): A has no block addresses
             for (std::size_t si = 0; si < segments.size(); ++si) {
                 const Where where("segments", si);
                 const PickleValue& s = dictItem(segments[si], where);
                 once(s, where);
+                // One pass over the keys (as PickleDocument::find: Str keys, the last one wins); the
+                // fields are then read in a fixed order, so errors and anomalies come as before.
+                std::array<const PickleValue*, 12> f {};
+                const auto skv = m_doc.items(s);
+                for (std::size_t k = 0; k + 1 < skv.size(); k += 2)
+                    if (skv[k].kind == PickleKind::Str)
+                        f[static_cast<std::size_t>(m_segmentFields.field(skv[k], k / 2))] = &skv[k + 1];
+                auto field = [&](SegmentField which) { return f[static_cast<std::size_t>(which)]; };
+                auto req = [&](SegmentField which, std::string_view key) -> const PickleValue& {
+                    if (!field(which))
+                        fail(where, "the field '" + std::string(key) + "' is missing");
+                    return *field(which);
+                };
+                auto opt = [&](SegmentField which, std::string_view key) -> std::int64_t {
+                    const PickleValue* v = field(which);
+                    return !v || v->kind == PickleKind::None ? 0 : toInt(*v, key, where);
+                };
                 DumpSegment d;
-                d.seg.device = static_cast<std::int32_t>(intField(s, "device", where));
-                d.seg.address = static_cast<Address>(intField(s, "address", where));
-                d.seg.totalSize = bytesField(s, "total_size", where);
-                d.allocatedSize = static_cast<Bytes>(optInt(s, "allocated_size", where).value_or(0));
-                d.activeSize = static_cast<Bytes>(optInt(s, "active_size", where).value_or(0));
-                d.requestedSize = static_cast<Bytes>(optInt(s, "requested_size", where).value_or(0));
-                d.seg.stream = static_cast<std::uint64_t>(optInt(s, "stream", where).value_or(0));
-                if (const PickleValue* t = m_doc.find(s, "segment_type"))
+                d.seg.device = static_cast<std::int32_t>(toInt(req(SegmentField::Device, "device"), "device", where));
+                d.seg.address = static_cast<Address>(toInt(req(SegmentField::Address, "address"), "address", where));
+                const std::int64_t total = toInt(req(SegmentField::TotalSize, "total_size"), "total_size", where);
+                if (total < 0)
+                    fail(where, "'total_size' is negative (" + std::to_string(total) + ")");
+                d.seg.totalSize = static_cast<Bytes>(total);
+                d.allocatedSize = static_cast<Bytes>(opt(SegmentField::AllocatedSize, "allocated_size"));
+                d.activeSize = static_cast<Bytes>(opt(SegmentField::ActiveSize, "active_size"));
+                d.requestedSize = static_cast<Bytes>(opt(SegmentField::RequestedSize, "requested_size"));
+                d.seg.stream = static_cast<std::uint64_t>(opt(SegmentField::Stream, "stream"));
+                if (const PickleValue* t = field(SegmentField::SegmentType))
                     d.seg.small = m_doc.text(*t) == "small";
-                if (const PickleValue* e = m_doc.find(s, "is_expandable"))
+                if (const PickleValue* e = field(SegmentField::IsExpandable))
                     d.seg.expandable = e->kind == PickleKind::Bool && e->bits != 0;
-                if (const PickleValue* p = m_doc.find(s, "segment_pool_id"); p && m_doc.items(*p).size() == 2) {
+                if (const PickleValue* p = field(SegmentField::SegmentPoolId); p && m_doc.items(*p).size() == 2) {
                     auto ids = m_doc.items(*p);
                     d.seg.poolId = { toInt(ids[0], "segment_pool_id", where), toInt(ids[1], "segment_pool_id", where) };
                     d.hasPool = true;
                 }
-                once(required(s, "blocks", where), where);
-                auto blocks = listField(s, "blocks", where);
+                const PickleValue& blocksValue = req(SegmentField::Blocks, "blocks");
+                once(blocksValue, where);
+                if (blocksValue.kind != PickleKind::List && blocksValue.kind != PickleKind::Tuple)
+                    fail(where, "'blocks' is a " + std::string(toString(blocksValue.kind)) + ", not a list");
+                auto blocks = m_doc.items(blocksValue);
                 d.seg.blocks.reserve(blocks.size());
                 d.blockFrames.reserve(blocks.size());
                 Address cursor = d.seg.address;
@@ -298,22 +633,35 @@ namespace {
                     const PickleValue *size = nullptr, *address = nullptr, *requested = nullptr, *state = nullptr,
                                       *frames = nullptr, *history = nullptr;
                     auto kv = m_doc.items(b);
+                    bool strAddressKey = false; // as PickleDocument::find sees it
                     for (std::size_t k = 0; k + 1 < kv.size(); k += 2) { // one pass: blocks are many
-                        std::string_view key = m_doc.text(kv[k]);
                         const PickleValue* v = &kv[k + 1];
-                        if (key == "size")
+                        switch (m_blockFields.field(kv[k], k / 2)) {
+                        case BlockField::Size:
                             size = v;
-                        else if (key == "address")
+                            break;
+                        case BlockField::Address:
                             address = v;
-                        else if (key == "requested_size")
+                            strAddressKey = strAddressKey || kv[k].kind == PickleKind::Str;
+                            break;
+                        case BlockField::RequestedSize:
                             requested = v;
-                        else if (key == "state")
+                            break;
+                        case BlockField::State:
                             state = v;
-                        else if (key == "frames")
+                            break;
+                        case BlockField::Frames:
                             frames = v;
-                        else if (key == "history")
+                            break;
+                        case BlockField::History:
                             history = v;
+                            break;
+                        case BlockField::Other:
+                            break;
+                        }
                     }
+                    if (bi == 0)
+                        firstBlocksHaveAddress = firstBlocksHaveAddress && strAddressKey;
                     if (!size)
                         fail(bwhere, "the field 'size' is missing");
                     if (!state)
@@ -361,6 +709,7 @@ namespace {
                 }
                 out.push_back(std::move(d));
             }
+            m_firstBlocksHaveAddress = firstBlocksHaveAddress;
             return out;
         }
 
@@ -368,13 +717,7 @@ namespace {
         std::string generation(
             const PickleValue& root, const std::vector<DumpSegment>& segs, bool anyTime, bool anyCompileContext)
         {
-            bool blockAddresses = true;
-            auto segments = m_doc.items(*m_doc.find(root, "segments"));
-            for (std::size_t i = 0; i < segments.size() && blockAddresses; ++i)
-                for (const auto& b : m_doc.items(*m_doc.find(segments[i], "blocks"))) {
-                    blockAddresses = m_doc.find(b, "address") != nullptr;
-                    break;
-                }
+            const bool blockAddresses = m_firstBlocksHaveAddress;
             (void)segs;
             if (!blockAddresses)
                 return "A";
@@ -392,7 +735,8 @@ namespace {
         // identity of its strings, and only then interned (with its text made valid UTF-8).
         FrameId frameOf(const PickleValue& f)
         {
-            auto idx = static_cast<std::size_t>(f.bits);
+            // By items identity: the parser gives repeated identical frame dicts one identity.
+            auto idx = static_cast<std::size_t>(m_doc.itemsIdentity(f));
             if (idx >= m_frameCache.size())
                 m_frameCache.resize(std::max<std::size_t>(idx + 1, m_frameCache.size() * 2), 0);
             FrameId& id = m_frameCache[idx];
@@ -402,13 +746,19 @@ namespace {
             std::int64_t line = 0;
             auto kv = m_doc.items(f);
             for (std::size_t k = 0; k + 1 < kv.size(); k += 2) {
-                std::string_view key = m_doc.text(kv[k]);
-                if (key == "name")
+                switch (m_frameFields.field(kv[k], k / 2)) {
+                case FrameField::Name:
                     name = kv[k + 1];
-                else if (key == "filename")
+                    break;
+                case FrameField::Filename:
                     file = kv[k + 1];
-                else if (key == "line")
+                    break;
+                case FrameField::Line:
                     line = m_doc.toInt(kv[k + 1]).value_or(0);
+                    break;
+                case FrameField::Other:
+                    break;
+                }
             }
             const FrameKey key { name.bits ^ (std::uint64_t(name.kind) << 56),
                 file.bits ^ (std::uint64_t(file.kind) << 56), name.length, file.length, line };
@@ -522,12 +872,15 @@ namespace {
                 i = (i + 1) & mask;
             m_siteSlots[i] = slot;
         }
-        static std::uint64_t siteHash(std::span<const PickleValue> key)
+        std::uint64_t siteHash(std::span<const PickleValue> key) const
         {
             // Four independent lanes: a single multiply chain would cost its latency per item, and
             // this hashes every frame reference of the trace (hundreds of thousands).
             constexpr std::uint64_t kMul = 0x9e3779b97f4a7c15ULL;
-            auto mix = [](const PickleValue& v) { return v.bits ^ (static_cast<std::uint64_t>(v.kind) << 58); };
+            // Items by identity: frame dicts the parser found identical share one (itemsIdentity).
+            auto mix = [this](const PickleValue& v) {
+                return m_doc.itemsIdentity(v) ^ (static_cast<std::uint64_t>(v.kind) << 58);
+            };
             std::uint64_t l0 = key.size(), l1 = 0x632be59bd9b4e019ULL, l2 = 0xbf58476d1ce4e5b9ULL,
                           l3 = 0x94d049bb133111ebULL;
             std::size_t i = 0;
@@ -549,10 +902,11 @@ namespace {
             h ^= h >> 33;
             return h;
         }
-        static bool sameItems(std::span<const PickleValue> a, std::span<const PickleValue> b)
+        bool sameItems(std::span<const PickleValue> a, std::span<const PickleValue> b) const
         {
             for (std::size_t i = 0; i < a.size(); ++i)
-                if (a[i].bits != b[i].bits || a[i].kind != b[i].kind || a[i].length != b[i].length)
+                if (a[i].kind != b[i].kind || a[i].length != b[i].length
+                    || (a[i].bits != b[i].bits && m_doc.itemsIdentity(a[i]) != m_doc.itemsIdentity(b[i])))
                     return false;
             return true;
         }
@@ -560,6 +914,11 @@ namespace {
         const PickleDocument& m_doc;
         TraceBuilder* m_b;
         ImportStats m_ownStats;
+        KeyFieldCache<SegmentField, segmentFieldByText> m_segmentFields { m_doc };
+        KeyFieldCache<BlockField, blockFieldByText> m_blockFields { m_doc };
+        KeyFieldCache<FrameField, frameFieldByText> m_frameFields { m_doc };
+        // Set by readSegments: every segment's first block has an "address" key (not generation A).
+        bool m_firstBlocksHaveAddress = true;
         struct FrameKey {
             std::uint64_t name, file; // string offsets (tagged with the kind)
             std::uint32_t nameLength, fileLength;
@@ -613,58 +972,27 @@ namespace {
         return ns;
     }
 
-    enum class EntryField : std::uint8_t { Other, Addr, Size, Action, Stream, Frames, TimeUs, CompileContext };
-
-    // The field a trace-entry key names. Pickled entries share their key strings through the memo,
-    // so the key at a position is nearly always the very string (same offset) seen there before:
-    // that is checked first, and the text is compared only on a miss.
-    class EntryFieldCache {
+    // actionFromString by the action string's identity: entries share the few action strings
+    // through the memo. Direct-mapped on the string's offset; a miss compares the text.
+    class ActionCache {
     public:
-        explicit EntryFieldCache(const PickleDocument& doc)
-            : m_doc(doc)
+        Action of(const PickleValue& value, std::string_view text)
         {
-        }
-        EntryField field(const PickleValue& key, std::size_t position)
-        {
-            if (position < kSlots) {
-                const Slot& s = m_slots[position];
-                if (key.bits == s.bits && key.length == s.length && key.kind == s.kind) [[likely]]
-                    return s.field;
-            }
-            EntryField f = byText(m_doc.text(key));
-            if (position < kSlots)
-                m_slots[position] = Slot { key.bits, key.length, key.kind, f };
-            return f;
+            Slot& s = m_slots[(value.bits * 0x9e3779b97f4a7c15ULL) >> 60];
+            if (s.kind == value.kind && s.bits == value.bits && s.length == value.length) [[likely]]
+                return s.action;
+            s = Slot { value.bits, value.length, value.kind, actionFromString(text) };
+            return s.action;
         }
 
     private:
-        static EntryField byText(std::string_view key)
-        {
-            if (key == "addr")
-                return EntryField::Addr;
-            if (key == "size")
-                return EntryField::Size;
-            if (key == "action")
-                return EntryField::Action;
-            if (key == "stream")
-                return EntryField::Stream;
-            if (key == "frames")
-                return EntryField::Frames;
-            if (key == "time_us")
-                return EntryField::TimeUs;
-            if (key == "compile_context")
-                return EntryField::CompileContext;
-            return EntryField::Other;
-        }
         struct Slot {
             std::uint64_t bits = 0;
             std::uint32_t length = 0;
-            PickleKind kind = PickleKind::None; // None never matches a key (keys are Str or Binary)
-            EntryField field = EntryField::Other;
+            PickleKind kind = PickleKind::None; // matches nothing: None has no text
+            Action action = Action::Unknown;
         };
-        static constexpr std::size_t kSlots = 16;
-        const PickleDocument& m_doc;
-        std::array<Slot, kSlots> m_slots {};
+        std::array<Slot, 16> m_slots {};
     };
 
     struct RoundingConfig {
@@ -798,6 +1126,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
     // ---- trace entries --------------------------------------------------------------------------------
     auto traces = r.listField(root, "device_traces", "top level");
     EntryFieldCache entryFields(doc);
+    EntryShape shape(doc);
+    ActionCache actions;
     std::vector<std::vector<Entry>> entries(traces.size());
     bool anyTime = false, anyMissingTime = false, anyCompileContext = false;
     std::uint64_t unknownActions = 0;
@@ -815,48 +1145,78 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             std::string_view action;
             bool hasAction = false, hasTime = false;
             const auto kv = doc.items(e);
-            // One pass over the entry's keys (faster than a lookup per field).
-            for (std::size_t k = 0; k + 1 < kv.size(); k += 2) {
-                const PickleValue& v = kv[k + 1];
-                auto asInt = [&] {
-                    if (v.kind == PickleKind::BigInt)
-                        r.stats().add("big_int_clamped", Severity::Warning,
-                            SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": '"
-                                + sanitizeUtf8(doc.text(kv[k])) + "' was clamped to 64 bits");
-                    return doc.toInt(v).value_or(0);
+            const PickleValue* actionValue = nullptr;
+            if (shape.matches(kv) && !shape.anyBigInt(kv)) {
+                // The keys are those of the shape: the values are where the shape says.
+                auto at = [&](EntryField f) -> const PickleValue* {
+                    const std::int8_t p = shape.position[static_cast<std::size_t>(f)];
+                    return p < 0 ? nullptr : &kv[2 * static_cast<std::size_t>(p) + 1];
                 };
-                switch (entryFields.field(kv[k], k / 2)) {
-                case EntryField::Addr:
-                    entry.addr = static_cast<Address>(asInt());
-                    break;
-                case EntryField::Size:
-                    entry.size = static_cast<Bytes>(std::max<std::int64_t>(0, asInt()));
-                    break;
-                case EntryField::Action:
-                    action = doc.text(v);
-                    hasAction = true;
-                    break;
-                case EntryField::Stream:
-                    entry.stream = static_cast<std::uint64_t>(asInt());
-                    break;
-                case EntryField::Frames:
-                    entry.frames = v;
-                    break;
-                case EntryField::TimeUs:
-                    entry.time = microsecondsToNs(asInt());
+                const PickleValue *addr = at(EntryField::Addr), *size = at(EntryField::Size),
+                                  *act = at(EntryField::Action), *stream = at(EntryField::Stream),
+                                  *frames = at(EntryField::Frames), *time = at(EntryField::TimeUs);
+                auto intOf = [&](const PickleValue* v) { return v ? doc.toInt(*v).value_or(0) : 0; };
+                entry.addr = static_cast<Address>(intOf(addr));
+                entry.size = static_cast<Bytes>(std::max<std::int64_t>(0, intOf(size)));
+                entry.stream = static_cast<std::uint64_t>(intOf(stream));
+                if (time) {
+                    entry.time = microsecondsToNs(intOf(time));
                     hasTime = true;
-                    break;
-                case EntryField::CompileContext:
-                    anyCompileContext = true;
-                    break;
-                case EntryField::Other:
-                    break;
                 }
+                if (frames)
+                    entry.frames = *frames;
+                if (act) {
+                    action = doc.text(*act);
+                    actionValue = act;
+                    hasAction = true;
+                }
+                anyCompileContext = anyCompileContext || shape.position[static_cast<std::size_t>(EntryField::CompileContext)] >= 0;
+            } else {
+                // One pass over the entry's keys (faster than a lookup per field).
+                for (std::size_t k = 0; k + 1 < kv.size(); k += 2) {
+                    const PickleValue& v = kv[k + 1];
+                    auto asInt = [&] {
+                        if (v.kind == PickleKind::BigInt)
+                            r.stats().add("big_int_clamped", Severity::Warning,
+                                SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": '"
+                                    + sanitizeUtf8(doc.text(kv[k])) + "' was clamped to 64 bits");
+                        return doc.toInt(v).value_or(0);
+                    };
+                    switch (entryFields.field(kv[k], k / 2)) {
+                    case EntryField::Addr:
+                        entry.addr = static_cast<Address>(asInt());
+                        break;
+                    case EntryField::Size:
+                        entry.size = static_cast<Bytes>(std::max<std::int64_t>(0, asInt()));
+                        break;
+                    case EntryField::Action:
+                        action = doc.text(v);
+                        actionValue = &v;
+                        hasAction = true;
+                        break;
+                    case EntryField::Stream:
+                        entry.stream = static_cast<std::uint64_t>(asInt());
+                        break;
+                    case EntryField::Frames:
+                        entry.frames = v;
+                        break;
+                    case EntryField::TimeUs:
+                        entry.time = microsecondsToNs(asInt());
+                        hasTime = true;
+                        break;
+                    case EntryField::CompileContext:
+                        anyCompileContext = true;
+                        break;
+                    case EntryField::Other:
+                        break;
+                    }
+                }
+                shape.learn(kv, entryFields);
             }
             if (!hasAction)
                 r.fail(SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i),
                     "the field 'action' is missing");
-            entry.action = actionFromString(action);
+            entry.action = actions.of(*actionValue, action);
             if (entry.action == Action::Unknown) {
                 if (unknownActions++ == 0)
                     firstUnknown = SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": action '"
@@ -915,6 +1275,10 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
         b.memoryColumns().reserve(events);
     }
     std::string detail;
+    // Three marks per device (after the backward walk, the pre-window state, the forward replay), from
+    // 0.4 to 0.8; bench/snapshot_import_bench --phases names the phases by them.
+    std::size_t deviceMarks = 0;
+    auto deviceProgress = [&] { progress(0.4 + 0.4 * double(++deviceMarks) / double(3 * ordinals.size())); };
     for (std::int32_t ordinal : ordinals) {
         const DeviceId device = b.device(DeviceType::Cuda, ordinal);
         static const std::vector<Entry> kNoEntries;
@@ -954,13 +1318,15 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 segLive[s->seg.address] = PreSegment { s->seg.totalSize, s->seg.stream };
         }
         // Backward walk over blocks.
-        std::unordered_map<Address, PreBlock> live;
-        live.reserve(list.size() / 2 + 64);
+        std::size_t dumpBlocks = 0;
+        for (const DumpSegment* s : segs)
+            dumpBlocks += s->seg.blocks.size();
+        AddressMap<PreBlock> live(list.size() / 2 + dumpBlocks + 64);
         for (const DumpSegment* s : segs)
             for (std::size_t bi = 0; bi < s->seg.blocks.size(); ++bi) {
                 const SnapshotBlock& blk = s->seg.blocks[bi];
                 if (blk.state != SnapshotBlockState::Inactive)
-                    live[blk.address]
+                    *live.tryEmplace(blk.address).first
                         = PreBlock { blk.size, blk.requestedSize, blk.state, false, s->seg.stream, s->blockFrames[bi] };
             }
         for (auto it = list.rbegin(); it != list.rend(); ++it) {
@@ -986,18 +1352,18 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 mappedStream[e.addr] = e.stream;
                 break;
             case Action::Alloc: {
-                auto found = live.find(e.addr);
-                if (found == live.end() || found->second.state != SnapshotBlockState::ActiveAllocated)
+                PreBlock* found = live.find(e.addr);
+                if (!found || found->state != SnapshotBlockState::ActiveAllocated)
                     warn("alloc_not_live_after", &e,
                         "alloc at " + std::to_string(e.addr)
                             + " is neither active in `segments` nor freed later in the trace");
                 else
-                    live.erase(found);
+                    live.erase(e.addr);
                 break;
             }
             case Action::FreeRequested: {
-                auto [found, inserted] = live.try_emplace(e.addr);
-                PreBlock& blk = found->second;
+                auto [found, inserted] = live.tryEmplace(e.addr);
+                PreBlock& blk = *found;
                 if (inserted)
                     blk = PreBlock { pytorchRoundSize(e.size, rounding.divisions), e.size,
                         SnapshotBlockState::ActiveAllocated, true, e.stream, e.frames };
@@ -1009,12 +1375,12 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 break;
             }
             case Action::FreeCompleted: {
-                auto [found, inserted] = live.try_emplace(e.addr);
+                auto [found, inserted] = live.tryEmplace(e.addr);
                 if (!inserted)
                     warn("free_of_live_block", &e,
                         "free_completed at " + std::to_string(e.addr)
                             + " of a block that is active later without an alloc");
-                found->second = PreBlock { pytorchRoundSize(e.size, rounding.divisions), e.size,
+                *found = PreBlock { pytorchRoundSize(e.size, rounding.divisions), e.size,
                     SnapshotBlockState::ActivePendingFree, true, e.stream, e.frames };
                 break;
             }
@@ -1022,6 +1388,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 break;
             }
         }
+
+        deviceProgress();
 
         // The pre-window state, as a map, and the events that create it.
         SegmentBlockMap state;
@@ -1058,8 +1426,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
         }
         std::vector<std::pair<Address, PreBlock*>> preBlocks;
         preBlocks.reserve(live.size());
-        for (auto& [addr, blk] : live)
-            preBlocks.emplace_back(addr, &blk);
+        live.forEach([&](Address addr, PreBlock& blk) { preBlocks.emplace_back(addr, &blk); });
         std::sort(preBlocks.begin(), preBlocks.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
         // Exact blocks first, so that a guessed size cannot push out a known block.
         for (int pass = 0; pass < 2; ++pass)
@@ -1111,6 +1478,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             { "events_before_trace", pre.size() },
         };
         reconstruction.push_back(std::move(rec));
+        deviceProgress();
 
         // Forward: the recorded events, with block sizes from the allocator's rule.
         TimeNs last = std::numeric_limits<TimeNs>::min();
@@ -1198,17 +1566,22 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 "device " + std::to_string(ordinal)
                     + ": time_us decreases between entries; those entries keep their order (time clamped)",
                 backwards);
+        deviceProgress();
     }
     b.metadata()["reconstruction"] = std::move(reconstruction);
-    progress(0.8);
+    if (ordinals.empty())
+        progress(0.8);
 
     // ---- segments at dump (for the replay engine: pool, type, expandable), as columns ----------------
     {
-        nlohmann::json device = nlohmann::json::array(), address = nlohmann::json::array(),
-                       total = nlohmann::json::array(), allocated = nlohmann::json::array(),
-                       activeSize = nlohmann::json::array(), requested = nlohmann::json::array(),
-                       stream = nlohmann::json::array(), type = nlohmann::json::array(), pool = nlohmann::json::array(),
-                       expandable = nlohmann::json::array(), blocks = nlohmann::json::array();
+        auto column = [&] {
+            nlohmann::json j = nlohmann::json::array();
+            j.get_ref<nlohmann::json::array_t&>().reserve(dump.size());
+            return j;
+        };
+        nlohmann::json device = column(), address = column(), total = column(), allocated = column(),
+                       activeSize = column(), requested = column(), stream = column(), type = column(),
+                       pool = column(), expandable = column(), blocks = column();
         for (const auto& d : dump) {
             device.push_back(d.seg.device);
             address.push_back(d.seg.address);

@@ -53,7 +53,9 @@
 //
 // Bounds: the work stays linear in the file size even for a hostile pickle that shares containers
 // (a snapshot dict has at most 64 fields, segment dicts and blocks lists may not be shared, a
-// frames list is resolved once, history search stops after 16 entries); docs/pytorch-snapshot.md.
+// frames list and a frame dict are resolved once per items identity, history search stops after 16
+// entries; a trace entry whose keys repeat those of the entry before is read by position, in time
+// linear in its keys); docs/pytorch-snapshot.md.
 //
 // Thread-safety: the functions are reentrant; they share no state.
 #include "core/importer.h"

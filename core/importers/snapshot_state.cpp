@@ -26,14 +26,30 @@ std::map<Address, SegmentBlockMap::Segment>::const_iterator SegmentBlockMap::con
 {
     if (m_last != m_segments.end() && address - m_last->first < m_last->second.size)
         return m_last;
+    const std::uint64_t granule = address >> 21;
+    CachedSegment& cached = m_cache[(granule ^ (granule >> 8) ^ (granule >> 16)) & (m_cache.size() - 1)];
+    if (cached.generation == m_generation && address - cached.it->first < cached.it->second.size)
+        return m_last = cached.it;
     auto it = m_segments.upper_bound(address);
     if (it == m_segments.begin())
         return m_segments.end();
     --it;
     if (address - it->first >= it->second.size)
         return m_segments.end();
+    cached = CachedSegment { it, m_generation };
     m_last = it;
     return it;
+}
+
+SegmentBlockMap::Lookup SegmentBlockMap::lookup(Address address) const
+{
+    if (m_hint.version == m_version && m_hint.address == address)
+        return m_hint.found;
+    Lookup found { containing(address), {} };
+    if (found.seg != m_segments.end())
+        found.lower = found.seg->second.active.lower_bound(address);
+    m_hint = Hint { address, found, m_version };
+    return found;
 }
 
 std::map<Address, SegmentBlockMap::Segment>::iterator SegmentBlockMap::containing(Address address)
@@ -42,32 +58,81 @@ std::map<Address, SegmentBlockMap::Segment>::iterator SegmentBlockMap::containin
     return m_segments.erase(it, it); // the mutable iterator to the same element (erases nothing)
 }
 
-SegmentBlockMap::SegmentBlockMap(const SegmentBlockMap& other)
-    : m_segments(other.m_segments)
+namespace detail {
+    void* BlockNodePool::allocate(std::size_t bytes)
+    {
+        constexpr std::size_t kAlign = alignof(std::max_align_t);
+        if (m_nodeBytes == 0)
+            m_nodeBytes = (std::max(bytes, sizeof(FreeNode)) + kAlign - 1) / kAlign * kAlign;
+        if (bytes > m_nodeBytes) // the decision depends on `bytes` only, so deallocate makes the same one
+            return ::operator new(bytes);
+        if (!m_free) {
+            constexpr std::size_t kNodes = 64;
+            std::byte* chunk = m_chunks.emplace_back(std::make_unique<std::byte[]>(kNodes * m_nodeBytes)).get();
+            for (std::size_t i = kNodes; i-- > 0;)
+                m_free = ::new (chunk + i * m_nodeBytes) FreeNode { m_free };
+        }
+        FreeNode* node = m_free;
+        m_free = node->next;
+        return node;
+    }
+    void BlockNodePool::deallocate(void* p, std::size_t bytes) noexcept
+    {
+        if (bytes > m_nodeBytes) {
+            ::operator delete(p);
+            return;
+        }
+        m_free = ::new (p) FreeNode { m_free };
+    }
+} // namespace detail
+
+SegmentBlockMap::Segment SegmentBlockMap::newSegment(Bytes size, bool expandable)
 {
+    if (!m_pool)
+        m_pool = std::make_unique<detail::BlockNodePool>();
+    return Segment { size, expandable, ActiveBlocks(ActiveBlocks::allocator_type(m_pool.get())) };
 }
+
+void SegmentBlockMap::copySegments(const SegmentBlockMap& other)
+{
+    // Node by node into this map's own pool: a copy must not share a pool (or a cache) with the original.
+    for (const auto& [start, seg] : other.m_segments) {
+        Segment copy = newSegment(seg.size, seg.expandable);
+        copy.active.insert(seg.active.begin(), seg.active.end());
+        m_segments.emplace_hint(m_segments.end(), start, std::move(copy));
+    }
+}
+
+SegmentBlockMap::SegmentBlockMap(const SegmentBlockMap& other) { copySegments(other); }
 SegmentBlockMap& SegmentBlockMap::operator=(const SegmentBlockMap& other)
 {
-    m_segments = other.m_segments;
-    m_last = m_segments.end();
+    if (this != &other) {
+        m_segments.clear();
+        copySegments(other);
+    }
+    forgetSegments();
     return *this;
 }
 SegmentBlockMap::SegmentBlockMap(SegmentBlockMap&& other) noexcept
-    : m_segments(std::move(other.m_segments))
+    : m_pool(std::move(other.m_pool))
+    , m_segments(std::move(other.m_segments))
 {
-    other.m_last = other.m_segments.end();
+    other.forgetSegments();
 }
 SegmentBlockMap& SegmentBlockMap::operator=(SegmentBlockMap&& other) noexcept
 {
-    m_segments = std::move(other.m_segments);
-    m_last = m_segments.end();
-    other.m_last = other.m_segments.end();
+    if (this != &other) {
+        m_segments = std::move(other.m_segments); // frees this map's nodes into its pool first
+        m_pool = std::move(other.m_pool);
+    }
+    forgetSegments();
+    other.forgetSegments();
     return *this;
 }
 
 std::string SegmentBlockMap::addSegment(Address address, Bytes size, bool expandable, std::string& detail)
 {
-    m_last = m_segments.end();
+    forgetSegments();
     if (size == 0) {
         detail = "segment " + range(address, size) + " has no bytes";
         return "empty_segment";
@@ -82,7 +147,7 @@ std::string SegmentBlockMap::addSegment(Address address, Bytes size, bool expand
         detail = "segment " + range(address, size) + " overlaps a segment that is still mapped";
         return "segment_overlap";
     }
-    Segment seg { size, expandable, {} };
+    Segment seg = newSegment(size, expandable);
     Address start = address;
     if (expandable) {
         // snapshot() reports one segment per contiguous mapped range of an expandable segment.
@@ -108,7 +173,7 @@ std::string SegmentBlockMap::addSegment(Address address, Bytes size, bool expand
 
 std::string SegmentBlockMap::removeSegment(Address address, Bytes size, bool expandable, std::string& detail)
 {
-    m_last = m_segments.end();
+    forgetSegments();
     if (!expandable) {
         auto it = m_segments.find(address);
         if (it == m_segments.end() || it->second.expandable) {
@@ -137,10 +202,10 @@ std::string SegmentBlockMap::removeSegment(Address address, Bytes size, bool exp
     const Address segStart = it->first;
     const Address segEnd = segStart + seg.size;
     m_segments.erase(it);
-    m_last = m_segments.end();
+    forgetSegments();
     std::string code;
-    Segment left { address - segStart, true, {} };
-    Segment right { segEnd - (address + size), true, {} };
+    Segment left = newSegment(address - segStart, true);
+    Segment right = newSegment(segEnd - (address + size), true);
     for (auto& [a, block] : seg.active) {
         if (a + block.size <= address)
             left.active.emplace(a, block);
@@ -160,14 +225,15 @@ std::string SegmentBlockMap::removeSegment(Address address, Bytes size, bool exp
 
 std::string SegmentBlockMap::allocate(Address address, Bytes size, Bytes requested, std::string& detail)
 {
-    auto seg = containing(address);
-    if (seg == m_segments.end() || address + size > seg->first + seg->second.size) {
+    const Lookup found = lookup(address);
+    if (found.seg == m_segments.end() || address + size > found.seg->first + found.seg->second.size) {
         detail = "block " + range(address, size) + " is not inside a segment";
         return "alloc_outside_segment";
     }
-    auto& active = seg->second.active;
+    auto& active = m_segments.erase(found.seg, found.seg)->second.active; // the mutable segment
+    ++m_version;
     std::string code;
-    auto it = active.lower_bound(address);
+    auto it = active.erase(found.lower, found.lower); // lower_bound(address), mutable
     if (it != active.begin() && std::prev(it)->first + std::prev(it)->second.size > address)
         --it;
     while (it != active.end() && it->first < address + size) {
@@ -175,19 +241,19 @@ std::string SegmentBlockMap::allocate(Address address, Bytes size, Bytes request
         code = "alloc_overlaps_block";
         it = active.erase(it);
     }
-    active.emplace(address, SnapshotBlock { address, size, requested, SnapshotBlockState::ActiveAllocated });
+    // `it` is the first block at or after address + size: where the new block goes.
+    active.emplace_hint(it, address, SnapshotBlock { address, size, requested, SnapshotBlockState::ActiveAllocated });
     return code;
 }
 
 std::string SegmentBlockMap::freeRequested(Address address, std::string& detail)
 {
-    auto seg = containing(address);
-    if (seg != m_segments.end()) {
-        auto it = seg->second.active.find(address);
-        if (it != seg->second.active.end() && it->second.state == SnapshotBlockState::ActiveAllocated) {
-            it->second.state = SnapshotBlockState::ActivePendingFree;
-            return {};
-        }
+    const Lookup found = lookup(address);
+    if (found.seg != m_segments.end() && found.lower != found.seg->second.active.end()
+        && found.lower->first == address && found.lower->second.state == SnapshotBlockState::ActiveAllocated) {
+        auto& active = m_segments.erase(found.seg, found.seg)->second.active;
+        active.erase(found.lower, found.lower)->second.state = SnapshotBlockState::ActivePendingFree;
+        return {};
     }
     detail = "free_requested of address " + std::to_string(address) + ", which is not an allocated block";
     return "free_of_unknown_block";
@@ -195,13 +261,12 @@ std::string SegmentBlockMap::freeRequested(Address address, std::string& detail)
 
 std::string SegmentBlockMap::freeCompleted(Address address, std::string& detail)
 {
-    auto seg = containing(address);
-    if (seg != m_segments.end()) {
-        auto it = seg->second.active.find(address);
-        if (it != seg->second.active.end()) {
-            seg->second.active.erase(it);
-            return {};
-        }
+    const Lookup found = lookup(address);
+    if (found.seg != m_segments.end() && found.lower != found.seg->second.active.end()
+        && found.lower->first == address) {
+        m_segments.erase(found.seg, found.seg)->second.active.erase(found.lower);
+        ++m_version;
+        return {};
     }
     detail = "free_completed of address " + std::to_string(address) + ", which is not an active block";
     return "free_of_unknown_block";
@@ -209,11 +274,10 @@ std::string SegmentBlockMap::freeCompleted(Address address, std::string& detail)
 
 std::optional<Bytes> SegmentBlockMap::freeBlockAt(Address address) const
 {
-    auto seg = containing(address);
+    const auto [seg, next] = lookup(address);
     if (seg == m_segments.end())
         return std::nullopt;
     const auto& active = seg->second.active;
-    auto next = active.lower_bound(address);
     if (next != active.end() && next->first == address)
         return std::nullopt; // an active block starts here
     if (next != active.begin()) {
@@ -243,11 +307,10 @@ std::optional<Bytes> SegmentBlockMap::slackAfter(Address address) const
 
 const SnapshotBlock* SegmentBlockMap::activeBlock(Address address) const
 {
-    auto seg = containing(address);
-    if (seg == m_segments.end())
+    const auto [seg, lower] = lookup(address);
+    if (seg == m_segments.end() || lower == seg->second.active.end() || lower->first != address)
         return nullptr;
-    auto it = seg->second.active.find(address);
-    return it == seg->second.active.end() ? nullptr : &it->second;
+    return &lower->second;
 }
 
 bool SegmentBlockMap::inExpandable(Address address) const

@@ -17,7 +17,10 @@
 #include "core/import_stats.h"
 #include "core/trace.h"
 
+#include <array>
+#include <cstddef>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -46,6 +49,49 @@ struct SnapshotSegment {
     std::pair<std::int64_t, std::int64_t> poolId { 0, 0 }; // segment_pool_id; (0,0) = default pool
     std::vector<SnapshotBlock> blocks; // in address order, tiling [address, address + totalSize)
 };
+
+namespace detail {
+    // Storage for the nodes of one SegmentBlockMap's active-block maps: a block is allocated and freed
+    // per alloc and free_completed event, and malloc/free per node cost as much as the rest of the
+    // event. Nodes of the first size asked for come from 64-node chunks and go back to a free list;
+    // other sizes go to operator new. Chunks are released with the pool. Not thread-safe.
+    class BlockNodePool {
+    public:
+        BlockNodePool() = default;
+        BlockNodePool(const BlockNodePool&) = delete;
+        BlockNodePool& operator=(const BlockNodePool&) = delete;
+        void* allocate(std::size_t bytes);
+        void deallocate(void* p, std::size_t bytes) noexcept;
+
+    private:
+        struct FreeNode {
+            FreeNode* next;
+        };
+        std::size_t m_nodeBytes = 0; // 0 until the first allocation
+        FreeNode* m_free = nullptr;
+        std::vector<std::unique_ptr<std::byte[]>> m_chunks;
+    };
+    // A std allocator over a BlockNodePool; allocators over the same pool are equal (maps merge).
+    template <typename T> struct BlockNodeAllocator {
+        using value_type = T;
+        explicit BlockNodeAllocator(BlockNodePool* p) noexcept
+            : pool(p)
+        {
+        }
+        template <typename U>
+        BlockNodeAllocator(const BlockNodeAllocator<U>& other) noexcept // NOLINT: rebinding is implicit
+            : pool(other.pool)
+        {
+        }
+        T* allocate(std::size_t n) { return static_cast<T*>(pool->allocate(n * sizeof(T))); }
+        void deallocate(T* p, std::size_t n) noexcept { pool->deallocate(p, n * sizeof(T)); }
+        template <typename U> bool operator==(const BlockNodeAllocator<U>& other) const noexcept
+        {
+            return pool == other.pool;
+        }
+        BlockNodePool* pool;
+    };
+} // namespace detail
 
 class SegmentBlockMap {
 public:
@@ -95,16 +141,52 @@ public:
     std::size_t activeBlockCount() const;
 
 private:
+    using ActiveBlocks = std::map<Address, SnapshotBlock, std::less<Address>,
+        detail::BlockNodeAllocator<std::pair<const Address, SnapshotBlock>>>;
     struct Segment {
         Bytes size = 0;
         bool expandable = false;
-        std::map<Address, SnapshotBlock> active;
+        ActiveBlocks active;
     };
+    // A segment whose blocks use this map's pool (made on first use: a moved-from map gets a new one).
+    Segment newSegment(Bytes size, bool expandable);
+    void copySegments(const SegmentBlockMap& other);
+    std::unique_ptr<detail::BlockNodePool> m_pool; // declared before m_segments: it outlives the nodes
     std::map<Address, Segment>::iterator containing(Address address);
     std::map<Address, Segment>::const_iterator containing(Address address) const;
     std::map<Address, Segment> m_segments; // by start address
     // The segment found last: consecutive events mostly touch one segment. Reset when segments change.
     mutable std::map<Address, Segment>::const_iterator m_last = m_segments.end();
+    // Behind it, the segment found last per 2 MiB granule of the address (hashed to 256 slots): events
+    // alternate among a few segments, and a tree walk per event cost more than the rest of the event.
+    // A slot counts only if its generation is current; every change to the segments starts a new one.
+    struct CachedSegment {
+        std::map<Address, Segment>::const_iterator it {};
+        std::uint64_t generation = 0;
+    };
+    mutable std::array<CachedSegment, 256> m_cache {};
+    std::uint64_t m_generation = 1;
+    void forgetSegments()
+    {
+        m_last = m_segments.end();
+        ++m_generation;
+        ++m_version;
+    }
+    // The importer asks about an address and then changes it (freeBlockAt then allocate, activeBlock
+    // then freeRequested/freeCompleted): the last lookup, (segment, first active block ≥ address), is
+    // kept until blocks are added or removed (m_version), so the change needs no second search.
+    struct Lookup {
+        std::map<Address, Segment>::const_iterator seg; // m_segments.end(): in no segment
+        ActiveBlocks::const_iterator lower; // valid only with a segment
+    };
+    Lookup lookup(Address address) const;
+    struct Hint {
+        Address address = 0;
+        Lookup found {};
+        std::uint64_t version = 0;
+    };
+    mutable Hint m_hint;
+    std::uint64_t m_version = 1;
 };
 
 // Replays the memory events of `device` in `trace` (in the trace's order) through a SegmentBlockMap:

@@ -653,3 +653,59 @@ TEST(SnapshotImporter, StaysLinearWhenAHostileFileSharesHugeContainers)
     PickleDocument laughs = PickleDocument::parse(q, "laughs.pickle");
     EXPECT_THROW(laughs.toJson(laughs.root(), 100), FormatError);
 }
+
+namespace {
+// tests/data/snapshot/entry_shapes.{pickle,json}: one small snapshot dict, pickled by CPython (keys
+// shared through the memo) and saved as JSON. Its entries change their keys: the first two have the
+// same keys, the next two the same keys in reverse order, then two with one key more, then the
+// reversed order again, a marker with fewer keys and the reversed order once more.
+std::string snapshotData(const char* name) { return std::string(GPUMEM_SOURCE_DIR) + "/tests/data/snapshot/" + name; }
+constexpr Address kShapeSegment = 0x7f0000000000;
+} // namespace
+
+TEST(SnapshotImporter, ReadsEntriesWhoseKeysChangeOrderAndNumberLikeTheirJsonTwin)
+{
+    // The pickle's entries are read by the keys of the entry before when they repeat them (the JSON
+    // document has a fresh string per key, so every JSON entry is read key by key).
+    Trace p = importPytorchSnapshot(snapshotData("entry_shapes.pickle"));
+    Trace j = importPytorchSnapshot(snapshotData("entry_shapes.json"));
+    expectSameMemory(p, j);
+    const auto& m = p.memory();
+    ASSERT_EQ(m.count(), 10u); // the segment rebuilt before the window, then the nine entries
+    EXPECT_EQ(m.kind[0], EventKind::SegmentAlloc);
+    const EventKind kinds[] = { EventKind::Alloc, EventKind::Alloc, EventKind::Free, EventKind::FreeCompleted,
+        EventKind::Free, EventKind::FreeCompleted, EventKind::Alloc, EventKind::Marker, EventKind::Free };
+    const Address addresses[] = { kShapeSegment, kShapeSegment + 1024, kShapeSegment, kShapeSegment,
+        kShapeSegment + 1024, kShapeSegment + 1024, kShapeSegment + 4096, 0, kShapeSegment + 4096 };
+    const Bytes requested[] = { 1000, 3000, 1000, 1000, 3000, 3000, 512, 0, 512 };
+    for (std::size_t i = 0; i < 9; ++i) {
+        SCOPED_TRACE("entry " + std::to_string(i));
+        EXPECT_EQ(m.kind[i + 1], kinds[i]);
+        EXPECT_EQ(m.address[i + 1], addresses[i]);
+        EXPECT_EQ(m.requestedSize[i + 1], requested[i]);
+        EXPECT_EQ(m.time[i + 1], static_cast<TimeNs>(10 + i) * 1000);
+        EXPECT_EQ(m.sequence[i + 1], i);
+    }
+    EXPECT_EQ(m.size[2], 3072u); // round_size(3000)
+    // Entry 1 (read by position) has frames g, f; entry 4 (one key more) the same list.
+    auto frames = p.siteFrames(m.site[2]);
+    ASSERT_EQ(frames.size(), 2u);
+    EXPECT_EQ(p.str(p.frames()[frames[0]].name), "g");
+    EXPECT_EQ(p.str(p.frames()[frames[1]].file), "m.py");
+    EXPECT_EQ(p.frames()[frames[1]].line, 3);
+    EXPECT_EQ(m.site[5], m.site[2]);
+    EXPECT_EQ(m.site[7], 0u); // no frames
+}
+
+TEST(SnapshotImporter, CountsABigIntInAnEntryThatRepeatsTheKeysOfTheOneBefore)
+{
+    // Three entries with the same keys; the second one's size is 2**70.
+    Trace t = importPytorchSnapshot(snapshotData("entry_big_int.pickle"));
+    ASSERT_EQ(t.importStats().count("big_int_clamped"), 1u);
+    EXPECT_EQ(t.importStats().find("big_int_clamped")->detail, "device_traces[0][1]: 'size' was clamped to 64 bits");
+    const auto& m = t.memory();
+    ASSERT_EQ(m.count(), 3u);
+    EXPECT_EQ(m.requestedSize[0], 1000u);
+    EXPECT_EQ(m.requestedSize[1], static_cast<Bytes>(std::numeric_limits<std::int64_t>::max()));
+    EXPECT_EQ(m.requestedSize[2], 512u);
+}

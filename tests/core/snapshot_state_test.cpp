@@ -72,3 +72,54 @@ TEST(SegmentBlockMap, MergesAndSplitsExpandableRangesAndCopiesSafely)
     EXPECT_EQ(copy.addSegment(kBase + 5 * kMiB, kMiB, false, detail), "segment_overlap");
     EXPECT_EQ(copy.removeSegment(kBase + 40 * kMiB, kMiB, true, detail), "segment_unmap_of_unmapped_range");
 }
+
+TEST(SegmentBlockMap, ALookupKeptForTheNextChangeFollowsEveryChangeInBetween)
+{
+    // freeBlockAt/activeBlock keep their lookup for the allocate/free that follows; any block added
+    // or removed in between must make the next call search again.
+    SegmentBlockMap map;
+    std::string detail;
+    ASSERT_EQ(map.addSegment(kBase, 2 * kMiB, false, detail), "");
+    ASSERT_EQ(map.freeBlockAt(kBase + 4096), std::nullopt); // in the middle of free space
+    ASSERT_EQ(map.freeBlockAt(kBase), 2 * kMiB);
+    EXPECT_EQ(map.allocate(kBase + 1024, 1024, 1000, detail), ""); // another address in between
+    EXPECT_EQ(map.allocate(kBase, 1024, 1000, detail), ""); // the kept lookup of kBase is stale now
+    EXPECT_EQ(map.freeBlockAt(kBase + 2048), 2 * kMiB - 2048);
+    ASSERT_NE(map.activeBlock(kBase + 1024), nullptr);
+    EXPECT_EQ(map.freeCompleted(kBase, detail), ""); // a change elsewhere ...
+    EXPECT_EQ(map.freeRequested(kBase + 1024, detail), ""); // ... then the block looked up before
+    EXPECT_EQ(map.activeBlock(kBase + 1024)->state, SnapshotBlockState::ActivePendingFree);
+    EXPECT_EQ(map.freeRequested(kBase + 1024, detail), "free_of_unknown_block"); // already pending
+    EXPECT_EQ(map.freeBlockAt(kBase), 1024u);
+    EXPECT_EQ(map.freeCompleted(kBase + 1024, detail), "");
+    EXPECT_EQ(map.freeCompleted(kBase + 1024, detail), "free_of_unknown_block");
+    EXPECT_EQ(map.freeBlockAt(kBase), 2 * kMiB);
+    EXPECT_EQ(map.activeBlockCount(), 0u);
+}
+
+TEST(SegmentBlockMap, ReusesTheNodesOfFreedBlocksAndSurvivesCopiesAndMoves)
+{
+    SegmentBlockMap map;
+    std::string detail;
+    ASSERT_EQ(map.addSegment(kBase, 64 * kMiB, false, detail), "");
+    // More blocks than one chunk of nodes, freed and allocated again in another order.
+    for (int round = 0; round < 3; ++round) {
+        for (Address i = 0; i < 200; ++i)
+            ASSERT_EQ(map.allocate(kBase + i * 4096, 4096, 4000, detail), "") << i;
+        EXPECT_EQ(map.activeBlockCount(), 200u);
+        for (Address i = 0; i < 200; i += 2)
+            ASSERT_EQ(map.freeCompleted(kBase + i * 4096, detail), "");
+        SegmentBlockMap copy = map;
+        SegmentBlockMap moved = std::move(copy);
+        EXPECT_EQ(moved.activeBlockCount(), 100u);
+        EXPECT_EQ(moved.freeBlockAt(kBase), 4096u);
+        EXPECT_EQ(moved.allocate(kBase, 4096, 1, detail), "");
+        EXPECT_EQ(map.freeBlockAt(kBase), 4096u); // the original did not change
+        copy = moved; // a moved-from map can be assigned and used again
+        EXPECT_EQ(copy.activeBlockCount(), 101u);
+        for (Address i = 1; i < 200; i += 2)
+            ASSERT_EQ(map.freeCompleted(kBase + i * 4096, detail), "");
+        EXPECT_EQ(map.activeBlockCount(), 0u);
+        EXPECT_EQ(moved.activeBlockCount(), 101u);
+    }
+}

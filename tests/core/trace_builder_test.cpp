@@ -99,3 +99,47 @@ TEST(ImportStats, CountsSaturateInsteadOfWrappingAround)
     s.add("x", Severity::Warning, "second", UINT64_MAX);
     EXPECT_EQ(s.count("x"), UINT64_MAX);
 }
+
+TEST(TraceBuilder, InternsFramesAndSitesByValueAndStringsAcrossArenaChunks)
+{
+    TraceBuilder b;
+    // Strings longer than an arena chunk, and enough of them to fill several chunks.
+    const std::string huge(100'000, 'x');
+    std::vector<StringId> ids;
+    for (int i = 0; i < 3000; ++i)
+        ids.push_back(b.intern("function_" + std::to_string(i) + std::string(static_cast<std::size_t>(i % 97), 'y')));
+    const StringId hugeId = b.intern(huge);
+    for (int i = 0; i < 3000; ++i)
+        ASSERT_EQ(b.intern("function_" + std::to_string(i) + std::string(static_cast<std::size_t>(i % 97), 'y')), ids[static_cast<std::size_t>(i)]);
+    EXPECT_EQ(b.intern(huge), hugeId);
+    EXPECT_EQ(b.intern(""), 0u);
+    // Frames differ by any of name, file and line; the file is interned before the name.
+    FrameId a = b.frame("fresh_name", "fresh_file", 1);
+    FrameId c = b.frame("fresh_name", "fresh_file", 2);
+    FrameId d = b.frame("fresh_file", "fresh_name", 1);
+    EXPECT_NE(a, c);
+    EXPECT_NE(a, d);
+    EXPECT_EQ(b.frame("fresh_name", "fresh_file", 1), a);
+    FrameId raw = b.appendFrame(Frame { b.intern("fresh_name"), b.intern("fresh_file"), 1 });
+    EXPECT_NE(raw, a);
+    EXPECT_EQ(b.frame("fresh_name", "fresh_file", 1), a) << "rows appended raw are not found by frame()";
+    // Sites: prefixes and permutations are different stacks.
+    std::vector<FrameId> ac { a, c }, ca { c, a }, acd { a, c, d };
+    SiteId s1 = b.site(ac), s2 = b.site(ca), s3 = b.site(acd);
+    EXPECT_NE(s1, s2);
+    EXPECT_NE(s1, s3);
+    EXPECT_EQ(b.site(ca), s2);
+    EXPECT_EQ(b.site(acd), s3);
+    Trace t = b.build();
+    EXPECT_EQ(t.str(hugeId), huge);
+    EXPECT_EQ(t.str(ids[2999]), "function_2999" + std::string(2999 % 97, 'y'));
+    EXPECT_EQ(t.str(t.frames()[a].file), "fresh_file");
+    EXPECT_LT(t.frames()[a].file, t.frames()[a].name);
+    ASSERT_EQ(t.siteFrames(s3).size(), 3u);
+    EXPECT_EQ(t.siteFrames(s3)[2], d);
+    StringTable copy = t.strings();
+    EXPECT_EQ(copy.size(), t.strings().size());
+    EXPECT_EQ(copy.at(hugeId), huge);
+    EXPECT_EQ(copy.find("function_7" + std::string(7, 'y')), ids[7]);
+    EXPECT_EQ(copy.find("absent"), std::nullopt);
+}
