@@ -7,6 +7,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -115,110 +116,151 @@ namespace {
 
 } // namespace
 
+namespace {
+    // Writes a value with one 16-byte store, and copies values with 16-byte loads and stores. A value
+    // written field by field (three stores) and read back at once (MEMOIZE, SETITEMS/APPENDS copying
+    // the stack into the container store, memcpy's 32-byte loads) cannot be forwarded from the store
+    // buffer and stalls until the stores retire: that was a tenth of the parse.
+    using ValueBits = std::uint64_t __attribute__((vector_size(16)));
+    static_assert(sizeof(PickleValue) == 16 && sizeof(ValueBits) == 16);
+    [[gnu::always_inline]] inline void storeValue(PickleValue* dst, PickleKind kind, std::uint32_t length, std::uint64_t bits)
+    {
+        if constexpr (std::endian::native == std::endian::little && offsetof(PickleValue, length) == 4
+            && offsetof(PickleValue, bits) == 8) {
+            const ValueBits v = { static_cast<std::uint64_t>(kind) | (static_cast<std::uint64_t>(length) << 32), bits };
+            std::memcpy(static_cast<void*>(dst), &v, 16);
+        } else {
+            *dst = PickleValue { kind, length, bits };
+        }
+    }
+    [[gnu::always_inline]] inline void copyValues(PickleValue* dst, const PickleValue* src, std::size_t n)
+    {
+        for (std::size_t i = 0; i < n; ++i) {
+            ValueBits v;
+            std::memcpy(&v, static_cast<const void*>(src + i), 16);
+            std::memcpy(static_cast<void*>(dst + i), &v, 16);
+        }
+    }
+
+} // namespace
+
 // Builds the containers of a document without an allocation per container: items are appended to
-// one arena in chunks. Almost every container is filled by one SETITEMS/APPENDS and is a single
-// chunk, which stays where it is; a container filled in batches (APPENDS comes every 1000 items,
-// and its children are built in between) is copied once, contiguously, to the arena's end by
-// finish(). The arena becomes the document's item table, so nothing is copied twice.
+// one arena, and each container's span in it is kept in the table the document will use. Almost
+// every container is filled by one SETITEMS/APPENDS (or by consecutive ones with nothing in between),
+// so its items stay where they are and its span is final at once. A container filled in batches
+// (APPENDS comes every 1000 items, and its children are built in between) gets a chain of chunks,
+// which finish() copies once, contiguously, to the arena's end. The arena becomes the document's
+// item table and the span table its span table, so nothing is copied twice.
 class PickleContainerStore {
 public:
-    static constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
-
     std::uint64_t create()
     {
-        m_records.push_back(Record {});
-        return m_records.size() - 1;
+        m_spans.emplace_back(0, 0);
+        return m_spans.size() - 1;
     }
     void append(std::uint64_t container, const PickleValue* begin, const PickleValue* end)
     {
         const auto n = static_cast<std::uint64_t>(end - begin);
         if (n == 0)
             return;
-        Record& r = m_records[container];
-        if (r.last != kNone && m_chunks[r.last].start + m_chunks[r.last].length == m_arena.size()) {
-            m_chunks[r.last].length += n; // nothing was appended since: extend the last chunk
+        auto& [start, count] = m_spans[container];
+        const std::uint64_t arenaSize = m_arena.size();
+        if (count == 0) [[likely]] {
+            start = arenaSize;
+            count = n;
+        } else if (count < kChained && start + count == arenaSize) {
+            count += n; // nothing was appended since: the items stay contiguous
         } else {
-            m_chunks.push_back(Chunk { m_arena.size(), n, kNone });
-            std::uint64_t chunk = m_chunks.size() - 1;
-            if (r.last == kNone)
-                r.first = chunk;
-            else
-                m_chunks[r.last].next = chunk;
-            r.last = chunk;
+            addChunk(container, n);
         }
         m_arena.insert(m_arena.end(), begin, end);
     }
-    bool empty(std::uint64_t container) const { return m_records[container].first == kNone; }
-    // The items of a container that has exactly one chunk, as (start, count) in the arena.
-    std::pair<std::uint64_t, std::uint64_t> singleChunk(std::uint64_t container) const
-    {
-        const Chunk& c = m_chunks[m_records[container].first];
-        return { c.start, c.length };
-    }
+    bool empty(std::uint64_t container) const { return m_spans[container].second == 0; }
+    // The items of a container filled by one append, as (start, count) in the arena.
+    std::pair<std::uint64_t, std::uint64_t> span(std::uint64_t container) const { return m_spans[container]; }
     // Gives the empty `container` the items at arena [start, start + count), which `from` holds
-    // (a repeated list of memo references): no copy. The chunk is the container's own record, so
-    // either container may still grow without changing the other.
+    // (a repeated list of memo references, a repeated dict): no copy. Either container may still
+    // grow without changing the other (a later append to either gets its own items).
     void share(std::uint64_t container, std::uint64_t start, std::uint64_t count, std::uint64_t from)
     {
-        m_chunks.push_back(Chunk { start, count, kNone });
-        Record& r = m_records[container];
-        r.first = r.last = m_chunks.size() - 1;
-        r.sameAs = from;
+        m_spans[container] = { start, count };
+        m_shares.emplace_back(container, from);
     }
     // Reserving address space is free; only the pages written are touched.
     void reserve(std::size_t items, std::size_t containers)
     {
         m_arena.reserve(items);
-        m_records.reserve(containers);
-        m_chunks.reserve(containers);
+        m_spans.reserve(containers);
     }
     void finish(PickleDocument& doc)
     {
         std::uint64_t extra = 0;
-        for (const Record& r : m_records)
-            if (r.first != r.last)
-                for (std::uint64_t k = r.first; k != kNone; k = m_chunks[k].next)
-                    extra += m_chunks[k].length;
+        for (const Chain& c : m_chains)
+            for (std::uint64_t k = c.first; k != kNone; k = m_chunks[k].next)
+                extra += m_chunks[k].length;
         m_arena.reserve(m_arena.size() + extra);
-        doc.m_spans.resize(m_records.size());
-        for (std::size_t c = 0; c < m_records.size(); ++c) {
-            const Record& r = m_records[c];
-            if (r.first == kNone) {
-                doc.m_spans[c] = { 0, 0 };
-            } else if (r.first == r.last) {
-                doc.m_spans[c] = { m_chunks[r.first].start, m_chunks[r.first].length };
-            } else {
-                const std::uint64_t start = m_arena.size();
-                for (std::uint64_t k = r.first; k != kNone; k = m_chunks[k].next)
-                    for (std::uint64_t i = 0; i < m_chunks[k].length; ++i)
-                        m_arena.push_back(m_arena[m_chunks[k].start + i]); // capacity reserved above
-                doc.m_spans[c] = { start, m_arena.size() - start };
-            }
+        for (const Chain& c : m_chains) {
+            const std::uint64_t start = m_arena.size();
+            for (std::uint64_t k = c.first; k != kNone; k = m_chunks[k].next)
+                for (std::uint64_t i = 0; i < m_chunks[k].length; ++i)
+                    m_arena.push_back(m_arena[m_chunks[k].start + i]); // capacity reserved above
+            m_spans[c.container] = { start, m_arena.size() - start };
         }
         // Two containers with the same span have the same items: the later one takes the identity
         // of the one it shared them with (which never shares itself, so there are no chains).
-        doc.m_identity.resize(m_records.size());
-        for (std::size_t c = 0; c < m_records.size(); ++c) {
-            const std::uint64_t from = m_records[c].sameAs;
-            doc.m_identity[c] = from != kNone && doc.m_spans[from] == doc.m_spans[c] ? from : c;
+        doc.m_identity.clear();
+        if (!m_shares.empty()) {
+            doc.m_identity.resize(m_spans.size());
+            for (std::size_t c = 0; c < m_spans.size(); ++c)
+                doc.m_identity[c] = c;
+            for (const auto& [container, from] : m_shares)
+                if (m_spans[from] == m_spans[container])
+                    doc.m_identity[container] = from;
         }
+        doc.m_spans = std::move(m_spans);
         doc.m_items = std::move(m_arena);
     }
 
 private:
-    struct Record {
-        std::uint64_t first = kNone;
-        std::uint64_t last = kNone;
-        std::uint64_t sameAs = kNone; // the container whose items share() gave this one
-    };
+    static constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
+    // A span's count at or above kChained marks a chained container: count - kChained indexes m_chains.
+    static constexpr std::uint64_t kChained = std::uint64_t(1) << 62;
     struct Chunk {
         std::uint64_t start;
         std::uint64_t length;
         std::uint64_t next;
     };
+    struct Chain {
+        std::uint64_t container;
+        std::uint64_t first;
+        std::uint64_t last;
+    };
+    // Adds the n items about to be appended at the arena's end to a container that has items elsewhere.
+    [[gnu::noinline]] void addChunk(std::uint64_t container, std::uint64_t n)
+    {
+        auto& [start, count] = m_spans[container];
+        const std::uint64_t arenaSize = m_arena.size();
+        if (count < kChained) { // becomes a chain: its items so far are the first chunk
+            m_chunks.push_back(Chunk { start, count, kNone });
+            m_chains.push_back(Chain { container, m_chunks.size() - 1, m_chunks.size() - 1 });
+            count = kChained + (m_chains.size() - 1);
+        }
+        Chain& chain = m_chains[count - kChained];
+        Chunk& last = m_chunks[chain.last];
+        if (last.start + last.length == arenaSize) {
+            last.length += n;
+            return;
+        }
+        m_chunks.push_back(Chunk { arenaSize, n, kNone });
+        m_chunks[chain.last].next = m_chunks.size() - 1;
+        chain.last = m_chunks.size() - 1;
+    }
+
     std::vector<PickleValue> m_arena;
-    std::vector<Record> m_records;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> m_spans; // container → (start, count) or a chain
     std::vector<Chunk> m_chunks;
+    std::vector<Chain> m_chains;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> m_shares; // (container, the container it shares with)
 };
 
 namespace {
@@ -230,28 +272,61 @@ namespace {
         // the fuzzer).
         [[gnu::always_inline]] void push_back(PickleValue v)
         {
-            if (m_size == m_storage.size()) [[unlikely]]
+            if (m_top == m_cap) [[unlikely]]
                 grow();
-            m_storage[m_size++] = v;
+            *m_top++ = v;
         }
-        void pop_back() { --m_size; }
-        PickleValue& back() { return m_storage[m_size - 1]; }
-        const PickleValue& back() const { return m_storage[m_size - 1]; }
-        PickleValue& operator[](std::size_t i) { return m_storage[i]; }
-        const PickleValue* data() const { return m_storage.data(); }
-        std::size_t size() const { return m_size; }
-        bool empty() const { return m_size == 0; }
+        void pop_back() { --m_top; }
+        PickleValue& back() { return m_top[-1]; }
+        const PickleValue& back() const { return m_top[-1]; }
+        PickleValue& operator[](std::size_t i) { return m_base[i]; }
+        const PickleValue* data() const { return m_base; }
+        std::size_t size() const { return static_cast<std::size_t>(m_top - m_base); }
+        bool empty() const { return m_top == m_base; }
         void resize(std::size_t n) // shrinks only (MARK positions are never above the top)
         {
-            m_size = std::min(m_size, n);
+            m_top = m_base + std::min(size(), n);
         }
-        void reserve(std::size_t n) { m_storage.resize(std::max(n, m_storage.size())); }
+        void reserve(std::size_t n)
+        {
+            if (n > static_cast<std::size_t>(m_cap - m_base))
+                reallocate(n);
+        }
+        [[gnu::noinline]] void grow() { reallocate(std::max<std::size_t>(64, 2 * static_cast<std::size_t>(m_cap - m_base))); }
+
+        // The opcode loop keeps the top in a register: it reads these and writes the top back.
+        PickleValue* base() const { return m_base; }
+        PickleValue* top() const { return m_top; }
+        PickleValue* cap() const { return m_cap; }
+        void setTop(PickleValue* top) { m_top = top; }
 
     private:
-        [[gnu::noinline]] void grow() { m_storage.resize(std::max<std::size_t>(64, m_storage.size() * 2)); }
+        void reallocate(std::size_t capacity)
+        {
+            const std::size_t n = size();
+            m_storage.resize(capacity);
+            m_base = m_storage.data();
+            m_top = m_base + n;
+            m_cap = m_base + m_storage.size();
+        }
         std::vector<PickleValue> m_storage;
-        std::size_t m_size = 0;
+        PickleValue* m_base = nullptr;
+        PickleValue* m_top = nullptr;
+        PickleValue* m_cap = nullptr;
     };
+
+    // A little-endian opcode argument (the pickle's byte order).
+    template <typename T> [[gnu::always_inline]] inline T loadLE(const unsigned char* p)
+    {
+        T v = 0;
+        if constexpr (std::endian::native == std::endian::little) {
+            std::memcpy(&v, p, sizeof v);
+        } else {
+            for (std::size_t i = sizeof v; i-- > 0;)
+                v = static_cast<T>((v << 8) | p[i]);
+        }
+        return v;
+    }
 
     // A memo slot never stored (kind values above PickleKind::Set are not used by values).
     constexpr PickleValue kUnsetMemo { static_cast<PickleKind>(0xff), 0, 0 };
@@ -275,6 +350,18 @@ public:
         m_store.reserve(std::min<std::size_t>(m_size / 2, std::size_t(1) << 26) + 16,
             std::min<std::size_t>(m_size / 32, std::size_t(1) << 22) + 16);
         while (true) {
+            runCommonOpcodes();
+            if (step())
+                return;
+        }
+    }
+
+private:
+    // One opcode with every check: what runCommonOpcodes() leaves (rare opcodes, errors, the last
+    // bytes of the pickle). Returns true after STOP.
+    bool step()
+    {
+        {
             if (m_pos >= m_size)
                 fail(m_size,
                     "the pickle ends without a STOP opcode (the file is truncated); re-save it or copy it again");
@@ -295,7 +382,7 @@ public:
             case 0x2e: // STOP
                 m_doc.m_root = pop();
                 m_store.finish(m_doc);
-                return;
+                return true;
             case 0x28: // MARK
                 m_marks.push_back(m_stack.size());
                 break;
@@ -504,9 +591,165 @@ public:
             }
             }
         }
+        return false;
     }
 
-private:
+    // The opcodes of real snapshots (memo GET/MEMOIZE, MARK, ints, short strings, empty containers,
+    // SETITEMS/APPENDS), decoded with the position and the stack top in registers: the members would
+    // put a store-to-load round trip on the chain from one opcode to the next. It runs while at least
+    // kSlack bytes are left, so no argument read needs its own bounds check; anything it does not
+    // handle on the spot (another opcode, a malformed one, a full stack) it leaves, untouched, to
+    // step(), which applies every check and reports the error.
+    static constexpr std::size_t kSlack = 16; // > the longest opcode read here (LONG1: 2 + 8 bytes)
+    void runCommonOpcodes()
+    {
+        if (m_size < kSlack)
+            return;
+        const unsigned char* const data = m_data;
+        const std::size_t fastEnd = m_size - kSlack;
+        std::size_t pos = m_pos;
+        PickleValue* base = m_stack.base();
+        PickleValue* cap = m_stack.cap();
+        PickleValue* sp = m_stack.top();
+        const auto depth = [&] { return static_cast<std::size_t>(sp - base); };
+        // Pushes `v` and, when MEMOIZE follows (strings and containers are memoized as they are made),
+        // memoizes it from the register: reading the top back would load 16 bytes that were just
+        // stored field by field, which store forwarding cannot serve (≈ a tenth of the time).
+        const auto pushAndMemoize = [&](PickleValue v) {
+            storeValue(sp++, v.kind, v.length, v.bits);
+            if (pos < m_size && data[pos] == 0x94 && m_memoCount == m_memo.size()) {
+                m_memo.push_back(v);
+                ++m_memoCount;
+                ++pos;
+            }
+        };
+        while (pos < fastEnd && sp != cap) [[likely]] {
+            const unsigned char op = data[pos];
+            switch (op) {
+            case 0x68: // BINGET
+            case 0x6a: { // LONG_BINGET
+                if (!m_marks.empty() && m_marks.back() == depth() && sp != base && sp[-1].kind == PickleKind::List)
+                    [[unlikely]] {
+                    // The first GET after the MARK of a list: maybe a list of memo references.
+                    m_pos = pos;
+                    m_opOffset = pos;
+                    m_stack.setTop(sp);
+                    if (listOfMemoReferences()) { // it may have grown the stack
+                        pos = m_pos;
+                        base = m_stack.base();
+                        cap = m_stack.cap();
+                        sp = m_stack.top();
+                        break;
+                    }
+                }
+                // A run of memo GETs (a frames list is hundreds of them, BINGET and LONG_BINGET mixed
+                // at random) is decoded without a branch on the opcode.
+                const PickleValue* const memo = m_memo.data();
+                const std::size_t memoSize = m_memo.size();
+                do {
+                    const bool isLong = data[pos] == 0x6a;
+                    const std::uint32_t word = loadLE<std::uint32_t>(data + pos + 1);
+                    const std::uint64_t index = isLong ? word : (word & 0xffu);
+                    if (index >= memoSize || memo[index].kind == kUnsetMemo.kind) [[unlikely]] {
+                        m_opOffset = pos;
+                        memoUnset(index);
+                    }
+                    copyValues(sp++, memo + index, 1);
+                    pos += isLong ? 5 : 2;
+                } while (pos < fastEnd && sp != cap && (data[pos] | 2) == 0x6a);
+                break;
+            }
+            case 0x94: // MEMOIZE
+                if (sp == base || m_memoCount != m_memo.size()) [[unlikely]]
+                    goto leave; // an empty stack, or the memo has gaps (BINPUT): step() decides
+                m_memo.push_back(sp[-1]);
+                ++m_memoCount;
+                ++pos;
+                break;
+            case 0x28: // MARK
+                m_marks.push_back(depth());
+                ++pos;
+                break;
+            case 0x4b: // BININT1
+                storeValue(sp++, PickleKind::Int, 0, data[pos + 1]);
+                pos += 2;
+                break;
+            case 0x4d: // BININT2
+                storeValue(sp++, PickleKind::Int, 0, loadLE<std::uint32_t>(data + pos + 1) & 0xffffu);
+                pos += 3;
+                break;
+            case 0x4a: // BININT: signed 32-bit
+                storeValue(sp++, PickleKind::Int, 0,
+                    static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int32_t>(loadLE<std::uint32_t>(data + pos + 1)))));
+                pos += 5;
+                break;
+            case 0x8a: { // LONG1: up to 8 bytes always fit an int64 (two's complement, little-endian)
+                const unsigned n = data[pos + 1];
+                if (n == 0 || n > 8)
+                    goto leave;
+                const unsigned shift = 64 - 8 * n;
+                const auto v = static_cast<std::int64_t>(loadLE<std::uint64_t>(data + pos + 2) << shift) >> shift;
+                storeValue(sp++, PickleKind::Int, 0, static_cast<std::uint64_t>(v));
+                pos += 2 + n;
+                break;
+            }
+            case 0x4e: // NONE
+                storeValue(sp++, PickleKind::None, 0, 0);
+                ++pos;
+                break;
+            case 0x88: // NEWTRUE
+            case 0x89: // NEWFALSE
+                storeValue(sp++, PickleKind::Bool, 0, op == 0x88 ? 1u : 0u);
+                ++pos;
+                break;
+            case 0x8c: // SHORT_BINUNICODE
+            case 0x43: { // SHORT_BINBYTES
+                const std::size_t n = data[pos + 1];
+                if (n > m_size - pos - 2)
+                    goto leave;
+                const PickleValue v { op == 0x8c ? PickleKind::Str : PickleKind::Binary, static_cast<std::uint32_t>(n),
+                    pos + 2 };
+                pos += 2 + n;
+                pushAndMemoize(v);
+                break;
+            }
+            case 0x58: { // BINUNICODE
+                const std::size_t n = loadLE<std::uint32_t>(data + pos + 1);
+                if (n > m_size - pos - 5)
+                    goto leave;
+                const PickleValue v { PickleKind::Str, static_cast<std::uint32_t>(n), pos + 5 };
+                pos += 5 + n;
+                pushAndMemoize(v);
+                break;
+            }
+            case 0x7d: // EMPTY_DICT
+            case 0x5d: // EMPTY_LIST
+                ++pos;
+                pushAndMemoize(PickleValue { op == 0x7d ? PickleKind::Dict : PickleKind::List, 0, m_store.create() });
+                break;
+            case 0x75: // SETITEMS
+            case 0x65: { // APPENDS
+                if (m_marks.empty())
+                    goto leave;
+                const std::size_t mark = m_marks.back();
+                if (mark == 0 || mark > depth() || base[mark - 1].kind != (op == 0x75 ? PickleKind::Dict : PickleKind::List)
+                    || (op == 0x75 && (depth() - mark) % 2 != 0))
+                    goto leave;
+                m_marks.pop_back();
+                m_store.append(base[mark - 1].bits, base + mark, sp);
+                sp = base + mark;
+                ++pos;
+                break;
+            }
+            default:
+                goto leave;
+            }
+        }
+    leave:
+        m_pos = pos;
+        m_stack.setTop(sp);
+    }
+
     [[noreturn]] [[gnu::cold]] [[gnu::noinline]] void fail(std::uint64_t offset, const std::string& what) const
     {
         throw FormatError(m_doc.m_source + ": at byte offset " + std::to_string(offset) + ": " + what);
@@ -774,7 +1017,7 @@ private:
         appendFromStack(container, mark);
         m_pos = p + 1;
         if (candidates <= kMaxCandidates) {
-            const auto [start, count] = m_store.singleChunk(container);
+            const auto [start, count] = m_store.span(container);
             *freeListSlot(h) = MemoList { h, offset, p - offset, m_memoGeneration, start, count, container };
             ++m_listCount;
         }
