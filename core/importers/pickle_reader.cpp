@@ -8,7 +8,10 @@
 #include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
+#include <new>
+#include <type_traits>
 #include <filesystem>
 #include <limits>
 
@@ -311,16 +314,25 @@ namespace {
         T* cap() const { return m_cap; }
         void setTop(T* top) { m_top = top; }
 
+        PodStack() = default;
+        PodStack(const PodStack&) = delete;
+        PodStack& operator=(const PodStack&) = delete;
+        ~PodStack() { std::free(m_base); }
+
     private:
+        // malloc, not a std::vector: the memo is reserved for the whole file up front, and a vector
+        // would write zeros over all of it (as much as the file's size) before the parse begins.
         void reallocate(std::size_t capacity)
         {
             const std::size_t n = size();
-            m_storage.resize(capacity);
-            m_base = m_storage.data();
+            static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+            T* grown = static_cast<T*>(std::realloc(static_cast<void*>(m_base), capacity * sizeof(T)));
+            if (!grown)
+                throw std::bad_alloc();
+            m_base = grown;
             m_top = m_base + n;
-            m_cap = m_base + m_storage.size();
+            m_cap = m_base + capacity;
         }
-        std::vector<T> m_storage;
         T* m_base = nullptr;
         T* m_top = nullptr;
         T* m_cap = nullptr;
@@ -1253,15 +1265,22 @@ PickleDocument PickleDocument::parse(std::string_view bytes, std::string_view so
 
 PickleDocument PickleDocument::readFile(const std::string& path)
 {
-    // Up to 1 MiB, one read into a buffer is cheaper than a mapping (which costs page faults while
-    // parsing and an munmap afterwards) and handles gzip too; larger files are mapped (no copy).
+    // Up to kMapAbove, one read straight into a buffer is cheaper than a mapping (which costs page
+    // faults while parsing and an munmap afterwards) and handles gzip too; larger files are mapped
+    // (no copy).
+    constexpr std::uintmax_t kMapAbove = std::uintmax_t(8) << 20;
     std::error_code sizeError;
     const auto size = std::filesystem::file_size(path, sizeError);
-    std::string head = sizeError || size <= (1u << 20) ? std::string() : readFileHead(path, 2);
-    if (head.empty() || isGzip(head)) {
-        auto owned = std::make_shared<std::string>(readFileMaybeGzip(path));
-        PickleDocument doc = parse(*owned, path);
-        doc.m_keepAlive = std::move(owned);
+    if (sizeError || size <= kMapAbove || isGzip(readFileHead(path, 2))) {
+        FileBuffer file = readFileBuffer(path);
+        if (isGzip(file.bytes())) {
+            auto owned = std::make_shared<std::string>(gunzip(file.bytes(), path));
+            PickleDocument doc = parse(*owned, path);
+            doc.m_keepAlive = std::move(owned);
+            return doc;
+        }
+        PickleDocument doc = parse(file.bytes(), path);
+        doc.m_keepAlive = std::move(file.data);
         return doc;
     }
     auto mapped = std::make_shared<MappedFile>(path);
