@@ -1091,8 +1091,9 @@ private:
     // then parses them and reports any error at its opcode. Linear: the body is at most
     // kMaxDictBytes long and a lookup compares at most kMaxCandidates candidates.
     static constexpr std::size_t kMaxDictBytes = 64;
-    static constexpr std::size_t kDictKeyBytes = 12; // < kSlack - 3: always there when the fast loop calls
+    static constexpr std::size_t kDictKeyBytes = 12;
     static constexpr std::uint64_t kDictKey = 0x2545f4914f6cdd1dULL; // mixed into the key of a dict
+    static constexpr std::uint64_t kShortDictKey = 0x9fb21c651e98df25ULL; // … of a dict shorter than kDictKeyBytes
     // Bytes per opcode of a plain value (0: not one): memo GETs, BININT1/BININT2/BININT, None, bools.
     static constexpr std::array<unsigned char, 256> kPlainValueBytes = [] {
         std::array<unsigned char, 256> t {};
@@ -1107,7 +1108,7 @@ private:
     bool dictOfPlainValues()
     {
         const std::size_t body = m_pos + 3;
-        if (m_memoCount != m_memo.size() || m_size - body <= kDictKeyBytes || m_data[m_pos + 1] != 0x94
+        if (m_memoCount != m_memo.size() || m_size - body < 4 || m_data[m_pos + 1] != 0x94
             || m_data[m_pos + 2] != 0x28)
             return false;
         // Dicts whose first key is the same memo GET have the same fields (trace entries, blocks,
@@ -1116,21 +1117,16 @@ private:
         std::uint8_t& notPlain = m_dictNotPlain[(loadLE<std::uint32_t>(m_data + body) * 0x9e3779b9u) >> 24];
         if (notPlain >= 4 && (++m_dictSkips & 15) != 0)
             return false;
-        // Keyed by its first kDictKeyBytes bytes as they are (a frame dict is 12–15 bytes long): a
-        // repeat is found without decoding its opcodes (a chain of dependent loads) or hashing
-        // byte by byte.
         roomForOneMoreList();
+        // A repeat of a dict of ≥ kDictKeyBytes bytes (a frame dict is 12–15) is found by its first
+        // bytes as they are, before decoding its opcodes (a chain of dependent loads, slower than
+        // the rest of sharing it); a shorter one, once decoded, by all of its bytes.
         int candidates = 0;
-        const std::uint64_t h = hashBytes(m_data + body, kDictKeyBytes) ^ kDictKey;
-        if (const MemoList* repeat = findList(h, body, candidates, 0x75)) {
-            notPlain = 0;
-            const PickleValue dict { PickleKind::Dict, 0, m_store.create() };
-            m_memo.push_back(dict); // MEMOIZE
-            ++m_memoCount;
-            m_store.share(dict.bits, repeat->itemsStart, repeat->itemsCount, repeat->container);
-            m_stack.push_back(dict);
-            m_pos = body + repeat->length + 1;
-            return true;
+        std::uint64_t h = 0;
+        if (m_size - body > kDictKeyBytes) {
+            h = hashBytes(m_data + body, kDictKeyBytes) ^ kDictKey;
+            if (const MemoList* repeat = findList(h, body, candidates, 0x75))
+                return shareDict(*repeat);
         }
         std::size_t p = body;
         std::size_t values = 0;
@@ -1146,6 +1142,12 @@ private:
         if (p >= m_size || values == 0 || values % 2 != 0)
             return false;
         notPlain = 0;
+        if (p - body < kDictKeyBytes) {
+            candidates = 0;
+            h = hashBytes(m_data + body, p - body) ^ kShortDictKey;
+            if (const MemoList* repeat = findList(h, body, candidates, 0x75))
+                return shareDict(*repeat);
+        }
         PickleValue* const items = m_dictItems.data();
         {
             for (std::size_t q = body, i = 0; q < p; q += kPlainValueBytes[m_data[q]], ++i) {
@@ -1180,6 +1182,17 @@ private:
         }
         m_stack.push_back(dict);
         m_pos = p + 1;
+        return true;
+    }
+
+    bool shareDict(const MemoList& repeat)
+    {
+        const PickleValue dict { PickleKind::Dict, 0, m_store.create() };
+        m_memo.push_back(dict); // MEMOIZE
+        ++m_memoCount;
+        m_store.share(dict.bits, repeat.itemsStart, repeat.itemsCount, repeat.container);
+        m_stack.push_back(dict);
+        m_pos += 3 + repeat.length + 1; // EMPTY_DICT MEMOIZE MARK, the items, SETITEMS
         return true;
     }
 
