@@ -7,7 +7,6 @@
 #include <array>
 #include <bit>
 #include <cmath>
-#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -115,34 +114,6 @@ namespace {
     {
         static constexpr char kHex[] = "0123456789abcdef";
         return std::string("0x") + kHex[op >> 4] + kHex[op & 15];
-    }
-
-} // namespace
-
-namespace {
-    // Writes a value with one 16-byte store, and copies values with 16-byte loads and stores. A value
-    // written field by field (three stores) and read back at once (MEMOIZE, SETITEMS/APPENDS copying
-    // the stack into the container store, memcpy's 32-byte loads) cannot be forwarded from the store
-    // buffer and stalls until the stores retire: that was a tenth of the parse.
-    using ValueBits = std::uint64_t __attribute__((vector_size(16)));
-    static_assert(sizeof(PickleValue) == 16 && sizeof(ValueBits) == 16);
-    [[gnu::always_inline]] inline void storeValue(PickleValue* dst, PickleKind kind, std::uint32_t length, std::uint64_t bits)
-    {
-        if constexpr (std::endian::native == std::endian::little && offsetof(PickleValue, length) == 4
-            && offsetof(PickleValue, bits) == 8) {
-            const ValueBits v = { static_cast<std::uint64_t>(kind) | (static_cast<std::uint64_t>(length) << 32), bits };
-            std::memcpy(static_cast<void*>(dst), &v, 16);
-        } else {
-            *dst = PickleValue { kind, length, bits };
-        }
-    }
-    [[gnu::always_inline]] inline void copyValues(PickleValue* dst, const PickleValue* src, std::size_t n)
-    {
-        for (std::size_t i = 0; i < n; ++i) {
-            ValueBits v;
-            std::memcpy(&v, static_cast<const void*>(src + i), 16);
-            std::memcpy(static_cast<void*>(dst + i), &v, 16);
-        }
     }
 
 } // namespace
@@ -640,49 +611,34 @@ private:
         // memoizes it from the register: reading the top back would load 16 bytes that were just
         // stored field by field, which store forwarding cannot serve (≈ a tenth of the time).
         const auto pushAndMemoize = [&](PickleValue v) {
-            storeValue(sp++, v.kind, v.length, v.bits);
+            *sp++ = PickleValue { v.kind, v.length, v.bits };
             if (pos < m_size && data[pos] == 0x94 && m_memoCount == m_memo.size()) {
                 m_memo.push_back(v);
                 ++m_memoCount;
                 ++pos;
             }
         };
+        std::uint64_t index = 0;
         while (pos < fastEnd && sp != cap) [[likely]] {
             const unsigned char op = data[pos];
             switch (op) {
+            // The next position must not wait for the bytes of this opcode: that would put a load
+            // on the chain from each opcode to the next (the loop's critical path). Each case adds
+            // its own constant, which the predicted branch makes known at once.
             case 0x68: // BINGET
-            case 0x6a: { // LONG_BINGET
-                if (!m_marks.empty() && m_marks.back() == depth() && sp != base && sp[-1].kind == PickleKind::List)
-                    [[unlikely]] {
-                    // The first GET after the MARK of a list: maybe a list of memo references.
-                    m_pos = pos;
-                    m_opOffset = pos;
-                    m_stack.setTop(sp);
-                    if (listOfMemoReferences()) { // it may have grown the stack
-                        pos = m_pos;
-                        base = m_stack.base();
-                        cap = m_stack.cap();
-                        sp = m_stack.top();
-                        break;
-                    }
+                index = data[pos + 1];
+                pos += 2;
+                goto get;
+            case 0x6a: // LONG_BINGET
+                index = loadLE<std::uint32_t>(data + pos + 1);
+                pos += 5;
+            get:
+                if (index >= m_memo.size() || m_memo[index].kind == kUnsetMemo.kind) [[unlikely]] {
+                    m_opOffset = pos - (op == 0x68 ? 2 : 5);
+                    memoUnset(index);
                 }
-                // A run of memo GETs (a frames list is hundreds of them, BINGET and LONG_BINGET mixed
-                // at random) is decoded without a branch on the opcode.
-                const PickleValue* const memo = m_memo.data();
-                const std::size_t memoSize = m_memo.size();
-                do {
-                    const bool isLong = data[pos] == 0x6a;
-                    const std::uint32_t word = loadLE<std::uint32_t>(data + pos + 1);
-                    const std::uint64_t index = isLong ? word : (word & 0xffu);
-                    if (index >= memoSize || memo[index].kind == kUnsetMemo.kind) [[unlikely]] {
-                        m_opOffset = pos;
-                        memoUnset(index);
-                    }
-                    copyValues(sp++, memo + index, 1);
-                    pos += isLong ? 5 : 2;
-                } while (pos < fastEnd && sp != cap && (data[pos] | 2) == 0x6a);
+                *sp++ = m_memo[index];
                 break;
-            }
             case 0x94: // MEMOIZE
                 if (sp == base || m_memoCount != m_memo.size()) [[unlikely]]
                     goto leave; // an empty stack, or the memo has gaps (BINPUT): step() decides
@@ -693,18 +649,30 @@ private:
             case 0x28: // MARK
                 m_marks.push_back(depth());
                 ++pos;
+                if (sp != base && sp[-1].kind == PickleKind::List && (data[pos] | 2) == 0x6a) {
+                    // GETs after the MARK of a list: maybe a list of memo references.
+                    m_pos = pos;
+                    m_opOffset = pos;
+                    m_stack.setTop(sp);
+                    if (listOfMemoReferences()) { // it may have grown the stack
+                        pos = m_pos;
+                        base = m_stack.base();
+                        cap = m_stack.cap();
+                        sp = m_stack.top();
+                    }
+                }
                 break;
             case 0x4b: // BININT1
-                storeValue(sp++, PickleKind::Int, 0, data[pos + 1]);
+                *sp++ = PickleValue { PickleKind::Int, 0, data[pos + 1] };
                 pos += 2;
                 break;
             case 0x4d: // BININT2
-                storeValue(sp++, PickleKind::Int, 0, loadLE<std::uint32_t>(data + pos + 1) & 0xffffu);
+                *sp++ = PickleValue { PickleKind::Int, 0, loadLE<std::uint32_t>(data + pos + 1) & 0xffffu };
                 pos += 3;
                 break;
             case 0x4a: // BININT: signed 32-bit
-                storeValue(sp++, PickleKind::Int, 0,
-                    static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int32_t>(loadLE<std::uint32_t>(data + pos + 1)))));
+                *sp++ = PickleValue { PickleKind::Int, 0,
+                    static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int32_t>(loadLE<std::uint32_t>(data + pos + 1)))) };
                 pos += 5;
                 break;
             case 0x8a: { // LONG1: up to 8 bytes always fit an int64 (two's complement, little-endian)
@@ -713,17 +681,23 @@ private:
                     goto leave;
                 const unsigned shift = 64 - 8 * n;
                 const auto v = static_cast<std::int64_t>(loadLE<std::uint64_t>(data + pos + 2) << shift) >> shift;
-                storeValue(sp++, PickleKind::Int, 0, static_cast<std::uint64_t>(v));
-                pos += 2 + n;
+                *sp++ = PickleValue { PickleKind::Int, 0, static_cast<std::uint64_t>(v) };
+                // As for GETs: constants for the usual sizes (addresses take 6 bytes, times in µs 7).
+                if (n == 6)
+                    pos += 8;
+                else if (n == 7)
+                    pos += 9;
+                else
+                    pos += 2 + n;
                 break;
             }
             case 0x4e: // NONE
-                storeValue(sp++, PickleKind::None, 0, 0);
+                *sp++ = PickleValue {};
                 ++pos;
                 break;
             case 0x88: // NEWTRUE
             case 0x89: // NEWFALSE
-                storeValue(sp++, PickleKind::Bool, 0, op == 0x88 ? 1u : 0u);
+                *sp++ = PickleValue { PickleKind::Bool, 0, op == 0x88 ? 1u : 0u };
                 ++pos;
                 break;
             case 0x8c: // SHORT_BINUNICODE
