@@ -203,7 +203,7 @@ std::string readFileMaybeGzip(const std::string& path)
     return gunzip(raw, path);
 }
 
-FileBuffer readFileBuffer(const std::string& path)
+FileBuffer readFileBuffer(const std::string& path, std::size_t mapAbove)
 {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -219,6 +219,20 @@ FileBuffer readFileBuffer(const std::string& path)
         auto copy = std::make_shared<std::string>(std::move(streamed));
         copy->reserve(copy->size() + kReadPadding);
         return FileBuffer { std::shared_ptr<const char>(copy, copy->data()), copy->size() };
+    }
+    if (static_cast<std::size_t>(st.st_size) > mapAbove) {
+        void* mapped = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+        if (mapped == MAP_FAILED) {
+            int saved = errno;
+            ::close(fd);
+            errno = saved;
+            throwIo(path, "map");
+        }
+        ::close(fd);
+        const auto size = static_cast<std::size_t>(st.st_size);
+        return FileBuffer { std::shared_ptr<const char>(static_cast<const char*>(mapped),
+                                [size](const char* p) { ::munmap(const_cast<char*>(p), size); }),
+            size };
     }
     // Freed on every exit; handed to the result's shared_ptr at the end.
     std::unique_ptr<char, decltype(&std::free)> buffer(nullptr, &std::free);

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <new>
 #include <type_traits>
-#include <filesystem>
 #include <limits>
 
 namespace gpumem {
@@ -132,7 +131,7 @@ public:
         m_spans.emplace_back(0, 0);
         return m_spans.size() - 1;
     }
-    void append(std::uint64_t container, const PickleValue* begin, const PickleValue* end)
+    [[gnu::always_inline]] void append(std::uint64_t container, const PickleValue* begin, const PickleValue* end)
     {
         const auto n = static_cast<std::uint64_t>(end - begin);
         if (n == 0)
@@ -1250,31 +1249,29 @@ PickleDocument PickleDocument::parse(std::string_view bytes, std::string_view so
     return doc;
 }
 
-PickleDocument PickleDocument::readFile(const std::string& path)
+PickleDocument::Input PickleDocument::readInput(const std::string& path)
 {
-    // Up to kMapAbove, one read straight into a buffer is cheaper than a mapping (which costs page
-    // faults while parsing and an munmap afterwards) and handles gzip too; larger files are mapped
-    // (no copy).
-    constexpr std::uintmax_t kMapAbove = std::uintmax_t(8) << 20;
-    std::error_code sizeError;
-    const auto size = std::filesystem::file_size(path, sizeError);
-    if (sizeError || size <= kMapAbove || isGzip(readFileHead(path, 2))) {
-        FileBuffer file = readFileBuffer(path);
-        if (isGzip(file.bytes())) {
-            auto owned = std::make_shared<std::string>(gunzip(file.bytes(), path));
-            PickleDocument doc = parse(*owned, path);
-            doc.m_keepAlive = std::move(owned);
-            return doc;
-        }
-        PickleDocument doc = parse(file.bytes(), path);
-        doc.m_keepAlive = std::move(file.data);
-        return doc;
+    // Up to 8 MiB, one read straight into a buffer is cheaper than a mapping (which costs page
+    // faults while parsing and an munmap afterwards); larger files are mapped (no copy).
+    constexpr std::size_t kMapAbove = std::size_t(8) << 20;
+    FileBuffer file = readFileBuffer(path, kMapAbove);
+    if (isGzip(file.bytes())) {
+        auto text = std::make_shared<std::string>(gunzip(file.bytes(), path));
+        const std::string_view bytes = *text;
+        return Input { std::move(text), bytes };
     }
-    auto mapped = std::make_shared<MappedFile>(path);
-    PickleDocument doc = parse(mapped->bytes(), path);
-    doc.m_keepAlive = std::move(mapped);
+    const std::string_view bytes = file.bytes();
+    return Input { std::move(file.data), bytes };
+}
+
+PickleDocument PickleDocument::parse(Input input, std::string_view source)
+{
+    PickleDocument doc = parse(input.bytes, source);
+    doc.m_keepAlive = std::move(input.owner);
     return doc;
 }
+
+PickleDocument PickleDocument::readFile(const std::string& path) { return parse(readInput(path), path); }
 
 bool isValidUtf8(std::string_view text)
 {

@@ -76,6 +76,18 @@ public:
     // Throws IoError / FormatError naming the path.
     static PickleDocument readFile(const std::string& path);
 
+    // The content of a file, as readFile() parses it: gzip decompressed; read at once, or mapped
+    // when larger than 8 MiB. `owner` keeps `bytes` alive. For callers that look at the content
+    // before they parse it (a snapshot may be JSON), so that the file is read once.
+    struct Input {
+        std::shared_ptr<const void> owner;
+        std::string_view bytes;
+    };
+    // Throws IoError / FormatError (corrupt gzip) naming the path.
+    static Input readInput(const std::string& path);
+    // As parse(bytes, source); the document keeps input.owner alive.
+    static PickleDocument parse(Input input, std::string_view source);
+
     PickleDocument();
     ~PickleDocument();
     PickleDocument(PickleDocument&&) noexcept;
