@@ -607,10 +607,9 @@ private:
         PickleValue* sp = m_stack.top();
         const auto depth = [&] { return static_cast<std::size_t>(sp - base); };
         // Pushes `v` and, when MEMOIZE follows (strings and containers are memoized as they are made),
-        // memoizes it from the register: reading the top back would load 16 bytes that were just
-        // stored field by field, which store forwarding cannot serve (≈ a tenth of the time).
+        // memoizes it too, without a trip through the dispatch.
         const auto pushAndMemoize = [&](PickleValue v) {
-            *sp++ = PickleValue { v.kind, v.length, v.bits };
+            *sp++ = v;
             if (pos < m_size && data[pos] == 0x94 && m_memoCount == m_memo.size()) {
                 m_memo.push_back(v);
                 ++m_memoCount;
