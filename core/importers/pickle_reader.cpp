@@ -616,26 +616,107 @@ private:
                 ++pos;
             }
         };
-        std::uint64_t index = 0;
-        while (pos < fastEnd && sp != cap) [[likely]] {
-            const unsigned char op = data[pos];
+        // The value opcodes, shared by the loop's dispatch and the dict items loop below. The next
+        // position must not wait for the bytes of this opcode: that would put a load on the chain
+        // from each opcode to the next (the loop's critical path). So each opcode adds its own
+        // constant, which the predicted branch makes known at once. False: not decoded here (leave
+        // it to the dispatch, or to step()).
+        const auto pushValue = [&](unsigned char op) __attribute__((always_inline)) -> bool {
+            std::uint64_t index = 0;
             switch (op) {
-            // The next position must not wait for the bytes of this opcode: that would put a load
-            // on the chain from each opcode to the next (the loop's critical path). Each case adds
-            // its own constant, which the predicted branch makes known at once.
             case 0x68: // BINGET
                 index = data[pos + 1];
                 pos += 2;
-                goto get;
+                break;
             case 0x6a: // LONG_BINGET
                 index = loadLE<std::uint32_t>(data + pos + 1);
                 pos += 5;
-            get:
-                if (index >= m_memo.size() || m_memo[index].kind == kUnsetMemo.kind) [[unlikely]] {
-                    m_opOffset = pos - (op == 0x68 ? 2 : 5);
-                    memoUnset(index);
-                }
-                *sp++ = m_memo[index];
+                break;
+            case 0x4b: // BININT1
+                *sp++ = PickleValue { PickleKind::Int, 0, data[pos + 1] };
+                pos += 2;
+                return true;
+            case 0x4d: // BININT2
+                *sp++ = PickleValue { PickleKind::Int, 0, loadLE<std::uint32_t>(data + pos + 1) & 0xffffu };
+                pos += 3;
+                return true;
+            case 0x4a: // BININT: signed 32-bit
+                *sp++ = PickleValue { PickleKind::Int, 0,
+                    static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int32_t>(loadLE<std::uint32_t>(data + pos + 1)))) };
+                pos += 5;
+                return true;
+            case 0x8a: { // LONG1: up to 8 bytes always fit an int64 (two's complement, little-endian)
+                const unsigned n = data[pos + 1];
+                if (n == 0 || n > 8)
+                    return false;
+                const unsigned shift = 64 - 8 * n;
+                const auto v = static_cast<std::int64_t>(loadLE<std::uint64_t>(data + pos + 2) << shift) >> shift;
+                *sp++ = PickleValue { PickleKind::Int, 0, static_cast<std::uint64_t>(v) };
+                // Constants for the usual sizes (addresses take 6 bytes, times in µs 7).
+                if (n == 6)
+                    pos += 8;
+                else if (n == 7)
+                    pos += 9;
+                else
+                    pos += 2 + n;
+                return true;
+            }
+            case 0x4e: // NONE
+                *sp++ = PickleValue {};
+                ++pos;
+                return true;
+            case 0x88: // NEWTRUE
+            case 0x89: // NEWFALSE
+                *sp++ = PickleValue { PickleKind::Bool, 0, op == 0x88 ? 1u : 0u };
+                ++pos;
+                return true;
+            case 0x8c: // SHORT_BINUNICODE
+            case 0x43: { // SHORT_BINBYTES
+                const std::size_t n = data[pos + 1];
+                if (n > m_size - pos - 2)
+                    return false;
+                const PickleValue v { op == 0x8c ? PickleKind::Str : PickleKind::Binary, static_cast<std::uint32_t>(n),
+                    pos + 2 };
+                pos += 2 + n;
+                pushAndMemoize(v);
+                return true;
+            }
+            case 0x58: { // BINUNICODE
+                const std::size_t n = loadLE<std::uint32_t>(data + pos + 1);
+                if (n > m_size - pos - 5)
+                    return false;
+                const PickleValue v { PickleKind::Str, static_cast<std::uint32_t>(n), pos + 5 };
+                pos += 5 + n;
+                pushAndMemoize(v);
+                return true;
+            }
+            default:
+                return false;
+            }
+            if (index >= m_memo.size() || m_memo[index].kind == kUnsetMemo.kind) [[unlikely]] {
+                m_opOffset = pos - (op == 0x68 ? 2 : 5);
+                memoUnset(index);
+            }
+            *sp++ = m_memo[index];
+            return true;
+        };
+        while (pos < fastEnd && sp != cap) [[likely]] {
+            const unsigned char op = data[pos];
+            switch (op) {
+            case 0x68: // BINGET
+            case 0x6a: // LONG_BINGET
+            case 0x4b: // BININT1
+            case 0x4d: // BININT2
+            case 0x4a: // BININT
+            case 0x8a: // LONG1
+            case 0x4e: // NONE
+            case 0x88: // NEWTRUE
+            case 0x89: // NEWFALSE
+            case 0x8c: // SHORT_BINUNICODE
+            case 0x43: // SHORT_BINBYTES
+            case 0x58: // BINUNICODE
+                if (!pushValue(op))
+                    goto leave;
                 break;
             case 0x94: // MEMOIZE
                 if (sp == base || m_memoCount != m_memo.size()) [[unlikely]]
@@ -658,66 +739,31 @@ private:
                         cap = m_stack.cap();
                         sp = m_stack.top();
                     }
+                } else if (sp != base && sp[-1].kind == PickleKind::Dict) {
+                    // A dict's items: keys and values alternate, the keys (nearly always memo GETs of
+                    // strings) are decoded without the dispatch, the values through a switch of their
+                    // own, whose jump sees only values. The same opcodes, decoded the same way, so
+                    // it may stop at any one and leave it to the dispatch.
+                    while (pos < fastEnd && cap - sp >= 2 && (data[pos] | 2) == 0x6a) {
+                        const std::size_t key = pos;
+                        std::uint64_t index = 0;
+                        if (data[pos] == 0x68) {
+                            index = data[pos + 1];
+                            pos += 2;
+                        } else {
+                            index = loadLE<std::uint32_t>(data + pos + 1);
+                            pos += 5;
+                        }
+                        if (index >= m_memo.size() || m_memo[index].kind == kUnsetMemo.kind) [[unlikely]] {
+                            m_opOffset = key;
+                            memoUnset(index);
+                        }
+                        *sp++ = m_memo[index];
+                        if (pos >= fastEnd || !pushValue(data[pos]))
+                            break;
+                    }
                 }
                 break;
-            case 0x4b: // BININT1
-                *sp++ = PickleValue { PickleKind::Int, 0, data[pos + 1] };
-                pos += 2;
-                break;
-            case 0x4d: // BININT2
-                *sp++ = PickleValue { PickleKind::Int, 0, loadLE<std::uint32_t>(data + pos + 1) & 0xffffu };
-                pos += 3;
-                break;
-            case 0x4a: // BININT: signed 32-bit
-                *sp++ = PickleValue { PickleKind::Int, 0,
-                    static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int32_t>(loadLE<std::uint32_t>(data + pos + 1)))) };
-                pos += 5;
-                break;
-            case 0x8a: { // LONG1: up to 8 bytes always fit an int64 (two's complement, little-endian)
-                const unsigned n = data[pos + 1];
-                if (n == 0 || n > 8)
-                    goto leave;
-                const unsigned shift = 64 - 8 * n;
-                const auto v = static_cast<std::int64_t>(loadLE<std::uint64_t>(data + pos + 2) << shift) >> shift;
-                *sp++ = PickleValue { PickleKind::Int, 0, static_cast<std::uint64_t>(v) };
-                // As for GETs: constants for the usual sizes (addresses take 6 bytes, times in µs 7).
-                if (n == 6)
-                    pos += 8;
-                else if (n == 7)
-                    pos += 9;
-                else
-                    pos += 2 + n;
-                break;
-            }
-            case 0x4e: // NONE
-                *sp++ = PickleValue {};
-                ++pos;
-                break;
-            case 0x88: // NEWTRUE
-            case 0x89: // NEWFALSE
-                *sp++ = PickleValue { PickleKind::Bool, 0, op == 0x88 ? 1u : 0u };
-                ++pos;
-                break;
-            case 0x8c: // SHORT_BINUNICODE
-            case 0x43: { // SHORT_BINBYTES
-                const std::size_t n = data[pos + 1];
-                if (n > m_size - pos - 2)
-                    goto leave;
-                const PickleValue v { op == 0x8c ? PickleKind::Str : PickleKind::Binary, static_cast<std::uint32_t>(n),
-                    pos + 2 };
-                pos += 2 + n;
-                pushAndMemoize(v);
-                break;
-            }
-            case 0x58: { // BINUNICODE
-                const std::size_t n = loadLE<std::uint32_t>(data + pos + 1);
-                if (n > m_size - pos - 5)
-                    goto leave;
-                const PickleValue v { PickleKind::Str, static_cast<std::uint32_t>(n), pos + 5 };
-                pos += 5 + n;
-                pushAndMemoize(v);
-                break;
-            }
             case 0x7d: // EMPTY_DICT
                 if (data[pos + 2] == 0x28 && data[pos + 3] != 0x75) { // MARK, not SETITEMS: maybe a frame dict
                     m_pos = pos;
