@@ -237,8 +237,6 @@ private:
 };
 
 namespace {
-    // The parser's value stack: a vector whose push stays inline (std::vector::push_back was not
-    // inlined into the opcode loop and cost an out-of-line call per pushed value); growth is a cold call.
     // A vector of trivially copyable values whose push stays inline (std::vector::push_back was not
     // inlined into the opcode loop: an out-of-line call per pushed value); growth is a cold call. The
     // parser's value stack, memo and marks.
@@ -355,235 +353,233 @@ private:
     // bytes of the pickle). Returns true after STOP.
     bool step()
     {
-        {
-            if (m_pos >= m_size)
-                fail(m_size,
-                    "the pickle ends without a STOP opcode (the file is truncated); re-save it or copy it again");
-            m_opOffset = m_pos;
-            const unsigned char op = m_data[m_pos++];
-            switch (op) {
-            case 0x80: { // PROTO
-                unsigned char proto = readU8();
-                if (proto > 5)
-                    fail(m_opOffset,
-                        "pickle protocol " + std::to_string(proto) + " is newer than 5, the newest gpumem reads");
-                m_doc.m_protocol = proto;
-                break;
-            }
-            case 0x95: // FRAME: a length prefix only; the frame's bytes follow in line
-                readLE(8);
-                break;
-            case 0x2e: // STOP
-                m_doc.m_root = pop();
-                m_store.finish(m_doc);
-                return true;
-            case 0x28: // MARK
-                m_marks.push_back(m_stack.size());
-                break;
-            case 0x30: // POP
-                if (m_stack.empty())
-                    popMark();
-                else
-                    m_stack.pop_back();
-                break;
-            case 0x31: // POP_MARK
-                m_stack.resize(popMark());
-                break;
-            case 0x32: // DUP
-                push(top());
-                break;
-            case 0x4e: // NONE
-                push(PickleValue {});
-                break;
-            case 0x88: // NEWTRUE
-                push(PickleValue { PickleKind::Bool, 0, 1 });
-                break;
-            case 0x89: // NEWFALSE
-                push(PickleValue { PickleKind::Bool, 0, 0 });
-                break;
-            case 0x4a: // BININT: signed 32-bit
-                pushInt(static_cast<std::int32_t>(static_cast<std::uint32_t>(readLE(4))));
-                break;
-            case 0x4b: // BININT1
-                pushInt(readU8());
-                break;
-            case 0x4d: // BININT2
-                pushInt(static_cast<std::int64_t>(readLE(2)));
-                break;
-            case 0x8a: // LONG1
-                pushLong(readU8());
-                break;
-            case 0x8b: { // LONG4
-                auto n = static_cast<std::int32_t>(static_cast<std::uint32_t>(readLE(4)));
-                if (n < 0)
-                    fail(m_opOffset, "LONG4 with a negative byte count");
-                pushLong(static_cast<std::uint64_t>(n));
-                break;
-            }
-            case 0x47: { // BINFLOAT: big-endian IEEE double
-                need(8);
-                std::uint64_t bits = 0;
-                for (int i = 0; i < 8; ++i)
-                    bits = (bits << 8) | m_data[m_pos + i];
-                m_pos += 8;
-                push(PickleValue { PickleKind::Float, 0, bits });
-                break;
-            }
-            case 0x8c: // SHORT_BINUNICODE
-                pushString(PickleKind::Str, readU8());
-                break;
-            case 0x58: // BINUNICODE
-                pushString(PickleKind::Str, readLE(4));
-                break;
-            case 0x8d: // BINUNICODE8
-                pushString(PickleKind::Str, readLE(8));
-                break;
-            case 0x55: // SHORT_BINSTRING (protocol 1 str; bytes here)
-            case 0x43: // SHORT_BINBYTES
-                pushString(PickleKind::Binary, readU8());
-                break;
-            case 0x54: { // BINSTRING: signed 32-bit length
-                auto n = static_cast<std::int32_t>(static_cast<std::uint32_t>(readLE(4)));
-                if (n < 0)
-                    fail(m_opOffset, "BINSTRING with a negative length");
-                pushString(PickleKind::Binary, static_cast<std::uint64_t>(n));
-                break;
-            }
-            case 0x42: // BINBYTES
-                pushString(PickleKind::Binary, readLE(4));
-                break;
-            case 0x8e: // BINBYTES8
-            case 0x96: // BYTEARRAY8
-                pushString(PickleKind::Binary, readLE(8));
-                break;
-            case 0x7d: // EMPTY_DICT
-                push(newContainer(PickleKind::Dict));
-                break;
-            case 0x5d: // EMPTY_LIST
-                push(newContainer(PickleKind::List));
-                break;
-            case 0x29: // EMPTY_TUPLE
-                push(newContainer(PickleKind::Tuple));
-                break;
-            case 0x8f: // EMPTY_SET
-                push(newContainer(PickleKind::Set));
-                break;
-            case 0x85: // TUPLE1
-            case 0x86: // TUPLE2
-            case 0x87: { // TUPLE3
-                std::size_t n = op - 0x84u;
-                if (m_stack.size() < n)
-                    underflow(op);
-                pushFromStack(PickleKind::Tuple, m_stack.size() - n);
-                break;
-            }
-            case 0x74: // TUPLE
-                pushFromStack(PickleKind::Tuple, popMark());
-                break;
-            case 0x6c: // LIST
-                pushFromStack(PickleKind::List, popMark());
-                break;
-            case 0x91: // FROZENSET
-                pushFromStack(PickleKind::Set, popMark());
-                break;
-            case 0x64: { // DICT
-                std::size_t mark = popMark();
-                if ((m_stack.size() - mark) % 2 != 0)
-                    fail(m_opOffset, "DICT with an odd number of items after the mark");
-                pushFromStack(PickleKind::Dict, mark);
-                break;
-            }
-            case 0x73: { // SETITEM
-                if (m_stack.size() < 3)
-                    underflow(op);
-                appendFromStack(container(m_stack[m_stack.size() - 3], PickleKind::Dict, op), m_stack.size() - 2);
-                break;
-            }
-            case 0x75: { // SETITEMS
-                std::size_t mark = popMark();
-                if (mark == 0)
-                    underflow(op);
-                if ((m_stack.size() - mark) % 2 != 0)
-                    fail(m_opOffset, "SETITEMS with an odd number of items after the mark");
-                appendFromStack(container(m_stack[mark - 1], PickleKind::Dict, op), mark);
-                break;
-            }
-            case 0x61: { // APPEND
-                if (m_stack.size() < 2)
-                    underflow(op);
-                appendFromStack(container(m_stack[m_stack.size() - 2], PickleKind::List, op), m_stack.size() - 1);
-                break;
-            }
-            case 0x65: // APPENDS
-            case 0x90: { // ADDITEMS
-                std::size_t mark = popMark();
-                if (mark == 0)
-                    underflow(op);
-                appendFromStack(
-                    container(m_stack[mark - 1], op == 0x65 ? PickleKind::List : PickleKind::Set, op), mark);
-                break;
-            }
-            case 0x71: // BINPUT
-                put(readU8());
-                break;
-            case 0x72: // LONG_BINPUT
-                put(readLE(4));
-                break;
-            case 0x94: // MEMOIZE
-                put(m_memoCount);
-                break;
-            case 0x68: // BINGET
-            case 0x6a: // LONG_BINGET
-                if (m_size - m_opOffset < 5) { // near the end: no room for the word read below
-                    get(op == 0x68 ? readU8() : readLE(4));
-                    break;
-                }
-                // A run of memo GETs (a frames list is hundreds of them, BINGET and LONG_BINGET mixed
-                // at random): decoded in this loop without a branch on the opcode, which a dispatch
-                // per opcode would mispredict about half the time.
-                if (listOfMemoReferences())
-                    break;
-                m_pos = m_opOffset;
-                do {
-                    m_opOffset = m_pos;
-                    const bool isLong = m_data[m_pos] == 0x6a;
-                    std::uint32_t word;
-                    std::memcpy(&word, m_data + m_pos + 1, 4);
-                    if constexpr (std::endian::native != std::endian::little)
-                        word = (word >> 24) | ((word >> 8) & 0xff00u) | ((word << 8) & 0xff0000u) | (word << 24);
-                    get(isLong ? word : (word & 0xffu));
-                    m_pos += isLong ? 5 : 2;
-                } while (m_size - m_pos >= 5 && (m_data[m_pos] | 2) == 0x6a); // 0x68 or 0x6a
-                break;
-            case 0x63: // GLOBAL
-            case 0x93: // STACK_GLOBAL
-            case 0x52: // REDUCE
-            case 0x62: // BUILD
-            case 0x69: // INST
-            case 0x6f: // OBJ
-            case 0x81: // NEWOBJ
-            case 0x92: // NEWOBJ_EX
-            case 0x82: // EXT1
-            case 0x83: // EXT2
-            case 0x84: // EXT4
-            case 0x50: // PERSID
-            case 0x51: // BINPERSID
-            case 0x97: // NEXT_BUFFER
-            case 0x98: // READONLY_BUFFER
-                throw FormatError(m_doc.m_source + ": pickle opcode " + std::string(opcodeName(op)) + " (" + hexByte(op)
-                    + ") at byte offset " + std::to_string(m_opOffset)
-                    + " is not allowed: gpumem reads only plain-data pickles and never runs code from them");
-            default: {
-                std::string_view name = opcodeName(op);
-                if (!name.empty())
-                    fail(m_opOffset,
-                        "pickle opcode " + std::string(name) + " (" + hexByte(op)
-                            + ") is a protocol-0 text opcode gpumem does not read; save the file with protocol 2 or "
-                              "newer");
+        if (m_pos >= m_size)
+            fail(m_size,
+                "the pickle ends without a STOP opcode (the file is truncated); re-save it or copy it again");
+        m_opOffset = m_pos;
+        const unsigned char op = m_data[m_pos++];
+        switch (op) {
+        case 0x80: { // PROTO
+            unsigned char proto = readU8();
+            if (proto > 5)
                 fail(m_opOffset,
-                    "byte " + hexByte(op) + " is not a pickle opcode (the file is not a pickle or is corrupt)");
+                    "pickle protocol " + std::to_string(proto) + " is newer than 5, the newest gpumem reads");
+            m_doc.m_protocol = proto;
+            break;
+        }
+        case 0x95: // FRAME: a length prefix only; the frame's bytes follow in line
+            readLE(8);
+            break;
+        case 0x2e: // STOP
+            m_doc.m_root = pop();
+            m_store.finish(m_doc);
+            return true;
+        case 0x28: // MARK
+            m_marks.push_back(m_stack.size());
+            break;
+        case 0x30: // POP
+            if (m_stack.empty())
+                popMark();
+            else
+                m_stack.pop_back();
+            break;
+        case 0x31: // POP_MARK
+            m_stack.resize(popMark());
+            break;
+        case 0x32: // DUP
+            push(top());
+            break;
+        case 0x4e: // NONE
+            push(PickleValue {});
+            break;
+        case 0x88: // NEWTRUE
+            push(PickleValue { PickleKind::Bool, 0, 1 });
+            break;
+        case 0x89: // NEWFALSE
+            push(PickleValue { PickleKind::Bool, 0, 0 });
+            break;
+        case 0x4a: // BININT: signed 32-bit
+            pushInt(static_cast<std::int32_t>(static_cast<std::uint32_t>(readLE(4))));
+            break;
+        case 0x4b: // BININT1
+            pushInt(readU8());
+            break;
+        case 0x4d: // BININT2
+            pushInt(static_cast<std::int64_t>(readLE(2)));
+            break;
+        case 0x8a: // LONG1
+            pushLong(readU8());
+            break;
+        case 0x8b: { // LONG4
+            auto n = static_cast<std::int32_t>(static_cast<std::uint32_t>(readLE(4)));
+            if (n < 0)
+                fail(m_opOffset, "LONG4 with a negative byte count");
+            pushLong(static_cast<std::uint64_t>(n));
+            break;
+        }
+        case 0x47: { // BINFLOAT: big-endian IEEE double
+            need(8);
+            std::uint64_t bits = 0;
+            for (int i = 0; i < 8; ++i)
+                bits = (bits << 8) | m_data[m_pos + i];
+            m_pos += 8;
+            push(PickleValue { PickleKind::Float, 0, bits });
+            break;
+        }
+        case 0x8c: // SHORT_BINUNICODE
+            pushString(PickleKind::Str, readU8());
+            break;
+        case 0x58: // BINUNICODE
+            pushString(PickleKind::Str, readLE(4));
+            break;
+        case 0x8d: // BINUNICODE8
+            pushString(PickleKind::Str, readLE(8));
+            break;
+        case 0x55: // SHORT_BINSTRING (protocol 1 str; bytes here)
+        case 0x43: // SHORT_BINBYTES
+            pushString(PickleKind::Binary, readU8());
+            break;
+        case 0x54: { // BINSTRING: signed 32-bit length
+            auto n = static_cast<std::int32_t>(static_cast<std::uint32_t>(readLE(4)));
+            if (n < 0)
+                fail(m_opOffset, "BINSTRING with a negative length");
+            pushString(PickleKind::Binary, static_cast<std::uint64_t>(n));
+            break;
+        }
+        case 0x42: // BINBYTES
+            pushString(PickleKind::Binary, readLE(4));
+            break;
+        case 0x8e: // BINBYTES8
+        case 0x96: // BYTEARRAY8
+            pushString(PickleKind::Binary, readLE(8));
+            break;
+        case 0x7d: // EMPTY_DICT
+            push(newContainer(PickleKind::Dict));
+            break;
+        case 0x5d: // EMPTY_LIST
+            push(newContainer(PickleKind::List));
+            break;
+        case 0x29: // EMPTY_TUPLE
+            push(newContainer(PickleKind::Tuple));
+            break;
+        case 0x8f: // EMPTY_SET
+            push(newContainer(PickleKind::Set));
+            break;
+        case 0x85: // TUPLE1
+        case 0x86: // TUPLE2
+        case 0x87: { // TUPLE3
+            std::size_t n = op - 0x84u;
+            if (m_stack.size() < n)
+                underflow(op);
+            pushFromStack(PickleKind::Tuple, m_stack.size() - n);
+            break;
+        }
+        case 0x74: // TUPLE
+            pushFromStack(PickleKind::Tuple, popMark());
+            break;
+        case 0x6c: // LIST
+            pushFromStack(PickleKind::List, popMark());
+            break;
+        case 0x91: // FROZENSET
+            pushFromStack(PickleKind::Set, popMark());
+            break;
+        case 0x64: { // DICT
+            std::size_t mark = popMark();
+            if ((m_stack.size() - mark) % 2 != 0)
+                fail(m_opOffset, "DICT with an odd number of items after the mark");
+            pushFromStack(PickleKind::Dict, mark);
+            break;
+        }
+        case 0x73: { // SETITEM
+            if (m_stack.size() < 3)
+                underflow(op);
+            appendFromStack(container(m_stack[m_stack.size() - 3], PickleKind::Dict, op), m_stack.size() - 2);
+            break;
+        }
+        case 0x75: { // SETITEMS
+            std::size_t mark = popMark();
+            if (mark == 0)
+                underflow(op);
+            if ((m_stack.size() - mark) % 2 != 0)
+                fail(m_opOffset, "SETITEMS with an odd number of items after the mark");
+            appendFromStack(container(m_stack[mark - 1], PickleKind::Dict, op), mark);
+            break;
+        }
+        case 0x61: { // APPEND
+            if (m_stack.size() < 2)
+                underflow(op);
+            appendFromStack(container(m_stack[m_stack.size() - 2], PickleKind::List, op), m_stack.size() - 1);
+            break;
+        }
+        case 0x65: // APPENDS
+        case 0x90: { // ADDITEMS
+            std::size_t mark = popMark();
+            if (mark == 0)
+                underflow(op);
+            appendFromStack(
+                container(m_stack[mark - 1], op == 0x65 ? PickleKind::List : PickleKind::Set, op), mark);
+            break;
+        }
+        case 0x71: // BINPUT
+            put(readU8());
+            break;
+        case 0x72: // LONG_BINPUT
+            put(readLE(4));
+            break;
+        case 0x94: // MEMOIZE
+            put(m_memoCount);
+            break;
+        case 0x68: // BINGET
+        case 0x6a: // LONG_BINGET
+            if (m_size - m_opOffset < 5) { // near the end: no room for the word read below
+                get(op == 0x68 ? readU8() : readLE(4));
+                break;
             }
-            }
+            // A run of memo GETs (a frames list is hundreds of them, BINGET and LONG_BINGET mixed
+            // at random): decoded in this loop without a branch on the opcode, which a dispatch
+            // per opcode would mispredict about half the time.
+            if (listOfMemoReferences())
+                break;
+            m_pos = m_opOffset;
+            do {
+                m_opOffset = m_pos;
+                const bool isLong = m_data[m_pos] == 0x6a;
+                std::uint32_t word;
+                std::memcpy(&word, m_data + m_pos + 1, 4);
+                if constexpr (std::endian::native != std::endian::little)
+                    word = (word >> 24) | ((word >> 8) & 0xff00u) | ((word << 8) & 0xff0000u) | (word << 24);
+                get(isLong ? word : (word & 0xffu));
+                m_pos += isLong ? 5 : 2;
+            } while (m_size - m_pos >= 5 && (m_data[m_pos] | 2) == 0x6a); // 0x68 or 0x6a
+            break;
+        case 0x63: // GLOBAL
+        case 0x93: // STACK_GLOBAL
+        case 0x52: // REDUCE
+        case 0x62: // BUILD
+        case 0x69: // INST
+        case 0x6f: // OBJ
+        case 0x81: // NEWOBJ
+        case 0x92: // NEWOBJ_EX
+        case 0x82: // EXT1
+        case 0x83: // EXT2
+        case 0x84: // EXT4
+        case 0x50: // PERSID
+        case 0x51: // BINPERSID
+        case 0x97: // NEXT_BUFFER
+        case 0x98: // READONLY_BUFFER
+            throw FormatError(m_doc.m_source + ": pickle opcode " + std::string(opcodeName(op)) + " (" + hexByte(op)
+                + ") at byte offset " + std::to_string(m_opOffset)
+                + " is not allowed: gpumem reads only plain-data pickles and never runs code from them");
+        default: {
+            std::string_view name = opcodeName(op);
+            if (!name.empty())
+                fail(m_opOffset,
+                    "pickle opcode " + std::string(name) + " (" + hexByte(op)
+                        + ") is a protocol-0 text opcode gpumem does not read; save the file with protocol 2 or "
+                          "newer");
+            fail(m_opOffset,
+                "byte " + hexByte(op) + " is not a pickle opcode (the file is not a pickle or is corrupt)");
+        }
         }
         return false;
     }
