@@ -164,6 +164,7 @@ public:
     {
         m_arena.reserve(items);
         m_spans.reserve(containers);
+        m_shares.reserve(containers);
     }
     void finish(PickleDocument& doc)
     {
@@ -337,10 +338,10 @@ public:
     {
         // Python pickles of this shape push roughly one value per 4 bytes.
         m_stack.reserve(64);
-        m_memo.reserve(std::min<std::size_t>(m_size / 16, std::size_t(1) << 24) + 16);
+        m_memo.reserve(std::min<std::size_t>(m_size / 8, std::size_t(1) << 24) + 16); // snapshots: one per 16–64 bytes
         // Generous (untouched pages cost nothing), capped so a huge file does not ask for absurd amounts.
         m_store.reserve(std::min<std::size_t>(m_size / 2, std::size_t(1) << 26) + 16,
-            std::min<std::size_t>(m_size / 32, std::size_t(1) << 22) + 16);
+            std::min<std::size_t>(m_size / 16, std::size_t(1) << 22) + 16);
         while (true) {
             runCommonOpcodes();
             if (step())
