@@ -81,7 +81,7 @@ def main():
     head = (f"{'file':50} {'MiB':>5} {'events':>6} {'import':>9} {'parse':>8} {'pickle.load':>11} {'ratio':>6}"
             f" {'p.ratio':>7}")
     if args.baseline:
-        head += f" {'baseline':>9} {'b.ratio':>7}"
+        head += f" {'baseline':>9} {'b.ratio':>7} {'b.parse':>8}"
     print(head)
     ratios, base_ratios = [], []
     for path in files:
@@ -95,7 +95,7 @@ def main():
         if args.baseline:
             b_imp = best[(path, "base")][0]
             base_ratios.append(py / b_imp)
-            line += f" {b_imp:6.2f} ms {py / b_imp:6.1f}x"
+            line += f" {b_imp:6.2f} ms {py / b_imp:6.1f}x {best[(path, 'base')][1]:5.2f} ms"
         print(line)
 
     def geo(rs):
@@ -106,7 +106,8 @@ def main():
     print(f"geometric mean ratio (pickle.load time / gpumem import time): {geo(ratios):.1f}x; min {min(ratios):.1f}x")
     print("p.ratio: pickle.load time / gpumem's unpickling alone (no pre-window state, no Trace)")
     if args.baseline:
-        print(f"baseline: geometric mean {geo(base_ratios):.1f}x; min {min(base_ratios):.1f}x")
+        print(f"baseline: geometric mean {geo(base_ratios):.1f}x; min {min(base_ratios):.1f}x; "
+              "b.parse: the baseline's unpickling alone")
 
 
 if __name__ == "__main__":

@@ -203,14 +203,90 @@ std::string readFileMaybeGzip(const std::string& path)
     return gunzip(raw, path);
 }
 
+FileBuffer readFileBuffer(const std::string& path, std::size_t mapAbove)
+{
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        throwIo(path, "open");
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode) || !S_ISREG(st.st_mode)) {
+        const bool directory = S_ISDIR(st.st_mode);
+        ::close(fd);
+        if (directory)
+            throw IoError(path + ": is a directory; give a trace file");
+        // Not a regular file (a pipe, a device): its size is unknown, so read it as a stream.
+        std::string streamed = readRaw(path, std::string::npos);
+        auto copy = std::make_shared<std::string>(std::move(streamed));
+        copy->reserve(copy->size() + kReadPadding);
+        return FileBuffer { std::shared_ptr<const char>(copy, copy->data()), copy->size() };
+    }
+    if (static_cast<std::size_t>(st.st_size) > mapAbove) {
+        void* mapped = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+        if (mapped == MAP_FAILED) {
+            int saved = errno;
+            ::close(fd);
+            errno = saved;
+            throwIo(path, "map");
+        }
+        ::close(fd);
+        const auto size = static_cast<std::size_t>(st.st_size);
+        return FileBuffer { std::shared_ptr<const char>(static_cast<const char*>(mapped),
+                                [size](const char* p) { ::munmap(const_cast<char*>(p), size); }),
+            size };
+    }
+    // Freed on every exit; handed to the result's shared_ptr at the end.
+    std::unique_ptr<char, decltype(&std::free)> buffer(nullptr, &std::free);
+    auto fail = [&](const char* what) {
+        int saved = errno;
+        ::close(fd);
+        errno = saved;
+        throwIo(path, what);
+    };
+    std::size_t capacity = 0;
+    auto reserve = [&](std::size_t bytes) {
+        char* grown = static_cast<char*>(std::realloc(buffer.get(), bytes));
+        if (!grown) {
+            errno = ENOMEM;
+            fail("read");
+        }
+        (void)buffer.release(); // realloc took it over
+        buffer.reset(grown);
+        capacity = bytes;
+    };
+    reserve(static_cast<std::size_t>(st.st_size) + kReadPadding + 1);
+    adviseHugePages(buffer.get(), capacity);
+    std::size_t size = 0;
+    for (;;) {
+        if (capacity - size <= kReadPadding) // the file grew while we read it
+            reserve(capacity * 2);
+        ssize_t n = ::read(fd, buffer.get() + size, capacity - kReadPadding - size);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            fail("read");
+        }
+        if (n == 0)
+            break;
+        size += static_cast<std::size_t>(n);
+        if (size == static_cast<std::size_t>(st.st_size))
+            break; // all of it as fstat saw it: saves the read() that would return 0
+    }
+    ::close(fd);
+    return FileBuffer { std::shared_ptr<const char>(buffer.release(), &std::free), size };
+}
+
 std::string readFileHead(const std::string& path, std::size_t limit) { return readRaw(path, limit); }
 
 std::string readContentHead(const std::string& path, std::size_t limit)
 {
-    // Compressed JSON shrinks about 10×: read enough compressed bytes to fill `limit`.
-    std::string raw = readRaw(path, isGzip(readRaw(path, 2)) ? 16 * limit + 4096 : limit);
-    if (!isGzip(raw))
+    // Compressed JSON shrinks about 10×: for gzip, read enough compressed bytes to fill `limit`
+    // (a second read; a plain file is opened once).
+    std::string raw = readRaw(path, std::max<std::size_t>(limit, 2));
+    if (!isGzip(raw)) {
+        raw.resize(std::min(raw.size(), limit));
         return raw;
+    }
+    raw = readRaw(path, 16 * limit + 4096);
     return inflateAll(raw, path, limit, true);
 }
 

@@ -3,6 +3,7 @@
 // read-only memory map. Every failure is an IoError (OS refused) or FormatError (bad gzip stream)
 // whose message names the path.
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -25,6 +26,18 @@ inline constexpr std::size_t kReadPadding = 64;
 // Single-member gzip goes through libdeflate when built with it (whole-buffer, ~3× zlib), else zlib.
 // Throws IoError / FormatError naming the path and offset.
 std::string readFileMaybeGzip(const std::string& path);
+
+// A whole file as stored, read straight into one heap buffer (no zero fill and no copy through an
+// intermediate buffer, unlike readFileMaybeGzip()'s std::string; at least kReadPadding spare bytes
+// follow the content), or, for a regular file larger than `mapAbove` bytes, mapped read-only (no
+// copy; no padding). Shared, so a document that views the bytes can keep them alive.
+struct FileBuffer {
+    std::shared_ptr<const char> data;
+    std::size_t size = 0;
+    std::string_view bytes() const { return { data.get(), size }; }
+};
+// Throws IoError naming the path (cannot open, is a directory, read error, cannot map).
+FileBuffer readFileBuffer(const std::string& path, std::size_t mapAbove = static_cast<std::size_t>(-1));
 
 // Up to `limit` bytes from the start of the file as stored. Throws IoError if unreadable.
 std::string readFileHead(const std::string& path, std::size_t limit);

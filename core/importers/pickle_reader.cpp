@@ -7,8 +7,10 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
-#include <filesystem>
+#include <new>
+#include <type_traits>
 #include <limits>
 
 namespace gpumem {
@@ -116,142 +118,208 @@ namespace {
 } // namespace
 
 // Builds the containers of a document without an allocation per container: items are appended to
-// one arena in chunks. Almost every container is filled by one SETITEMS/APPENDS and is a single
-// chunk, which stays where it is; a container filled in batches (APPENDS comes every 1000 items,
-// and its children are built in between) is copied once, contiguously, to the arena's end by
-// finish(). The arena becomes the document's item table, so nothing is copied twice.
+// one arena, and each container's span in it is kept in the table the document will use. Almost
+// every container is filled by one SETITEMS/APPENDS (or by consecutive ones with nothing in between),
+// so its items stay where they are and its span is final at once. A container filled in batches
+// (APPENDS comes every 1000 items, and its children are built in between) gets a chain of chunks,
+// which finish() copies once, contiguously, to the arena's end. The arena becomes the document's
+// item table and the span table its span table, so nothing is copied twice.
 class PickleContainerStore {
 public:
-    static constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
-
     std::uint64_t create()
     {
-        m_records.push_back(Record {});
-        return m_records.size() - 1;
+        m_spans.emplace_back(0, 0);
+        return m_spans.size() - 1;
     }
-    void append(std::uint64_t container, const PickleValue* begin, const PickleValue* end)
+    [[gnu::always_inline]] void append(std::uint64_t container, const PickleValue* begin, const PickleValue* end)
     {
         const auto n = static_cast<std::uint64_t>(end - begin);
         if (n == 0)
             return;
-        Record& r = m_records[container];
-        if (r.last != kNone && m_chunks[r.last].start + m_chunks[r.last].length == m_arena.size()) {
-            m_chunks[r.last].length += n; // nothing was appended since: extend the last chunk
+        auto& [start, count] = m_spans[container];
+        const std::uint64_t arenaSize = m_arena.size();
+        if (count == 0) [[likely]] {
+            start = arenaSize;
+            count = n;
+        } else if (count < kChained && start + count == arenaSize) {
+            count += n; // nothing was appended since: the items stay contiguous
         } else {
-            m_chunks.push_back(Chunk { m_arena.size(), n, kNone });
-            std::uint64_t chunk = m_chunks.size() - 1;
-            if (r.last == kNone)
-                r.first = chunk;
-            else
-                m_chunks[r.last].next = chunk;
-            r.last = chunk;
+            addChunk(container, n);
         }
         m_arena.insert(m_arena.end(), begin, end);
     }
-    bool empty(std::uint64_t container) const { return m_records[container].first == kNone; }
-    // The items of a container that has exactly one chunk, as (start, count) in the arena.
-    std::pair<std::uint64_t, std::uint64_t> singleChunk(std::uint64_t container) const
-    {
-        const Chunk& c = m_chunks[m_records[container].first];
-        return { c.start, c.length };
-    }
+    bool empty(std::uint64_t container) const { return m_spans[container].second == 0; }
+    // The items of a container filled by one append, as (start, count) in the arena.
+    std::pair<std::uint64_t, std::uint64_t> span(std::uint64_t container) const { return m_spans[container]; }
     // Gives the empty `container` the items at arena [start, start + count), which `from` holds
-    // (a repeated list of memo references): no copy. The chunk is the container's own record, so
-    // either container may still grow without changing the other.
+    // (a repeated list of memo references, a repeated dict): no copy. Either container may still
+    // grow without changing the other (a later append to either gets its own items).
     void share(std::uint64_t container, std::uint64_t start, std::uint64_t count, std::uint64_t from)
     {
-        m_chunks.push_back(Chunk { start, count, kNone });
-        Record& r = m_records[container];
-        r.first = r.last = m_chunks.size() - 1;
-        r.sameAs = from;
+        m_spans[container] = { start, count };
+        m_shares.emplace_back(container, from);
     }
     // Reserving address space is free; only the pages written are touched.
     void reserve(std::size_t items, std::size_t containers)
     {
         m_arena.reserve(items);
-        m_records.reserve(containers);
-        m_chunks.reserve(containers);
+        m_spans.reserve(containers);
+        m_shares.reserve(containers);
     }
     void finish(PickleDocument& doc)
     {
         std::uint64_t extra = 0;
-        for (const Record& r : m_records)
-            if (r.first != r.last)
-                for (std::uint64_t k = r.first; k != kNone; k = m_chunks[k].next)
-                    extra += m_chunks[k].length;
+        for (const Chain& c : m_chains)
+            for (std::uint64_t k = c.first; k != kNone; k = m_chunks[k].next)
+                extra += m_chunks[k].length;
         m_arena.reserve(m_arena.size() + extra);
-        doc.m_spans.resize(m_records.size());
-        for (std::size_t c = 0; c < m_records.size(); ++c) {
-            const Record& r = m_records[c];
-            if (r.first == kNone) {
-                doc.m_spans[c] = { 0, 0 };
-            } else if (r.first == r.last) {
-                doc.m_spans[c] = { m_chunks[r.first].start, m_chunks[r.first].length };
-            } else {
-                const std::uint64_t start = m_arena.size();
-                for (std::uint64_t k = r.first; k != kNone; k = m_chunks[k].next)
-                    for (std::uint64_t i = 0; i < m_chunks[k].length; ++i)
-                        m_arena.push_back(m_arena[m_chunks[k].start + i]); // capacity reserved above
-                doc.m_spans[c] = { start, m_arena.size() - start };
-            }
+        for (const Chain& c : m_chains) {
+            const std::uint64_t start = m_arena.size();
+            for (std::uint64_t k = c.first; k != kNone; k = m_chunks[k].next)
+                for (std::uint64_t i = 0; i < m_chunks[k].length; ++i)
+                    m_arena.push_back(m_arena[m_chunks[k].start + i]); // capacity reserved above
+            m_spans[c.container] = { start, m_arena.size() - start };
         }
         // Two containers with the same span have the same items: the later one takes the identity
         // of the one it shared them with (which never shares itself, so there are no chains).
-        doc.m_identity.resize(m_records.size());
-        for (std::size_t c = 0; c < m_records.size(); ++c) {
-            const std::uint64_t from = m_records[c].sameAs;
-            doc.m_identity[c] = from != kNone && doc.m_spans[from] == doc.m_spans[c] ? from : c;
+        doc.m_identity.clear();
+        if (!m_shares.empty()) {
+            doc.m_identity.resize(m_spans.size());
+            for (std::size_t c = 0; c < m_spans.size(); ++c)
+                doc.m_identity[c] = c;
+            for (const auto& [container, from] : m_shares)
+                if (m_spans[from] == m_spans[container])
+                    doc.m_identity[container] = from;
         }
+        doc.m_spans = std::move(m_spans);
         doc.m_items = std::move(m_arena);
     }
 
 private:
-    struct Record {
-        std::uint64_t first = kNone;
-        std::uint64_t last = kNone;
-        std::uint64_t sameAs = kNone; // the container whose items share() gave this one
-    };
+    static constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
+    // A span's count at or above kChained marks a chained container: count - kChained indexes m_chains.
+    static constexpr std::uint64_t kChained = std::uint64_t(1) << 62;
     struct Chunk {
         std::uint64_t start;
         std::uint64_t length;
         std::uint64_t next;
     };
+    struct Chain {
+        std::uint64_t container;
+        std::uint64_t first;
+        std::uint64_t last;
+    };
+    // Adds the n items about to be appended at the arena's end to a container that has items elsewhere.
+    [[gnu::noinline]] void addChunk(std::uint64_t container, std::uint64_t n)
+    {
+        auto& [start, count] = m_spans[container];
+        const std::uint64_t arenaSize = m_arena.size();
+        if (count < kChained) { // becomes a chain: its items so far are the first chunk
+            m_chunks.push_back(Chunk { start, count, kNone });
+            m_chains.push_back(Chain { container, m_chunks.size() - 1, m_chunks.size() - 1 });
+            count = kChained + (m_chains.size() - 1);
+        }
+        Chain& chain = m_chains[count - kChained];
+        Chunk& last = m_chunks[chain.last];
+        if (last.start + last.length == arenaSize) {
+            last.length += n;
+            return;
+        }
+        m_chunks.push_back(Chunk { arenaSize, n, kNone });
+        m_chunks[chain.last].next = m_chunks.size() - 1;
+        chain.last = m_chunks.size() - 1;
+    }
+
     std::vector<PickleValue> m_arena;
-    std::vector<Record> m_records;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> m_spans; // container → (start, count) or a chain
     std::vector<Chunk> m_chunks;
+    std::vector<Chain> m_chains;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> m_shares; // (container, the container it shares with)
 };
 
 namespace {
-    // The parser's value stack: a vector whose push stays inline (std::vector::push_back was not
-    // inlined into the opcode loop and cost an out-of-line call per pushed value); growth is a cold call.
-    class ValueStack {
+    // A vector of trivially copyable values whose push stays inline (std::vector::push_back was not
+    // inlined into the opcode loop: an out-of-line call per pushed value); growth is a cold call. The
+    // parser's value stack, memo and marks.
+    template <typename T> class PodStack {
     public:
         // By value: DUP pushes the top itself, which grow() would free before the copy (found by
         // the fuzzer).
-        [[gnu::always_inline]] void push_back(PickleValue v)
+        [[gnu::always_inline]] void push_back(T v)
         {
-            if (m_size == m_storage.size()) [[unlikely]]
+            if (m_top == m_cap) [[unlikely]]
                 grow();
-            m_storage[m_size++] = v;
+            *m_top++ = v;
         }
-        void pop_back() { --m_size; }
-        PickleValue& back() { return m_storage[m_size - 1]; }
-        const PickleValue& back() const { return m_storage[m_size - 1]; }
-        PickleValue& operator[](std::size_t i) { return m_storage[i]; }
-        const PickleValue* data() const { return m_storage.data(); }
-        std::size_t size() const { return m_size; }
-        bool empty() const { return m_size == 0; }
+        void pop_back() { --m_top; }
+        T& back() { return m_top[-1]; }
+        const T& back() const { return m_top[-1]; }
+        T& operator[](std::size_t i) { return m_base[i]; }
+        const T& operator[](std::size_t i) const { return m_base[i]; }
+        const T* data() const { return m_base; }
+        std::size_t size() const { return static_cast<std::size_t>(m_top - m_base); }
+        bool empty() const { return m_top == m_base; }
         void resize(std::size_t n) // shrinks only (MARK positions are never above the top)
         {
-            m_size = std::min(m_size, n);
+            m_top = m_base + std::min(size(), n);
         }
-        void reserve(std::size_t n) { m_storage.resize(std::max(n, m_storage.size())); }
+        void growTo(std::size_t n, T fill) // grows only, filling with `fill`
+        {
+            if (n > static_cast<std::size_t>(m_cap - m_base))
+                reallocate(std::max(n, 2 * static_cast<std::size_t>(m_cap - m_base))); // amortized
+            while (size() < n)
+                *m_top++ = fill;
+        }
+        void reserve(std::size_t n)
+        {
+            if (n > static_cast<std::size_t>(m_cap - m_base))
+                reallocate(n);
+        }
+        [[gnu::noinline]] void grow() { reallocate(std::max<std::size_t>(64, 2 * static_cast<std::size_t>(m_cap - m_base))); }
+
+        // The opcode loop keeps the top in a register: it reads these and writes the top back.
+        T* base() const { return m_base; }
+        T* top() const { return m_top; }
+        T* cap() const { return m_cap; }
+        void setTop(T* top) { m_top = top; }
+
+        PodStack() = default;
+        PodStack(const PodStack&) = delete;
+        PodStack& operator=(const PodStack&) = delete;
+        ~PodStack() { std::free(m_base); }
 
     private:
-        [[gnu::noinline]] void grow() { m_storage.resize(std::max<std::size_t>(64, m_storage.size() * 2)); }
-        std::vector<PickleValue> m_storage;
-        std::size_t m_size = 0;
+        // malloc, not a std::vector: the memo is reserved for the whole file up front, and a vector
+        // would write zeros over all of it (as much as the file's size) before the parse begins.
+        void reallocate(std::size_t capacity)
+        {
+            const std::size_t n = size();
+            static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+            T* grown = static_cast<T*>(std::realloc(static_cast<void*>(m_base), capacity * sizeof(T)));
+            if (!grown)
+                throw std::bad_alloc();
+            m_base = grown;
+            m_top = m_base + n;
+            m_cap = m_base + capacity;
+        }
+        T* m_base = nullptr;
+        T* m_top = nullptr;
+        T* m_cap = nullptr;
     };
+    using ValueStack = PodStack<PickleValue>;
+
+    // A little-endian opcode argument (the pickle's byte order).
+    template <typename T> [[gnu::always_inline]] inline T loadLE(const unsigned char* p)
+    {
+        T v = 0;
+        if constexpr (std::endian::native == std::endian::little) {
+            std::memcpy(&v, p, sizeof v);
+        } else {
+            for (std::size_t i = sizeof v; i-- > 0;)
+                v = static_cast<T>((v << 8) | p[i]);
+        }
+        return v;
+    }
 
     // A memo slot never stored (kind values above PickleKind::Set are not used by values).
     constexpr PickleValue kUnsetMemo { static_cast<PickleKind>(0xff), 0, 0 };
@@ -270,243 +338,467 @@ public:
     {
         // Python pickles of this shape push roughly one value per 4 bytes.
         m_stack.reserve(64);
-        m_memo.reserve(std::min<std::size_t>(m_size / 16, std::size_t(1) << 24) + 16);
+        m_memo.reserve(std::min<std::size_t>(m_size / 8, std::size_t(1) << 24) + 16); // snapshots: one per 16–64 bytes
         // Generous (untouched pages cost nothing), capped so a huge file does not ask for absurd amounts.
         m_store.reserve(std::min<std::size_t>(m_size / 2, std::size_t(1) << 26) + 16,
-            std::min<std::size_t>(m_size / 32, std::size_t(1) << 22) + 16);
+            std::min<std::size_t>(m_size / 16, std::size_t(1) << 22) + 16);
         while (true) {
-            if (m_pos >= m_size)
-                fail(m_size,
-                    "the pickle ends without a STOP opcode (the file is truncated); re-save it or copy it again");
-            m_opOffset = m_pos;
-            const unsigned char op = m_data[m_pos++];
-            switch (op) {
-            case 0x80: { // PROTO
-                unsigned char proto = readU8();
-                if (proto > 5)
-                    fail(m_opOffset,
-                        "pickle protocol " + std::to_string(proto) + " is newer than 5, the newest gpumem reads");
-                m_doc.m_protocol = proto;
-                break;
-            }
-            case 0x95: // FRAME: a length prefix only; the frame's bytes follow in line
-                readLE(8);
-                break;
-            case 0x2e: // STOP
-                m_doc.m_root = pop();
-                m_store.finish(m_doc);
+            runCommonOpcodes();
+            if (step())
                 return;
-            case 0x28: // MARK
-                m_marks.push_back(m_stack.size());
-                break;
-            case 0x30: // POP
-                if (m_stack.empty())
-                    popMark();
-                else
-                    m_stack.pop_back();
-                break;
-            case 0x31: // POP_MARK
-                m_stack.resize(popMark());
-                break;
-            case 0x32: // DUP
-                push(top());
-                break;
-            case 0x4e: // NONE
-                push(PickleValue {});
-                break;
-            case 0x88: // NEWTRUE
-                push(PickleValue { PickleKind::Bool, 0, 1 });
-                break;
-            case 0x89: // NEWFALSE
-                push(PickleValue { PickleKind::Bool, 0, 0 });
-                break;
-            case 0x4a: // BININT: signed 32-bit
-                pushInt(static_cast<std::int32_t>(static_cast<std::uint32_t>(readLE(4))));
-                break;
-            case 0x4b: // BININT1
-                pushInt(readU8());
-                break;
-            case 0x4d: // BININT2
-                pushInt(static_cast<std::int64_t>(readLE(2)));
-                break;
-            case 0x8a: // LONG1
-                pushLong(readU8());
-                break;
-            case 0x8b: { // LONG4
-                auto n = static_cast<std::int32_t>(static_cast<std::uint32_t>(readLE(4)));
-                if (n < 0)
-                    fail(m_opOffset, "LONG4 with a negative byte count");
-                pushLong(static_cast<std::uint64_t>(n));
-                break;
-            }
-            case 0x47: { // BINFLOAT: big-endian IEEE double
-                need(8);
-                std::uint64_t bits = 0;
-                for (int i = 0; i < 8; ++i)
-                    bits = (bits << 8) | m_data[m_pos + i];
-                m_pos += 8;
-                push(PickleValue { PickleKind::Float, 0, bits });
-                break;
-            }
-            case 0x8c: // SHORT_BINUNICODE
-                pushString(PickleKind::Str, readU8());
-                break;
-            case 0x58: // BINUNICODE
-                pushString(PickleKind::Str, readLE(4));
-                break;
-            case 0x8d: // BINUNICODE8
-                pushString(PickleKind::Str, readLE(8));
-                break;
-            case 0x55: // SHORT_BINSTRING (protocol 1 str; bytes here)
-            case 0x43: // SHORT_BINBYTES
-                pushString(PickleKind::Binary, readU8());
-                break;
-            case 0x54: { // BINSTRING: signed 32-bit length
-                auto n = static_cast<std::int32_t>(static_cast<std::uint32_t>(readLE(4)));
-                if (n < 0)
-                    fail(m_opOffset, "BINSTRING with a negative length");
-                pushString(PickleKind::Binary, static_cast<std::uint64_t>(n));
-                break;
-            }
-            case 0x42: // BINBYTES
-                pushString(PickleKind::Binary, readLE(4));
-                break;
-            case 0x8e: // BINBYTES8
-            case 0x96: // BYTEARRAY8
-                pushString(PickleKind::Binary, readLE(8));
-                break;
-            case 0x7d: // EMPTY_DICT
-                push(newContainer(PickleKind::Dict));
-                break;
-            case 0x5d: // EMPTY_LIST
-                push(newContainer(PickleKind::List));
-                break;
-            case 0x29: // EMPTY_TUPLE
-                push(newContainer(PickleKind::Tuple));
-                break;
-            case 0x8f: // EMPTY_SET
-                push(newContainer(PickleKind::Set));
-                break;
-            case 0x85: // TUPLE1
-            case 0x86: // TUPLE2
-            case 0x87: { // TUPLE3
-                std::size_t n = op - 0x84u;
-                if (m_stack.size() < n)
-                    underflow(op);
-                pushFromStack(PickleKind::Tuple, m_stack.size() - n);
-                break;
-            }
-            case 0x74: // TUPLE
-                pushFromStack(PickleKind::Tuple, popMark());
-                break;
-            case 0x6c: // LIST
-                pushFromStack(PickleKind::List, popMark());
-                break;
-            case 0x91: // FROZENSET
-                pushFromStack(PickleKind::Set, popMark());
-                break;
-            case 0x64: { // DICT
-                std::size_t mark = popMark();
-                if ((m_stack.size() - mark) % 2 != 0)
-                    fail(m_opOffset, "DICT with an odd number of items after the mark");
-                pushFromStack(PickleKind::Dict, mark);
-                break;
-            }
-            case 0x73: { // SETITEM
-                if (m_stack.size() < 3)
-                    underflow(op);
-                appendFromStack(container(m_stack[m_stack.size() - 3], PickleKind::Dict, op), m_stack.size() - 2);
-                break;
-            }
-            case 0x75: { // SETITEMS
-                std::size_t mark = popMark();
-                if (mark == 0)
-                    underflow(op);
-                if ((m_stack.size() - mark) % 2 != 0)
-                    fail(m_opOffset, "SETITEMS with an odd number of items after the mark");
-                appendFromStack(container(m_stack[mark - 1], PickleKind::Dict, op), mark);
-                break;
-            }
-            case 0x61: { // APPEND
-                if (m_stack.size() < 2)
-                    underflow(op);
-                appendFromStack(container(m_stack[m_stack.size() - 2], PickleKind::List, op), m_stack.size() - 1);
-                break;
-            }
-            case 0x65: // APPENDS
-            case 0x90: { // ADDITEMS
-                std::size_t mark = popMark();
-                if (mark == 0)
-                    underflow(op);
-                appendFromStack(
-                    container(m_stack[mark - 1], op == 0x65 ? PickleKind::List : PickleKind::Set, op), mark);
-                break;
-            }
-            case 0x71: // BINPUT
-                put(readU8());
-                break;
-            case 0x72: // LONG_BINPUT
-                put(readLE(4));
-                break;
-            case 0x94: // MEMOIZE
-                put(m_memoCount);
-                break;
-            case 0x68: // BINGET
-            case 0x6a: // LONG_BINGET
-                if (m_size - m_opOffset < 5) { // near the end: no room for the word read below
-                    get(op == 0x68 ? readU8() : readLE(4));
-                    break;
-                }
-                // A run of memo GETs (a frames list is hundreds of them, BINGET and LONG_BINGET mixed
-                // at random): decoded in this loop without a branch on the opcode, which a dispatch
-                // per opcode would mispredict about half the time.
-                if (listOfMemoReferences())
-                    break;
-                m_pos = m_opOffset;
-                do {
-                    m_opOffset = m_pos;
-                    const bool isLong = m_data[m_pos] == 0x6a;
-                    std::uint32_t word;
-                    std::memcpy(&word, m_data + m_pos + 1, 4);
-                    if constexpr (std::endian::native != std::endian::little)
-                        word = (word >> 24) | ((word >> 8) & 0xff00u) | ((word << 8) & 0xff0000u) | (word << 24);
-                    get(isLong ? word : (word & 0xffu));
-                    m_pos += isLong ? 5 : 2;
-                } while (m_size - m_pos >= 5 && (m_data[m_pos] | 2) == 0x6a); // 0x68 or 0x6a
-                break;
-            case 0x63: // GLOBAL
-            case 0x93: // STACK_GLOBAL
-            case 0x52: // REDUCE
-            case 0x62: // BUILD
-            case 0x69: // INST
-            case 0x6f: // OBJ
-            case 0x81: // NEWOBJ
-            case 0x92: // NEWOBJ_EX
-            case 0x82: // EXT1
-            case 0x83: // EXT2
-            case 0x84: // EXT4
-            case 0x50: // PERSID
-            case 0x51: // BINPERSID
-            case 0x97: // NEXT_BUFFER
-            case 0x98: // READONLY_BUFFER
-                throw FormatError(m_doc.m_source + ": pickle opcode " + std::string(opcodeName(op)) + " (" + hexByte(op)
-                    + ") at byte offset " + std::to_string(m_opOffset)
-                    + " is not allowed: gpumem reads only plain-data pickles and never runs code from them");
-            default: {
-                std::string_view name = opcodeName(op);
-                if (!name.empty())
-                    fail(m_opOffset,
-                        "pickle opcode " + std::string(name) + " (" + hexByte(op)
-                            + ") is a protocol-0 text opcode gpumem does not read; save the file with protocol 2 or "
-                              "newer");
-                fail(m_opOffset,
-                    "byte " + hexByte(op) + " is not a pickle opcode (the file is not a pickle or is corrupt)");
-            }
-            }
         }
     }
 
 private:
+    // One opcode with every check: what runCommonOpcodes() leaves (rare opcodes, errors, the last
+    // bytes of the pickle). Returns true after STOP.
+    bool step()
+    {
+        if (m_pos >= m_size)
+            fail(m_size,
+                "the pickle ends without a STOP opcode (the file is truncated); re-save it or copy it again");
+        m_opOffset = m_pos;
+        const unsigned char op = m_data[m_pos++];
+        switch (op) {
+        case 0x80: { // PROTO
+            unsigned char proto = readU8();
+            if (proto > 5)
+                fail(m_opOffset,
+                    "pickle protocol " + std::to_string(proto) + " is newer than 5, the newest gpumem reads");
+            m_doc.m_protocol = proto;
+            break;
+        }
+        case 0x95: // FRAME: a length prefix only; the frame's bytes follow in line
+            readLE(8);
+            break;
+        case 0x2e: // STOP
+            m_doc.m_root = pop();
+            m_store.finish(m_doc);
+            return true;
+        case 0x28: // MARK
+            m_marks.push_back(m_stack.size());
+            break;
+        case 0x30: // POP
+            if (m_stack.empty())
+                popMark();
+            else
+                m_stack.pop_back();
+            break;
+        case 0x31: // POP_MARK
+            m_stack.resize(popMark());
+            break;
+        case 0x32: // DUP
+            push(top());
+            break;
+        case 0x4e: // NONE
+            push(PickleValue {});
+            break;
+        case 0x88: // NEWTRUE
+            push(PickleValue { PickleKind::Bool, 0, 1 });
+            break;
+        case 0x89: // NEWFALSE
+            push(PickleValue { PickleKind::Bool, 0, 0 });
+            break;
+        case 0x4a: // BININT: signed 32-bit
+            pushInt(static_cast<std::int32_t>(static_cast<std::uint32_t>(readLE(4))));
+            break;
+        case 0x4b: // BININT1
+            pushInt(readU8());
+            break;
+        case 0x4d: // BININT2
+            pushInt(static_cast<std::int64_t>(readLE(2)));
+            break;
+        case 0x8a: // LONG1
+            pushLong(readU8());
+            break;
+        case 0x8b: { // LONG4
+            auto n = static_cast<std::int32_t>(static_cast<std::uint32_t>(readLE(4)));
+            if (n < 0)
+                fail(m_opOffset, "LONG4 with a negative byte count");
+            pushLong(static_cast<std::uint64_t>(n));
+            break;
+        }
+        case 0x47: { // BINFLOAT: big-endian IEEE double
+            need(8);
+            std::uint64_t bits = 0;
+            for (int i = 0; i < 8; ++i)
+                bits = (bits << 8) | m_data[m_pos + i];
+            m_pos += 8;
+            push(PickleValue { PickleKind::Float, 0, bits });
+            break;
+        }
+        case 0x8c: // SHORT_BINUNICODE
+            pushString(PickleKind::Str, readU8());
+            break;
+        case 0x58: // BINUNICODE
+            pushString(PickleKind::Str, readLE(4));
+            break;
+        case 0x8d: // BINUNICODE8
+            pushString(PickleKind::Str, readLE(8));
+            break;
+        case 0x55: // SHORT_BINSTRING (protocol 1 str; bytes here)
+        case 0x43: // SHORT_BINBYTES
+            pushString(PickleKind::Binary, readU8());
+            break;
+        case 0x54: { // BINSTRING: signed 32-bit length
+            auto n = static_cast<std::int32_t>(static_cast<std::uint32_t>(readLE(4)));
+            if (n < 0)
+                fail(m_opOffset, "BINSTRING with a negative length");
+            pushString(PickleKind::Binary, static_cast<std::uint64_t>(n));
+            break;
+        }
+        case 0x42: // BINBYTES
+            pushString(PickleKind::Binary, readLE(4));
+            break;
+        case 0x8e: // BINBYTES8
+        case 0x96: // BYTEARRAY8
+            pushString(PickleKind::Binary, readLE(8));
+            break;
+        case 0x7d: // EMPTY_DICT
+            push(newContainer(PickleKind::Dict));
+            break;
+        case 0x5d: // EMPTY_LIST
+            push(newContainer(PickleKind::List));
+            break;
+        case 0x29: // EMPTY_TUPLE
+            push(newContainer(PickleKind::Tuple));
+            break;
+        case 0x8f: // EMPTY_SET
+            push(newContainer(PickleKind::Set));
+            break;
+        case 0x85: // TUPLE1
+        case 0x86: // TUPLE2
+        case 0x87: { // TUPLE3
+            std::size_t n = op - 0x84u;
+            if (m_stack.size() < n)
+                underflow(op);
+            pushFromStack(PickleKind::Tuple, m_stack.size() - n);
+            break;
+        }
+        case 0x74: // TUPLE
+            pushFromStack(PickleKind::Tuple, popMark());
+            break;
+        case 0x6c: // LIST
+            pushFromStack(PickleKind::List, popMark());
+            break;
+        case 0x91: // FROZENSET
+            pushFromStack(PickleKind::Set, popMark());
+            break;
+        case 0x64: { // DICT
+            std::size_t mark = popMark();
+            if ((m_stack.size() - mark) % 2 != 0)
+                fail(m_opOffset, "DICT with an odd number of items after the mark");
+            pushFromStack(PickleKind::Dict, mark);
+            break;
+        }
+        case 0x73: { // SETITEM
+            if (m_stack.size() < 3)
+                underflow(op);
+            appendFromStack(container(m_stack[m_stack.size() - 3], PickleKind::Dict, op), m_stack.size() - 2);
+            break;
+        }
+        case 0x75: { // SETITEMS
+            std::size_t mark = popMark();
+            if (mark == 0)
+                underflow(op);
+            if ((m_stack.size() - mark) % 2 != 0)
+                fail(m_opOffset, "SETITEMS with an odd number of items after the mark");
+            appendFromStack(container(m_stack[mark - 1], PickleKind::Dict, op), mark);
+            break;
+        }
+        case 0x61: { // APPEND
+            if (m_stack.size() < 2)
+                underflow(op);
+            appendFromStack(container(m_stack[m_stack.size() - 2], PickleKind::List, op), m_stack.size() - 1);
+            break;
+        }
+        case 0x65: // APPENDS
+        case 0x90: { // ADDITEMS
+            std::size_t mark = popMark();
+            if (mark == 0)
+                underflow(op);
+            appendFromStack(
+                container(m_stack[mark - 1], op == 0x65 ? PickleKind::List : PickleKind::Set, op), mark);
+            break;
+        }
+        case 0x71: // BINPUT
+            put(readU8());
+            break;
+        case 0x72: // LONG_BINPUT
+            put(readLE(4));
+            break;
+        case 0x94: // MEMOIZE
+            put(m_memoCount);
+            break;
+        case 0x68: // BINGET
+        case 0x6a: // LONG_BINGET
+            if (m_size - m_opOffset < 5) { // near the end: no room for the word read below
+                get(op == 0x68 ? readU8() : readLE(4));
+                break;
+            }
+            // A run of memo GETs (a frames list is hundreds of them, BINGET and LONG_BINGET mixed
+            // at random): decoded in this loop without a branch on the opcode, which a dispatch
+            // per opcode would mispredict about half the time.
+            if (listOfMemoReferences())
+                break;
+            m_pos = m_opOffset;
+            do {
+                m_opOffset = m_pos;
+                const bool isLong = m_data[m_pos] == 0x6a;
+                std::uint32_t word;
+                std::memcpy(&word, m_data + m_pos + 1, 4);
+                if constexpr (std::endian::native != std::endian::little)
+                    word = (word >> 24) | ((word >> 8) & 0xff00u) | ((word << 8) & 0xff0000u) | (word << 24);
+                get(isLong ? word : (word & 0xffu));
+                m_pos += isLong ? 5 : 2;
+            } while (m_size - m_pos >= 5 && (m_data[m_pos] | 2) == 0x6a); // 0x68 or 0x6a
+            break;
+        case 0x63: // GLOBAL
+        case 0x93: // STACK_GLOBAL
+        case 0x52: // REDUCE
+        case 0x62: // BUILD
+        case 0x69: // INST
+        case 0x6f: // OBJ
+        case 0x81: // NEWOBJ
+        case 0x92: // NEWOBJ_EX
+        case 0x82: // EXT1
+        case 0x83: // EXT2
+        case 0x84: // EXT4
+        case 0x50: // PERSID
+        case 0x51: // BINPERSID
+        case 0x97: // NEXT_BUFFER
+        case 0x98: // READONLY_BUFFER
+            throw FormatError(m_doc.m_source + ": pickle opcode " + std::string(opcodeName(op)) + " (" + hexByte(op)
+                + ") at byte offset " + std::to_string(m_opOffset)
+                + " is not allowed: gpumem reads only plain-data pickles and never runs code from them");
+        default: {
+            std::string_view name = opcodeName(op);
+            if (!name.empty())
+                fail(m_opOffset,
+                    "pickle opcode " + std::string(name) + " (" + hexByte(op)
+                        + ") is a protocol-0 text opcode gpumem does not read; save the file with protocol 2 or "
+                          "newer");
+            fail(m_opOffset,
+                "byte " + hexByte(op) + " is not a pickle opcode (the file is not a pickle or is corrupt)");
+        }
+        }
+        return false;
+    }
+
+    // The opcodes of real snapshots (memo GET/MEMOIZE, MARK, ints, short strings, empty containers,
+    // SETITEMS/APPENDS), decoded with the position and the stack top in registers: the members would
+    // put a store-to-load round trip on the chain from one opcode to the next. It runs while at least
+    // kSlack bytes are left, so no argument read needs its own bounds check; anything it does not
+    // handle on the spot (another opcode, a malformed one, a full stack) it leaves, untouched, to
+    // step(), which applies every check and reports the error.
+    static constexpr std::size_t kSlack = 16; // > the longest opcode read here (LONG1: 2 + 8 bytes)
+    void runCommonOpcodes()
+    {
+        if (m_size < kSlack)
+            return;
+        const unsigned char* const data = m_data;
+        const std::size_t fastEnd = m_size - kSlack;
+        std::size_t pos = m_pos;
+        PickleValue* base = m_stack.base();
+        PickleValue* cap = m_stack.cap();
+        PickleValue* sp = m_stack.top();
+        const auto depth = [&] { return static_cast<std::size_t>(sp - base); };
+        // Pushes `v` and, when MEMOIZE follows (strings and containers are memoized as they are made),
+        // memoizes it too, without a trip through the dispatch.
+        const auto pushAndMemoize = [&](PickleValue v) {
+            *sp++ = v;
+            if (pos < m_size && data[pos] == 0x94 && m_memoCount == m_memo.size()) {
+                m_memo.push_back(v);
+                ++m_memoCount;
+                ++pos;
+            }
+        };
+        // The value opcodes, shared by the loop's dispatch and the dict items loop below. The next
+        // position must not wait for the bytes of this opcode: that would put a load on the chain
+        // from each opcode to the next (the loop's critical path). So each opcode adds its own
+        // constant, which the predicted branch makes known at once. False: not decoded here (leave
+        // it to the dispatch, or to step()).
+        const auto pushValue = [&](unsigned char op) __attribute__((always_inline)) -> bool {
+            std::uint64_t index = 0;
+            switch (op) {
+            case 0x68: // BINGET
+                index = data[pos + 1];
+                pos += 2;
+                break;
+            case 0x6a: // LONG_BINGET
+                index = loadLE<std::uint32_t>(data + pos + 1);
+                pos += 5;
+                break;
+            case 0x4b: // BININT1
+                *sp++ = PickleValue { PickleKind::Int, 0, data[pos + 1] };
+                pos += 2;
+                return true;
+            case 0x4d: // BININT2
+                *sp++ = PickleValue { PickleKind::Int, 0, loadLE<std::uint32_t>(data + pos + 1) & 0xffffu };
+                pos += 3;
+                return true;
+            case 0x4a: // BININT: signed 32-bit
+                *sp++ = PickleValue { PickleKind::Int, 0,
+                    static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int32_t>(loadLE<std::uint32_t>(data + pos + 1)))) };
+                pos += 5;
+                return true;
+            case 0x8a: { // LONG1: up to 8 bytes always fit an int64 (two's complement, little-endian)
+                const unsigned n = data[pos + 1];
+                if (n == 0 || n > 8)
+                    return false;
+                const unsigned shift = 64 - 8 * n;
+                const auto v = static_cast<std::int64_t>(loadLE<std::uint64_t>(data + pos + 2) << shift) >> shift;
+                *sp++ = PickleValue { PickleKind::Int, 0, static_cast<std::uint64_t>(v) };
+                // Constants for the usual sizes (addresses take 6 bytes, times in µs 7).
+                if (n == 6)
+                    pos += 8;
+                else if (n == 7)
+                    pos += 9;
+                else
+                    pos += 2 + n;
+                return true;
+            }
+            case 0x4e: // NONE
+                *sp++ = PickleValue {};
+                ++pos;
+                return true;
+            case 0x88: // NEWTRUE
+            case 0x89: // NEWFALSE
+                *sp++ = PickleValue { PickleKind::Bool, 0, op == 0x88 ? 1u : 0u };
+                ++pos;
+                return true;
+            case 0x8c: // SHORT_BINUNICODE
+            case 0x43: { // SHORT_BINBYTES
+                const std::size_t n = data[pos + 1];
+                if (n > m_size - pos - 2)
+                    return false;
+                const PickleValue v { op == 0x8c ? PickleKind::Str : PickleKind::Binary, static_cast<std::uint32_t>(n),
+                    pos + 2 };
+                pos += 2 + n;
+                pushAndMemoize(v);
+                return true;
+            }
+            case 0x58: { // BINUNICODE
+                const std::size_t n = loadLE<std::uint32_t>(data + pos + 1);
+                if (n > m_size - pos - 5)
+                    return false;
+                const PickleValue v { PickleKind::Str, static_cast<std::uint32_t>(n), pos + 5 };
+                pos += 5 + n;
+                pushAndMemoize(v);
+                return true;
+            }
+            default:
+                return false;
+            }
+            if (index >= m_memo.size() || m_memo[index].kind == kUnsetMemo.kind) [[unlikely]] {
+                m_opOffset = pos - (op == 0x68 ? 2 : 5);
+                memoUnset(index);
+            }
+            *sp++ = m_memo[index];
+            return true;
+        };
+        while (pos < fastEnd && sp != cap) [[likely]] {
+            const unsigned char op = data[pos];
+            switch (op) {
+            case 0x68: // BINGET
+            case 0x6a: // LONG_BINGET
+            case 0x4b: // BININT1
+            case 0x4d: // BININT2
+            case 0x4a: // BININT
+            case 0x8a: // LONG1
+            case 0x4e: // NONE
+            case 0x88: // NEWTRUE
+            case 0x89: // NEWFALSE
+            case 0x8c: // SHORT_BINUNICODE
+            case 0x43: // SHORT_BINBYTES
+            case 0x58: // BINUNICODE
+                if (!pushValue(op))
+                    goto leave;
+                break;
+            case 0x94: // MEMOIZE
+                if (sp == base || m_memoCount != m_memo.size()) [[unlikely]]
+                    goto leave; // an empty stack, or the memo has gaps (BINPUT): step() decides
+                m_memo.push_back(sp[-1]);
+                ++m_memoCount;
+                ++pos;
+                break;
+            case 0x28: // MARK
+                m_marks.push_back(depth());
+                ++pos;
+                if (sp != base && sp[-1].kind == PickleKind::List && (data[pos] | 2) == 0x6a) {
+                    // GETs after the MARK of a list: maybe a list of memo references.
+                    m_pos = pos;
+                    m_opOffset = pos;
+                    m_stack.setTop(sp);
+                    if (listOfMemoReferences()) { // it may have grown the stack
+                        pos = m_pos;
+                        base = m_stack.base();
+                        cap = m_stack.cap();
+                        sp = m_stack.top();
+                    }
+                } else if (sp != base && sp[-1].kind == PickleKind::Dict) {
+                    // A dict's items: keys and values alternate, the keys (nearly always memo GETs of
+                    // strings) are decoded without the dispatch, the values through a switch of their
+                    // own, whose jump sees only values. The same opcodes, decoded the same way, so
+                    // it may stop at any one and leave it to the dispatch.
+                    while (pos < fastEnd && cap - sp >= 2 && (data[pos] | 2) == 0x6a) {
+                        const std::size_t key = pos;
+                        std::uint64_t index = 0;
+                        if (data[pos] == 0x68) {
+                            index = data[pos + 1];
+                            pos += 2;
+                        } else {
+                            index = loadLE<std::uint32_t>(data + pos + 1);
+                            pos += 5;
+                        }
+                        if (index >= m_memo.size() || m_memo[index].kind == kUnsetMemo.kind) [[unlikely]] {
+                            m_opOffset = key;
+                            memoUnset(index);
+                        }
+                        *sp++ = m_memo[index];
+                        if (pos >= fastEnd || !pushValue(data[pos]))
+                            break;
+                    }
+                }
+                break;
+            case 0x7d: // EMPTY_DICT
+                if (data[pos + 2] == 0x28 && data[pos + 3] != 0x75) { // MARK, not SETITEMS: maybe a frame dict
+                    m_pos = pos;
+                    m_stack.setTop(sp);
+                    if (dictOfPlainValues()) {
+                        pos = m_pos;
+                        sp = m_stack.top();
+                        break;
+                    }
+                }
+                [[fallthrough]];
+            case 0x5d: // EMPTY_LIST
+                ++pos;
+                pushAndMemoize(PickleValue { op == 0x7d ? PickleKind::Dict : PickleKind::List, 0, m_store.create() });
+                break;
+            case 0x75: // SETITEMS
+            case 0x65: { // APPENDS
+                if (m_marks.empty())
+                    goto leave;
+                const std::size_t mark = m_marks.back();
+                if (mark == 0 || mark > depth() || base[mark - 1].kind != (op == 0x75 ? PickleKind::Dict : PickleKind::List)
+                    || (op == 0x75 && (depth() - mark) % 2 != 0))
+                    goto leave;
+                m_marks.pop_back();
+                m_store.append(base[mark - 1].bits, base + mark, sp);
+                sp = base + mark;
+                ++pos;
+                break;
+            }
+            default:
+                goto leave;
+            }
+        }
+    leave:
+        m_pos = pos;
+        m_stack.setTop(sp);
+    }
+
     [[noreturn]] [[gnu::cold]] [[gnu::noinline]] void fail(std::uint64_t offset, const std::string& what) const
     {
         throw FormatError(m_doc.m_source + ": at byte offset " + std::to_string(offset) + ": " + what);
@@ -664,7 +956,7 @@ private:
     [[gnu::noinline]] void putSparse(std::uint64_t index, PickleValue v)
     {
         if (index > m_memo.size())
-            m_memo.resize(index + 1, kUnsetMemo);
+            m_memo.growTo(index + 1, kUnsetMemo);
         if (m_memo[index].kind == kUnsetMemo.kind)
             ++m_memoCount;
         else
@@ -710,13 +1002,7 @@ private:
             return false;
         const std::size_t offset = m_opOffset;
         const std::uint64_t container = m_stack.back().bits;
-        if (2 * (m_listCount + 1) > m_lists.size()) {
-            std::vector<MemoList> old(std::max<std::size_t>(256, m_lists.size() * 2));
-            old.swap(m_lists);
-            for (const MemoList& l : old)
-                if (l.length != 0)
-                    *freeListSlot(l.hash) = l;
-        }
+        roomForOneMoreList();
         int candidates = 0;
         // A repeat of a long list, found by its first bytes without decoding them.
         if (m_size - offset > kKeyBytes) {
@@ -774,15 +1060,16 @@ private:
         appendFromStack(container, mark);
         m_pos = p + 1;
         if (candidates <= kMaxCandidates) {
-            const auto [start, count] = m_store.singleChunk(container);
+            const auto [start, count] = m_store.span(container);
             *freeListSlot(h) = MemoList { h, offset, p - offset, m_memoGeneration, start, count, container };
             ++m_listCount;
         }
         return true;
     }
-    // The remembered list with key `h` whose bytes are here, followed by APPENDS; nullptr if none.
+    // The remembered list (dict) with key `h` whose bytes are here, followed by APPENDS (`terminator`,
+    // SETITEMS for a dict); nullptr if none.
     // `candidates` counts the lists with this key that were compared (at most kMaxCandidates + 1).
-    const MemoList* findList(std::uint64_t h, std::size_t offset, int& candidates) const
+    const MemoList* findList(std::uint64_t h, std::size_t offset, int& candidates, unsigned char terminator = 0x65) const
     {
         const std::size_t mask = m_lists.size() - 1;
         for (std::size_t i = h & mask; m_lists[i].length != 0; i = (i + 1) & mask) {
@@ -791,18 +1078,158 @@ private:
                 continue;
             if (++candidates > kMaxCandidates)
                 return nullptr; // many lists with this key (or a hostile file): parse this one as usual
-            if (l.memoGeneration == m_memoGeneration && m_size - offset > l.length && m_data[offset + l.length] == 0x65
-                && std::memcmp(m_data + l.offset, m_data + offset, l.length) == 0)
+            if (l.memoGeneration == m_memoGeneration && m_size - offset > l.length
+                && m_data[offset + l.length] == terminator && equalBytes(m_data + l.offset, m_data + offset, l.length))
                 return &l;
         }
         return nullptr;
     }
+    void roomForOneMoreList()
+    {
+        if (2 * (m_listCount + 1) > m_lists.size()) {
+            std::vector<MemoList> old(std::max<std::size_t>(256, m_lists.size() * 2));
+            old.swap(m_lists);
+            for (const MemoList& l : old)
+                if (l.length != 0)
+                    *freeListSlot(l.hash) = l;
+        }
+    }
+
+    // A dict made and filled at once from plain values: EMPTY_DICT MEMOIZE MARK, then GETs and small
+    // ints only, then SETITEMS. That is a frame {name, filename, line} in snapshots that write a fresh
+    // dict for every frame of every stack, with the strings as memo references (flexgen: 11,072 dicts
+    // for 2,000 entries and blocks, 8,974 of them repeats). As for lists of memo references, equal
+    // bytes with the memo unchanged since mean equal items, so a repeat shares the first occurrence's
+    // items (and its identity): no pushes, no copy, and the importer can resolve each distinct frame
+    // once. At `m_pos`, the EMPTY_DICT. Returns false (nothing consumed) when the opcodes here do not
+    // have that shape, a GET refers to an unset memo slot or the item count is odd: the usual path
+    // then parses them and reports any error at its opcode. Linear: the body is at most
+    // kMaxDictBytes long and a lookup compares at most kMaxCandidates candidates.
+    static constexpr std::size_t kMaxDictBytes = 64;
+    static constexpr std::size_t kDictKeyBytes = 12;
+    static constexpr std::uint64_t kDictKey = 0x2545f4914f6cdd1dULL; // mixed into the key of a dict
+    static constexpr std::uint64_t kShortDictKey = 0x9fb21c651e98df25ULL; // … of a dict shorter than kDictKeyBytes
+    // Bytes per opcode of a plain value (0: not one): memo GETs, BININT1/BININT2/BININT, None, bools.
+    static constexpr std::array<unsigned char, 256> kPlainValueBytes = [] {
+        std::array<unsigned char, 256> t {};
+        t[0x68] = 2; // BINGET
+        t[0x6a] = 5; // LONG_BINGET
+        t[0x4b] = 2; // BININT1
+        t[0x4d] = 3; // BININT2
+        t[0x4a] = 5; // BININT
+        t[0x4e] = t[0x88] = t[0x89] = 1; // NONE, NEWTRUE, NEWFALSE
+        return t;
+    }();
+    bool dictOfPlainValues()
+    {
+        const std::size_t body = m_pos + 3;
+        if (m_memoCount != m_memo.size() || m_size - body < 4 || m_data[m_pos + 1] != 0x94
+            || m_data[m_pos + 2] != 0x28)
+            return false;
+        // Dicts whose first key is the same memo GET have the same fields (trace entries, blocks,
+        // frames): after a few that were not plain in a row, only one in 16 of them is tried (this
+        // decides only how fast, never what: a frame dict with a new string inline is not plain).
+        std::uint8_t& notPlain = m_dictNotPlain[(loadLE<std::uint32_t>(m_data + body) * 0x9e3779b9u) >> 24];
+        if (notPlain >= 4 && (++m_dictSkips & 15) != 0)
+            return false;
+        roomForOneMoreList();
+        // A repeat of a dict of ≥ kDictKeyBytes bytes (a frame dict is 12–15) is found by its first
+        // bytes as they are, before decoding its opcodes (a chain of dependent loads, slower than
+        // the rest of sharing it); a shorter one, once decoded, by all of its bytes.
+        int candidates = 0;
+        std::uint64_t h = 0;
+        if (m_size - body > kDictKeyBytes) {
+            h = hashBytes(m_data + body, kDictKeyBytes) ^ kDictKey;
+            if (const MemoList* repeat = findList(h, body, candidates, 0x75))
+                return shareDict(*repeat);
+        }
+        std::size_t p = body;
+        std::size_t values = 0;
+        while (p < m_size && m_data[p] != 0x75) {
+            const std::size_t width = kPlainValueBytes[m_data[p]];
+            if (width == 0 || m_size - p < width || p - body > kMaxDictBytes) {
+                notPlain = static_cast<std::uint8_t>(std::min(notPlain + 1, 255));
+                return false;
+            }
+            p += width;
+            ++values;
+        }
+        if (p >= m_size || values == 0 || values % 2 != 0)
+            return false;
+        notPlain = 0;
+        if (p - body < kDictKeyBytes) {
+            candidates = 0;
+            h = hashBytes(m_data + body, p - body) ^ kShortDictKey;
+            if (const MemoList* repeat = findList(h, body, candidates, 0x75))
+                return shareDict(*repeat);
+        }
+        PickleValue* const items = m_dictItems.data();
+        {
+            for (std::size_t q = body, i = 0; q < p; q += kPlainValueBytes[m_data[q]], ++i) {
+                const unsigned char op = m_data[q];
+                if (op == 0x68 || op == 0x6a) {
+                    const std::uint64_t index = op == 0x68 ? m_data[q + 1] : loadLE<std::uint32_t>(m_data + q + 1);
+                    if (index >= m_memo.size() || m_memo[index].kind == kUnsetMemo.kind)
+                        return false;
+                    items[i] = m_memo[index];
+                } else if (op == 0x4b) {
+                    items[i] = PickleValue { PickleKind::Int, 0, m_data[q + 1] };
+                } else if (op == 0x4d) {
+                    items[i] = PickleValue { PickleKind::Int, 0, loadLE<std::uint16_t>(m_data + q + 1) };
+                } else if (op == 0x4a) {
+                    items[i] = PickleValue { PickleKind::Int, 0,
+                        static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int32_t>(loadLE<std::uint32_t>(m_data + q + 1)))) };
+                } else if (op == 0x4e) {
+                    items[i] = PickleValue {};
+                } else {
+                    items[i] = PickleValue { PickleKind::Bool, 0, op == 0x88 ? 1u : 0u };
+                }
+            }
+        }
+        const PickleValue dict { PickleKind::Dict, 0, m_store.create() };
+        m_memo.push_back(dict); // MEMOIZE
+        ++m_memoCount;
+        m_store.append(dict.bits, items, items + values);
+        if (candidates <= kMaxCandidates) {
+            const auto [start, count] = m_store.span(dict.bits);
+            *freeListSlot(h) = MemoList { h, body, p - body, m_memoGeneration, start, count, dict.bits };
+            ++m_listCount;
+        }
+        m_stack.push_back(dict);
+        m_pos = p + 1;
+        return true;
+    }
+
+    bool shareDict(const MemoList& repeat)
+    {
+        const PickleValue dict { PickleKind::Dict, 0, m_store.create() };
+        m_memo.push_back(dict); // MEMOIZE
+        ++m_memoCount;
+        m_store.share(dict.bits, repeat.itemsStart, repeat.itemsCount, repeat.container);
+        m_stack.push_back(dict);
+        m_pos += 3 + repeat.length + 1; // EMPTY_DICT MEMOIZE MARK, the items, SETITEMS
+        return true;
+    }
+
     bool shareList(const MemoList& l, std::uint64_t container, std::size_t offset)
     {
         m_store.share(container, l.itemsStart, l.itemsCount, l.container);
         m_marks.pop_back();
         m_pos = offset + l.length + 1;
         return true;
+    }
+    // memcmp(a, b, n) == 0, without a call for 8–16 bytes (a frame dict).
+    static bool equalBytes(const unsigned char* a, const unsigned char* b, std::size_t n)
+    {
+        if (n >= 8 && n <= 16) {
+            std::uint64_t a0, a1, b0, b1;
+            std::memcpy(&a0, a, 8);
+            std::memcpy(&b0, b, 8);
+            std::memcpy(&a1, a + n - 8, 8);
+            std::memcpy(&b1, b + n - 8, 8);
+            return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+        }
+        return std::memcmp(a, b, n) == 0;
     }
     static std::uint64_t hashBytes(const unsigned char* p, std::size_t n)
     {
@@ -818,8 +1245,18 @@ private:
             a ^= a >> 29;
             b ^= b >> 31;
         }
-        for (; i < n; ++i)
-            a = ((a ^ p[i]) * kMul) ^ (a >> 29);
+        if (n - i >= 8) { // the rest as two overlapping words, not byte by byte
+            std::uint64_t x, y;
+            std::memcpy(&x, p + i, 8);
+            std::memcpy(&y, p + n - 8, 8);
+            a = (a ^ x) * kMul;
+            b = (b ^ y) * kMul;
+            a ^= a >> 29;
+            b ^= b >> 31;
+        } else {
+            for (; i < n; ++i)
+                a = ((a ^ p[i]) * kMul) ^ (a >> 29);
+        }
         std::uint64_t h = a ^ std::rotl(b, 23);
         h ^= h >> 33; // fmix64 (MurmurHash3): the table uses the low bits
         h *= 0xff51afd7ed558ccdULL;
@@ -841,13 +1278,16 @@ private:
     std::size_t m_pos = 0;
     std::size_t m_opOffset = 0;
     ValueStack m_stack;
-    std::vector<std::size_t> m_marks;
-    std::vector<PickleValue> m_memo;
+    PodStack<std::size_t> m_marks;
+    PodStack<PickleValue> m_memo;
     std::uint64_t m_memoCount = 0;
     std::uint64_t m_memoGeneration = 0; // counts overwritten memo slots
     std::vector<MemoList> m_lists; // open addressing, power-of-two size, at most half full
     std::size_t m_listCount = 0;
     PickleContainerStore m_store;
+    std::array<PickleValue, PickleParser::kMaxDictBytes + 8> m_dictItems; // the items of a new plain dict
+    std::array<std::uint8_t, 256> m_dictNotPlain {}; // dicts not plain in a row, by the first 4 bytes after the MARK
+    std::uint64_t m_dictSkips = 0;
 };
 
 PickleDocument::PickleDocument() = default;
@@ -864,24 +1304,29 @@ PickleDocument PickleDocument::parse(std::string_view bytes, std::string_view so
     return doc;
 }
 
-PickleDocument PickleDocument::readFile(const std::string& path)
+PickleDocument::Input PickleDocument::readInput(const std::string& path)
 {
-    // Up to 1 MiB, one read into a buffer is cheaper than a mapping (which costs page faults while
-    // parsing and an munmap afterwards) and handles gzip too; larger files are mapped (no copy).
-    std::error_code sizeError;
-    const auto size = std::filesystem::file_size(path, sizeError);
-    std::string head = sizeError || size <= (1u << 20) ? std::string() : readFileHead(path, 2);
-    if (head.empty() || isGzip(head)) {
-        auto owned = std::make_shared<std::string>(readFileMaybeGzip(path));
-        PickleDocument doc = parse(*owned, path);
-        doc.m_keepAlive = std::move(owned);
-        return doc;
+    // Up to 8 MiB, one read straight into a buffer is cheaper than a mapping (which costs page
+    // faults while parsing and an munmap afterwards); larger files are mapped (no copy).
+    constexpr std::size_t kMapAbove = std::size_t(8) << 20;
+    FileBuffer file = readFileBuffer(path, kMapAbove);
+    if (isGzip(file.bytes())) {
+        auto text = std::make_shared<std::string>(gunzip(file.bytes(), path));
+        const std::string_view bytes = *text;
+        return Input { std::move(text), bytes };
     }
-    auto mapped = std::make_shared<MappedFile>(path);
-    PickleDocument doc = parse(mapped->bytes(), path);
-    doc.m_keepAlive = std::move(mapped);
+    const std::string_view bytes = file.bytes();
+    return Input { std::move(file.data), bytes };
+}
+
+PickleDocument PickleDocument::parse(Input input, std::string_view source)
+{
+    PickleDocument doc = parse(input.bytes, source);
+    doc.m_keepAlive = std::move(input.owner);
     return doc;
 }
+
+PickleDocument PickleDocument::readFile(const std::string& path) { return parse(readInput(path), path); }
 
 bool isValidUtf8(std::string_view text)
 {

@@ -12,14 +12,18 @@
 // that repeats the memo references of an earlier one (PyTorch's frames lists: a fresh list of the
 // same memoized frame dicts for every allocation from one line) is recognised from its opcode bytes
 // and stores no items of its own: it shares the earlier list's items, and itemsIdentity() says so.
+// The same holds for a repeated dict of plain values (EMPTY_DICT MEMOIZE MARK, memo GETs and small
+// ints, SETITEMS: a frame {name, filename, line} in snapshots that write a fresh dict per frame): it
+// is its own container (a memo GET of it yields it), with the first occurrence's items and identity.
+// Sharing needs the memo unchanged since the first occurrence (no slot overwritten), so it is exact.
 // Strings and bytes are views into the pickle bytes (no copies), which is why parse() needs the bytes
 // to outlive the document and readFile() keeps them alive itself.
 //
 // Resource bounds: every opcode pushes at most one value, so values, container items and the memo are
 // all bounded by the input size (a memo index beyond it is refused); parsing is iterative (no
 // recursion), so a hostile file can neither exhaust memory beyond O(file size) nor recurse forever.
-// Recognising a repeated list compares at most 32 earlier lists with the same key, each at most as
-// long as the list itself, so it stays linear too.
+// Recognising a repeated list or dict compares at most 32 earlier ones with the same key, each at
+// most as long as the list itself (a plain dict: at most 69 bytes), so it stays linear too.
 //
 // Thread-safety: a document is immutable after parsing and may be read from many threads.
 #include "core/error.h"
@@ -76,6 +80,18 @@ public:
     // Throws IoError / FormatError naming the path.
     static PickleDocument readFile(const std::string& path);
 
+    // The content of a file, as readFile() parses it: gzip decompressed; read at once, or mapped
+    // when larger than 8 MiB. `owner` keeps `bytes` alive. For callers that look at the content
+    // before they parse it (a snapshot may be JSON), so that the file is read once.
+    struct Input {
+        std::shared_ptr<const void> owner;
+        std::string_view bytes;
+    };
+    // Throws IoError / FormatError (corrupt gzip) naming the path.
+    static Input readInput(const std::string& path);
+    // As parse(bytes, source); the document keeps input.owner alive.
+    static PickleDocument parse(Input input, std::string_view source);
+
     PickleDocument();
     ~PickleDocument();
     PickleDocument(PickleDocument&&) noexcept;
@@ -116,8 +132,9 @@ public:
     // `dict` is not a Dict.
     const PickleValue* find(const PickleValue& dict, std::string_view key) const;
     // Containers with the same identity have the same items (the parser shares the items of a
-    // repeated list of memo references, such as a frames list, with its first occurrence); different
-    // identities say nothing. For a container: a container index ≤ v.bits; for a scalar: v.bits.
+    // repeated list of memo references, such as a frames list, or of a repeated dict of plain values,
+    // such as a frame, with its first occurrence); different identities say nothing. For a
+    // container: a container index ≤ v.bits; for a scalar: v.bits.
     std::uint64_t itemsIdentity(const PickleValue& v) const
     {
         return isContainer(v) && v.bits < m_identity.size() ? m_identity[v.bits] : v.bits;

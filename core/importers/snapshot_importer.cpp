@@ -1048,20 +1048,19 @@ Bytes pytorchRoundSize(Bytes n, std::span<const std::int64_t> divisions)
 
 PickleDocument readSnapshotDocument(const std::string& path)
 {
-    std::string head = readContentHead(path, 16);
-    auto first = head.find_first_not_of(" \t\r\n");
-    if (first != std::string::npos && head[first] == '{') {
-        std::string text = readFileMaybeGzip(path);
+    PickleDocument::Input input = PickleDocument::readInput(path); // the file is read once
+    auto first = input.bytes.find_first_not_of(" \t\r\n");
+    if (first != std::string_view::npos && input.bytes[first] == '{') {
         nlohmann::json j;
         try {
-            j = nlohmann::json::parse(text);
+            j = nlohmann::json::parse(input.bytes);
         } catch (const nlohmann::json::parse_error& e) {
             throw FormatError(
                 path + ": at byte offset " + std::to_string(e.byte) + ": not valid JSON (" + e.what() + ")");
         }
         return PickleDocument::fromJson(j, path);
     }
-    return PickleDocument::readFile(path);
+    return PickleDocument::parse(std::move(input), path);
 }
 
 std::vector<SnapshotSegment> snapshotSegments(const PickleDocument& doc)

@@ -1,7 +1,9 @@
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/importers/pickle_reader.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <zlib.h>
 
 #include <filesystem>
@@ -52,4 +54,77 @@ TEST(Gunzip, RoundTripsAndReportsACutStream)
 TEST(Gunzip, HasAPositiveDecompressionLimit)
 {
     EXPECT_GE(maxDecompressedBytes(), std::size_t(1) << 30);
+}
+
+namespace {
+std::string writeTemp(const std::string& name, const std::string& bytes)
+{
+    const std::string path = ::testing::TempDir() + "gpumem_file_io_" + std::to_string(::getpid()) + "_" + name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+}
+} // namespace
+
+TEST(FileBuffer, ReadsAWholeFileOrMapsItAboveTheLimit)
+{
+    std::string bytes(100000, '\0');
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+        bytes[i] = static_cast<char>(i * 7 + i / 251);
+    const std::string path = writeTemp("buffer.bin", bytes);
+    const FileBuffer read = readFileBuffer(path);
+    EXPECT_EQ(read.bytes(), bytes);
+    const FileBuffer mapped = readFileBuffer(path, 1000); // larger than 1000 bytes: mapped
+    EXPECT_EQ(mapped.bytes(), bytes);
+    EXPECT_NE(mapped.data.get(), read.data.get());
+    std::filesystem::remove(path);
+    EXPECT_EQ(read.bytes().substr(99990), bytes.substr(99990)); // the buffers outlive the file's name
+    EXPECT_EQ(mapped.bytes().substr(0, 10), bytes.substr(0, 10));
+
+    const std::string empty = writeTemp("empty.bin", "");
+    EXPECT_EQ(readFileBuffer(empty).size, 0u);
+    std::filesystem::remove(empty);
+    try {
+        readFileBuffer(path);
+        FAIL() << "a missing file was read";
+    } catch (const IoError& e) {
+        EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+    }
+    try {
+        readFileBuffer(::testing::TempDir());
+        FAIL() << "a directory was read";
+    } catch (const IoError& e) {
+        EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos);
+    }
+}
+
+TEST(ReadContentHead, ReadsThePlainHeadOnceAndInflatesAGzipHead)
+{
+    const std::string text = "{\"segments\": []}" + std::string(200, ' ');
+    const std::string plain = writeTemp("head.json", text);
+    const std::string gz = writeTemp("head.json.gz", gzipOf(text));
+    EXPECT_EQ(readContentHead(plain, 16), text.substr(0, 16));
+    EXPECT_EQ(readContentHead(gz, 16), text.substr(0, 16));
+    EXPECT_EQ(readContentHead(plain, 1), "{");
+    std::filesystem::remove(plain);
+    std::filesystem::remove(gz);
+}
+
+TEST(PickleInput, ReadsPlainAndGzipPicklesOnceAndKeepsTheirBytesAlive)
+{
+    // pickle.dumps({'a': [1, 'xy']}, protocol=4)
+    const std::string pickle("\x80\x04\x95\x13\x00\x00\x00\x00\x00\x00\x00\x7d\x94\x8c\x01\x61\x94\x5d\x94"
+                             "\x28\x4b\x01\x8c\x02\x78\x79\x94\x65\x73\x2e",
+        30);
+    const std::string plain = writeTemp("doc.pickle", pickle);
+    const std::string gz = writeTemp("doc.pickle.gz", gzipOf(pickle));
+    EXPECT_EQ(PickleDocument::readInput(plain).bytes, pickle);
+    EXPECT_EQ(PickleDocument::readInput(gz).bytes, pickle);
+    PickleDocument a = PickleDocument::readFile(plain);
+    PickleDocument b = PickleDocument::parse(PickleDocument::readInput(gz), gz);
+    std::filesystem::remove(plain);
+    std::filesystem::remove(gz);
+    const auto expected = nlohmann::json::parse(R"({"a": [1, "xy"]})");
+    EXPECT_EQ(a.toJson(a.root()), expected);
+    EXPECT_EQ(b.toJson(b.root()), expected);
+    EXPECT_EQ(b.source(), gz);
 }

@@ -350,3 +350,125 @@ TEST(PickleReader, DupBeyondTheInitialStackCapacityCopiesTheTopBeforeGrowing)
     for (const auto& item : items)
         ASSERT_EQ(doc.toInt(item), 1);
 }
+
+namespace {
+// A protocol-4 pickle of a list, written opcode by opcode, with the JSON that pickle.loads gives.
+struct PickleWriter {
+    std::string bytes = std::string("\x80\x04\x5d\x94\x28", 5); // PROTO 4, EMPTY_LIST, MEMOIZE (0), MARK
+    nlohmann::json expected = nlohmann::json::array();
+    int memo = 1;
+    int str(const std::string& s) // SHORT_BINUNICODE, MEMOIZE; returns its memo index
+    {
+        bytes += '\x8c';
+        bytes += static_cast<char>(s.size());
+        bytes += s + '\x94';
+        expected.push_back(s);
+        return memo++;
+    }
+    // A frame-like dict {name: <memo nameRef>, line: <line>} of memo GETs and BININT1, as PyTorch
+    // writes a frame: EMPTY_DICT, MEMOIZE, MARK, BINGET name, BINGET nameRef, BINGET line, BININT1, SETITEMS.
+    int dict(int nameKey, int nameRef, int lineKey, int line, const nlohmann::json& json)
+    {
+        bytes += "\x7d\x94\x28";
+        for (int ref : { nameKey, nameRef, lineKey }) {
+            bytes += '\x68';
+            bytes += static_cast<char>(ref);
+        }
+        bytes += '\x4b';
+        bytes += static_cast<char>(line);
+        bytes += '\x75';
+        expected.push_back(json);
+        return memo++;
+    }
+    std::string finish()
+    {
+        str(std::string(20, 'x')); // so that the dicts before are not among the pickle's last bytes
+        return bytes + "\x65\x2e"; // APPENDS, STOP
+    }
+};
+} // namespace
+
+TEST(PickleReader, RepeatedPlainDictsShareItemsOnlyWhileTheMemoAndTheFirstDictAreUnchanged)
+{
+    // pickle.loads gives the same JSON. A = {name: f, line: 7}; B, D = A's bytes again; C = line 8;
+    // then A grows (GET A, SETITEM line = 9); E = A's bytes again; BINPUT overwrites memo f with
+    // "g"; F = A's bytes again (now name g), G = F's bytes again.
+    PickleWriter w;
+    const int name = w.str("name"), file = w.str("file"), line = w.str("line"), f = w.str("f"), g = w.str("g");
+    (void)file;
+    const nlohmann::json f7 = { { "name", "f" }, { "line", 7 } };
+    const int a = w.dict(name, f, line, 7, f7);
+    w.dict(name, f, line, 7, f7); // B
+    w.dict(name, f, line, 8, { { "name", "f" }, { "line", 8 } }); // C
+    w.dict(name, f, line, 7, f7); // D
+    w.bytes += std::string("\x68") + static_cast<char>(a) + "\x68" + static_cast<char>(line) + "\x4b\x09\x73"; // A[line] = 9
+    w.expected[5]["line"] = 9;
+    w.expected.push_back(w.expected[5]);
+    w.dict(name, f, line, 7, f7); // E
+    w.bytes += std::string("\x68") + static_cast<char>(g) + "\x71" + static_cast<char>(f); // GET g, BINPUT over f
+    w.expected.push_back("g");
+    const nlohmann::json g7 = { { "name", "g" }, { "line", 7 } };
+    w.dict(name, f, line, 7, g7); // F
+    w.dict(name, f, line, 7, g7); // G
+    const std::string bytes = w.finish(); // the document views it
+    PickleDocument doc = PickleDocument::parse(bytes, "frames.pickle");
+    EXPECT_EQ(doc.toJson(doc.root()), w.expected);
+
+    auto items = doc.items(doc.root());
+    ASSERT_EQ(items.size(), 15u);
+    const PickleValue &A = items[5], &B = items[6], &C = items[7], &D = items[8], &E = items[10], &F = items[12],
+                      &G = items[13];
+    for (const PickleValue* v : { &A, &B, &C, &D, &E, &F, &G })
+        ASSERT_EQ(v->kind, PickleKind::Dict);
+    EXPECT_EQ(items[9].bits, A.bits); // the grown A is the same dict (memo GET)
+    // Every dict is its own container (a memo GET of B yields B, not A) ...
+    EXPECT_NE(B.bits, A.bits);
+    EXPECT_NE(D.bits, B.bits);
+    // ... but B and D hold A's items as A was made, in the same place. A grew afterwards, so
+    // neither claims A's identity (different identities say nothing; equal ones mean equal items).
+    EXPECT_EQ(doc.items(B).data(), doc.items(D).data());
+    EXPECT_EQ(doc.items(B).size(), 4u);
+    EXPECT_EQ(doc.items(A).size(), 6u);
+    EXPECT_EQ(doc.toInt(*doc.find(A, "line")), 9);
+    EXPECT_EQ(doc.toInt(*doc.find(B, "line")), 7);
+    EXPECT_NE(doc.itemsIdentity(B), doc.itemsIdentity(A));
+    EXPECT_NE(doc.itemsIdentity(C), doc.itemsIdentity(B));
+    // E repeats A's first bytes after A grew: A's original items, not the grown ones.
+    EXPECT_EQ(doc.items(E).data(), doc.items(B).data());
+    EXPECT_EQ(doc.toInt(*doc.find(E, "line")), 7);
+    // F has the same bytes, but the memo slot of "f" was overwritten in between: its own items.
+    EXPECT_EQ(doc.text(*doc.find(F, "name")), "g");
+    EXPECT_NE(doc.itemsIdentity(F), doc.itemsIdentity(B));
+    EXPECT_NE(doc.items(F).data(), doc.items(B).data());
+    // G repeats F with the memo unchanged since: F's items and identity.
+    EXPECT_EQ(doc.itemsIdentity(G), doc.itemsIdentity(F));
+    EXPECT_EQ(doc.items(G).data(), doc.items(F).data());
+}
+
+TEST(PickleReader, FirstOccurrenceOfAPlainDictIsIdentifiedAsItself)
+{
+    // Without growth in between, the first dict of a kind keeps its own identity and its repeats
+    // take it: what the importer uses to resolve each distinct frame once.
+    PickleWriter w;
+    const int name = w.str("name"), line = w.str("line"), f = w.str("f");
+    const nlohmann::json f3 = { { "name", "f" }, { "line", 3 } };
+    w.dict(name, f, line, 3, f3);
+    w.dict(name, f, line, 3, f3);
+    w.dict(name, f, line, 3, f3);
+    const std::string bytes = w.finish(); // the document views it
+    PickleDocument doc = PickleDocument::parse(bytes, "frames.pickle");
+    EXPECT_EQ(doc.toJson(doc.root()), w.expected);
+    auto items = doc.items(doc.root());
+    ASSERT_EQ(items.size(), 7u);
+    EXPECT_EQ(doc.itemsIdentity(items[3]), items[3].bits);
+    EXPECT_EQ(doc.itemsIdentity(items[4]), items[3].bits);
+    EXPECT_EQ(doc.itemsIdentity(items[5]), items[3].bits);
+}
+
+TEST(PickleReader, RefusesAnUnsetMemoIndexInAPlainDict)
+{
+    // [name, {name: memo 9}, 'x' * 20]: memo 9 was never stored; the GET at byte 17 is refused.
+    std::string bytes("\x80\x04\x5d\x94\x28\x8c\x04name\x94\x7d\x94\x28\x68\x01\x68\x09\x75\x8c\x14", 22);
+    bytes += std::string(20, 'x') + "\x94\x65\x2e";
+    EXPECT_EQ(errorOf(bytes), "t.pickle: at byte offset 17: memo index 9 was never stored (corrupt pickle)");
+}
