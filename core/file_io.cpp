@@ -73,14 +73,28 @@ namespace {
         return out;
     }
 
+    // What inflateAll() does with a stream it cannot finish.
+    enum class OnDamage : std::uint8_t {
+        Throw, // FormatError for a cut or corrupt stream
+        ReturnPrefix, // return what was decoded, whatever the damage (sniffing a head)
+        ReturnPrefixIfCut, // return what was decoded if the stream ends early past the first header
+    };
+
     // Inflates gzip members (windowBits 15+32: gzip or zlib, auto-detected) up to `limit` output bytes.
-    // `partialOk`: return what was decoded instead of throwing on a corrupt or cut stream.
-    std::string inflateAll(std::string_view in, std::string_view source, std::size_t limit, bool partialOk)
+    // With ReturnPrefixIfCut, `end` tells whether the stream ended early.
+    std::string inflateAll(
+        std::string_view in, std::string_view source, std::size_t limit, OnDamage onDamage, GzipEnd* end = nullptr)
     {
+        const bool partialOk = onDamage == OnDamage::ReturnPrefix;
         std::string out;
         z_stream zs {};
         if (inflateInit2(&zs, 15 + 32) != Z_OK)
             throw Error("zlib inflateInit2 failed");
+        // Whether the first member's header was read whole (done: 1 gzip, -1 zlib): a stream cut inside
+        // it holds nothing to recover, and is reported as a bad file.
+        gz_header header {};
+        inflateGetHeader(&zs, &header);
+        bool firstMember = true;
         std::size_t fed = 0; // input bytes handed to zlib so far (zlib counts in 32 bits)
         char buf[1 << 16];
         auto fail = [&](const std::string& message) -> std::string {
@@ -102,7 +116,8 @@ namespace {
             out.append(buf, sizeof buf - zs.avail_out);
             if (limit == std::string::npos && out.size() > maxDecompressedBytes())
                 return fail("decompresses to more than " + std::to_string(maxDecompressedBytes() >> 20)
-                    + " MiB (half of this machine's memory); if the trace is real, set GPUMEM_MAX_INPUT_MIB to allow more");
+                    + " MiB (half of this machine's memory); if the trace is real, set GPUMEM_MAX_INPUT_MIB to allow "
+                      "more");
             if (out.size() >= limit) {
                 out.resize(limit);
                 break;
@@ -110,12 +125,25 @@ namespace {
             std::size_t consumed = fed - zs.avail_in;
             if (rc == Z_STREAM_END) {
                 // Another gzip member may follow (concatenated gzip is valid); other trailing bytes are ignored.
-                if (isGzip(in.substr(consumed)) && inflateReset(&zs) == Z_OK)
+                if (isGzip(in.substr(consumed)) && inflateReset(&zs) == Z_OK) {
+                    firstMember = false;
                     continue;
+                }
                 break;
             }
             if (rc == Z_OK)
                 continue;
+            if (rc == Z_BUF_ERROR && consumed >= in.size() && onDamage == OnDamage::ReturnPrefixIfCut) {
+                if (firstMember && header.done == 0)
+                    return fail("the gzip stream ends inside its header (after " + std::to_string(in.size())
+                        + " compressed bytes), so it holds nothing to read: the file is truncated — copy it again");
+                inflateEnd(&zs);
+                end->endsEarly = true;
+                end->compressedBytes = in.size();
+                if (out.capacity() - out.size() < kReadPadding)
+                    out.reserve(out.size() + kReadPadding);
+                return out;
+            }
             if (rc == Z_BUF_ERROR && consumed >= in.size())
                 return fail("the gzip stream ends early (after " + std::to_string(in.size())
                     + " compressed bytes): the file is truncated — copy it again");
@@ -137,7 +165,8 @@ namespace {
         if (in.size() < 18)
             return false;
         const auto* t = reinterpret_cast<const unsigned char*>(in.data() + in.size() - 4);
-        const std::size_t isize = std::size_t(t[0]) | std::size_t(t[1]) << 8 | std::size_t(t[2]) << 16 | std::size_t(t[3]) << 24;
+        const std::size_t isize
+            = std::size_t(t[0]) | std::size_t(t[1]) << 8 | std::size_t(t[2]) << 16 | std::size_t(t[3]) << 24;
         // Deflate cannot expand more than ~1032×: a smaller ISIZE than that bound is a wrapped size, and a
         // larger one is a lie (a cut or forged file) that must not make us allocate it. Either way the
         // streaming path decides.
@@ -189,7 +218,23 @@ std::string gunzip(std::string_view compressed, std::string_view source)
     if (isGzip(compressed) && gunzipOneShot(compressed, fast))
         return fast;
 #endif
-    std::string out = inflateAll(compressed, source, std::string::npos, false);
+    std::string out = inflateAll(compressed, source, std::string::npos, OnDamage::Throw);
+    if (out.capacity() - out.size() < kReadPadding)
+        out.reserve(out.size() + kReadPadding);
+    return out;
+}
+
+std::string gunzip(std::string_view compressed, std::string_view source, GzipEnd& end)
+{
+    end = GzipEnd { false, compressed.size() };
+#ifdef GPUMEM_HAVE_LIBDEFLATE
+    // A whole stream takes the one-shot path; a cut one fails it (its last 8 bytes are no trailer)
+    // and the streaming path below keeps what it inflates to.
+    std::string fast;
+    if (isGzip(compressed) && gunzipOneShot(compressed, fast))
+        return fast;
+#endif
+    std::string out = inflateAll(compressed, source, std::string::npos, OnDamage::ReturnPrefixIfCut, &end);
     if (out.capacity() - out.size() < kReadPadding)
         out.reserve(out.size() + kReadPadding);
     return out;
@@ -201,6 +246,15 @@ std::string readFileMaybeGzip(const std::string& path)
     if (!isGzip(raw))
         return raw;
     return gunzip(raw, path);
+}
+
+std::string readFileMaybeGzip(const std::string& path, GzipEnd& end)
+{
+    end = GzipEnd {};
+    std::string raw = readRaw(path, std::string::npos);
+    if (!isGzip(raw))
+        return raw;
+    return gunzip(raw, path, end);
 }
 
 FileBuffer readFileBuffer(const std::string& path, std::size_t mapAbove)
@@ -287,7 +341,7 @@ std::string readContentHead(const std::string& path, std::size_t limit)
         return raw;
     }
     raw = readRaw(path, 16 * limit + 4096);
-    return inflateAll(raw, path, limit, true);
+    return inflateAll(raw, path, limit, OnDamage::ReturnPrefix);
 }
 
 MappedFile::MappedFile(const std::string& path)

@@ -39,6 +39,25 @@ struct FileBuffer {
 // Throws IoError naming the path (cannot open, is a directory, read error, cannot map).
 FileBuffer readFileBuffer(const std::string& path, std::size_t mapAbove = static_cast<std::size_t>(-1));
 
+// How a gzip stream read by the GzipEnd overloads of readFileMaybeGzip() and gunzip() ended.
+struct GzipEnd {
+    // True when the compressed bytes stop before the stream's end (inside the deflate data or its
+    // 8-byte trailer, RFC 1952 §2.3): the content returned is everything they inflate to, a prefix of
+    // the file's real content, whose CRC-32 could not be checked.
+    bool endsEarly = false;
+    std::size_t compressedBytes = 0; // the compressed bytes read (with endsEarly: where the stream is cut)
+};
+
+// As readFileMaybeGzip(path), but a gzip stream that ENDS EARLY (a file cut short, e.g. a profiler killed
+// while writing it) yields what it inflates to and sets `end.endsEarly` instead of throwing. A corrupt
+// stream still throws FormatError naming the compressed offset: a bad or cut header (nothing to recover
+// from), invalid deflate data, a CRC-32 or size mismatch on a complete stream, or more than
+// maxDecompressedBytes(). A plain file: `end` stays { false, 0 }. Only for importers that can use a prefix
+// (the Kineto importer, docs/kineto-import.md "Damaged files").
+std::string readFileMaybeGzip(const std::string& path, GzipEnd& end);
+// The same for a buffer; `source` names it in errors.
+std::string gunzip(std::string_view compressed, std::string_view source, GzipEnd& end);
+
 // Up to `limit` bytes from the start of the file as stored. Throws IoError if unreadable.
 std::string readFileHead(const std::string& path, std::size_t limit);
 

@@ -969,51 +969,75 @@ namespace {
         }
         Trace load(const std::string& path, const LoadOptions& options) const override
         {
-            std::string json = readFileMaybeGzip(path);
+            GzipEnd gzip;
+            std::string json = readFileMaybeGzip(path, gzip);
+            if (gzip.endsEarly)
+                return importKinetoJsonFromCutGzip(json, path, gzip.compressedBytes, options);
             return importKinetoJson(json, path, options);
         }
     };
+    // importKinetoJson(), with `gzipCut` ("" for a plain file) leading the cut's message when the JSON
+    // was inflated from a gzip stream that ends early.
+    Trace importKinetoText(
+        std::string& json, std::string_view source, const LoadOptions& options, const std::string& gzipCut)
+    {
+        std::string parseError;
+        try {
+            KinetoParser parser(source, options);
+            if (!gzipCut.empty()) // kept only if the inflated JSON is whole
+                parser.setCut(gzipCut
+                    + "; the JSON inflated from it is whole (the cut fell in the gzip trailer): "
+                      "every event was kept, but the stream's CRC-32 could not be checked");
+            return parser.run(json);
+        } catch (const CutFile& e) {
+            parseError = e.what();
+        }
+        // The rule for a file cut short (docs/kineto-import.md, "Damaged files"): a cut inside traceEvents
+        // keeps every complete event before it, a cut after the list closed keeps all of them, and a cut
+        // before the first complete event is an error; each names the byte where the JSON ends.
+        const detail::JsonCut cut = detail::locateJsonCut(json, "traceEvents");
+        if (!cut.cut)
+            throw FormatError(std::string(source) + ": " + (gzipCut.empty() ? std::string() : gzipCut + "; inflated, ")
+                + parseError + "; the file is damaged or not a Kineto trace");
+        const std::string at = (gzipCut.empty() ? std::string() : gzipCut + "; inflated, ") + "the JSON ends at byte "
+            + std::to_string(cut.size) + ", " + cut.where("traceEvents");
+        const std::uint64_t kept = cut.completeElements;
+        if (cut.region == detail::JsonCut::Region::BeforeList || kept == 0)
+            throw FormatError(std::string(source) + ": " + at
+                + ": the file was cut before its first complete trace event, so it holds nothing to import; copy or "
+                  "export it again");
+        std::string detail = at + ": the file was cut; ";
+        if (cut.region == detail::JsonCut::Region::InList) {
+            detail += kept == 1 ? std::string("the 1 complete event before it (traceEvents[0]")
+                                : "the " + std::to_string(kept) + " complete events before it (traceEvents[0.."
+                    + std::to_string(kept - 1) + "]";
+            detail += ", bytes up to " + std::to_string(cut.elementsEnd) + (kept == 1 ? ") was kept" : ") were kept");
+            json.resize(cut.elementsEnd);
+            json += "]}";
+        } else {
+            detail += kept == 1 ? std::string("its 1 event was kept")
+                                : "all " + std::to_string(kept) + " events were kept";
+            if (!cut.member.empty())
+                detail += "; the top-level \"" + cut.member + "\" is lost";
+            json.resize(cut.membersEnd);
+            json += "}";
+        }
+        KinetoParser parser(source, options, true);
+        parser.setCut(std::move(detail));
+        return parser.run(json);
+    }
 } // namespace
 
 Trace importKinetoJson(std::string& json, std::string_view source, const LoadOptions& options)
 {
-    std::string parseError;
-    try {
-        KinetoParser parser(source, options);
-        return parser.run(json);
-    } catch (const CutFile& e) {
-        parseError = e.what();
-    }
-    // The rule for a file cut short (docs/kineto-import.md, "Damaged files"): a cut inside traceEvents
-    // keeps every complete event before it, a cut after the list closed keeps all of them, and a cut
-    // before the first complete event is an error; each names the byte where the JSON ends.
-    const detail::JsonCut cut = detail::locateJsonCut(json, "traceEvents");
-    if (!cut.cut)
-        throw FormatError(std::string(source) + ": " + parseError + "; the file is damaged or not a Kineto trace");
-    const std::string at = "the JSON ends at byte " + std::to_string(cut.size) + ", " + cut.where("traceEvents");
-    const std::uint64_t kept = cut.completeElements;
-    if (cut.region == detail::JsonCut::Region::BeforeList || kept == 0)
-        throw FormatError(std::string(source) + ": " + at
-            + ": the file was cut before its first complete trace event, so it holds nothing to import; copy or "
-              "export it again");
-    std::string detail = at + ": the file was cut; ";
-    if (cut.region == detail::JsonCut::Region::InList) {
-        detail += kept == 1 ? std::string("the 1 complete event before it (traceEvents[0]")
-                            : "the " + std::to_string(kept) + " complete events before it (traceEvents[0.."
-                + std::to_string(kept - 1) + "]";
-        detail += ", bytes up to " + std::to_string(cut.elementsEnd) + (kept == 1 ? ") was kept" : ") were kept");
-        json.resize(cut.elementsEnd);
-        json += "]}";
-    } else {
-        detail += kept == 1 ? std::string("its 1 event was kept") : "all " + std::to_string(kept) + " events were kept";
-        if (!cut.member.empty())
-            detail += "; the top-level \"" + cut.member + "\" is lost";
-        json.resize(cut.membersEnd);
-        json += "}";
-    }
-    KinetoParser parser(source, options, true);
-    parser.setCut(std::move(detail));
-    return parser.run(json);
+    return importKinetoText(json, source, options, std::string());
+}
+
+Trace importKinetoJsonFromCutGzip(
+    std::string& json, std::string_view source, std::size_t compressedBytes, const LoadOptions& options)
+{
+    return importKinetoText(json, source, options,
+        "the gzip stream ends early at compressed byte " + std::to_string(compressedBytes));
 }
 
 std::unique_ptr<Importer> makeKinetoImporter() { return std::make_unique<KinetoImporter>(); }

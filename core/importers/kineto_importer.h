@@ -21,6 +21,7 @@
 // Stateless and thread-safe: load() may run concurrently on different files.
 #include "core/importer.h"
 
+#include <cstddef>
 #include <memory>
 #include <string_view>
 
@@ -38,5 +39,14 @@ std::unique_ptr<Importer> makeKinetoImporter();
 // then. A cut before the first complete event is a FormatError naming the file and that byte. Throws
 // FormatError for invalid JSON that is not a cut.
 Trace importKinetoJson(std::string& json, std::string_view source, const LoadOptions& options = {});
+
+// As above, for `json` inflated from a gzip stream that ends early (GzipEnd, core/file_io.h; what load()
+// does with a cut `.json.gz`): the same rule on the inflated bytes, with the anomaly's detail (or the
+// FormatError) first naming the compressed byte where the stream ends, then where the JSON ends. When the
+// inflated JSON is whole (the cut fell in the gzip trailer) every event is kept, still with the
+// "truncated" anomaly: the stream's CRC-32 could not be checked. `compressedBytes`: the bytes of the cut
+// stream.
+Trace importKinetoJsonFromCutGzip(
+    std::string& json, std::string_view source, std::size_t compressedBytes, const LoadOptions& options = {});
 
 } // namespace gpumem

@@ -1,6 +1,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/importers/pickle_reader.h"
+#include "tests/core/gzip_test_support.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -11,23 +12,7 @@
 #include <unistd.h>
 
 using namespace gpumem;
-
-namespace {
-std::string gzipOf(const std::string& text)
-{
-    z_stream zs {};
-    deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-    std::string out(deflateBound(&zs, text.size()) + 32, '\0');
-    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-    zs.avail_in = static_cast<uInt>(text.size());
-    zs.next_out = reinterpret_cast<Bytef*>(out.data());
-    zs.avail_out = static_cast<uInt>(out.size());
-    deflate(&zs, Z_FINISH);
-    out.resize(zs.total_out);
-    deflateEnd(&zs);
-    return out;
-}
-} // namespace
+using gpumem::test::gzipOf;
 
 // Regression: a forged gzip trailer (ISIZE = 0xfffffff0) made the fast path allocate 4 GiB for a
 // 38-byte file before finding the data corrupt.

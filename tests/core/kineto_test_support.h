@@ -1,13 +1,16 @@
 #pragma once
 // Helpers shared by the Kineto and memory-timeline importer tests: public-trace paths, per-device
 // counts, counter peaks and a whole-trace equality check for the .gmt round trip.
+#include "core/error.h"
 #include "core/trace.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <unistd.h>
 
@@ -48,6 +51,34 @@ private:
     std::filesystem::path m_dir;
     std::string m_path;
 };
+
+// What importing a Kineto file (or text) that may be cut short gave.
+struct CutOutcome {
+    bool error = false;
+    std::string message; // the FormatError, or the "truncated" anomaly's detail ("" when none)
+    std::uint64_t events = 0; // metadata kineto.events: the traceEvents entries read
+    std::size_t memoryEvents = 0;
+};
+
+// Runs `import`; a "truncated" anomaly must have severity error and be counted once.
+inline CutOutcome cutOutcomeOf(const std::function<Trace()>& import)
+{
+    CutOutcome o;
+    try {
+        Trace t = import();
+        o.events = t.metadata()["kineto"]["events"].get<std::uint64_t>();
+        o.memoryEvents = t.memory().count();
+        if (const Anomaly* a = t.stats().find("truncated")) {
+            o.message = a->detail;
+            EXPECT_EQ(a->severity, Severity::Error);
+            EXPECT_EQ(a->count, 1u) << "warned once";
+        }
+    } catch (const FormatError& e) {
+        o.error = true;
+        o.message = e.what();
+    }
+    return o;
+}
 
 inline DeviceId findDevice(const Trace& t, DeviceType type, std::int32_t ordinal)
 {

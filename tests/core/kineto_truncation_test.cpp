@@ -19,32 +19,13 @@ using gpumem::test::publicTrace;
 
 namespace {
 
-// What importing the first `cut` bytes gave.
-struct Outcome {
-    bool error = false;
-    std::string message; // the FormatError, or the "truncated" anomaly's detail ("" when none)
-    std::uint64_t events = 0; // metadata kineto.events: the traceEvents entries read
-    std::size_t memoryEvents = 0;
-};
+using Outcome = gpumem::test::CutOutcome;
 
+// What importing the first `cut` bytes gave.
 Outcome importPrefix(std::string_view json, std::size_t cut)
 {
     std::string text(json.substr(0, cut));
-    Outcome o;
-    try {
-        Trace t = importKinetoJson(text, "cut.json");
-        o.events = t.metadata()["kineto"]["events"].get<std::uint64_t>();
-        o.memoryEvents = t.memory().count();
-        if (const Anomaly* a = t.stats().find("truncated")) {
-            o.message = a->detail;
-            EXPECT_EQ(a->severity, Severity::Error);
-            EXPECT_EQ(a->count, 1u) << "warned once";
-        }
-    } catch (const FormatError& e) {
-        o.error = true;
-        o.message = e.what();
-    }
-    return o;
+    return gpumem::test::cutOutcomeOf([&] { return importKinetoJson(text, "cut.json"); });
 }
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
