@@ -36,6 +36,42 @@ TEST(Gunzip, RoundTripsAndReportsACutStream)
     }
 }
 
+// The GzipEnd overload: a whole stream (one member: libdeflate when built with it; two members: zlib)
+// is not a prefix; a stream cut in its second member yields the first member and what the second's
+// bytes hold; a cut in the first header and a corrupt complete stream still throw.
+TEST(Gunzip, TheGzipEndOverloadKeepsThePrefixOfAStreamThatEndsEarly)
+{
+    const std::string a(70000, 'a'), b = "0123456789abcdef" + std::string(70000, 'b');
+    const std::string one = gzipOf(a), two = one + gzipOf(b);
+    GzipEnd end;
+    EXPECT_EQ(gunzip(one, "one.gz", end), a);
+    EXPECT_FALSE(end.endsEarly);
+    EXPECT_EQ(gunzip(two, "two.gz", end), a + b);
+    EXPECT_FALSE(end.endsEarly);
+
+    const std::string cut = two.substr(0, one.size() + 40);
+    const std::string prefix = gunzip(cut, "cut.gz", end);
+    EXPECT_TRUE(end.endsEarly);
+    EXPECT_EQ(end.compressedBytes, cut.size());
+    ASSERT_GT(prefix.size(), a.size());
+    ASSERT_LT(prefix.size(), a.size() + b.size());
+    EXPECT_EQ(prefix, (a + b).substr(0, prefix.size()));
+    EXPECT_GE(prefix.capacity() - prefix.size(), kReadPadding);
+
+    EXPECT_THROW(gunzip(one.substr(0, 5), "head.gz", end), FormatError);
+    std::string crc = one;
+    crc[crc.size() - 6] = static_cast<char>(crc[crc.size() - 6] ^ 1); // the CRC-32
+    try {
+        gunzip(crc, "crc.gz", end);
+        FAIL() << "a bad CRC-32 must not read";
+    } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("crc.gz: corrupt gzip data near compressed offset"), std::string::npos)
+            << e.what();
+    }
+    // The plain overload still refuses the cut stream.
+    EXPECT_THROW(gunzip(cut, "cut.gz"), FormatError);
+}
+
 TEST(Gunzip, HasAPositiveDecompressionLimit)
 {
     EXPECT_GE(maxDecompressedBytes(), std::size_t(1) << 30);
