@@ -116,8 +116,7 @@ namespace {
             out.append(buf, sizeof buf - zs.avail_out);
             if (limit == std::string::npos && out.size() > maxDecompressedBytes())
                 return fail("decompresses to more than " + std::to_string(maxDecompressedBytes() >> 20)
-                    + " MiB (half of this machine's memory); if the trace is real, set GPUMEM_MAX_INPUT_MIB to allow "
-                      "more");
+                    + " MiB (half of this machine's memory); if the trace is real, set GPUMEM_MAX_INPUT_MIB to allow more");
             if (out.size() >= limit) {
                 out.resize(limit);
                 break;
@@ -165,8 +164,7 @@ namespace {
         if (in.size() < 18)
             return false;
         const auto* t = reinterpret_cast<const unsigned char*>(in.data() + in.size() - 4);
-        const std::size_t isize
-            = std::size_t(t[0]) | std::size_t(t[1]) << 8 | std::size_t(t[2]) << 16 | std::size_t(t[3]) << 24;
+        const std::size_t isize = std::size_t(t[0]) | std::size_t(t[1]) << 8 | std::size_t(t[2]) << 16 | std::size_t(t[3]) << 24;
         // Deflate cannot expand more than ~1032×: a smaller ISIZE than that bound is a wrapped size, and a
         // larger one is a lie (a cut or forged file) that must not make us allocate it. Either way the
         // streaming path decides.
