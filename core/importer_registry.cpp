@@ -49,6 +49,10 @@ const Importer* detectFormat(const std::string& path)
     input.gzip = isGzip(raw);
     std::string content = input.gzip ? readContentHead(path, 64 * 1024) : std::string();
     input.content = input.gzip ? std::string_view(content) : std::string_view(raw);
+    // A gzip file that inflates to nothing (cut inside its header, or corrupt from the start): say why,
+    // as gunzip() does, rather than that no format matches. Only when the whole file was read.
+    if (input.gzip && content.empty() && raw.size() < 64 * 1024)
+        (void)gunzip(raw, path);
     for (const auto& importer : importers())
         if (importer->sniff(input))
             return importer.get();

@@ -52,3 +52,16 @@ TEST(Cli, InfoKeepsTheEventsOfACutKinetoGzipAndStrictRefusesIt)
     EXPECT_NE(strict.err.find("rerun without --strict"), std::string::npos) << strict.err;
     EXPECT_EQ(strict.out, "");
 }
+
+// A .json.gz cut inside its 10-byte gzip header holds nothing: one line naming the file and the gzip
+// header, not "matches no format".
+TEST(Cli, InfoRefusesAGzipCutInsideItsHeader)
+{
+    const auto path = scratchDir("gzipcut") / "head.pt.trace.json.gz";
+    std::ofstream(path, std::ios::binary) << cutStoredGzip("{\"traceEvents\": []}", 6);
+    const auto r = runCli("info '" + path.string() + "'");
+    EXPECT_EQ(r.exitCode, 1);
+    EXPECT_NE(r.err.find(path.string() + ": the gzip stream ends early (after 6 compressed bytes)"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out, "");
+}
