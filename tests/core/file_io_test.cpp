@@ -7,8 +7,11 @@
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace gpumem;
@@ -21,6 +24,62 @@ TEST(Gunzip, DoesNotTrustAForgedSizeInTheTrailer)
     std::string gz = gzipOf("{\"traceEvents\":[]}");
     gz.replace(gz.size() - 4, 4, "\xf0\xff\xff\xff", 4);
     EXPECT_THROW(gunzip(gz, "forged.json.gz"), FormatError);
+}
+
+namespace {
+// Resident memory of this process now, in bytes (/proc/self/statm, field 2).
+std::size_t residentBytes()
+{
+    std::ifstream statm("/proc/self/statm");
+    std::size_t pages = 0, resident = 0;
+    statm >> pages >> resident;
+    return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+} // namespace
+
+// Regression (fresh-user review, 2026-11-30): a cut .gz ends in compressed bytes that the one-shot path
+// read as ISIZE; anything up to 1,032× the file was zero-filled before inflating (a cut 2.2 MB HTA trace:
+// 2.2 GB resident, seconds). Smallest input: 1 MiB that does not compress, ISIZE forged to 1,000 MiB
+// (within deflate's bound, so the one-shot path takes it). Run in a child process so its peak resident
+// memory can be measured alone.
+TEST(Gunzip, AnImplausibleSizeInTheTrailerCommitsOnlyWhatInflates)
+{
+    std::string payload(1 << 20, '\0');
+    std::uint64_t x = 88172645463325252ull; // xorshift64: bytes deflate cannot shrink
+    for (char& c : payload) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        c = static_cast<char>(x);
+    }
+    std::string gz = gzipOf(payload);
+    const std::uint32_t forged = 1000u << 20;
+    for (int i = 0; i < 4; ++i)
+        gz[gz.size() - 4 + i] = static_cast<char>(forged >> (8 * i));
+    if (forged > maxDecompressedBytes())
+        GTEST_SKIP() << "this machine's decompression limit is below the forged size";
+    pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        const std::size_t before = residentBytes();
+        bool threw = false;
+        try {
+            (void)gunzip(gz, "forged.gz");
+        } catch (const FormatError&) {
+            threw = true;
+        }
+        rusage usage {};
+        ::getrusage(RUSAGE_SELF, &usage);
+        const std::size_t peak = static_cast<std::size_t>(usage.ru_maxrss) * 1024;
+        const std::size_t grown = peak > before ? peak - before : 0;
+        ::_exit(!threw ? 1 : grown > (std::size_t(64) << 20) ? 2 : 0);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_NE(WEXITSTATUS(status), 1) << "a forged ISIZE was accepted";
+    EXPECT_NE(WEXITSTATUS(status), 2) << "reading it grew the resident memory by more than 64 MiB";
+    EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(Gunzip, RoundTripsAndReportsACutStream)
