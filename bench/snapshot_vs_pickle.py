@@ -2,7 +2,9 @@
 """PyTorch snapshot import: gpumem vs Python's pickle.load, side by side on the same files.
 
 usage: bench/snapshot_vs_pickle.py [--bench build/dev/bench/snapshot_import_bench] [--baseline OTHER_BENCH]
-                                   [--iterations N] [--rounds R] [--wall] [files…]
+                                   [--iterations N (40)] [--rounds R (3)] [--wall] [files…]
+
+Use a Release build for figures worth quoting (the ci preset: build/ci/bench/snapshot_import_bench).
 
 Without files it uses the snapshots of ../shared/traces/public (SOURCES.md §3). For each file it runs
 the C++ program (the whole gpumem import: unpickle, rebuild the pre-window state, build the Trace; and
@@ -55,8 +57,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bench", default=os.path.join(ROOT, "build/dev/bench/snapshot_import_bench"))
     ap.add_argument("--baseline", help="another snapshot_import_bench to compare with (e.g. before a change)")
-    ap.add_argument("--iterations", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=1, help="repeat everything, keep each program's best")
+    ap.add_argument("--iterations", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=3, help="repeat everything, keep each program's best (one round is noisy on a busy machine)")
     ap.add_argument("--wall", action="store_true", help="compare wall time instead of thread CPU time")
     ap.add_argument("files", nargs="*")
     args = ap.parse_args()
