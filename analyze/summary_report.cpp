@@ -75,6 +75,9 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
             out << "    peak reserved   " << peakText(*d.peakReserved, s.start) << " (from segment events)\n";
         for (const auto& [name, peak] : d.recordedPeaks)
             out << "    recorded peak   " << name << ": " << counterPeakText(name, peak, s.start) << '\n';
+        if (d.allocatedBeforeTrace)
+            out << "    before trace    " << formatBytes(d.allocatedBeforeTrace)
+                << " already allocated when the trace began: in the recorded peaks, not in peak allocated\n";
     }
     if (s.anomalies.empty()) {
         out << "  anomalies       none\n";
@@ -119,6 +122,7 @@ nlohmann::json summaryToJson(const TraceSummary& s, std::string_view label, std:
         for (const auto& [name, p] : d.recordedPeaks)
             recorded[name] = peak(p);
         dj["recorded_peaks"] = recorded;
+        dj["allocated_before_trace"] = d.allocatedBeforeTrace;
         j["devices"].push_back(std::move(dj));
     }
     j["anomalies"] = nlohmann::json::array();

@@ -1,5 +1,7 @@
 #include "analyze/trace_summary.h"
 
+#include "replay/fidelity.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -151,6 +153,9 @@ TraceSummary summarize(const Trace& trace)
         if (counterPeaks[i] && series.device < s.devices.size())
             s.devices[series.device].recordedPeaks.emplace_back(std::string(trace.str(series.name)), *counterPeaks[i]);
     }
+    for (auto& ds : s.devices)
+        if (!ds.recordedPeaks.empty())
+            ds.allocatedBeforeTrace = replay::openingAllocated(trace, ds.device);
     s.anomalies = trace.stats().anomalies();
     return s;
 }

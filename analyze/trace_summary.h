@@ -32,6 +32,10 @@ struct DeviceSummary {
     std::optional<Peak> peakReserved;
     // Peaks of recorded counters ("Total Allocated", "Total Reserved" of PyTorch's profiler), by name.
     std::vector<std::pair<std::string, Peak>> recordedPeaks;
+    // Bytes already allocated when a profiler trace began (its first "allocated" counter sample minus
+    // that event's own change; replay::openingAllocated). The recorded peaks include them, peakAllocated
+    // does not. 0 when the trace has no such counter or started empty.
+    Bytes allocatedBeforeTrace = 0;
 };
 
 struct TraceSummary {

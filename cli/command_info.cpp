@@ -29,7 +29,8 @@ namespace {
         {
             return "TRACE may be any format gpumem reads ('gpumem help formats'). Peak allocated is the running sum of\n"
                    "blocks allocated and freed inside the trace; peak reserved comes from recorded segment events;\n"
-                   "recorded peaks are the allocator's own counters (PyTorch profiler's Total Allocated/Reserved).\n"
+                   "recorded peaks are the allocator's own counters (PyTorch profiler's Total Allocated/Reserved),\n"
+                   "which also count memory allocated before a profiler trace began ('before trace').\n"
                    "A file that fails to load is reported on stderr and the others are still shown (exit 1).";
         }
         void setup(po::options_description& o, po::positional_options_description& p) override

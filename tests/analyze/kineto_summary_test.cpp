@@ -47,6 +47,7 @@ void expectSameSummary(const analyze::TraceSummary& a, const analyze::TraceSumma
         EXPECT_EQ(x.name, y.name);
         EXPECT_EQ(x.eventsByKind, y.eventsByKind);
         EXPECT_EQ(x.kernels, y.kernels);
+        EXPECT_EQ(x.allocatedBeforeTrace, y.allocatedBeforeTrace);
         EXPECT_EQ(x.liveAtEnd, y.liveAtEnd);
         ASSERT_EQ(x.peakAllocated.has_value(), y.peakAllocated.has_value());
         if (x.peakAllocated) {
@@ -90,6 +91,13 @@ TEST(KinetoSummary, InfoOfTheImportAndOfItsGmtCopyAgree)
     EXPECT_EQ(gpu.kernels, 19370u);
     EXPECT_EQ(recorded(gpu, "Total Allocated")->bytes, 6629508096u);
     EXPECT_EQ(recorded(gpu, "Total Reserved")->bytes, 12782141440u);
+    // Memory allocated before the profiler started: the recorded Total Allocated peak is exactly the
+    // in-trace peak plus it (both peaks at +0.194461 s), which `info` now says ('before trace').
+    ASSERT_TRUE(gpu.peakAllocated);
+    EXPECT_EQ(gpu.peakAllocated->bytes, 2532893696u);
+    EXPECT_EQ(gpu.allocatedBeforeTrace, 4096614400u);
+    EXPECT_EQ(gpu.peakAllocated->bytes + gpu.allocatedBeforeTrace, recorded(gpu, "Total Allocated")->bytes);
+    EXPECT_EQ(deviceNamed(a, "cpu").allocatedBeforeTrace, 0u);
 }
 
 TEST(KinetoSummary, LegacyCountsReachInfoThroughTheNoAddressesAnomaly)
