@@ -1,5 +1,5 @@
-// Usage mistakes a fresh user made (review fx1): a verb run without its trace file must say what to
-// do in one line and exit 2.
+// Usage mistakes a fresh user made (review fx1): a verb run without its trace file, and --fidelity on
+// a snapshot converted to .gmt. Both must say what to do in one line and exit 2.
 #include "tests/cli/cli_runner.h"
 
 #include <gtest/gtest.h>
@@ -32,4 +32,21 @@ TEST(UsageMessages, AVerbWithoutItsTraceSaysToGiveOneAndShowsItsUsage)
     auto noOutput = runCli("convert traces/mlp_train.jsonl");
     EXPECT_EQ(noOutput.exitCode, 2);
     EXPECT_NE(noOutput.err.find("'--output'"), std::string::npos) << noOutput.err;
+}
+
+TEST(UsageMessages, FidelityOnAConvertedSnapshotSaysToRunItOnTheSnapshot)
+{
+    const auto dir = gpumem::test::scratchDir("fidelity-gmt");
+    const std::string gmt = (dir / "x.gmt").string();
+    auto convert = runCli("convert tests/data/snapshot/entry_shapes.pickle -o '" + gmt + "'");
+    ASSERT_EQ(convert.exitCode, 0) << convert.err;
+    // The snapshot itself works.
+    auto original = runCli("replay --fidelity tests/data/snapshot/entry_shapes.pickle");
+    EXPECT_EQ(original.exitCode, 0) << original.err;
+    auto r = runCli("replay --fidelity '" + gmt + "'");
+    EXPECT_EQ(r.exitCode, 2) << r.err;
+    EXPECT_EQ(r.err, "gpumem replay: --fidelity compares the replay with the snapshot's recorded segments and blocks; " + gmt
+            + " is a gpumem trace (.gmt): run it on the original snapshot file\n");
+    // A trace that never was a snapshot keeps working with --fidelity (no end-state comparison).
+    EXPECT_EQ(runCli("replay --fidelity traces/mlp_train.jsonl").exitCode, 0);
 }
