@@ -217,6 +217,7 @@ namespace {
                   "error;\n"
                   "for a snapshot also the final segments block for block; for a profiler trace the Total Reserved "
                   "curve).\n"
+                  "Run it on the snapshot file itself: a .gmt/.jsonl converted from it lacks the recorded blocks.\n"
                   "\n"
                   "Gates (for CI): --fail-if-oom exits 3 when any policy had a failed request; --max-reserved BYTES\n"
                   "exits 3 when any policy's peak reserved is above BYTES (with --colocate: any process failed; the\n"

@@ -3,7 +3,10 @@
 
 #include "core/error.h"
 
+#include <algorithm>
 #include <iostream>
+#include <string>
+#include <string_view>
 
 namespace {
 using namespace gpumem::cli;
@@ -91,6 +94,42 @@ void printVerbHelp(std::ostream& out, Command& c)
 }
 
 int help(const std::vector<std::string>& args, const std::vector<std::unique_ptr<Command>>& commands);
+
+// The synopsis on one line: `gpumem help` indents its continuation lines, and a line starting with
+// "gpumem " is another form of the verb (replay --colocate, --fidelity), joined with " | ".
+std::string oneLineSynopsis(const Command& c)
+{
+    std::string line;
+    std::string_view rest = c.synopsis();
+    while (!rest.empty()) {
+        const std::size_t nl = rest.find('\n');
+        std::string_view part = rest.substr(0, nl);
+        rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+        part.remove_prefix(std::min(part.find_first_not_of(' '), part.size()));
+        if (part.empty())
+            continue;
+        if (!line.empty())
+            line += part.starts_with("gpumem ") ? " | " : " ";
+        line += part;
+    }
+    return line;
+}
+
+// A required positional argument (the trace file of most verbs) that was not given. Boost would
+// report it as "the option '--trace' is required", an option no verb documents; throws UsageError
+// naming what to give and the verb's synopsis instead.
+void checkPositionals(const Command& c, const po::options_description& opts,
+    const po::positional_options_description& pos, const po::variables_map& vm)
+{
+    for (unsigned i = 0; i < pos.max_total_count() && i < 64; ++i) {
+        const std::string& name = pos.name_for_position(i);
+        const po::option_description* o = opts.find_nothrow(name, false);
+        if (o && o->semantic()->is_required() && !vm.count(name))
+            throw gpumem::UsageError(std::string(name == "trace" && c.name() == "diff" ? "give two trace files A and B"
+                                                                                         : "give a trace file")
+                + " (usage: gpumem " + oneLineSynopsis(c) + ")");
+    }
+}
 } // namespace
 
 namespace gpumem::cli {
@@ -171,6 +210,7 @@ int main(int argc, char** argv)
             printVerbHelp(std::cout, *command);
             return kExitOk;
         }
+        checkPositionals(*command, opts, pos, vm);
         po::notify(vm);
         return command->run(vm, std::cout, std::cerr);
     } catch (const po::error& e) {

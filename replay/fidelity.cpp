@@ -1,5 +1,6 @@
 #include "replay/fidelity.h"
 
+#include "core/error.h"
 #include "core/importer.h"
 #include "core/importers/snapshot_importer.h"
 #include "replay/snapshot_state.h"
@@ -192,6 +193,18 @@ FidelityReport checkFidelity(const Trace& trace, const PolicySpec& spec, ReplayO
 FidelityReport checkFidelityFile(const std::string& path, const PolicySpec& spec, ReplayOptions options)
 {
     Trace trace = loadTrace(path);
+    if (trace.metadata().value("source_format", std::string()) == "pytorch-snapshot") {
+        // A snapshot converted to .gmt/.jsonl keeps its source_format but not the recorded blocks
+        // (only the segments_at_dump columns); the end-state comparison needs the pickle itself.
+        const Importer* file = detectFormat(path);
+        if (!file || file->name() != "pytorch-snapshot") {
+            const std::string kind = !file ? "not a PyTorch snapshot"
+                : file->name() == "gmt" || file->name() == "jsonl" ? "a gpumem trace (." + std::string(file->name()) + ")"
+                                                                    : "a " + std::string(file->name()) + " file";
+            throw UsageError("--fidelity compares the replay with the snapshot's recorded segments and blocks; " + path + " is "
+                + kind + ": run it on the original snapshot file");
+        }
+    }
     FidelityReport rep = checkFidelity(trace, spec, options);
     if (trace.metadata().value("source_format", std::string()) == "pytorch-snapshot") {
         std::int32_t ordinal = trace.devices().empty() ? 0 : trace.devices()[rep.device].ordinal;

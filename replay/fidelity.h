@@ -89,7 +89,8 @@ Bytes openingAllocated(const Trace& trace, DeviceId device);
 
 // Loads `path` (any format gpumem reads) and runs checkFidelity; for a PyTorch snapshot the final
 // state is also compared with its recorded `segments` (endStateDifferences). Throws IoError /
-// FormatError from loading and UsageError like Replayer::run.
+// FormatError from loading and UsageError like Replayer::run, and UsageError for a snapshot converted
+// to .gmt/.jsonl (its recorded blocks are gone; run it on the original snapshot).
 FidelityReport checkFidelityFile(const std::string& path, const PolicySpec& spec, ReplayOptions options = {});
 
 // Compares a simulated final state with a recorded one (a snapshot's `segments`), segment by segment

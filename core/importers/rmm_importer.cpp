@@ -7,6 +7,7 @@
 
 #include <array>
 #include <charconv>
+#include <limits>
 
 namespace gpumem {
 
@@ -67,7 +68,11 @@ namespace {
         return ns + *fraction * scale;
     }
 
-    // "1634567890.123456" (seconds since the epoch, up to 9 fraction digits) → ns.
+    // The last second since the epoch whose ns still fit an int64 TimeNs (2262-04-11).
+    constexpr std::int64_t kMaxEpochSeconds = std::numeric_limits<std::int64_t>::max() / kNsPerSecond - 1;
+
+    // "1634567890.123456" (seconds since the epoch, up to 9 fraction digits, at most kMaxEpochSeconds)
+    // → ns.
     std::optional<TimeNs> parseEpochSeconds(std::string_view text)
     {
         auto dot = text.find('.');
@@ -77,7 +82,7 @@ namespace {
             || digits.find_first_not_of("0123456789") != std::string_view::npos || (dot != std::string_view::npos && digits.empty()))
             return std::nullopt;
         auto seconds = parseInt<std::int64_t>(whole, 10);
-        if (!seconds)
+        if (!seconds || *seconds > kMaxEpochSeconds)
             return std::nullopt;
         std::int64_t fraction = digits.empty() ? 0 : *parseInt<std::int64_t>(digits, 10);
         for (std::size_t i = digits.size(); i < 9; ++i)
@@ -171,8 +176,16 @@ namespace {
             e.thread = *thread;
 
             auto time = readTime(f[1]);
-            if (!time)
+            if (!time) {
+                const std::string_view whole = f[1].substr(0, f[1].find('.'));
+                const auto seconds = parseInt<std::int64_t>(whole, 10); // nullopt past int64 too
+                if (!whole.empty() && whole.find_first_not_of("0123456789") == std::string_view::npos
+                    && (!seconds || *seconds > kMaxEpochSeconds))
+                    return RowError { 1, "seconds since the epoch \"" + std::string(f[1]) + "\" are past "
+                            + std::to_string(kMaxEpochSeconds) + " (year 2262), whose ns do not fit int64; expected a time "
+                            + "HH:MM:SS.micro or seconds since the epoch such as 1634567890.123456" };
                 return RowError { 1, "expected a time HH:MM:SS.micro (or seconds since the epoch), got \"" + std::string(f[1]) + "\"" };
+            }
             e.time = *time;
 
             if (f[2] == "allocate")

@@ -132,3 +132,20 @@ TEST(RmmCsvImporter, TakesTheDeviceFromDotDevInTheFileName)
     EXPECT_EQ(rmmDeviceOrdinalFromPath("rmm.device.log"), std::nullopt);
     EXPECT_EQ(rmmDeviceOrdinalFromPath("logs.dev9/rmm.log"), std::nullopt);
 }
+
+// fuzz/rmm_csv_fuzzer found it: 10485760125 s × 10⁹ overflowed int64 (UBSan) and imported as
+// -7960983948709551616 ns. Seconds past 2262-04-11 are a FormatError naming the line and column.
+TEST(RmmCsvImporter, EpochSecondsWhoseNsDoNotFitInt64AreAFormatError)
+{
+    const std::string header = "Thread,Time,Action,Pointer,Size,Stream\n";
+    std::string e = formatErrorOf(header + "1,10485760125,allocate,0x1000,64,0\n");
+    EXPECT_NE(e.find("log.csv:2: column 2 (Time)"), std::string::npos) << e;
+    EXPECT_NE(e.find("\"10485760125\""), std::string::npos) << e;
+    EXPECT_NE(e.find("year 2262"), std::string::npos) << e;
+    e = formatErrorOf(header + "1,9223372036.854775807,allocate,0x1000,64,0\n");
+    EXPECT_NE(e.find("year 2262"), std::string::npos) << e;
+    // The last second that fits still imports.
+    Trace t = importRmmCsv(header + "1,9223372035.999999999,allocate,0x1000,64,0\n", "late.csv", 0);
+    ASSERT_EQ(t.memory().count(), 1u);
+    EXPECT_EQ(t.memory().time[0], 9223372035999999999);
+}
