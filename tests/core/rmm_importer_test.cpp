@@ -132,3 +132,14 @@ TEST(RmmCsvImporter, TakesTheDeviceFromDotDevInTheFileName)
     EXPECT_EQ(rmmDeviceOrdinalFromPath("rmm.device.log"), std::nullopt);
     EXPECT_EQ(rmmDeviceOrdinalFromPath("logs.dev9/rmm.log"), std::nullopt);
 }
+
+TEST(RmmCsvImporter, QuotesABadFieldBoundedAndEscaped)
+{
+    // A 20 MB Size field used to give a 20 MB message; a NUL in a field cut the message short.
+    const std::string header = "Thread,Time,Action,Pointer,Size,Stream\n";
+    std::string e = formatErrorOf(header + "1,10:00:00.0,allocate,0x2000," + std::string(20 << 20, '9') + "x,0\n");
+    EXPECT_LT(e.size(), 400u);
+    EXPECT_NE(e.find("got \"" + std::string(120, '9') + "\xE2\x80\xA6\""), std::string::npos) << e;
+    e = formatErrorOf(header + std::string("1,10:00:00.0,allocate,0x2000,6\0004,0\n", 37));
+    EXPECT_NE(e.find("got \"6\\x004\"; fix or delete the row"), std::string::npos) << e;
+}
