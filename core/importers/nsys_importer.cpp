@@ -265,12 +265,17 @@ namespace {
                 const int t = row.type(column);
                 if (t == SQLITE_INTEGER || t == SQLITE_NULL) [[likely]]
                     continue;
-                std::string value = t == SQLITE_FLOAT ? "the REAL " + std::to_string(row.real(column))
-                    : t == SQLITE_TEXT                ? "the TEXT '" + quoteForMessage(row.text(column)) + "'"
-                                                      : "a BLOB";
-                m_builder.stats().add("nsys_wrong_type", Severity::Warning,
-                    m_path + ": " + table + " rowid " + std::to_string(row.integer(rowidColumn)) + ": column " + name
-                        + " holds " + value + ", not an integer; row skipped");
+                std::string detail = m_path;
+                detail.append(": ").append(table).append(" rowid ").append(std::to_string(row.integer(rowidColumn)));
+                detail.append(": column ").append(name).append(" holds ");
+                if (t == SQLITE_FLOAT)
+                    detail.append("the REAL ").append(std::to_string(row.real(column)));
+                else if (t == SQLITE_TEXT)
+                    detail.append("the TEXT '").append(quoteForMessage(row.text(column))).append("'");
+                else
+                    detail.append("a BLOB");
+                detail.append(", not an integer; row skipped");
+                m_builder.stats().add("nsys_wrong_type", Severity::Warning, detail);
                 return false;
             }
             return true;
