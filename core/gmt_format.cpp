@@ -885,7 +885,11 @@ Trace readGmtBytes(std::string_view bytes, std::string_view name, const LoadOpti
     forEachColumn(b.memoryColumns(), [](auto& v) { adviseHugePages(v.data(), v.capacity() * sizeof(v[0])); });
     bool ended = false;
     std::uint64_t chunks = 0;
+    // A cut or damage after some chunks keeps what was read (counted as an error anomaly); when not
+    // one chunk could be read there is nothing to keep, and that is a FormatError.
     auto stop = [&](std::string_view code, const std::string& detail) {
+        if (chunks == 0)
+            fail(detail + "; not one chunk could be read (the file is damaged or was cut before its first chunk)");
         b.stats().add(code, Severity::Error,
             path + ": " + detail + "; read " + std::to_string(chunks) + " whole chunks (" + std::to_string(b.memoryEventCount())
                 + " memory events) before it");

@@ -3,6 +3,7 @@
 #include "core/detail/json_limits.h"
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/message_quote.h"
 #include "core/trace_builder.h"
 
 #include <nlohmann/json.hpp>
@@ -173,7 +174,7 @@ namespace {
             std::string s = text(key);
             auto v = parse(s);
             if (!v)
-                fail(key, "has unknown value \"" + s + "\"");
+                fail(key, "has unknown value \"" + quoteForMessage(s) + "\"");
             return *v;
         }
         const nlohmann::json& json() const { return m_j; }
@@ -220,6 +221,7 @@ Trace readJsonlText(std::string_view content, std::string_view name, const LoadO
             std::string why = e.what();
             if (auto colon = why.find("syntax error"); colon != std::string::npos)
                 why = why.substr(colon);
+            why = quoteForMessage(why, 240); // nlohmann echoes the input it read last: bounded, valid UTF-8
             throw FormatError(where + ":" + std::to_string(e.byte) + ": not valid JSON (" + why
                 + "); each line of a .jsonl trace is one JSON object");
         } catch (const nlohmann::json::exception& e) {
@@ -227,6 +229,7 @@ Trace readJsonlText(std::string_view content, std::string_view name, const LoadO
             std::string why = e.what();
             if (auto bracket = why.find("] "); bracket != std::string::npos)
                 why = why.substr(bracket + 2);
+            why = quoteForMessage(why, 240);
             throw FormatError(where + ": not valid JSON (" + why + "); each line of a .jsonl trace is one JSON object");
         }
         if (!j.is_object())

@@ -3,6 +3,7 @@
 #include "core/file_io.h"
 #include "core/importers/detail/json_cut.h"
 #include "core/importers/detail/json_number.h"
+#include "core/message_quote.h"
 #include "core/trace_builder.h"
 
 #include <nlohmann/json.hpp>
@@ -81,6 +82,11 @@ namespace {
                      evIdx = 0, argDevice = 0, argStream = 0, correlation = 0;
         bool hasDeviceType = false, hasDeviceId = false, hasAddress = false, hasBytes = false, hasAllocated = false,
              hasReserved = false, hasEvIdx = false, hasArgDevice = false, hasArgStream = false, hasCorrelation = false;
+        // The first arg whose value cannot be what it names (a fractional "Bytes", a device beyond
+        // 32 bits): a [memory] or kernel event with one is counted as bad_event_field and skipped.
+        const char* badField = nullptr;
+        const char* badRule = nullptr;
+        std::string_view badValue;
     };
 
     bool startsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
@@ -133,6 +139,32 @@ namespace {
             out = readInt(v, key);
     }
 
+    // Whether the JSON number token is written as an integer (no fraction, no exponent).
+    bool isIntegerToken(std::string_view token)
+    {
+        std::size_t i = !token.empty() && token[0] == '-' ? 1 : 0;
+        while (i < token.size() && token[i] >= '0' && token[i] <= '9')
+            ++i;
+        return i == token.size() || (token[i] != '.' && token[i] != 'e' && token[i] != 'E');
+    }
+
+    void markBad(EventFields& f, const char* field, const char* rule, od::value& v)
+    {
+        if (f.badField)
+            return;
+        f.badField = field;
+        f.badRule = rule;
+        std::string_view token = v.raw_json_token();
+        while (!token.empty() && (token.back() == ' ' || token.back() == '\n' || token.back() == '\r' || token.back() == '\t'))
+            token.remove_suffix(1);
+        f.badValue = token;
+    }
+
+    bool fitsDeviceOrdinal(std::int64_t id)
+    {
+        return id >= std::numeric_limits<std::int32_t>::min() && id <= std::numeric_limits<std::int32_t>::max();
+    }
+
     // Reads an id that is a number or a digit string; false for null/other strings.
     bool readId(od::value& v, std::int64_t& out)
     {
@@ -163,20 +195,29 @@ namespace {
                     readNumberField(v, key, f.hasAddress, f.address);
                 break;
             case 5:
-                if (key == "Bytes")
+                if (key == "Bytes") {
                     readNumberField(v, key, f.hasBytes, f.bytes);
+                    if (f.hasBytes && !isIntegerToken(v.raw_json_token()))
+                        markBad(f, "Bytes", "not a whole number of bytes", v);
+                }
                 break;
             case 6:
                 if (key == "Ev Idx")
                     readNumberField(v, key, f.hasEvIdx, f.evIdx);
-                else if (key == "device")
+                else if (key == "device") {
                     f.hasArgDevice = readId(v, f.argDevice);
+                    if (f.hasArgDevice && !fitsDeviceOrdinal(f.argDevice))
+                        markBad(f, "device", "not a device ordinal (32 bits)", v);
+                }
                 else if (key == "stream")
                     f.hasArgStream = readId(v, f.argStream);
                 break;
             case 9:
-                if (key == "Device Id")
+                if (key == "Device Id") {
                     readNumberField(v, key, f.hasDeviceId, f.deviceId);
+                    if (f.hasDeviceId && (!isIntegerToken(v.raw_json_token()) || !fitsDeviceOrdinal(f.deviceId)))
+                        markBad(f, "Device Id", "not a device ordinal (an integer of 32 bits)", v);
+                }
                 break;
             case 10:
                 if (key == "Call stack" && v.type() == od::json_type::string)
@@ -356,6 +397,12 @@ namespace {
 
     void KinetoParser::addEvent(const EventFields& f, EventClass cls, std::uint64_t index)
     {
+        if (f.badField && (cls == EventClass::Memory || cls == EventClass::Kernel)) [[unlikely]] {
+            m_b.stats().add("bad_event_field", Severity::Warning,
+                "traceEvents[" + std::to_string(index) + "]: \"" + f.badField + "\" is "
+                    + quoteForMessage(f.badValue) + ", " + f.badRule + "; the event was skipped");
+            return;
+        }
         switch (cls) {
         case EventClass::Memory: {
             MemRecord r;

@@ -1,11 +1,13 @@
 #include "core/importers/nsys_importer.h"
 
 #include "core/importers/detail/device_tables.h"
+#include "core/message_quote.h"
 #include "core/trace_builder.h"
 
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
 
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
@@ -61,6 +63,8 @@ namespace {
             fail("reading");
         }
         bool isNull(int column) const { return sqlite3_column_type(m_stmt, column) == SQLITE_NULL; }
+        int type(int column) const { return sqlite3_column_type(m_stmt, column); }
+        double real(int column) const { return sqlite3_column_double(m_stmt, column); }
         std::int64_t integer(int column) const { return sqlite3_column_int64(m_stmt, column); }
         std::string_view text(int column) const
         {
@@ -250,13 +254,40 @@ namespace {
             return false;
         }
 
+        // True when each of `columns` (NULL aside) holds an INTEGER. SQLite keeps a value in a column
+        // of INTEGER affinity as TEXT ('abc'), REAL (1e30) or BLOB when it cannot convert it losslessly,
+        // and sqlite3_column_int64 would then read 0 or a clamped value; such a row is counted as
+        // nsys_wrong_type, naming the table, rowid and column (the last selected column is the rowid).
+        bool integerColumns(const Statement& row, const char* table, int rowidColumn,
+            std::initializer_list<std::pair<int, const char*>> columns)
+        {
+            for (const auto& [column, name] : columns) {
+                const int t = row.type(column);
+                if (t == SQLITE_INTEGER || t == SQLITE_NULL) [[likely]]
+                    continue;
+                std::string detail = m_path;
+                detail.append(": ").append(table).append(" rowid ").append(std::to_string(row.integer(rowidColumn)));
+                detail.append(": column ").append(name).append(" holds ");
+                if (t == SQLITE_FLOAT)
+                    detail.append("the REAL ").append(std::to_string(row.real(column)));
+                else if (t == SQLITE_TEXT)
+                    detail.append("the TEXT '").append(quoteForMessage(row.text(column))).append("'");
+                else
+                    detail.append("a BLOB");
+                detail.append(", not an integer; row skipped");
+                m_builder.stats().add("nsys_wrong_type", Severity::Warning, detail);
+                return false;
+            }
+            return true;
+        }
+
         void readMemoryEvents()
         {
             std::string sql = "SELECT "
                 + selectList(kMemoryTable,
                     { { "start", true }, { "deviceId", true }, { "address", true }, { "bytes", true }, { "memKind", true },
                         { "memoryOperationType", true }, { "streamId", false } })
-                + " FROM " + kMemoryTable;
+                + ", rowid FROM " + kMemoryTable;
             Statement row(m_db.get(), sql, m_path);
             std::uint64_t n = 0;
             while (row.step()) {
@@ -267,6 +298,10 @@ namespace {
                         m_path + ": " + kMemoryTable + " row " + std::to_string(n) + " has NULL in start, address, bytes, memKind or memoryOperationType; row skipped");
                     continue;
                 }
+                if (!integerColumns(row, kMemoryTable, 7,
+                        { { 0, "start" }, { 1, "deviceId" }, { 2, "address" }, { 3, "bytes" }, { 4, "memKind" },
+                            { 5, "memoryOperationType" }, { 6, "streamId" } }))
+                    continue;
                 if (!validDeviceId(row, 1, kMemoryTable))
                     continue;
                 std::int64_t op = row.integer(5);
@@ -331,7 +366,7 @@ namespace {
                 + selectList(kKernelTable,
                     { { "start", true }, { "end", true }, { "deviceId", true }, { "streamId", true }, { "correlationId", false },
                         { "demangledName", false }, { "shortName", false } })
-                + " FROM " + kKernelTable;
+                + ", rowid FROM " + kKernelTable;
             Statement row(m_db.get(), sql, m_path);
             std::optional<Statement> lookup;
             if (haveStrings)
@@ -344,6 +379,9 @@ namespace {
                         m_path + ": " + kKernelTable + " row " + std::to_string(n) + " has NULL start or end; row skipped");
                     continue;
                 }
+                if (!integerColumns(row, kKernelTable, 7,
+                        { { 0, "start" }, { 1, "end" }, { 2, "deviceId" }, { 3, "streamId" }, { 4, "correlationId" } }))
+                    continue;
                 if (!validDeviceId(row, 2, kKernelTable))
                     continue;
                 Kernel k;

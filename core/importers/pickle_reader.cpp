@@ -1498,8 +1498,17 @@ public:
                     static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) };
             return PickleValue { PickleKind::Int, 0, u };
         }
-        case nlohmann::json::value_t::number_float:
-            return PickleValue { PickleKind::Float, 0, std::bit_cast<std::uint64_t>(j.get<double>()) };
+        case nlohmann::json::value_t::number_float: {
+            // nlohmann reads an integer beyond uint64 (Python's json.dump writes 2**70 as its digits) as
+            // a double; an integral double beyond int64 is taken as that integer, clamped like a pickled
+            // LONG, so that both twins report big_int_clamped alike.
+            const double f = j.get<double>();
+            if (f == std::trunc(f) && (f >= 0x1p63 || f < -0x1p63))
+                return PickleValue { PickleKind::BigInt, 0,
+                    static_cast<std::uint64_t>(
+                        f > 0 ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min()) };
+            return PickleValue { PickleKind::Float, 0, std::bit_cast<std::uint64_t>(f) };
+        }
         case nlohmann::json::value_t::string:
             return str(j.get_ref<const std::string&>());
         case nlohmann::json::value_t::array: {

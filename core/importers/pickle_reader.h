@@ -154,7 +154,8 @@ public:
     nlohmann::json toJson(const PickleValue& v, int maxDepth = 64, std::uint64_t maxValues = 0) const;
 
     // Builds a document from JSON (the snapshot saved as JSON): objects → Dict, arrays → List,
-    // numbers → Int/Float (unsigned beyond int64 → BigInt, clamped), strings → Str. Throws
+    // numbers → Int/Float (an integer beyond int64, which nlohmann reads as unsigned or as an
+    // integral double, → BigInt, clamped), strings → Str. Throws
     // FormatError naming `source` when nesting exceeds `maxDepth`.
     static PickleDocument fromJson(const nlohmann::json& json, std::string_view source, int maxDepth = 256);
 

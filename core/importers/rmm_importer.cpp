@@ -1,6 +1,7 @@
 #include "core/importers/rmm_importer.h"
 
 #include "core/file_io.h"
+#include "core/message_quote.h"
 #include "core/trace_builder.h"
 
 #include <nlohmann/json.hpp>
@@ -172,7 +173,7 @@ namespace {
             e.sequence = lineNumber;
             auto thread = parseInt<std::uint64_t>(f[0], 10);
             if (!thread)
-                return RowError { 0, "expected a decimal thread id, got \"" + std::string(f[0]) + "\"" };
+                return RowError { 0, "expected a decimal thread id, got \"" + quoteForMessage(f[0]) + "\"" };
             e.thread = *thread;
 
             auto time = readTime(f[1]);
@@ -181,10 +182,10 @@ namespace {
                 const auto seconds = parseInt<std::int64_t>(whole, 10); // nullopt past int64 too
                 if (!whole.empty() && whole.find_first_not_of("0123456789") == std::string_view::npos
                     && (!seconds || *seconds > kMaxEpochSeconds))
-                    return RowError { 1, "seconds since the epoch \"" + std::string(f[1]) + "\" are past "
+                    return RowError { 1, "seconds since the epoch \"" + quoteForMessage(f[1]) + "\" are past "
                             + std::to_string(kMaxEpochSeconds) + " (year 2262), whose ns do not fit int64; expected a time "
                             + "HH:MM:SS.micro or seconds since the epoch such as 1634567890.123456" };
-                return RowError { 1, "expected a time HH:MM:SS.micro (or seconds since the epoch), got \"" + std::string(f[1]) + "\"" };
+                return RowError { 1, "expected a time HH:MM:SS.micro (or seconds since the epoch), got \"" + quoteForMessage(f[1]) + "\"" };
             }
             e.time = *time;
 
@@ -195,25 +196,25 @@ namespace {
             else if (f[2] == "allocate failure")
                 e.kind = EventKind::Oom;
             else
-                return RowError { 2, "expected allocate, free or allocate failure, got \"" + std::string(f[2]) + "\"" };
+                return RowError { 2, "expected allocate, free or allocate failure, got \"" + quoteForMessage(f[2]) + "\"" };
 
             if (f[3] == "(nil)" || f[3] == "0" || f[3] == "0x0") {
                 e.address = 0;
             } else if (auto address = parseInt<std::uint64_t>(stripHexPrefix(f[3]), 16)) {
                 e.address = *address;
             } else {
-                return RowError { 3, "expected a hex pointer such as 0x7f0000a00000 or (nil), got \"" + std::string(f[3]) + "\"" };
+                return RowError { 3, "expected a hex pointer such as 0x7f0000a00000 or (nil), got \"" + quoteForMessage(f[3]) + "\"" };
             }
 
             auto size = parseInt<std::uint64_t>(f[4], 10);
             if (!size)
-                return RowError { 4, "expected a decimal size in bytes, got \"" + std::string(f[4]) + "\"" };
+                return RowError { 4, "expected a decimal size in bytes, got \"" + quoteForMessage(f[4]) + "\"" };
             e.size = *size;
             e.requestedSize = *size;
 
             auto streamHandle = parseInt<std::uint64_t>(stripHexPrefix(f[5]), 16);
             if (!streamHandle)
-                return RowError { 5, "expected a hex cudaStream_t such as 0 or 7f12a4001020, got \"" + std::string(f[5]) + "\"" };
+                return RowError { 5, "expected a hex cudaStream_t such as 0 or 7f12a4001020, got \"" + quoteForMessage(f[5]) + "\"" };
             e.stream = m_builder.stream(m_device, *streamHandle);
 
             if (e.address == 0 && e.kind != EventKind::Oom) {

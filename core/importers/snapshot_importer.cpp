@@ -361,7 +361,7 @@ namespace {
     // The keys of the last trace entry read the slow way, and where each field sits among them.
     // PyTorch writes every entry with the same keys in the same order (memoized strings), so nearly
     // every entry matches: its fields are then read by position, without a branch per key. An entry
-    // with a repeated field, more than 16 keys or a BigInt value takes the slow way.
+    // with a repeated field, more than 16 keys or an integer field that is not a plain Int takes the slow way.
     class EntryShape {
     public:
         explicit EntryShape(const PickleDocument&) { }
@@ -376,14 +376,16 @@ namespace {
             }
             return same;
         }
-        bool anyBigInt(std::span<const PickleValue> kv) const
+        // Whether an integer field holds anything but a plain Int (a BigInt to count, a wrongly typed
+        // value to reject): such an entry takes the slow way, which does both.
+        bool anyNotInt(std::span<const PickleValue> kv) const
         {
-            bool big = false;
+            bool other = false;
             for (EntryField f : { EntryField::Addr, EntryField::Size, EntryField::Stream, EntryField::TimeUs }) {
                 const std::int8_t p = position[static_cast<std::size_t>(f)];
-                big |= p >= 0 && kv[2 * static_cast<std::size_t>(p) + 1].kind == PickleKind::BigInt;
+                other |= p >= 0 && kv[2 * static_cast<std::size_t>(p) + 1].kind != PickleKind::Int;
             }
-            return big;
+            return other;
         }
         void learn(std::span<const PickleValue> kv, EntryFieldCache& fields)
         {
@@ -1145,7 +1147,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             bool hasAction = false, hasTime = false;
             const auto kv = doc.items(e);
             const PickleValue* actionValue = nullptr;
-            if (shape.matches(kv) && !shape.anyBigInt(kv)) {
+            if (shape.matches(kv) && !shape.anyNotInt(kv)) {
                 // The keys are those of the shape: the values are where the shape says.
                 auto at = [&](EntryField f) -> const PickleValue* {
                     const std::int8_t p = shape.position[static_cast<std::size_t>(f)];
@@ -1154,7 +1156,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 const PickleValue *addr = at(EntryField::Addr), *size = at(EntryField::Size),
                                   *act = at(EntryField::Action), *stream = at(EntryField::Stream),
                                   *frames = at(EntryField::Frames), *time = at(EntryField::TimeUs);
-                auto intOf = [&](const PickleValue* v) { return v ? doc.toInt(*v).value_or(0) : 0; };
+                auto intOf = [&](const PickleValue* v) { return v ? static_cast<std::int64_t>(v->bits) : 0; }; // Int
                 entry.addr = static_cast<Address>(intOf(addr));
                 entry.size = static_cast<Bytes>(std::max<std::int64_t>(0, intOf(size)));
                 entry.stream = static_cast<std::uint64_t>(intOf(stream));
@@ -1174,12 +1176,18 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 // One pass over the entry's keys (faster than a lookup per field).
                 for (std::size_t k = 0; k + 1 < kv.size(); k += 2) {
                     const PickleValue& v = kv[k + 1];
+                    // An integer field: Int, Bool or BigInt (clamped, counted); any other kind (a str,
+                    // None, a float) is an error naming the field, as for the segments' fields.
                     auto asInt = [&] {
                         if (v.kind == PickleKind::BigInt)
                             r.stats().add("big_int_clamped", Severity::Warning,
                                 SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": '"
                                     + sanitizeUtf8(doc.text(kv[k])) + "' was clamped to 64 bits");
-                        return doc.toInt(v).value_or(0);
+                        else if (v.kind != PickleKind::Int && v.kind != PickleKind::Bool)
+                            r.fail(SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i),
+                                "'" + sanitizeUtf8(doc.text(kv[k])) + "' is a " + std::string(toString(v.kind))
+                                    + ", not an int");
+                        return static_cast<std::int64_t>(v.bits);
                     };
                     switch (entryFields.field(kv[k], k / 2)) {
                     case EntryField::Addr:

@@ -184,6 +184,19 @@ TEST(GmtFormat, ReadsUpToTheLastWholeChunkWhenCutAtEveryOffset)
             }
             continue;
         }
+        if (cut < l.chunks[0].end) {
+            // Not one chunk could be read: nothing to keep, so an error naming the file and offset.
+            try {
+                readTraceBytes(prefix);
+                ADD_FAILURE() << "a file cut before the end of its first chunk must be refused";
+            } catch (const FormatError& e) {
+                std::string m = e.what();
+                EXPECT_EQ(m.rfind("test.gmt: ", 0), 0u) << m;
+                EXPECT_NE(m.find("offset " + std::to_string(l.headerEnd)), std::string::npos) << m;
+                EXPECT_NE(m.find("not one chunk could be read"), std::string::npos) << m;
+            }
+            continue;
+        }
         std::size_t expectedEvents = 0;
         for (const auto& c : l.chunks)
             if (c.end <= cut && c.type == "MEMV")
@@ -286,14 +299,18 @@ TEST(GmtFormat, RandomBytesNeverCrash)
             ch = static_cast<char>(rng());
         // Pure noise: refused at the magic.
         EXPECT_THROW(readTraceBytes(junk), FormatError);
-        // A valid header then noise: read as damaged chunks, never a crash.
+        // A valid header then noise: not one chunk can be read, so refused, never a crash.
         std::string tail = valid.substr(0, headerEnd) + junk;
-        Trace t = readTraceBytes(tail);
-        EXPECT_TRUE(t.importStats().find("truncated") || t.importStats().find("corrupt_chunk"));
-        // A valid file with one byte changed: every chunk is covered by its checksum.
+        EXPECT_THROW(readTraceBytes(tail), FormatError);
+        // A valid file with one byte changed: every chunk is covered by its checksum; damage in the
+        // first chunk leaves nothing to read (an error), damage later keeps the chunks before it.
         std::string flipped = valid;
         std::size_t at = headerEnd + rng() % (valid.size() - headerEnd);
         flipped[at] = static_cast<char>(flipped[at] ^ (1 + rng() % 255));
+        if (at < layout(valid).chunks[0].end) {
+            EXPECT_THROW(readTraceBytes(flipped), FormatError) << "flipped byte at " << at;
+            continue;
+        }
         Trace f = readTraceBytes(flipped);
         EXPECT_TRUE(f.importStats().find("truncated") || f.importStats().find("corrupt_chunk")) << "flipped byte at " << at;
     }
@@ -573,4 +590,24 @@ TEST(GmtFormat, WriterAppendsTablesAndEventsIncrementally)
     EXPECT_EQ(t.str(t.devices()[0].name), "NVIDIA H100 80GB HBM3");
     EXPECT_EQ(t.metadata().value("tool", ""), "gpumem-tracer");
     EXPECT_EQ(t.metadata().value("allocator_settings", ""), "expandable_segments:True");
+}
+
+TEST(GmtFormat, OneFlippedBitInTheOnlyChunkIsAnErrorNamingTheOffset)
+{
+    // A header, one chunk and the end chunk; one bit of the chunk's payload flipped. This used to be
+    // read as an empty trace with a corrupt_chunk anomaly (and `gpumem convert` exited 0).
+    const std::string valid = gmtBytes(readJsonl(dataFile("annotated_step.jsonl").string()), 4);
+    const std::string header = valid.substr(0, layout(valid).headerEnd);
+    std::string file = header + chunk("ZZZZ", 0, "abcd") + chunk("END ", 0, std::string(1, '\0'));
+    ASSERT_EQ(readTraceBytes(file).memory().count(), 0u); // unknown chunk types are skipped: it reads
+    file[header.size() + 16] ^= 0x04;
+    try {
+        readTraceBytes(file);
+        ADD_FAILURE() << "accepted";
+    } catch (const FormatError& e) {
+        EXPECT_EQ(std::string(e.what()),
+            "test.gmt: checksum mismatch in chunk ZZZZ at offset " + std::to_string(header.size())
+                + ": the rest of the file is ignored; not one chunk could be read (the file is damaged or was cut "
+                  "before its first chunk)");
+    }
 }

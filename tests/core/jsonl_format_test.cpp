@@ -139,6 +139,13 @@ TEST(JsonlFormat, ErrorsNamePathLineAndField)
         EXPECT_EQ(message.rfind(c.message, 0), 0u) << c.line4 << "\n  gave: " << message;
         EXPECT_EQ(message.find('\n'), std::string::npos) << "one line";
     }
+    // Raw input echoed by the JSON parser is bounded, with invalid UTF-8 replaced.
+    const std::string bad = errorOf(head + "{\"type\":\"mem\",\"kind\":\"\xff\xfe" + std::string(1000, 'a') + "\"}\n");
+    EXPECT_EQ(bad.rfind("x.jsonl:4:", 0), 0u) << bad;
+    EXPECT_EQ(bad.find("\xff"), std::string::npos);
+    EXPECT_LT(bad.size(), 400u) << bad;
+    const std::string longKind = errorOf(head + R"({"type":"mem","t":5,"kind":")" + std::string(500, 'z') + R"(","addr":1,"size":512})" + "\n");
+    EXPECT_EQ(longKind, R"(x.jsonl:4: field "kind" has unknown value ")" + std::string(120, 'z') + "\xE2\x80\xA6\"");
     EXPECT_EQ(errorOf("").rfind("x.jsonl: empty .jsonl trace", 0), 0u);
     EXPECT_EQ(errorOf(R"({"format":"chrome-trace","version":1})").rfind(R"(x.jsonl:1: field "format" must be "gpumem-jsonl" on the first line)", 0), 0u);
     EXPECT_EQ(errorOf(R"({"format":"gpumem-jsonl","version":2})").rfind(R"(x.jsonl:1: field "version" is 2, newer than this gpumem reads (1); upgrade gpumem)", 0), 0u);

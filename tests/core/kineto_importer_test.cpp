@@ -474,3 +474,30 @@ TEST(KinetoImporter, SniffsKinetoButNotOtherJson)
     ASSERT_NE(detectFormat(list.path()), nullptr);
     EXPECT_NE(detectFormat(list.path())->name(), "kineto");
 }
+
+TEST(KinetoImporter, SkipsAnEventWhoseDeviceOrBytesCannotBeWhatTheyName)
+{
+    // A "Device Id" and a kernel "device" beyond 32 bits used to wrap to cuda:1215752191; a fractional
+    // "Bytes" was rounded. Each such event is skipped and counted, naming the event and the field.
+    std::string json = kinetoJson(R"(
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":10,"args":{"Device Type":1,"Device Id":0,"Addr":64,"Bytes":1024}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":11,"args":{"Device Type":1,"Device Id":99999999999,"Addr":128,"Bytes":512}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":12,"args":{"Device Type":1,"Device Id":0,"Addr":256,"Bytes":8.5}},
+      {"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":13,"dur":5,"args":{"device":99999999999,"stream":7}},
+      {"ph":"X","cat":"kernel","name":"gemv","pid":0,"tid":7,"ts":20,"dur":5,"args":{"device":0,"stream":7}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":30,"args":{"Device Type":1,"Device Id":0,"Addr":64,"Bytes":-1024}}
+    )");
+    Trace t = importKinetoJson(json, "hand.json");
+    const auto& m = t.memory();
+    ASSERT_EQ(m.count(), 2u);
+    EXPECT_EQ(m.address[0], 64u);
+    EXPECT_EQ(m.address[1], 64u);
+    ASSERT_EQ(t.kernels().size(), 1u);
+    EXPECT_EQ(t.str(t.kernels()[0].name), "gemv");
+    for (const auto& d : t.devices())
+        EXPECT_NE(d.ordinal, 1215752191);
+    ASSERT_EQ(t.importStats().count("bad_event_field"), 3u);
+    EXPECT_EQ(t.importStats().find("bad_event_field")->detail,
+        "traceEvents[1]: \"Device Id\" is 99999999999, not a device ordinal (an integer of 32 bits); the event was "
+        "skipped");
+}

@@ -200,3 +200,28 @@ TEST(NsysSqliteImporter, NamesTheTableAndColumnThatIsMissing)
         EXPECT_NE(what.find("\"bytes\""), std::string::npos) << what;
     }
 }
+
+TEST(NsysSqliteImporter, SkipsARowWhoseIntegerColumnHoldsTextRealOrBlob)
+{
+    // SQLite keeps 'abc', 1e30 and a blob as they are in INTEGER columns; they used to be read as
+    // bytes 0, bytes 8 EiB and address 0. Each row is skipped and counted, naming table, rowid, column.
+    std::string path = databaseFromSql("wrong_types",
+        "CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INTEGER, deviceId INTEGER, address INTEGER, bytes INTEGER, "
+        "memKind INTEGER, memoryOperationType INTEGER);"
+        "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (1, 0, 4096, 512, 2, 0);"
+        "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (2, 0, 8192, 'abc', 2, 0);"
+        "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (3, 0, 12288, 1e30, 2, 0);"
+        "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (4, 0, X'0010', 256, 2, 0);"
+        "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (5, 0, 16384, '1024', 2, 0);" // TEXT that converts: an INTEGER
+        "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (6, 0, 4096, 512, 2, 1);");
+    Trace t = loadTrace(path);
+    const auto& m = t.memory();
+    ASSERT_EQ(m.count(), 3u);
+    EXPECT_EQ(m.address[0], 4096u);
+    EXPECT_EQ(m.address[1], 16384u);
+    EXPECT_EQ(m.size[1], 1024u);
+    EXPECT_EQ(m.kind[2], EventKind::Free);
+    ASSERT_EQ(t.stats().count("nsys_wrong_type"), 3u);
+    EXPECT_EQ(t.stats().find("nsys_wrong_type")->detail,
+        path + ": CUDA_GPU_MEMORY_USAGE_EVENTS rowid 2: column bytes holds the TEXT 'abc', not an integer; row skipped");
+}

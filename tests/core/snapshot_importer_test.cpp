@@ -709,3 +709,51 @@ TEST(SnapshotImporter, CountsABigIntInAnEntryThatRepeatsTheKeysOfTheOneBefore)
     EXPECT_EQ(m.requestedSize[1], static_cast<Bytes>(std::numeric_limits<std::int64_t>::max()));
     EXPECT_EQ(m.requestedSize[2], 512u);
 }
+
+TEST(SnapshotImporter, CountsABigIntInTheJsonTwinLikeInThePickle)
+{
+    // entry_big_int.pickle saved by json.dump: the size 2**70 is written as its 22 digits.
+    Trace t = importPytorchSnapshot(snapshotData("entry_big_int.json"));
+    ASSERT_EQ(t.importStats().count("big_int_clamped"), 1u);
+    EXPECT_EQ(t.importStats().find("big_int_clamped")->detail, "device_traces[0][1]: 'size' was clamped to 64 bits");
+    const auto& m = t.memory();
+    ASSERT_EQ(m.count(), 3u);
+    EXPECT_EQ(m.requestedSize[1], static_cast<Bytes>(std::numeric_limits<std::int64_t>::max()));
+    // -2**70 clamps to the other end; an integral float within int64 stays a float.
+    PickleDocument doc = PickleDocument::fromJson(nlohmann::json::parse("[-1180591620717411303424, 4.0]"), "n.json");
+    auto items = doc.items(doc.root());
+    ASSERT_EQ(items.size(), 2u);
+    EXPECT_EQ(items[0].kind, PickleKind::BigInt);
+    EXPECT_EQ(doc.toInt(items[0]), std::numeric_limits<std::int64_t>::min());
+    EXPECT_EQ(items[1].kind, PickleKind::Float);
+}
+
+TEST(SnapshotImporter, RejectsAnEntrySizeThatIsNotAnInt)
+{
+    // Three entries with the same keys (the second and third are read by position); the second one's
+    // size is "big" (entry_size_str) or None (entry_size_none). Before, both became a 0-byte alloc.
+    for (const char* name : { "entry_size_str.pickle", "entry_size_none.pickle" }) {
+        SCOPED_TRACE(name);
+        const std::string path = snapshotData(name);
+        try {
+            importPytorchSnapshot(path);
+            ADD_FAILURE() << "accepted";
+        } catch (const FormatError& e) {
+            const std::string kind = std::string(name) == "entry_size_str.pickle" ? "str" : "None";
+            EXPECT_NE(std::string(e.what()).find(path + ": device_traces[0][1]: 'size' is a " + kind + ", not an int"),
+                std::string::npos)
+                << e.what();
+        }
+    }
+    // The JSON document (every entry read key by key): the same error for a str time_us.
+    nlohmann::json j = handMadeSnapshot();
+    j["device_traces"][0][0]["time_us"] = "10";
+    try {
+        importPytorchSnapshot(PickleDocument::fromJson(j, "bad.json"));
+        ADD_FAILURE() << "accepted";
+    } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("bad.json: device_traces[0][0]: 'time_us' is a str, not an int"),
+            std::string::npos)
+            << e.what();
+    }
+}

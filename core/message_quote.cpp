@@ -1,0 +1,68 @@
+#include "core/message_quote.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace gpumem {
+
+namespace {
+    // The length of the valid UTF-8 sequence at `s[i]`, or 0 when it is not one (overlong forms,
+    // surrogates and code points beyond U+10FFFF are invalid, as in RFC 3629).
+    std::size_t utf8Length(std::string_view s, std::size_t i)
+    {
+        const auto b0 = static_cast<std::uint8_t>(s[i]);
+        std::size_t n = 0;
+        std::uint8_t lo = 0x80, hi = 0xBF;
+        if (b0 < 0x80)
+            return 1;
+        if (b0 >= 0xC2 && b0 <= 0xDF)
+            n = 2;
+        else if (b0 >= 0xE0 && b0 <= 0xEF) {
+            n = 3;
+            lo = b0 == 0xE0 ? 0xA0 : 0x80;
+            hi = b0 == 0xED ? 0x9F : 0xBF;
+        } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+            n = 4;
+            lo = b0 == 0xF0 ? 0x90 : 0x80;
+            hi = b0 == 0xF4 ? 0x8F : 0xBF;
+        } else
+            return 0;
+        if (i + n > s.size())
+            return 0;
+        for (std::size_t k = 1; k < n; ++k) {
+            const auto b = static_cast<std::uint8_t>(s[i + k]);
+            if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF))
+                return 0;
+        }
+        return n;
+    }
+} // namespace
+
+std::string quoteForMessage(std::string_view input, std::size_t maxBytes)
+{
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(std::min(input.size(), maxBytes) + 8);
+    std::size_t i = 0;
+    while (i < input.size()) {
+        const std::size_t n = utf8Length(input, i);
+        const std::size_t take = n == 0 ? 1 : n;
+        if (i + take > maxBytes)
+            break;
+        const auto b = static_cast<std::uint8_t>(input[i]);
+        if (n == 0)
+            out += "\xEF\xBF\xBD"; // U+FFFD
+        else if (n == 1 && (b < 0x20 || b == 0x7F)) {
+            out += "\\x";
+            out += kHex[b >> 4];
+            out += kHex[b & 0xF];
+        } else
+            out.append(input.substr(i, n));
+        i += take;
+    }
+    if (i < input.size())
+        out += "\xE2\x80\xA6"; // …
+    return out;
+}
+
+} // namespace gpumem

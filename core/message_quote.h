@@ -1,0 +1,17 @@
+#pragma once
+// Quoting input bytes inside an error message or anomaly detail. A message must stay one short,
+// printable, valid UTF-8 line whatever the input holds (a 20 MB CSV field, a NUL, invalid UTF-8).
+// Free function, no state: thread-safe.
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace gpumem {
+
+// `input` made safe to print: at most `maxBytes` bytes of it are kept (cut at a character boundary)
+// and "…" is appended when it was longer; control bytes (0x00–0x1F, 0x7F) become "\xNN"; each byte of
+// invalid UTF-8 becomes U+FFFD. No quotes are added. The result is at most about 4 × maxBytes + 3
+// bytes. Rule: brief fx2 item 5 (review finding: unbounded and truncated messages).
+std::string quoteForMessage(std::string_view input, std::size_t maxBytes = 120);
+
+} // namespace gpumem

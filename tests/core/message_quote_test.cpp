@@ -1,0 +1,36 @@
+// quoteForMessage: input quoted in messages stays bounded, printable and valid UTF-8.
+#include "core/message_quote.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+using gpumem::quoteForMessage;
+
+TEST(MessageQuote, KeepsShortPrintableTextAsIs)
+{
+    EXPECT_EQ(quoteForMessage("0x7f00 alloc"), "0x7f00 alloc");
+    EXPECT_EQ(quoteForMessage("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"), "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
+    EXPECT_EQ(quoteForMessage(""), "");
+}
+
+TEST(MessageQuote, CutsLongInputAtACharacterBoundary)
+{
+    const std::string big(20 * 1024 * 1024, 'a');
+    EXPECT_EQ(quoteForMessage(big), std::string(120, 'a') + "\xE2\x80\xA6");
+    // 119 ASCII bytes then a 2-byte é: the é would end at byte 121, so it is left out.
+    EXPECT_EQ(quoteForMessage(std::string(119, 'b') + "\xC3\xA9"), std::string(119, 'b') + "\xE2\x80\xA6");
+    EXPECT_EQ(quoteForMessage(std::string(120, 'c')), std::string(120, 'c'));
+    EXPECT_EQ(quoteForMessage("abcdef", 3), "abc\xE2\x80\xA6");
+}
+
+TEST(MessageQuote, EscapesControlBytesAndReplacesInvalidUtf8)
+{
+    EXPECT_EQ(quoteForMessage(std::string("a\0b", 3)), "a\\x00b");
+    EXPECT_EQ(quoteForMessage("line\nnext\x1b[31m\x7f"), "line\\x0anext\\x1b[31m\\x7f");
+    // A lone continuation byte, a cut sequence, an overlong '/', a surrogate: one U+FFFD per byte.
+    EXPECT_EQ(quoteForMessage("x\x80y"), "x\xEF\xBF\xBDy");
+    EXPECT_EQ(quoteForMessage("\xE2\x82"), "\xEF\xBF\xBD\xEF\xBF\xBD");
+    EXPECT_EQ(quoteForMessage("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");
+    EXPECT_EQ(quoteForMessage("\xED\xA0\x80").size(), 9u);
+}
