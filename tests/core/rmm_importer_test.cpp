@@ -133,7 +133,6 @@ TEST(RmmCsvImporter, TakesTheDeviceFromDotDevInTheFileName)
     EXPECT_EQ(rmmDeviceOrdinalFromPath("logs.dev9/rmm.log"), std::nullopt);
 }
 
-<<<<<<< HEAD
 // fuzz/rmm_csv_fuzzer found it: 10485760125 s × 10⁹ overflowed int64 (UBSan) and imported as
 // -7960983948709551616 ns. Seconds past 2262-04-11 are a FormatError naming the line and column.
 TEST(RmmCsvImporter, EpochSecondsWhoseNsDoNotFitInt64AreAFormatError)
@@ -149,7 +148,8 @@ TEST(RmmCsvImporter, EpochSecondsWhoseNsDoNotFitInt64AreAFormatError)
     Trace t = importRmmCsv(header + "1,9223372035.999999999,allocate,0x1000,64,0\n", "late.csv", 0);
     ASSERT_EQ(t.memory().count(), 1u);
     EXPECT_EQ(t.memory().time[0], 9223372035999999999);
-=======
+}
+
 TEST(RmmCsvImporter, QuotesABadFieldBoundedAndEscaped)
 {
     // A 20 MB Size field used to give a 20 MB message; a NUL in a field cut the message short.
@@ -159,5 +159,4 @@ TEST(RmmCsvImporter, QuotesABadFieldBoundedAndEscaped)
     EXPECT_NE(e.find("got \"" + std::string(120, '9') + "\xE2\x80\xA6\""), std::string::npos) << e;
     e = formatErrorOf(header + std::string("1,10:00:00.0,allocate,0x2000,6\0004,0\n", 37));
     EXPECT_NE(e.find("got \"6\\x004\"; fix or delete the row"), std::string::npos) << e;
->>>>>>> fx2
 }
