@@ -1,6 +1,7 @@
 #include "core/import_stats.h"
 
 #include "core/error.h"
+#include "core/message_quote.h"
 
 #include <cstdint>
 
@@ -17,7 +18,9 @@ void ImportStats::add(std::string_view code, Severity severity, std::string_view
             return;
         }
     }
-    m_anomalies.push_back(Anomaly { std::string(code), severity, count, std::string(detail) });
+    // The detail often quotes the input: kept to one printable line of bounded length whatever the file
+    // holds (a 20 MB record type was printed whole by `info`); unchanged for an ordinary detail.
+    m_anomalies.push_back(Anomaly { std::string(code), severity, count, quoteForMessage(detail, kMaxDetailBytes) });
 }
 
 std::uint64_t ImportStats::count(std::string_view code) const

@@ -4,6 +4,7 @@
 // warnings and errors into a FormatError. Thread-compatible (no internal locking).
 #include "core/types.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -20,7 +21,9 @@ struct Anomaly {
 
 class ImportStats {
 public:
-    // Counts one occurrence of `code`; keeps the detail of the first one.
+    static constexpr std::size_t kMaxDetailBytes = 1000;
+    // Counts one occurrence of `code`; keeps the detail of the first one, made printable and cut after
+    // kMaxDetailBytes bytes (quoteForMessage, core/message_quote.h).
     void add(std::string_view code, Severity severity, std::string_view detail, std::uint64_t count = 1);
     const std::vector<Anomaly>& anomalies() const { return m_anomalies; }
     std::uint64_t count(std::string_view code) const;

@@ -224,3 +224,21 @@ TEST(JsonlFormat, MicroTracesHoldWhatTheyDescribe)
         live += a.freeEvent == kNoIndex;
     EXPECT_EQ(live, 2u);
 }
+
+// Regression (fresh-user review, 2026-11-30): a record whose "type" was 20 MB long made `gpumem info`
+// print a 20 MB anomaly line. Every anomaly detail is now one printable line of bounded length.
+TEST(JsonlFormat, AnUnknownRecordTypeOfTwentyMegabytesGivesABoundedAnomaly)
+{
+    const std::string header = R"({"format":"gpumem-jsonl","version":1,"metadata":{}})";
+    const std::string content = header + "\n{\"type\":\"" + std::string(20 << 20, 'x') + "\"}\n";
+    Trace t = readJsonlText(content, "big-type.jsonl");
+    const Anomaly* a = t.stats().find("unknown_record");
+    ASSERT_NE(a, nullptr);
+    EXPECT_LE(a->detail.size(), ImportStats::kMaxDetailBytes + 3);
+    EXPECT_EQ(a->detail.substr(a->detail.size() - 3), "\xE2\x80\xA6");
+    EXPECT_NE(a->detail.find("record type \"xxxxxxxx"), std::string::npos) << a->detail.substr(0, 200);
+    // An ordinary detail is kept as it was.
+    ImportStats stats;
+    stats.add("x", Severity::Warning, "line 3: 2 ≤ 5 \"quoted\"");
+    EXPECT_EQ(stats.find("x")->detail, "line 3: 2 ≤ 5 \"quoted\"");
+}
