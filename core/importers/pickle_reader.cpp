@@ -1,5 +1,6 @@
 #include "core/importers/pickle_reader.h"
 
+#include "core/detail/flat_id_index.h"
 #include "core/file_io.h"
 
 #include <nlohmann/json.hpp>
@@ -1231,37 +1232,10 @@ private:
         }
         return std::memcmp(a, b, n) == 0;
     }
+    // The repeat tables hash opcode bytes with the byte hash the string table uses (core/detail/flat_id_index.h).
     static std::uint64_t hashBytes(const unsigned char* p, std::size_t n)
     {
-        constexpr std::uint64_t kMul = 0x9e3779b97f4a7c15ULL;
-        std::uint64_t a = n * kMul, b = 0x632be59bd9b4e019ULL;
-        std::size_t i = 0;
-        for (; i + 16 <= n; i += 16) { // two lanes: the multiplies do not wait on each other
-            std::uint64_t x, y;
-            std::memcpy(&x, p + i, 8);
-            std::memcpy(&y, p + i + 8, 8);
-            a = (a ^ x) * kMul;
-            b = (b ^ y) * kMul;
-            a ^= a >> 29;
-            b ^= b >> 31;
-        }
-        if (n - i >= 8) { // the rest as two overlapping words, not byte by byte
-            std::uint64_t x, y;
-            std::memcpy(&x, p + i, 8);
-            std::memcpy(&y, p + n - 8, 8);
-            a = (a ^ x) * kMul;
-            b = (b ^ y) * kMul;
-            a ^= a >> 29;
-            b ^= b >> 31;
-        } else {
-            for (; i < n; ++i)
-                a = ((a ^ p[i]) * kMul) ^ (a >> 29);
-        }
-        std::uint64_t h = a ^ std::rotl(b, 23);
-        h ^= h >> 33; // fmix64 (MurmurHash3): the table uses the low bits
-        h *= 0xff51afd7ed558ccdULL;
-        h ^= h >> 33;
-        return h;
+        return detail::hashBytes(std::string_view(reinterpret_cast<const char*>(p), n));
     }
     MemoList* freeListSlot(std::uint64_t h)
     {
