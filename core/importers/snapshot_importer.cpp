@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cctype>
 #include <limits>
 #include <map>
 #include <unordered_map>
@@ -377,13 +378,18 @@ namespace {
             return same;
         }
         // Whether an integer field holds anything but a plain Int (a BigInt to count, a wrongly typed
-        // value to reject): such an entry takes the slow way, which does both.
+        // value to reject), or `addr` or `size` is negative (to reject): such an entry takes the slow
+        // way, which does all three.
         bool anyNotInt(std::span<const PickleValue> kv) const
         {
             bool other = false;
             for (EntryField f : { EntryField::Addr, EntryField::Size, EntryField::Stream, EntryField::TimeUs }) {
                 const std::int8_t p = position[static_cast<std::size_t>(f)];
                 other |= p >= 0 && kv[2 * static_cast<std::size_t>(p) + 1].kind != PickleKind::Int;
+            }
+            for (EntryField f : { EntryField::Addr, EntryField::Size }) {
+                const std::int8_t p = position[static_cast<std::size_t>(f)];
+                other |= p >= 0 && static_cast<std::int64_t>(kv[2 * static_cast<std::size_t>(p) + 1].bits) < 0;
             }
             return other;
         }
@@ -602,7 +608,10 @@ namespace {
                 };
                 DumpSegment d;
                 d.seg.device = static_cast<std::int32_t>(toInt(req(SegmentField::Device, "device"), "device", where));
-                d.seg.address = static_cast<Address>(toInt(req(SegmentField::Address, "address"), "address", where));
+                const std::int64_t segmentAddress = toInt(req(SegmentField::Address, "address"), "address", where);
+                if (segmentAddress < 0)
+                    fail(where, "'address' is negative (" + std::to_string(segmentAddress) + ")");
+                d.seg.address = static_cast<Address>(segmentAddress);
                 const std::int64_t total = toInt(req(SegmentField::TotalSize, "total_size"), "total_size", where);
                 if (total < 0)
                     fail(where, "'total_size' is negative (" + std::to_string(total) + ")");
@@ -672,13 +681,16 @@ namespace {
                     if (sizeValue < 0)
                         fail(bwhere, "'size' is negative (" + std::to_string(sizeValue) + ")");
                     block.size = static_cast<Bytes>(sizeValue);
-                    // Generation A has no block address: blocks tile the segment in address order.
-                    block.address = address && address->kind != PickleKind::None
-                        ? static_cast<Address>(toInt(*address, "address", bwhere))
-                        : cursor;
-                    block.requestedSize = requested && requested->kind != PickleKind::None
-                        ? static_cast<Bytes>(toInt(*requested, "requested_size", bwhere))
-                        : 0;
+                    // Generation A has no block address: blocks tile the segment in address order. A
+                    // field that is there must be a non-negative int (None is as wrong as for 'size').
+                    auto unsignedField = [&](const PickleValue& v, std::string_view key) {
+                        const std::int64_t n = toInt(v, key, bwhere);
+                        if (n < 0)
+                            fail(bwhere, "'" + std::string(key) + "' is negative (" + std::to_string(n) + ")");
+                        return static_cast<std::uint64_t>(n);
+                    };
+                    block.address = address ? static_cast<Address>(unsignedField(*address, "address")) : cursor;
+                    block.requestedSize = requested ? static_cast<Bytes>(unsignedField(*requested, "requested_size")) : 0;
                     std::string_view stateText = m_doc.text(*state);
                     if (stateText == "active_allocated")
                         block.state = SnapshotBlockState::ActiveAllocated;
@@ -1158,7 +1170,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                                   *frames = at(EntryField::Frames), *time = at(EntryField::TimeUs);
                 auto intOf = [&](const PickleValue* v) { return v ? static_cast<std::int64_t>(v->bits) : 0; }; // Int
                 entry.addr = static_cast<Address>(intOf(addr));
-                entry.size = static_cast<Bytes>(std::max<std::int64_t>(0, intOf(size)));
+                entry.size = static_cast<Bytes>(intOf(size)); // not negative: anyNotInt
                 entry.stream = static_cast<std::uint64_t>(intOf(stream));
                 if (time) {
                     entry.time = microsecondsToNs(intOf(time));
@@ -1189,12 +1201,21 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                                     + ", not an int");
                         return static_cast<std::int64_t>(v.bits);
                     };
+                    // An address or a size is a size_t in PyTorch (TraceEntry): a negative one is a
+                    // damaged file, not a block at 2^64 - 1 or of 0 bytes.
+                    auto asUnsigned = [&] {
+                        const std::int64_t n = asInt();
+                        if (n < 0)
+                            r.fail(SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i),
+                                "'" + sanitizeUtf8(doc.text(kv[k])) + "' is negative (" + std::to_string(n) + ")");
+                        return static_cast<std::uint64_t>(n);
+                    };
                     switch (entryFields.field(kv[k], k / 2)) {
                     case EntryField::Addr:
-                        entry.addr = static_cast<Address>(asInt());
+                        entry.addr = static_cast<Address>(asUnsigned());
                         break;
                     case EntryField::Size:
-                        entry.size = static_cast<Bytes>(std::max<std::int64_t>(0, asInt()));
+                        entry.size = static_cast<Bytes>(asUnsigned());
                         break;
                     case EntryField::Action:
                         action = doc.text(v);
@@ -1669,6 +1690,26 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
 }
 
 namespace {
+    // `c` + module + '\n' + name + '\n' at the start (after an optional MARK '('): pickle protocol 0's GLOBAL.
+    bool startsWithProtocol0Global(std::string_view c)
+    {
+        if (c.starts_with('('))
+            c.remove_prefix(1);
+        if (!c.starts_with('c'))
+            return false;
+        c.remove_prefix(1);
+        for (int operand = 0; operand < 2; ++operand) {
+            std::size_t n = 0;
+            while (n < c.size() && n < 256
+                && (std::isalnum(static_cast<unsigned char>(c[n])) || c[n] == '_' || (c[n] == '.' && n > 0)))
+                ++n;
+            if (n == 0 || n >= c.size() || c[n] != '\n' || std::isdigit(static_cast<unsigned char>(c[0])))
+                return false;
+            c.remove_prefix(n + 1);
+        }
+        return true;
+    }
+
     class SnapshotImporter final : public Importer {
     public:
         std::string_view name() const override { return "pytorch-snapshot"; }
@@ -1683,6 +1724,11 @@ namespace {
             // this importer's precise refusal (a named global opcode and its offset, or the missing key)
             // instead of "not a trace format".
             if (c.size() >= 2 && static_cast<unsigned char>(c[0]) == 0x80 && c[1] >= 2 && c[1] <= 5)
+                return true;
+            // A protocol-0 pickle that starts by importing a global ("cos\nsystem\n…", optionally after a
+            // MARK) is claimed too, so that it is refused by name and offset rather than as "not a trace
+            // format": GLOBAL's two operands are dotted identifiers, each ended by a newline.
+            if (startsWithProtocol0Global(c))
                 return true;
             auto first = c.find_first_not_of(" \t\r\n");
             if (first == std::string_view::npos || c[first] != '{')

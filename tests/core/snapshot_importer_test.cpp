@@ -466,6 +466,45 @@ TEST(SnapshotImporter, RefusesAPickleThatNamesAGlobal)
     std::filesystem::remove(path);
 }
 
+TEST(SnapshotImporter, RefusesAProtocolZeroPickleThatNamesAGlobalByItsOpcode)
+{
+    // pickle.dumps(os.system, protocol=0) and the classic payload: GLOBAL 'posix system' at byte offset 0
+    // (after a MARK: offset 1). Before, detection did not claim them ("not a trace format").
+    struct Case {
+        std::string bytes;
+        std::size_t offset;
+    };
+    for (const Case& c : { Case { "cposix\nsystem\np0\n.", 0 }, Case { "(cos\nsystem\nS'ls'\ntR.", 1 } }) {
+        SCOPED_TRACE(c.bytes);
+        auto path = tempFile("protocol0.pickle");
+        {
+            std::ofstream f(path, std::ios::binary);
+            f << c.bytes;
+        }
+        const Importer* importer = detectFormat(path.string());
+        ASSERT_NE(importer, nullptr);
+        EXPECT_EQ(importer->name(), "pytorch-snapshot");
+        try {
+            loadTrace(path.string());
+            ADD_FAILURE() << "accepted";
+        } catch (const FormatError& e) {
+            EXPECT_EQ(std::string(e.what()),
+                path.string() + ": pickle opcode GLOBAL (0x63) at byte offset " + std::to_string(c.offset)
+                    + " is not allowed: gpumem reads only plain-data pickles and never runs code from them");
+        }
+        std::filesystem::remove(path);
+    }
+    // Text that merely starts with a letter c is not claimed.
+    auto path = tempFile("notes.txt");
+    {
+        std::ofstream f(path, std::ios::binary);
+        f << "cuda memory notes: 12 GB\n";
+    }
+    const Importer* importer = detectFormat(path.string());
+    EXPECT_TRUE(importer == nullptr || importer->name() != "pytorch-snapshot");
+    std::filesystem::remove(path);
+}
+
 TEST(SnapshotImporter, NamesTheFieldOfAMalformedSnapshot)
 {
     nlohmann::json j = handMadeSnapshot();
@@ -726,6 +765,57 @@ TEST(SnapshotImporter, CountsABigIntInTheJsonTwinLikeInThePickle)
     EXPECT_EQ(items[0].kind, PickleKind::BigInt);
     EXPECT_EQ(doc.toInt(items[0]), std::numeric_limits<std::int64_t>::min());
     EXPECT_EQ(items[1].kind, PickleKind::Float);
+}
+
+TEST(SnapshotImporter, RejectsANegativeEntryAddressOrSize)
+{
+    // Three entries with the same keys (the second is read by position); its addr or size is -1. Before,
+    // size -1 became a 512-byte block and addr -1 a block at 2^64 - 1, without a word.
+    for (const char* field : { "size", "addr" }) {
+        SCOPED_TRACE(field);
+        const std::string path = snapshotData((std::string("entry_") + field + "_negative.pickle").c_str());
+        try {
+            importPytorchSnapshot(path);
+            ADD_FAILURE() << "accepted";
+        } catch (const FormatError& e) {
+            EXPECT_NE(std::string(e.what()).find(path + ": device_traces[0][1]: '" + field + "' is negative (-1)"),
+                std::string::npos)
+                << e.what();
+        }
+    }
+}
+
+TEST(SnapshotImporter, RejectsANegativeOrNoneAddressInTheSegments)
+{
+    // A block's address or requested_size of None was accepted (tiled / 0) while a None size was an
+    // error; a negative segment or block address became an address near 2^64.
+    struct Case {
+        const char* what;
+        void (*damage)(nlohmann::json&);
+        const char* message;
+    };
+    const Case cases[] = {
+        { "block address None", [](nlohmann::json& j) { j["segments"][0]["blocks"][1]["address"] = nullptr; },
+            "bad.json: segments[0].blocks[1]: 'address' is a None, not an int" },
+        { "block requested_size None",
+            [](nlohmann::json& j) { j["segments"][0]["blocks"][0]["requested_size"] = nullptr; },
+            "bad.json: segments[0].blocks[0]: 'requested_size' is a None, not an int" },
+        { "block address negative", [](nlohmann::json& j) { j["segments"][1]["blocks"][0]["address"] = -4096; },
+            "bad.json: segments[1].blocks[0]: 'address' is negative (-4096)" },
+        { "segment address negative", [](nlohmann::json& j) { j["segments"][2]["address"] = -1; },
+            "bad.json: segments[2]: 'address' is negative (-1)" },
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.what);
+        nlohmann::json j = handMadeSnapshot();
+        c.damage(j);
+        try {
+            importPytorchSnapshot(PickleDocument::fromJson(j, "bad.json"));
+            ADD_FAILURE() << "accepted";
+        } catch (const FormatError& e) {
+            EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+        }
+    }
 }
 
 TEST(SnapshotImporter, RejectsAnEntrySizeThatIsNotAnInt)
