@@ -1425,8 +1425,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             : list.front().time == std::numeric_limits<TimeNs>::min()
             ? list.front().time // a saturated (corrupt) first time: no earlier instant exists
             : list.front().time - 1;
-        std::uint64_t preSequence = 0;
-        std::vector<MemoryEvent> pre;
+        std::uint64_t preSequence = 0; // also the number of events before the trace
         auto preEvent
             = [&](EventKind kind, Address addr, Bytes size, Bytes requested, std::uint64_t stream, SiteId site) {
                   MemoryEvent ev;
@@ -1439,7 +1438,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                   ev.requestedSize = requested;
                   ev.site = site;
                   ev.sequence = preSequence++;
-                  pre.push_back(ev);
+                  b.add(ev); // in this order: what the builder does with it does not depend on the map
               };
         for (const auto& [addr, s] : segLive) {
             if (auto code = state.addSegment(addr, s.size, false, detail); !code.empty())
@@ -1486,14 +1485,12 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                     warn(code, nullptr, detail);
                 ++pending;
             }
-        for (const auto& ev : pre)
-            b.add(ev);
-        if (!pre.empty())
+        if (preSequence != 0)
             b.stats().add("reconstructed_initial_state", Severity::Info,
                 "device " + std::to_string(ordinal) + ": " + std::to_string(segLive.size() + mapped.ranges().size())
                     + " segments and " + std::to_string(preBlocks.size())
                     + " blocks existed before the first trace entry; they were rebuilt from `segments` and the trace",
-                pre.size());
+                preSequence);
         nlohmann::json rec = {
             { "device", ordinal },
             { "trace_entries", list.size() },
@@ -1503,7 +1500,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             { "blocks_sized_from_free",
                 std::count_if(preBlocks.begin(), preBlocks.end(), [](const auto& p) { return p.second->inferred; }) },
             { "blocks_grown_unsplit", grown },
-            { "events_before_trace", pre.size() },
+            { "events_before_trace", preSequence },
         };
         reconstruction.push_back(std::move(rec));
         deviceProgress();
