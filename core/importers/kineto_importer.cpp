@@ -160,6 +160,18 @@ namespace {
         f.badValue = token;
     }
 
+    // An integer arg ("Addr", "Bytes", "Device Id", …): sets `has` and `out` when the value is a number
+    // written as an integer. A fraction (1.5) marks the event bad (bad_event_field) instead of being
+    // rounded: an address or size that is not whole cannot be what the field names.
+    void readIntegerArg(od::value& v, const char* field, EventFields& f, bool& has, std::int64_t& out)
+    {
+        readNumberField(v, field, has, out);
+        if (has && !isIntegerToken(v.raw_json_token())) {
+            has = false;
+            markBad(f, field, "not a whole number", v);
+        }
+    }
+
     bool fitsDeviceOrdinal(std::int64_t id)
     {
         return id >= std::numeric_limits<std::int32_t>::min() && id <= std::numeric_limits<std::int32_t>::max();
@@ -192,18 +204,15 @@ namespace {
             switch (key.size()) {
             case 4:
                 if (key == "Addr")
-                    readNumberField(v, key, f.hasAddress, f.address);
+                    readIntegerArg(v, "Addr", f, f.hasAddress, f.address);
                 break;
             case 5:
-                if (key == "Bytes") {
-                    readNumberField(v, key, f.hasBytes, f.bytes);
-                    if (f.hasBytes && !isIntegerToken(v.raw_json_token()))
-                        markBad(f, "Bytes", "not a whole number of bytes", v);
-                }
+                if (key == "Bytes")
+                    readIntegerArg(v, "Bytes", f, f.hasBytes, f.bytes);
                 break;
             case 6:
                 if (key == "Ev Idx")
-                    readNumberField(v, key, f.hasEvIdx, f.evIdx);
+                    readIntegerArg(v, "Ev Idx", f, f.hasEvIdx, f.evIdx);
                 else if (key == "device") {
                     f.hasArgDevice = readId(v, f.argDevice);
                     if (f.hasArgDevice && !fitsDeviceOrdinal(f.argDevice))
@@ -214,8 +223,8 @@ namespace {
                 break;
             case 9:
                 if (key == "Device Id") {
-                    readNumberField(v, key, f.hasDeviceId, f.deviceId);
-                    if (f.hasDeviceId && (!isIntegerToken(v.raw_json_token()) || !fitsDeviceOrdinal(f.deviceId)))
+                    readIntegerArg(v, "Device Id", f, f.hasDeviceId, f.deviceId);
+                    if (f.hasDeviceId && !fitsDeviceOrdinal(f.deviceId))
                         markBad(f, "Device Id", "not a device ordinal (an integer of 32 bits)", v);
                 }
                 break;
@@ -225,17 +234,17 @@ namespace {
                 break;
             case 11:
                 if (key == "Device Type")
-                    readNumberField(v, key, f.hasDeviceType, f.deviceType);
+                    readIntegerArg(v, "Device Type", f, f.hasDeviceType, f.deviceType);
                 else if (key == "correlation")
-                    readNumberField(v, key, f.hasCorrelation, f.correlation);
+                    readIntegerArg(v, "correlation", f, f.hasCorrelation, f.correlation);
                 break;
             case 14:
                 if (key == "Total Reserved")
-                    readNumberField(v, key, f.hasReserved, f.totalReserved);
+                    readIntegerArg(v, "Total Reserved", f, f.hasReserved, f.totalReserved);
                 break;
             case 15:
                 if (key == "Total Allocated")
-                    readNumberField(v, key, f.hasAllocated, f.totalAllocated);
+                    readIntegerArg(v, "Total Allocated", f, f.hasAllocated, f.totalAllocated);
                 break;
             default:
                 break;

@@ -501,3 +501,39 @@ TEST(KinetoImporter, SkipsAnEventWhoseDeviceOrBytesCannotBeWhatTheyName)
         "traceEvents[1]: \"Device Id\" is 99999999999, not a device ordinal (an integer of 32 bits); the event was "
         "skipped");
 }
+
+namespace {
+// One [memory] event on cuda:0 at ts 10 whose args are `args`, then a whole alloc/free pair at 64.
+std::string withOneMemoryEvent(const std::string& args, const std::string& ts = "10")
+{
+    return kinetoJson(R"(
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":5,"args":{"Device Type":1,"Device Id":0,"Addr":64,"Bytes":1024}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":)"
+        + ts + R"(,"args":{)" + args + R"(}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":30,"args":{"Device Type":1,"Device Id":0,"Addr":64,"Bytes":-1024}}
+    )");
+}
+
+// Imports withOneMemoryEvent(args, ts): the middle event must be skipped as bad_event_field, with
+// this detail, and the pair around it kept.
+void expectMiddleEventSkipped(const std::string& args, const std::string& expectedDetail, const std::string& ts = "10")
+{
+    std::string json = withOneMemoryEvent(args, ts);
+    Trace t = importKinetoJson(json, "hand.json");
+    ASSERT_EQ(t.memory().count(), 2u) << args;
+    EXPECT_EQ(t.memory().address[0], 64u);
+    EXPECT_EQ(t.memory().address[1], 64u);
+    ASSERT_EQ(t.importStats().count("bad_event_field"), 1u) << args;
+    EXPECT_EQ(t.importStats().find("bad_event_field")->detail, expectedDetail);
+    EXPECT_EQ(t.importStats().count("memory_event_without_size"), 0u);
+    EXPECT_EQ(t.importStats().count("memory_event_without_time"), 0u);
+    EXPECT_EQ(t.importStats().count("unknown_device_type"), 0u);
+}
+} // namespace
+
+TEST(KinetoImporter, SkipsAMemoryEventWhoseAddrIsFractional)
+{
+    // "Addr": 1.5 was rounded to address 2; like a fractional "Bytes", the event is skipped and named.
+    expectMiddleEventSkipped(R"("Device Type":1,"Device Id":0,"Addr":1.5,"Bytes":512)",
+        "traceEvents[1]: \"Addr\" is 1.5, not a whole number; the event was skipped");
+}
