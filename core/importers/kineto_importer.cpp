@@ -10,6 +10,8 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -131,14 +133,6 @@ namespace {
         return out;
     }
 
-    // Sets `has` and `out` when the value is a number; leaves them alone for null, strings, objects.
-    void readNumberField(od::value& v, std::string_view key, bool& has, std::int64_t& out)
-    {
-        has = v.type() == od::json_type::number;
-        if (has)
-            out = readInt(v, key);
-    }
-
     // Whether the JSON number token is written as an integer (no fraction, no exponent).
     bool isIntegerToken(std::string_view token)
     {
@@ -160,16 +154,33 @@ namespace {
         f.badValue = token;
     }
 
+    constexpr const char* kNotWhole = "not a whole number";
+    constexpr const char* kOutOfRange = "out of range (not a 64-bit integer)";
+
     // An integer arg ("Addr", "Bytes", "Device Id", …): sets `has` and `out` when the value is a number
-    // written as an integer. A fraction (1.5) marks the event bad (bad_event_field) instead of being
-    // rounded: an address or size that is not whole cannot be what the field names.
+    // that is a whole 64-bit integer (4e3 included). Otherwise the event is marked bad (bad_event_field)
+    // rather than rounded, clamped or failing the file: a fraction (1.5) is not whole, 1e30 is out of range.
     void readIntegerArg(od::value& v, const char* field, EventFields& f, bool& has, std::int64_t& out)
     {
-        readNumberField(v, field, has, out);
-        if (has && !isIntegerToken(v.raw_json_token())) {
-            has = false;
-            markBad(f, field, "not a whole number", v);
+        if (v.type() != od::json_type::number)
+            return;
+        const std::string_view token = v.raw_json_token();
+        if (isIntegerToken(token)) [[likely]] {
+            has = detail::parseScaledDecimal(token, 0, out);
+            if (!has)
+                markBad(f, field, kOutOfRange, v);
+            return;
         }
+        double d = 0;
+        const auto parsed = std::from_chars(token.data(), token.data() + token.size(), d);
+        if (parsed.ec == std::errc::result_out_of_range) // too large, or too small to be anything but a fraction
+            markBad(f, field, token.find("e-") == token.npos && token.find("E-") == token.npos ? kOutOfRange : kNotWhole, v);
+        else if (!(d >= -0x1p63 && d < 0x1p63))
+            markBad(f, field, kOutOfRange, v);
+        else if (d != std::trunc(d))
+            markBad(f, field, kNotWhole, v);
+        else
+            out = static_cast<std::int64_t>(d), has = true;
     }
 
     bool fitsDeviceOrdinal(std::int64_t id)

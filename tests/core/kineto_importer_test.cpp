@@ -444,9 +444,6 @@ TEST(KinetoImporter, RejectsMalformedInputNamingTheFile)
     std::string garbage
         = R"({"traceEvents": [{"ph": "i", "name": "[memory]", "ts": 1, "args": {"Bytes": 1}}, {"ph": tru}, {}]})";
     EXPECT_THROW(importKinetoJson(garbage, "c.json"), FormatError);
-    std::string badNumber
-        = R"({"traceEvents": [{"ph":"i","name":"[memory]","ts":1,"args":{"Bytes":123456789012345678901234567890}}]})";
-    EXPECT_THROW(importKinetoJson(badNumber, "d.json"), FormatError);
 }
 
 TEST(KinetoImporter, KeepsTheEventsBeforeATruncation)
@@ -536,4 +533,27 @@ TEST(KinetoImporter, SkipsAMemoryEventWhoseAddrIsFractional)
     // "Addr": 1.5 was rounded to address 2; like a fractional "Bytes", the event is skipped and named.
     expectMiddleEventSkipped(R"("Device Type":1,"Device Id":0,"Addr":1.5,"Bytes":512)",
         "traceEvents[1]: \"Addr\" is 1.5, not a whole number; the event was skipped");
+}
+
+TEST(KinetoImporter, SkipsAMemoryEventWhoseNumberIsOutOfRangeAndKeepsTheRest)
+{
+    // "Bytes": 1e30 (or 30 digits) made the whole file fail; now only its event is skipped and counted.
+    expectMiddleEventSkipped(R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":1e30)",
+        "traceEvents[1]: \"Bytes\" is 1e30, out of range (not a 64-bit integer); the event was skipped");
+    expectMiddleEventSkipped(R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":123456789012345678901234567890)",
+        "traceEvents[1]: \"Bytes\" is 123456789012345678901234567890, out of range (not a 64-bit integer); the event "
+        "was skipped");
+    expectMiddleEventSkipped(R"("Device Type":1,"Device Id":0,"Addr":1e400,"Bytes":512)",
+        "traceEvents[1]: \"Addr\" is 1e400, out of range (not a 64-bit integer); the event was skipped");
+    expectMiddleEventSkipped(R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":512,"Total Allocated":-9.3e18)",
+        "traceEvents[1]: \"Total Allocated\" is -9.3e18, out of range (not a 64-bit integer); the event was skipped");
+    expectMiddleEventSkipped(R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":1e-400)",
+        "traceEvents[1]: \"Bytes\" is 1e-400, not a whole number; the event was skipped");
+    // A whole number written with an exponent is that number.
+    std::string json = withOneMemoryEvent(R"("Device Type":1,"Device Id":0,"Addr":4e3,"Bytes":5.12e2)");
+    Trace t = importKinetoJson(json, "hand.json");
+    ASSERT_EQ(t.memory().count(), 3u);
+    EXPECT_EQ(t.memory().address[1], 4000u);
+    EXPECT_EQ(t.memory().size[1], 512u);
+    EXPECT_EQ(t.importStats().count("bad_event_field"), 0u);
 }
