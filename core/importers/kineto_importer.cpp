@@ -148,22 +148,43 @@ namespace {
             return;
         f.badField = field;
         f.badRule = rule;
+        const od::json_type t = v.type();
+        if (t == od::json_type::object || t == od::json_type::array) { // its first token alone says nothing
+            f.badValue = t == od::json_type::object ? "{…}" : "[…]";
+            return;
+        }
         std::string_view token = v.raw_json_token();
         while (!token.empty() && (token.back() == ' ' || token.back() == '\n' || token.back() == '\r' || token.back() == '\t'))
             token.remove_suffix(1);
         f.badValue = token;
     }
 
+    // The rule a value of JSON type `t` (not a number, not null) breaks, for bad_event_field.
+    const char* notANumber(od::json_type t)
+    {
+        switch (t) {
+        case od::json_type::string: return "a string, not a number";
+        case od::json_type::boolean: return "true/false, not a number";
+        case od::json_type::object: return "an object, not a number";
+        case od::json_type::array: return "a list, not a number";
+        default: return "not a number";
+        }
+    }
+
     constexpr const char* kNotWhole = "not a whole number";
     constexpr const char* kOutOfRange = "out of range (not a 64-bit integer)";
 
     // An integer arg ("Addr", "Bytes", "Device Id", …): sets `has` and `out` when the value is a number
-    // that is a whole 64-bit integer (4e3 included). Otherwise the event is marked bad (bad_event_field)
-    // rather than rounded, clamped or failing the file: a fraction (1.5) is not whole, 1e30 is out of range.
+    // that is a whole 64-bit integer (4e3 included); null leaves them alone. Otherwise the event is marked
+    // bad (bad_event_field) rather than rounded, clamped, read as absent or failing the file: a fraction
+    // (1.5) is not whole, 1e30 is out of range, "big" is a string, not a number.
     void readIntegerArg(od::value& v, const char* field, EventFields& f, bool& has, std::int64_t& out)
     {
-        if (v.type() != od::json_type::number)
+        if (const od::json_type t = v.type(); t != od::json_type::number) [[unlikely]] {
+            if (t != od::json_type::null) // null is no value, as if the arg were absent
+                markBad(f, field, notANumber(t), v);
             return;
+        }
         const std::string_view token = v.raw_json_token();
         if (isIntegerToken(token)) [[likely]] {
             has = detail::parseScaledDecimal(token, 0, out);

@@ -557,3 +557,24 @@ TEST(KinetoImporter, SkipsAMemoryEventWhoseNumberIsOutOfRangeAndKeepsTheRest)
     EXPECT_EQ(t.memory().size[1], 512u);
     EXPECT_EQ(t.importStats().count("bad_event_field"), 0u);
 }
+
+TEST(KinetoImporter, SkipsAMemoryEventWhoseNumberIsAStringNamingTheType)
+{
+    // "Bytes": "big" was counted as "no or zero Bytes"; it is a wrongly typed field, named as such.
+    expectMiddleEventSkipped(R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":"big")",
+        "traceEvents[1]: \"Bytes\" is \"big\", a string, not a number; the event was skipped");
+    expectMiddleEventSkipped(R"("Device Type":1,"Device Id":0,"Addr":"0x80","Bytes":512)",
+        "traceEvents[1]: \"Addr\" is \"0x80\", a string, not a number; the event was skipped");
+    expectMiddleEventSkipped(R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":true)",
+        "traceEvents[1]: \"Bytes\" is true, true/false, not a number; the event was skipped");
+    expectMiddleEventSkipped(R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":{"n": 1})",
+        "traceEvents[1]: \"Bytes\" is {…}, an object, not a number; the event was skipped");
+    expectMiddleEventSkipped(R"("Device Type":1,"Device Id":[0],"Addr":128,"Bytes":512)",
+        "traceEvents[1]: \"Device Id\" is […], a list, not a number; the event was skipped");
+    // null is no value: the event has no Bytes, as before.
+    std::string json = withOneMemoryEvent(R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":null)");
+    Trace t = importKinetoJson(json, "hand.json");
+    EXPECT_EQ(t.memory().count(), 2u);
+    EXPECT_EQ(t.importStats().count("bad_event_field"), 0u);
+    EXPECT_EQ(t.importStats().count("memory_event_without_size"), 1u);
+}
