@@ -40,7 +40,7 @@ namespace {
         std::int64_t deviceId = 0;
         std::int64_t tid = 0;
         std::uint32_t thread = 0; // index into threads
-        bool hasAddress = false, hasAllocated = false, hasReserved = false, hasBytes = false;
+        bool hasAddress = false, hasAllocated = false, hasReserved = false, hasBytes = false, hasDeviceType = false;
     };
 
     struct IntervalRecord {
@@ -458,6 +458,7 @@ namespace {
             r.totalReserved = f.totalReserved;
             r.hasReserved = f.hasReserved;
             r.deviceType = f.hasDeviceType ? f.deviceType : -1;
+            r.hasDeviceType = f.hasDeviceType;
             r.deviceId = f.deviceId;
             r.tid = f.tid;
             r.thread = threadIndex(f.pid, f.tid);
@@ -819,9 +820,11 @@ namespace {
             auto type = deviceTypeOf(r.deviceType);
             if (!type) {
                 m_b.stats().add("unknown_device_type", Severity::Warning,
-                    "[memory] event Ev Idx " + std::to_string(r.sequence) + ": Device Type "
-                        + std::to_string(r.deviceType)
-                        + " is not CPU (0), CUDA (1) or HIP (6); imported as device type other");
+                    "[memory] event Ev Idx " + std::to_string(r.sequence)
+                        + (r.hasDeviceType ? ": Device Type " + std::to_string(r.deviceType)
+                                    + " is not CPU (0), CUDA (1) or HIP (6)"
+                                           : std::string(" has no \"Device Type\""))
+                        + "; imported as device type other");
                 type = DeviceType::Other;
             }
             const DeviceId dev = deviceFor(*type, *type == DeviceType::Cpu ? -1 : r.deviceId);

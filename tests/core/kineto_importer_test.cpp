@@ -589,3 +589,26 @@ TEST(KinetoImporter, SkipsAMemoryEventWhoseNumberIsAStringNamingTheType)
     EXPECT_EQ(t.importStats().count("bad_event_field"), 0u);
     EXPECT_EQ(t.importStats().count("memory_event_without_size"), 1u);
 }
+
+TEST(KinetoImporter, QuotesTheDeviceTypeItCannotUse)
+{
+    // "Device Type": "cuda" was reported as "Device Type -1"; it is a string, quoted as written.
+    expectMiddleEventSkipped(R"("Device Type":"cuda","Device Id":0,"Addr":128,"Bytes":512)",
+        "traceEvents[1]: \"Device Type\" is \"cuda\", a string, not a number; the event was skipped");
+    // A number that is no c10 device type is kept on device type Other, naming the number; a missing
+    // one says it is missing (it too was "Device Type -1").
+    for (const auto& [args, detail] : std::vector<std::pair<std::string, std::string>> {
+             { R"("Device Type":7,"Device Id":0,"Addr":128,"Bytes":512)",
+                 "[memory] event Ev Idx 1: Device Type 7 is not CPU (0), CUDA (1) or HIP (6); imported as device type "
+                 "other" },
+             { R"("Device Id":0,"Addr":128,"Bytes":512)",
+                 "[memory] event Ev Idx 1 has no \"Device Type\"; imported as device type other" },
+         }) {
+        std::string json = withOneMemoryEvent(args);
+        Trace t = importKinetoJson(json, "hand.json");
+        ASSERT_EQ(t.memory().count(), 3u);
+        EXPECT_EQ(t.devices()[t.memory().device[1]].type, DeviceType::Other);
+        ASSERT_EQ(t.importStats().count("unknown_device_type"), 1u);
+        EXPECT_EQ(t.importStats().find("unknown_device_type")->detail, detail);
+    }
+}
