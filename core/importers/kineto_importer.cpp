@@ -220,12 +220,19 @@ namespace {
         return false;
     }
 
-    // Microseconds (int or float with ns decimals) → ns, exactly.
-    bool readMicros(od::value& v, TimeNs& out)
+    // A time in microseconds ("ts", "dur"; an integer or a float with ns decimals) → ns, exactly. null
+    // leaves `has` false (no time); a value that is no number, or whose ns do not fit in 64 bits, marks
+    // the event bad (bad_event_field names the value) instead of reading as a missing time.
+    void readMicrosField(od::value& v, const char* field, EventFields& f, bool& has, TimeNs& out)
     {
-        if (v.type() != od::json_type::number)
-            return false;
-        return detail::parseScaledDecimal(v.raw_json_token(), 3, out);
+        const od::json_type t = v.type();
+        if (t == od::json_type::number) [[likely]] {
+            has = detail::parseScaledDecimal(v.raw_json_token(), 3, out);
+            if (!has)
+                markBad(f, field, "out of range (in nanoseconds not a 64-bit integer)", v);
+        } else if (t != od::json_type::null) {
+            markBad(f, field, notANumber(t), v);
+        }
     }
 
     void readArgs(od::object args, EventFields& f)
@@ -464,7 +471,7 @@ namespace {
             r.thread = threadIndex(f.pid, f.tid);
             if (!f.hasTs) {
                 m_b.stats().add("memory_event_without_time", Severity::Warning,
-                    "traceEvents[" + std::to_string(index) + "]: a [memory] event has no numeric \"ts\"; skipped");
+                    "traceEvents[" + std::to_string(index) + "]: a [memory] event has no \"ts\"; skipped");
                 return;
             }
             m_mem.push_back(r);
@@ -544,9 +551,9 @@ namespace {
                 } else if (key == "tid") {
                     f.hasTid = readId(v, f.tid);
                 } else if (key == "ts") {
-                    f.hasTs = readMicros(v, f.ts);
+                    readMicrosField(v, "ts", f, f.hasTs, f.ts);
                 } else if (key == "dur") {
-                    f.hasDur = readMicros(v, f.dur);
+                    readMicrosField(v, "dur", f, f.hasDur, f.dur);
                 } else if (key == "args") {
                     // Python frames and annotations need nothing from args ("Python id", "Ev Idx").
                     if (v.type() == od::json_type::object && cls != EventClass::Ignored && cls != EventClass::PyFunction

@@ -612,3 +612,30 @@ TEST(KinetoImporter, QuotesTheDeviceTypeItCannotUse)
         EXPECT_EQ(t.importStats().find("unknown_device_type")->detail, detail);
     }
 }
+
+TEST(KinetoImporter, SaysATimestampIsOutOfRangeRatherThanMissing)
+{
+    // "ts": 1e300 was reported as "no numeric ts"; it is out of range, and quoted.
+    expectMiddleEventSkipped(R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":512)",
+        "traceEvents[1]: \"ts\" is 1e300, out of range (in nanoseconds not a 64-bit integer); the event was skipped",
+        "1e300");
+    expectMiddleEventSkipped(R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":512)",
+        "traceEvents[1]: \"ts\" is \"10\", a string, not a number; the event was skipped", "\"10\"");
+    // A kernel's "ts" or "dur" likewise (it was dropped, or kept with zero duration, without a word).
+    std::string json = kinetoJson(R"(
+      {"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":1e300,"dur":5,"args":{"device":0,"stream":7}},
+      {"ph":"X","cat":"kernel","name":"gemv","pid":0,"tid":7,"ts":20,"dur":-9e300,"args":{"device":0,"stream":7}},
+      {"ph":"X","cat":"kernel","name":"relu","pid":0,"tid":7,"ts":30,"dur":5,"args":{"device":0,"stream":7}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"args":{"Device Type":1,"Device Id":0,"Addr":64,"Bytes":8}}
+    )");
+    Trace t = importKinetoJson(json, "hand.json");
+    ASSERT_EQ(t.kernels().size(), 1u);
+    EXPECT_EQ(t.str(t.kernels()[0].name), "relu");
+    ASSERT_EQ(t.importStats().count("bad_event_field"), 2u);
+    EXPECT_EQ(t.importStats().find("bad_event_field")->detail,
+        "traceEvents[0]: \"ts\" is 1e300, out of range (in nanoseconds not a 64-bit integer); the event was skipped");
+    // A [memory] event with no "ts" at all is still the missing-time case.
+    ASSERT_EQ(t.importStats().count("memory_event_without_time"), 1u);
+    EXPECT_EQ(t.importStats().find("memory_event_without_time")->detail,
+        "traceEvents[3]: a [memory] event has no \"ts\"; skipped");
+}
