@@ -1048,6 +1048,25 @@ namespace {
         return m_b.build();
     }
 
+    // The key of the first member of the object that `json` (starting with '{') opens, or "" when the
+    // head ends before that key does.
+    std::string_view firstKey(std::string_view json)
+    {
+        const std::size_t open = json.find_first_not_of(" \t\r\n", 1);
+        if (open == std::string_view::npos || json[open] != '"')
+            return {};
+        const std::size_t close = json.find('"', open + 1);
+        return close == std::string_view::npos ? std::string_view() : json.substr(open + 1, close - open - 1);
+    }
+
+    // Keys that begin the top-level object of a Kineto file (SOURCES.md §A: "schemaVersion" in the
+    // profiler's files, "metadata" in TraceLens's) or may come first in a Chrome trace.
+    bool isLeadingKey(std::string_view key)
+    {
+        return key == "schemaVersion" || key == "metadata" || key == "deviceProperties" || key == "traceEvents"
+            || key == "distributedInfo" || key == "displayTimeUnit" || key == "traceName" || key == "otherData";
+    }
+
     class KinetoImporter final : public Importer {
     public:
         std::string_view name() const override { return "kineto"; }
@@ -1061,9 +1080,16 @@ namespace {
             const std::size_t first = c.find_first_not_of(" \t\r\n");
             if (first == std::string_view::npos || c[first] != '{')
                 return false;
-            return c.find("\"traceEvents\"") != std::string_view::npos
+            if (c.find("\"traceEvents\"") != std::string_view::npos
                 || (c.find("\"schemaVersion\"") != std::string_view::npos
-                    && c.find("\"deviceProperties\"") != std::string_view::npos);
+                    && c.find("\"deviceProperties\"") != std::string_view::npos))
+                return true;
+            // What precedes traceEvents can fill the whole head (TraceLens writes ~26 KB of "metadata"
+            // first), or the file may be cut before traceEvents: an object that begins with a key a Kineto
+            // file begins with and does not close within the head is claimed, so that load() finds
+            // traceEvents further on or says where the file ends ("the JSON ends at byte N, before
+            // "traceEvents" began").
+            return isLeadingKey(firstKey(c.substr(first))) && detail::locateJsonCut(c.substr(first), "traceEvents").cut;
         }
         Trace load(const std::string& path, const LoadOptions& options) const override
         {
