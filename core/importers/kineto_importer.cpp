@@ -163,11 +163,16 @@ namespace {
     const char* notANumber(od::json_type t)
     {
         switch (t) {
-        case od::json_type::string: return "a string, not a number";
-        case od::json_type::boolean: return "true/false, not a number";
-        case od::json_type::object: return "an object, not a number";
-        case od::json_type::array: return "a list, not a number";
-        default: return "not a number";
+        case od::json_type::string:
+            return "a string, not a number";
+        case od::json_type::boolean:
+            return "true/false, not a number";
+        case od::json_type::object:
+            return "an object, not a number";
+        case od::json_type::array:
+            return "a list, not a number";
+        default:
+            return "not a number";
         }
     }
 
@@ -195,7 +200,8 @@ namespace {
         double d = 0;
         const auto parsed = std::from_chars(token.data(), token.data() + token.size(), d);
         if (parsed.ec == std::errc::result_out_of_range) // too large, or too small to be anything but a fraction
-            markBad(f, field, token.find("e-") == token.npos && token.find("E-") == token.npos ? kOutOfRange : kNotWhole, v);
+            markBad(f, field,
+                token.find("e-") == token.npos && token.find("E-") == token.npos ? kOutOfRange : kNotWhole, v);
         else if (!(d >= -0x1p63 && d < 0x1p63))
             markBad(f, field, kOutOfRange, v);
         else if (d != std::trunc(d))

@@ -234,8 +234,8 @@ TEST(KinetoGzipTruncation, AStreamCutBeforeItsContentCanBeRecognisedSaysSo)
         loadTrace(file.path());
         FAIL() << "a cut stream with no recognisable content must not load";
     } catch (const FormatError& e) {
-        EXPECT_EQ(std::string(e.what()),
-            file.path() + ": " + gzipNote(cut) + ": the file is truncated — copy it again");
+        EXPECT_EQ(
+            std::string(e.what()), file.path() + ": " + gzipNote(cut) + ": the file is truncated — copy it again");
     }
     // Content that begins like a Kineto file goes to the Kineto importer, which names the cut too.
     const std::string kineto = gzipOf(R"({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": ")"

@@ -547,16 +547,17 @@ TEST(KinetoImporter, SkipsAMemoryEventWhoseNumberIsOutOfRangeAndKeepsTheRest)
     // "Bytes": 1e30 (or 30 digits) made the whole file fail; now only its event is skipped and counted.
     expectMiddleEventsSkipped({
         { R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":1e30)",
-        "traceEvents[1]: \"Bytes\" is 1e30, out of range (not a 64-bit integer); the event was skipped" },
+            "traceEvents[1]: \"Bytes\" is 1e30, out of range (not a 64-bit integer); the event was skipped" },
         { R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":123456789012345678901234567890)",
-        "traceEvents[1]: \"Bytes\" is 123456789012345678901234567890, out of range (not a 64-bit integer); the event "
-        "was skipped" },
+            "traceEvents[1]: \"Bytes\" is 123456789012345678901234567890, out of range (not a 64-bit integer); the "
+            "event was skipped" },
         { R"("Device Type":1,"Device Id":0,"Addr":1e400,"Bytes":512)",
-        "traceEvents[1]: \"Addr\" is 1e400, out of range (not a 64-bit integer); the event was skipped" },
+            "traceEvents[1]: \"Addr\" is 1e400, out of range (not a 64-bit integer); the event was skipped" },
         { R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":512,"Total Allocated":-9.3e18)",
-        "traceEvents[1]: \"Total Allocated\" is -9.3e18, out of range (not a 64-bit integer); the event was skipped" },
+            "traceEvents[1]: \"Total Allocated\" is -9.3e18, out of range (not a 64-bit integer); the event was "
+            "skipped" },
         { R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":1e-400)",
-        "traceEvents[1]: \"Bytes\" is 1e-400, not a whole number; the event was skipped" },
+            "traceEvents[1]: \"Bytes\" is 1e-400, not a whole number; the event was skipped" },
     });
     // A whole number written with an exponent is that number.
     std::string json = withOneMemoryEvent(R"("Device Type":1,"Device Id":0,"Addr":4e3,"Bytes":5.12e2)");
@@ -572,15 +573,15 @@ TEST(KinetoImporter, SkipsAMemoryEventWhoseNumberIsAStringNamingTheType)
     // "Bytes": "big" was counted as "no or zero Bytes"; it is a wrongly typed field, named as such.
     expectMiddleEventsSkipped({
         { R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":"big")",
-        "traceEvents[1]: \"Bytes\" is \"big\", a string, not a number; the event was skipped" },
+            "traceEvents[1]: \"Bytes\" is \"big\", a string, not a number; the event was skipped" },
         { R"("Device Type":1,"Device Id":0,"Addr":"0x80","Bytes":512)",
-        "traceEvents[1]: \"Addr\" is \"0x80\", a string, not a number; the event was skipped" },
+            "traceEvents[1]: \"Addr\" is \"0x80\", a string, not a number; the event was skipped" },
         { R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":true)",
-        "traceEvents[1]: \"Bytes\" is true, true/false, not a number; the event was skipped" },
+            "traceEvents[1]: \"Bytes\" is true, true/false, not a number; the event was skipped" },
         { R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":{"n": 1})",
-        "traceEvents[1]: \"Bytes\" is {…}, an object, not a number; the event was skipped" },
+            "traceEvents[1]: \"Bytes\" is {…}, an object, not a number; the event was skipped" },
         { R"("Device Type":1,"Device Id":[0],"Addr":128,"Bytes":512)",
-        "traceEvents[1]: \"Device Id\" is […], a list, not a number; the event was skipped" },
+            "traceEvents[1]: \"Device Id\" is […], a list, not a number; the event was skipped" },
     });
     // null is no value: the event has no Bytes, as before.
     std::string json = withOneMemoryEvent(R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":null)");

@@ -258,8 +258,9 @@ TEST(NsysSqliteImporter, NamesADeviceTableValueThatIsNoInteger)
         EXPECT_EQ(t.metadata()["session_start_utc_ns"], 7);
         ASSERT_EQ(t.stats().count("nsys_wrong_type"), 1u);
         EXPECT_EQ(t.stats().find("nsys_wrong_type")->detail,
-            path + ": TARGET_INFO_GPU rowid 1: column totalMemory holds the TEXT 'lots', not an integer; the "
-                   "device's total memory is left unknown");
+            path
+                + ": TARGET_INFO_GPU rowid 1: column totalMemory holds the TEXT 'lots', not an integer; the "
+                  "device's total memory is left unknown");
     }
     {
         const std::string path = import("cu_device", "(0, 'GPU bad', 2048, 'abc'), (1, 'GPU one', 1024, 1)", "7");
@@ -277,7 +278,8 @@ TEST(NsysSqliteImporter, NamesADeviceTableValueThatIsNoInteger)
         EXPECT_FALSE(t.metadata().contains("session_start_utc_ns"));
         ASSERT_EQ(t.stats().count("nsys_wrong_type"), 1u);
         EXPECT_EQ(t.stats().find("nsys_wrong_type")->detail,
-            path + ": TARGET_INFO_SESSION_START_TIME rowid 1: column utcEpochNs holds the REAL 2.500000, not an "
-                   "integer; the session start time is left unknown");
+            path
+                + ": TARGET_INFO_SESSION_START_TIME rowid 1: column utcEpochNs holds the REAL 2.500000, not an "
+                  "integer; the session start time is left unknown");
     }
 }
