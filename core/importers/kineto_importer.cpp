@@ -191,7 +191,22 @@ namespace {
             return;
         }
         const std::string_view token = v.raw_json_token();
-        if (isIntegerToken(token)) [[likely]] {
+        // The usual token, [-]digits (at most 18, so int64 holds them) ending the number, in one pass.
+        const char* p = token.data();
+        const char* const end = p + token.size();
+        const bool negative = p != end && *p == '-';
+        p += negative;
+        const char* const digits = p;
+        std::uint64_t value = 0;
+        while (p != end && p - digits < 18 && static_cast<unsigned>(*p - '0') < 10)
+            value = value * 10 + static_cast<unsigned>(*p++ - '0');
+        if (p != digits && (p == end || (*p != '.' && *p != 'e' && *p != 'E' && static_cast<unsigned>(*p - '0') >= 10)))
+            [[likely]] {
+            out = negative ? -static_cast<std::int64_t>(value) : static_cast<std::int64_t>(value);
+            has = true;
+            return;
+        }
+        if (isIntegerToken(token)) {
             has = detail::parseScaledDecimal(token, 0, out);
             if (!has)
                 markBad(f, field, kOutOfRange, v);
