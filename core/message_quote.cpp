@@ -38,6 +38,23 @@ namespace {
     }
 } // namespace
 
+std::size_t firstInvalidUtf8(std::string_view input)
+{
+    std::size_t i = 0;
+    while (i < input.size()) {
+        // Runs of ASCII are most of a JSON file: skip them without the per-sequence checks.
+        while (i < input.size() && static_cast<std::uint8_t>(input[i]) < 0x80)
+            ++i;
+        if (i == input.size())
+            break;
+        const std::size_t n = utf8Length(input, i);
+        if (n == 0)
+            return i;
+        i += n;
+    }
+    return input.size();
+}
+
 std::string quoteForMessage(std::string_view input, std::size_t maxBytes)
 {
     static constexpr char kHex[] = "0123456789abcdef";

@@ -14,4 +14,9 @@ namespace gpumem {
 // bytes. Rule: brief fx2 item 5 (review finding: unbounded and truncated messages).
 std::string quoteForMessage(std::string_view input, std::size_t maxBytes = 120);
 
+// The byte offset of the first byte in `input` that does not begin a valid UTF-8 sequence (RFC 3629:
+// overlong forms, surrogates and code points beyond U+10FFFF are invalid), or input.size() when all
+// of it is valid. For naming the offset of damage that a parser reports without one.
+std::size_t firstInvalidUtf8(std::string_view input);
+
 } // namespace gpumem

@@ -34,3 +34,13 @@ TEST(MessageQuote, EscapesControlBytesAndReplacesInvalidUtf8)
     EXPECT_EQ(quoteForMessage("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");
     EXPECT_EQ(quoteForMessage("\xED\xA0\x80").size(), 9u);
 }
+
+TEST(MessageQuote, FindsTheFirstInvalidUtf8Byte)
+{
+    using gpumem::firstInvalidUtf8;
+    EXPECT_EQ(firstInvalidUtf8(""), 0u);
+    EXPECT_EQ(firstInvalidUtf8("caf\xC3\xA9 \xF0\x9F\x98\x80"), 10u); // valid: the size
+    EXPECT_EQ(firstInvalidUtf8("[\"\xff\"]"), 2u);
+    EXPECT_EQ(firstInvalidUtf8("ab\xC3\xA9\xE2\x82"), 4u); // a sequence cut by the end
+    EXPECT_EQ(firstInvalidUtf8("x\xED\xA0\x80"), 1u); // a surrogate
+}
