@@ -10,6 +10,7 @@
 #include <simdjson.h>
 
 #include <array>
+#include <limits>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -42,9 +43,18 @@ namespace {
     {
         static constexpr const char* kFields[] = { "ts", "action", "bytes", "category" };
         std::int64_t out = 0;
-        if (v.type() != od::json_type::number || !detail::parseScaledDecimal(v.raw_json_token(), 0, out))
+        if (v.type() != od::json_type::number)
             throw BadRecord { "record " + std::to_string(record) + ": field " + kFields[field]
                     + " is not an integer; a memory-timeline raw export holds [ts_ns, action, bytes, category] lists",
+                record };
+        // A number token that does not parse is too large in magnitude. −2^63 is refused too: its
+        // magnitude, a DESTROY's size, does not fit in int64.
+        std::string_view token = v.raw_json_token();
+        token = token.substr(0, token.find_last_not_of(" \t\r\n") + 1);
+        if (!detail::parseScaledDecimal(token, 0, out))
+            throw BadRecord { "record " + std::to_string(record) + ": field " + kFields[field] + " is out of range ("
+                    + quoteForMessage(token, 40) + "); a memory-timeline raw export's values lie within ±"
+                    + std::to_string(std::numeric_limits<std::int64_t>::max()),
                 record };
         return out;
     }

@@ -330,3 +330,22 @@ TEST(MemoryTimelineImporter, HtaExportCutInTheMiddleKeepsEveryRecordBeforeTheCut
             + "; the JSON inflated from it is whole (the cut fell in the gzip trailer): every record was kept, but the "
               "stream's CRC-32 could not be checked");
 }
+
+// INT64_MIN used to be "not an integer"; as a DESTROY's size its magnitude does not fit in int64.
+TEST(MemoryTimelineImporter, ValuesBeyondInt64AreOutOfRangeNamingTheFieldAndRecord)
+{
+    const std::string tail = "; a memory-timeline raw export's values lie within ±9223372036854775807";
+    EXPECT_EQ(importText("[[1, 2, 512, 3], [2, 4, -9223372036854775808, 3]]").message,
+        "cut.raw: record 1: field bytes is out of range (-9223372036854775808)" + tail);
+    EXPECT_EQ(importText("[[18446744073709551616, 2, 512, 3]]").message,
+        "cut.raw: record 0: field ts is out of range (18446744073709551616)" + tail);
+    EXPECT_EQ(importText("[[1, 2, 512, 1e300]]").message, "cut.raw: record 0: field category is out of range (1e300)" + tail);
+    // The extremes that fit are read (and judged as values: a DESTROY of 2^63−1 bytes with no live tensor).
+    const TimelineOutcome edge = importText("[[1, 4, -9223372036854775807, 3], [2, 2, 9223372036854775807, 3]]");
+    EXPECT_FALSE(edge.error) << edge.message;
+    EXPECT_EQ(edge.records, 2u);
+    // Not a number at all is still "not an integer".
+    EXPECT_EQ(importText("[[1, 2, \"512\", 3]]").message,
+        "cut.raw: record 0: field bytes is not an integer; a memory-timeline raw export holds [ts_ns, action, bytes, "
+        "category] lists");
+}
