@@ -69,7 +69,8 @@ TEST(InfoWording, CountsStreamsByWhatTheyCarry)
     EXPECT_EQ(bs.devices[0].kernelStreams, 1u);
     EXPECT_EQ(bs.devices[0].memoryStreams, 1u);
     const std::string builtText = infoText(built);
-    EXPECT_NE(builtText.find("  device cuda:0, 1 kernel stream, memory events on 1 stream\n"), std::string::npos) << builtText;
+    EXPECT_NE(builtText.find("  device cuda:0, 1 kernel stream, memory events on 1 stream\n"), std::string::npos)
+        << builtText;
     EXPECT_NE(builtText.find("  device cuda:1\n"), std::string::npos) << builtText;
     EXPECT_NE(builtText.find("  annotations     0\n"), std::string::npos) << builtText;
     const auto j = analyze::summaryToJson(bs, "t", "r");
@@ -87,7 +88,8 @@ TEST(InfoWording, HtaTraceHasTwoKernelStreamsAndItsMemoryEventsApart)
     const auto s = analyze::summarize(t);
     const std::string text = infoText(t);
     // SOURCES.md: 19,370 kernels (device 1, 2 streams); 2,035 user_annotation, 5 of them ProfilerStep#N.
-    EXPECT_NE(text.find("device cuda:1 \"Tesla V100-SXM2-32GB\" (31.75 GiB), 2 kernel streams, memory events on 1 stream\n"),
+    EXPECT_NE(
+        text.find("device cuda:1 \"Tesla V100-SXM2-32GB\" (31.75 GiB), 2 kernel streams, memory events on 1 stream\n"),
         std::string::npos)
         << text;
     EXPECT_NE(text.find("device cpu, memory events on 1 stream\n"), std::string::npos) << text;
