@@ -41,6 +41,33 @@ namespace {
     {
         return std::to_string(n) + " " + (n == 1 ? one : many);
     }
+    // "0", "1 range", "2035 (2030 ranges, 5 steps)".
+    std::string annotationCounts(const TraceSummary& s)
+    {
+        static constexpr std::pair<const char*, const char*> kNames[] = { { "range", "ranges" }, { "step", "steps" },
+            { "instant", "instants" } };
+        std::string kinds;
+        int present = 0;
+        for (std::size_t k = 0; k < s.annotationsByKind.size(); ++k) {
+            if (s.annotationsByKind[k] == 0)
+                continue;
+            kinds += (kinds.empty() ? "" : ", ") + plural(s.annotationsByKind[k], kNames[k].first, kNames[k].second);
+            ++present;
+        }
+        if (present == 0)
+            return std::to_string(s.annotations);
+        return present == 1 ? kinds : std::to_string(s.annotations) + " (" + kinds + ")";
+    }
+    // ", 2 kernel streams, memory events on 1 stream": the streams that carry each, not the stream table.
+    std::string streamCounts(const DeviceSummary& d)
+    {
+        std::string s;
+        if (d.kernelStreams)
+            s += ", " + plural(d.kernelStreams, "kernel stream", "kernel streams");
+        if (d.memoryStreams)
+            s += ", memory events on " + plural(d.memoryStreams, "stream", "streams");
+        return s;
+    }
 } // namespace
 
 void writeSummaryText(const TraceSummary& s, std::string_view label, std::string_view reader, std::ostream& out)
@@ -56,7 +83,7 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
     out << "  memory events   " << s.memoryEvents << '\n';
     out << "  allocations     " << s.allocations << '\n';
     out << "  kernels         " << s.kernels << '\n';
-    out << "  annotations     " << s.annotations << '\n';
+    out << "  annotations     " << annotationCounts(s) << '\n';
     out << "  counter samples " << s.counterSamples << '\n';
     for (const auto& d : s.devices) {
         out << "  device " << d.label;
@@ -64,7 +91,7 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
             out << " \"" << d.name << "\"";
         if (d.totalMemory)
             out << " (" << formatBytes(d.totalMemory) << ")";
-        out << ", " << plural(d.streams, "stream", "streams") << '\n';
+        out << streamCounts(d) << '\n';
         out << "    events          " << kindCounts(d) << '\n';
         if (d.kernels)
             out << "    kernels         " << d.kernels << '\n';
@@ -102,6 +129,8 @@ nlohmann::json summaryToJson(const TraceSummary& s, std::string_view label, std:
     j["allocations"] = s.allocations;
     j["kernels"] = s.kernels;
     j["annotations"] = s.annotations;
+    j["annotations_by_kind"] = { { "range", s.annotationsByKind[0] }, { "step", s.annotationsByKind[1] },
+        { "instant", s.annotationsByKind[2] } };
     j["counter_samples"] = s.counterSamples;
     j["devices"] = nlohmann::json::array();
     for (const auto& d : s.devices) {
@@ -110,6 +139,8 @@ nlohmann::json summaryToJson(const TraceSummary& s, std::string_view label, std:
         dj["name"] = d.name;
         dj["total_memory"] = d.totalMemory;
         dj["streams"] = d.streams;
+        dj["kernel_streams"] = d.kernelStreams;
+        dj["memory_streams"] = d.memoryStreams;
         dj["kernels"] = d.kernels;
         nlohmann::json kinds = nlohmann::json::object();
         for (int k = 0; k < kEventKindCount; ++k)

@@ -89,12 +89,30 @@ TraceSummary summarize(const Trace& trace)
         ds.name = std::string(trace.str(dev.name));
         ds.totalMemory = dev.totalMemory;
     }
+    for (const auto& a : trace.annotations())
+        if (static_cast<std::size_t>(a.kind) < s.annotationsByKind.size())
+            ++s.annotationsByKind[static_cast<std::size_t>(a.kind)];
     for (const auto& st : trace.streams())
         if (st.device < s.devices.size())
             ++s.devices[st.device].streams;
     for (const auto& k : trace.kernels())
         if (k.device < s.devices.size())
             ++s.devices[k.device].kernels;
+    // Which streams carry kernels (bit 1) and memory events (bit 2).
+    std::vector<std::uint8_t> used(trace.streams().size(), 0);
+    for (const auto& k : trace.kernels())
+        if (k.stream < used.size())
+            used[k.stream] |= 1;
+    for (StreamId st : m.stream)
+        if (st < used.size())
+            used[st] |= 2;
+    for (std::size_t i = 0; i < used.size(); ++i) {
+        const DeviceId d = trace.streams()[i].device;
+        if (d >= s.devices.size())
+            continue;
+        s.devices[d].kernelStreams += (used[i] & 1) != 0;
+        s.devices[d].memoryStreams += (used[i] & 2) != 0;
+    }
 
     const TimeSpan span = traceSpan(trace);
     s.start = span.start;

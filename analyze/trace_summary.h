@@ -20,7 +20,12 @@ struct DeviceSummary {
     std::string label;  // "cuda:0", "cpu"
     std::string name;   // product name if recorded
     Bytes totalMemory = 0;
-    std::size_t streams = 0;
+    std::size_t streams = 0; // rows of the trace's stream table on this device, used or not
+    // Streams that carry at least one kernel, and at least one memory event. Kept apart because a
+    // format without memory streams (a Kineto [memory] event, an XPlane allocator event, the memory
+    // timeline) puts its memory events on a stream of handle 0 of its own: counted with the kernel
+    // streams it read as one stream too many (HTA df_index_resolver: 3 where the trace has 2).
+    std::size_t kernelStreams = 0, memoryStreams = 0;
     std::array<std::uint64_t, kEventKindCount> eventsByKind {};
     std::uint64_t kernels = 0;
     std::uint64_t liveAtEnd = 0;  // allocations never freed within the trace
@@ -43,6 +48,9 @@ struct TraceSummary {
     std::string sourceFormat;
     TimeNs start = 0, end = 0; // over all timed records; both 0 for an empty trace
     std::uint64_t memoryEvents = 0, kernels = 0, annotations = 0, counterSamples = 0, allocations = 0;
+    // Annotations by AnnotationKind (range, step, instant). An annotation is one time range however the
+    // format wrote it: a snapshot's START/END pair of external_annotations records is one range.
+    std::array<std::uint64_t, 3> annotationsByKind {};
     std::vector<DeviceSummary> devices;
     std::vector<Anomaly> anomalies;
 };

@@ -1,8 +1,8 @@
 #pragma once
 // A CLI verb (osmium-tool's pattern): a parse-only setup that declares options, then run().
-// Results go to `out`, diagnostics to `err`. Exit codes: 0 ok, 1 failed, 2 usage (3 is kept for
-// the gate options --fail-if-oom and the like, once a verb has them). Throw gpumem::UsageError for bad
-// arguments (→ 2) and gpumem::Error for failures (→ 1); main() maps them.
+// Results go to `out`, diagnostics to `err`. Exit codes: 0 ok, 1 failed, 2 usage, 3 a gate option
+// (--fail-if-oom, --max-reserved) was not met, 4 `fit` found no fitting capacity up to --max-capacity.
+// Throw gpumem::UsageError for bad arguments (→ 2) and gpumem::Error for failures (→ 1); main() maps them.
 #include "core/types.h"
 
 #include <boost/program_options.hpp>
@@ -18,7 +18,7 @@ namespace gpumem::cli {
 
 namespace po = boost::program_options;
 
-enum ExitCode : int { kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitGate = 3 };
+enum ExitCode : int { kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitGate = 3, kExitNoFit = 4 };
 
 class Command {
 public:

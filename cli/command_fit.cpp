@@ -34,7 +34,11 @@ namespace {
                    "--jobs threads (the answer does not depend on --jobs). If some capacity fits while a larger probe "
                    "failed, the OOM is not monotone in the\n"
                    "capacity for this trace and policy; the table says so under it.\n"
-                   "--max-reserved BYTES exits 3 when some policy needs more than BYTES (or fits nowhere).\n"
+                   "--max-reserved BYTES exits 3 when some policy needs more than BYTES (or fits nowhere up to a\n"
+                   "--max-capacity of at least BYTES).\n"
+                   "Exit 4 when some policy fits nowhere up to --max-capacity (1 TiB by default) and no gate could\n"
+                   "judge it: the table has no answer for that policy, and stderr says which one; raise\n"
+                   "--max-capacity or look at its live peak (no capacity below it fits).\n"
                    "Example:\n"
                    "  gpumem fit run.pickle --policy pytorch --policy pytorch:expandable_segments:True --format json";
         }
@@ -78,11 +82,35 @@ namespace {
                 fits.push_back(replay::fitCapacity(trace, s, options));
             analyze::writeFitTable(fits, format, out);
             warnAboutMemoryBeforeTheWindow(trace, options.device.value_or(0), err);
+            // A policy that fits nowhere up to --max-capacity has no answer in the table. A --max-reserved
+            // gate at or below --max-capacity has judged it (it needs more than the gate): exit 3.
+            // Otherwise exit 4, so that a script cannot take the table for a result.
+            const bool gateJudges = gates.maxReserved && *gates.maxReserved <= options.maxCapacity;
             std::vector<GateSubject> subjects;
-            for (const auto& f : fits)
-                subjects.push_back({ f.spec + (f.fits ? std::string() : " (fits nowhere up to --max-capacity)"), 0,
-                    f.fits ? f.capacity : ~Bytes(0) });
-            return applyGates(gates, subjects, name(), err);
+            bool noFit = false, judged = false;
+            for (const auto& f : fits) {
+                if (f.fits) {
+                    subjects.push_back({ f.spec, 0, f.capacity });
+                    continue;
+                }
+                std::string why = "each of the " + std::to_string(f.probes.size())
+                    + " capacities tried had a failed request; raise --max-capacity";
+                if (f.lowerBound > f.maxCapacity)
+                    why = "its live peak, " + formatBytes(f.lowerBound)
+                        + ", is above it; raise --max-capacity to at least " + formatBytes(f.lowerBound);
+                err << "gpumem fit: " << f.spec << " fits nowhere up to --max-capacity " << formatBytes(f.maxCapacity)
+                    << ": " << why << '\n';
+                if (gateJudges) {
+                    err << "gpumem fit: gate: " << f.spec << " needs more than --max-capacity "
+                        << formatBytes(f.maxCapacity) << ", so more than --max-reserved "
+                        << formatBytes(*gates.maxReserved) << '\n';
+                    judged = true;
+                } else {
+                    noFit = true;
+                }
+            }
+            const int gate = applyGates(gates, subjects, name(), err);
+            return judged || gate != kExitOk ? kExitGate : noFit ? kExitNoFit : kExitOk;
         }
     };
 } // namespace

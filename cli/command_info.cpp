@@ -31,6 +31,9 @@ namespace {
                    "blocks allocated and freed inside the trace; peak reserved comes from recorded segment events;\n"
                    "recorded peaks are the allocator's own counters (PyTorch profiler's Total Allocated/Reserved),\n"
                    "which also count memory allocated before a profiler trace began ('before trace').\n"
+                   "Streams are counted by what they carry: 'N kernel streams' and 'memory events on M streams' (a\n"
+                   "profiler trace puts its memory events on a stream of its own). Annotations are time ranges by kind:\n"
+                   "a snapshot's START/END pair of external_annotations records is 1 range.\n"
                    "A file that fails to load is reported on stderr and the others are still shown (exit 1).";
         }
         void setup(po::options_description& o, po::positional_options_description& p) override

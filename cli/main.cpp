@@ -63,7 +63,8 @@ void printOverview(std::ostream& out, const std::vector<std::unique_ptr<Command>
         out << "  " << n << std::string(n.size() < 10 ? 10 - n.size() : 1, ' ') << c->summary() << '\n';
     }
     out << "\nRun 'gpumem help VERB' (or 'gpumem VERB -h') for a verb's options.\n"
-           "Exit codes: 0 ok, 1 failed, 2 usage error, 3 a gate (--fail-if-oom, --max-reserved) was not met.\n";
+           "Exit codes: 0 ok, 1 failed, 2 usage error, 3 a gate (--fail-if-oom, --max-reserved) was not met,\n"
+           "4 fit found no capacity up to --max-capacity on which the trace runs without OOM.\n";
 }
 
 po::options_description optionsOf(Command& c, po::positional_options_description& pos)

@@ -146,8 +146,8 @@ namespace {
                 return out;
             }
             if (rc == Z_BUF_ERROR && consumed >= in.size())
-                return fail("the gzip stream ends early (after " + std::to_string(in.size())
-                    + " compressed bytes): the file is truncated — copy it again");
+                return fail("the gzip stream ends early at compressed byte " + std::to_string(in.size())
+                    + ": the file is truncated — copy it again");
             if (rc == Z_BUF_ERROR)
                 continue;
             return fail("corrupt gzip data near compressed offset " + std::to_string(consumed) + " ("

@@ -842,6 +842,43 @@ namespace {
         return stored == computed;
 #endif
     }
+
+    // Where a file whose reading stopped at `stop` before any memory event was read shows that it holds
+    // memory events: the chunk at `stop` is a MEMV chunk (its type is readable), or a whole chunk further on
+    // with a valid checksum is a MEMV chunk or an END chunk counting events. The search looks at every
+    // offset, not along the chunk lengths, since the damage at `stop` may be in a length; the checksums it
+    // computes are bounded by the file size, so a file of many false "MEMV" headers stays linear. Empty
+    // when none is found.
+    std::string memoryEvidence(std::string_view bytes, std::size_t stop)
+    {
+        if (bytes.size() - stop >= 4 && detail::getU32(bytes.data() + stop) == kMemory)
+            return "the chunk at offset " + std::to_string(stop) + " is a MEMV chunk";
+        std::size_t budget = bytes.size();
+        for (std::size_t at = stop; bytes.size() - at >= kChunkHeaderSize; ++at) {
+            const char* h = bytes.data() + at;
+            const std::uint32_t type = detail::getU32(h);
+            if (type != kMemory && type != kEnd)
+                continue;
+            const std::uint32_t length = detail::getU32(h + 4);
+            if (length > bytes.size() - at - kChunkHeaderSize)
+                continue;
+            if (length > budget)
+                break;
+            budget -= length;
+            std::string_view payload = bytes.substr(at + kChunkHeaderSize, length);
+            if (!checksumOk(detail::getU32(h + 12), chunkCrc(h, payload)))
+                continue;
+            if (type == kMemory && detail::getU32(h + 8) > 0)
+                return "a whole MEMV chunk of " + std::to_string(detail::getU32(h + 8)) + " events follows at offset " + std::to_string(at);
+            if (type == kEnd) {
+                Cursor c(payload);
+                std::uint64_t expected = c.varint();
+                if (!c.failed() && expected > 0)
+                    return "its end chunk at offset " + std::to_string(at) + " counts " + std::to_string(expected) + " memory events";
+            }
+        }
+        return {};
+    }
 } // namespace
 
 Trace readGmtBytes(std::string_view bytes, std::string_view name, const LoadOptions& options)
@@ -886,10 +923,16 @@ Trace readGmtBytes(std::string_view bytes, std::string_view name, const LoadOpti
     bool ended = false;
     std::uint64_t chunks = 0;
     // A cut or damage after some chunks keeps what was read (counted as an error anomaly); when not
-    // one chunk could be read there is nothing to keep, and that is a FormatError.
-    auto stop = [&](std::string_view code, const std::string& detail) {
+    // one chunk could be read there is nothing to keep, and that is a FormatError. So is a stop before
+    // the first memory event of a file that shows it holds some: device and table chunks alone would
+    // read as an empty trace (and `gpumem convert` would exit 0) where the events were lost.
+    auto stop = [&](std::string_view code, const std::string& detail, std::size_t at) {
         if (chunks == 0)
             fail(detail + "; not one chunk could be read (the file is damaged or was cut before its first chunk)");
+        if (b.memoryEventCount() == 0)
+            if (std::string evidence = memoryEvidence(bytes, at); !evidence.empty())
+                fail(detail + "; not one memory event could be read, yet the file holds some (" + evidence
+                    + "): it is damaged or was cut in or before its first MEMV chunk");
         b.stats().add(code, Severity::Error,
             path + ": " + detail + "; read " + std::to_string(chunks) + " whole chunks (" + std::to_string(b.memoryEventCount())
                 + " memory events) before it");
@@ -904,19 +947,20 @@ Trace readGmtBytes(std::string_view bytes, std::string_view name, const LoadOpti
             nextProgress = offset + progressStep;
         }
         if (bytes.size() - offset < kChunkHeaderSize) {
-            stop("truncated", "the file ends at offset " + std::to_string(bytes.size()) + " inside the header of a chunk at offset " + std::to_string(offset));
+            stop("truncated", "the file ends at offset " + std::to_string(bytes.size()) + " inside the header of a chunk at offset " + std::to_string(offset), offset);
             break;
         }
         const char* h = bytes.data() + offset;
         const std::uint32_t type = detail::getU32(h), length = detail::getU32(h + 4), records = detail::getU32(h + 8);
         if (length > bytes.size() - offset - kChunkHeaderSize) {
             stop("truncated", "the file ends at offset " + std::to_string(bytes.size()) + " inside chunk " + chunkName(type) + " at offset "
-                    + std::to_string(offset) + " (" + std::to_string(length) + " payload bytes announced)");
+                    + std::to_string(offset) + " (" + std::to_string(length) + " payload bytes announced)",
+                offset);
             break;
         }
         std::string_view payload = bytes.substr(offset + kChunkHeaderSize, length);
         if (!checksumOk(detail::getU32(h + 12), chunkCrc(h, payload))) {
-            stop("corrupt_chunk", "checksum mismatch in chunk " + chunkName(type) + " at offset " + std::to_string(offset) + ": the rest of the file is ignored");
+            stop("corrupt_chunk", "checksum mismatch in chunk " + chunkName(type) + " at offset " + std::to_string(offset) + ": the rest of the file is ignored", offset);
             break;
         }
         if (type == kEnd) {
@@ -924,21 +968,23 @@ Trace readGmtBytes(std::string_view bytes, std::string_view name, const LoadOpti
             std::uint64_t expected = c.varint();
             if (c.failed() || expected != b.memoryEventCount())
                 stop("corrupt_chunk", "the end chunk at offset " + std::to_string(offset) + " counts " + (c.failed() ? "an unreadable number of" : std::to_string(expected))
-                        + " memory events but the chunks before it hold " + std::to_string(b.memoryEventCount()) + " (a chunk was lost or skipped)");
+                        + " memory events but the chunks before it hold " + std::to_string(b.memoryEventCount()) + " (a chunk was lost or skipped)",
+                    offset);
             ended = true;
             offset += kChunkHeaderSize + length;
             break;
         }
         if (!reader.decode(type, records, payload, b.metadata())) {
             stop("corrupt_chunk", "malformed " + chunkName(type) + " chunk at offset " + std::to_string(offset)
-                    + " (bad value, count or reference): the rest of the file is ignored");
+                    + " (bad value, count or reference): the rest of the file is ignored",
+                offset);
             break;
         }
         ++chunks;
         offset += kChunkHeaderSize + length;
     }
     if (!ended && !b.stats().find("truncated") && !b.stats().find("corrupt_chunk"))
-        stop("truncated", "no end chunk after offset " + std::to_string(offset) + ": the writer did not finish (killed or crashed?)");
+        stop("truncated", "no end chunk after offset " + std::to_string(offset) + ": the writer did not finish (killed or crashed?)", offset);
     if (ended && offset < bytes.size())
         b.stats().add("trailing_bytes", Severity::Warning, path + ": " + std::to_string(bytes.size() - offset) + " bytes after the end chunk were ignored");
     if (options.progress && !options.progress(1.0))

@@ -72,7 +72,10 @@ void writeGmt(const Trace& trace, const std::string& path, std::size_t eventsPer
 // Reads a .gmt file (memory-mapped). An empty file, bad magic, a newer major version or a cut or
 // corrupt file header: FormatError naming the path and offset. A cut chunk (or a missing end chunk)
 // stops the read after the last whole chunk and is recorded as the "truncated" anomaly; a chunk
-// whose checksum or content is bad, as "corrupt_chunk" (both severity error). Reports progress
+// whose checksum or content is bad, as "corrupt_chunk" (both severity error). Such a stop is a
+// FormatError instead when nothing would be kept: before the first whole chunk, or before the first
+// memory event of a file that shows it holds some (the chunk is a MEMV chunk, a whole MEMV chunk
+// follows, or the end chunk counts events; docs/trace-format.md §8). Reports progress
 // (fraction of bytes) through options.progress at most ~1000 times; cancelling throws Cancelled.
 Trace readGmt(const std::string& path, const LoadOptions& options = {});
 

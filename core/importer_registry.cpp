@@ -40,22 +40,25 @@ const Importer* detectFormat(const std::string& path)
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
         throw IoError(path + ": not a regular file (a pipe, socket or device); gpumem reads traces from files — save it to a file first");
-    std::string raw = readFileHead(path, 64 * 1024);
+    constexpr std::size_t kHeadBytes = 64 * 1024;
+    std::string raw = readFileHead(path, kHeadBytes);
     if (raw.empty())
         throw FormatError(path + ": empty file (0 bytes): there is no trace in it — was it written completely?");
     SniffInput input;
     input.path = path;
     input.raw = raw;
     input.gzip = isGzip(raw);
-    std::string content = input.gzip ? readContentHead(path, 64 * 1024) : std::string();
+    std::string content = input.gzip ? readContentHead(path, kHeadBytes) : std::string();
     input.content = input.gzip ? std::string_view(content) : std::string_view(raw);
-    // A gzip file that inflates to nothing (cut inside its header, or corrupt from the start): say why,
-    // as gunzip() does, rather than that no format matches. Only when the whole file was read.
-    if (input.gzip && content.empty() && raw.size() < 64 * 1024)
-        (void)gunzip(raw, path);
     for (const auto& importer : importers())
         if (importer->sniff(input))
             return importer.get();
+    // A gzip file that no format claims and whose stream ends early (cut inside its header, or so early
+    // that what it inflates to is too short to recognise) or is corrupt: the reason is the damage,
+    // whatever the content ("the gzip stream ends early at compressed byte N"), not "no format matches".
+    // gunzip() throws it; a whole stream returns. Only when the whole file was read.
+    if (input.gzip && raw.size() < kHeadBytes)
+        (void)gunzip(raw, path);
     return nullptr;
 }
 

@@ -36,7 +36,39 @@ namespace {
         }
         return n;
     }
+
+    // The code point of the valid 3-byte sequence at `s[i]`.
+    char32_t decode3(std::string_view s, std::size_t i)
+    {
+        auto b = [&](std::size_t k) { return static_cast<char32_t>(static_cast<std::uint8_t>(s[i + k])); };
+        return (b(0) & 0x0F) << 12 | (b(1) & 0x3F) << 6 | (b(2) & 0x3F);
+    }
+
+    // The invisible controls that reorder the text around them on a terminal or in a GUI (Unicode
+    // UAX #9: LRM, RLM, the embeddings and overrides LRE–RLO and PDF, the isolates LRI–PDI), so that a
+    // quoted name could make the rest of a message read differently (CVE-2021-42574, "Trojan Source").
+    bool isBidiControl(char32_t cp)
+    {
+        return cp == 0x200E || cp == 0x200F || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+    }
 } // namespace
+
+std::size_t firstInvalidUtf8(std::string_view input)
+{
+    std::size_t i = 0;
+    while (i < input.size()) {
+        // Runs of ASCII are most of a JSON file: skip them without the per-sequence checks.
+        while (i < input.size() && static_cast<std::uint8_t>(input[i]) < 0x80)
+            ++i;
+        if (i == input.size())
+            break;
+        const std::size_t n = utf8Length(input, i);
+        if (n == 0)
+            return i;
+        i += n;
+    }
+    return input.size();
+}
 
 std::string quoteForMessage(std::string_view input, std::size_t maxBytes)
 {
@@ -56,6 +88,10 @@ std::string quoteForMessage(std::string_view input, std::size_t maxBytes)
             out += "\\x";
             out += kHex[b >> 4];
             out += kHex[b & 0xF];
+        } else if (const char32_t cp = n == 3 ? decode3(input, i) : 0; isBidiControl(cp)) {
+            out += "\\u";
+            for (int shift = 12; shift >= 0; shift -= 4)
+                out += kHex[(cp >> shift) & 0xF];
         } else
             out.append(input.substr(i, n));
         i += take;

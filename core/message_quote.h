@@ -9,9 +9,15 @@
 namespace gpumem {
 
 // `input` made safe to print: at most `maxBytes` bytes of it are kept (cut at a character boundary)
-// and "…" is appended when it was longer; control bytes (0x00–0x1F, 0x7F) become "\xNN"; each byte of
-// invalid UTF-8 becomes U+FFFD. No quotes are added. The result is at most about 4 × maxBytes + 3
-// bytes. Rule: brief fx2 item 5 (review finding: unbounded and truncated messages).
+// and "…" is appended when it was longer; control bytes (0x00–0x1F, 0x7F) become "\xNN"; the bidi
+// controls U+200E, U+200F, U+202A–U+202E and U+2066–U+2069 (which reorder the text around them) become
+// "\uNNNN" (lower-case hex); each byte of invalid UTF-8 becomes U+FFFD. No quotes are added. The result is at most
+// about 4 × maxBytes + 3 bytes. Rule: brief fx2 item 5 (review finding: unbounded and truncated messages).
 std::string quoteForMessage(std::string_view input, std::size_t maxBytes = 120);
+
+// The byte offset of the first byte in `input` that does not begin a valid UTF-8 sequence (RFC 3629:
+// overlong forms, surrogates and code points beyond U+10FFFF are invalid), or input.size() when all
+// of it is valid. For naming the offset of damage that a parser reports without one.
+std::size_t firstInvalidUtf8(std::string_view input);
 
 } // namespace gpumem

@@ -10,6 +10,8 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -38,7 +40,7 @@ namespace {
         std::int64_t deviceId = 0;
         std::int64_t tid = 0;
         std::uint32_t thread = 0; // index into threads
-        bool hasAddress = false, hasAllocated = false, hasReserved = false, hasBytes = false;
+        bool hasAddress = false, hasAllocated = false, hasReserved = false, hasBytes = false, hasDeviceType = false;
     };
 
     struct IntervalRecord {
@@ -131,14 +133,6 @@ namespace {
         return out;
     }
 
-    // Sets `has` and `out` when the value is a number; leaves them alone for null, strings, objects.
-    void readNumberField(od::value& v, std::string_view key, bool& has, std::int64_t& out)
-    {
-        has = v.type() == od::json_type::number;
-        if (has)
-            out = readInt(v, key);
-    }
-
     // Whether the JSON number token is written as an integer (no fraction, no exponent).
     bool isIntegerToken(std::string_view token)
     {
@@ -154,10 +148,81 @@ namespace {
             return;
         f.badField = field;
         f.badRule = rule;
+        const od::json_type t = v.type();
+        if (t == od::json_type::object || t == od::json_type::array) { // its first token alone says nothing
+            f.badValue = t == od::json_type::object ? "{…}" : "[…]";
+            return;
+        }
         std::string_view token = v.raw_json_token();
         while (!token.empty() && (token.back() == ' ' || token.back() == '\n' || token.back() == '\r' || token.back() == '\t'))
             token.remove_suffix(1);
         f.badValue = token;
+    }
+
+    // The rule a value of JSON type `t` (not a number, not null) breaks, for bad_event_field.
+    const char* notANumber(od::json_type t)
+    {
+        switch (t) {
+        case od::json_type::string:
+            return "a string, not a number";
+        case od::json_type::boolean:
+            return "true/false, not a number";
+        case od::json_type::object:
+            return "an object, not a number";
+        case od::json_type::array:
+            return "a list, not a number";
+        default:
+            return "not a number";
+        }
+    }
+
+    constexpr const char* kNotWhole = "not a whole number";
+    constexpr const char* kOutOfRange = "out of range (not a 64-bit integer)";
+
+    // An integer arg ("Addr", "Bytes", "Device Id", …): sets `has` and `out` when the value is a number
+    // that is a whole 64-bit integer (4e3 included); null leaves them alone. Otherwise the event is marked
+    // bad (bad_event_field) rather than rounded, clamped, read as absent or failing the file: a fraction
+    // (1.5) is not whole, 1e30 is out of range, "big" is a string, not a number.
+    void readIntegerArg(od::value& v, const char* field, EventFields& f, bool& has, std::int64_t& out)
+    {
+        if (const od::json_type t = v.type(); t != od::json_type::number) [[unlikely]] {
+            if (t != od::json_type::null) // null is no value, as if the arg were absent
+                markBad(f, field, notANumber(t), v);
+            return;
+        }
+        const std::string_view token = v.raw_json_token();
+        // The usual token, [-]digits (at most 18, so int64 holds them) ending the number, in one pass.
+        const char* p = token.data();
+        const char* const end = p + token.size();
+        const bool negative = p != end && *p == '-';
+        p += negative;
+        const char* const digits = p;
+        std::uint64_t value = 0;
+        while (p != end && p - digits < 18 && static_cast<unsigned>(*p - '0') < 10)
+            value = value * 10 + static_cast<unsigned>(*p++ - '0');
+        if (p != digits && (p == end || (*p != '.' && *p != 'e' && *p != 'E' && static_cast<unsigned>(*p - '0') >= 10)))
+            [[likely]] {
+            out = negative ? -static_cast<std::int64_t>(value) : static_cast<std::int64_t>(value);
+            has = true;
+            return;
+        }
+        if (isIntegerToken(token)) {
+            has = detail::parseScaledDecimal(token, 0, out);
+            if (!has)
+                markBad(f, field, kOutOfRange, v);
+            return;
+        }
+        double d = 0;
+        const auto parsed = std::from_chars(token.data(), token.data() + token.size(), d);
+        if (parsed.ec == std::errc::result_out_of_range) // too large, or too small to be anything but a fraction
+            markBad(f, field,
+                token.find("e-") == token.npos && token.find("E-") == token.npos ? kOutOfRange : kNotWhole, v);
+        else if (!(d >= -0x1p63 && d < 0x1p63))
+            markBad(f, field, kOutOfRange, v);
+        else if (d != std::trunc(d))
+            markBad(f, field, kNotWhole, v);
+        else
+            out = static_cast<std::int64_t>(d), has = true;
     }
 
     bool fitsDeviceOrdinal(std::int64_t id)
@@ -176,12 +241,19 @@ namespace {
         return false;
     }
 
-    // Microseconds (int or float with ns decimals) → ns, exactly.
-    bool readMicros(od::value& v, TimeNs& out)
+    // A time in microseconds ("ts", "dur"; an integer or a float with ns decimals) → ns, exactly. null
+    // leaves `has` false (no time); a value that is no number, or whose ns do not fit in 64 bits, marks
+    // the event bad (bad_event_field names the value) instead of reading as a missing time.
+    void readMicrosField(od::value& v, const char* field, EventFields& f, bool& has, TimeNs& out)
     {
-        if (v.type() != od::json_type::number)
-            return false;
-        return detail::parseScaledDecimal(v.raw_json_token(), 3, out);
+        const od::json_type t = v.type();
+        if (t == od::json_type::number) [[likely]] {
+            has = detail::parseScaledDecimal(v.raw_json_token(), 3, out);
+            if (!has)
+                markBad(f, field, "out of range (in nanoseconds not a 64-bit integer)", v);
+        } else if (t != od::json_type::null) {
+            markBad(f, field, notANumber(t), v);
+        }
     }
 
     void readArgs(od::object args, EventFields& f)
@@ -192,18 +264,15 @@ namespace {
             switch (key.size()) {
             case 4:
                 if (key == "Addr")
-                    readNumberField(v, key, f.hasAddress, f.address);
+                    readIntegerArg(v, "Addr", f, f.hasAddress, f.address);
                 break;
             case 5:
-                if (key == "Bytes") {
-                    readNumberField(v, key, f.hasBytes, f.bytes);
-                    if (f.hasBytes && !isIntegerToken(v.raw_json_token()))
-                        markBad(f, "Bytes", "not a whole number of bytes", v);
-                }
+                if (key == "Bytes")
+                    readIntegerArg(v, "Bytes", f, f.hasBytes, f.bytes);
                 break;
             case 6:
                 if (key == "Ev Idx")
-                    readNumberField(v, key, f.hasEvIdx, f.evIdx);
+                    readIntegerArg(v, "Ev Idx", f, f.hasEvIdx, f.evIdx);
                 else if (key == "device") {
                     f.hasArgDevice = readId(v, f.argDevice);
                     if (f.hasArgDevice && !fitsDeviceOrdinal(f.argDevice))
@@ -214,8 +283,8 @@ namespace {
                 break;
             case 9:
                 if (key == "Device Id") {
-                    readNumberField(v, key, f.hasDeviceId, f.deviceId);
-                    if (f.hasDeviceId && (!isIntegerToken(v.raw_json_token()) || !fitsDeviceOrdinal(f.deviceId)))
+                    readIntegerArg(v, "Device Id", f, f.hasDeviceId, f.deviceId);
+                    if (f.hasDeviceId && !fitsDeviceOrdinal(f.deviceId))
                         markBad(f, "Device Id", "not a device ordinal (an integer of 32 bits)", v);
                 }
                 break;
@@ -225,17 +294,17 @@ namespace {
                 break;
             case 11:
                 if (key == "Device Type")
-                    readNumberField(v, key, f.hasDeviceType, f.deviceType);
+                    readIntegerArg(v, "Device Type", f, f.hasDeviceType, f.deviceType);
                 else if (key == "correlation")
-                    readNumberField(v, key, f.hasCorrelation, f.correlation);
+                    readIntegerArg(v, "correlation", f, f.hasCorrelation, f.correlation);
                 break;
             case 14:
                 if (key == "Total Reserved")
-                    readNumberField(v, key, f.hasReserved, f.totalReserved);
+                    readIntegerArg(v, "Total Reserved", f, f.hasReserved, f.totalReserved);
                 break;
             case 15:
                 if (key == "Total Allocated")
-                    readNumberField(v, key, f.hasAllocated, f.totalAllocated);
+                    readIntegerArg(v, "Total Allocated", f, f.hasAllocated, f.totalAllocated);
                 break;
             default:
                 break;
@@ -417,12 +486,13 @@ namespace {
             r.totalReserved = f.totalReserved;
             r.hasReserved = f.hasReserved;
             r.deviceType = f.hasDeviceType ? f.deviceType : -1;
+            r.hasDeviceType = f.hasDeviceType;
             r.deviceId = f.deviceId;
             r.tid = f.tid;
             r.thread = threadIndex(f.pid, f.tid);
             if (!f.hasTs) {
                 m_b.stats().add("memory_event_without_time", Severity::Warning,
-                    "traceEvents[" + std::to_string(index) + "]: a [memory] event has no numeric \"ts\"; skipped");
+                    "traceEvents[" + std::to_string(index) + "]: a [memory] event has no \"ts\"; skipped");
                 return;
             }
             m_mem.push_back(r);
@@ -502,9 +572,9 @@ namespace {
                 } else if (key == "tid") {
                     f.hasTid = readId(v, f.tid);
                 } else if (key == "ts") {
-                    f.hasTs = readMicros(v, f.ts);
+                    readMicrosField(v, "ts", f, f.hasTs, f.ts);
                 } else if (key == "dur") {
-                    f.hasDur = readMicros(v, f.dur);
+                    readMicrosField(v, "dur", f, f.hasDur, f.dur);
                 } else if (key == "args") {
                     // Python frames and annotations need nothing from args ("Python id", "Ev Idx").
                     if (v.type() == od::json_type::object && cls != EventClass::Ignored && cls != EventClass::PyFunction
@@ -778,9 +848,11 @@ namespace {
             auto type = deviceTypeOf(r.deviceType);
             if (!type) {
                 m_b.stats().add("unknown_device_type", Severity::Warning,
-                    "[memory] event Ev Idx " + std::to_string(r.sequence) + ": Device Type "
-                        + std::to_string(r.deviceType)
-                        + " is not CPU (0), CUDA (1) or HIP (6); imported as device type other");
+                    "[memory] event Ev Idx " + std::to_string(r.sequence)
+                        + (r.hasDeviceType ? ": Device Type " + std::to_string(r.deviceType)
+                                    + " is not CPU (0), CUDA (1) or HIP (6)"
+                                           : std::string(" has no \"Device Type\""))
+                        + "; imported as device type other");
                 type = DeviceType::Other;
             }
             const DeviceId dev = deviceFor(*type, *type == DeviceType::Cpu ? -1 : r.deviceId);
@@ -997,6 +1069,25 @@ namespace {
         return m_b.build();
     }
 
+    // The key of the first member of the object that `json` (starting with '{') opens, or "" when the
+    // head ends before that key does.
+    std::string_view firstKey(std::string_view json)
+    {
+        const std::size_t open = json.find_first_not_of(" \t\r\n", 1);
+        if (open == std::string_view::npos || json[open] != '"')
+            return {};
+        const std::size_t close = json.find('"', open + 1);
+        return close == std::string_view::npos ? std::string_view() : json.substr(open + 1, close - open - 1);
+    }
+
+    // Keys that begin the top-level object of a Kineto file (SOURCES.md §A: "schemaVersion" in the
+    // profiler's files, "metadata" in TraceLens's) or may come first in a Chrome trace.
+    bool isLeadingKey(std::string_view key)
+    {
+        return key == "schemaVersion" || key == "metadata" || key == "deviceProperties" || key == "traceEvents"
+            || key == "distributedInfo" || key == "displayTimeUnit" || key == "traceName" || key == "otherData";
+    }
+
     class KinetoImporter final : public Importer {
     public:
         std::string_view name() const override { return "kineto"; }
@@ -1010,9 +1101,16 @@ namespace {
             const std::size_t first = c.find_first_not_of(" \t\r\n");
             if (first == std::string_view::npos || c[first] != '{')
                 return false;
-            return c.find("\"traceEvents\"") != std::string_view::npos
+            if (c.find("\"traceEvents\"") != std::string_view::npos
                 || (c.find("\"schemaVersion\"") != std::string_view::npos
-                    && c.find("\"deviceProperties\"") != std::string_view::npos);
+                    && c.find("\"deviceProperties\"") != std::string_view::npos))
+                return true;
+            // What precedes traceEvents can fill the whole head (TraceLens writes ~26 KB of "metadata"
+            // first), or the file may be cut before traceEvents: an object that begins with a key a Kineto
+            // file begins with and does not close within the head is claimed, so that load() finds
+            // traceEvents further on or says where the file ends ("the JSON ends at byte N, before
+            // "traceEvents" began").
+            return isLeadingKey(firstKey(c.substr(first))) && detail::locateJsonCut(c.substr(first), "traceEvents").cut;
         }
         Trace load(const std::string& path, const LoadOptions& options) const override
         {

@@ -25,6 +25,14 @@ namespace gpumem {
 std::unique_ptr<Importer> makeMemoryTimelineImporter();
 
 // Parses the raw export already in memory; `source` names it in errors. Throws FormatError.
+// A file cut short keeps its complete records with a "truncated" anomaly (error); cut before its first
+// complete record, or damaged otherwise, it is a FormatError naming the byte offset and the record.
 Trace importMemoryTimelineJson(std::string& json, std::string_view source, const LoadOptions& options = {});
+
+// The same for the JSON inflated from a gzip stream that ends early at `compressedBytes` (GzipEnd,
+// core/file_io.h): the messages name that byte first; a JSON that is whole keeps every record, with a
+// "truncated" anomaly saying the stream's CRC-32 could not be checked.
+Trace importMemoryTimelineJsonFromCutGzip(
+    std::string& json, std::string_view source, std::size_t compressedBytes, const LoadOptions& options = {});
 
 } // namespace gpumem

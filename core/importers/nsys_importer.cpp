@@ -199,8 +199,9 @@ namespace {
         void readTargetInfo()
         {
             if (m_tableNames.count("TARGET_INFO_SESSION_START_TIME") && columns("TARGET_INFO_SESSION_START_TIME").count("utcEpochNs")) {
-                Statement s(m_db.get(), "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1", m_path);
-                if (s.step() && !s.isNull(0))
+                Statement s(m_db.get(), "SELECT utcEpochNs, rowid FROM TARGET_INFO_SESSION_START_TIME LIMIT 1", m_path);
+                if (s.step() && !s.isNull(0)
+                    && integerColumns(s, "TARGET_INFO_SESSION_START_TIME", 1, { { 0, "utcEpochNs" } }, "the session start time is left unknown"))
                     m_builder.metadata()["session_start_utc_ns"] = s.integer(0);
             }
             if (!m_tableNames.count("TARGET_INFO_GPU"))
@@ -209,14 +210,18 @@ namespace {
             if (!have.count("cuDevice") || !have.count("name"))
                 return;
             Statement s(m_db.get(),
-                "SELECT cuDevice, name, " + std::string(have.count("totalMemory") ? "totalMemory" : "NULL") + " FROM TARGET_INFO_GPU", m_path);
+                "SELECT cuDevice, name, " + std::string(have.count("totalMemory") ? "totalMemory" : "NULL") + ", rowid FROM TARGET_INFO_GPU", m_path);
             while (s.step()) {
+                if (!integerColumns(s, "TARGET_INFO_GPU", 3, { { 0, "cuDevice" } }))
+                    continue;
                 if (s.isNull(0) || s.integer(0) < 0 || s.integer(0) > INT32_MAX)
                     continue;
                 DeviceId d = gpu(s.integer(0));
                 if (m_tables.device(d).name == 0)
                     m_tables.device(d).name = m_builder.intern(s.text(1));
-                if (!s.isNull(2) && s.integer(2) > 0)
+                // A totalMemory that is no integer ('lots') leaves the size unknown, said, not silently.
+                if (!s.isNull(2) && integerColumns(s, "TARGET_INFO_GPU", 3, { { 2, "totalMemory" } }, "the device's total memory is left unknown")
+                    && s.integer(2) > 0)
                     m_tables.device(d).totalMemory = static_cast<Bytes>(s.integer(2));
             }
         }
@@ -257,9 +262,10 @@ namespace {
         // True when each of `columns` (NULL aside) holds an INTEGER. SQLite keeps a value in a column
         // of INTEGER affinity as TEXT ('abc'), REAL (1e30) or BLOB when it cannot convert it losslessly,
         // and sqlite3_column_int64 would then read 0 or a clamped value; such a row is counted as
-        // nsys_wrong_type, naming the table, rowid and column (the last selected column is the rowid).
+        // nsys_wrong_type, naming the table, rowid and column (the last selected column is the rowid),
+        // and what the caller does about it (`consequence`: the row is skipped, or a value left unknown).
         bool integerColumns(const Statement& row, const char* table, int rowidColumn,
-            std::initializer_list<std::pair<int, const char*>> columns)
+            std::initializer_list<std::pair<int, const char*>> columns, const char* consequence = "row skipped")
         {
             for (const auto& [column, name] : columns) {
                 const int t = row.type(column);
@@ -274,7 +280,7 @@ namespace {
                     detail.append("the TEXT '").append(quoteForMessage(row.text(column))).append("'");
                 else
                     detail.append("a BLOB");
-                detail.append(", not an integer; row skipped");
+                detail.append(", not an integer; ").append(consequence);
                 m_builder.stats().add("nsys_wrong_type", Severity::Warning, detail);
                 return false;
             }

@@ -141,10 +141,17 @@ namespace {
             std::stable_sort(m_memory.begin(), m_memory.end(), [](const MemoryEvent& a, const MemoryEvent& b) { return a.time < b.time; });
             for (const MemoryEvent& e : m_memory)
                 m_builder.add(e);
-            if (m_memory.empty())
+            // The host_tracer_level hint fits only a profile without allocator events at all; when there
+            // were some and every one was rejected, say how many and why.
+            if (m_memory.empty() && m_allocatorEvents == 0)
                 m_builder.stats().add("xplane_no_memory_events", Severity::Info,
                     m_source + ": no MemoryAllocation/MemoryDeallocation events; the profile was taken without "
                                "host tracing of the allocator (jax.profiler / tf.profiler host_tracer_level >= 2)");
+            else if (m_memory.empty())
+                m_builder.stats().add("xplane_memory_events_rejected", Severity::Error,
+                    m_source + ": " + (m_allocatorEvents == 1 ? std::string("the 1 MemoryAllocation/MemoryDeallocation event was")
+                                          : "all " + std::to_string(m_allocatorEvents) + " MemoryAllocation/MemoryDeallocation events were")
+                        + " rejected, so the trace has no memory events; the first: " + m_firstRejection);
             // Devices are added last so that a GPU first met on its device plane still gets the name of
             // its allocator, met later on the host plane (DeviceTables).
             m_tables.commit();
@@ -262,12 +269,20 @@ namespace {
             }
         }
 
+        // Counts an allocator event that cannot be imported (`detail` without the source) as `code`.
+        void reject(std::string_view code, const std::string& detail)
+        {
+            if (m_firstRejection.empty())
+                m_firstRejection = detail;
+            m_builder.stats().add(code, Severity::Warning, m_source + ": " + detail);
+        }
+
         std::optional<TimeNs> timeOf(const pb::XLine& line, const pb::XEvent& event, int planeIndex)
         {
             auto t = eventTime(line.timestamp_ns(), event.offset_ps());
             if (!t)
-                m_builder.stats().add("xplane_time_out_of_range", Severity::Warning,
-                    m_source + ": plane " + std::to_string(planeIndex) + " line " + std::to_string(line.id())
+                reject("xplane_time_out_of_range",
+                    "plane " + std::to_string(planeIndex) + " line " + std::to_string(line.id())
                         + ": timestamp_ns + offset_ps/1000 overflows int64 ns; event skipped");
             return t;
         }
@@ -314,14 +329,15 @@ namespace {
 
         void missing(std::string_view field, bool isAlloc, int planeIndex, const pb::XLine& line)
         {
-            m_builder.stats().add("xplane_missing_field", Severity::Warning,
-                m_source + ": plane " + std::to_string(planeIndex) + " line " + std::to_string(line.id()) + ": a "
+            reject("xplane_missing_field",
+                "plane " + std::to_string(planeIndex) + " line " + std::to_string(line.id()) + ": a "
                     + (isAlloc ? "MemoryAllocation" : "MemoryDeallocation") + " event has no usable " + std::string(field)
                     + " stat; event skipped");
         }
 
         void readMemoryEvent(const PlaneView& view, const pb::XLine& line, const pb::XEvent& event, bool isAlloc, int planeIndex)
         {
+            ++m_allocatorEvents;
             auto time = timeOf(line, event, planeIndex);
             if (!time)
                 return;
@@ -401,6 +417,8 @@ namespace {
         std::map<std::string, DeviceId> m_otherAllocators;
         std::map<std::pair<DeviceId, std::string>, std::uint32_t> m_counters;
         std::vector<MemoryEvent> m_memory; // added to the builder in time order at the end
+        std::uint64_t m_allocatorEvents = 0; // MemoryAllocation/MemoryDeallocation events met, imported or not
+        std::string m_firstRejection; // why the first of them that was not imported was rejected
     };
 } // namespace
 

@@ -132,10 +132,17 @@ TEST(FitCli, GateAndBadInput)
     auto over = runCli("fit tests/data/colocate_a.jsonl --policy direct --max-reserved 20MiB");
     EXPECT_EQ(over.exitCode, 3);
     EXPECT_NE(over.err.find("gate: direct"), std::string::npos) << over.err;
-    auto nowhere = runCli("fit tests/data/colocate_a.jsonl --policy direct --max-capacity 16MiB --max-reserved 1TiB");
+    // Fits nowhere up to 16 MiB: a 1 TiB gate cannot judge that (exit 4, see FitsNowhereIsExitFour), an
+    // 8 MiB gate can (it needs more than 16 MiB, so more than 8 MiB: exit 3).
+    auto nowhere = runCli("fit tests/data/colocate_a.jsonl --policy direct --max-capacity 16MiB --max-reserved 8MiB");
     EXPECT_EQ(nowhere.exitCode, 3);
     EXPECT_NE(nowhere.out.find("direct: no capacity up to 16.00 MiB runs without OOM"), std::string::npos)
         << nowhere.out;
+    EXPECT_NE(nowhere.err.find("gpumem fit: gate: direct needs more than --max-capacity 16.00 MiB, so more than "
+                               "--max-reserved 8.00 MiB\n"),
+        std::string::npos)
+        << nowhere.err;
+    EXPECT_EQ(runCli("fit tests/data/colocate_a.jsonl --policy direct --max-capacity 16MiB --max-reserved 1TiB").exitCode, 4);
     for (const char* bad :
         { "--max-capacity 0", "--step 0", "--capacity 80GiB", "--policy nosuchpolicy", "--jobs -1", "--format xml" }) {
         auto r = runCli(std::string("fit tests/data/colocate_a.jsonl ") + bad);
@@ -143,6 +150,35 @@ TEST(FitCli, GateAndBadInput)
         EXPECT_TRUE(r.out.empty()) << bad;
         EXPECT_FALSE(r.err.empty()) << bad;
     }
+}
+
+// Review finding: fit exited 0 when a policy fit nowhere below --max-capacity, so a script read the
+// table's "no fit" row as a result.
+TEST(FitCli, FitsNowhereIsExitFourWithAMessage)
+{
+    // Below the live peak (24 MiB): nothing can fit, and nothing was probed.
+    auto below = runCli("fit tests/data/colocate_a.jsonl --policy direct --max-capacity 16MiB");
+    EXPECT_EQ(below.exitCode, 4);
+    EXPECT_NE(below.out.find("direct   no fit"), std::string::npos) << below.out; // the table still says it
+    EXPECT_EQ(below.err,
+        "gpumem fit: direct fits nowhere up to --max-capacity 16.00 MiB: its live peak, 24.00 MiB, is above it; raise "
+        "--max-capacity to at least 24.00 MiB\n");
+    // Above the live peak, but the policy's fraction cap fails every probe; the other policy fits.
+    auto capped = runCli(
+        "fit tests/data/colocate_a.jsonl --policy direct --policy pytorch:per_process_memory_fraction:0.5 --max-capacity 40MiB");
+    EXPECT_EQ(capped.exitCode, 4);
+    EXPECT_EQ(capped.err,
+        "gpumem fit: pytorch:per_process_memory_fraction:0.5 fits nowhere up to --max-capacity 40.00 MiB: each of the 2 "
+        "capacities tried had a failed request; raise --max-capacity\n");
+    auto json = runCli("fit tests/data/colocate_a.jsonl --policy direct --max-capacity 16MiB --format json");
+    EXPECT_EQ(json.exitCode, 4);
+    EXPECT_EQ(nlohmann::json::parse(json.out)[0]["fits"], false);
+    // It fits at 48 MiB: exit 0, nothing on stderr.
+    auto fits = runCli("fit tests/data/colocate_a.jsonl --policy pytorch:per_process_memory_fraction:0.5 --max-capacity 48MiB");
+    EXPECT_EQ(fits.exitCode, 0);
+    EXPECT_EQ(fits.err, "");
+    EXPECT_NE(runCli("help fit").out.find("Exit 4 when some policy fits nowhere"), std::string::npos);
+    EXPECT_NE(runCli("--help").out.find("4 fit found no capacity up to --max-capacity"), std::string::npos);
 }
 
 TEST(ColocateCli, ReportsWhichProcessFailsFirstAndWhen)

@@ -170,6 +170,7 @@ TEST(GmtFormat, ReadsUpToTheLastWholeChunkWhenCutAtEveryOffset)
         memv += c.type == "MEMV";
     ASSERT_EQ(memv, 5);
     ASSERT_EQ(l.chunks.back().type, "END ");
+    const ChunkInfo firstMemv = *std::find_if(l.chunks.begin(), l.chunks.end(), [](const ChunkInfo& c) { return c.type == "MEMV"; });
     for (std::size_t cut = 0; cut <= bytes.size(); ++cut) {
         SCOPED_TRACE("cut at " + std::to_string(cut) + " of " + std::to_string(bytes.size()));
         std::string_view prefix(bytes.data(), cut);
@@ -201,6 +202,18 @@ TEST(GmtFormat, ReadsUpToTheLastWholeChunkWhenCutAtEveryOffset)
         for (const auto& c : l.chunks)
             if (c.end <= cut && c.type == "MEMV")
                 expectedEvents += c.records;
+        if (expectedEvents == 0 && cut >= firstMemv.offset + 4) {
+            // Cut inside the first MEMV chunk, past its type: the file holds memory events and none survive.
+            try {
+                readTraceBytes(prefix);
+                ADD_FAILURE() << "a file cut inside its first MEMV chunk must be refused";
+            } catch (const FormatError& e) {
+                std::string m = e.what();
+                EXPECT_NE(m.find("the chunk at offset " + std::to_string(firstMemv.offset) + " is a MEMV chunk"), std::string::npos) << m;
+                EXPECT_NE(m.find("not one memory event could be read"), std::string::npos) << m;
+            }
+            continue;
+        }
         Trace t = readTraceBytes(prefix);
         ASSERT_EQ(t.memory().count(), expectedEvents);
         for (std::size_t i = 0; i < expectedEvents; ++i)
@@ -293,6 +306,10 @@ TEST(GmtFormat, RandomBytesNeverCrash)
     std::mt19937_64 rng(7);
     const std::string valid = gmtBytes(readJsonl(dataFile("annotated_step.jsonl").string()), 4);
     const std::size_t headerEnd = layout(valid).headerEnd;
+    std::size_t firstMemvEnd = 0;
+    for (const auto& c : layout(valid).chunks)
+        if (c.type == "MEMV" && firstMemvEnd == 0)
+            firstMemvEnd = c.end;
     for (int i = 0; i < 300; ++i) {
         std::string junk(rng() % 600, '\0');
         for (auto& ch : junk)
@@ -303,11 +320,13 @@ TEST(GmtFormat, RandomBytesNeverCrash)
         std::string tail = valid.substr(0, headerEnd) + junk;
         EXPECT_THROW(readTraceBytes(tail), FormatError);
         // A valid file with one byte changed: every chunk is covered by its checksum; damage in the
-        // first chunk leaves nothing to read (an error), damage later keeps the chunks before it.
+        // first chunk leaves nothing to read, nor does damage in or before the first MEMV chunk when the
+        // MEMV chunks after it show there were memory events (an error); damage later keeps the chunks
+        // before it.
         std::string flipped = valid;
         std::size_t at = headerEnd + rng() % (valid.size() - headerEnd);
         flipped[at] = static_cast<char>(flipped[at] ^ (1 + rng() % 255));
-        if (at < layout(valid).chunks[0].end) {
+        if (at < layout(valid).chunks[0].end || at < firstMemvEnd) {
             EXPECT_THROW(readTraceBytes(flipped), FormatError) << "flipped byte at " << at;
             continue;
         }
@@ -337,10 +356,12 @@ TEST(GmtFormat, CorruptChecksumStopsAtThatChunk)
 
 TEST(GmtFormat, ChecksumCoversTheChunkHeader)
 {
-    // Changing a MEMV chunk's record count (4 → 3) without its payload must not go unnoticed.
+    // Changing a MEMV chunk's record count (4 → 3) without its payload must not go unnoticed. (The
+    // second MEMV chunk: damage in the first leaves no memory event, an error of its own.)
     const std::string valid = gmtBytes(readJsonl(dataFile("tiny_alloc_free.jsonl").string()), 4);
+    int seen = 0;
     for (const auto& c : layout(valid).chunks) {
-        if (c.type != "MEMV")
+        if (c.type != "MEMV" || ++seen < 2)
             continue;
         std::string bytes = valid;
         putLe32(bytes, c.offset + 8, c.records - 1);
@@ -610,4 +631,74 @@ TEST(GmtFormat, OneFlippedBitInTheOnlyChunkIsAnErrorNamingTheOffset)
                 + ": the rest of the file is ignored; not one chunk could be read (the file is damaged or was cut "
                   "before its first chunk)");
     }
+}
+
+// A file whose device and table chunks survive but whose memory chunks do not must not read as an
+// empty trace (the fresh-user review: `gpumem info` printed 0 memory events and exited 0).
+TEST(GmtFormat, DamageInOrBeforeTheFirstMemoryChunkIsAnErrorWhenNoMemoryEventSurvives)
+{
+    const std::string valid = gmtBytes(readJsonl(dataFile("tiny_alloc_free.jsonl").string()), 4); // MEMV of 4, 4, 2
+    const Layout l = layout(valid);
+    ASSERT_EQ(l.chunks.size(), 7u);
+    ASSERT_EQ(l.chunks[1].type, "DEVS");
+    ASSERT_EQ(l.chunks[2].type, "STRM");
+    ASSERT_EQ(l.chunks[3].type, "MEMV");
+    const std::size_t strm = l.chunks[2].offset, memv = l.chunks[3].offset, end = l.chunks[6].offset;
+    auto message = [&](const std::string& bytes) {
+        try {
+            readTraceBytes(bytes);
+        } catch (const FormatError& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    const std::string tail = "; not one memory event could be read, yet the file holds some (";
+    const std::string cause = "): it is damaged or was cut in or before its first MEMV chunk";
+
+    // One bit flipped in the first MEMV chunk's payload.
+    std::string flipped = valid;
+    flipped[memv + 16 + 2] ^= 0x10;
+    EXPECT_EQ(message(flipped),
+        "test.gmt: checksum mismatch in chunk MEMV at offset " + std::to_string(memv) + ": the rest of the file is ignored" + tail
+            + "the chunk at offset " + std::to_string(memv) + " is a MEMV chunk" + cause);
+
+    // One bit flipped in the stream table before it: the intact MEMV chunk after it is the evidence.
+    std::string table = valid;
+    table[strm + 16] ^= 0x01;
+    EXPECT_EQ(message(table),
+        "test.gmt: checksum mismatch in chunk STRM at offset " + std::to_string(strm) + ": the rest of the file is ignored" + tail
+            + "a whole MEMV chunk of 4 events follows at offset " + std::to_string(memv) + cause);
+
+    // The stream table's length damaged (it now runs past the end): found by scanning, not by lengths.
+    std::string length = valid;
+    putLe32(length, strm + 4, 1u << 30);
+    EXPECT_EQ(message(length),
+        "test.gmt: the file ends at offset " + std::to_string(valid.size()) + " inside chunk STRM at offset " + std::to_string(strm)
+            + " (1073741824 payload bytes announced)" + tail + "a whole MEMV chunk of 4 events follows at offset " + std::to_string(memv)
+            + cause);
+
+    // Cut inside the first MEMV chunk.
+    EXPECT_EQ(message(valid.substr(0, memv + 20)),
+        "test.gmt: the file ends at offset " + std::to_string(memv + 20) + " inside chunk MEMV at offset " + std::to_string(memv) + " ("
+            + std::to_string(l.chunks[3].end - memv - 16) + " payload bytes announced)" + tail + "the chunk at offset " + std::to_string(memv)
+            + " is a MEMV chunk" + cause);
+
+    // Every MEMV chunk removed: the end chunk still counts 10 events.
+    std::string removed = valid.substr(0, memv) + valid.substr(end);
+    EXPECT_EQ(message(removed),
+        "test.gmt: the end chunk at offset " + std::to_string(memv) + " counts 10 memory events but the chunks before it hold 0 (a chunk was "
+            "lost or skipped)" + tail + "its end chunk at offset " + std::to_string(memv) + " counts 10 memory events" + cause);
+
+    // No sign of memory events: a writer killed after its tables (cut at a chunk boundary) reads as what it is.
+    Trace tables = readTraceBytes(valid.substr(0, memv));
+    EXPECT_EQ(tables.memory().count(), 0u);
+    EXPECT_EQ(tables.devices().size(), 1u);
+    ASSERT_NE(tables.importStats().find("truncated"), nullptr);
+
+    // A cut or damage after the first MEMV chunk keeps what was read.
+    std::string later = valid;
+    later[l.chunks[4].offset + 16 + 2] ^= 0x10;
+    Trace kept = readTraceBytes(later);
+    EXPECT_EQ(kept.memory().count(), 4u);
+    EXPECT_NE(kept.importStats().find("corrupt_chunk"), nullptr);
 }

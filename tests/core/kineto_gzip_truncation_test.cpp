@@ -219,3 +219,39 @@ TEST(KinetoGzipTruncation, ARealTraceCutAtTwoFractionsFollowsThePlainRule)
     EXPECT_GT(at70, at30);
     EXPECT_LT(at70, 2551u);
 }
+
+TEST(KinetoGzipTruncation, AStreamCutBeforeItsContentCanBeRecognisedSaysSo)
+{
+    // Cut after a few compressed bytes, a .json.gz inflates to a head no format recognises: detection said
+    // "not a trace format"; the file is a gzip whose stream is cut, and the error says so.
+    const std::string gz = gzipOf(R"({"hello": ")" + std::string(300, 'x') + "\"}");
+    std::size_t cut = kGzipHeaderBytes + 1;
+    while (inflatedPrefix(gz.substr(0, cut)).size() < 2)
+        ++cut;
+    ASSERT_LT(cut, gz.size() - kGzipTrailerBytes);
+    TempFile file("early.json.gz", gz.substr(0, cut));
+    try {
+        loadTrace(file.path());
+        FAIL() << "a cut stream with no recognisable content must not load";
+    } catch (const FormatError& e) {
+        EXPECT_EQ(
+            std::string(e.what()), file.path() + ": " + gzipNote(cut) + ": the file is truncated — copy it again");
+    }
+    // Content that begins like a Kineto file goes to the Kineto importer, which names the cut too.
+    const std::string kineto = gzipOf(R"({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": ")"
+        + std::string(300, 'x') + "\"}], \"traceEvents\": []}");
+    std::size_t early = kGzipHeaderBytes + 1;
+    while (inflatedPrefix(kineto.substr(0, early)).size() < 20)
+        ++early;
+    TempFile cutKineto("early_kineto.json.gz", kineto.substr(0, early));
+    const std::size_t inflated = inflatedPrefix(kineto.substr(0, early)).size();
+    try {
+        loadTrace(cutKineto.path());
+        FAIL() << "a file cut before its first event holds nothing";
+    } catch (const FormatError& e) {
+        EXPECT_TRUE(has(e.what(),
+            cutKineto.path() + ": " + gzipNote(early) + "; inflated, the JSON ends at byte " + std::to_string(inflated)
+                + ", before \"traceEvents\" began"))
+            << e.what();
+    }
+}

@@ -444,9 +444,6 @@ TEST(KinetoImporter, RejectsMalformedInputNamingTheFile)
     std::string garbage
         = R"({"traceEvents": [{"ph": "i", "name": "[memory]", "ts": 1, "args": {"Bytes": 1}}, {"ph": tru}, {}]})";
     EXPECT_THROW(importKinetoJson(garbage, "c.json"), FormatError);
-    std::string badNumber
-        = R"({"traceEvents": [{"ph":"i","name":"[memory]","ts":1,"args":{"Bytes":123456789012345678901234567890}}]})";
-    EXPECT_THROW(importKinetoJson(badNumber, "d.json"), FormatError);
 }
 
 TEST(KinetoImporter, KeepsTheEventsBeforeATruncation)
@@ -500,4 +497,146 @@ TEST(KinetoImporter, SkipsAnEventWhoseDeviceOrBytesCannotBeWhatTheyName)
     EXPECT_EQ(t.importStats().find("bad_event_field")->detail,
         "traceEvents[1]: \"Device Id\" is 99999999999, not a device ordinal (an integer of 32 bits); the event was "
         "skipped");
+}
+
+namespace {
+// One [memory] event on cuda:0 at ts 10 whose args are `args`, then a whole alloc/free pair at 64.
+std::string withOneMemoryEvent(const std::string& args, const std::string& ts = "10")
+{
+    return kinetoJson(R"(
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":5,"args":{"Device Type":1,"Device Id":0,"Addr":64,"Bytes":1024}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":)"
+        + ts + R"(,"args":{)" + args + R"(}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":30,"args":{"Device Type":1,"Device Id":0,"Addr":64,"Bytes":-1024}}
+    )");
+}
+
+// Imports withOneMemoryEvent(args, ts): the middle event must be skipped as bad_event_field, with
+// this detail, and the pair around it kept.
+void expectMiddleEventSkipped(const std::string& args, const std::string& expectedDetail, const std::string& ts = "10")
+{
+    std::string json = withOneMemoryEvent(args, ts);
+    Trace t = importKinetoJson(json, "hand.json");
+    ASSERT_EQ(t.memory().count(), 2u) << args;
+    EXPECT_EQ(t.memory().address[0], 64u);
+    EXPECT_EQ(t.memory().address[1], 64u);
+    ASSERT_EQ(t.importStats().count("bad_event_field"), 1u) << args;
+    EXPECT_EQ(t.importStats().find("bad_event_field")->detail, expectedDetail);
+    EXPECT_EQ(t.importStats().count("memory_event_without_size"), 0u);
+    EXPECT_EQ(t.importStats().count("memory_event_without_time"), 0u);
+    EXPECT_EQ(t.importStats().count("unknown_device_type"), 0u);
+}
+
+// expectMiddleEventSkipped() for each (args, detail).
+void expectMiddleEventsSkipped(std::initializer_list<std::pair<std::string, std::string>> cases)
+{
+    for (const auto& [args, detail] : cases)
+        expectMiddleEventSkipped(args, detail);
+}
+} // namespace
+
+TEST(KinetoImporter, SkipsAMemoryEventWhoseAddrIsFractional)
+{
+    // "Addr": 1.5 was rounded to address 2; like a fractional "Bytes", the event is skipped and named.
+    expectMiddleEventSkipped(R"("Device Type":1,"Device Id":0,"Addr":1.5,"Bytes":512)",
+        "traceEvents[1]: \"Addr\" is 1.5, not a whole number; the event was skipped");
+}
+
+TEST(KinetoImporter, SkipsAMemoryEventWhoseNumberIsOutOfRangeAndKeepsTheRest)
+{
+    // "Bytes": 1e30 (or 30 digits) made the whole file fail; now only its event is skipped and counted.
+    expectMiddleEventsSkipped({
+        { R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":1e30)",
+            "traceEvents[1]: \"Bytes\" is 1e30, out of range (not a 64-bit integer); the event was skipped" },
+        { R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":123456789012345678901234567890)",
+            "traceEvents[1]: \"Bytes\" is 123456789012345678901234567890, out of range (not a 64-bit integer); the "
+            "event was skipped" },
+        { R"("Device Type":1,"Device Id":0,"Addr":1e400,"Bytes":512)",
+            "traceEvents[1]: \"Addr\" is 1e400, out of range (not a 64-bit integer); the event was skipped" },
+        { R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":512,"Total Allocated":-9.3e18)",
+            "traceEvents[1]: \"Total Allocated\" is -9.3e18, out of range (not a 64-bit integer); the event was "
+            "skipped" },
+        { R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":1e-400)",
+            "traceEvents[1]: \"Bytes\" is 1e-400, not a whole number; the event was skipped" },
+    });
+    // A whole number written with an exponent is that number.
+    std::string json = withOneMemoryEvent(R"("Device Type":1,"Device Id":0,"Addr":4e3,"Bytes":5.12e2)");
+    Trace t = importKinetoJson(json, "hand.json");
+    ASSERT_EQ(t.memory().count(), 3u);
+    EXPECT_EQ(t.memory().address[1], 4000u);
+    EXPECT_EQ(t.memory().size[1], 512u);
+    EXPECT_EQ(t.importStats().count("bad_event_field"), 0u);
+}
+
+TEST(KinetoImporter, SkipsAMemoryEventWhoseNumberIsAStringNamingTheType)
+{
+    // "Bytes": "big" was counted as "no or zero Bytes"; it is a wrongly typed field, named as such.
+    expectMiddleEventsSkipped({
+        { R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":"big")",
+            "traceEvents[1]: \"Bytes\" is \"big\", a string, not a number; the event was skipped" },
+        { R"("Device Type":1,"Device Id":0,"Addr":"0x80","Bytes":512)",
+            "traceEvents[1]: \"Addr\" is \"0x80\", a string, not a number; the event was skipped" },
+        { R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":true)",
+            "traceEvents[1]: \"Bytes\" is true, true/false, not a number; the event was skipped" },
+        { R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":{"n": 1})",
+            "traceEvents[1]: \"Bytes\" is {…}, an object, not a number; the event was skipped" },
+        { R"("Device Type":1,"Device Id":[0],"Addr":128,"Bytes":512)",
+            "traceEvents[1]: \"Device Id\" is […], a list, not a number; the event was skipped" },
+    });
+    // null is no value: the event has no Bytes, as before.
+    std::string json = withOneMemoryEvent(R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":null)");
+    Trace t = importKinetoJson(json, "hand.json");
+    EXPECT_EQ(t.memory().count(), 2u);
+    EXPECT_EQ(t.importStats().count("bad_event_field"), 0u);
+    EXPECT_EQ(t.importStats().count("memory_event_without_size"), 1u);
+}
+
+TEST(KinetoImporter, QuotesTheDeviceTypeItCannotUse)
+{
+    // "Device Type": "cuda" was reported as "Device Type -1"; it is a string, quoted as written.
+    expectMiddleEventSkipped(R"("Device Type":"cuda","Device Id":0,"Addr":128,"Bytes":512)",
+        "traceEvents[1]: \"Device Type\" is \"cuda\", a string, not a number; the event was skipped");
+    // A number that is no c10 device type is kept on device type Other, naming the number; a missing
+    // one says it is missing (it too was "Device Type -1").
+    for (const auto& [args, detail] : std::vector<std::pair<std::string, std::string>> {
+             { R"("Device Type":7,"Device Id":0,"Addr":128,"Bytes":512)",
+                 "[memory] event Ev Idx 1: Device Type 7 is not CPU (0), CUDA (1) or HIP (6); imported as device type "
+                 "other" },
+             { R"("Device Id":0,"Addr":128,"Bytes":512)",
+                 "[memory] event Ev Idx 1 has no \"Device Type\"; imported as device type other" },
+         }) {
+        std::string json = withOneMemoryEvent(args);
+        Trace t = importKinetoJson(json, "hand.json");
+        ASSERT_EQ(t.memory().count(), 3u);
+        EXPECT_EQ(t.devices()[t.memory().device[1]].type, DeviceType::Other);
+        ASSERT_EQ(t.importStats().count("unknown_device_type"), 1u);
+        EXPECT_EQ(t.importStats().find("unknown_device_type")->detail, detail);
+    }
+}
+
+TEST(KinetoImporter, SaysATimestampIsOutOfRangeRatherThanMissing)
+{
+    // "ts": 1e300 was reported as "no numeric ts"; it is out of range, and quoted.
+    expectMiddleEventSkipped(R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":512)",
+        "traceEvents[1]: \"ts\" is 1e300, out of range (in nanoseconds not a 64-bit integer); the event was skipped",
+        "1e300");
+    expectMiddleEventSkipped(R"("Device Type":1,"Device Id":0,"Addr":128,"Bytes":512)",
+        "traceEvents[1]: \"ts\" is \"10\", a string, not a number; the event was skipped", "\"10\"");
+    // A kernel's "ts" or "dur" likewise (it was dropped, or kept with zero duration, without a word).
+    std::string json = kinetoJson(R"(
+      {"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":1e300,"dur":5,"args":{"device":0,"stream":7}},
+      {"ph":"X","cat":"kernel","name":"gemv","pid":0,"tid":7,"ts":20,"dur":-9e300,"args":{"device":0,"stream":7}},
+      {"ph":"X","cat":"kernel","name":"relu","pid":0,"tid":7,"ts":30,"dur":5,"args":{"device":0,"stream":7}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"args":{"Device Type":1,"Device Id":0,"Addr":64,"Bytes":8}}
+    )");
+    Trace t = importKinetoJson(json, "hand.json");
+    ASSERT_EQ(t.kernels().size(), 1u);
+    EXPECT_EQ(t.str(t.kernels()[0].name), "relu");
+    ASSERT_EQ(t.importStats().count("bad_event_field"), 2u);
+    EXPECT_EQ(t.importStats().find("bad_event_field")->detail,
+        "traceEvents[0]: \"ts\" is 1e300, out of range (in nanoseconds not a 64-bit integer); the event was skipped");
+    // A [memory] event with no "ts" at all is still the missing-time case.
+    ASSERT_EQ(t.importStats().count("memory_event_without_time"), 1u);
+    EXPECT_EQ(t.importStats().find("memory_event_without_time")->detail,
+        "traceEvents[3]: a [memory] event has no \"ts\"; skipped");
 }

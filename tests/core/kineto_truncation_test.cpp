@@ -5,6 +5,7 @@
 // number, string or key). The kept-event count never falls as the cut moves later.
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/importer.h"
 #include "core/importers/kineto_importer.h"
 #include "tests/core/kineto_test_support.h"
 
@@ -229,4 +230,58 @@ TEST(KinetoTruncation, ARealTraceCutAtEveryByteOfThreeWindowsFollowsOneRule)
     // The [memory] event is kept once its closing brace is in, and not before.
     const std::size_t end = layout.eventEnds[firstMemory];
     EXPECT_EQ(importPrefix(json, end).memoryEvents, importPrefix(json, end - 1).memoryEvents + 1);
+}
+
+namespace {
+// A Kineto file as TraceLens writes it: a "metadata" object first, here of about 70 KB (beyond the
+// 64 KiB head that format detection reads), then traceEvents with one alloc/free pair.
+std::string longMetadataTrace()
+{
+    std::string meta = R"({"metadata": {"pip": [)";
+    for (int i = 0; i < 1400; ++i)
+        meta += std::string(i ? ", " : "") + "\"package-" + std::to_string(i) + "==1.0.0 with a long name padding\"";
+    return meta + R"(]}, "traceEvents": [
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":10,"args":{"Device Type":1,"Device Id":0,"Addr":64,"Bytes":1024}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":20,"args":{"Device Type":1,"Device Id":0,"Addr":64,"Bytes":-1024}}
+    ]})";
+}
+} // namespace
+
+TEST(KinetoTruncation, FindsTraceEventsAfterAHeadFullOfMetadata)
+{
+    // Detection looked for "traceEvents" in the first 64 KiB only: a whole file whose metadata fills
+    // them was "not a trace format".
+    const std::string json = longMetadataTrace();
+    ASSERT_GT(json.find("\"traceEvents\""), std::size_t(64 * 1024));
+    gpumem::test::TempFile file("long_metadata.json", json);
+    const Importer* importer = detectFormat(file.path());
+    ASSERT_NE(importer, nullptr);
+    EXPECT_EQ(importer->name(), "kineto");
+    Trace t = loadTrace(file.path());
+    EXPECT_EQ(t.memory().count(), 2u);
+    EXPECT_EQ(t.stats().find("truncated"), nullptr);
+}
+
+TEST(KinetoTruncation, ACutInsideALongLeadingMetadataIsTheCutBeforeTheFirstEvent)
+{
+    // Cut inside "metadata" (within and beyond the detection head), the file said "not a trace format";
+    // it is the cut before the first complete event, naming the byte.
+    const std::string json = longMetadataTrace();
+    for (std::size_t cut : { std::size_t(40000), std::size_t(66000) }) {
+        gpumem::test::TempFile file("cut_metadata.json", json.substr(0, cut));
+        try {
+            loadTrace(file.path());
+            FAIL() << "a file cut before its first event holds nothing";
+        } catch (const FormatError& e) {
+            EXPECT_EQ(std::string(e.what()),
+                file.path() + ": the JSON ends at byte " + std::to_string(cut)
+                    + ", before \"traceEvents\" began (in the top-level \"metadata\"): the file was cut before its "
+                      "first complete trace event, so it holds nothing to import; copy or export it again");
+        }
+    }
+    // An object that does not begin like a Kineto file is not claimed, cut or not.
+    gpumem::test::TempFile other("other.json", R"({"hello": {"world": [1, 2,)");
+    EXPECT_EQ(detectFormat(other.path()), nullptr);
+    gpumem::test::TempFile whole("whole_metadata.json", R"({"metadata": {"a": 1}})");
+    EXPECT_EQ(detectFormat(whole.path()), nullptr);
 }

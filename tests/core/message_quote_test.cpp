@@ -34,3 +34,29 @@ TEST(MessageQuote, EscapesControlBytesAndReplacesInvalidUtf8)
     EXPECT_EQ(quoteForMessage("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");
     EXPECT_EQ(quoteForMessage("\xED\xA0\x80").size(), 9u);
 }
+
+TEST(MessageQuote, FindsTheFirstInvalidUtf8Byte)
+{
+    using gpumem::firstInvalidUtf8;
+    EXPECT_EQ(firstInvalidUtf8(""), 0u);
+    EXPECT_EQ(firstInvalidUtf8("caf\xC3\xA9 \xF0\x9F\x98\x80"), 10u); // valid: the size
+    EXPECT_EQ(firstInvalidUtf8("[\"\xff\"]"), 2u);
+    EXPECT_EQ(firstInvalidUtf8("ab\xC3\xA9\xE2\x82"), 4u); // a sequence cut by the end
+    EXPECT_EQ(firstInvalidUtf8("x\xED\xA0\x80"), 1u); // a surrogate
+}
+
+// Bidi controls were printed raw: U+202E (RIGHT-TO-LEFT OVERRIDE) in a frame name reversed the rest of
+// the message on a terminal.
+TEST(MessageQuote, EscapesBidiControls)
+{
+    EXPECT_EQ(quoteForMessage("a\xE2\x80\xAE" "cod.exe"), "a\\u202ecod.exe"); // U+202E
+    EXPECT_EQ(quoteForMessage("\xE2\x80\x8E\xE2\x80\x8F"), "\\u200e\\u200f"); // LRM, RLM
+    EXPECT_EQ(quoteForMessage("\xE2\x80\xAA|\xE2\x80\xAD|\xE2\x81\xA6|\xE2\x81\xA9"), "\\u202a|\\u202d|\\u2066|\\u2069");
+    // Neighbours stay as they are: U+2029 (paragraph separator is not a bidi control), U+202F, U+2065,
+    // U+206A, U+200D (zero-width joiner, part of emoji sequences).
+    for (const char* kept : { "\xE2\x80\xA9", "\xE2\x80\xAF", "\xE2\x81\xA5", "\xE2\x81\xAA", "\xE2\x80\x8D" })
+        EXPECT_EQ(quoteForMessage(kept), kept);
+    // The escape counts as its 3 input bytes against the bound.
+    EXPECT_EQ(quoteForMessage("ab\xE2\x80\xAE", 4), "ab\xE2\x80\xA6");
+    EXPECT_EQ(quoteForMessage("ab\xE2\x80\xAE", 5), "ab\\u202e");
+}

@@ -225,3 +225,61 @@ TEST(NsysSqliteImporter, SkipsARowWhoseIntegerColumnHoldsTextRealOrBlob)
     EXPECT_EQ(t.stats().find("nsys_wrong_type")->detail,
         path + ": CUDA_GPU_MEMORY_USAGE_EVENTS rowid 2: column bytes holds the TEXT 'abc', not an integer; row skipped");
 }
+
+TEST(NsysSqliteImporter, NamesADeviceTableValueThatIsNoInteger)
+{
+    // A totalMemory of 'lots' was read as 0 and dropped without a word; a cuDevice of 'abc' named device
+    // 0; a session start of 2.5 became 2. Each is counted as nsys_wrong_type, naming table, rowid, column.
+    auto import = [](const std::string& name, const std::string& gpuRows, const std::string& start) {
+        return databaseFromSql(name,
+            "CREATE TABLE TARGET_INFO_GPU (id INTEGER, name TEXT, totalMemory INTEGER, cuDevice INTEGER);"
+            "INSERT INTO TARGET_INFO_GPU VALUES "
+                + gpuRows
+                + ";"
+                  "CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER);"
+                  "INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES ("
+                + start
+                + ");"
+                  "CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INTEGER, deviceId INTEGER, address INTEGER, "
+                  "bytes INTEGER, memKind INTEGER, memoryOperationType INTEGER);"
+                  "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (1, 0, 4096, 512, 2, 0);"
+                  "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (2, 1, 8192, 512, 2, 0);");
+    };
+    {
+        const std::string path = import("total_memory", "(0, 'GPU zero', 'lots', 0), (1, 'GPU one', 1024, 1)", "7");
+        Trace t = loadTrace(path);
+        ASSERT_EQ(t.memory().count(), 2u);
+        const Device& zero = t.devices()[t.memory().device[0]];
+        const Device& one = t.devices()[t.memory().device[1]];
+        EXPECT_EQ(t.str(zero.name), "GPU zero"); // the row's other values are kept
+        EXPECT_EQ(zero.totalMemory, 0u);
+        EXPECT_EQ(t.str(one.name), "GPU one");
+        EXPECT_EQ(one.totalMemory, 1024u);
+        EXPECT_EQ(t.metadata()["session_start_utc_ns"], 7);
+        ASSERT_EQ(t.stats().count("nsys_wrong_type"), 1u);
+        EXPECT_EQ(t.stats().find("nsys_wrong_type")->detail,
+            path
+                + ": TARGET_INFO_GPU rowid 1: column totalMemory holds the TEXT 'lots', not an integer; the "
+                  "device's total memory is left unknown");
+    }
+    {
+        const std::string path = import("cu_device", "(0, 'GPU bad', 2048, 'abc'), (1, 'GPU one', 1024, 1)", "7");
+        Trace t = loadTrace(path);
+        ASSERT_EQ(t.memory().count(), 2u);
+        EXPECT_EQ(t.devices()[t.memory().device[0]].name, 0u); // device 0 is not named from the 'abc' row
+        EXPECT_EQ(t.devices()[t.memory().device[0]].totalMemory, 0u);
+        ASSERT_EQ(t.stats().count("nsys_wrong_type"), 1u);
+        EXPECT_EQ(t.stats().find("nsys_wrong_type")->detail,
+            path + ": TARGET_INFO_GPU rowid 1: column cuDevice holds the TEXT 'abc', not an integer; row skipped");
+    }
+    {
+        const std::string path = import("session_start", "(0, 'GPU zero', 2048, 0)", "2.5");
+        Trace t = loadTrace(path);
+        EXPECT_FALSE(t.metadata().contains("session_start_utc_ns"));
+        ASSERT_EQ(t.stats().count("nsys_wrong_type"), 1u);
+        EXPECT_EQ(t.stats().find("nsys_wrong_type")->detail,
+            path
+                + ": TARGET_INFO_SESSION_START_TIME rowid 1: column utcEpochNs holds the REAL 2.500000, not an "
+                  "integer; the session start time is left unknown");
+    }
+}

@@ -273,6 +273,31 @@ TEST(XplaneImporter, CountsMemoryEventsWithoutAllocatorAsAnomalies)
     EXPECT_EQ(t.stats().count("xplane_missing_field"), 2u);
     EXPECT_NE(t.stats().find("xplane_missing_field")->detail.find("allocator_name"), std::string::npos);
     EXPECT_THROW(t.stats().throwIfStrictViolated("noalloc.xplane.pb"), FormatError);
+    // Every allocator event was rejected: say how many and the first reason, not the host_tracer_level
+    // hint (the profile did trace the allocator).
+    EXPECT_EQ(t.stats().find("xplane_no_memory_events"), nullptr);
+    const Anomaly* rejected = t.stats().find("xplane_memory_events_rejected");
+    ASSERT_NE(rejected, nullptr);
+    EXPECT_EQ(rejected->severity, Severity::Error);
+    EXPECT_EQ(rejected->detail,
+        "noalloc.xplane.pb: all 2 MemoryAllocation/MemoryDeallocation events were rejected, so the trace has no memory "
+        "events; the first: plane 0 line 77: a MemoryAllocation event has no usable allocator_name stat; event skipped");
+
+    // One event whose time overflows: its own reason.
+    Trace edge = importXplane(space({ hostPlane(INT64_MAX - 1, { { true, 0x1000, 5000 } }) }), "edge.xplane.pb");
+    ASSERT_NE(edge.stats().find("xplane_memory_events_rejected"), nullptr);
+    EXPECT_EQ(edge.stats().find("xplane_memory_events_rejected")->detail,
+        "edge.xplane.pb: the 1 MemoryAllocation/MemoryDeallocation event was rejected, so the trace has no memory events; "
+        "the first: plane 0 line 77: timestamp_ns + offset_ps/1000 overflows int64 ns; event skipped");
+    EXPECT_EQ(edge.stats().find("xplane_no_memory_events"), nullptr);
+
+    // Some imported: the per-event anomalies say enough.
+    Trace some = importXplane(space({ hostPlane(1000, { { true, 0x1000, 0 } }), hostPlane(1000, { { true, 0x2000, 0 } }, false) }),
+        "some.xplane.pb");
+    EXPECT_EQ(some.memory().count(), 1u);
+    EXPECT_EQ(some.stats().count("xplane_missing_field"), 1u);
+    EXPECT_EQ(some.stats().find("xplane_memory_events_rejected"), nullptr);
+    EXPECT_EQ(some.stats().find("xplane_no_memory_events"), nullptr);
 }
 
 TEST(XplaneImporter, RejectsTruncatedAndEmptyInputWithFormatError)
@@ -315,4 +340,6 @@ TEST(XplaneImporter, TurnsStepsAndModulesIntoAnnotationsAndSkipsOtherDerivedLine
     EXPECT_EQ(kinds.at("jit_train_step"), AnnotationKind::Range);
     EXPECT_EQ(t.stats().count("xplane_derived_line_skipped"), 1u);
     EXPECT_EQ(t.stats().count("xplane_no_memory_events"), 1u);
+    EXPECT_NE(t.stats().find("xplane_no_memory_events")->detail.find("host_tracer_level >= 2"), std::string::npos);
+    EXPECT_EQ(t.stats().find("xplane_memory_events_rejected"), nullptr);
 }

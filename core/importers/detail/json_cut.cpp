@@ -144,4 +144,81 @@ JsonCut locateJsonCut(std::string_view j, std::string_view listKey)
     return c;
 }
 
+std::string JsonArrayCut::where(std::string_view element) const
+{
+    const std::string name(element);
+    if (!insideElement)
+        return completeElements == 0 ? "before " + name + " 0"
+                                     : "after " + name + " " + std::to_string(completeElements - 1);
+    const char* in = token == JsonCut::Token::String ? "in a string inside "
+        : token == JsonCut::Token::Number            ? "in a number inside "
+        : token == JsonCut::Token::Literal           ? "in true/false/null inside "
+                                                     : "inside ";
+    return in + name + " " + std::to_string(completeElements);
+}
+
+JsonArrayCut locateJsonArrayCut(std::string_view j)
+{
+    JsonArrayCut c;
+    c.size = j.size();
+    std::string open; // the unclosed containers, '[' or '{', outermost first
+    bool started = false;
+    auto elementDone = [&](std::size_t end) {
+        if (open.size() == 1) {
+            ++c.completeElements;
+            c.elementsEnd = end;
+        }
+    };
+    for (std::size_t i = 0; i < j.size();) {
+        const char ch = j[i];
+        if (blank(ch)) {
+            ++i;
+            continue;
+        }
+        if (open.empty() && (started || ch != '[')) {
+            c.damage = i; // not an array, or bytes after it
+            return c;
+        }
+        started = true;
+        c.token = JsonCut::Token::Structure;
+        if (ch == '[' || ch == '{') {
+            open += ch;
+            if (open.size() == 1)
+                c.elementsEnd = i + 1;
+            ++i;
+        } else if (ch == ']' || ch == '}') {
+            if (open.back() != (ch == ']' ? '[' : '{')) {
+                c.damage = i;
+                return c;
+            }
+            open.pop_back();
+            elementDone(++i);
+        } else if (ch == '"') {
+            for (++i; i < j.size() && j[i] != '"';)
+                i += j[i] == '\\' ? 2 : 1;
+            if (i >= j.size())
+                c.token = JsonCut::Token::String;
+            else
+                elementDone(++i); // (a key inside an object element is at depth 2: no effect)
+        } else if (ch == ',' || ch == ':') {
+            ++i;
+        } else {
+            const bool number = ch == '-' || (ch >= '0' && ch <= '9');
+            while (i < j.size() && !delimiter(j[i]))
+                ++i;
+            if (i >= j.size())
+                c.token = number ? JsonCut::Token::Number : JsonCut::Token::Literal;
+            else
+                elementDone(i);
+        }
+    }
+    if (!started)
+        c.damage = 0; // blank: no array at all
+    if (open.empty())
+        return c;
+    c.cut = true;
+    c.insideElement = open.size() > 1 || c.token != JsonCut::Token::Structure;
+    return c;
+}
+
 } // namespace gpumem::detail

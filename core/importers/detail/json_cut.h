@@ -33,4 +33,28 @@ struct JsonCut {
 // Scans `json` (a document whose first non-blank byte is '{'). O(bytes).
 JsonCut locateJsonCut(std::string_view json, std::string_view listKey);
 
+// The same rule for a document whose top level is itself the list (an array of records, such as the
+// PyTorch memory-timeline raw export): where it stops when cut, or the first byte where its
+// structure is damaged.
+struct JsonArrayCut {
+    // True when the document ends before its top-level array closes (and no bracket closed the wrong
+    // container before that).
+    bool cut = false;
+    JsonCut::Token token = JsonCut::Token::Structure; // what the last byte is inside
+    bool insideElement = false; // the end falls inside element `completeElements`
+    std::uint64_t completeElements = 0; // whole elements before the end (or before `damage`)
+    std::size_t elementsEnd = 0; // byte just after the last whole element (or after '[' when none)
+    std::size_t size = 0; // the byte offset of the end (the document's length)
+    // Not cut: the first byte where the structure is damaged (the first non-blank byte is not '[', a
+    // bracket closes the wrong container, or bytes follow the closed array); npos when the brackets,
+    // strings and trailing bytes are whole (other damage, such as a missing comma, is not looked for).
+    std::size_t damage = std::string_view::npos;
+
+    // "in a number inside record 12", "after record 11", "before record 0" (with `element` = "record").
+    std::string where(std::string_view element) const;
+};
+
+// Scans `json` (any bytes; a document whose top level is an array is the one that can be cut). O(bytes).
+JsonArrayCut locateJsonArrayCut(std::string_view json);
+
 } // namespace gpumem::detail
