@@ -585,6 +585,8 @@ namespace {
                     fail(w, "is the same object as an earlier segment or blocks list");
             };
             bool firstBlocksHaveAddress = true; // for generation(): A has no block addresses
+            std::uint64_t untiledSegments = 0;
+            std::string firstUntiled;
             for (std::size_t si = 0; si < segments.size(); ++si) {
                 const Where where("segments", si);
                 const PickleValue& s = dictItem(segments[si], where);
@@ -637,6 +639,8 @@ namespace {
                 d.seg.blocks.reserve(blocks.size());
                 d.blockFrames.reserve(blocks.size());
                 Address cursor = d.seg.address;
+                bool tiled = true;
+                std::string untiled;
                 for (std::size_t bi = 0; bi < blocks.size(); ++bi) {
                     const Where bwhere("segments", si, "blocks", bi);
                     const PickleValue& b = dictItem(blocks[bi], bwhere);
@@ -717,12 +721,39 @@ namespace {
                             }
                         }
                     }
-                    cursor = block.address + block.size;
+                    if (block.address != cursor && tiled) {
+                        tiled = false;
+                        untiled = block.address < cursor ? "block " + std::to_string(bi) + " at "
+                                + std::to_string(block.address) + " overlaps the block before it (which ends at "
+                                + std::to_string(cursor) + ")"
+                                                         : "a gap of " + std::to_string(block.address - cursor)
+                                + " bytes lies before block " + std::to_string(bi);
+                    }
+                    cursor = block.address + std::min(block.size, ~Address(0) - block.address);
                     d.seg.blocks.push_back(block);
                     d.blockFrames.push_back(blockFrames);
                 }
+                // PyTorch's snapshot() lists every block of a segment, free ones included, in address
+                // order: they tile [address, address + total_size) exactly. A file where they do not
+                // is damaged or edited; the import goes on (the replay then warns where the blocks
+                // do not fit), and this names the first such segment.
+                const Address segmentEnd = d.seg.address + std::min(d.seg.totalSize, ~Address(0) - d.seg.address);
+                if (tiled && cursor != segmentEnd && !blocks.empty()) {
+                    tiled = false;
+                    untiled = "its blocks end at " + std::to_string(cursor) + ", the segment at "
+                        + std::to_string(segmentEnd);
+                }
+                if (!tiled) {
+                    if (untiledSegments++ == 0)
+                        firstUntiled = where.str() + ": " + untiled;
+                    tiled = true;
+                }
                 out.push_back(std::move(d));
             }
+            if (untiledSegments)
+                stats().add("segment_blocks_do_not_tile", Severity::Warning,
+                    firstUntiled + " (the blocks of a segment tile it exactly in a PyTorch snapshot)",
+                    untiledSegments);
             m_firstBlocksHaveAddress = firstBlocksHaveAddress;
             return out;
         }

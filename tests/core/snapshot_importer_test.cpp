@@ -505,6 +505,38 @@ TEST(SnapshotImporter, RefusesAProtocolZeroPickleThatNamesAGlobalByItsOpcode)
     std::filesystem::remove(path);
 }
 
+TEST(SnapshotImporter, SaysWhenTheBlocksOfASegmentDoNotTileIt)
+{
+    // PyTorch lists every block of a segment, free ones too, tiling it exactly; a damaged file whose
+    // blocks run past the segment, overlap or leave a gap was imported without a word.
+    struct Case {
+        const char* what;
+        void (*damage)(nlohmann::json&);
+        std::string detail;
+    };
+    const Case cases[] = {
+        { "past the end", [](nlohmann::json& j) { j["segments"][0]["blocks"][2]["size"] = 15 * kMiB; },
+            "segments[0]: its blocks end at " + std::to_string(kS1 + 21 * kMiB) + ", the segment at "
+                + std::to_string(kS1 + 20 * kMiB) },
+        { "overlap", [](nlohmann::json& j) { j["segments"][0]["blocks"][1]["address"] = kS1 + 2 * kMiB; },
+            "segments[0]: block 1 at " + std::to_string(kS1 + 2 * kMiB) + " overlaps the block before it (which ends at "
+                + std::to_string(kS1 + 4 * kMiB) + ")" },
+        { "gap", [](nlohmann::json& j) { j["segments"][1]["blocks"][0]["address"] = kS2 + kMiB; },
+            "segments[1]: a gap of " + std::to_string(kMiB) + " bytes lies before block 0" },
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.what);
+        nlohmann::json j = handMadeSnapshot();
+        c.damage(j);
+        Trace t = importPytorchSnapshot(PickleDocument::fromJson(j, "bad.json"));
+        ASSERT_EQ(t.importStats().count("segment_blocks_do_not_tile"), 1u);
+        EXPECT_EQ(t.importStats().find("segment_blocks_do_not_tile")->detail,
+            c.detail + " (the blocks of a segment tile it exactly in a PyTorch snapshot)");
+    }
+    Trace whole = importPytorchSnapshot(PickleDocument::fromJson(handMadeSnapshot(), "good.json"));
+    EXPECT_EQ(whole.importStats().count("segment_blocks_do_not_tile"), 0u);
+}
+
 TEST(SnapshotImporter, NamesTheFieldOfAMalformedSnapshot)
 {
     nlohmann::json j = handMadeSnapshot();
