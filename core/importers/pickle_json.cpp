@@ -1,0 +1,348 @@
+// PickleDocument::fromJsonText and fromJson: a snapshot saved as JSON (json.dump of the dict that
+// torch.cuda.memory._snapshot() returns, the same dict the pickle holds) read with simdjson's On-Demand
+// API straight into a PickleDocument, with no DOM in between.
+//
+// The kinds are those a nlohmann::json DOM gave (the importer and its tests were written against it):
+// null/bool → None/Bool; an integer that fits int64 → Int; any other number is read as a double (as
+// nlohmann's lexer falls back to strtod for an integer beyond 64 bits) and an integral one beyond the
+// int64 range → BigInt clamped to INT64_MIN/INT64_MAX (so a JSON twin reports big_int_clamped as the
+// pickled LONG does), else Float; strings → Str; arrays → List; objects → Dict with the keys in file
+// order (readers take the last of repeated keys, as PickleDocument::find does, which is what nlohmann's
+// std::map kept).
+//
+// Strings are interned: the JSON of a snapshot repeats every frame's name and file name for every
+// reference (the pickle shares them through the memo), e.g. 23 MB of string bytes and 430 distinct
+// strings in a 31 MB file, so the document keeps each distinct string once and equal strings have the
+// same offset (the importer's frame cache keys on it).
+//
+// Errors: simdjson stops at the first error without a byte offset, so the text is then scanned by
+// nlohmann's SAX parser (no DOM), which names the byte offset and the reason exactly as the former
+// nlohmann::json::parse did.
+#include "core/importers/pickle_reader.h"
+
+#include "core/detail/flat_id_index.h"
+
+#include <nlohmann/json.hpp>
+#include <simdjson.h>
+
+#include <unistd.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <optional>
+
+namespace gpumem {
+
+namespace {
+    namespace od = simdjson::ondemand;
+
+    // The first syntax error nlohmann's parser finds in `text` (byte offset and message), or nullopt
+    // if it accepts the text. A SAX scan: nothing is built.
+    struct SyntaxError {
+        std::size_t byte = 0;
+        std::string what;
+    };
+    std::optional<SyntaxError> nlohmannSyntaxError(std::string_view text)
+    {
+        struct Sax {
+            std::optional<SyntaxError> error;
+            bool null() { return true; }
+            bool boolean(bool) { return true; }
+            bool number_integer(std::int64_t) { return true; }
+            bool number_unsigned(std::uint64_t) { return true; }
+            bool number_float(double, const std::string&) { return true; }
+            bool string(std::string&) { return true; }
+            bool binary(std::vector<std::uint8_t>&) { return true; }
+            bool start_object(std::size_t) { return true; }
+            bool key(std::string&) { return true; }
+            bool end_object() { return true; }
+            bool start_array(std::size_t) { return true; }
+            bool end_array() { return true; }
+            bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e)
+            {
+                error = SyntaxError { position, e.what() };
+                return false;
+            }
+        } sax;
+        nlohmann::json::sax_parse(text.begin(), text.end(), &sax);
+        return sax.error;
+    }
+
+    // Thrown inside the builder; fromJsonText turns them into FormatErrors.
+    struct InvalidJson {
+        simdjson::error_code code;
+    };
+    struct TooDeep { };
+
+    // Bytes that may be read after `bytes` without a fault: the rest of the last page (memory is
+    // mapped in whole pages, whether by the heap or by mmap).
+    std::size_t pageTail(std::string_view bytes)
+    {
+        if (bytes.empty())
+            return 0;
+        static const auto kPage = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+        const auto end = reinterpret_cast<std::uintptr_t>(bytes.data() + bytes.size());
+        return static_cast<std::size_t>((kPage - end % kPage) % kPage);
+    }
+} // namespace
+
+class PickleJsonTextBuilder {
+public:
+    PickleJsonTextBuilder(PickleDocument& doc, std::string& strings, int maxDepth)
+        : m_doc(doc)
+        , m_strings(strings)
+        , m_maxDepth(maxDepth)
+    {
+    }
+
+    void build(od::document& json)
+    {
+        od::json_type type;
+        check(json.type().get(type));
+        PickleValue root;
+        if (type == od::json_type::object || type == od::json_type::array) {
+            od::value v;
+            check(json.get_value().get(v));
+            root = value(v, 0);
+        } else {
+            if (m_maxDepth < 0)
+                throw TooDeep {};
+            root = scalar(json, type);
+        }
+        // Past the root value the iterator is out of bounds, unless something follows it.
+        if (json.current_location().error() != simdjson::OUT_OF_BOUNDS)
+            throw InvalidJson { simdjson::TRAILING_CONTENT };
+        m_doc.m_root = root;
+        m_doc.m_items = std::move(m_items);
+        m_doc.m_spans = std::move(m_spans);
+    }
+
+private:
+    static void check(simdjson::error_code e)
+    {
+        if (e != simdjson::SUCCESS) [[unlikely]]
+            throw InvalidJson { e };
+    }
+
+    PickleValue value(od::value v, int depth)
+    {
+        if (depth > m_maxDepth) [[unlikely]]
+            throw TooDeep {};
+        od::json_type type;
+        check(v.type().get(type));
+        if (type == od::json_type::object) {
+            od::object object;
+            check(v.get_object().get(object));
+            const std::size_t mark = m_stack.size();
+            for (auto field : object) {
+                od::field f;
+                check(std::move(field).get(f));
+                std::string_view key;
+                check(f.unescaped_key().get(key));
+                m_stack.push_back(str(key));
+                const PickleValue item = value(f.value(), depth + 1);
+                m_stack.push_back(item);
+            }
+            return close(PickleKind::Dict, mark);
+        }
+        if (type == od::json_type::array) {
+            od::array array;
+            check(v.get_array().get(array));
+            const std::size_t mark = m_stack.size();
+            for (auto element : array) {
+                od::value e;
+                check(std::move(element).get(e));
+                const PickleValue item = value(e, depth + 1);
+                m_stack.push_back(item);
+            }
+            return close(PickleKind::List, mark);
+        }
+        return scalar(v, type);
+    }
+
+    // A scalar of a value or of a document whose root is a scalar (the same calls on both).
+    template <typename V> PickleValue scalar(V& v, od::json_type type)
+    {
+        switch (type) {
+        case od::json_type::string: {
+            std::string_view text;
+            check(v.get_string().get(text));
+            // The input's UTF-8 is validated as a whole; only an escape (a lone surrogate, which
+            // nlohmann refuses) can make an unescaped string invalid, and that starts with 0xED.
+            if (std::memchr(text.data(), 0xED, text.size()) && !isValidUtf8(text)) [[unlikely]]
+                throw InvalidJson { simdjson::STRING_ERROR };
+            return str(text);
+        }
+        case od::json_type::number:
+            return number(v);
+        case od::json_type::boolean: {
+            bool b = false;
+            check(v.get_bool().get(b));
+            return PickleValue { PickleKind::Bool, 0, b ? 1u : 0u };
+        }
+        case od::json_type::null: {
+            bool isNull = false;
+            check(v.is_null().get(isNull));
+            if (!isNull)
+                throw InvalidJson { simdjson::N_ATOM_ERROR };
+            return PickleValue {};
+        }
+        default:
+            throw InvalidJson { simdjson::INCORRECT_TYPE };
+        }
+    }
+
+    template <typename V> PickleValue number(V& v)
+    {
+        od::number_type type;
+        check(v.get_number_type().get(type));
+        if (type == od::number_type::signed_integer) {
+            std::int64_t i = 0;
+            if (v.get_int64().get(i) == simdjson::SUCCESS) [[likely]]
+                return PickleValue { PickleKind::Int, 0, static_cast<std::uint64_t>(i) };
+        } else if (type == od::number_type::unsigned_integer) {
+            std::uint64_t u = 0;
+            if (v.get_uint64().get(u) == simdjson::SUCCESS) {
+                // get_number_type() says unsigned only from 2^63 on: beyond int64, clamped.
+                if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+                    return PickleValue { PickleKind::BigInt, 0,
+                        static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) };
+                return PickleValue { PickleKind::Int, 0, u };
+            }
+        } else {
+            double f = 0;
+            check(v.get_double().get(f));
+            return fromDouble(f);
+        }
+        // An integer beyond 64 bits (simdjson: BIGINT_ERROR), or a negative one below INT64_MIN:
+        // nlohmann's lexer read it with strtod, so the same rule as for any double applies.
+        const std::string_view token = rawToken(v);
+        std::string digits(token.substr(0, token.find_first_not_of("-0123456789")));
+        char* end = nullptr;
+        const double f = std::strtod(digits.c_str(), &end);
+        if (digits.empty() || end != digits.c_str() + digits.size() || !std::isfinite(f))
+            throw InvalidJson { simdjson::NUMBER_ERROR }; // nlohmann: "number overflow"
+        return fromDouble(f);
+    }
+
+    static std::string_view rawToken(od::value& v) { return v.raw_json_token(); }
+    static std::string_view rawToken(od::document& d)
+    {
+        std::string_view token;
+        check(d.raw_json_token().get(token));
+        return token;
+    }
+
+    // An integral double beyond int64 (2**70 written as digits, or 1.2e21) is that integer, clamped like
+    // a pickled LONG, so that both twins report big_int_clamped alike.
+    static PickleValue fromDouble(double f)
+    {
+        if (f == std::trunc(f) && (f >= 0x1p63 || f < -0x1p63))
+            return PickleValue { PickleKind::BigInt, 0,
+                static_cast<std::uint64_t>(
+                    f > 0 ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min()) };
+        return PickleValue { PickleKind::Float, 0, std::bit_cast<std::uint64_t>(f) };
+    }
+
+    PickleValue str(std::string_view text)
+    {
+        const std::uint64_t hash = detail::hashBytes(text);
+        const std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+        std::uint32_t id = m_interned.find(hash, none, [&](std::uint32_t candidate) {
+            const auto& [offset, length] = m_internedSpans[candidate];
+            return length == text.size() && std::memcmp(m_strings.data() + offset, text.data(), length) == 0;
+        });
+        if (id == none) {
+            id = static_cast<std::uint32_t>(m_internedSpans.size());
+            m_internedSpans.emplace_back(m_strings.size(), static_cast<std::uint32_t>(text.size()));
+            m_strings.append(text);
+            m_interned.insert(hash, id);
+        }
+        const auto& [offset, length] = m_internedSpans[id];
+        return PickleValue { PickleKind::Str, length, offset };
+    }
+
+    // The items pushed since `mark` become a container (numbered after its children, as before).
+    PickleValue close(PickleKind kind, std::size_t mark)
+    {
+        const std::uint64_t count = m_stack.size() - mark;
+        PickleValue v { kind, 0, m_spans.size() };
+        m_spans.emplace_back(count == 0 ? 0 : m_items.size(), count);
+        m_items.insert(m_items.end(), m_stack.begin() + static_cast<std::ptrdiff_t>(mark), m_stack.end());
+        m_stack.resize(mark);
+        return v;
+    }
+
+    PickleDocument& m_doc;
+    std::string& m_strings;
+    int m_maxDepth;
+    std::vector<PickleValue> m_stack; // the items of the containers being read, innermost last
+    std::vector<PickleValue> m_items;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> m_spans;
+    detail::FlatIdIndex m_interned;
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> m_internedSpans; // id → (offset, length) in m_strings
+};
+
+PickleDocument PickleDocument::fromJsonText(Input input, std::string_view source, int maxDepth)
+{
+    std::string_view text = input.bytes;
+    // nlohmann skipped a UTF-8 byte order mark; simdjson does not.
+    if (text.starts_with("\xEF\xBB\xBF"))
+        text.remove_prefix(3);
+    const std::size_t readable
+        = text.data() + text.size() == input.bytes.data() + input.bytes.size() ? std::max(input.padding, pageTail(text)) : 0;
+    simdjson::padded_string copy;
+    simdjson::padded_string_view padded;
+    if (readable >= simdjson::SIMDJSON_PADDING) {
+        padded = simdjson::padded_string_view(text.data(), text.size(), text.size() + simdjson::SIMDJSON_PADDING);
+    } else {
+        copy = simdjson::padded_string(text.data(), text.size());
+        padded = copy;
+    }
+
+    PickleDocument doc;
+    doc.m_source = std::string(source);
+    auto strings = std::make_shared<std::string>();
+    auto fail = [&](const std::string& why) -> FormatError {
+        if (auto e = nlohmannSyntaxError(input.bytes))
+            return FormatError(
+                doc.m_source + ": at byte offset " + std::to_string(e->byte) + ": not valid JSON (" + e->what + ")");
+        return FormatError(doc.m_source + ": " + why);
+    };
+    try {
+        // simdjson's own depth limit (for its stage 1) stays above ours, which is checked while building.
+        od::parser parser;
+        if (const auto e = parser.allocate(text.size(), static_cast<std::size_t>(std::max(maxDepth, 0)) + 2))
+            throw InvalidJson { e };
+        od::document json;
+        if (const auto e = parser.iterate(padded).get(json))
+            throw InvalidJson { e };
+        PickleJsonTextBuilder builder(doc, *strings, maxDepth);
+        builder.build(json);
+    } catch (const InvalidJson& e) {
+        if (e.code == simdjson::DEPTH_ERROR)
+            throw fail("the JSON nests deeper than " + std::to_string(maxDepth) + " levels");
+        throw fail(std::string("not valid JSON (") + simdjson::error_message(e.code) + ")");
+    } catch (const TooDeep&) {
+        // As when the whole text was parsed before the tree was built: a syntax error comes first.
+        throw fail("the JSON nests deeper than " + std::to_string(maxDepth) + " levels");
+    }
+    doc.m_bytes = *strings;
+    doc.m_keepAlive = std::move(strings);
+    return doc;
+}
+
+PickleDocument PickleDocument::fromJsonText(std::string_view bytes, std::string_view source, int maxDepth)
+{
+    return fromJsonText(Input { nullptr, bytes, 0 }, source, maxDepth);
+}
+
+PickleDocument PickleDocument::fromJson(const nlohmann::json& json, std::string_view source, int maxDepth)
+{
+    return fromJsonText(json.dump(), source, maxDepth);
+}
+
+} // namespace gpumem
