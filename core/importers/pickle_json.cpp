@@ -33,6 +33,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <type_traits>
 
 namespace gpumem {
 
@@ -112,8 +113,9 @@ public:
                 throw TooDeep {};
             root = scalar(json, type);
         }
-        // Past the root value the iterator is out of bounds, unless something follows it.
-        if (json.current_location().error() != simdjson::OUT_OF_BOUNDS)
+        // Past the root value the iterator is out of bounds, unless something follows it (a root number
+        // beyond 64 bits was read from its token, which number() checked to the end).
+        if (!m_rootReadFromToken && json.current_location().error() != simdjson::OUT_OF_BOUNDS)
             throw InvalidJson { simdjson::TRAILING_CONTENT };
         m_doc.m_root = root;
         m_doc.m_items = std::move(m_items);
@@ -140,8 +142,9 @@ private:
             for (auto field : object) {
                 od::field f;
                 check(std::move(field).get(f));
-                std::string_view key;
-                check(f.unescaped_key().get(key));
+                std::string_view key = unescapedText(f.key().raw());
+                if (key.data() == nullptr) [[unlikely]]
+                    key = checkedUtf8(f.unescaped_key());
                 m_stack.push_back(str(key));
                 const PickleValue item = value(f.value(), depth + 1);
                 m_stack.push_back(item);
@@ -168,12 +171,12 @@ private:
     {
         switch (type) {
         case od::json_type::string: {
-            std::string_view text;
-            check(v.get_string().get(text));
-            // The input's UTF-8 is validated as a whole; only an escape (a lone surrogate, which
-            // nlohmann refuses) can make an unescaped string invalid, and that starts with 0xED.
-            if (std::memchr(text.data(), 0xED, text.size()) && !isValidUtf8(text)) [[unlikely]]
-                throw InvalidJson { simdjson::STRING_ERROR };
+            if constexpr (std::is_same_v<V, od::document>)
+                return str(checkedUtf8(v.get_string())); // a root string: consumed, so the end is checked
+            // Read in place when it has no escape (the value stays unconsumed; its parent skips it).
+            std::string_view text = unescapedText(rawToken(v).data() + 1);
+            if (text.data() == nullptr) [[unlikely]]
+                text = checkedUtf8(v.get_string());
             return str(text);
         }
         case od::json_type::number:
@@ -197,6 +200,13 @@ private:
 
     template <typename V> PickleValue number(V& v)
     {
+        {
+            // simdjson's integer parsing here takes a leading zero ("01"), which JSON (and nlohmann) refuse.
+            const char* p = rawToken(v).data();
+            p += *p == '-';
+            if (*p == '0' && static_cast<unsigned char>(p[1] - '0') <= 9) [[unlikely]]
+                throw InvalidJson { simdjson::NUMBER_ERROR };
+        }
         od::number_type type;
         check(v.get_number_type().get(type));
         if (type == od::number_type::signed_integer) {
@@ -225,7 +235,34 @@ private:
         const double f = std::strtod(digits.c_str(), &end);
         if (digits.empty() || end != digits.c_str() + digits.size() || !std::isfinite(f))
             throw InvalidJson { simdjson::NUMBER_ERROR }; // nlohmann: "number overflow"
+        if constexpr (std::is_same_v<V, od::document>) {
+            // A root number's token runs to the end of the text: only whitespace may follow it.
+            if (token.find_first_not_of(" \t\r\n", digits.size()) != std::string_view::npos)
+                throw InvalidJson { simdjson::TRAILING_CONTENT };
+            m_rootReadFromToken = true;
+        }
         return fromDouble(f);
+    }
+
+    // The text of the string whose raw content starts at `raw` (after the opening quote) when it has no
+    // escape: stage 1 has checked that the input is UTF-8 with no control character inside a string.
+    // A null view when there is an escape (the caller unescapes it with simdjson).
+    static std::string_view unescapedText(const char* raw)
+    {
+        const char* p = raw;
+        while (*p != '"' && *p != '\\')
+            ++p;
+        return *p == '"' ? std::string_view(raw, static_cast<std::size_t>(p - raw)) : std::string_view();
+    }
+    // An unescaped string: an escaped lone surrogate (which nlohmann refused) makes it invalid UTF-8,
+    // always as a sequence that starts with 0xED.
+    static std::string_view checkedUtf8(simdjson::simdjson_result<std::string_view> result)
+    {
+        std::string_view text;
+        check(std::move(result).get(text));
+        if (std::memchr(text.data(), 0xED, text.size()) && !isValidUtf8(text)) [[unlikely]]
+            throw InvalidJson { simdjson::STRING_ERROR };
+        return text;
     }
 
     static std::string_view rawToken(od::value& v) { return v.raw_json_token(); }
@@ -276,9 +313,16 @@ private:
         return v;
     }
 
+public:
+    // Reserving address space is free; only the pages written are touched. A value takes 2 bytes of
+    // JSON at least, and a snapshot's about 15.
+    void reserve(std::size_t jsonBytes) { m_items.reserve(jsonBytes / 8); }
+
+private:
     PickleDocument& m_doc;
     std::string& m_strings;
     int m_maxDepth;
+    bool m_rootReadFromToken = false;
     std::vector<PickleValue> m_stack; // the items of the containers being read, innermost last
     std::vector<PickleValue> m_items;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> m_spans;
@@ -321,6 +365,7 @@ PickleDocument PickleDocument::fromJsonText(Input input, std::string_view source
         if (const auto e = parser.iterate(padded).get(json))
             throw InvalidJson { e };
         PickleJsonTextBuilder builder(doc, *strings, maxDepth);
+        builder.reserve(text.size());
         builder.build(json);
     } catch (const InvalidJson& e) {
         if (e.code == simdjson::DEPTH_ERROR)
