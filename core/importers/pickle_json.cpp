@@ -120,6 +120,8 @@ public:
         m_doc.m_root = root;
         m_doc.m_items = std::move(m_items);
         m_doc.m_spans = std::move(m_spans);
+        if (m_shared)
+            m_doc.m_identity = std::move(m_identity);
     }
 
 private:
@@ -303,15 +305,75 @@ private:
     }
 
     // The items pushed since `mark` become a container (numbered after its children, as before).
+    //
+    // A JSON snapshot repeats every frame dict {name, filename, line} and every frames list in full
+    // where the pickle shares them through the memo. As the unpickler does for a repeated list of memo
+    // references or dict of plain values (pickle_reader.h), a container equal to an earlier one gets
+    // its own index but shares that one's items and identity: a dict or list of scalars only, or a
+    // list of such dicts (compared by identity). Nothing else is shared, so a container that holds
+    // other containers (a segment, its blocks list, a trace entry) still has items of its own, and
+    // the importer's checks for shared segments and blocks lists see what the file says.
     PickleValue close(PickleKind kind, std::size_t mark)
     {
         const std::uint64_t count = m_stack.size() - mark;
-        PickleValue v { kind, 0, m_spans.size() };
+        const std::uint64_t index = m_spans.size();
+        const PickleValue* first = m_stack.data() + mark;
+        std::uint8_t flags = 0;
+        if (count > 0 && count <= kMaxShared) {
+            bool scalars = true, flatDicts = kind == PickleKind::List;
+            for (std::uint64_t i = 0; i < count; ++i) {
+                const bool container = first[i].kind == PickleKind::List || first[i].kind == PickleKind::Dict;
+                scalars = scalars && !container;
+                flatDicts = flatDicts && first[i].kind == PickleKind::Dict && (m_flags[first[i].bits] & kScalars);
+            }
+            flags = scalars ? kScalars : flatDicts ? kFlatDicts : 0;
+        }
+        if (flags != 0) {
+            std::uint64_t hash = detail::mix64(count ^ (static_cast<std::uint64_t>(kind) << 56));
+            for (std::uint64_t i = 0; i < count; ++i)
+                hash = detail::mix64(hash ^ itemKey(first[i]) ^ (static_cast<std::uint64_t>(first[i].length) << 32)
+                    ^ (static_cast<std::uint64_t>(first[i].kind) << 58));
+            const std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+            const std::uint32_t earlier = m_repeats.find(hash, none, [&](std::uint32_t c) {
+                const auto& [start, n] = m_spans[c];
+                if (n != count || m_kinds[c] != kind)
+                    return false;
+                for (std::uint64_t i = 0; i < count; ++i) {
+                    const PickleValue& a = m_items[start + i];
+                    if (a.kind != first[i].kind || a.length != first[i].length || itemKey(a) != itemKey(first[i]))
+                        return false;
+                }
+                return true;
+            });
+            if (earlier != none) {
+                m_spans.push_back(m_spans[earlier]);
+                m_identity.push_back(earlier); // the first occurrence is its own identity
+                m_flags.push_back(flags);
+                m_kinds.push_back(kind);
+                m_stack.resize(mark);
+                m_shared = true;
+                return PickleValue { kind, 0, index };
+            }
+            if (index < none)
+                m_repeats.insert(hash, static_cast<std::uint32_t>(index));
+        }
         m_spans.emplace_back(count == 0 ? 0 : m_items.size(), count);
+        m_identity.push_back(index);
+        m_flags.push_back(flags);
+        m_kinds.push_back(kind);
         m_items.insert(m_items.end(), m_stack.begin() + static_cast<std::ptrdiff_t>(mark), m_stack.end());
         m_stack.resize(mark);
-        return v;
+        return PickleValue { kind, 0, index };
     }
+    // What makes two items equal (with kind and length): a scalar's bits (interned strings: equal
+    // text, equal offset), a container's identity.
+    std::uint64_t itemKey(const PickleValue& v) const
+    {
+        return v.kind == PickleKind::List || v.kind == PickleKind::Dict ? m_identity[v.bits] : v.bits;
+    }
+
+    static constexpr std::uint64_t kMaxShared = 256; // items; keeps a comparison short
+    static constexpr std::uint8_t kScalars = 1, kFlatDicts = 2;
 
 public:
     // Reserving address space is free; only the pages written are touched. A value takes 2 bytes of
@@ -326,6 +388,11 @@ private:
     std::vector<PickleValue> m_stack; // the items of the containers being read, innermost last
     std::vector<PickleValue> m_items;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> m_spans;
+    std::vector<std::uint64_t> m_identity; // container → the first container with equal items
+    std::vector<std::uint8_t> m_flags; // container → kScalars, kFlatDicts or 0 (never shared)
+    std::vector<PickleKind> m_kinds;
+    detail::FlatIdIndex m_repeats; // sharable containers with items of their own
+    bool m_shared = false;
     detail::FlatIdIndex m_interned;
     std::vector<std::pair<std::uint64_t, std::uint32_t>> m_internedSpans; // id → (offset, length) in m_strings
 };
