@@ -349,3 +349,34 @@ INSTANTIATE_TEST_SUITE_P(PickleJson, PublicJsonTwins,
             c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
         return name;
     });
+
+TEST(PickleJson, SharesTheItemsOfRepeatedFrameDictsAndFramesListsOnly)
+{
+    // As the unpickler shares a repeated frames list or frame dict (its memo makes them one object):
+    // equal dicts and lists of scalars, and lists of such dicts, get the first one's items and identity
+    // but stay containers of their own. A container holding anything else is never shared.
+    PickleDocument doc = PickleDocument::fromJsonText(R"({
+        "a": [{"name": "f", "line": 1}, {"name": "g", "line": 2}],
+        "b": [{"name": "f", "line": 1}, {"name": "g", "line": 2}],
+        "c": [{"name": "f", "line": 1}, {"name": "g", "line": 3}],
+        "d": [[], []],
+        "e": [{"x": [1]}, {"x": [1]}],
+        "f": [1, "s"], "g": [1, "s"], "h": [1.0, "s"]})",
+        "share.json");
+    auto at = [&](const char* key) { return *doc.find(doc.root(), key); };
+    const PickleValue a = at("a"), b = at("b"), c = at("c");
+    EXPECT_NE(a.bits, b.bits);
+    EXPECT_EQ(doc.itemsIdentity(a), doc.itemsIdentity(b));
+    EXPECT_NE(doc.itemsIdentity(a), doc.itemsIdentity(c));
+    EXPECT_EQ(doc.itemsIdentity(doc.items(a)[0]), doc.itemsIdentity(doc.items(c)[0])); // {f, 1} twice
+    EXPECT_NE(doc.itemsIdentity(doc.items(a)[1]), doc.itemsIdentity(doc.items(c)[1]));
+    EXPECT_EQ(doc.text(*doc.find(doc.items(b)[1], "name")), "g");
+    EXPECT_EQ(doc.toInt(*doc.find(doc.items(c)[1], "line")), 3);
+    const auto d = doc.items(at("d")), e = doc.items(at("e"));
+    EXPECT_NE(doc.itemsIdentity(d[0]), doc.itemsIdentity(d[1])); // empty lists: nothing to share
+    EXPECT_NE(doc.itemsIdentity(e[0]), doc.itemsIdentity(e[1])); // dicts holding a list
+    EXPECT_EQ(doc.itemsIdentity(*doc.find(e[0], "x")), doc.itemsIdentity(*doc.find(e[1], "x")));
+    EXPECT_EQ(doc.itemsIdentity(at("f")), doc.itemsIdentity(at("g")));
+    EXPECT_NE(doc.itemsIdentity(at("f")), doc.itemsIdentity(at("h"))); // 1 and 1.0 differ
+    EXPECT_EQ(doc.toJson(doc.root())["b"], nlohmann::json::parse(R"([{"name": "f", "line": 1}, {"name": "g", "line": 2}])"));
+}
