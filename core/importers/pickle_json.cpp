@@ -25,8 +25,6 @@
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
 
-#include <unistd.h>
-
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -77,17 +75,6 @@ namespace {
         simdjson::error_code code;
     };
     struct TooDeep { };
-
-    // Bytes that may be read after `bytes` without a fault: the rest of the last page (memory is
-    // mapped in whole pages, whether by the heap or by mmap).
-    std::size_t pageTail(std::string_view bytes)
-    {
-        if (bytes.empty())
-            return 0;
-        static const auto kPage = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-        const auto end = reinterpret_cast<std::uintptr_t>(bytes.data() + bytes.size());
-        return static_cast<std::size_t>((kPage - end % kPage) % kPage);
-    }
 } // namespace
 
 class PickleJsonTextBuilder {
@@ -403,11 +390,9 @@ PickleDocument PickleDocument::fromJsonText(Input input, std::string_view source
     // nlohmann skipped a UTF-8 byte order mark; simdjson does not.
     if (text.starts_with("\xEF\xBB\xBF"))
         text.remove_prefix(3);
-    const std::size_t readable
-        = text.data() + text.size() == input.bytes.data() + input.bytes.size() ? std::max(input.padding, pageTail(text)) : 0;
     simdjson::padded_string copy;
     simdjson::padded_string_view padded;
-    if (readable >= simdjson::SIMDJSON_PADDING) {
+    if (input.padding >= simdjson::SIMDJSON_PADDING) {
         padded = simdjson::padded_string_view(text.data(), text.size(), text.size() + simdjson::SIMDJSON_PADDING);
     } else {
         copy = simdjson::padded_string(text.data(), text.size());

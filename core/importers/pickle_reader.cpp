@@ -12,6 +12,8 @@
 #include <cstring>
 #include <new>
 #include <type_traits>
+
+#include <unistd.h>
 #include <limits>
 
 namespace gpumem {
@@ -1291,8 +1293,11 @@ PickleDocument::Input PickleDocument::readInput(const std::string& path)
         return Input { std::move(text), bytes, padding };
     }
     const std::string_view bytes = file.bytes();
-    // A mapped file (larger than kMapAbove) has no spare bytes of its own; a buffer read has kReadPadding.
-    const std::size_t padding = file.size > kMapAbove ? 0 : kReadPadding;
+    // A buffer read has kReadPadding spare bytes. A mapped file (larger than kMapAbove) has the rest of
+    // its last page: a mapping covers whole pages, and the bytes past the end of the file read as zero
+    // (POSIX mmap).
+    static const auto kPage = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    const std::size_t padding = file.size > kMapAbove ? (kPage - file.size % kPage) % kPage : kReadPadding;
     return Input { std::move(file.data), bytes, padding };
 }
 

@@ -86,7 +86,9 @@ public:
     struct Input {
         std::shared_ptr<const void> owner;
         std::string_view bytes;
-        std::size_t padding = 0; // bytes after `bytes` that may be read (not part of the content)
+        // Bytes after `bytes` that may be read (not part of the content): kReadPadding for a file read
+        // into a buffer, the rest of the last page for a mapped one.
+        std::size_t padding = 0;
     };
     // Throws IoError / FormatError (corrupt gzip) naming the path.
     static Input readInput(const std::string& path);
@@ -169,8 +171,8 @@ public:
     // nests deeper than <maxDepth> levels" when a value lies deeper than `maxDepth` (the root is at 0).
     // Time and memory are linear in the size of `bytes`; recursion is bounded by `maxDepth`.
     static PickleDocument fromJsonText(std::string_view bytes, std::string_view source, int maxDepth = 256);
-    // The same for a file's content (readInput()): reads input.bytes in place when input.padding or the
-    // rest of the last page leaves SIMDJSON_PADDING readable bytes after them, else from a padded copy.
+    // The same for a file's content (readInput()): reads input.bytes in place when input.padding leaves
+    // SIMDJSON_PADDING readable bytes after them, else from a padded copy (as the overload above does).
     static PickleDocument fromJsonText(Input input, std::string_view source, int maxDepth = 256);
     // fromJsonText(json.dump(), source, maxDepth): for callers (tests) that hold a nlohmann value.
     static PickleDocument fromJson(const nlohmann::json& json, std::string_view source, int maxDepth = 256);
