@@ -162,10 +162,13 @@ private:
         case od::json_type::string: {
             if constexpr (std::is_same_v<V, od::document>)
                 return str(checkedUtf8(v.get_string())); // a root string: consumed, so the end is checked
-            // Read in place when it has no escape (the value stays unconsumed; its parent skips it).
+            // Read in place when it has no escape. Every value is consumed (On-Demand does not check the
+            // structure around a value it skips: `[["s": 1}, 2]` would pass).
             std::string_view text = unescapedText(rawToken(v).data() + 1);
             if (text.data() == nullptr) [[unlikely]]
-                text = checkedUtf8(v.get_string());
+                return str(checkedUtf8(v.get_string()));
+            od::raw_json_string consumed;
+            check(v.get_raw_json_string().get(consumed));
             return str(text);
         }
         case od::json_type::number:
@@ -224,6 +227,8 @@ private:
         const double f = std::strtod(digits.c_str(), &end);
         if (digits.empty() || end != digits.c_str() + digits.size() || !std::isfinite(f))
             throw InvalidJson { simdjson::NUMBER_ERROR }; // nlohmann: "number overflow"
+        double consumed = 0; // every value is consumed (see the strings in scalar())
+        check(v.get_double().get(consumed));
         if constexpr (std::is_same_v<V, od::document>) {
             // A root number's token runs to the end of the text: only whitespace may follow it.
             if (token.find_first_not_of(" \t\r\n", digits.size()) != std::string_view::npos)

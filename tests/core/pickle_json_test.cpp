@@ -188,6 +188,9 @@ TEST(PickleJson, NamesTheByteOffsetOfInvalidJsonAsBefore)
         "01",
         R"({"a": "\q"})",
         R"({"a" 1})",
+        // Found by snapshot_json_fuzzer: a value left unread was skipped without checking what follows.
+        R"([["s": "x"}, 2]])",
+        R"([[12345678901234567890123: "x"}, 2]])",
         "",
     };
     for (const auto& text : cases) {
