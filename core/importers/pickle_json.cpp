@@ -392,12 +392,17 @@ private:
 PickleDocument PickleDocument::fromJsonText(Input input, std::string_view source, int maxDepth)
 {
     std::string_view text = input.bytes;
-    // nlohmann skipped a UTF-8 byte order mark; simdjson does not.
+    // nlohmann skipped a UTF-8 byte order mark and took a NUL byte outside a string for the end of the
+    // input (inside one, it is an error, which the text up to it gives as well); simdjson does neither.
     if (text.starts_with("\xEF\xBB\xBF"))
         text.remove_prefix(3);
+    if (const void* nul = std::memchr(text.data(), 0, text.size())) [[unlikely]]
+        text = text.substr(0, static_cast<std::size_t>(static_cast<const char*>(nul) - text.data()));
+    const char* const end = input.bytes.data() + input.bytes.size();
+    const std::size_t padding = input.padding + static_cast<std::size_t>(end - (text.data() + text.size()));
     simdjson::padded_string copy;
     simdjson::padded_string_view padded;
-    if (input.padding >= simdjson::SIMDJSON_PADDING) {
+    if (padding >= simdjson::SIMDJSON_PADDING) {
         padded = simdjson::padded_string_view(text.data(), text.size(), text.size() + simdjson::SIMDJSON_PADDING);
     } else {
         copy = simdjson::padded_string(text.data(), text.size());

@@ -150,6 +150,12 @@ TEST(PickleJson, InternsStringsAndUnescapesThem)
     // A key with an escape.
     PickleDocument k = PickleDocument::fromJsonText(R"({"n\u0061me": 1})", "k.json");
     EXPECT_EQ(k.toInt(*k.find(k.root(), "name")), 1);
+    // nlohmann took a NUL byte outside a string for the end of the input (found by snapshot_json_fuzzer).
+    using namespace std::string_literals;
+    PickleDocument nul = PickleDocument::fromJsonText("{\"a\": 2}\0\0junk"s, "nul.json");
+    EXPECT_EQ(nul.toInt(*nul.find(nul.root(), "a")), 2);
+    EXPECT_EQ(errorOf("{\"a\": \"x\0y\"}"s), nlohmannError("{\"a\": \"x\0y\"}"s));
+    EXPECT_EQ(errorOf("{\"a\": 2\0}"s), nlohmannError("{\"a\": 2\0}"s));
     // A byte order mark is skipped, as nlohmann did.
     PickleDocument bom = PickleDocument::fromJsonText("\xEF\xBB\xBF{\"a\": 1}", "b.json");
     EXPECT_EQ(bom.toInt(*bom.find(bom.root(), "a")), 1);
