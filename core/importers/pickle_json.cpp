@@ -432,7 +432,8 @@ PickleDocument PickleDocument::fromJsonText(Input input, std::string_view source
     } catch (const InvalidJson& e) {
         if (e.code == simdjson::DEPTH_ERROR)
             throw fail("the JSON nests deeper than " + std::to_string(maxDepth) + " levels");
-        throw fail(std::string("not valid JSON (") + simdjson::error_message(e.code) + ")");
+        // (Only when nlohmann would have accepted the text: e.g. one beyond simdjson's 4 GiB.)
+        throw fail(std::string("simdjson cannot read this JSON (") + simdjson::error_message(e.code) + ")");
     } catch (const TooDeep&) {
         // As when the whole text was parsed before the tree was built: a syntax error comes first.
         throw fail("the JSON nests deeper than " + std::to_string(maxDepth) + " levels");
