@@ -164,9 +164,9 @@ public:
     // bits), and an integral one beyond the int64 range (2**70 written as its digits, 1.2e21) →
     // BigInt clamped to INT64_MIN/INT64_MAX, like a pickled LONG; else Float. `bytes` need not outlive
     // the document (it copies what it keeps). As nlohmann did, a UTF-8 byte order mark is skipped and
-    // the text ends at its first NUL byte. As parse() does for
-    // memo-shared ones, a dict or list of scalars equal to an earlier one, or a list of such dicts (a
-    // frame, a frames list: JSON repeats them in full), shares the earlier one's items and identity.
+    // the text ends at its first NUL byte. As parse() does for memo-shared ones, a dict or list of
+    // scalars equal to an earlier one, or a list of such dicts (a frame, a frames list: JSON repeats
+    // them in full), shares the earlier one's items and identity (docs/pytorch-snapshot-json.md).
     // Throws FormatError naming `source`: "<source>: at byte offset N: not valid JSON (reason)" for
     // invalid JSON (including invalid UTF-8 and an escaped lone surrogate), "<source>: the JSON
     // nests deeper than <maxDepth> levels" when a value lies deeper than `maxDepth` (the root is at 0).
