@@ -35,7 +35,8 @@ nlohmann::json normalized(const nlohmann::json& j)
     switch (j.type()) {
     case nlohmann::json::value_t::number_unsigned: {
         const auto u = j.get<std::uint64_t>();
-        return u > static_cast<std::uint64_t>(kMax) ? nlohmann::json(kMax) : nlohmann::json(static_cast<std::int64_t>(u));
+        return u > static_cast<std::uint64_t>(kMax) ? nlohmann::json(kMax)
+                                                    : nlohmann::json(static_cast<std::int64_t>(u));
     }
     case nlohmann::json::value_t::number_float: {
         const double f = j.get<double>();

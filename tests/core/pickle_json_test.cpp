@@ -212,7 +212,8 @@ TEST(PickleJson, NamesTheByteOffsetOfInvalidJsonAsBefore)
         }
     }
     EXPECT_EQ(errorOf(R"({"a": 1e400})"),
-        "x.json: at byte offset 11: not valid JSON ([json.exception.out_of_range.406] number overflow parsing '1e400')");
+        "x.json: at byte offset 11: not valid JSON ([json.exception.out_of_range.406] number overflow parsing "
+        "'1e400')");
     EXPECT_NE(errorOf(R"({"a": 1} x)").find("x.json: at byte offset 10: not valid JSON"), std::string::npos)
         << errorOf(R"({"a": 1} x)");
 }
@@ -392,5 +393,6 @@ TEST(PickleJson, SharesTheItemsOfRepeatedFrameDictsAndFramesListsOnly)
     EXPECT_EQ(doc.itemsIdentity(*doc.find(e[0], "x")), doc.itemsIdentity(*doc.find(e[1], "x")));
     EXPECT_EQ(doc.itemsIdentity(at("f")), doc.itemsIdentity(at("g")));
     EXPECT_NE(doc.itemsIdentity(at("f")), doc.itemsIdentity(at("h"))); // 1 and 1.0 differ
-    EXPECT_EQ(doc.toJson(doc.root())["b"], nlohmann::json::parse(R"([{"name": "f", "line": 1}, {"name": "g", "line": 2}])"));
+    EXPECT_EQ(
+        doc.toJson(doc.root())["b"], nlohmann::json::parse(R"([{"name": "f", "line": 1}, {"name": "g", "line": 2}])"));
 }
