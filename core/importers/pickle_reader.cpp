@@ -12,6 +12,8 @@
 #include <cstring>
 #include <new>
 #include <type_traits>
+
+#include <unistd.h>
 #include <limits>
 
 namespace gpumem {
@@ -1287,10 +1289,16 @@ PickleDocument::Input PickleDocument::readInput(const std::string& path)
     if (isGzip(file.bytes())) {
         auto text = std::make_shared<std::string>(gunzip(file.bytes(), path));
         const std::string_view bytes = *text;
-        return Input { std::move(text), bytes };
+        const std::size_t padding = text->capacity() - text->size(); // gunzip() leaves kReadPadding at least
+        return Input { std::move(text), bytes, padding };
     }
     const std::string_view bytes = file.bytes();
-    return Input { std::move(file.data), bytes };
+    // A buffer read has kReadPadding spare bytes. A mapped file (larger than kMapAbove) has the rest of
+    // its last page: a mapping covers whole pages, and the bytes past the end of the file read as zero
+    // (POSIX mmap).
+    static const auto kPage = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    const std::size_t padding = file.size > kMapAbove ? (kPage - file.size % kPage) % kPage : kReadPadding;
+    return Input { std::move(file.data), bytes, padding };
 }
 
 PickleDocument PickleDocument::parse(Input input, std::string_view source)
@@ -1443,103 +1451,6 @@ nlohmann::json PickleDocument::toJsonBounded(const PickleValue& v, int depth, st
         return out;
     }
     }
-}
-
-class PickleJsonBuilder {
-public:
-    PickleJsonBuilder(PickleDocument& doc, std::string& strings, int maxDepth)
-        : m_doc(doc)
-        , m_strings(strings)
-        , m_maxDepth(maxDepth)
-    {
-    }
-    PickleValue build(const nlohmann::json& j, int depth)
-    {
-        if (depth > m_maxDepth)
-            throw FormatError(
-                m_doc.m_source + ": the JSON nests deeper than " + std::to_string(m_maxDepth) + " levels");
-        switch (j.type()) {
-        case nlohmann::json::value_t::null:
-            return PickleValue {};
-        case nlohmann::json::value_t::boolean:
-            return PickleValue { PickleKind::Bool, 0, j.get<bool>() ? 1u : 0u };
-        case nlohmann::json::value_t::number_integer:
-            return PickleValue { PickleKind::Int, 0, static_cast<std::uint64_t>(j.get<std::int64_t>()) };
-        case nlohmann::json::value_t::number_unsigned: {
-            auto u = j.get<std::uint64_t>();
-            if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-                return PickleValue { PickleKind::BigInt, 0,
-                    static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) };
-            return PickleValue { PickleKind::Int, 0, u };
-        }
-        case nlohmann::json::value_t::number_float: {
-            // nlohmann reads an integer beyond uint64 (Python's json.dump writes 2**70 as its digits) as
-            // a double; an integral double beyond int64 is taken as that integer, clamped like a pickled
-            // LONG, so that both twins report big_int_clamped alike.
-            const double f = j.get<double>();
-            if (f == std::trunc(f) && (f >= 0x1p63 || f < -0x1p63))
-                return PickleValue { PickleKind::BigInt, 0,
-                    static_cast<std::uint64_t>(
-                        f > 0 ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min()) };
-            return PickleValue { PickleKind::Float, 0, std::bit_cast<std::uint64_t>(f) };
-        }
-        case nlohmann::json::value_t::string:
-            return str(j.get_ref<const std::string&>());
-        case nlohmann::json::value_t::array: {
-            std::vector<PickleValue> items;
-            items.reserve(j.size());
-            for (const auto& item : j)
-                items.push_back(build(item, depth + 1));
-            return store(PickleKind::List, std::move(items));
-        }
-        case nlohmann::json::value_t::object: {
-            std::vector<PickleValue> items;
-            items.reserve(j.size() * 2);
-            for (auto it = j.begin(); it != j.end(); ++it) {
-                items.push_back(str(it.key()));
-                items.push_back(build(it.value(), depth + 1));
-            }
-            return store(PickleKind::Dict, std::move(items));
-        }
-        default:
-            return PickleValue {};
-        }
-    }
-
-private:
-    PickleValue str(const std::string& s)
-    {
-        PickleValue v { PickleKind::Str, static_cast<std::uint32_t>(s.size()), m_strings.size() };
-        m_strings += s;
-        return v;
-    }
-    PickleValue store(PickleKind kind, std::vector<PickleValue> items)
-    {
-        PickleValue v { kind, 0, m_store.create() };
-        m_store.append(v.bits, items.data(), items.data() + items.size());
-        return v;
-    }
-
-public:
-    PickleContainerStore m_store;
-
-private:
-    PickleDocument& m_doc;
-    std::string& m_strings;
-    int m_maxDepth;
-};
-
-PickleDocument PickleDocument::fromJson(const nlohmann::json& json, std::string_view source, int maxDepth)
-{
-    PickleDocument doc;
-    doc.m_source = std::string(source);
-    auto strings = std::make_shared<std::string>();
-    PickleJsonBuilder builder(doc, *strings, maxDepth);
-    doc.m_root = builder.build(json, 0);
-    builder.m_store.finish(doc);
-    doc.m_bytes = *strings;
-    doc.m_keepAlive = std::move(strings);
-    return doc;
 }
 
 } // namespace gpumem

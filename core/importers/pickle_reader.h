@@ -86,6 +86,9 @@ public:
     struct Input {
         std::shared_ptr<const void> owner;
         std::string_view bytes;
+        // Bytes after `bytes` that may be read (not part of the content): kReadPadding for a file read
+        // into a buffer, the rest of the last page for a mapped one.
+        std::size_t padding = 0;
     };
     // Throws IoError / FormatError (corrupt gzip) naming the path.
     static Input readInput(const std::string& path);
@@ -153,17 +156,33 @@ public:
     // byte + 2^20, several times what real snapshots need).
     nlohmann::json toJson(const PickleValue& v, int maxDepth = 64, std::uint64_t maxValues = 0) const;
 
-    // Builds a document from JSON (the snapshot saved as JSON): objects → Dict, arrays → List,
-    // numbers → Int/Float (an integer beyond int64, which nlohmann reads as unsigned or as an
-    // integral double, → BigInt, clamped), strings → Str. Throws
-    // FormatError naming `source` when nesting exceeds `maxDepth`.
+    // Builds a document from JSON text (the snapshot saved as JSON: json.dump of the same dict) with
+    // simdjson's On-Demand parser, no DOM in between: objects → Dict (keys in file order; readers take
+    // the last of repeated keys, as find() does), arrays → List, strings → Str (interned: equal strings
+    // share one offset), true/false → Bool, null → None, an integer that fits int64 → Int; any other
+    // number is read as a double (as nlohmann::json, which this replaced, read an integer beyond 64
+    // bits), and an integral one beyond the int64 range (2**70 written as its digits, 1.2e21) →
+    // BigInt clamped to INT64_MIN/INT64_MAX, like a pickled LONG; else Float. `bytes` need not outlive
+    // the document (it copies what it keeps). As nlohmann did, a UTF-8 byte order mark is skipped and
+    // the text ends at its first NUL byte. As parse() does for memo-shared ones, a dict or list of
+    // scalars equal to an earlier one, or a list of such dicts (a frame, a frames list: JSON repeats
+    // them in full), shares the earlier one's items and identity (docs/pytorch-snapshot-json.md).
+    // Throws FormatError naming `source`: "<source>: at byte offset N: not valid JSON (reason)" for
+    // invalid JSON (including invalid UTF-8 and an escaped lone surrogate), "<source>: the JSON
+    // nests deeper than <maxDepth> levels" when a value lies deeper than `maxDepth` (the root is at 0).
+    // Time and memory are linear in the size of `bytes`; recursion is bounded by `maxDepth`.
+    static PickleDocument fromJsonText(std::string_view bytes, std::string_view source, int maxDepth = 256);
+    // The same for a file's content (readInput()): reads input.bytes in place when input.padding leaves
+    // SIMDJSON_PADDING readable bytes after them, else from a padded copy (as the overload above does).
+    static PickleDocument fromJsonText(Input input, std::string_view source, int maxDepth = 256);
+    // fromJsonText(json.dump(), source, maxDepth): for callers (tests) that hold a nlohmann value.
     static PickleDocument fromJson(const nlohmann::json& json, std::string_view source, int maxDepth = 256);
 
 private:
     std::optional<std::int64_t> floatToInt(const PickleValue& v) const;
     nlohmann::json toJsonBounded(const PickleValue& v, int depth, std::uint64_t& budget) const;
     friend class PickleParser;
-    friend class PickleJsonBuilder;
+    friend class PickleJsonTextBuilder;
     friend class PickleContainerStore;
     std::shared_ptr<const void> m_keepAlive; // owner of m_bytes when the document owns them
     std::string_view m_bytes;

@@ -1095,16 +1095,8 @@ PickleDocument readSnapshotDocument(const std::string& path)
 {
     PickleDocument::Input input = PickleDocument::readInput(path); // the file is read once
     auto first = input.bytes.find_first_not_of(" \t\r\n");
-    if (first != std::string_view::npos && input.bytes[first] == '{') {
-        nlohmann::json j;
-        try {
-            j = nlohmann::json::parse(input.bytes);
-        } catch (const nlohmann::json::parse_error& e) {
-            throw FormatError(
-                path + ": at byte offset " + std::to_string(e.byte) + ": not valid JSON (" + e.what() + ")");
-        }
-        return PickleDocument::fromJson(j, path);
-    }
+    if (first != std::string_view::npos && input.bytes[first] == '{')
+        return PickleDocument::fromJsonText(std::move(input), path); // frees the file's bytes when done
     return PickleDocument::parse(std::move(input), path);
 }
 

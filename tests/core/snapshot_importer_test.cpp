@@ -736,8 +736,8 @@ constexpr Address kShapeSegment = 0x7f0000000000;
 
 TEST(SnapshotImporter, ReadsEntriesWhoseKeysChangeOrderAndNumberLikeTheirJsonTwin)
 {
-    // The pickle's entries are read by the keys of the entry before when they repeat them (the JSON
-    // document has a fresh string per key, so every JSON entry is read key by key).
+    // The entries are read by the keys of the entry before when they repeat them (the pickle shares the
+    // key strings through the memo; the JSON document interns them).
     Trace p = importPytorchSnapshot(snapshotData("entry_shapes.pickle"));
     Trace j = importPytorchSnapshot(snapshotData("entry_shapes.json"));
     expectSameMemory(p, j);
@@ -867,7 +867,7 @@ TEST(SnapshotImporter, RejectsAnEntrySizeThatIsNotAnInt)
                 << e.what();
         }
     }
-    // The JSON document (every entry read key by key): the same error for a str time_us.
+    // The JSON document: the same error for a str time_us (the first entry: read key by key).
     nlohmann::json j = handMadeSnapshot();
     j["device_traces"][0][0]["time_us"] = "10";
     try {
