@@ -51,6 +51,15 @@ namespace {
     {
         return cp == 0x200E || cp == 0x200F || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
     }
+    // What else would break a message's one line or hide in it: the line and paragraph separators
+    // U+2028/U+2029 (line breaks to many terminals, editors and log viewers) and the C1 controls
+    // U+0080–U+009F (NEL among them), two-byte sequences.
+    bool isOtherControl(char32_t cp) { return cp == 0x2028 || cp == 0x2029 || (cp >= 0x80 && cp <= 0x9F); }
+    char32_t decode2(std::string_view s, std::size_t i)
+    {
+        return (static_cast<char32_t>(static_cast<std::uint8_t>(s[i])) & 0x1F) << 6
+            | (static_cast<char32_t>(static_cast<std::uint8_t>(s[i + 1])) & 0x3F);
+    }
 } // namespace
 
 std::size_t firstInvalidUtf8(std::string_view input)
@@ -88,7 +97,8 @@ std::string quoteForMessage(std::string_view input, std::size_t maxBytes)
             out += "\\x";
             out += kHex[b >> 4];
             out += kHex[b & 0xF];
-        } else if (const char32_t cp = n == 3 ? decode3(input, i) : 0; isBidiControl(cp)) {
+        } else if (const char32_t cp = n == 3 ? decode3(input, i) : n == 2 ? decode2(input, i) : 0;
+                   isBidiControl(cp) || isOtherControl(cp)) {
             out += "\\u";
             for (int shift = 12; shift >= 0; shift -= 4)
                 out += kHex[(cp >> shift) & 0xF];

@@ -52,9 +52,11 @@ TEST(MessageQuote, EscapesBidiControls)
     EXPECT_EQ(quoteForMessage("a\xE2\x80\xAE" "cod.exe"), "a\\u202ecod.exe"); // U+202E
     EXPECT_EQ(quoteForMessage("\xE2\x80\x8E\xE2\x80\x8F"), "\\u200e\\u200f"); // LRM, RLM
     EXPECT_EQ(quoteForMessage("\xE2\x80\xAA|\xE2\x80\xAD|\xE2\x81\xA6|\xE2\x81\xA9"), "\\u202a|\\u202d|\\u2066|\\u2069");
-    // Neighbours stay as they are: U+2029 (paragraph separator is not a bidi control), U+202F, U+2065,
-    // U+206A, U+200D (zero-width joiner, part of emoji sequences).
-    for (const char* kept : { "\xE2\x80\xA9", "\xE2\x80\xAF", "\xE2\x81\xA5", "\xE2\x81\xAA", "\xE2\x80\x8D" })
+    // The line and paragraph separators and the C1 controls (NEL) break a message's one line too.
+    EXPECT_EQ(quoteForMessage("a\xE2\x80\xA8" "b\xE2\x80\xA9" "c\xC2\x85" "d\xC2\x9F"), "a\\u2028b\\u2029c\\u0085d\\u009f");
+    // Neighbours stay as they are: U+202F, U+2065, U+206A, U+200D (zero-width joiner, part of emoji
+    // sequences), U+00A0 (no-break space), U+00E9.
+    for (const char* kept : { "\xE2\x80\xAF", "\xE2\x81\xA5", "\xE2\x81\xAA", "\xE2\x80\x8D", "\xC2\xA0", "\xC3\xA9" })
         EXPECT_EQ(quoteForMessage(kept), kept);
     // The escape counts as its 3 input bytes against the bound.
     EXPECT_EQ(quoteForMessage("ab\xE2\x80\xAE", 4), "ab\xE2\x80\xA6");
