@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "replay/allocator_policy.h"
 #include "replay/detail/address_map.h"
+#include "replay/detail/round_to_multiple.h"
 
 #include <algorithm>
 #include <map>
@@ -21,7 +22,7 @@ inline Bytes alignedRequest(Bytes bytes, Bytes alignment)
 {
     if (bytes > kLargestRequest)
         return 0;
-    return (std::max<Bytes>(bytes, 1) + alignment - 1) / alignment * alignment;
+    return roundUpToMultiple(std::max<Bytes>(bytes, 1), alignment);
 }
 
 // Inserts the free range [a, a+n) into `ranges` (address → size, no two adjacent) and merges it with

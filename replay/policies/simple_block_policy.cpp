@@ -1,6 +1,7 @@
 #include "replay/policies/simple_block_policy.h"
 
 #include "core/error.h"
+#include "replay/detail/round_to_multiple.h"
 
 #include <algorithm>
 
@@ -20,7 +21,7 @@ std::string SimpleBlockPolicy::name() const
 
 std::optional<Address> SimpleBlockPolicy::doAllocate(Bytes bytes, StreamKey stream)
 {
-    Bytes size = (std::max<Bytes>(bytes, 1) + m_alignment - 1) / m_alignment * m_alignment;
+    Bytes size = detail::roundUpToMultiple(std::max<Bytes>(bytes, 1), m_alignment);
     auto a = obtain(size, stream);
     if (!a) {
         ++m_stats.ooms;
