@@ -1,6 +1,7 @@
 #include "replay/capacity_fit.h"
 
 #include "core/error.h"
+#include "replay/detail/round_to_multiple.h"
 #include "replay/parallel_runs.h"
 
 #include <algorithm>
@@ -8,8 +9,6 @@
 namespace gpumem::replay {
 
 namespace {
-    Bytes roundUp(Bytes value, Bytes step) { return (value + step - 1) / step * step; }
-
     FitProbe probe(const Trace& trace, const PolicySpec& spec, Bytes capacity, std::optional<DeviceId> device)
     {
         ReplayOptions options;
@@ -66,10 +65,10 @@ FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptio
     };
 
     // Every capacity <= lo fails; hi fits (once found).
-    Bytes lo = result.lowerBound == 0 ? 0 : roundUp(result.lowerBound, step) - step;
-    Bytes hi = std::max(roundUp(std::max(result.unlimitedPeakReserved, result.lowerBound), step), lo + step);
+    Bytes lo = result.lowerBound == 0 ? 0 : detail::roundUpToMultiple(result.lowerBound, step) - step;
+    Bytes hi = std::max(detail::roundUpToMultiple(std::max(result.unlimitedPeakReserved, result.lowerBound), step), lo + step);
     result.maxCapacity = options.maxCapacity;
-    const Bytes top = options.maxCapacity / step * step; // the largest capacity allowed
+    const Bytes top = detail::roundDownToMultiple(options.maxCapacity, step); // the largest capacity allowed
     auto noFit = [&] {
         std::sort(probes.begin(), probes.end(), [](auto& x, auto& y) { return x.capacity < y.capacity; });
         return result;
@@ -81,7 +80,7 @@ FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptio
         if (hi >= top)
             return noFit();
         lo = hi;
-        hi = hi > top / 2 ? top : std::min(top, roundUp(hi * 2, step));
+        hi = hi > top / 2 ? top : std::min(top, detail::roundUpToMultiple(hi * 2, step));
     }
     while (hi - lo > step) {
         const Bytes slots = (hi - lo) / step - 1; // candidates strictly between lo and hi

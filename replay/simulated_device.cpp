@@ -1,6 +1,7 @@
 #include "replay/simulated_device.h"
 
 #include "core/error.h"
+#include "replay/detail/round_to_multiple.h"
 
 #include <algorithm>
 #include <string>
@@ -8,10 +9,6 @@
 namespace gpumem::replay {
 
 namespace {
-    Bytes roundUp(Bytes value, Bytes multiple)
-    {
-        return multiple <= 1 ? value : (value + multiple - 1) / multiple * multiple;
-    }
     constexpr Bytes kTwoMiB = Bytes(2) << 20;
     constexpr Bytes kDefaultTotalMemory = Bytes(80) << 30;
 }
@@ -60,13 +57,13 @@ Address SimulatedDevice::bump(Bytes bytes)
 {
     Address a = m_nextAddress;
     // Leave a gap so that neighbouring segments never look contiguous (cudaMalloc gives no such promise).
-    m_nextAddress += roundUp(bytes, kTwoMiB) + kTwoMiB;
+    m_nextAddress += detail::roundUpToMultiple(bytes, kTwoMiB) + kTwoMiB;
     return a;
 }
 
 std::optional<Address> SimulatedDevice::malloc(Bytes bytes, StreamKey stream)
 {
-    Bytes rounded = roundUp(bytes, m_granularity);
+    Bytes rounded = detail::roundUpToMultiple(bytes, m_granularity);
     if (!take(rounded))
         return std::nullopt;
     ++m_counters.mallocCalls;

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "replay/detail/address_map.h"
 #include "replay/detail/keyed_block_set.h"
+#include "replay/detail/round_to_multiple.h"
 #include "replay/policies/pytorch_config.h"
 
 #include <algorithm>
@@ -38,8 +39,6 @@ namespace {
         HeapBlock* first = nullptr;
         HeapBlock* last = nullptr;
     };
-
-    Bytes ceilTo(Bytes v, Bytes m) { return (v + m - 1) / m * m; }
 
 } // namespace
 
@@ -223,11 +222,11 @@ struct FreeListHeap::Impl {
             heap = newRegion(device.reserveVirtual(kHeapSpan), 0, stream);
         HeapBlock* tail = heap->last && heap->last->free ? heap->last : nullptr;
         Bytes need = rounded - (tail ? tail->size : 0);
-        Bytes extension = ceilTo(std::max(need, config.growthChunk), config.alignment);
+        Bytes extension = roundUpToMultiple(std::max(need, config.growthChunk), config.alignment);
         Address top = heap->base + heap->size;
         if (heap->size + extension > kHeapSpan || !device.map(top, extension, stream)) {
             // Short of capacity: a heap that cannot take a whole chunk still takes what the request needs.
-            extension = ceilTo(need, config.alignment);
+            extension = roundUpToMultiple(need, config.alignment);
             if (heap->size + extension > kHeapSpan || !device.map(top, extension, stream))
                 return nullptr;
         }
@@ -340,7 +339,7 @@ FreeListHeap::FreeListHeap(SimulatedDevice& device, FreeListConfig config)
 
 FreeListHeap::~FreeListHeap() = default;
 
-Bytes FreeListHeap::roundSize(Bytes bytes) const { return ceilTo(std::max<Bytes>(bytes, 1), m_config.alignment); }
+Bytes FreeListHeap::roundSize(Bytes bytes) const { return roundUpToMultiple(std::max<Bytes>(bytes, 1), m_config.alignment); }
 
 std::optional<FreeListHeap::Grant> FreeListHeap::allocate(Bytes rounded, Bytes requested, StreamKey stream)
 {

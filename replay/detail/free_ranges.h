@@ -1,10 +1,11 @@
 #pragma once
-// Two pieces the address-ordered policies (rmm-arena, cuda-async) share: a free-range map that
-// coalesces on insert, and the table of live blocks that keeps PolicyStats and reports failed
-// requests. Header-only, not thread-safe.
+// Pieces the replay policies share: a free-range map that coalesces on insert (rmm-arena, cuda-async),
+// and the table of live blocks that keeps PolicyStats and reports failed requests (LiveBlocks).
+// Header-only, not thread-safe.
 #include "core/error.h"
 #include "replay/allocator_policy.h"
 #include "replay/detail/address_map.h"
+#include "replay/detail/round_to_multiple.h"
 
 #include <algorithm>
 #include <map>
@@ -21,7 +22,7 @@ inline Bytes alignedRequest(Bytes bytes, Bytes alignment)
 {
     if (bytes > kLargestRequest)
         return 0;
-    return (std::max<Bytes>(bytes, 1) + alignment - 1) / alignment * alignment;
+    return roundUpToMultiple(std::max<Bytes>(bytes, 1), alignment);
 }
 
 // Inserts the free range [a, a+n) into `ranges` (address → size, no two adjacent) and merges it with
@@ -48,30 +49,37 @@ std::pair<Address, Bytes> insertCoalescing(std::map<Address, Bytes>& ranges, Add
     return { a, n };
 }
 
-// The blocks a policy handed out, by address, with the stats that go with them.
-class LiveBlocks {
+// No per-block data beyond size and requested bytes (the default of LiveBlocks).
+struct NoBlockTag { };
+
+// The blocks a policy handed out, by address, with the stats that go with them: the one place where
+// allocated/requested/ooms change for the policies whose live blocks are a table beside their free
+// structures (direct, ideal, optimal, rmm-arena, rmm-binning, cuda-async). `Tag` is what else a
+// policy keeps per block (a stream, the bin it came from); it costs nothing when empty.
+template <typename Tag = NoBlockTag> class LiveBlocks {
 public:
     struct Block {
         Bytes size = 0; // after the policy's rounding
         Bytes requested = 0;
+        [[no_unique_address]] Tag tag {};
     };
     // The outcome of one request: a block of `size` bytes at *a (allocated and requested grow), or a
-    // failure (ooms grows and the device reports the OOM). Returns a.
+    // failure (ooms grows and the device reports the OOM of `size` bytes). Returns a.
     std::optional<Address> settle(std::optional<Address> a, Bytes size, Bytes requested, StreamKey stream,
-        PolicyStats& stats, SimulatedDevice& device)
+        PolicyStats& stats, SimulatedDevice& device, Tag tag = {})
     {
         if (!a) {
             ++stats.ooms;
             device.reportOom(size, stream);
             return a;
         }
-        m_blocks.insert(*a, Block { size, requested });
+        m_blocks.insert(*a, Block { size, requested, tag });
         stats.allocated += size;
         stats.requested += requested;
         return a;
     }
     // Removes the block at `address` and takes it out of the stats. Throws gpumem::Error naming
-    // `policy` when no block starts there.
+    // `policy` ("<policy> policy: free of address N that is not allocated") when no block starts there.
     Block release(Address address, PolicyStats& stats, const std::string& policy)
     {
         const Block* found = m_blocks.find(address);
@@ -83,6 +91,10 @@ public:
         m_blocks.erase(address);
         return b;
     }
+    // The live block at `address`, or nullptr.
+    const Block* find(Address address) const { return m_blocks.find(address); }
+    // f(address, block) for every live block, in no particular order.
+    template <typename F> void forEach(F&& f) const { m_blocks.forEach(f); }
     // Every live block in address order (for describeState; linear in the live blocks).
     std::map<Address, Block> sorted() const
     {

@@ -6,12 +6,11 @@ namespace gpumem::replay {
 
 CompactionPolicy::CompactionPolicy(
     std::unique_ptr<AllocatorPolicy> inner, CompactionSchedule schedule, CompactionOrder order)
-    : AllocatorPolicy(inner->device())
+    : PolicyAdaptor(*inner)
     , m_inner(std::move(inner))
     , m_schedule(std::move(schedule))
     , m_order(order)
 {
-    sync();
 }
 
 std::string CompactionPolicy::name() const
@@ -30,47 +29,30 @@ std::string CompactionPolicy::name() const
 
 std::optional<Address> CompactionPolicy::doAllocate(Bytes bytes, StreamKey stream)
 {
-    auto a = m_inner->allocate(bytes, stream);
+    auto a = PolicyAdaptor::doAllocate(bytes, stream);
     if (a)
         m_live.insert(*a, Live { bytes, stream, false });
-    sync();
     return a;
 }
 
 void CompactionPolicy::doDeallocate(Address address, Bytes bytes, StreamKey stream)
 {
-    m_inner->deallocate(address, bytes, stream);
+    PolicyAdaptor::doDeallocate(address, bytes, stream);
     m_live.erase(address);
-    sync();
 }
 
 void CompactionPolicy::doRequestFree(Address address)
 {
-    m_inner->requestFree(address);
+    PolicyAdaptor::doRequestFree(address);
     if (Live* l = m_live.find(address))
         l->pending = true;
-    sync();
-}
-
-void CompactionPolicy::doReleaseCached()
-{
-    m_inner->releaseCached();
-    sync();
-}
-
-bool CompactionPolicy::doAdoptSegment(const SegmentInfo& segment)
-{
-    bool ok = m_inner->adoptSegment(segment);
-    sync();
-    return ok;
 }
 
 bool CompactionPolicy::doAdoptBlock(Address address, Bytes size, Bytes requested, StreamKey stream)
 {
-    bool ok = m_inner->adoptBlock(address, size, requested, stream);
+    bool ok = PolicyAdaptor::doAdoptBlock(address, size, requested, stream);
     if (ok)
         m_live.insert(address, Live { requested, stream, false });
-    sync();
     return ok;
 }
 
@@ -109,7 +91,7 @@ CompactionPass CompactionPolicy::doCompact()
     }
     // Segments the blocks left behind go back to the device.
     m_inner->releaseCached();
-    sync();
+    syncStats();
     return pass;
 }
 

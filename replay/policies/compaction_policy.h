@@ -18,9 +18,10 @@
 //
 // Compaction points (CompactionSchedule, resolved by the Replayer): the start and end of every
 // annotation whose name matches `at` (default `ProfilerStep*`, PyTorch's profiler step ranges), and/or
-// every `every` request events. Owns the inner policy; both share the caller's device.
-// Not thread-safe.
-#include "replay/allocator_policy.h"
+// every `every` request events. An adaptor (PolicyAdaptor) over the inner policy, which it owns: every
+// call is forwarded and the stats mirror the inner policy's; compaction adds the live-block table and
+// its own schedule and pass. Both share the caller's device. Not thread-safe.
+#include "replay/adaptors/policy_adaptor.h"
 #include "replay/detail/address_map.h"
 
 #include <memory>
@@ -29,35 +30,28 @@ namespace gpumem::replay {
 
 enum class CompactionOrder : std::uint8_t { Address = 0, SizeDescending = 1 };
 
-class CompactionPolicy final : public AllocatorPolicy {
+class CompactionPolicy final : public PolicyAdaptor {
 public:
     CompactionPolicy(std::unique_ptr<AllocatorPolicy> inner, CompactionSchedule schedule,
         CompactionOrder order = CompactionOrder::Address);
     // "compaction:INNER", with the parameters that differ from the defaults in brackets.
     std::string name() const override;
-    PolicyState describeState() const override { return m_inner->describeState(); }
-    FragmentationSample fragmentation() const override { return m_inner->fragmentation(); }
-    AllocatorPolicy& inner() const { return *m_inner; }
+    AllocatorPolicy& inner() const { return upstream(); }
     std::uint64_t passes() const { return m_passes; }
 
 private:
     std::optional<Address> doAllocate(Bytes bytes, StreamKey stream) override;
     void doDeallocate(Address address, Bytes bytes, StreamKey stream) override;
     void doRequestFree(Address address) override;
-    void doReleaseCached() override;
-    bool doAdoptSegment(const SegmentInfo& segment) override;
     bool doAdoptBlock(Address address, Bytes size, Bytes requested, StreamKey stream) override;
-    bool doNeedsPlan() const override { return m_inner->needsPlan(); }
-    void doPlan(const RequestPlan& requests) override { m_inner->plan(requests); }
     const CompactionSchedule* doCompactionSchedule() const override { return &m_schedule; }
     CompactionPass doCompact() override;
-    void sync() { m_stats = m_inner->stats(); }
     struct Live {
         Bytes requested = 0;
         StreamKey stream = 0;
         bool pending = false; // requestFree'd, not yet deallocated
     };
-    std::unique_ptr<AllocatorPolicy> m_inner;
+    std::unique_ptr<AllocatorPolicy> m_inner; // the upstream, owned
     CompactionSchedule m_schedule;
     CompactionOrder m_order;
     detail::AddressMap<Live> m_live;

@@ -1,6 +1,7 @@
 #include "replay/policies/cuda_async_policy.h"
 
 #include "core/error.h"
+#include "replay/detail/round_to_multiple.h"
 
 #include <algorithm>
 
@@ -52,7 +53,7 @@ std::optional<Address> CudaAsyncPolicy::place(Bytes size, StreamKey stream)
         auto [blockSize, block] = *best;
         return take(std::prev(m_chunks.upper_bound(block))->first, block, blockSize, size);
     }
-    Bytes grow = (size + kChunkGranularity - 1) / kChunkGranularity * kChunkGranularity;
+    Bytes grow = detail::roundUpToMultiple(size, kChunkGranularity);
     auto chunk = device().malloc(grow, stream);
     if (!chunk) {
         trimTo(0);

@@ -58,7 +58,7 @@ private:
     CudaAsyncConfig m_config;
     std::map<Address, Chunk> m_chunks;
     std::set<std::pair<Bytes, Address>> m_free; // every free block by (size, address)
-    detail::LiveBlocks m_live;
+    detail::LiveBlocks<> m_live;
     std::uint64_t m_trims = 0;
 };
 

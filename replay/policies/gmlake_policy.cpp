@@ -1,6 +1,7 @@
 #include "replay/policies/gmlake_policy.h"
 
 #include "core/error.h"
+#include "replay/detail/round_to_multiple.h"
 
 #include <algorithm>
 #include <sstream>
@@ -9,7 +10,6 @@ namespace gpumem::replay {
 
 namespace {
     constexpr Bytes kChunk = Bytes(2) << 20; // GMLake's VMM physical granularity (allocators.md §0)
-    Bytes ceilTo(Bytes v, Bytes m) { return (v + m - 1) / m * m; }
 }
 
 GmlakePolicy::GmlakePolicy(SimulatedDevice& device, GmlakeConfig config)
@@ -104,8 +104,8 @@ std::optional<Address> GmlakePolicy::stitch(Bytes size, StreamKey stream)
         return std::nullopt;
     Bytes overshoot = sum - size;
     if (overshoot >= kChunk) { // split the last block: take only the chunks still needed
-        parts.back().size -= overshoot / kChunk * kChunk;
-        sum -= overshoot / kChunk * kChunk;
+        parts.back().size -= detail::roundDownToMultiple(overshoot, kChunk);
+        sum -= detail::roundDownToMultiple(overshoot, kChunk);
     }
     if (!claim(parts, stream))
         throw Error("gmlake policy: a free block listed by the PyTorch state could not be claimed");
@@ -138,7 +138,7 @@ std::optional<Address> GmlakePolicy::doAllocate(Bytes bytes, StreamKey stream)
         // apply to it (glake GMLake/src/CUDACachingAllocator.cpp, round_size).
         std::uint64_t d = m_config.pytorch.divisionsFor(bytes);
         bool divisions = d > 0 && bytes > kMinBlockSize * d;
-        a = allocateLarge(divisions ? rounded : ceilTo(rounded, kChunk), stream);
+        a = allocateLarge(divisions ? rounded : detail::roundUpToMultiple(rounded, kChunk), stream);
     }
     sync();
     if (!a) {

@@ -1,6 +1,7 @@
 #include "replay/policies/optimal_policy.h"
 
 #include "core/error.h"
+#include "replay/detail/round_to_multiple.h"
 #include "replay/offset_planner.h"
 
 #include <algorithm>
@@ -18,7 +19,7 @@ void OptimalPolicy::doPlan(const RequestPlan& requests)
     std::vector<PlanBlock> blocks(requests.requests.size());
     for (std::size_t k = 0; k < blocks.size(); ++k) {
         const PlannedRequest& r = requests.requests[k];
-        Bytes size = (std::max<Bytes>(r.bytes, 1) + m_alignment - 1) / m_alignment * m_alignment;
+        Bytes size = detail::roundUpToMultiple(std::max<Bytes>(r.bytes, 1), m_alignment);
         blocks[k] = { size, r.allocAt, std::max(r.freeAt, r.allocAt + 1), r.initial };
     }
     OffsetPlan plan = planOffsetsBest(blocks);

@@ -1,6 +1,7 @@
 #include "replay/policies/pytorch_config.h"
 
 #include "core/error.h"
+#include "replay/detail/round_to_multiple.h"
 
 #include <nlohmann/json.hpp>
 
@@ -31,8 +32,6 @@ namespace {
         Bytes down = size & ~(step - 1);
         return down == size ? size : down + step;
     }
-
-    Bytes roundUp(Bytes value, Bytes multiple) { return (value + multiple - 1) / multiple * multiple; }
 
     std::string joined(const std::vector<std::string>& items)
     {
@@ -154,7 +153,7 @@ Bytes PyTorchConfig::roundSize(Bytes n) const
     } else if (d > 1 && n > kMinBlockSize * d) {
         return roundupPower2NextDivision(n, d);
     }
-    return roundUp(n, kMinBlockSize);
+    return detail::roundUpToMultiple(n, kMinBlockSize);
 }
 
 Bytes PyTorchConfig::allocationSize(Bytes rounded) const
@@ -163,7 +162,7 @@ Bytes PyTorchConfig::allocationSize(Bytes rounded) const
         return kSmallBuffer;
     if (rounded < kMinLargeAlloc)
         return largeSegmentSize;
-    return roundUp(rounded, kRoundLarge);
+    return detail::roundUpToMultiple(rounded, kRoundLarge);
 }
 
 std::string PyTorchConfig::toString() const

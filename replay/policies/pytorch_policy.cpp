@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "replay/detail/address_map.h"
 #include "replay/detail/keyed_block_set.h"
+#include "replay/detail/round_to_multiple.h"
 
 #include <algorithm>
 #include <deque>
@@ -83,9 +84,6 @@ namespace {
         fresh->prev = b;
         b->next = fresh;
     }
-
-    Bytes floorTo(Bytes v, Bytes m) { return v / m * m; }
-    Bytes ceilTo(Bytes v, Bytes m) { return (v + m - 1) / m * m; }
 
 } // namespace
 
@@ -233,8 +231,8 @@ struct PyTorchPolicy::Impl {
     void unmapBlock(Block* b)
     {
         ExpandableSegment& es = *b->es;
-        Bytes begin = ceilTo(b->ptr - es.base, es.pageSize);
-        Bytes end = floorTo(b->ptr + b->size - es.base, es.pageSize);
+        Bytes begin = detail::roundUpToMultiple(b->ptr - es.base, es.pageSize);
+        Bytes end = detail::roundDownToMultiple(b->ptr + b->size - es.base, es.pageSize);
         if (begin >= end)
             return;
         Pool& pool = *b->pool;
@@ -390,8 +388,8 @@ struct PyTorchPolicy::Impl {
     bool mapBlock(Block* b, Bytes size)
     {
         ExpandableSegment& es = *b->es;
-        Bytes begin = floorTo(b->ptr - es.base, es.pageSize);
-        Bytes end = ceilTo(b->ptr + size - es.base, es.pageSize);
+        Bytes begin = detail::roundDownToMultiple(b->ptr - es.base, es.pageSize);
+        Bytes end = detail::roundUpToMultiple(b->ptr + size - es.base, es.pageSize);
         Bytes bytes = end - begin;
         if (!device.map(es.base + begin, bytes, b->stream))
             return false;

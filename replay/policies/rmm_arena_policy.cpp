@@ -1,6 +1,7 @@
 #include "replay/policies/rmm_arena_policy.h"
 
 #include "core/error.h"
+#include "replay/detail/round_to_multiple.h"
 
 #include <algorithm>
 
@@ -55,7 +56,7 @@ RmmArenaPolicy::RmmArenaPolicy(SimulatedDevice& device, RmmArenaConfig config)
     // "global_arena::default_size": half the free device memory (the capacity, or the total memory
     // when the device is unlimited).
     Bytes free = device.capacity() != 0 ? device.capacity() : device.totalMemory();
-    m_arenaSize = (config.arenaSize != 0 ? config.arenaSize : free / 2) / kAlignment * kAlignment;
+    m_arenaSize = detail::roundDownToMultiple(config.arenaSize != 0 ? config.arenaSize : free / 2, kAlignment);
     if (m_arenaSize < kSuperblockMinimum)
         throw UsageError("rmm-arena: arena_size must be at least 1 MiB (one superblock)");
     if (!acquireUpstream())

@@ -76,7 +76,7 @@ private:
     SuperblockSet m_global; // the global arena's superblocks
     SuperblockSet m_globalWithFree; // those of them with a free block (the first-fit scan)
     std::map<StreamKey, SuperblockSet> m_arenas; // per-stream arenas
-    detail::LiveBlocks m_live;
+    detail::LiveBlocks<> m_live;
     std::uint64_t m_defragmentations = 0;
 };
 

@@ -129,31 +129,17 @@ std::optional<Address> RmmBinningPolicy::doAllocate(Bytes bytes, StreamKey strea
             ++std::prev(b.chunks.upper_bound(*a))->second;
     }
     updateStats();
-    if (!a) {
-        ++m_stats.ooms;
-        device().reportOom(size, stream);
-        return a;
-    }
-    m_live.emplace(*a, Live { size, bytes, bin == m_bins.end() ? nullptr : bin->get() });
-    m_stats.allocated += size;
-    m_stats.requested += bytes;
-    return a;
+    return m_live.settle(a, size, bytes, stream, m_stats, device(), bin == m_bins.end() ? nullptr : bin->get());
 }
 
 void RmmBinningPolicy::doDeallocate(Address address, Bytes, StreamKey stream)
 {
-    auto it = m_live.find(address);
-    if (it == m_live.end())
-        throw Error("rmm-binning policy: free of address " + std::to_string(address) + " that is not allocated");
-    m_stats.allocated -= it->second.size;
-    m_stats.requested -= it->second.requested;
-    if (Bin* b = it->second.bin) {
+    if (Bin* b = m_live.release(address, m_stats, "rmm-binning").tag) {
         --std::prev(b->chunks.upper_bound(address))->second;
         b->lists.of(stream).blocks.push_back(address);
     } else {
         m_pool.deallocateBlock(address, stream);
     }
-    m_live.erase(it);
 }
 
 void RmmBinningPolicy::doReleaseCached()
@@ -195,10 +181,9 @@ PolicyState RmmBinningPolicy::describeState() const
             }
             for (std::size_t i = 0; i < kBlocksPerChunk; ++i) {
                 Address a = blk.address + i * owner->blockSize;
-                auto live = m_live.find(a);
-                bool used = live != m_live.end();
-                blocks.push_back(BlockInfo { a, owner->blockSize, used ? live->second.requested : 0,
-                    used ? BlockState::Allocated : BlockState::Free });
+                const auto* live = m_live.find(a);
+                blocks.push_back(BlockInfo { a, owner->blockSize, live ? live->requested : 0,
+                    live ? BlockState::Allocated : BlockState::Free });
             }
         }
         seg.blocks = std::move(blocks);

@@ -10,6 +10,7 @@
 // releaseCached() stands for their destruction per chunk (a chunk with no allocated block goes back
 // to the pool) and then for the pool's. Owns its pool and bins; uses the SimulatedDevice it was given.
 // Not thread-safe.
+#include "replay/detail/free_ranges.h"
 #include "replay/policies/rmm_pool_policy.h"
 
 #include <deque>
@@ -51,12 +52,9 @@ private:
     RmmBinningConfig m_config;
     RmmPoolPolicy m_pool;
     std::vector<std::unique_ptr<Bin>> m_bins; // ascending block size
-    struct Live {
-        Bytes size = 0; // the bin's block size, or the aligned request when it went to the pool
-        Bytes requested = 0;
-        Bin* bin = nullptr; // nullptr: a pool block
-    };
-    std::map<Address, Live> m_live;
+    // Size: the bin's block size, or the aligned request when it went to the pool; tag: the bin it
+    // came from (nullptr: a pool block).
+    detail::LiveBlocks<Bin*> m_live;
 };
 
 } // namespace gpumem::replay

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "replay/detail/free_ranges.h"
+#include "replay/detail/round_to_multiple.h"
 
 #include <algorithm>
 
@@ -11,10 +12,7 @@
 namespace gpumem::replay {
 
 namespace {
-    Bytes align256(Bytes n)
-    {
-        return (n + RmmPoolPolicy::kAlignment - 1) / RmmPoolPolicy::kAlignment * RmmPoolPolicy::kAlignment;
-    }
+    Bytes align256(Bytes n) { return detail::roundUpToMultiple(n, RmmPoolPolicy::kAlignment); }
 }
 
 // "coalescing_free_list::insert": merge with the next block unless it is a head, and onto the
@@ -75,7 +73,7 @@ RmmPoolPolicy::RmmPoolPolicy(SimulatedDevice& device, RmmPoolConfig config)
     if (config.initialPoolSize)
         initial = *config.initialPoolSize;
     else if (config.v2302) // min(free, total / 2), aligned to 256 [RMM-23.02]
-        initial = std::min(device.freeBytes(), device.totalMemory() / 2) / kAlignment * kAlignment;
+        initial = detail::roundDownToMultiple(std::min(device.freeBytes(), device.totalMemory() / 2), kAlignment);
     if (config.maximumPoolSize && initial > *config.maximumPoolSize)
         throw UsageError("rmm-pool: initial_pool_size (" + std::to_string(initial) + " B) exceeds maximum_pool_size ("
             + std::to_string(*config.maximumPoolSize) + " B)");

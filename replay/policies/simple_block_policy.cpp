@@ -1,6 +1,7 @@
 #include "replay/policies/simple_block_policy.h"
 
 #include "core/error.h"
+#include "replay/detail/round_to_multiple.h"
 
 #include <algorithm>
 
@@ -20,29 +21,16 @@ std::string SimpleBlockPolicy::name() const
 
 std::optional<Address> SimpleBlockPolicy::doAllocate(Bytes bytes, StreamKey stream)
 {
-    Bytes size = (std::max<Bytes>(bytes, 1) + m_alignment - 1) / m_alignment * m_alignment;
-    auto a = obtain(size, stream);
-    if (!a) {
-        ++m_stats.ooms;
-        device().reportOom(size, stream);
-        return std::nullopt;
-    }
-    m_live.insert(*a, Live { size, bytes, stream });
-    m_stats.allocated += size;
-    m_stats.requested += bytes;
-    m_stats.reserved = reservedNow();
+    Bytes size = detail::roundUpToMultiple(std::max<Bytes>(bytes, 1), m_alignment);
+    auto a = m_live.settle(obtain(size, stream), size, bytes, stream, m_stats, device(), stream);
+    if (a)
+        m_stats.reserved = reservedNow();
     return a;
 }
 
 void SimpleBlockPolicy::doDeallocate(Address address, Bytes, StreamKey stream)
 {
-    const Live* live = m_live.find(address);
-    if (!live)
-        throw Error(m_name + " policy: free of address " + std::to_string(address) + " that is not allocated");
-    Bytes size = live->size;
-    m_stats.allocated -= size;
-    m_stats.requested -= live->requested;
-    m_live.erase(address);
+    Bytes size = m_live.release(address, m_stats, m_name).size;
     release(address, size, stream);
     m_stats.reserved = reservedNow();
 }
@@ -50,9 +38,9 @@ void SimpleBlockPolicy::doDeallocate(Address address, Bytes, StreamKey stream)
 PolicyState SimpleBlockPolicy::describeState() const
 {
     PolicyState state;
-    m_live.forEach([&](Address a, const Live& l) {
+    m_live.forEach([&](Address a, const auto& l) {
         state.segments.push_back(SegmentInfo {
-            a, l.size, l.stream, false, false, { BlockInfo { a, l.size, l.requested, BlockState::Allocated } } });
+            a, l.size, l.tag, false, false, { BlockInfo { a, l.size, l.requested, BlockState::Allocated } } });
     });
     std::sort(state.segments.begin(), state.segments.end(),
         [](const auto& x, const auto& y) { return x.address < y.address; });

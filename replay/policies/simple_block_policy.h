@@ -3,7 +3,7 @@
 // rounded to an alignment, a map of live blocks, stats and describeState(). A derived policy says
 // where a block comes from (obtain) and where it goes (release). Not thread-safe.
 #include "replay/allocator_policy.h"
-#include "replay/detail/address_map.h"
+#include "replay/detail/free_ranges.h"
 
 namespace gpumem::replay {
 
@@ -26,14 +26,9 @@ protected:
 private:
     std::optional<Address> doAllocate(Bytes bytes, StreamKey stream) final;
     void doDeallocate(Address address, Bytes bytes, StreamKey stream) final;
-    struct Live {
-        Bytes size;
-        Bytes requested;
-        StreamKey stream;
-    };
     std::string m_name;
     Bytes m_alignment;
-    detail::AddressMap<Live> m_live;
+    detail::LiveBlocks<StreamKey> m_live; // tag: the block's stream (describeState)
 };
 
 } // namespace gpumem::replay

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "replay/detail/round_to_multiple.h"
 
 #include <algorithm>
 #include <bit>
@@ -14,20 +15,19 @@ namespace {
     constexpr StreamKey kReserveStream = std::numeric_limits<StreamKey>::max();
     constexpr Bytes kSlabUnit = Bytes(2) << 20;
     constexpr std::uint32_t kRegionsPerSlab = 8;
-    Bytes ceilTo(Bytes v, Bytes m) { return (v + m - 1) / m * m; }
 }
 
 Bytes SizeClassPolicy::classSize(Bytes bytes)
 {
     bytes = std::max<Bytes>(bytes, 1);
     if (bytes <= 2048)
-        return ceilTo(bytes, 512);
+        return detail::roundUpToMultiple(bytes, 512);
     // 2^g < bytes ≤ 2^(g+1): the four classes of this doubling are 2^g + j·2^(g−2), j = 1..4.
     unsigned g = unsigned(std::bit_width(bytes - 1)) - 1;
-    return ceilTo(bytes, Bytes(1) << (g - 2));
+    return detail::roundUpToMultiple(bytes, Bytes(1) << (g - 2));
 }
 
-Bytes SizeClassPolicy::slabSize(Bytes classBytes) { return ceilTo(classBytes * kRegionsPerSlab, kSlabUnit); }
+Bytes SizeClassPolicy::slabSize(Bytes classBytes) { return detail::roundUpToMultiple(classBytes * kRegionsPerSlab, kSlabUnit); }
 
 SizeClassPolicy::SizeClassPolicy(SimulatedDevice& device, SizeClassConfig config)
     : AllocatorPolicy(device)

@@ -97,7 +97,7 @@ std::optional<Address> TfBfcPolicy::findChunk(Bytes rounded, Bytes requested)
 // "Extend" (§2.4).
 bool TfBfcPolicy::extend(Bytes rounded, StreamKey stream)
 {
-    Bytes available = m_memoryLimit > m_poolBytes ? (m_memoryLimit - m_poolBytes) / 256 * 256 : 0;
+    Bytes available = m_memoryLimit > m_poolBytes ? detail::roundDownToMultiple(m_memoryLimit - m_poolBytes, kMinAllocationSize) : 0;
     if (rounded > available)
         return false;
     bool increased = false;

@@ -11,6 +11,7 @@
 // allocator's wait for other threads. Owns its chunks; uses the SimulatedDevice it was given.
 // Not thread-safe.
 #include "replay/allocator_policy.h"
+#include "replay/detail/round_to_multiple.h"
 
 #include <array>
 #include <map>
@@ -41,10 +42,7 @@ public:
     TfBfcPolicy(SimulatedDevice& device, TfBfcConfig config);
 
     // RoundedBytes: n rounded up to 256 B (n > 0).
-    static Bytes roundedBytes(Bytes n)
-    {
-        return (n + kMinAllocationSize - 1) / kMinAllocationSize * kMinAllocationSize;
-    }
+    static Bytes roundedBytes(Bytes n) { return detail::roundUpToMultiple(n, kMinAllocationSize); }
     // BinNumForSize: min(20, floor(log2(max(size, 256) / 256))).
     static int binFor(Bytes size);
     // The bytes the next Extend will try first (curr_region_allocation_bytes_).
