@@ -249,7 +249,9 @@ Replayer::Replayer(ReplayOptions options)
 
 namespace {
 
-ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const ReplayOptions& options, RequestPlan* record)
+// maxRequest: see RequestFeeder (0 = the device's limit).
+ReplayResult replayTrace(
+    const Trace& trace, const PolicySpec& spec, const ReplayOptions& options, RequestPlan* record, Bytes maxRequest = 0)
 {
     ReplayResult result;
     auto device = options.device ? options.device : defaultReplayDevice(trace);
@@ -285,7 +287,7 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
         dry.capacity = 0;
         dry.onOom = OnOom::Skip;
         dry.recordTimeline = dry.recordAllocAddresses = dry.recordSegmentEvents = dry.keepFinalState = false;
-        replayTrace(trace, spec, dry, &plan);
+        replayTrace(trace, spec, dry, &plan, options.capacity);
         policy->plan(plan);
     }
 
@@ -300,7 +302,8 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
 
     const auto& m = trace.memory();
     const std::size_t n = m.count();
-    RequestFeeder feeder(trace, dev, top);
+    // A dry run (the plan of an offline policy) runs unlimited but refuses what the real run will.
+    RequestFeeder feeder(trace, dev, top, maxRequest);
     const auto allocs = feeder.allocations();
 
     // The initial state of the window.
@@ -329,7 +332,9 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
     // Allocated): one opaque block that stays live [choice].
     if (recorder)
         recorder->initial = true;
-    if (options.openingAllocated > 0 && !top.allocate(options.openingAllocated, 0))
+    if (options.openingAllocated > 0
+        && (options.openingAllocated > (maxRequest != 0 ? maxRequest : sim.limit())
+            || !top.allocate(options.openingAllocated, 0)))
         ++result.ooms;
     bool stop = false;
     std::uint64_t deviceEvents = 0;
