@@ -360,14 +360,21 @@ ReplayResult replayTrace(
             }
             const bool initial = deviceEvents < initialEvents;
             if (++deviceEvents == initialEvents + 1 && initialEvents > 0 && adopt) {
+                // Adopted segments were really reserved before the window. Above the capacity, the first
+                // cudaMalloc of the window would fail and PyTorch would release its cached segments and
+                // retry (allocators.md §1.10): release the wholly free ones now, before the peaks start
+                // [choice: at the window start rather than at that first malloc, so the peak never
+                // exceeds the capacity]. What cannot be released (segments with live blocks) does not fit:
+                // the run cannot fit, and saying "no OOM" would answer the what-if wrongly.
+                if (options.capacity != 0 && top.stats().reserved > options.capacity)
+                    top.releaseCached();
                 stats.resetPeaks();
-                // Adopted segments were really reserved before the window: if they alone exceed the
-                // capacity, the run cannot fit, and saying "no OOM" would answer the what-if wrongly.
                 const auto& st = top.stats();
                 if (options.capacity != 0 && st.reserved > options.capacity) {
                     ++result.ooms;
-                    result.failures.push_back({ m.time[i], i, st.reserved /* the pre-window state that does not fit */, feeder.streamOf(i),
-                        st.reserved, st.allocated, 0 });
+                    FailedRequest f { m.time[i], i, st.allocated, feeder.streamOf(i), st.reserved, st.allocated, 0 };
+                    f.beforeWindow = true;
+                    result.failures.push_back(f);
                     if (measured && options.onOom == OnOom::Stop) {
                         result.stopped = true;
                         stop = true;
