@@ -256,8 +256,10 @@ ReplayResult replayTrace(
     ReplayResult result;
     auto device = options.device ? options.device : defaultReplayDevice(trace);
     if (options.device && *options.device >= trace.devices().size())
-        throw UsageError("replay: device " + std::to_string(*options.device) + " does not exist; the trace has "
-            + std::to_string(trace.devices().size()) + " devices");
+        // No "replay:" prefix: the CLI names the verb (gpumem replay:, gpumem fit:) before the message.
+        throw UsageError("device " + std::to_string(*options.device) + " does not exist; the trace has "
+            + std::to_string(trace.devices().size()) + " device" + (trace.devices().size() == 1 ? "" : "s")
+            + " (--device 0.." + std::to_string(trace.devices().size() == 0 ? 0 : trace.devices().size() - 1) + ")");
     const DeviceId dev = device.value_or(0);
     result.device = dev;
 

@@ -166,3 +166,12 @@ TEST(ReplayCli, ASnapshotBelowItsRecordedReservedFailsOnARealRequestNotOnItsStar
     ASSERT_EQ(fit.exitCode, 0) << fit.err;
     EXPECT_EQ(nlohmann::json::parse(fit.out)[0]["capacity"], 818u << 20); // was the recorded 822 MiB
 }
+
+TEST(ReplayCli, ADeviceOutOfRangeIsOneUsageLineWithOnePrefix)
+{
+    // Review finding: "gpumem replay: replay: device 5 …".
+    auto r = runCli("replay tests/data/tiny_alloc_free.jsonl --device 5");
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_EQ(r.err.rfind("gpumem replay: device 5 does not exist; the trace has 1 device (--device 0..0)\n", 0), 0u)
+        << r.err;
+}
