@@ -175,3 +175,20 @@ TEST(ReplayCli, ADeviceOutOfRangeIsOneUsageLineWithOnePrefix)
     EXPECT_EQ(r.err.rfind("gpumem replay: device 5 does not exist; the trace has 1 device (--device 0..0)\n", 0), 0u)
         << r.err;
 }
+
+TEST(ReplayCli, SaysWhichDeviceMemoryItAssumedWhenTheTraceHasNone)
+{
+    // Review finding: rmm-arena showed 40 GiB reserved on a trace without a device size, not saying that
+    // an 80 GiB device was assumed (the arena takes half of it).
+    auto r = runCli("replay tests/data/zero_byte_alloc.jsonl --policy rmm-arena");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("rmm-arena      40.00 GiB"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("gpumem replay: note: the trace records no memory size for device 0 and no --capacity was "
+                         "given: the device is taken to have 80.00 GiB (the simulator's default)"),
+        std::string::npos)
+        << r.err;
+    // Not said when the capacity is given, nor when the trace records the device's memory.
+    EXPECT_EQ(runCli("replay tests/data/zero_byte_alloc.jsonl --policy rmm-arena --capacity 8GiB").err.find("note:"),
+        std::string::npos);
+    EXPECT_EQ(runCli("replay tests/data/tiny_alloc_free.jsonl --policy rmm-arena").err.find("note:"), std::string::npos);
+}
