@@ -149,8 +149,7 @@ TEST(ReplayCli, ASnapshotBelowItsRecordedReservedFailsOnARealRequestNotOnItsStar
     // Review finding: pytorch at 800 MiB on a snapshot that recorded 822 MiB reserved failed a phantom
     // "request 822.00 MiB … trace event 180" (the whole starting state) with a peak above the capacity,
     // although 260 MiB of it is wholly free cached segments that PyTorch releases on an OOM.
-    const std::string path
-        = std::string(GPUMEM_PUBLIC_TRACES) + "/cs336-silmont2000/memory_forward_bf16_128.pickle";
+    const std::string path = std::string(GPUMEM_PUBLIC_TRACES) + "/cs336-silmont2000/memory_forward_bf16_128.pickle";
     if (!std::filesystem::exists(path))
         GTEST_SKIP() << "public trace " << path << " is absent (GPUMEM_PUBLIC_TRACES)";
     auto r = runCli("replay '" + path + "' --policy pytorch --capacity 800MiB");
@@ -190,5 +189,6 @@ TEST(ReplayCli, SaysWhichDeviceMemoryItAssumedWhenTheTraceHasNone)
     // Not said when the capacity is given, nor when the trace records the device's memory.
     EXPECT_EQ(runCli("replay tests/data/zero_byte_alloc.jsonl --policy rmm-arena --capacity 8GiB").err.find("note:"),
         std::string::npos);
-    EXPECT_EQ(runCli("replay tests/data/tiny_alloc_free.jsonl --policy rmm-arena").err.find("note:"), std::string::npos);
+    EXPECT_EQ(
+        runCli("replay tests/data/tiny_alloc_free.jsonl --policy rmm-arena").err.find("note:"), std::string::npos);
 }

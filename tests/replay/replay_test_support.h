@@ -107,7 +107,8 @@ inline void checkHugeRequests(const char* spec)
     const Bytes upFront = Replayer().run(none, parsePolicySpec(spec)).peakReserved.bytes;
     // One request of 2^64 - 616 B, freed: one OOM at 80 GiB, nothing reserved for it.
     Trace wraps = readJsonlText(
-        head + mem(1, "alloc", 4096, 18446744073709551000u) + mem(2, "free", 4096, 18446744073709551000u), "wraps.jsonl");
+        head + mem(1, "alloc", 4096, 18446744073709551000u) + mem(2, "free", 4096, 18446744073709551000u),
+        "wraps.jsonl");
     ReplayResult r = Replayer(o80).run(wraps, parsePolicySpec(spec));
     EXPECT_EQ(r.ooms, 1u);
     EXPECT_EQ(r.allocations, 0u);
@@ -125,8 +126,8 @@ inline void checkHugeRequests(const char* spec)
     // Three live 1.5 EiB blocks on an unlimited device of kMaxDeviceBytes: at most two fit (the third would
     // take the live bytes to 4.5 EiB), and no counter wraps.
     const Bytes big = Bytes(3) << 59;
-    Trace three = readJsonlText(head + mem(1, "alloc", 4096, big) + mem(2, "alloc", Bytes(1) << 62, big)
-            + mem(3, "alloc", Bytes(1) << 63, big),
+    Trace three = readJsonlText(
+        head + mem(1, "alloc", 4096, big) + mem(2, "alloc", Bytes(1) << 62, big) + mem(3, "alloc", Bytes(1) << 63, big),
         "three.jsonl");
     ReplayOptions huge;
     huge.totalMemory = kMaxDeviceBytes;
