@@ -161,6 +161,17 @@ TEST(ReplayCli, ASnapshotBelowItsRecordedReservedFailsOnARealRequestNotOnItsStar
                          "MiB, device free 2.00 MiB, trace event 2810\n"),
         std::string::npos)
         << r.out;
+    // At 500 MiB the live blocks of the starting state alone do not fit: said in words, not as a request.
+    auto small = runCli("replay '" + path + "' --policy pytorch --capacity 500MiB --format json");
+    ASSERT_EQ(small.exitCode, 0) << small.err;
+    const auto failure = nlohmann::json::parse(small.out)[0]["failures"][0];
+    EXPECT_EQ(failure["before_window"], true);
+    EXPECT_EQ(failure["allocated"], 525286400u);
+    EXPECT_EQ(failure["reserved"], 562u << 20);
+    EXPECT_NE(runCli("replay '" + path + "' --policy pytorch --capacity 500MiB")
+                  .out.find("pytorch: the state before the trace holds 500.95 MiB (525286400 B) in live blocks, in "
+                            "segments of 562.00 MiB that cannot be released, more than the capacity\n"),
+        std::string::npos);
     auto fit = runCli("fit '" + path + "' --policy pytorch --format json");
     ASSERT_EQ(fit.exitCode, 0) << fit.err;
     EXPECT_EQ(nlohmann::json::parse(fit.out)[0]["capacity"], 818u << 20); // was the recorded 822 MiB
