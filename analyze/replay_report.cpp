@@ -49,9 +49,9 @@ nlohmann::json replayResultToJson(const replay::ReplayResult& r, TimeNs start)
 {
     nlohmann::json failures = nlohmann::json::array();
     for (const auto& f : r.failures)
-        failures.push_back(
-            { { "time_ns", f.time - start }, { "event", f.event }, { "size", f.size }, { "stream", f.stream },
-                { "reserved", f.reserved }, { "allocated", f.allocated }, { "device_free", f.deviceFree } });
+        failures.push_back({ { "time_ns", f.time - start }, { "event", f.event }, { "size", f.size },
+            { "stream", f.stream }, { "reserved", f.reserved }, { "allocated", f.allocated },
+            { "device_free", f.deviceFree }, { "before_window", f.beforeWindow } });
     nlohmann::json j = {
         { "policy", r.policy },
         { "initial_state", r.initialAdopted ? "adopted" : "allocated" },
@@ -155,6 +155,12 @@ void writeReplayTable(
         if (r.failures.empty())
             continue;
         const auto& f = r.failures.front();
+        if (f.beforeWindow) {
+            out << r.policy << ": the state before the trace holds " << formatBytes(f.allocated) << " (" << f.allocated
+                << " B) in live blocks, in segments of " << formatBytes(f.reserved)
+                << " that cannot be released, more than the capacity\n";
+            continue;
+        }
         out << r.policy << ": " << (r.stopped ? "stopped at the first OOM" : "first OOM") << ": +"
             << formatSeconds(f.time - start) << ", request " << formatBytes(f.size) << " (" << f.size
             << " B) on stream " << f.stream << ", reserved " << formatBytes(f.reserved) << ", device free "

@@ -161,6 +161,8 @@ void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view 
             out << f.spec << ": no capacity up to " << formatBytes(f.maxCapacity) << " runs without OOM\n";
             continue;
         }
+        if (f.capacity == 0)
+            out << f.spec << ": needs no memory (0 B): nothing is reserved on the device\n";
         if (f.nonMonotone)
             out << f.spec << ": non-monotone: fits at " << formatBytes(f.nonMonotone->first) << " ("
                 << f.nonMonotone->first << " B) but fails at " << formatBytes(f.nonMonotone->second) << " ("

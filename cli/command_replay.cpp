@@ -50,6 +50,22 @@ namespace {
         return s;
     }
 
+    // Without --capacity and without a device size in the trace, the simulated device reports the
+    // simulator's default total memory (SimulatedDevice: 80 GiB [choice]), which rmm-pool, rmm-arena,
+    // tf-bfc and PyTorch's memory fraction and expandable segments size from: say so (review finding).
+    void noteAssumedDeviceMemory(const Trace& trace, const replay::ReplayOptions& options, std::ostream& err)
+    {
+        const DeviceId dev = options.device.value_or(0);
+        if (options.capacity != 0 || options.totalMemory != 0
+            || (dev < trace.devices().size() && trace.devices()[dev].totalMemory != 0))
+            return;
+        const replay::SimulatedDevice assumed;
+        err << "gpumem replay: note: the trace records no memory size for device " << dev << " and no --capacity was"
+            << " given: the device is taken to have " << formatBytes(assumed.totalMemory())
+            << " (the simulator's default), which rmm-pool, rmm-arena, tf-bfc and pytorch's"
+            << " per_process_memory_fraction and expandable segments size from; give --capacity to set it\n";
+    }
+
     // The origin of the "+x s" offsets: the trace start, as `gpumem info` and `analyze` use.
     TimeNs traceStart(const Trace& t) { return analyze::traceSpan(t).start; }
 
@@ -305,6 +321,7 @@ namespace {
                 [&](std::size_t i) { results[i] = replay::Replayer(options).run(trace, specs[i]); });
             analyze::writeReplayTable(results, format, traceStart(trace), out);
             warnAboutMemoryBeforeTheWindow(trace, options.device.value_or(0), err);
+            noteAssumedDeviceMemory(trace, options, err);
             std::vector<GateSubject> subjects;
             for (const auto& r : results)
                 subjects.push_back({ r.policy, r.ooms, r.peakReserved.bytes });

@@ -47,7 +47,9 @@ struct FitResult {
     std::string spec; // as written
     std::string policy; // the policy's name with its effective options
     bool fits = false; // false: no capacity up to maxCapacity fits
-    Bytes capacity = 0; // the smallest fitting capacity found (a multiple of step); 0 when !fits
+    // The smallest fitting capacity found (a multiple of step); 0 when !fits, and 0 with fits when the
+    // trace needs no memory (nothing reserved on an unlimited device; no probes then).
+    Bytes capacity = 0;
     Bytes peakReservedAtFit = 0; // peak reserved of the replay at `capacity`
     Bytes lowerBound = 0; // peak live requested bytes
     Bytes unlimitedPeakReserved = 0; // the policy's peak reserved on an unlimited device

@@ -249,13 +249,17 @@ Replayer::Replayer(ReplayOptions options)
 
 namespace {
 
-ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const ReplayOptions& options, RequestPlan* record)
+// maxRequest: see RequestFeeder (0 = the device's limit).
+ReplayResult replayTrace(
+    const Trace& trace, const PolicySpec& spec, const ReplayOptions& options, RequestPlan* record, Bytes maxRequest = 0)
 {
     ReplayResult result;
     auto device = options.device ? options.device : defaultReplayDevice(trace);
     if (options.device && *options.device >= trace.devices().size())
-        throw UsageError("replay: device " + std::to_string(*options.device) + " does not exist; the trace has "
-            + std::to_string(trace.devices().size()) + " devices");
+        // No "replay:" prefix: the CLI names the verb (gpumem replay:, gpumem fit:) before the message.
+        throw UsageError("device " + std::to_string(*options.device) + " does not exist; the trace has "
+            + std::to_string(trace.devices().size()) + " device" + (trace.devices().size() == 1 ? "" : "s")
+            + " (--device 0.." + std::to_string(trace.devices().size() == 0 ? 0 : trace.devices().size() - 1) + ")");
     const DeviceId dev = device.value_or(0);
     result.device = dev;
 
@@ -285,7 +289,7 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
         dry.capacity = 0;
         dry.onOom = OnOom::Skip;
         dry.recordTimeline = dry.recordAllocAddresses = dry.recordSegmentEvents = dry.keepFinalState = false;
-        replayTrace(trace, spec, dry, &plan);
+        replayTrace(trace, spec, dry, &plan, options.capacity);
         policy->plan(plan);
     }
 
@@ -300,7 +304,8 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
 
     const auto& m = trace.memory();
     const std::size_t n = m.count();
-    RequestFeeder feeder(trace, dev, top);
+    // A dry run (the plan of an offline policy) runs unlimited but refuses what the real run will.
+    RequestFeeder feeder(trace, dev, top, maxRequest);
     const auto allocs = feeder.allocations();
 
     // The initial state of the window.
@@ -329,7 +334,9 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
     // Allocated): one opaque block that stays live [choice].
     if (recorder)
         recorder->initial = true;
-    if (options.openingAllocated > 0 && !top.allocate(options.openingAllocated, 0))
+    if (options.openingAllocated > 0
+        && (options.openingAllocated > (maxRequest != 0 ? maxRequest : sim.limit())
+            || !top.allocate(options.openingAllocated, 0)))
         ++result.ooms;
     bool stop = false;
     std::uint64_t deviceEvents = 0;
@@ -355,14 +362,21 @@ ReplayResult replayTrace(const Trace& trace, const PolicySpec& spec, const Repla
             }
             const bool initial = deviceEvents < initialEvents;
             if (++deviceEvents == initialEvents + 1 && initialEvents > 0 && adopt) {
+                // Adopted segments were really reserved before the window. Above the capacity, the first
+                // cudaMalloc of the window would fail and PyTorch would release its cached segments and
+                // retry (allocators.md §1.10): release the wholly free ones now, before the peaks start
+                // [choice: at the window start rather than at that first malloc, so the peak never
+                // exceeds the capacity]. What cannot be released (segments with live blocks) does not fit:
+                // the run cannot fit, and saying "no OOM" would answer the what-if wrongly.
+                if (options.capacity != 0 && top.stats().reserved > options.capacity)
+                    top.releaseCached();
                 stats.resetPeaks();
-                // Adopted segments were really reserved before the window: if they alone exceed the
-                // capacity, the run cannot fit, and saying "no OOM" would answer the what-if wrongly.
                 const auto& st = top.stats();
                 if (options.capacity != 0 && st.reserved > options.capacity) {
                     ++result.ooms;
-                    result.failures.push_back({ m.time[i], i, st.reserved /* the pre-window state that does not fit */, feeder.streamOf(i),
-                        st.reserved, st.allocated, 0 });
+                    FailedRequest f { m.time[i], i, st.allocated, feeder.streamOf(i), st.reserved, st.allocated, 0 };
+                    f.beforeWindow = true;
+                    result.failures.push_back(f);
                     if (measured && options.onOom == OnOom::Stop) {
                         result.stopped = true;
                         stop = true;

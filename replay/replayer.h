@@ -13,7 +13,9 @@
 //   is both (allocators.md §1.7).
 // - The initial state of a ring-buffer window (the events a snapshot importer rebuilt before the first
 //   entry, metadata "reconstruction"[].events_before_trace) is adopted at the recorded addresses by a
-//   policy that can (pytorch with the recorded settings), or allocated like any request otherwise.
+//   policy that can (pytorch with the recorded settings), or allocated like any request otherwise. An
+//   adopted state above the capacity first releases its wholly free cached segments (PyTorch's OOM
+//   recovery); if it still does not fit, that is one failure marked beforeWindow, not a request.
 // - A failed request is data: with OnOom::Stop the replay ends there; with OnOom::Skip it is counted,
 //   the allocation and its frees are dropped and the replay goes on.
 // - Segment-level events of the trace are not replayed; a fidelity replay (followRecorded) hands the
@@ -73,6 +75,10 @@ struct FailedRequest {
     Bytes reserved = 0; // reserved when it failed
     Bytes allocated = 0;
     Bytes deviceFree = 0; // capacity − reserved (the maximum value when unlimited)
+    // True when no request failed but the adopted state before the window does not fit: its segments
+    // with live blocks hold `reserved` bytes, more than the capacity, `allocated` (= size) of them in
+    // live blocks; time and event are the first window event's.
+    bool beforeWindow = false;
 };
 
 struct SegmentEventRecord {

@@ -1,11 +1,14 @@
 #include "replay/request_feeder.h"
 
+#include <algorithm>
+
 namespace gpumem::replay {
 
-RequestFeeder::RequestFeeder(const Trace& trace, DeviceId device, AllocatorPolicy& top)
+RequestFeeder::RequestFeeder(const Trace& trace, DeviceId device, AllocatorPolicy& top, Bytes maxRequest)
     : m_trace(trace)
     , m_device(device)
     , m_top(top)
+    , m_maxRequest(maxRequest != 0 ? std::min(maxRequest, kMaxDeviceBytes) : top.device().limit())
     , m_allocs(trace.allocations())
     , m_allocOf(trace.memory().count(), kNoAllocation)
     , m_simAddress(m_allocs.size(), 0)
@@ -32,6 +35,12 @@ RequestFeeder::Step RequestFeeder::feed(std::size_t i)
     case EventKind::Alloc: {
         if (step.request == 0) {
             step.outcome = Outcome::ZeroSize;
+            return step;
+        }
+        const Bytes live = std::min(m_top.stats().requested, kMaxDeviceBytes);
+        if (step.request > m_maxRequest || step.request > kMaxDeviceBytes - live) {
+            m_top.device().reportOom(step.request, step.stream);
+            step.outcome = Outcome::Failed;
             return step;
         }
         step.address = m_top.allocate(step.request, step.stream);

@@ -7,6 +7,9 @@
 // free_completed is a requestFree and the block is deallocated at the free_completed; a free followed
 // at once by its own free_completed is handled at the free_completed; a free of an allocation that never
 // got a simulated block (dropped after an OOM, or before the window) changes nothing.
+// A request larger than the device's limit (its capacity, or kMaxDeviceBytes when unlimited), or one that
+// would take the live requested bytes above kMaxDeviceBytes, fails here, before any policy rounds it: no
+// allocator could serve it, so every policy gives the same answer and no counter wraps.
 // Not thread-safe; holds references to the trace and the policy, which must outlive it.
 #include "core/trace.h"
 #include "replay/allocator_policy.h"
@@ -40,7 +43,9 @@ public:
         std::optional<Address> address; // the simulated block of an Allocated, Freed or FreeRequested step
     };
 
-    RequestFeeder(const Trace& trace, DeviceId device, AllocatorPolicy& top);
+    // maxRequest: the largest request handed to `top` (0 = top.device().limit()); a dry run on an
+    // unlimited device passes the real run's limit so that both refuse the same requests.
+    RequestFeeder(const Trace& trace, DeviceId device, AllocatorPolicy& top, Bytes maxRequest = 0);
 
     // Handles memory event i (which must be on the device). Alloc/Free/FreeCompleted only; other kinds
     // return Ignored.
@@ -60,6 +65,7 @@ private:
     const Trace& m_trace;
     DeviceId m_device;
     AllocatorPolicy& m_top;
+    Bytes m_maxRequest;
     std::span<const Allocation> m_allocs;
     std::vector<std::uint32_t> m_allocOf;
     std::vector<Address> m_simAddress;

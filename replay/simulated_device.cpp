@@ -22,7 +22,7 @@ SimulatedDevice::SimulatedDevice(Bytes capacity, Bytes granularity, Bytes totalM
 
 bool SimulatedDevice::take(Bytes bytes)
 {
-    if (m_capacity != 0 && (m_counters.reserved > m_capacity || bytes > m_capacity - m_counters.reserved)) {
+    if (m_counters.reserved > limit() || bytes > limit() - m_counters.reserved) {
         ++m_counters.failedCalls;
         return false;
     }
@@ -63,6 +63,10 @@ Address SimulatedDevice::bump(Bytes bytes)
 
 std::optional<Address> SimulatedDevice::malloc(Bytes bytes, StreamKey stream)
 {
+    if (bytes > limit()) { // before rounding, which would wrap near 2^64
+        ++m_counters.failedCalls;
+        return std::nullopt;
+    }
     Bytes rounded = detail::roundUpToMultiple(bytes, m_granularity);
     if (!take(rounded))
         return std::nullopt;

@@ -20,6 +20,11 @@ namespace gpumem::replay {
 // The stream a request runs on, as the source names it (cudaStream_t value; 0 = default stream).
 using StreamKey = std::uint64_t;
 
+// The most bytes an "unlimited" device (capacity 0) hands out, and the most live request bytes a replay
+// accepts: 4 EiB, far above any device [choice]. Below it every policy's rounding (at most to the next
+// power of two) and every sum of two such sizes stays below 2^64, so no counter wraps.
+inline constexpr Bytes kMaxDeviceBytes = Bytes(1) << 62;
+
 struct DeviceCounters {
     std::uint64_t mallocCalls = 0; // cudaMalloc (successful)
     std::uint64_t freeCalls = 0; // cudaFree
@@ -93,6 +98,8 @@ public:
     // `shared` alive longer than the device). nullptr = not shared.
     void setSharedCapacity(SharedCapacity* shared) { m_shared = shared; }
     Bytes capacity() const { return m_capacity; }
+    // The capacity, or kMaxDeviceBytes when it is unlimited (0): what malloc/map never exceed.
+    Bytes limit() const { return m_capacity != 0 ? m_capacity : kMaxDeviceBytes; }
     Bytes granularity() const { return m_granularity; }
     Bytes totalMemory() const { return m_totalMemory; }
     // Bytes still available to malloc/map (the driver's "free"); the maximum value when unlimited.

@@ -463,6 +463,8 @@ struct PyTorchPolicy::Impl {
             return nullptr;
         while (c->size < size) {
             Block* n = c->next;
+            if (n == nullptr) // larger than the segment's whole address range (total memory × 9/8): OOM
+                return nullptr;
             if (!mapBlock(n, std::min(size - c->size, n->size)))
                 return nullptr;
             c = n; // mapBlock merged the free candidate into n

@@ -285,3 +285,21 @@ TEST(ColocateCli, ProcessNamesKeepDotsThatAreNotTraceExtensions)
     EXPECT_EQ(r.exitCode, 0) << r.err;
     EXPECT_NE(r.out.find("first failure: Qwen1.5-0.5B at +0.000003 s"), std::string::npos) << r.out;
 }
+
+TEST(FitCli, ATraceThatAllocatesNothingNeedsNoMemory)
+{
+    // Review finding: "fits in 2.00 MiB" (the smallest step) for a trace whose only request is 0 B.
+    auto text = runCli("fit tests/data/zero_byte_alloc.jsonl --policy pytorch --policy direct");
+    ASSERT_EQ(text.exitCode, 0) << text.err;
+    EXPECT_EQ(text.out,
+        "policy   fits in  peak reserved there  unlimited peak reserved  live peak  probes\n"
+        "pytorch      0 B                  0 B                      0 B        0 B       0\n"
+        "direct       0 B                  0 B                      0 B        0 B       0\n"
+        "pytorch: needs no memory (0 B): nothing is reserved on the device\n"
+        "direct: needs no memory (0 B): nothing is reserved on the device\n");
+    auto json = nlohmann::json::parse(runCli("fit tests/data/zero_byte_alloc.jsonl --format json").out);
+    ASSERT_EQ(json.size(), 1u);
+    EXPECT_EQ(json[0]["fits"], true);
+    EXPECT_EQ(json[0]["capacity"], 0u);
+    EXPECT_TRUE(json[0]["probes"].empty());
+}

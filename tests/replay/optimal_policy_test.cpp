@@ -265,3 +265,5 @@ TEST(OptimalPolicy, IsAtLeastTheLowerBoundOnThePublicTraces)
     if (seen == 0)
         GTEST_SKIP() << "public traces absent at " << GPUMEM_PUBLIC_TRACES;
 }
+
+TEST(OptimalPolicy, RequestsAboveTheDeviceAreOneOomInTheEngineAndNothingWraps) { checkHugeRequests("optimal"); }

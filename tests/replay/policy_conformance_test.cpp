@@ -206,6 +206,11 @@ TYPED_TEST(PolicyConformance, OutOfMemoryReturnsEmptyAndTheStateStaysUsable)
     EXPECT_EQ(r.policy->stats().allocated, 0u);
 }
 
+TYPED_TEST(PolicyConformance, RequestsAboveTheDeviceAreOneOomInTheEngineAndNothingWraps)
+{
+    checkHugeRequests(TypeParam::spec);
+}
+
 TYPED_TEST(PolicyConformance, EverythingGoesBackToTheDeviceAtTheEnd)
 {
     Rig r(TypeParam::spec);

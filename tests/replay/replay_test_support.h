@@ -1,8 +1,10 @@
 #pragma once
 // Shared helpers for the replay tests: a policy on its own simulated device with every device call
 // recorded.
+#include "core/jsonl_format.h"
 #include "replay/policies/pytorch_policy.h"
 #include "replay/policy_registry.h"
+#include "replay/replayer.h"
 
 #include <gtest/gtest.h>
 
@@ -82,6 +84,60 @@ inline std::string paramName(const ::testing::TestParamInfo<const char*>& param)
         if (!std::isalnum(static_cast<unsigned char>(c)))
             c = '_';
     return n;
+}
+
+// A request near 2^64 or the live bytes above kMaxDeviceBytes are refused by the replay engine
+// (RequestFeeder) before any policy rounds them, so every policy gives the same answer and no counter
+// wraps. Run by the typed conformance suite and for `optimal`
+// (tests/replay/optimal_policy_test.cpp).
+inline void checkHugeRequests(const char* spec)
+{
+    const std::string head = "{\"format\":\"gpumem-jsonl\",\"version\":1}\n"
+                             "{\"type\":\"device\",\"id\":0,\"kind\":\"cuda\",\"ordinal\":0}\n"
+                             "{\"type\":\"stream\",\"id\":0,\"device\":0,\"handle\":0}\n";
+    auto mem = [](int t, const char* kind, Address addr, Bytes size) {
+        return "{\"type\":\"mem\",\"t\":" + std::to_string(t) + ",\"kind\":\"" + kind
+            + "\",\"addr\":" + std::to_string(addr) + ",\"size\":" + std::to_string(size) + "}\n";
+    };
+    ReplayOptions o80;
+    o80.capacity = Bytes(80) << 30;
+    // What the policy reserves with no request at all (rmm-arena, rmm-binning and tf-bfc reserve up front).
+    Trace none = readJsonlText(head + mem(1, "free", 4096, 512), "none.jsonl");
+    const Bytes upFront80 = Replayer(o80).run(none, parsePolicySpec(spec)).peakReserved.bytes;
+    const Bytes upFront = Replayer().run(none, parsePolicySpec(spec)).peakReserved.bytes;
+    // One request of 2^64 - 616 B, freed: one OOM at 80 GiB, nothing reserved for it.
+    Trace wraps = readJsonlText(
+        head + mem(1, "alloc", 4096, 18446744073709551000u) + mem(2, "free", 4096, 18446744073709551000u),
+        "wraps.jsonl");
+    ReplayResult r = Replayer(o80).run(wraps, parsePolicySpec(spec));
+    EXPECT_EQ(r.ooms, 1u);
+    EXPECT_EQ(r.allocations, 0u);
+    ASSERT_EQ(r.failures.size(), 1u);
+    EXPECT_EQ(r.failures[0].size, 18446744073709551000u);
+    EXPECT_EQ(r.peakReserved.bytes, upFront80);
+    EXPECT_EQ(r.peakAllocated.bytes, 0u);
+    // 2^64 - 1 never freed, unlimited device: refused too.
+    Trace max = readJsonlText(head + mem(1, "alloc", 4096, ~Bytes(0)), "max.jsonl");
+    r = Replayer().run(max, parsePolicySpec(spec));
+    EXPECT_EQ(r.ooms, 1u);
+    EXPECT_EQ(r.peakReserved.bytes, upFront);
+    EXPECT_EQ(r.peakAllocated.bytes, 0u);
+    EXPECT_EQ(r.finalReserved, upFront);
+    // Three live 1.5 EiB blocks on an unlimited device of kMaxDeviceBytes: at most two fit (the third would
+    // take the live bytes to 4.5 EiB), and no counter wraps.
+    const Bytes big = Bytes(3) << 59;
+    Trace three = readJsonlText(
+        head + mem(1, "alloc", 4096, big) + mem(2, "alloc", Bytes(1) << 62, big) + mem(3, "alloc", Bytes(1) << 63, big),
+        "three.jsonl");
+    ReplayOptions huge;
+    huge.totalMemory = kMaxDeviceBytes;
+    r = Replayer(huge).run(three, parsePolicySpec(spec));
+    EXPECT_LE(r.allocations, 2u);
+    EXPECT_EQ(r.ooms, 3 - r.allocations);
+    EXPECT_EQ(r.peakRequested.bytes, r.allocations * big);
+    EXPECT_GE(r.peakAllocated.bytes, r.peakRequested.bytes);
+    EXPECT_GE(r.peakReserved.bytes, r.peakAllocated.bytes);
+    EXPECT_LE(r.peakReserved.bytes, kMaxDeviceBytes);
 }
 
 } // namespace gpumem::replay::testing

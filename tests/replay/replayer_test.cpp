@@ -174,3 +174,59 @@ TEST(Replayer, WarmupPassesKeepThePreWindowStateAndDoNotReplayItAgain)
         EXPECT_EQ(warm.requestEvents, 3u) << spec; // the window only
     }
 }
+
+namespace {
+// A window that starts with a rebuilt state (a snapshot's, adopted by `pytorch` with the recorded
+// settings): segment A (20 MiB) holding a live 18 MiB block, segment B (20 MiB) wholly free; then the
+// window allocates 10 MiB.
+Trace adoptedStateAboveTheCapacity()
+{
+    TraceSketch s;
+    s.tb.metadata()["reconstruction"] = nlohmann::json::array({ { { "device", 0 }, { "events_before_trace", 3 } } });
+    s.tb.metadata()["allocator_settings"] = nlohmann::json::object();
+    s.ev(EventKind::SegmentAlloc, 0x10000000, 20 * MiB, s.gpu);
+    s.alloc(0x10000000, 18 * MiB);
+    s.ev(EventKind::SegmentAlloc, 0x20000000, 20 * MiB, s.gpu);
+    s.alloc(0x30000000, 10 * MiB);
+    return s.tb.build();
+}
+} // namespace
+
+TEST(Replayer, AnAdoptedStateAboveTheCapacityReleasesItsFreeSegmentsFirst)
+{
+    // 40 MiB adopted, capacity 36 MiB: PyTorch would release B on the first failed cudaMalloc; then the
+    // window's 10 MiB segment fits (20 + 10 MiB). Before the fix: one phantom 40 MiB "request" failed.
+    Trace trace = adoptedStateAboveTheCapacity();
+    ReplayOptions o;
+    o.capacity = 36 * MiB;
+    o.onOom = OnOom::Stop;
+    ReplayResult r = Replayer(o).run(trace, parsePolicySpec("pytorch"));
+    EXPECT_TRUE(r.initialAdopted);
+    EXPECT_EQ(r.initialSegments, 2u);
+    EXPECT_EQ(r.initialBlocks, 1u);
+    EXPECT_EQ(r.ooms, 0u);
+    EXPECT_TRUE(r.failures.empty());
+    EXPECT_EQ(r.allocations, 1u);
+    EXPECT_EQ(r.peakReserved.bytes, 30 * MiB);
+    EXPECT_EQ(r.finalAllocated, 28 * MiB);
+    // Without a capacity nothing is released and the 10 MiB request splits the cached segment B.
+    EXPECT_EQ(Replayer().run(trace, parsePolicySpec("pytorch")).peakReserved.bytes, 40 * MiB);
+}
+
+TEST(Replayer, AnAdoptedStateWhoseLiveSegmentsExceedTheCapacityIsOneFailureBeforeTheWindow)
+{
+    // Capacity 16 MiB: after releasing B, segment A (20 MiB, 18 MiB live) still does not fit.
+    Trace trace = adoptedStateAboveTheCapacity();
+    ReplayOptions o;
+    o.capacity = 16 * MiB;
+    o.onOom = OnOom::Stop;
+    ReplayResult r = Replayer(o).run(trace, parsePolicySpec("pytorch"));
+    EXPECT_EQ(r.ooms, 1u);
+    EXPECT_TRUE(r.stopped);
+    ASSERT_EQ(r.failures.size(), 1u);
+    EXPECT_TRUE(r.failures[0].beforeWindow);
+    EXPECT_EQ(r.failures[0].reserved, 20 * MiB);
+    EXPECT_EQ(r.failures[0].allocated, 18 * MiB);
+    EXPECT_EQ(r.failures[0].size, 18 * MiB);
+    EXPECT_EQ(r.allocations, 0u);
+}
