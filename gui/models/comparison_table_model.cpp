@@ -180,6 +180,11 @@ QVariant ComparisonTableModel::data(const QModelIndex& index, int role) const
         if (r.failures.empty())
             return {};
         const auto& f = r.failures.front();
+        if (f.beforeWindow) // no request failed: the starting state itself does not fit
+            return QString("the state before the trace holds %1 in live blocks, in segments of %2 that cannot be "
+                           "released, more than the capacity")
+                .arg(bytesText(f.allocated))
+                .arg(bytesText(f.reserved));
         return QString("request %1 on stream %2 with %3 reserved")
             .arg(bytesText(f.size))
             .arg(f.stream)
