@@ -92,7 +92,7 @@ std::string torchSize(Bytes bytes, Bytes reference)
 std::vector<std::pair<std::string, std::string>> fragmentationRows(const FragmentationSummary& f)
 {
     std::vector<std::pair<std::string, std::string>> rows;
-    rows.emplace_back("Lower bound: max live bytes", formatBytes(f.lowerBound));
+    rows.emplace_back("Lower bound: max live requested bytes", formatBytes(f.lowerBound));
     if (f.peakRecordedAllocated)
         rows.emplace_back("Peak of the recorded allocated counter", formatBytes(*f.peakRecordedAllocated));
     if (f.peakReserved) {
