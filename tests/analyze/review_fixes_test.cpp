@@ -81,3 +81,54 @@ TEST(LowerBound, Bf16SnapshotBoundEqualsIdealsLivePeak)
     EXPECT_GE(*a.fragmentation.peakReserved, a.fragmentation.lowerBound);
 }
 
+// Defect 2: --at went through a double (53 bits), and the label and offset named two times.
+TEST(InstantSpecParse, AbsoluteAndRelativeTimesAreExactNanoseconds)
+{
+    EXPECT_EQ(InstantSpec::parse("@1752829952237228068", 0).time, 1752829952237228068);
+    EXPECT_EQ(InstantSpec::parse("@1752829952237228068ns", 0).time, 1752829952237228068);
+    EXPECT_EQ(InstantSpec::parse("@-5", 0).time, -5);
+    EXPECT_EQ(InstantSpec::parse("@9223372036854775807", 0).time, INT64_MAX);
+    EXPECT_EQ(InstantSpec::parse("10ms", 1752829952227228068).time, 1752829952237228068);
+    EXPECT_EQ(InstantSpec::parse("0.000000001s", 100).time, 101);
+    EXPECT_EQ(InstantSpec::parse("1.0000000005s", 0).time, 1000000001); // half a ns rounds up
+    EXPECT_EQ(InstantSpec::parse("1.5us", 0).time, 1500);
+    EXPECT_EQ(InstantSpec::parse("0", 7).time, 7);
+    EXPECT_THROW(InstantSpec::parse("@9223372036854775808", 0), UsageError);
+    EXPECT_THROW(InstantSpec::parse("1s", INT64_MAX), UsageError);
+    EXPECT_THROW(InstantSpec::parse("0.35", 0), UsageError); // a relative time needs its unit
+    EXPECT_THROW(InstantSpec::parse("-1s", 0), UsageError);
+    EXPECT_THROW(InstantSpec::parse("@1s", 0), UsageError);
+    EXPECT_THROW(InstantSpec::parse("1e9ns", 0), UsageError);
+    EXPECT_THROW(InstantSpec::parse("ms", 0), UsageError);
+    EXPECT_THROW(InstantSpec::parse("@", 0), UsageError);
+}
+
+TEST(InstantSpecParse, ATimeBetweenEventsIsTheInstantAskedForWithTheStateThen)
+{
+    TraceBuilder b;
+    b.alloc(1000, 0x1000, 512);
+    b.alloc(2000, 0x2000, 1024);
+    Trace t = b.build();
+    const auto a = analyzeTrace(t, { .device = {}, .instants = { InstantSpec::parse("1.5us", 0) }, .progress = {} });
+    ASSERT_EQ(a.breakdowns.size(), 1u);
+    EXPECT_EQ(a.breakdowns[0].instant.time, 1500);
+    EXPECT_EQ(a.breakdowns[0].instant.label, "t=1500 ns");
+    EXPECT_EQ(a.breakdowns[0].instant.eventIndex, 0u);
+    EXPECT_EQ(a.breakdowns[0].liveBytes, 512u);
+}
+
+TEST(InstantSpecParse, Owlv2AbsolutePeakNanosecondShowsThePeak)
+{
+    const auto path = publicTrace("tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz");
+    REQUIRE_PUBLIC_TRACE(path);
+    Trace t = loadTrace(path);
+    const auto peak = analyzeTrace(t);
+    ASSERT_FALSE(peak.breakdowns.empty());
+    const TimeNs at = peak.breakdowns[0].instant.time;
+    EXPECT_EQ(at, 1752829952237228068); // the reviewer's instant
+    const auto a = analyzeTrace(t, { .device = {}, .instants = { InstantSpec::parse("@" + std::to_string(at), 0) }, .progress = {} });
+    ASSERT_EQ(a.breakdowns.size(), 1u);
+    EXPECT_EQ(a.breakdowns[0].instant.time, at);
+    EXPECT_EQ(a.breakdowns[0].liveBytes, peak.breakdowns[0].liveBytes);
+    EXPECT_EQ(a.breakdowns[0].liveBytes, 1790402560u); // SOURCES.md: tracked blocks at the peak
+}
