@@ -128,7 +128,7 @@ namespace {
             // Time-weighted mean waste over the span where reserved > 0.
             double area = 0, span = 0;
             for (std::size_t i = 0; i + 1 < dev.size(); ++i) {
-                const double dt = static_cast<double>(dev.time[i + 1] - dev.time[i]);
+                const double dt = static_cast<double>(dev.time[i + 1]) - static_cast<double>(dev.time[i]); // no int64 overflow
                 if (auto w = dev.waste(i); w && dt > 0) {
                     area += *w * dt;
                     span += dt;

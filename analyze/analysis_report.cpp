@@ -69,7 +69,7 @@ namespace {
     {
         return scaled(n, static_cast<double>(reference), 1000, 750 * 1000, { " ", "K", "M" }, "%7llu %s");
     }
-    std::string offset(const Analysis& a, TimeNs t) { return formatOffset(t - a.origin); }
+    std::string offset(const Analysis& a, TimeNs t) { return formatOffsetBetween(a.origin, t); }
 
     void statRow(std::ostream& out, std::string_view name, const MemoryStats::Stat& s, bool bytes)
     {

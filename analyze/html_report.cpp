@@ -69,7 +69,7 @@ code{font-size:12px})";
             const TimeNs t = f.t0 + (f.t1 - f.t0) * k / 5;
             out << "<text x='" << num(f.x(t)) << "' y='" << num(f.h - f.bottom + 16) << "' font-size='11' text-anchor='"
                 << (k == 0 ? "start" : k == 5 ? "end" : "middle") << "'>+"
-                << htmlEscape(formatSeconds(t - f.origin)) << "</text>";
+                << htmlEscape(formatSecondsBetween(f.origin, t)) << "</text>";
         }
     }
 
@@ -216,7 +216,7 @@ code{font-size:12px})";
 
     void breakdownTables(std::ostream& out, const Breakdown& b, const Analysis& a, std::size_t top)
     {
-        out << "<h3>Live at " << htmlEscape(b.instant.label) << ", +" << htmlEscape(formatSeconds(b.instant.time - a.origin)) << ": "
+        out << "<h3>Live at " << htmlEscape(b.instant.label) << ", +" << htmlEscape(formatSecondsBetween(a.origin, b.instant.time)) << ": "
             << htmlEscape(formatBytes(b.liveBytes)) << " in " << b.liveBlocks << " blocks";
         if (b.instant.reserved)
             out << " (reserved " << htmlEscape(formatBytes(*b.instant.reserved)) << ")";
@@ -254,8 +254,8 @@ code{font-size:12px})";
                "<th class='n'>growth</th><th>backward from</th></tr>";
         for (const auto& s : a.steps.steps) {
             const auto g = s.growth();
-            out << "<tr><td class='n'>" << s.number << "</td><td class='n'>+" << htmlEscape(formatSeconds(s.start - a.origin))
-                << "</td><td class='n'>" << htmlEscape(formatSeconds(s.end - s.start)) << "</td><td><span class='bar' style='width:"
+            out << "<tr><td class='n'>" << s.number << "</td><td class='n'>+" << htmlEscape(formatSecondsBetween(a.origin, s.start))
+                << "</td><td class='n'>" << htmlEscape(formatSecondsBetween(s.start, s.end)) << "</td><td><span class='bar' style='width:"
                 << num(200.0 * static_cast<double>(s.peakAllocated) / static_cast<double>(maxPeak)) << "px'></span> "
                 << htmlEscape(formatBytes(s.peakAllocated)) << "</td><td class='n'>" << (g < 0 ? "−" : "+")
                 << htmlEscape(formatBytes(static_cast<Bytes>(g < 0 ? -g : g))) << "</td><td>"

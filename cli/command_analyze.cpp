@@ -27,8 +27,8 @@ std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& a
         specs.push_back(analyze::InstantSpec::parse(a, origin));
         const auto& s = specs.back();
         if (s.kind == analyze::InstantSpec::Kind::Time && !time.empty() && (s.time < first || s.time > last))
-            throw UsageError("--at '" + a + "' is outside the trace's memory events, which span " + formatOffset(first - origin)
-                + " to " + formatOffset(last - origin) + " from the trace start (@" + std::to_string(first) + " to @"
+            throw UsageError("--at '" + a + "' is outside the trace's memory events, which span " + formatOffsetBetween(origin, first)
+                + " to " + formatOffsetBetween(origin, last) + " from the trace start (@" + std::to_string(first) + " to @"
                 + std::to_string(last) + ")");
     }
     return specs;

@@ -1,6 +1,7 @@
 // Fixes of a fresh-user review of analyze/info (task "an"): each test is the smallest input that
 // showed the defect, with its exact figures, plus the public trace where the reviewer saw it.
 #include "analyze/analysis.h"
+#include "analyze/summary_report.h"
 #include "analyze/trace_summary.h"
 #include "core/error.h"
 #include "core/importer.h"
@@ -10,9 +11,11 @@
 #include "replay/capacity_fit.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <filesystem>
+#include <sstream>
 
 using namespace gpumem;
 using namespace gpumem::analyze;
@@ -131,4 +134,49 @@ TEST(InstantSpecParse, Owlv2AbsolutePeakNanosecondShowsThePeak)
     EXPECT_EQ(a.breakdowns[0].instant.time, at);
     EXPECT_EQ(a.breakdowns[0].liveBytes, peak.breakdowns[0].liveBytes);
     EXPECT_EQ(a.breakdowns[0].liveBytes, 1790402560u); // SOURCES.md: tracked blocks at the peak
+}
+
+// Defect 3: spans and offsets were int64 differences that overflow for times far apart.
+TEST(TimeSpan, DistancesBetweenAnyTwoInt64TimesPrintExactly)
+{
+    EXPECT_EQ(formatSecondsBetween(INT64_MIN, INT64_MAX), "18446744073.709551 s"); // 2^64 - 1 ns
+    EXPECT_EQ(formatSecondsBetween(-5, INT64_MAX), "9223372036.854775 s");
+    EXPECT_EQ(formatSecondsBetween(INT64_MAX, INT64_MIN), "-18446744073.709551 s");
+    EXPECT_EQ(formatOffsetBetween(INT64_MIN, 0), "+9223372036.854775 s");
+    EXPECT_EQ(formatOffsetBetween(0, INT64_MIN), "-9223372036.854775 s");
+    EXPECT_EQ(formatOffsetBetween(10, 1500010), "+0.001500 s");
+    EXPECT_EQ(formatOffset(-19424000), "-0.019424 s"); // the old form keeps its output
+}
+
+TEST(TimeSpan, InfoOfEventsAtInt64MinZeroAndMaxPrintsTheRealSpanAndOffsets)
+{
+    TraceBuilder b;
+    b.alloc(INT64_MIN, 0x1000, 1024);
+    b.alloc(0, 0x2000, 1024);
+    b.free(INT64_MAX, 0x1000, 1024);
+    Trace t = b.build();
+    std::ostringstream out;
+    writeSummaryText(summarize(t), "tspan", "jsonl", out);
+    EXPECT_NE(out.str().find("  time span       18446744073.709551 s (start -9223372036854775808 ns)\n"), std::string::npos) << out.str();
+    EXPECT_NE(out.str().find("    peak allocated  2.00 KiB (2048 B) at +9223372036.854775 s\n"), std::string::npos) << out.str();
+    const auto j = summaryToJson(summarize(t), "tspan", "jsonl");
+    EXPECT_EQ(j["devices"][0]["peak_allocated"]["offset_ns"].get<std::uint64_t>(), 9223372036854775808ull);
+
+    // analyze: the same offsets, and the time-weighted waste needs no int64 difference either.
+    const auto a = analyzeTrace(t);
+    ASSERT_EQ(a.breakdowns.size(), 1u);
+    EXPECT_EQ(a.breakdowns[0].instant.time, 0);
+    EXPECT_EQ(a.breakdowns[0].liveBytes, 2048u);
+}
+
+TEST(TimeSpan, InfoOfAnAllocAtMinus5AndAFreeAtInt64Max)
+{
+    TraceBuilder b;
+    b.alloc(-5, 0x1000, 1024);
+    b.free(INT64_MAX, 0x1000, 1024);
+    Trace t = b.build();
+    std::ostringstream out;
+    writeSummaryText(summarize(t), "tspan", "jsonl", out);
+    EXPECT_NE(out.str().find("  time span       9223372036.854775 s (start -5 ns)\n"), std::string::npos) << out.str();
+    EXPECT_NE(out.str().find("    peak allocated  1.00 KiB (1024 B) at +0.000000 s\n"), std::string::npos) << out.str();
 }
