@@ -58,6 +58,14 @@ std::optional<DeviceId> deviceOption(const po::variables_map& vm)
     return static_cast<DeviceId>(d);
 }
 
+std::size_t topOption(const po::variables_map& vm)
+{
+    const long long n = vm["top"].as<long long>();
+    if (n < 0)
+        throw UsageError("--top " + std::to_string(n) + " is not a number of rows (0, 1, 2, …)");
+    return static_cast<std::size_t>(n);
+}
+
 namespace {
     class AnalyzeCommand final : public Command {
     public:
@@ -79,7 +87,7 @@ namespace {
         {
             o.add_options()("at", po::value<std::vector<std::string>>(), "instant(s) to break down: peak, reserved-peak or TIME")(
                 "by", po::value<std::vector<std::string>>(), "grouping(s): module, category, site, size, stream")(
-                "top", po::value<std::size_t>()->default_value(10), "rows per grouping")(
+                "top", po::value<long long>()->default_value(10), "rows per grouping")(
                 "device", po::value<int>(), "device index (default: the one with the largest peak allocated)")(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
                 "strict", "treat import anomalies of warning or error severity as failures")(
@@ -91,7 +99,7 @@ namespace {
             const std::string format = checkedChoice(vm, "format", { "text", "json", "csv" });
             analyze::ReportOptions report;
             report.groups = groupBys(vm);
-            report.top = vm["top"].as<std::size_t>();
+            report.top = topOption(vm);
             const auto device = deviceOption(vm);
             const std::string path = vm["trace"].as<std::string>();
             LoadOptions load;

@@ -1,6 +1,7 @@
 // Fixes of a fresh-user review of analyze/info (task "an"): each test is the smallest input that
 // showed the defect, with its exact figures, plus the public trace where the reviewer saw it.
 #include "analyze/analysis.h"
+#include "analyze/analysis_report.h"
 #include "analyze/summary_report.h"
 #include "analyze/trace_summary.h"
 #include "core/error.h"
@@ -179,4 +180,51 @@ TEST(TimeSpan, InfoOfAnAllocAtMinus5AndAFreeAtInt64Max)
     writeSummaryText(summarize(t), "tspan", "jsonl", out);
     EXPECT_NE(out.str().find("  time span       9223372036.854775 s (start -5 ns)\n"), std::string::npos) << out.str();
     EXPECT_NE(out.str().find("    peak allocated  1.00 KiB (1024 B) at +0.000000 s\n"), std::string::npos) << out.str();
+}
+
+// Defect 4: --top N kept the N smallest size classes (ascending order), hiding the largest one.
+TEST(TopRows, SizeClassesKeepTheNHoldingTheMostBytesInSizeOrder)
+{
+    TraceBuilder b;
+    b.alloc(1, 0x1000, 512);
+    b.alloc(2, 0x2000, 1024);
+    b.alloc(3, 0x4000, 2048);
+    b.alloc(4, 0x10000000, 12 << 20);
+    b.alloc(5, 0x20000000, 1536); // [1 KiB, 2 KiB) now holds 2560 B, more than [2 KiB, 4 KiB)
+    Trace t = b.build();
+    const auto a = analyzeTrace(t);
+    ASSERT_EQ(a.breakdowns.size(), 1u);
+    auto labels = [&](std::size_t top) {
+        std::vector<std::string> out;
+        for (const auto* r : topRows(a.breakdowns[0], GroupBy::SizeClass, top))
+            out.push_back(r->label + " " + std::to_string(r->totalBytes));
+        return out;
+    };
+    EXPECT_EQ(labels(1), (std::vector<std::string> { "[8.00 MiB, 16.00 MiB) 12582912" }));
+    EXPECT_EQ(labels(2), (std::vector<std::string> { "[1.00 KiB, 2.00 KiB) 2560", "[8.00 MiB, 16.00 MiB) 12582912" }));
+    EXPECT_EQ(labels(3),
+        (std::vector<std::string> { "[1.00 KiB, 2.00 KiB) 2560", "[2.00 KiB, 4.00 KiB) 2048", "[8.00 MiB, 16.00 MiB) 12582912" }));
+    EXPECT_EQ(labels(10).size(), 4u);
+    EXPECT_TRUE(labels(0).empty());
+}
+
+TEST(TopRows, Bf16SnapshotTop3SizeClassesIncludeTheLargestShareAtThePeak)
+{
+    const auto path = publicTrace("cs336-silmont2000/memory_forward_bf16_128.pickle");
+    REQUIRE_PUBLIC_TRACE(path);
+    Trace t = loadTrace(path);
+    const auto a = analyzeTrace(t);
+    ASSERT_FALSE(a.breakdowns.empty());
+    const auto& b = a.breakdowns[0];
+    const auto rows = topRows(b, GroupBy::SizeClass, 3);
+    ASSERT_EQ(rows.size(), 3u);
+    Bytes largest = 0;
+    for (const auto& r : b.by(GroupBy::SizeClass))
+        largest = std::max(largest, r.totalBytes);
+    bool has = false;
+    for (const auto* r : rows) {
+        has = has || r->totalBytes == largest;
+        EXPECT_GT(r->totalBytes, 0u);
+    }
+    EXPECT_TRUE(has);
 }
