@@ -39,7 +39,8 @@ struct DeviceSummary {
     std::vector<std::pair<std::string, Peak>> recordedPeaks;
     // Bytes already allocated when a profiler trace began (its first "allocated" counter sample minus
     // that event's own change; replay::openingAllocated). The recorded peaks include them, peakAllocated
-    // does not. 0 when the trace has no such counter or started empty.
+    // does not. 0 when the trace has no such counter, started empty, or has no alloc/free events on the
+    // device to measure from (counters only).
     Bytes allocatedBeforeTrace = 0;
 };
 

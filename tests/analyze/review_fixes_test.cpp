@@ -228,3 +228,49 @@ TEST(TopRows, Bf16SnapshotTop3SizeClassesIncludeTheLargestShareAtThePeak)
     }
     EXPECT_TRUE(has);
 }
+
+// Defect 5: a counters-only trace (PyTorch <= 1.9: the running sum of Bytes from 0) printed its first
+// event's size as "already allocated before the trace".
+TEST(InfoCounters, CountersOnlyTraceHasNoBeforeTraceFigure)
+{
+    TraceBuilder b;
+    const DeviceId gpu = b.device(DeviceType::Cuda, 0);
+    const auto sum = b.addCounterSeries({ b.intern("Allocated (sum of Bytes)"), gpu });
+    b.add(CounterSample { 100, sum, 19272704 }); // the first [memory] event: +18.38 MiB
+    b.add(CounterSample { 200, sum, 19272704 + 1024 });
+    b.add(CounterSample { 300, sum, 1024 });
+    Trace t = b.build();
+    const auto s = summarize(t);
+    ASSERT_EQ(s.devices.size(), 1u);
+    EXPECT_EQ(s.devices[0].allocatedBeforeTrace, 0u);
+    ASSERT_EQ(s.devices[0].recordedPeaks.size(), 1u);
+    EXPECT_EQ(s.devices[0].recordedPeaks[0].second.bytes, 19272704u + 1024u);
+    std::ostringstream out;
+    writeSummaryText(s, "counters", "kineto", out);
+    EXPECT_EQ(out.str().find("before trace"), std::string::npos) << out.str();
+}
+
+TEST(InfoCounters, KinetoTbPluginCountersOnlyTraceHasNoBeforeTraceLine)
+{
+    const auto path = publicTrace("kineto-tb-plugin/worker0.1623143089861.pt.trace.json.gz");
+    REQUIRE_PUBLIC_TRACE(path);
+    const auto s = summarize(loadTrace(path));
+    for (const auto& d : s.devices)
+        EXPECT_EQ(d.allocatedBeforeTrace, 0u) << d.label;
+    std::ostringstream out;
+    writeSummaryText(s, path, "kineto", out);
+    EXPECT_EQ(out.str().find("before trace"), std::string::npos) << out.str();
+    EXPECT_NE(out.str().find("recorded peak   Allocated (sum of Bytes): 2.60 GiB (2791636480 B) at +0.121962 s"), std::string::npos)
+        << out.str();
+}
+
+// The opening figure stays where it is measurable: alloc events after a counter that already counts more.
+TEST(InfoCounters, WithAllocEventsTheOpeningIsTheFirstSampleLessItsEvent)
+{
+    TraceBuilder b;
+    b.alloc(100, 0x1000, 1024);
+    const auto sum = b.addCounterSeries({ b.intern("Total Allocated"), 0 });
+    b.add(CounterSample { 100, sum, 5 * 1024 });
+    Trace t = b.build();
+    EXPECT_EQ(summarize(t).devices[0].allocatedBeforeTrace, 4096u);
+}
