@@ -169,6 +169,10 @@ TraceSummary summarize(const Trace& trace)
     for (std::size_t i = 0; i < counterPeaks.size(); ++i) {
         const auto& series = trace.counterSeries()[i];
         const auto name = trace.str(series.name);
+        // A byte counter that stays 0 for the whole trace was not recorded (XPlane writes bytes_reserved
+        // 0 on every event of an allocator that does not report it); a ratio of 0 ppm is a real value.
+        if (counterPeaks[i] && counterPeaks[i]->bytes == 0 && !name.ends_with("(ppm)"))
+            continue;
         if (counterPeaks[i] && series.device < s.devices.size())
             s.devices[series.device].recordedPeaks.emplace_back(std::string(name), *counterPeaks[i]);
     }

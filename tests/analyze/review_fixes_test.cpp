@@ -274,3 +274,41 @@ TEST(InfoCounters, WithAllocEventsTheOpeningIsTheFirstSampleLessItsEvent)
     Trace t = b.build();
     EXPECT_EQ(summarize(t).devices[0].allocatedBeforeTrace, 4096u);
 }
+
+// Defect 7: XPlane writes bytes_reserved 0 on every event of an allocator that does not report it;
+// info printed "recorded peak Bytes Reserved: 0 B".
+TEST(InfoCounters, AByteCounterThatStaysZeroIsNotListed)
+{
+    TraceBuilder b;
+    b.alloc(100, 0x1000, 1024);
+    const auto allocated = b.addCounterSeries({ b.intern("Bytes Allocated"), 0 });
+    const auto reserved = b.addCounterSeries({ b.intern("Bytes Reserved"), 0 });
+    const auto fragmentation = b.addCounterSeries({ b.intern("Fragmentation (ppm)"), 0 });
+    b.add(CounterSample { 100, allocated, 1024 });
+    b.add(CounterSample { 100, reserved, 0 });
+    b.add(CounterSample { 100, fragmentation, 0 }); // 0 ppm is a measured ratio: kept
+    Trace t = b.build();
+    const auto s = summarize(t);
+    ASSERT_EQ(s.devices[0].recordedPeaks.size(), 2u);
+    EXPECT_EQ(s.devices[0].recordedPeaks[0].first, "Bytes Allocated");
+    EXPECT_EQ(s.devices[0].recordedPeaks[1].first, "Fragmentation (ppm)");
+    std::ostringstream out;
+    writeSummaryText(s, "xplane", "xplane", out);
+    EXPECT_EQ(out.str().find("Bytes Reserved"), std::string::npos) << out.str();
+    EXPECT_NE(out.str().find("    recorded peak   Bytes Allocated: 1.00 KiB (1024 B) at +0.000000 s\n"), std::string::npos) << out.str();
+}
+
+TEST(InfoCounters, JaxXplaneInfoListsNoNeverRecordedReservedCounter)
+{
+    const auto path = publicTrace("tracelens/jax-xplane/jax_conv_minimal_legacy.xplane.pb");
+    REQUIRE_PUBLIC_TRACE(path);
+    Trace t = loadTrace(path);
+    std::size_t reservedSeries = 0;
+    for (const auto& c : t.counterSeries())
+        reservedSeries += t.str(c.name) == "Bytes Reserved";
+    EXPECT_GT(reservedSeries, 0u); // recorded as all-zero samples by the importer
+    std::ostringstream out;
+    writeSummaryText(summarize(t), path, "xplane", out);
+    EXPECT_EQ(out.str().find("Bytes Reserved"), std::string::npos) << out.str();
+    EXPECT_NE(out.str().find("recorded peak   Bytes Allocated"), std::string::npos) << out.str();
+}
