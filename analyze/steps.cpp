@@ -178,8 +178,10 @@ namespace {
             candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
             if (candidates.size() > 32)
                 candidates.resize(32);
+            // P = 1 competes too: a sequence that repeats every single alloc (one size throughout)
+            // repeats every 2, 3, … allocs as well, and the old minimum of 2 made that "every 2 allocs".
             for (auto P : candidates) {
-                if (P < 2 || P * 2 > n)
+                if (P * 2 > n)
                     continue;
                 const double share = matchShare(P);
                 if (share > bestShare + 1e-9) {
@@ -190,7 +192,8 @@ namespace {
             if (period)
                 break;
         }
-        if (!period)
+        // A period of one alloc has no step boundary to find: the sizes carry no structure.
+        if (period < 2)
             return {};
         // Move the boundary to the first alloc after the lowest allocated point of one period.
         const std::size_t from = n / 3 + period <= n ? n / 3 : 0;

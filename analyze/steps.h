@@ -9,7 +9,8 @@
 //      range ("Optimizer.step…"), repeated ≥ 2 times without overlap — the most frequent such name;
 //   3. marker memory events (snapshot markers): a step between successive markers;
 //   4. periodicity: the sequence of alloc sizes on the device repeats. A rolling hash finds a
-//      period; the boundary is then moved to the first alloc after the lowest allocated point of one
+//      period of at least 2 allocs (a period of 1, one size throughout, wins over its multiples and
+//      means no steps); the boundary is then moved to the first alloc after the lowest allocated point of one
 //      period (where a training loop has dropped its activations) and the steps are the recurrences of
 //      the kSignatureLength allocs that follow it.
 // Phases (for category inference): backward starts at the first annotation in the step whose name

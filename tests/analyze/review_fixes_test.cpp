@@ -2,6 +2,7 @@
 // showed the defect, with its exact figures, plus the public trace where the reviewer saw it.
 #include "analyze/analysis.h"
 #include "analyze/analysis_report.h"
+#include "analyze/steps.h"
 #include "analyze/summary_report.h"
 #include "analyze/trace_summary.h"
 #include "core/error.h"
@@ -311,4 +312,37 @@ TEST(InfoCounters, JaxXplaneInfoListsNoNeverRecordedReservedCounter)
     writeSummaryText(summarize(t), path, "xplane", out);
     EXPECT_EQ(out.str().find("Bytes Reserved"), std::string::npos) << out.str();
     EXPECT_NE(out.str().find("recorded peak   Bytes Allocated"), std::string::npos) << out.str();
+}
+
+// Defect 8: identical allocs (one size throughout) were "steps found by periodicity: repeats every 2
+// allocs" because periods below 2 were skipped instead of competing.
+TEST(Periodicity, OneSizeThroughoutHasNoSteps)
+{
+    TraceBuilder b;
+    for (int i = 0; i < 2000; ++i)
+        b.alloc(1000 + i, 0x10000000000 + Address(i) * (2 << 20), 1 << 20);
+    for (int i = 0; i < 2000; ++i)
+        b.free(3000 + i, 0x10000000000 + Address(i) * (2 << 20), 1 << 20);
+    Trace t = b.build();
+    const auto a = analyzeTrace(t);
+    EXPECT_EQ(a.steps.source, StepSource::None) << a.steps.detail;
+    EXPECT_TRUE(a.steps.steps.empty());
+}
+
+TEST(Periodicity, TwoAllocStepsAreStillFound)
+{
+    // 40 steps of: alloc 1 MiB, alloc 3 MiB, free both (the allocated series drops to 0 between steps).
+    TraceBuilder b;
+    TimeNs t = 1000;
+    for (int s = 0; s < 40; ++s) {
+        b.alloc(t++, 0x100000, 1 << 20);
+        b.alloc(t++, 0x900000, 3 << 20);
+        b.free(t++, 0x100000, 1 << 20);
+        b.free(t++, 0x900000, 3 << 20);
+    }
+    Trace tr = b.build();
+    const auto a = analyzeTrace(tr);
+    EXPECT_EQ(a.steps.source, StepSource::Periodicity);
+    EXPECT_EQ(a.steps.detail, "alloc-size sequence repeats every 2 allocs");
+    EXPECT_EQ(a.steps.steps.size(), 40u);
 }
