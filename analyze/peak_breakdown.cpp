@@ -170,6 +170,53 @@ namespace {
             return a.totalBytes != b.totalBytes ? a.totalBytes > b.totalBytes : a.key < b.key;
         });
     }
+    // Distinct stacks whose labels agree ("einsum (_backends.py:288)" nine times) get their callers
+    // appended, one more frame at a time (up to kMaxCallers), " ← caller (file:line)"; stacks still
+    // alike after that (they differ only in frames a label leaves out) become one row with the count.
+    void disambiguateSiteLabels(const Trace& trace, std::vector<GroupRow>& rows, const std::vector<SiteId>& rowSite)
+    {
+        constexpr std::size_t kMaxCallers = 3;
+        auto duplicated = [&] {
+            std::map<std::string, std::size_t> count;
+            for (const auto& r : rows)
+                ++count[r.label];
+            std::vector<bool> dup(rows.size());
+            for (std::size_t i = 0; i < rows.size(); ++i)
+                dup[i] = count[rows[i].label] > 1;
+            return dup;
+        };
+        for (std::size_t callers = 1; callers <= kMaxCallers; ++callers) {
+            const auto dup = duplicated();
+            if (std::find(dup.begin(), dup.end(), true) == dup.end())
+                return;
+            for (std::size_t i = 0; i < rows.size(); ++i)
+                if (dup[i] && rowSite[i] != 0)
+                    if (auto longer = siteLabel(trace, rowSite[i], callers); !longer.empty())
+                        rows[i].label = std::move(longer);
+        }
+        std::map<std::string, std::size_t> first; // label → row kept
+        std::map<std::string, std::size_t> stacks;
+        std::vector<GroupRow> merged;
+        for (auto& r : rows) {
+            auto [it, inserted] = first.emplace(r.label, merged.size());
+            ++stacks[r.label];
+            if (inserted) {
+                merged.push_back(std::move(r));
+                continue;
+            }
+            auto& m = merged[it->second];
+            m.selfBytes += r.selfBytes;
+            m.totalBytes += r.totalBytes;
+            m.selfBlocks += r.selfBlocks;
+            m.totalBlocks += r.totalBlocks;
+        }
+        for (auto& m : merged)
+            if (const auto n = stacks[m.label]; n > 1) {
+                m.key = m.label + " (" + std::to_string(n) + " stacks)"; // diff matches merged rows by label
+                m.label = m.key;
+            }
+        rows = std::move(merged);
+    }
 } // namespace
 
 Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<const Category> categories, bool inferred)
@@ -266,12 +313,25 @@ Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<cons
     sortByBytes(cats);
 
     auto& siteRows = b.groups[static_cast<std::size_t>(GroupBy::Site)];
+    std::vector<SiteId> rowSite;
+    std::optional<std::size_t> noStack; // site 0 and sites without frames: one row
     for (const auto& [site, t] : sites) {
         std::string key = siteKey(trace, site), label = siteLabel(trace, site);
-        if (key.empty())
+        if (key.empty()) {
+            if (noStack) {
+                siteRows[*noStack].selfBytes += t.first;
+                siteRows[*noStack].totalBytes += t.first;
+                siteRows[*noStack].selfBlocks += t.second;
+                siteRows[*noStack].totalBlocks += t.second;
+                continue;
+            }
+            noStack = siteRows.size();
             key = label = "(no stack)";
+        }
+        rowSite.push_back(key == "(no stack)" ? SiteId { 0 } : site);
         siteRows.push_back(flatRow(std::move(key), std::move(label), t.first, t.second));
     }
+    disambiguateSiteLabels(trace, siteRows, rowSite);
     sortByBytes(siteRows);
 
     auto& sizeRows = b.groups[static_cast<std::size_t>(GroupBy::SizeClass)];

@@ -76,8 +76,11 @@ struct LeakReport {
 // (a steady loop keeps at most the previous step's blocks, e.g. gradients).
 LeakReport detectLeaks(const Trace& trace, const DeviceTimeline& device, const StepSet& steps);
 
-// "func (file:line)" of the innermost frame of a site, "" for site 0.
-std::string siteLabel(const Trace& trace, SiteId site);
+// "func (file:line)" of the innermost frame of the program's own code in a site (library frames —
+// torch/, site-packages/, dist-packages/, with / or \\ — skipped while another frame remains), "" for
+// site 0. `callers` > 0 appends that many further frames outward, " ← caller (file:line)", to tell
+// apart stacks that share the first frame (the breakdowns do, analyze/peak_breakdown.cpp).
+std::string siteLabel(const Trace& trace, SiteId site, std::size_t callers = 0);
 // Frames of a site joined by " < " (innermost first), the key diff matches stacks on.
 std::string siteKey(const Trace& trace, SiteId site);
 // "outer/inner" names from the root to this scope; "" for scope 0.

@@ -3,6 +3,7 @@
 #include "analyze/analysis.h"
 #include "analyze/analysis_report.h"
 #include "analyze/steps.h"
+#include "analyze/trace_diff.h"
 #include "analyze/summary_report.h"
 #include "analyze/trace_summary.h"
 #include "core/error.h"
@@ -17,7 +18,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <set>
 #include <sstream>
+#include <tuple>
 
 using namespace gpumem;
 using namespace gpumem::analyze;
@@ -345,4 +348,112 @@ TEST(Periodicity, TwoAllocStepsAreStillFound)
     EXPECT_EQ(a.steps.source, StepSource::Periodicity);
     EXPECT_EQ(a.steps.detail, "alloc-size sequence repeats every 2 allocs");
     EXPECT_EQ(a.steps.steps.size(), 40u);
+}
+
+// Defect 6: labels named library frames (einops in site-packages, a Windows torch\ path), distinct
+// stacks shared one label, and diff printed the whole stack key as the row label.
+namespace {
+struct SiteTrace {
+    Trace trace;
+    std::vector<SiteId> sites;
+};
+// One 1 MiB block per stack (frames innermost first, each {name, file, line}).
+SiteTrace blocksAt(const std::vector<std::vector<std::tuple<const char*, const char*, int>>>& stacks, Bytes extra = 0)
+{
+    TraceBuilder b;
+    SiteTrace st;
+    const DeviceId dev = b.device(DeviceType::Cuda, 0);
+    const StreamId stream = b.stream(dev, 0);
+    TimeNs t = 100;
+    Address a = 0x100000;
+    for (const auto& stack : stacks) {
+        std::vector<FrameId> frames;
+        for (const auto& [name, file, line] : stack)
+            frames.push_back(b.frame(name, file, line));
+        st.sites.push_back(b.site(frames));
+        MemoryEvent e;
+        e.time = t++;
+        e.kind = EventKind::Alloc;
+        e.device = dev;
+        e.stream = stream;
+        e.address = a;
+        e.size = (1 << 20) + extra;
+        e.site = st.sites.back();
+        b.add(e);
+        a += 4 << 20;
+    }
+    st.trace = b.build();
+    return st;
+}
+std::vector<std::string> siteLabels(const Analysis& a)
+{
+    std::vector<std::string> out;
+    for (const auto& r : a.breakdowns.at(0).by(GroupBy::Site))
+        out.push_back(r.label + " " + std::to_string(r.totalBlocks));
+    std::sort(out.begin(), out.end());
+    return out;
+}
+} // namespace
+
+TEST(SiteLabels, LibraryFramesOfEitherSeparatorAreSkipped)
+{
+    const auto st = blocksAt({
+        { { "einsum", "/venv/lib/python3.11/site-packages/einops/_backends.py", 288 }, { "forward", "/home/u/model.py", 12 } },
+        { { "einsum", "D:\\conda\\Lib\\site-packages\\torch\\functional.py", 373 }, { "attend", "D:\\work\\attn.py", 40 } },
+        { { "einsum", "/usr/lib/python3/dist-packages/opt_einsum/contract.py", 9 }, { "mix", "/home/u/mix.py", 3 } },
+        { { "einsum", "D:\\work\\torch\\functional.py", 373 } }, // only library Python: its innermost frame
+    });
+    EXPECT_EQ(siteLabel(st.trace, st.sites[0]), "forward (model.py:12)");
+    EXPECT_EQ(siteLabel(st.trace, st.sites[1]), "attend (attn.py:40)");
+    EXPECT_EQ(siteLabel(st.trace, st.sites[2]), "mix (mix.py:3)");
+    EXPECT_EQ(siteLabel(st.trace, st.sites[3]), "einsum (functional.py:373)");
+}
+
+TEST(SiteLabels, DistinctStacksWithOneLabelAreToldApartByTheirCallers)
+{
+    const auto st = blocksAt({
+        { { "einsum", "/sp/site-packages/einops/_backends.py", 288 }, { "forward", "/m/linear.py", 15 }, { "forward", "/m/attn.py", 35 } },
+        { { "einsum", "/sp/site-packages/einops/_backends.py", 288 }, { "forward", "/m/linear.py", 15 }, { "forward", "/m/mlp.py", 7 } },
+        { { "einsum", "/sp/site-packages/einops/_backends.py", 290 }, { "forward", "/m/linear.py", 15 }, { "forward", "/m/mlp.py", 7 } },
+        { { "forward", "/m/norm.py", 4 } },
+    });
+    EXPECT_EQ(siteLabels(analyzeTrace(st.trace)),
+        (std::vector<std::string> { "forward (linear.py:15) ← forward (attn.py:35) 1", "forward (linear.py:15) ← forward (mlp.py:7) (2 stacks) 2",
+            "forward (norm.py:4) 1" }));
+    // The merged row sums its stacks: 2 MiB, and every grouping still sums to the live bytes.
+    Bytes sum = 0;
+    for (const auto& r : analyzeTrace(st.trace).breakdowns.at(0).by(GroupBy::Site))
+        sum += r.totalBytes;
+    EXPECT_EQ(sum, 4u << 20);
+}
+
+TEST(SiteLabels, DiffTextPrintsTheLabelNotTheStackKey)
+{
+    const std::vector<std::vector<std::tuple<const char*, const char*, int>>> stacks {
+        { { "einsum", "/sp/site-packages/einops/_backends.py", 288 }, { "forward", "/m/linear.py", 15 }, { "train", "/m/train.py", 80 } },
+    };
+    const auto a = blocksAt(stacks), b = blocksAt(stacks, 4096);
+    const auto d = diffAnalyses(analyzeTrace(a.trace), analyzeTrace(b.trace));
+    std::ostringstream out;
+    writeDiffText(d, "a", "b", 10, out);
+    EXPECT_NE(out.str().find("  forward (linear.py:15)  (1.00 MiB -> 1.00 MiB)\n"), std::string::npos) << out.str();
+    EXPECT_EQ(out.str().find("_backends.py"), std::string::npos) << out.str();
+}
+
+TEST(SiteLabels, Bf16SnapshotSiteRowsHaveDistinctLabelsAndNoEinopsFrame)
+{
+    const auto path = publicTrace("cs336-silmont2000/memory_forward_bf16_128.pickle");
+    REQUIRE_PUBLIC_TRACE(path);
+    Trace t = loadTrace(path);
+    const auto a = analyzeTrace(t);
+    for (const auto& b : a.breakdowns) {
+        std::set<std::string> seen;
+        Bytes sum = 0;
+        for (const auto& r : b.by(GroupBy::Site)) {
+            EXPECT_TRUE(seen.insert(r.label).second) << "twice: " << r.label;
+            EXPECT_EQ(r.label.find("_backends.py"), std::string::npos) << r.label;
+            sum += r.totalBytes;
+        }
+        EXPECT_EQ(sum, b.liveBytes);
+    }
 }
