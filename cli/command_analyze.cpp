@@ -110,6 +110,15 @@ namespace {
             if (vm.count("at"))
                 options.instants = instantSpecs(vm["at"].as<std::vector<std::string>>(), trace);
             auto analysis = analyze::analyzeTrace(trace, options);
+            // The analyzed device may start later than the trace's first memory event (OWLv2: cuda:0 after
+            // the cpu): a time before its first event has no state to break down; say so, not nothing.
+            if (const auto* dev = analysis.timeline.device(analysis.device); dev && dev->size() && vm.count("at"))
+                for (const auto& a : vm["at"].as<std::vector<std::string>>())
+                    if (auto spec = analyze::InstantSpec::parse(a, analysis.origin);
+                        spec.kind == analyze::InstantSpec::Kind::Time && spec.time < dev->time.front())
+                        throw UsageError("--at '" + a + "' is before the first memory event of " + dev->label + ", at "
+                            + formatOffsetBetween(analysis.origin, dev->time.front()) + " from the trace start (@"
+                            + std::to_string(dev->time.front()) + "); give a later time or --device");
             // A profiler trace starts after the model was loaded: say how much the breakdowns cannot see.
             if (!analysis.empty)
                 if (auto note = analyze::memoryBeforeTheTraceNote(replay::openingAllocated(trace, analysis.device)))

@@ -25,3 +25,18 @@ TEST(AnalyzeTop, NegativeTopIsAUsageError)
     const auto d = runCli("diff --top -1 tests/data/colocate_a.jsonl tests/data/colocate_b.jsonl");
     EXPECT_EQ(d.exitCode, 2) << d.out << d.err;
 }
+
+// --at before the analyzed device's first memory event printed no breakdown and no reason.
+// tests/data/two_devices_streams.jsonl: cuda:0 starts at the trace start, cuda:1 200 ns later.
+TEST(AnalyzeAt, ATimeBeforeTheDevicesFirstEventIsAUsageError)
+{
+    const auto r = runCli("analyze --at 100ns --device 1 tests/data/two_devices_streams.jsonl");
+    EXPECT_EQ(r.exitCode, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("--at '100ns' is before the first memory event of cuda:1, at +0.000000 s from the trace start "
+                         "(@1732000000000000200); give a later time or --device"),
+        std::string::npos)
+        << r.err;
+    const auto ok = runCli("analyze --at 200ns --device 1 --by size tests/data/two_devices_streams.jsonl");
+    EXPECT_EQ(ok.exitCode, 0) << ok.err;
+    EXPECT_NE(ok.out.find("| Live at t=1732000000000000200 ns +0.000000 s: 0 B in 0 blocks"), std::string::npos) << ok.out;
+}
