@@ -2,6 +2,7 @@
 // showed the defect, with its exact figures, plus the public trace where the reviewer saw it.
 #include "analyze/analysis.h"
 #include "analyze/analysis_report.h"
+#include "analyze/html_report.h"
 #include "analyze/steps.h"
 #include "analyze/trace_diff.h"
 #include "analyze/summary_report.h"
@@ -456,4 +457,34 @@ TEST(SiteLabels, Bf16SnapshotSiteRowsHaveDistinctLabelsAndNoEinopsFrame)
         }
         EXPECT_EQ(sum, b.liveBytes);
     }
+}
+
+// Defect 3, the drawing side: buckets and the HTML time axis over a span beyond INT64_MAX.
+TEST(TimeSpan, BucketsAndTheHtmlAxisCoverInt64MinToMax)
+{
+    TraceBuilder b;
+    b.alloc(INT64_MIN, 0x1000, 1024);
+    b.alloc(0, 0x2000, 1024);
+    b.free(INT64_MAX, 0x1000, 1024);
+    Trace t = b.build();
+    const auto tl = Timeline::build(t);
+    const auto buckets = tl.device(0)->buckets(SeriesKind::Allocated, INT64_MIN, INT64_MAX, 4);
+    ASSERT_EQ(buckets.size(), 4u);
+    EXPECT_EQ(buckets[0].begin, INT64_MIN);
+    EXPECT_EQ(buckets[1].begin, INT64_MIN / 2); // -2^62
+    EXPECT_EQ(buckets[2].begin, 0);
+    EXPECT_EQ(buckets[3].begin, INT64_MAX / 2 + 1); // 2^62
+    EXPECT_EQ(buckets[3].end, INT64_MAX);
+    EXPECT_EQ(buckets[0].max, 1024u);
+    EXPECT_EQ(buckets[1].last, 1024u);
+    EXPECT_EQ(buckets[2].max, 2048u);
+    EXPECT_EQ(buckets[3].last, 2048u); // the free at INT64_MAX is not before the end
+
+    const auto a = analyzeTrace(t);
+    const HtmlReportInput input { "tspan", &t, &a };
+    std::ostringstream html;
+    writeHtmlReport(std::span(&input, 1), {}, HtmlOptions {}, html);
+    EXPECT_EQ(html.str().find("nan"), std::string::npos);
+    EXPECT_EQ(html.str().find("inf'"), std::string::npos);
+    EXPECT_NE(html.str().find(">+18446744073.709551 s<"), std::string::npos); // the last tick: the whole span
 }
