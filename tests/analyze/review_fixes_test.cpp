@@ -154,13 +154,22 @@ TEST(TimeSpan, DistancesBetweenAnyTwoInt64TimesPrintExactly)
     EXPECT_EQ(formatOffset(-19424000), "-0.019424 s"); // the old form keeps its output
 }
 
-TEST(TimeSpan, InfoOfEventsAtInt64MinZeroAndMaxPrintsTheRealSpanAndOffsets)
+namespace {
+// 1 KiB allocated at INT64_MIN, 1 KiB at 0, the first freed at INT64_MAX: a span of 2^64 − 1 ns.
+Trace minZeroMaxTrace()
 {
     TraceBuilder b;
     b.alloc(INT64_MIN, 0x1000, 1024);
     b.alloc(0, 0x2000, 1024);
     b.free(INT64_MAX, 0x1000, 1024);
     Trace t = b.build();
+    return t;
+}
+} // namespace
+
+TEST(TimeSpan, InfoOfEventsAtInt64MinZeroAndMaxPrintsTheRealSpanAndOffsets)
+{
+    Trace t = minZeroMaxTrace();
     std::ostringstream out;
     writeSummaryText(summarize(t), "tspan", "jsonl", out);
     EXPECT_NE(out.str().find("  time span       18446744073.709551 s (start -9223372036854775808 ns)\n"), std::string::npos) << out.str();
@@ -462,11 +471,7 @@ TEST(SiteLabels, Bf16SnapshotSiteRowsHaveDistinctLabelsAndNoEinopsFrame)
 // Defect 3, the drawing side: buckets and the HTML time axis over a span beyond INT64_MAX.
 TEST(TimeSpan, BucketsAndTheHtmlAxisCoverInt64MinToMax)
 {
-    TraceBuilder b;
-    b.alloc(INT64_MIN, 0x1000, 1024);
-    b.alloc(0, 0x2000, 1024);
-    b.free(INT64_MAX, 0x1000, 1024);
-    Trace t = b.build();
+    Trace t = minZeroMaxTrace();
     const auto tl = Timeline::build(t);
     const auto buckets = tl.device(0)->buckets(SeriesKind::Allocated, INT64_MIN, INT64_MAX, 4);
     ASSERT_EQ(buckets.size(), 4u);
