@@ -98,7 +98,11 @@ namespace {
         f.peakAllocated = st.allocatedBytes.peak;
         f.peakActive = st.activeBytes.peak;
         f.peakRequested = st.requestedBytes.peak;
-        f.lowerBound = f.peakAllocated;
+        // One lower bound everywhere: the maximum over time of the live REQUESTED bytes (unknown requested
+        // sizes count as the block size), the figure `replay` prints for `ideal:alignment:1` and `fit` as
+        // "live peak" (allocators.md §6.1). Rounded block sizes (peakAllocated) already include the
+        // allocator's own rounding, so a policy rounding less could hold less than them.
+        f.lowerBound = f.peakRequested;
         if (auto p = dev.peakPoint(SeriesKind::Allocated))
             f.internalAtPeakAllocated = dev.internal(*p);
         // The reserved peak as the breakdown sees it: after every event of that nanosecond (resolveInstant).
@@ -118,12 +122,13 @@ namespace {
                 f.peakRecordedAllocated = peakRecorded;
             f.wasteAtPeakReserved = dev.waste(*p);
             f.externalAtPeakReserved = dev.external(*p);
+            // From the two printed figures, so the row divides as the reader expects.
             if (f.lowerBound)
-                f.overheadVsLowerBound = r / static_cast<double>(recorded ? std::max(peakRecorded, f.lowerBound) : f.lowerBound);
+                f.overheadVsLowerBound = r / static_cast<double>(f.lowerBound);
             // Time-weighted mean waste over the span where reserved > 0.
             double area = 0, span = 0;
             for (std::size_t i = 0; i + 1 < dev.size(); ++i) {
-                const double dt = static_cast<double>(dev.time[i + 1] - dev.time[i]);
+                const double dt = static_cast<double>(dev.time[i + 1]) - static_cast<double>(dev.time[i]); // no int64 overflow
                 if (auto w = dev.waste(i); w && dt > 0) {
                     area += *w * dt;
                     span += dt;

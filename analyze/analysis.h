@@ -40,8 +40,8 @@ struct FragmentationSummary {
     std::optional<double> externalAtPeakReserved; // 1 − largest_free/free at the reserved peak (TF BFC)
     std::optional<Bytes> maxInactiveSplit;      // PyTorch inactive_split_bytes, maximum over time
     Bytes internalAtPeakAllocated = 0;          // allocated − requested at the allocated peak
-    Bytes lowerBound = 0;                       // max live bytes (= peak allocated; allocators.md §6.1)
-    std::optional<double> overheadVsLowerBound; // peak_reserved / lower bound (max with the recorded peak, if any)
+    Bytes lowerBound = 0;                       // max live requested bytes (= peakRequested; `ideal:alignment:1`; allocators.md §6.1)
+    std::optional<double> overheadVsLowerBound; // peakReserved / lowerBound, the two printed figures
 };
 
 // torch.cuda.memory_stats()-like counters for the analyzed device (current = at the trace end).

@@ -69,7 +69,7 @@ namespace {
     {
         return scaled(n, static_cast<double>(reference), 1000, 750 * 1000, { " ", "K", "M" }, "%7llu %s");
     }
-    std::string offset(const Analysis& a, TimeNs t) { return formatOffset(t - a.origin); }
+    std::string offset(const Analysis& a, TimeNs t) { return formatOffsetBetween(a.origin, t); }
 
     void statRow(std::ostream& out, std::string_view name, const MemoryStats::Stat& s, bool bytes)
     {
@@ -92,7 +92,7 @@ std::string torchSize(Bytes bytes, Bytes reference)
 std::vector<std::pair<std::string, std::string>> fragmentationRows(const FragmentationSummary& f)
 {
     std::vector<std::pair<std::string, std::string>> rows;
-    rows.emplace_back("Lower bound: max live bytes", formatBytes(f.lowerBound));
+    rows.emplace_back("Lower bound: max live requested bytes", formatBytes(f.lowerBound));
     if (f.peakRecordedAllocated)
         rows.emplace_back("Peak of the recorded allocated counter", formatBytes(*f.peakRecordedAllocated));
     if (f.peakReserved) {
@@ -141,6 +141,19 @@ std::vector<const GroupRow*> topRows(const Breakdown& b, GroupBy g, std::size_t 
 {
     const auto& rows = b.by(g);
     std::vector<const GroupRow*> out;
+    if (g == GroupBy::SizeClass) {
+        // Size classes are in ascending size: keep the N holding the most bytes (the smaller class first
+        // on a tie), shown in size order. The first N rows were the N smallest classes, often 0 %.
+        std::vector<std::size_t> order(rows.size());
+        for (std::size_t i = 0; i < rows.size(); ++i)
+            order[i] = i;
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return rows[x].totalBytes > rows[y].totalBytes; });
+        order.resize(std::min(top, order.size()));
+        std::sort(order.begin(), order.end());
+        for (auto i : order)
+            out.push_back(&rows[i]);
+        return out;
+    }
     if (g != GroupBy::Module) {
         for (std::size_t i = 0; i < rows.size() && i < top; ++i)
             out.push_back(&rows[i]);

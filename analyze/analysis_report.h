@@ -17,7 +17,8 @@ struct ReportOptions {
 };
 
 // The rows of a grouping to show: the first `top` by bytes; for the module tree the rows whose total
-// is among the `top` largest totals, in tree order (ancestors are always kept, their totals are ≥).
+// is among the `top` largest totals, in tree order (ancestors are always kept, their totals are ≥);
+// for size classes the `top` holding the most bytes, in ascending size (the smaller class on a tie).
 std::vector<const GroupRow*> topRows(const Breakdown& b, GroupBy g, std::size_t top);
 
 // PyTorch's memory_summary size cell: "{:6d} {B  |KiB|MiB|GiB|TiB}", the unit chosen from `reference`

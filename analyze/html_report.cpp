@@ -4,6 +4,7 @@
 #include "core/units.h"
 
 #include <algorithm>
+#include <limits>
 #include <cstdio>
 #include <ostream>
 #include <sstream>
@@ -43,12 +44,24 @@ code{font-size:12px})";
         return buf;
     }
 
+    // One past the last event and at least 2 ns after the start, without overflowing at INT64_MAX.
+    TimeNs axisEnd(TimeNs t0, TimeNs end)
+    {
+        constexpr TimeNs kMax = std::numeric_limits<TimeNs>::max();
+        TimeNs t1 = std::max(end, t0 < kMax ? t0 + 1 : t0);
+        return t1 < kMax ? t1 + 1 : t1;
+    }
     struct Frame {
         double w = 1000, h = 260, left = 80, right = 16, top = 12, bottom = 34;
         TimeNs t0 = 0, t1 = 1;
         TimeNs origin = 0; // axis labels are offsets from it (the trace start, Analysis::origin)
         double ymax = 1;
-        double x(TimeNs t) const { return left + static_cast<double>(t - t0) / static_cast<double>(t1 - t0) * (w - left - right); }
+        // Differences of int64 times in unsigned 64-bit (they can exceed INT64_MAX).
+        static double between(TimeNs a, TimeNs b)
+        {
+            return b >= a ? static_cast<double>(std::uint64_t(b) - std::uint64_t(a)) : -static_cast<double>(std::uint64_t(a) - std::uint64_t(b));
+        }
+        double x(TimeNs t) const { return left + between(t0, t) / std::max(1.0, between(t0, t1)) * (w - left - right); }
         double y(double v) const { return top + (1.0 - std::min(v, ymax) / ymax) * (h - top - bottom); }
     };
 
@@ -66,10 +79,11 @@ code{font-size:12px})";
                 << "' font-size='11' text-anchor='end'>" << (bytes ? formatBytes(static_cast<Bytes>(v)) : num(v) + " %") << "</text>";
         }
         for (int k = 0; k <= 5; ++k) {
-            const TimeNs t = f.t0 + (f.t1 - f.t0) * k / 5;
+            const std::uint64_t span = std::uint64_t(f.t1) - std::uint64_t(f.t0);
+            const TimeNs t = static_cast<TimeNs>(std::uint64_t(f.t0) + span / 5 * std::uint64_t(k) + span % 5 * std::uint64_t(k) / 5);
             out << "<text x='" << num(f.x(t)) << "' y='" << num(f.h - f.bottom + 16) << "' font-size='11' text-anchor='"
                 << (k == 0 ? "start" : k == 5 ? "end" : "middle") << "'>+"
-                << htmlEscape(formatSeconds(t - f.origin)) << "</text>";
+                << htmlEscape(formatSecondsBetween(f.origin, t)) << "</text>";
         }
     }
 
@@ -123,7 +137,7 @@ code{font-size:12px})";
         Frame f;
         f.t0 = a.timeline.start();
         f.origin = a.origin;
-        f.t1 = std::max(a.timeline.end(), f.t0 + 1) + 1;
+        f.t1 = axisEnd(f.t0, a.timeline.end());
         const Bytes top = std::max({ a.stats.allocatedBytes.peak, a.stats.activeBytes.peak, a.stats.reservedBytes.peak,
             a.fragmentation.peakRecordedAllocated.value_or(0), Bytes { 1 } });
         f.ymax = static_cast<double>(top) * 1.05;
@@ -166,7 +180,7 @@ code{font-size:12px})";
         Frame f;
         f.t0 = a.timeline.start();
         f.origin = a.origin;
-        f.t1 = std::max(a.timeline.end(), f.t0 + 1) + 1;
+        f.t1 = axisEnd(f.t0, a.timeline.end());
         f.ymax = 100;
         f.h = 200;
         auto alloc = d.buckets(d.allocatedForRatiosKind(), f.t0, f.t1, n);
@@ -216,7 +230,7 @@ code{font-size:12px})";
 
     void breakdownTables(std::ostream& out, const Breakdown& b, const Analysis& a, std::size_t top)
     {
-        out << "<h3>Live at " << htmlEscape(b.instant.label) << ", +" << htmlEscape(formatSeconds(b.instant.time - a.origin)) << ": "
+        out << "<h3>Live at " << htmlEscape(b.instant.label) << ", +" << htmlEscape(formatSecondsBetween(a.origin, b.instant.time)) << ": "
             << htmlEscape(formatBytes(b.liveBytes)) << " in " << b.liveBlocks << " blocks";
         if (b.instant.reserved)
             out << " (reserved " << htmlEscape(formatBytes(*b.instant.reserved)) << ")";
@@ -254,8 +268,8 @@ code{font-size:12px})";
                "<th class='n'>growth</th><th>backward from</th></tr>";
         for (const auto& s : a.steps.steps) {
             const auto g = s.growth();
-            out << "<tr><td class='n'>" << s.number << "</td><td class='n'>+" << htmlEscape(formatSeconds(s.start - a.origin))
-                << "</td><td class='n'>" << htmlEscape(formatSeconds(s.end - s.start)) << "</td><td><span class='bar' style='width:"
+            out << "<tr><td class='n'>" << s.number << "</td><td class='n'>+" << htmlEscape(formatSecondsBetween(a.origin, s.start))
+                << "</td><td class='n'>" << htmlEscape(formatSecondsBetween(s.start, s.end)) << "</td><td><span class='bar' style='width:"
                 << num(200.0 * static_cast<double>(s.peakAllocated) / static_cast<double>(maxPeak)) << "px'></span> "
                 << htmlEscape(formatBytes(s.peakAllocated)) << "</td><td class='n'>" << (g < 0 ? "−" : "+")
                 << htmlEscape(formatBytes(static_cast<Bytes>(g < 0 ? -g : g))) << "</td><td>"

@@ -19,7 +19,7 @@ struct PolicyRow {
     Bytes peakAllocated = 0;
     std::uint64_t deviceCalls = 0;    // cudaMalloc + cudaFree (+ map/unmap)
     std::uint64_t failedRequests = 0; // simulated OOMs
-    std::optional<double> overheadVsLowerBound; // peak reserved / max live bytes
+    std::optional<double> overheadVsLowerBound; // peak reserved / the lower bound (max live requested bytes)
     std::string note;
 };
 

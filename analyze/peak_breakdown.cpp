@@ -9,6 +9,7 @@
 #include <bit>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <unordered_map>
 
@@ -44,27 +45,62 @@ InstantSpec InstantSpec::parse(std::string_view text, TimeNs traceStart)
         return s;
     }
     s.kind = Kind::Time;
+    const std::string_view original = text;
+    auto bad = [&]() {
+        return UsageError("--at '" + std::string(original) + "' is not peak, reserved-peak, a time after the trace start "
+                                                             "(1.5s, 250ms, 40us, 1200ns) or @<absolute ns>");
+    };
     bool absolute = false;
     if (!text.empty() && text.front() == '@') {
         absolute = true;
         text.remove_prefix(1);
     }
-    double value = 0;
-    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    std::string_view unit(p, static_cast<std::size_t>(text.data() + text.size() - p));
-    double scale = 0;
-    if (unit == "ns" || (unit.empty() && (absolute || value == 0)))
+    // Exact decimal arithmetic (a double has 53 bits: @1752829952237228068 came back as …8032):
+    // [-]digits[.digits]unit, the fraction rounded half up to whole nanoseconds.
+    __extension__ typedef __int128 Int128;
+    bool negative = false;
+    if (absolute && !text.empty() && text.front() == '-') {
+        negative = true;
+        text.remove_prefix(1);
+    }
+    std::size_t i = 0;
+    Int128 whole = 0, fraction = 0, fractionScale = 1;
+    const Int128 limit = Int128(1) << 80; // far beyond any int64 ns after scaling; stops runaway digits
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i)
+        if ((whole = whole * 10 + (text[i] - '0')) > limit)
+            throw bad();
+    const std::size_t wholeDigits = i;
+    std::size_t fractionDigits = 0;
+    if (i < text.size() && text[i] == '.') {
+        for (++i; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++fractionDigits)
+            if (fractionDigits < 18) { // finer than 1e-18 of the unit never reaches a nanosecond
+                fraction = fraction * 10 + (text[i] - '0');
+                fractionScale *= 10;
+            }
+    }
+    if (wholeDigits + fractionDigits == 0)
+        throw bad();
+    const std::string_view unit = text.substr(i);
+    const bool zero = whole == 0 && fraction == 0;
+    Int128 scale = 0;
+    if (unit == "ns" || (unit.empty() && (absolute || zero)))
         scale = 1; // a relative time needs its unit: "0.35" alone was read as 0.35 ns
-    else if (unit == "us")
-        scale = 1e3;
-    else if (unit == "ms")
-        scale = 1e6;
-    else if (unit == "s")
-        scale = 1e9;
-    if (ec != std::errc() || scale == 0 || !std::isfinite(value) || value < 0 || (absolute && unit != "" && unit != "ns"))
-        throw UsageError("--at '" + std::string(text) + "' is not peak, reserved-peak, a time after the trace start "
-                                                         "(1.5s, 250ms, 40us, 1200ns) or @<absolute ns>");
-    s.time = absolute ? static_cast<TimeNs>(value) : traceStart + static_cast<TimeNs>(std::llround(value * scale));
+    else if (!absolute && unit == "us")
+        scale = 1000;
+    else if (!absolute && unit == "ms")
+        scale = 1000000;
+    else if (!absolute && unit == "s")
+        scale = 1000000000;
+    if (scale == 0)
+        throw bad();
+    Int128 ns = whole * scale + (2 * fraction * scale + fractionScale) / (2 * fractionScale);
+    if (negative)
+        ns = -ns;
+    if (!absolute)
+        ns += traceStart;
+    if (ns > std::numeric_limits<TimeNs>::max() || ns < std::numeric_limits<TimeNs>::min())
+        throw UsageError("--at '" + std::string(original) + "' is beyond the trace clock (signed 64-bit nanoseconds)");
+    s.time = static_cast<TimeNs>(ns);
     return s;
 }
 
@@ -99,7 +135,9 @@ std::optional<Instant> resolveInstant(const DeviceTimeline& dev, const InstantSp
     i.device = dev.device;
     i.point = *point;
     i.eventIndex = dev.eventIndex[*point];
-    i.time = dev.time[*point];
+    // A --at time names the instant itself (the state after the last event at or before it), so the
+    // label and the offset printed beside it are one time.
+    i.time = spec.kind == InstantSpec::Kind::Time ? spec.time : dev.time[*point];
     i.allocated = dev.allocated[*point];
     i.active = dev.active[*point];
     if (dev.has(SeriesKind::Reserved))
@@ -131,6 +169,53 @@ namespace {
         std::sort(rows.begin(), rows.end(), [](const GroupRow& a, const GroupRow& b) {
             return a.totalBytes != b.totalBytes ? a.totalBytes > b.totalBytes : a.key < b.key;
         });
+    }
+    // Distinct stacks whose labels agree ("einsum (_backends.py:288)" nine times) get their callers
+    // appended, one more frame at a time (up to kMaxCallers), " ← caller (file:line)"; stacks still
+    // alike after that (they differ only in frames a label leaves out) become one row with the count.
+    void disambiguateSiteLabels(const Trace& trace, std::vector<GroupRow>& rows, const std::vector<SiteId>& rowSite)
+    {
+        constexpr std::size_t kMaxCallers = 3;
+        auto duplicated = [&] {
+            std::map<std::string, std::size_t> count;
+            for (const auto& r : rows)
+                ++count[r.label];
+            std::vector<bool> dup(rows.size());
+            for (std::size_t i = 0; i < rows.size(); ++i)
+                dup[i] = count[rows[i].label] > 1;
+            return dup;
+        };
+        for (std::size_t callers = 1; callers <= kMaxCallers; ++callers) {
+            const auto dup = duplicated();
+            if (std::find(dup.begin(), dup.end(), true) == dup.end())
+                return;
+            for (std::size_t i = 0; i < rows.size(); ++i)
+                if (dup[i] && rowSite[i] != 0)
+                    if (auto longer = siteLabel(trace, rowSite[i], callers); !longer.empty())
+                        rows[i].label = std::move(longer);
+        }
+        std::map<std::string, std::size_t> first; // label → row kept
+        std::map<std::string, std::size_t> stacks;
+        std::vector<GroupRow> merged;
+        for (auto& r : rows) {
+            auto [it, inserted] = first.emplace(r.label, merged.size());
+            ++stacks[r.label];
+            if (inserted) {
+                merged.push_back(std::move(r));
+                continue;
+            }
+            auto& m = merged[it->second];
+            m.selfBytes += r.selfBytes;
+            m.totalBytes += r.totalBytes;
+            m.selfBlocks += r.selfBlocks;
+            m.totalBlocks += r.totalBlocks;
+        }
+        for (auto& m : merged)
+            if (const auto n = stacks[m.label]; n > 1) {
+                m.key = m.label + " (" + std::to_string(n) + " stacks)"; // diff matches merged rows by label
+                m.label = m.key;
+            }
+        rows = std::move(merged);
     }
 } // namespace
 
@@ -228,12 +313,25 @@ Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<cons
     sortByBytes(cats);
 
     auto& siteRows = b.groups[static_cast<std::size_t>(GroupBy::Site)];
+    std::vector<SiteId> rowSite;
+    std::optional<std::size_t> noStack; // site 0 and sites without frames: one row
     for (const auto& [site, t] : sites) {
         std::string key = siteKey(trace, site), label = siteLabel(trace, site);
-        if (key.empty())
+        if (key.empty()) {
+            if (noStack) {
+                siteRows[*noStack].selfBytes += t.first;
+                siteRows[*noStack].totalBytes += t.first;
+                siteRows[*noStack].selfBlocks += t.second;
+                siteRows[*noStack].totalBlocks += t.second;
+                continue;
+            }
+            noStack = siteRows.size();
             key = label = "(no stack)";
+        }
+        rowSite.push_back(key == "(no stack)" ? SiteId { 0 } : site);
         siteRows.push_back(flatRow(std::move(key), std::move(label), t.first, t.second));
     }
+    disambiguateSiteLabels(trace, siteRows, rowSite);
     sortByBytes(siteRows);
 
     auto& sizeRows = b.groups[static_cast<std::size_t>(GroupBy::SizeClass)];

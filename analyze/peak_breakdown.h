@@ -23,7 +23,8 @@ struct InstantSpec {
     enum class Kind : std::uint8_t { PeakAllocated, PeakReserved, Time } kind = Kind::PeakAllocated;
     TimeNs time = 0;
     // "peak", "reserved-peak", or a time relative to the trace start: "1.5s", "250ms", "40us",
-    // "1200ns", "1200" (ns); "@<ns>" is absolute. Throws UsageError otherwise.
+    // "1200ns", "1200" (ns); "@<ns>" (or "@<ns>ns", "@-<ns>") is absolute. Decimal and exact: the
+    // fraction rounds half up to whole ns. Throws UsageError otherwise, or for a time beyond int64 ns.
     static InstantSpec parse(std::string_view text, TimeNs traceStart);
 };
 
@@ -32,7 +33,7 @@ struct Instant {
     DeviceId device = 0;
     std::size_t point = 0;            // index into the DeviceTimeline
     std::uint64_t eventIndex = kNoIndex; // the memory event the state follows
-    TimeNs time = 0;
+    TimeNs time = 0; // the point's event time; for a --at time, that time itself (≥ the point's)
     Bytes allocated = 0, active = 0;
     std::optional<Bytes> reserved;
 };

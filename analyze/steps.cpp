@@ -178,8 +178,10 @@ namespace {
             candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
             if (candidates.size() > 32)
                 candidates.resize(32);
+            // P = 1 competes too: a sequence that repeats every single alloc (one size throughout)
+            // repeats every 2, 3, … allocs as well, and the old minimum of 2 made that "every 2 allocs".
             for (auto P : candidates) {
-                if (P < 2 || P * 2 > n)
+                if (P * 2 > n)
                     continue;
                 const double share = matchShare(P);
                 if (share > bestShare + 1e-9) {
@@ -190,7 +192,8 @@ namespace {
             if (period)
                 break;
         }
-        if (!period)
+        // A period of one alloc has no step boundary to find: the sizes carry no structure.
+        if (period < 2)
             return {};
         // Move the boundary to the first alloc after the lowest allocated point of one period.
         const std::size_t from = n / 3 + period <= n ? n / 3 : 0;
@@ -395,7 +398,7 @@ namespace {
         auto file = trace.str(f.file);
         if (!file.empty() && file != "??") {
             // The file's base name keeps labels short; siteKey() has the full path.
-            if (auto slash = file.rfind('/'); slash != std::string_view::npos)
+            if (auto slash = file.find_last_of("/\\"); slash != std::string_view::npos) // POSIX or Windows
                 file.remove_prefix(slash + 1);
             s += " (" + std::string(file);
             if (f.line)
@@ -406,36 +409,64 @@ namespace {
     }
 } // namespace
 
-std::string siteLabel(const Trace& trace, SiteId site)
+namespace {
+    // Library code, whichever separator the recording machine used: torch's own files ("torch/…",
+    // "…/torch/…", "D:\\…\\torch\\functional.py") and installed packages ("…/site-packages/…",
+    // "…/dist-packages/…": einops' "_backends.py" is not the program that called einsum).
+    bool isLibraryFile(std::string_view file)
+    {
+        std::string f(file);
+        std::replace(f.begin(), f.end(), '\\', '/');
+        return f.starts_with("torch/") || f.find("/torch/") != std::string::npos || f.find("/site-packages/") != std::string::npos
+            || f.find("/dist-packages/") != std::string::npos;
+    }
+} // namespace
+
+std::string siteLabel(const Trace& trace, SiteId site, std::size_t callers)
 {
     if (site == 0 || site >= trace.siteCount())
         return {};
     auto frames = trace.siteFrames(site);
     if (frames.empty())
         return {};
-    // The innermost frame of the program's own code (not torch/ or a built-in), prefixed by the
-    // built-in op it called when the innermost frame is one: "bmm in forward (…/modeling_owlv2.py:410)".
-    // A stack with Python frames is labelled by Python: a snapshot's stacks start with the C++ frames of
-    // the allocator and the unwinder that recorded them (memory_snapshot.cpp's gather_with_cpp, the
-    // same for every block), which say nothing about who allocated.
+    // The innermost frame of the program's own code (not torch, an installed package or a built-in),
+    // prefixed by the built-in op it called when the innermost frame is one: "bmm in forward
+    // (…/modeling_owlv2.py:410)". A stack with Python frames is labelled by Python: a snapshot's stacks
+    // start with the C++ frames of the allocator and the unwinder that recorded them (memory_snapshot.cpp's
+    // gather_with_cpp, the same for every block), which say nothing about who allocated.
     const auto& inner = trace.frames()[frames.front()];
     auto isPython = [&](const Frame& f) { return trace.str(f.file).ends_with(".py"); };
     const bool hasPython = std::any_of(frames.begin(), frames.end(), [&](auto fid) { return isPython(trace.frames()[fid]); });
-    for (auto fid : frames) {
-        const auto& f = trace.frames()[fid];
+    // Without Python, the recorder's own frames (the same for every block) are skipped too.
+    auto recorder = [&](std::string_view file) { return file.ends_with("memory_snapshot.cpp") || file.ends_with("CUDACachingAllocator.cpp"); };
+    auto eligible = [&](const Frame& f, bool library) {
         auto file = trace.str(f.file);
-        if (file.empty() || file == "??" || file.starts_with("torch/") || file.find("/torch/") != std::string_view::npos)
-            continue;
-        if (hasPython && !isPython(f))
+        return !file.empty() && file != "??" && (library || !isLibraryFile(file)) && (hasPython ? isPython(f) : !recorder(file));
+    };
+    // The chosen frame, then up to `callers` further eligible frames outward: " ← train (train.py:80)".
+    auto from = [&](std::size_t i, bool library, std::string label) {
+        for (std::size_t k = i + 1, added = 0; k < frames.size() && added < callers; ++k)
+            if (eligible(trace.frames()[frames[k]], library)) {
+                label += " ← " + frameText(trace, trace.frames()[frames[k]]);
+                ++added;
+            }
+        return label;
+    };
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+        const auto& f = trace.frames()[frames[i]];
+        if (!eligible(f, false))
             continue;
         const auto op = builtinName(trace.str(inner.name));
-        return (op.empty() || fid == frames.front() ? "" : op + " in ") + frameText(trace, f);
+        return from(i, false, (op.empty() || i == 0 ? "" : op + " in ") + frameText(trace, f));
     }
-    if (hasPython) // only torch's own Python: its innermost frame
-        for (auto fid : frames)
-            if (isPython(trace.frames()[fid]))
-                return frameText(trace, trace.frames()[fid]);
-    return frameText(trace, inner);
+    if (hasPython) // only library Python: its innermost frame
+        for (std::size_t i = 0; i < frames.size(); ++i)
+            if (isPython(trace.frames()[frames[i]]))
+                return from(i, true, frameText(trace, trace.frames()[frames[i]]));
+    for (std::size_t i = 0; i < frames.size(); ++i) // C++ only: the first frame past the recorder's
+        if (eligible(trace.frames()[frames[i]], true))
+            return from(i, true, frameText(trace, trace.frames()[frames[i]]));
+    return from(0, true, frameText(trace, inner));
 }
 
 std::string siteKey(const Trace& trace, SiteId site)

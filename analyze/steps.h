@@ -9,7 +9,8 @@
 //      range ("Optimizer.step…"), repeated ≥ 2 times without overlap — the most frequent such name;
 //   3. marker memory events (snapshot markers): a step between successive markers;
 //   4. periodicity: the sequence of alloc sizes on the device repeats. A rolling hash finds a
-//      period; the boundary is then moved to the first alloc after the lowest allocated point of one
+//      period of at least 2 allocs (a period of 1, one size throughout, wins over its multiples and
+//      means no steps); the boundary is then moved to the first alloc after the lowest allocated point of one
 //      period (where a training loop has dropped its activations) and the steps are the recurrences of
 //      the kSignatureLength allocs that follow it.
 // Phases (for category inference): backward starts at the first annotation in the step whose name
@@ -75,8 +76,11 @@ struct LeakReport {
 // (a steady loop keeps at most the previous step's blocks, e.g. gradients).
 LeakReport detectLeaks(const Trace& trace, const DeviceTimeline& device, const StepSet& steps);
 
-// "func (file:line)" of the innermost frame of a site, "" for site 0.
-std::string siteLabel(const Trace& trace, SiteId site);
+// "func (file:line)" of the innermost frame of the program's own code in a site (library frames —
+// torch/, site-packages/, dist-packages/, with / or \\ — skipped while another frame remains), "" for
+// site 0. `callers` > 0 appends that many further frames outward, " ← caller (file:line)", to tell
+// apart stacks that share the first frame (the breakdowns do, analyze/peak_breakdown.cpp).
+std::string siteLabel(const Trace& trace, SiteId site, std::size_t callers = 0);
 // Frames of a site joined by " < " (innermost first), the key diff matches stacks on.
 std::string siteKey(const Trace& trace, SiteId site);
 // "outer/inner" names from the root to this scope; "" for scope 0.

@@ -23,7 +23,7 @@ namespace {
     }
     std::string peakText(const Peak& p, TimeNs start)
     {
-        return formatBytes(p.bytes) + " (" + std::to_string(p.bytes) + " B) at +" + formatSeconds(p.time - start);
+        return formatBytes(p.bytes) + " (" + std::to_string(p.bytes) + " B) at +" + formatSecondsBetween(start, p.time);
     }
     // Counters are bytes unless their name ends in "(ppm)": a ratio in parts per million
     // (docs/trace-format.md, counter series; the xplane importer's "Fragmentation (ppm)").
@@ -33,7 +33,7 @@ namespace {
             char buf[64];
             std::snprintf(buf, sizeof buf, "%.2f %% (%llu ppm) at +", double(p.bytes) / 1e4,
                 static_cast<unsigned long long>(p.bytes));
-            return buf + formatSeconds(p.time - start);
+            return buf + formatSecondsBetween(start, p.time);
         }
         return peakText(p, start);
     }
@@ -79,7 +79,7 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
     out << '\n';
     if (!s.tool.empty())
         out << "  tool            " << s.tool << '\n';
-    out << "  time span       " << formatSeconds(s.end - s.start) << " (start " << s.start << " ns)\n";
+    out << "  time span       " << formatSecondsBetween(s.start, s.end) << " (start " << s.start << " ns)\n";
     out << "  memory events   " << s.memoryEvents << '\n';
     out << "  allocations     " << s.allocations << '\n';
     out << "  kernels         " << s.kernels << '\n';
@@ -117,7 +117,7 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
 
 nlohmann::json summaryToJson(const TraceSummary& s, std::string_view label, std::string_view reader)
 {
-    auto peak = [&](const Peak& p) { return nlohmann::json { { "bytes", p.bytes }, { "time_ns", p.time }, { "offset_ns", p.time - s.start } }; };
+    auto peak = [&](const Peak& p) { return nlohmann::json { { "bytes", p.bytes }, { "time_ns", p.time }, { "offset_ns", std::uint64_t(p.time) - std::uint64_t(s.start) } }; }; // p.time ≥ start: exact where int64 overflows
     nlohmann::json j;
     j["file"] = label;
     j["reader"] = reader;

@@ -58,15 +58,21 @@ std::vector<Bucket> DeviceTimeline::buckets(SeriesKind kind, TimeNs begin, TimeN
     if (n == 0 || end <= begin || c.empty())
         return out;
     out.resize(n);
-    const double width = static_cast<double>(end - begin) / static_cast<double>(n);
+    // In unsigned 64-bit: end − begin can exceed INT64_MAX (a trace from before 1970 to far after).
+    const std::uint64_t span = std::uint64_t(end) - std::uint64_t(begin);
+    const double width = static_cast<double>(span) / static_cast<double>(n);
+    auto at = [&](std::size_t b) {
+        const double offset = std::min(width * static_cast<double>(b), static_cast<double>(span));
+        return static_cast<TimeNs>(std::uint64_t(begin) + std::min(span, static_cast<std::uint64_t>(offset)));
+    };
     // The point holding at `begin` carries its value into the first bucket.
     std::size_t i = static_cast<std::size_t>(std::lower_bound(time.begin(), time.end(), begin) - time.begin());
     bool have = i > 0;
     Bytes current = have ? c[i - 1] : 0;
     for (std::size_t b = 0; b < n; ++b) {
         Bucket& k = out[b];
-        k.begin = begin + static_cast<TimeNs>(width * static_cast<double>(b));
-        k.end = b + 1 == n ? end : begin + static_cast<TimeNs>(width * static_cast<double>(b + 1));
+        k.begin = at(b);
+        k.end = b + 1 == n ? end : at(b + 1);
         k.valid = have;
         k.min = k.max = current;
         for (; i < time.size() && time[i] < k.end; ++i) {

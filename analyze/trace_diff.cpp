@@ -93,7 +93,9 @@ void writeDiffText(const TraceDiff& d, std::string_view labelBefore, std::string
         }
         out << rows.size() << (rows.size() == 1 ? " row changed\n" : " rows changed\n");
         for (std::size_t i = 0; i < rows.size() && i < top; ++i)
-            out << "    " << signedBytes(rows[i].delta()) << "  " << rows[i].key << "  (" << formatBytes(rows[i].before) << " -> "
+            // The module path reads well; a site's key is its whole stack (lines over 1,000 characters):
+            // print the label people read in analyze, with the key in the JSON and CSV.
+            out << "    " << signedBytes(rows[i].delta()) << "  " << (g == GroupBy::Module ? rows[i].key : rows[i].label) << "  (" << formatBytes(rows[i].before) << " -> "
                 << formatBytes(rows[i].after) << ")\n";
     }
 }

@@ -168,11 +168,20 @@ TraceSummary summarize(const Trace& trace)
             raise(counterPeaks[c.series], static_cast<Bytes>(c.value), c.time);
     for (std::size_t i = 0; i < counterPeaks.size(); ++i) {
         const auto& series = trace.counterSeries()[i];
+        const auto name = trace.str(series.name);
+        // A byte counter that stays 0 for the whole trace was not recorded (XPlane writes bytes_reserved
+        // 0 on every event of an allocator that does not report it); a ratio of 0 ppm is a real value.
+        if (counterPeaks[i] && counterPeaks[i]->bytes == 0 && !name.ends_with("(ppm)"))
+            continue;
         if (counterPeaks[i] && series.device < s.devices.size())
-            s.devices[series.device].recordedPeaks.emplace_back(std::string(trace.str(series.name)), *counterPeaks[i]);
+            s.devices[series.device].recordedPeaks.emplace_back(std::string(name), *counterPeaks[i]);
     }
+    // What was allocated before the trace is the first counter sample minus its own event's change; a
+    // device without request-level events (a counters-only PyTorch <= 1.9 trace, whose counter is the
+    // running sum of the events' Bytes from 0) has no such event, and its first sample is not an opening.
     for (auto& ds : s.devices)
-        if (!ds.recordedPeaks.empty())
+        if (!ds.recordedPeaks.empty()
+            && ds.eventsByKind[static_cast<std::size_t>(EventKind::Alloc)] + ds.eventsByKind[static_cast<std::size_t>(EventKind::Free)] > 0)
             ds.allocatedBeforeTrace = replay::openingAllocated(trace, ds.device);
     s.anomalies = trace.stats().anomalies();
     return s;

@@ -36,10 +36,12 @@ struct DeviceSummary {
     // Peak reserved from segment events (segment_alloc/map minus segment_free/unmap), when recorded.
     std::optional<Peak> peakReserved;
     // Peaks of recorded counters ("Total Allocated", "Total Reserved" of PyTorch's profiler), by name.
+    // A byte counter whose samples are all 0 is left out (never recorded; XPlane "Bytes Reserved").
     std::vector<std::pair<std::string, Peak>> recordedPeaks;
     // Bytes already allocated when a profiler trace began (its first "allocated" counter sample minus
     // that event's own change; replay::openingAllocated). The recorded peaks include them, peakAllocated
-    // does not. 0 when the trace has no such counter or started empty.
+    // does not. 0 when the trace has no such counter, started empty, or has no alloc/free events on the
+    // device to measure from (counters only).
     Bytes allocatedBeforeTrace = 0;
 };
 

@@ -41,6 +41,9 @@ std::vector<std::unique_ptr<Command>> makeCommands();
 // Shared option helpers.
 // --device D (a device index as `gpumem info` lists them): nullopt when absent; UsageError when not an index.
 std::optional<DeviceId> deviceOption(const po::variables_map& vm);
+// --top N, declared as po::value<long long> so that a negative N is seen (an unsigned option read "-1"
+// as 2^64 − 1): N ≥ 0, else UsageError.
+std::size_t topOption(const po::variables_map& vm);
 
 // --format with the allowed values; returns the chosen one or throws UsageError listing them.
 std::string checkedChoice(const po::variables_map& vm, const char* option, const std::vector<std::string>& allowed);

@@ -27,8 +27,8 @@ std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& a
         specs.push_back(analyze::InstantSpec::parse(a, origin));
         const auto& s = specs.back();
         if (s.kind == analyze::InstantSpec::Kind::Time && !time.empty() && (s.time < first || s.time > last))
-            throw UsageError("--at '" + a + "' is outside the trace's memory events, which span " + formatOffset(first - origin)
-                + " to " + formatOffset(last - origin) + " from the trace start (@" + std::to_string(first) + " to @"
+            throw UsageError("--at '" + a + "' is outside the trace's memory events, which span " + formatOffsetBetween(origin, first)
+                + " to " + formatOffsetBetween(origin, last) + " from the trace start (@" + std::to_string(first) + " to @"
                 + std::to_string(last) + ")");
     }
     return specs;
@@ -58,6 +58,14 @@ std::optional<DeviceId> deviceOption(const po::variables_map& vm)
     return static_cast<DeviceId>(d);
 }
 
+std::size_t topOption(const po::variables_map& vm)
+{
+    const long long n = vm["top"].as<long long>();
+    if (n < 0)
+        throw UsageError("--top " + std::to_string(n) + " is not a number of rows (0, 1, 2, …)");
+    return static_cast<std::size_t>(n);
+}
+
 namespace {
     class AnalyzeCommand final : public Command {
     public:
@@ -79,7 +87,7 @@ namespace {
         {
             o.add_options()("at", po::value<std::vector<std::string>>(), "instant(s) to break down: peak, reserved-peak or TIME")(
                 "by", po::value<std::vector<std::string>>(), "grouping(s): module, category, site, size, stream")(
-                "top", po::value<std::size_t>()->default_value(10), "rows per grouping")(
+                "top", po::value<long long>()->default_value(10), "rows per grouping")(
                 "device", po::value<int>(), "device index (default: the one with the largest peak allocated)")(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
                 "strict", "treat import anomalies of warning or error severity as failures")(
@@ -91,7 +99,7 @@ namespace {
             const std::string format = checkedChoice(vm, "format", { "text", "json", "csv" });
             analyze::ReportOptions report;
             report.groups = groupBys(vm);
-            report.top = vm["top"].as<std::size_t>();
+            report.top = topOption(vm);
             const auto device = deviceOption(vm);
             const std::string path = vm["trace"].as<std::string>();
             LoadOptions load;
@@ -102,6 +110,15 @@ namespace {
             if (vm.count("at"))
                 options.instants = instantSpecs(vm["at"].as<std::vector<std::string>>(), trace);
             auto analysis = analyze::analyzeTrace(trace, options);
+            // The analyzed device may start later than the trace's first memory event (OWLv2: cuda:0 after
+            // the cpu): a time before its first event has no state to break down; say so, not nothing.
+            if (const auto* dev = analysis.timeline.device(analysis.device); dev && dev->size() && vm.count("at"))
+                for (const auto& a : vm["at"].as<std::vector<std::string>>())
+                    if (auto spec = analyze::InstantSpec::parse(a, analysis.origin);
+                        spec.kind == analyze::InstantSpec::Kind::Time && spec.time < dev->time.front())
+                        throw UsageError("--at '" + a + "' is before the first memory event of " + dev->label + ", at "
+                            + formatOffsetBetween(analysis.origin, dev->time.front()) + " from the trace start (@"
+                            + std::to_string(dev->time.front()) + "); give a later time or --device");
             // A profiler trace starts after the model was loaded: say how much the breakdowns cannot see.
             if (!analysis.empty)
                 if (auto note = analyze::memoryBeforeTheTraceNote(replay::openingAllocated(trace, analysis.device)))

@@ -27,7 +27,7 @@ namespace {
         void setup(po::options_description& o, po::positional_options_description& p) override
         {
             o.add_options()("at", po::value<std::string>()->default_value("peak"), "instant compared: peak, reserved-peak or TIME")(
-                "top", po::value<std::size_t>()->default_value(10), "rows per grouping")(
+                "top", po::value<long long>()->default_value(10), "rows per grouping")(
                 "device", po::value<int>(), "device index in both traces (default: each one's busiest)")(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
                 "strict", "treat import anomalies of warning or error severity as failures")(
@@ -56,7 +56,7 @@ namespace {
             else if (format == "csv")
                 analyze::writeDiffCsv(diff, out);
             else
-                analyze::writeDiffText(diff, paths[0], paths[1], vm["top"].as<std::size_t>(), out);
+                analyze::writeDiffText(diff, paths[0], paths[1], topOption(vm), out);
             return kExitOk;
         }
     };

@@ -31,7 +31,7 @@ namespace {
         {
             o.add_options()("output,o", po::value<std::string>()->required(), "the HTML file to write")(
                 "policy", po::value<std::vector<std::string>>(), "allocator policy to compare (PolicySpec string)")(
-                "top", po::value<std::size_t>()->default_value(10), "rows per breakdown table")(
+                "top", po::value<long long>()->default_value(10), "rows per breakdown table")(
                 "title", po::value<std::string>()->default_value("gpumem report"), "page title")(
                 "device", po::value<int>(), "device index (default: each trace's busiest)")(
                 "strict", "treat import anomalies of warning or error severity as failures")(
@@ -58,7 +58,7 @@ namespace {
                 inputs.push_back({ paths[i], &traces[i], &analyses[i] });
             analyze::HtmlOptions options;
             options.title = vm["title"].as<std::string>();
-            options.top = vm["top"].as<std::size_t>();
+            options.top = topOption(vm);
             std::vector<analyze::PolicyRow> policies;
             if (vm.count("policy")) {
                 std::vector<replay::PolicySpec> specs;

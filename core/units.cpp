@@ -25,17 +25,28 @@ std::string formatBytes(Bytes bytes)
     return buf;
 }
 
-std::string formatSeconds(TimeNs duration)
+namespace {
+    std::string secondsText(bool negative, std::uint64_t d)
+    {
+        char buf[48];
+        std::snprintf(buf, sizeof buf, "%s%llu.%06llu s", negative ? "-" : "", static_cast<unsigned long long>(d / 1000000000ull),
+            static_cast<unsigned long long>((d % 1000000000ull) / 1000ull));
+        return buf;
+    }
+} // namespace
+
+std::string formatSeconds(TimeNs duration) { return formatSecondsBetween(0, duration); }
+
+std::string formatOffset(TimeNs offset) { return formatOffsetBetween(0, offset); }
+
+std::string formatSecondsBetween(TimeNs from, TimeNs to)
 {
-    char buf[48];
-    const char* sign = duration < 0 ? "-" : "";
-    std::uint64_t d = duration < 0 ? std::uint64_t(-(duration + 1)) + 1 : std::uint64_t(duration);
-    std::snprintf(buf, sizeof buf, "%s%llu.%06llu s", sign, static_cast<unsigned long long>(d / 1000000000ull),
-        static_cast<unsigned long long>((d % 1000000000ull) / 1000ull));
-    return buf;
+    // Unsigned subtraction is exact modulo 2^64, and the true distance is below 2^64.
+    return to >= from ? secondsText(false, std::uint64_t(to) - std::uint64_t(from))
+                      : secondsText(true, std::uint64_t(from) - std::uint64_t(to));
 }
 
-std::string formatOffset(TimeNs offset) { return (offset < 0 ? "" : "+") + formatSeconds(offset); }
+std::string formatOffsetBetween(TimeNs from, TimeNs to) { return (to < from ? "" : "+") + formatSecondsBetween(from, to); }
 
 Bytes parseBytes(std::string_view text, std::string_view what)
 {

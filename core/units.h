@@ -13,6 +13,10 @@ std::string formatBytes(Bytes bytes);
 std::string formatSeconds(TimeNs duration);
 // An offset from a start, signed: "+1.234567 s", "-0.019424 s" (an event before the start).
 std::string formatOffset(TimeNs offset);
+// The same for `to − from`, computed without overflow: any two int64 times are at most 2^64 − 1 ns
+// apart, which `to − from` in int64 cannot hold (INT64_MIN to INT64_MAX printed "-0.000000 s").
+std::string formatSecondsBetween(TimeNs from, TimeNs to);
+std::string formatOffsetBetween(TimeNs from, TimeNs to);
 // Parses "80GiB", "80 GB", "512MiB", "2MB", "1024", "1.5GiB" (GB = 10^9, GiB = 2^30). Throws UsageError
 // naming `what` and the accepted forms on anything else.
 Bytes parseBytes(std::string_view text, std::string_view what = "size");

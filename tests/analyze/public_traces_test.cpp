@@ -3,6 +3,7 @@
 #include "analyze/trace_summary.h"
 #include "core/file_io.h"
 #include "core/importer.h"
+#include "tests/analyze/public_trace_support.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -12,14 +13,9 @@
 
 using namespace gpumem;
 using namespace gpumem::analyze;
+using gpumem::test::publicTrace;
 
 namespace {
-std::string publicTrace(const std::string& relative) { return std::string(GPUMEM_PUBLIC_TRACES) + "/" + relative; }
-
-#define REQUIRE_PUBLIC_TRACE(path)                                                                                     \
-    if (!std::filesystem::exists(path))                                                                                \
-    GTEST_SKIP() << "public trace " << (path) << " is absent (set GPUMEM_PUBLIC_TRACES to ../shared/traces/public)"
-
 const GroupRow& row(const Breakdown& b, GroupBy g, std::string_view key)
 {
     for (const auto& r : b.by(g))
