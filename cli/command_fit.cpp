@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/importer.h"
 #include "core/units.h"
+#include "replay/simulated_device.h"
 
 #include <ostream>
 
@@ -95,7 +96,11 @@ namespace {
                 }
                 std::string why = "each of the " + std::to_string(f.probes.size())
                     + " capacities tried had a failed request; raise --max-capacity";
-                if (f.lowerBound > f.maxCapacity)
+                if (f.unlimitedFailure && f.unlimitedFailure->size > replay::kMaxDeviceBytes)
+                    why = "a request of " + std::to_string(f.unlimitedFailure->size) + " B (trace event "
+                        + std::to_string(f.unlimitedFailure->event)
+                        + ") is above the largest device gpumem simulates, 4 EiB: no capacity serves it";
+                else if (f.lowerBound > f.maxCapacity)
                     why = "its live peak, " + formatBytes(f.lowerBound)
                         + ", is above it; raise --max-capacity to at least " + formatBytes(f.lowerBound);
                 err << "gpumem fit: " << f.spec << " fits nowhere up to --max-capacity " << formatBytes(f.maxCapacity)

@@ -55,6 +55,8 @@ FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptio
         result.policy = free.policy;
         result.unlimitedPeakReserved = free.peakReserved.bytes;
         unlimitedOoms = free.ooms;
+        if (!free.failures.empty())
+            result.unlimitedFailure = free.failures.front();
     });
     // Nothing is ever reserved, without an OOM, on an unlimited device: the trace needs no memory (0 B),
     // not the smallest step (review finding: "fits in 2.00 MiB" for a trace without allocations).

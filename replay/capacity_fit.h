@@ -56,6 +56,9 @@ struct FitResult {
     Bytes maxCapacity = 0; // the largest capacity the search was allowed to try
     bool belowProbed = false; // capacity − step was probed (else it is below the lower bound)
     std::vector<FitProbe> probes; // every probe, in capacity order
+    // The first request that failed on a device of unlimited size (one above the replay engine's
+    // limit, kMaxDeviceBytes, or one a policy's own pool sizing refuses there); nullopt when none did.
+    std::optional<FailedRequest> unlimitedFailure;
     // A fitting probe below a failing one (non-monotone OOM): (fits at, fails at), the first such pair.
     std::optional<std::pair<Bytes, Bytes>> nonMonotone;
 };

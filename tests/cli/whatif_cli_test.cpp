@@ -181,6 +181,19 @@ TEST(FitCli, FitsNowhereIsExitFourWithAMessage)
     EXPECT_NE(runCli("--help").out.find("4 fit found no capacity up to --max-capacity"), std::string::npos);
 }
 
+TEST(FitCli, ARequestAboveTheLargestSimulatedDeviceIsNamedNotAskedToRaiseTheCapacity)
+{
+    // One request of 2^64 - 1 bytes fails even on a device of unlimited size (the engine's limit is
+    // 4 EiB); fit said "each of the 20 capacities tried had a failed request; raise --max-capacity".
+    auto r = runCli("fit tests/data/request_above_device_limit.jsonl --policy pytorch");
+    EXPECT_EQ(r.exitCode, 4);
+    EXPECT_NE(r.err.find("gpumem fit: pytorch fits nowhere up to --max-capacity "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(": a request of 18446744073709551615 B (trace event 0) is above the largest device gpumem "
+                         "simulates, 4 EiB: no capacity serves it\n"),
+        std::string::npos)
+        << r.err;
+}
+
 TEST(ColocateCli, ReportsWhichProcessFailsFirstAndWhen)
 {
     auto r = runCli("replay " + kPair + " --colocate --capacity 32MiB");
