@@ -9,6 +9,7 @@
 // Prints, for each format, the best of R runs: write and read events per CPU second (the process's
 // user + system time, so other load on the machine does not count; wall time beside), bytes per event; then
 // the gmt/jsonl ratios, and the lazy pairing (Trace::allocations) time separately.
+#include "bench/bench_clock.h"
 #include "core/gmt_format.h"
 #include "core/jsonl_format.h"
 #include "core/trace_builder.h"
@@ -115,24 +116,8 @@ Trace makeTrace(std::size_t events)
 
 // CPU seconds of this process (user + system), so that other processes sharing the machine do not
 // count: the figures are "events per second on one core". Wall time is printed beside them.
-double cpuNow()
-{
-    timespec ts {};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
-double wallNow() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-struct Time {
-    double cpu = 1e300, wall = 1e300;
-};
-void timeBest(Time& best, const std::function<void()>& f)
-{
-    double c0 = cpuNow(), w0 = wallNow();
-    f();
-    best.cpu = std::min(best.cpu, cpuNow() - c0);
-    best.wall = std::min(best.wall, wallNow() - w0);
-}
+using Time = gpumem::bench::BestTime;
+void timeBest(Time& best, const std::function<void()>& f) { best.time(f, gpumem::bench::processCpuSeconds); }
 
 struct Figures {
     Time write, read;

@@ -6,42 +6,24 @@
 // one thread (gpumem starts none), so the thread's CPU time is all of its work.
 //
 //   bench_kineto_import [--repeat N] file.json.gz...
+#include "bench/bench_clock.h"
 #include "core/file_io.h"
 #include "core/importer.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <string>
 
 namespace {
-double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-double threadCpuSeconds()
+gpumem::bench::BestTime best(int repeat, const auto& f)
 {
-    timespec ts {};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
-
-struct Best {
-    double wall = 1e30, cpu = 1e30;
-};
-template <typename F> Best best(int repeat, F&& f)
-{
-    Best b;
-    for (int i = 0; i < repeat; ++i) {
-        auto t0 = std::chrono::steady_clock::now();
-        const double c0 = threadCpuSeconds();
-        f();
-        b.cpu = std::min(b.cpu, threadCpuSeconds() - c0);
-        b.wall = std::min(b.wall, seconds(std::chrono::steady_clock::now() - t0));
-    }
+    gpumem::bench::BestTime b;
+    for (int i = 0; i < repeat; ++i)
+        b.time(f);
     return b;
 }
 } // namespace
@@ -65,8 +47,8 @@ int main(int argc, char** argv)
         for (const auto& path : files) {
             std::size_t jsonBytes = gpumem::readFileMaybeGzip(path).size();
             std::size_t events = 0;
-            const Best gunzip = best(repeat, [&] { jsonBytes = gpumem::readFileMaybeGzip(path).size(); });
-            const Best load = best(repeat, [&] { events = gpumem::loadTrace(path).memory().count(); });
+            const auto gunzip = best(repeat, [&] { jsonBytes = gpumem::readFileMaybeGzip(path).size(); });
+            const auto load = best(repeat, [&] { events = gpumem::loadTrace(path).memory().count(); });
             nlohmann::json out = { { "file", path }, { "compressed_bytes", std::filesystem::file_size(path) },
                 { "json_bytes", jsonBytes }, { "memory_events", events }, { "read_gunzip_s", gunzip.wall },
                 { "load_s", load.wall }, { "load_MBps", double(jsonBytes) / 1e6 / load.wall },

@@ -11,6 +11,7 @@
 // device "backward" (the backward walk), "pre_window" (the rebuilt state and its events) and
 // "forward" (the replay through the SegmentBlockMap and the events), "metadata" (segments_at_dump and
 // annotations, to 1.0), "build" (TraceBuilder::build), "free_trace" and "free_document".
+#include "bench/bench_clock.h"
 #include "core/importers/snapshot_importer.h"
 #include "core/trace.h"
 
@@ -26,12 +27,7 @@
 #include <vector>
 
 namespace {
-double threadCpuMs()
-{
-    timespec ts {};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
-}
+double threadCpuMs() { return gpumem::bench::threadCpuSeconds() * 1e3; }
 
 // Sorted per-iteration times: CPU time of this thread (user + system, so page faults count), which
 // other processes on a busy machine disturb far less than wall time; and wall time.
