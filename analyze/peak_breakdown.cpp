@@ -164,6 +164,14 @@ namespace {
         r.selfBlocks = r.totalBlocks = blocks;
         return r;
     }
+    // Adds r's bytes and blocks to `into` (two rows that become one).
+    void addInto(GroupRow& into, const GroupRow& r)
+    {
+        into.selfBytes += r.selfBytes;
+        into.totalBytes += r.totalBytes;
+        into.selfBlocks += r.selfBlocks;
+        into.totalBlocks += r.totalBlocks;
+    }
     void sortByBytes(std::vector<GroupRow>& rows)
     {
         std::sort(rows.begin(), rows.end(), [](const GroupRow& a, const GroupRow& b) {
@@ -195,24 +203,22 @@ namespace {
                         rows[i].label = std::move(longer);
         }
         std::map<std::string, std::size_t> first; // label → row kept
-        std::map<std::string, std::size_t> stacks;
         std::vector<GroupRow> merged;
+        std::vector<std::size_t> stacks; // per merged row: how many rows it holds
         for (auto& r : rows) {
             auto [it, inserted] = first.emplace(r.label, merged.size());
-            ++stacks[r.label];
             if (inserted) {
                 merged.push_back(std::move(r));
+                stacks.push_back(1);
                 continue;
             }
-            auto& m = merged[it->second];
-            m.selfBytes += r.selfBytes;
-            m.totalBytes += r.totalBytes;
-            m.selfBlocks += r.selfBlocks;
-            m.totalBlocks += r.totalBlocks;
+            addInto(merged[it->second], r);
+            ++stacks[it->second];
         }
-        for (auto& m : merged)
-            if (const auto n = stacks[m.label]; n > 1) {
-                m.key = m.label + " (" + std::to_string(n) + " stacks)"; // diff matches merged rows by label
+        for (std::size_t i = 0; i < merged.size(); ++i)
+            if (stacks[i] > 1) {
+                auto& m = merged[i];
+                m.key = m.label + " (" + std::to_string(stacks[i]) + " stacks)"; // diff matches merged rows by label
                 m.label = m.key;
             }
         rows = std::move(merged);
@@ -319,10 +325,7 @@ Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<cons
         std::string key = siteKey(trace, site), label = siteLabel(trace, site);
         if (key.empty()) {
             if (noStack) {
-                siteRows[*noStack].selfBytes += t.first;
-                siteRows[*noStack].totalBytes += t.first;
-                siteRows[*noStack].selfBlocks += t.second;
-                siteRows[*noStack].totalBlocks += t.second;
+                addInto(siteRows[*noStack], flatRow({}, {}, t.first, t.second));
                 continue;
             }
             noStack = siteRows.size();

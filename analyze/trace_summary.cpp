@@ -95,14 +95,14 @@ TraceSummary summarize(const Trace& trace)
     for (const auto& st : trace.streams())
         if (st.device < s.devices.size())
             ++s.devices[st.device].streams;
-    for (const auto& k : trace.kernels())
-        if (k.device < s.devices.size())
-            ++s.devices[k.device].kernels;
     // Which streams carry kernels (bit 1) and memory events (bit 2).
     std::vector<std::uint8_t> used(trace.streams().size(), 0);
-    for (const auto& k : trace.kernels())
+    for (const auto& k : trace.kernels()) {
+        if (k.device < s.devices.size())
+            ++s.devices[k.device].kernels;
         if (k.stream < used.size())
             used[k.stream] |= 1;
+    }
     for (StreamId st : m.stream)
         if (st < used.size())
             used[st] |= 2;

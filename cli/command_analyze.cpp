@@ -107,16 +107,18 @@ namespace {
             Trace trace = loadTrace(path, load);
             analyze::AnalysisOptions options;
             options.device = device;
-            if (vm.count("at"))
-                options.instants = instantSpecs(vm["at"].as<std::vector<std::string>>(), trace);
+            const auto at = vm.count("at") ? vm["at"].as<std::vector<std::string>>() : std::vector<std::string> {};
+            if (!at.empty())
+                options.instants = instantSpecs(at, trace);
             auto analysis = analyze::analyzeTrace(trace, options);
             // The analyzed device may start later than the trace's first memory event (OWLv2: cuda:0 after
             // the cpu): a time before its first event has no state to break down; say so, not nothing.
-            if (const auto* dev = analysis.timeline.device(analysis.device); dev && dev->size() && vm.count("at"))
-                for (const auto& a : vm["at"].as<std::vector<std::string>>())
-                    if (auto spec = analyze::InstantSpec::parse(a, analysis.origin);
+            // (options.instants holds at[k] parsed from the trace start, which is analysis.origin.)
+            if (const auto* dev = analysis.timeline.device(analysis.device); dev && dev->size())
+                for (std::size_t k = 0; k < at.size(); ++k)
+                    if (const auto& spec = options.instants[k];
                         spec.kind == analyze::InstantSpec::Kind::Time && spec.time < dev->time.front())
-                        throw UsageError("--at '" + a + "' is before the first memory event of " + dev->label + ", at "
+                        throw UsageError("--at '" + at[k] + "' is before the first memory event of " + dev->label + ", at "
                             + formatOffsetBetween(analysis.origin, dev->time.front()) + " from the trace start (@"
                             + std::to_string(dev->time.front()) + "); give a later time or --device");
             // A profiler trace starts after the model was loaded: say how much the breakdowns cannot see.

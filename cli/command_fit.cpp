@@ -88,7 +88,7 @@ namespace {
             // Otherwise exit 4, so that a script cannot take the table for a result.
             const bool gateJudges = gates.maxReserved && *gates.maxReserved <= options.maxCapacity;
             std::vector<GateSubject> subjects;
-            bool noFit = false, judged = false;
+            bool noFit = false; // some policy fits nowhere up to --max-capacity
             for (const auto& f : fits) {
                 if (f.fits) {
                     subjects.push_back({ f.spec, 0, f.capacity });
@@ -105,17 +105,14 @@ namespace {
                         + ", is above it; raise --max-capacity to at least " + formatBytes(f.lowerBound);
                 err << "gpumem fit: " << f.spec << " fits nowhere up to --max-capacity " << formatBytes(f.maxCapacity)
                     << ": " << why << '\n';
-                if (gateJudges) {
+                if (gateJudges)
                     err << "gpumem fit: gate: " << f.spec << " needs more than --max-capacity "
                         << formatBytes(f.maxCapacity) << ", so more than --max-reserved "
                         << formatBytes(*gates.maxReserved) << '\n';
-                    judged = true;
-                } else {
-                    noFit = true;
-                }
+                noFit = true;
             }
             const int gate = applyGates(gates, subjects, name(), err);
-            return judged || gate != kExitOk ? kExitGate : noFit ? kExitNoFit : kExitOk;
+            return gate != kExitOk || (noFit && gateJudges) ? kExitGate : noFit ? kExitNoFit : kExitOk;
         }
     };
 } // namespace

@@ -63,7 +63,7 @@ Address SimulatedDevice::bump(Bytes bytes)
 
 std::optional<Address> SimulatedDevice::malloc(Bytes bytes, StreamKey stream)
 {
-    if (bytes > limit()) { // before rounding, which would wrap near 2^64
+    if (bytes > limit()) { // before rounding, which gives 0 near 2^64 (and take(0) would succeed)
         ++m_counters.failedCalls;
         return std::nullopt;
     }

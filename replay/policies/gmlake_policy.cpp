@@ -104,8 +104,9 @@ std::optional<Address> GmlakePolicy::stitch(Bytes size, StreamKey stream)
         return std::nullopt;
     Bytes overshoot = sum - size;
     if (overshoot >= kChunk) { // split the last block: take only the chunks still needed
-        parts.back().size -= detail::roundDownToMultiple(overshoot, kChunk);
-        sum -= detail::roundDownToMultiple(overshoot, kChunk);
+        const Bytes unneeded = detail::roundDownToMultiple(overshoot, kChunk);
+        parts.back().size -= unneeded;
+        sum -= unneeded;
     }
     if (!claim(parts, stream))
         throw Error("gmlake policy: a free block listed by the PyTorch state could not be claimed");
