@@ -144,8 +144,7 @@ namespace {
                 return out; // gunzipWith() adds the padding
             }
             if (rc == Z_BUF_ERROR && consumed >= in.size())
-                return fail("the gzip stream ends early at compressed byte " + std::to_string(in.size())
-                    + ": the file is truncated — copy it again");
+                return fail(gzipEndsEarlyAt(in.size()) + ": the file is truncated — copy it again");
             if (rc == Z_BUF_ERROR)
                 continue;
             return fail("corrupt gzip data near compressed offset " + std::to_string(consumed) + " ("
@@ -256,6 +255,11 @@ std::string gunzip(std::string_view compressed, std::string_view source, GzipEnd
 {
     end = GzipEnd { false, compressed.size() };
     return gunzipWith(compressed, source, OnDamage::ReturnPrefixIfCut, &end);
+}
+
+std::string gzipEndsEarlyAt(std::size_t compressedBytes)
+{
+    return "the gzip stream ends early at compressed byte " + std::to_string(compressedBytes);
 }
 
 std::string readFileMaybeGzip(const std::string& path)

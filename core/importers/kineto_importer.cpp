@@ -1181,8 +1181,7 @@ Trace importKinetoJson(std::string& json, std::string_view source, const LoadOpt
 Trace importKinetoJsonFromCutGzip(
     std::string& json, std::string_view source, std::size_t compressedBytes, const LoadOptions& options)
 {
-    return importKinetoText(json, source, options,
-        "the gzip stream ends early at compressed byte " + std::to_string(compressedBytes));
+    return importKinetoText(json, source, options, gzipEndsEarlyAt(compressedBytes));
 }
 
 std::unique_ptr<Importer> makeKinetoImporter() { return std::make_unique<KinetoImporter>(); }

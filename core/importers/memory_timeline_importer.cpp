@@ -368,8 +368,7 @@ Trace importMemoryTimelineJson(std::string& json, std::string_view source, const
 Trace importMemoryTimelineJsonFromCutGzip(
     std::string& json, std::string_view source, std::size_t compressedBytes, const LoadOptions& options)
 {
-    return importRecords(
-        json, source, options, "the gzip stream ends early at compressed byte " + std::to_string(compressedBytes));
+    return importRecords(json, source, options, gzipEndsEarlyAt(compressedBytes));
 }
 
 std::unique_ptr<Importer> makeMemoryTimelineImporter() { return std::make_unique<MemoryTimelineImporter>(); }
