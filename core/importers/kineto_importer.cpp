@@ -1141,11 +1141,12 @@ namespace {
         // keeps every complete event before it, a cut after the list closed keeps all of them, and a cut
         // before the first complete event is an error; each names the byte where the JSON ends.
         const detail::JsonCut cut = detail::locateJsonCut(json, "traceEvents");
+        const std::string inflated = gzipCut.empty() ? std::string() : gzipCut + "; inflated, ";
         if (!cut.cut)
-            throw FormatError(std::string(source) + ": " + (gzipCut.empty() ? std::string() : gzipCut + "; inflated, ")
-                + parseError + "; the file is damaged or not a Kineto trace");
-        const std::string at = (gzipCut.empty() ? std::string() : gzipCut + "; inflated, ") + "the JSON ends at byte "
-            + std::to_string(cut.size) + ", " + cut.where("traceEvents");
+            throw FormatError(
+                std::string(source) + ": " + inflated + parseError + "; the file is damaged or not a Kineto trace");
+        const std::string at
+            = inflated + "the JSON ends at byte " + std::to_string(cut.size) + ", " + cut.where("traceEvents");
         const std::uint64_t kept = cut.completeElements;
         if (cut.region == detail::JsonCut::Region::BeforeList || kept == 0)
             throw FormatError(std::string(source) + ": " + at

@@ -131,8 +131,8 @@ namespace {
     // the byte offset and the record.
     Parsed parseRecords(std::string& json, std::string_view source, const std::string& gzipCut)
     {
-        const std::string lead
-            = std::string(source) + ": " + (gzipCut.empty() ? std::string() : gzipCut + "; inflated, ");
+        const std::string inflated = gzipCut.empty() ? std::string() : gzipCut + "; inflated, ";
+        const std::string lead = std::string(source) + ": " + inflated;
         auto damaged = [&](const std::string& what, std::size_t byte, std::uint64_t record) {
             if (byte == std::string::npos) { // the parser failed before it started (invalid UTF-8)
                 byte = firstInvalidUtf8(json);
@@ -180,8 +180,8 @@ namespace {
                     throw *e;
                 throw damaged(bad.what, bad.byte, bad.record);
             }
-            const std::string at = (gzipCut.empty() ? std::string() : gzipCut + "; inflated, ")
-                + "the JSON ends at byte " + std::to_string(cut.size) + ", " + cut.where("record");
+            const std::string at
+                = inflated + "the JSON ends at byte " + std::to_string(cut.size) + ", " + cut.where("record");
             const std::uint64_t kept = cut.completeElements;
             if (kept == 0)
                 throw FormatError(std::string(source) + ": " + at
