@@ -153,10 +153,7 @@ namespace {
             f.badValue = t == od::json_type::object ? "{…}" : "[…]";
             return;
         }
-        std::string_view token = v.raw_json_token();
-        while (!token.empty() && (token.back() == ' ' || token.back() == '\n' || token.back() == '\r' || token.back() == '\t'))
-            token.remove_suffix(1);
-        f.badValue = token;
+        f.badValue = detail::withoutTrailingBlanks(v.raw_json_token());
     }
 
     // The rule a value of JSON type `t` (not a number, not null) breaks, for bad_event_field.

@@ -49,8 +49,7 @@ namespace {
                 record };
         // A number token that does not parse is too large in magnitude. −2^63 is refused too: its
         // magnitude, a DESTROY's size, does not fit in int64.
-        std::string_view token = v.raw_json_token();
-        token = token.substr(0, token.find_last_not_of(" \t\r\n") + 1);
+        const std::string_view token = detail::withoutTrailingBlanks(v.raw_json_token());
         if (!detail::parseScaledDecimal(token, 0, out))
             throw BadRecord { "record " + std::to_string(record) + ": field " + kFields[field] + " is out of range ("
                     + quoteForMessage(token, 40) + "); a memory-timeline raw export's values lie within ±"
