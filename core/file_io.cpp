@@ -141,13 +141,10 @@ namespace {
                 inflateEnd(&zs);
                 end->endsEarly = true;
                 end->compressedBytes = in.size();
-                if (out.capacity() - out.size() < kReadPadding)
-                    out.reserve(out.size() + kReadPadding);
-                return out;
+                return out; // gunzipWith() adds the padding
             }
             if (rc == Z_BUF_ERROR && consumed >= in.size())
-                return fail("the gzip stream ends early at compressed byte " + std::to_string(in.size())
-                    + ": the file is truncated — copy it again");
+                return fail(gzipEndsEarlyAt(in.size()) + ": the file is truncated — copy it again");
             if (rc == Z_BUF_ERROR)
                 continue;
             return fail("corrupt gzip data near compressed offset " + std::to_string(consumed) + " ("
@@ -211,6 +208,22 @@ namespace {
         return true;
     }
 #endif
+
+    // gunzip(): the one-shot path when it can, else zlib with `onDamage` (ReturnPrefixIfCut sets `*end`).
+    std::string gunzipWith(std::string_view compressed, std::string_view source, OnDamage onDamage, GzipEnd* end)
+    {
+#ifdef GPUMEM_HAVE_LIBDEFLATE
+        // A whole stream takes the one-shot path; a cut one fails it (its last 8 bytes are no trailer)
+        // and the streaming path below keeps what it inflates to.
+        std::string fast;
+        if (isGzip(compressed) && gunzipOneShot(compressed, fast))
+            return fast;
+#endif
+        std::string out = inflateAll(compressed, source, std::string::npos, onDamage, end);
+        if (out.capacity() - out.size() < kReadPadding)
+            out.reserve(out.size() + kReadPadding);
+        return out;
+    }
 } // namespace
 
 std::size_t maxDecompressedBytes()
@@ -235,31 +248,18 @@ bool isGzip(std::string_view bytes)
 
 std::string gunzip(std::string_view compressed, std::string_view source)
 {
-#ifdef GPUMEM_HAVE_LIBDEFLATE
-    std::string fast;
-    if (isGzip(compressed) && gunzipOneShot(compressed, fast))
-        return fast;
-#endif
-    std::string out = inflateAll(compressed, source, std::string::npos, OnDamage::Throw);
-    if (out.capacity() - out.size() < kReadPadding)
-        out.reserve(out.size() + kReadPadding);
-    return out;
+    return gunzipWith(compressed, source, OnDamage::Throw, nullptr);
 }
 
 std::string gunzip(std::string_view compressed, std::string_view source, GzipEnd& end)
 {
     end = GzipEnd { false, compressed.size() };
-#ifdef GPUMEM_HAVE_LIBDEFLATE
-    // A whole stream takes the one-shot path; a cut one fails it (its last 8 bytes are no trailer)
-    // and the streaming path below keeps what it inflates to.
-    std::string fast;
-    if (isGzip(compressed) && gunzipOneShot(compressed, fast))
-        return fast;
-#endif
-    std::string out = inflateAll(compressed, source, std::string::npos, OnDamage::ReturnPrefixIfCut, &end);
-    if (out.capacity() - out.size() < kReadPadding)
-        out.reserve(out.size() + kReadPadding);
-    return out;
+    return gunzipWith(compressed, source, OnDamage::ReturnPrefixIfCut, &end);
+}
+
+std::string gzipEndsEarlyAt(std::size_t compressedBytes)
+{
+    return "the gzip stream ends early at compressed byte " + std::to_string(compressedBytes);
 }
 
 std::string readFileMaybeGzip(const std::string& path)

@@ -57,6 +57,8 @@ struct GzipEnd {
 std::string readFileMaybeGzip(const std::string& path, GzipEnd& end);
 // The same for a buffer; `source` names it in errors.
 std::string gunzip(std::string_view compressed, std::string_view source, GzipEnd& end);
+// "the gzip stream ends early at compressed byte N": how every message names where a cut stream stops.
+std::string gzipEndsEarlyAt(std::size_t compressedBytes);
 
 // Up to `limit` bytes from the start of the file as stored. Throws IoError if unreadable.
 std::string readFileHead(const std::string& path, std::size_t limit);

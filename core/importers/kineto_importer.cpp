@@ -153,10 +153,7 @@ namespace {
             f.badValue = t == od::json_type::object ? "{…}" : "[…]";
             return;
         }
-        std::string_view token = v.raw_json_token();
-        while (!token.empty() && (token.back() == ' ' || token.back() == '\n' || token.back() == '\r' || token.back() == '\t'))
-            token.remove_suffix(1);
-        f.badValue = token;
+        f.badValue = detail::withoutTrailingBlanks(v.raw_json_token());
     }
 
     // The rule a value of JSON type `t` (not a number, not null) breaks, for bad_event_field.
@@ -1141,11 +1138,12 @@ namespace {
         // keeps every complete event before it, a cut after the list closed keeps all of them, and a cut
         // before the first complete event is an error; each names the byte where the JSON ends.
         const detail::JsonCut cut = detail::locateJsonCut(json, "traceEvents");
+        const std::string inflated = gzipCut.empty() ? std::string() : gzipCut + "; inflated, ";
         if (!cut.cut)
-            throw FormatError(std::string(source) + ": " + (gzipCut.empty() ? std::string() : gzipCut + "; inflated, ")
-                + parseError + "; the file is damaged or not a Kineto trace");
-        const std::string at = (gzipCut.empty() ? std::string() : gzipCut + "; inflated, ") + "the JSON ends at byte "
-            + std::to_string(cut.size) + ", " + cut.where("traceEvents");
+            throw FormatError(
+                std::string(source) + ": " + inflated + parseError + "; the file is damaged or not a Kineto trace");
+        const std::string at
+            = inflated + "the JSON ends at byte " + std::to_string(cut.size) + ", " + cut.where("traceEvents");
         const std::uint64_t kept = cut.completeElements;
         if (cut.region == detail::JsonCut::Region::BeforeList || kept == 0)
             throw FormatError(std::string(source) + ": " + at
@@ -1181,8 +1179,7 @@ Trace importKinetoJson(std::string& json, std::string_view source, const LoadOpt
 Trace importKinetoJsonFromCutGzip(
     std::string& json, std::string_view source, std::size_t compressedBytes, const LoadOptions& options)
 {
-    return importKinetoText(json, source, options,
-        "the gzip stream ends early at compressed byte " + std::to_string(compressedBytes));
+    return importKinetoText(json, source, options, gzipEndsEarlyAt(compressedBytes));
 }
 
 std::unique_ptr<Importer> makeKinetoImporter() { return std::make_unique<KinetoImporter>(); }

@@ -49,8 +49,7 @@ namespace {
                 record };
         // A number token that does not parse is too large in magnitude. −2^63 is refused too: its
         // magnitude, a DESTROY's size, does not fit in int64.
-        std::string_view token = v.raw_json_token();
-        token = token.substr(0, token.find_last_not_of(" \t\r\n") + 1);
+        const std::string_view token = detail::withoutTrailingBlanks(v.raw_json_token());
         if (!detail::parseScaledDecimal(token, 0, out))
             throw BadRecord { "record " + std::to_string(record) + ": field " + kFields[field] + " is out of range ("
                     + quoteForMessage(token, 40) + "); a memory-timeline raw export's values lie within ±"
@@ -131,8 +130,8 @@ namespace {
     // the byte offset and the record.
     Parsed parseRecords(std::string& json, std::string_view source, const std::string& gzipCut)
     {
-        const std::string lead
-            = std::string(source) + ": " + (gzipCut.empty() ? std::string() : gzipCut + "; inflated, ");
+        const std::string inflated = gzipCut.empty() ? std::string() : gzipCut + "; inflated, ";
+        const std::string lead = std::string(source) + ": " + inflated;
         auto damaged = [&](const std::string& what, std::size_t byte, std::uint64_t record) {
             if (byte == std::string::npos) { // the parser failed before it started (invalid UTF-8)
                 byte = firstInvalidUtf8(json);
@@ -180,8 +179,8 @@ namespace {
                     throw *e;
                 throw damaged(bad.what, bad.byte, bad.record);
             }
-            const std::string at = (gzipCut.empty() ? std::string() : gzipCut + "; inflated, ")
-                + "the JSON ends at byte " + std::to_string(cut.size) + ", " + cut.where("record");
+            const std::string at
+                = inflated + "the JSON ends at byte " + std::to_string(cut.size) + ", " + cut.where("record");
             const std::uint64_t kept = cut.completeElements;
             if (kept == 0)
                 throw FormatError(std::string(source) + ": " + at
@@ -368,8 +367,7 @@ Trace importMemoryTimelineJson(std::string& json, std::string_view source, const
 Trace importMemoryTimelineJsonFromCutGzip(
     std::string& json, std::string_view source, std::size_t compressedBytes, const LoadOptions& options)
 {
-    return importRecords(
-        json, source, options, "the gzip stream ends early at compressed byte " + std::to_string(compressedBytes));
+    return importRecords(json, source, options, gzipEndsEarlyAt(compressedBytes));
 }
 
 std::unique_ptr<Importer> makeMemoryTimelineImporter() { return std::make_unique<MemoryTimelineImporter>(); }

@@ -17,4 +17,10 @@ bool parseScaledDecimal(std::string_view token, int scale, std::int64_t& out);
 // a trailing number ("stream 7"). Returns false for anything else ("Spans").
 bool parseLooseId(std::string_view text, bool isString, std::int64_t& out);
 
+// A simdjson raw_json_token() without the JSON blanks that follow it (for quoting it in a message).
+inline std::string_view withoutTrailingBlanks(std::string_view token)
+{
+    return token.substr(0, token.find_last_not_of(" \t\r\n") + 1);
+}
+
 } // namespace gpumem::detail
