@@ -518,23 +518,13 @@ namespace {
                 fail(where, "'" + std::string(key) + "' is a " + std::string(toString(v.kind)) + ", not an int");
             return *i;
         }
-        std::int64_t intField(const PickleValue& dict, std::string_view key, const Where& where)
+        // toInt() of an address or a size (a size_t in PyTorch): a negative one is an error naming the field.
+        std::uint64_t toUnsigned(const PickleValue& v, std::string_view key, const Where& where)
         {
-            return toInt(required(dict, key, where), key, where);
-        }
-        std::optional<std::int64_t> optInt(const PickleValue& dict, std::string_view key, const Where& where)
-        {
-            const PickleValue* v = m_doc.find(dict, key);
-            if (!v || v->kind == PickleKind::None)
-                return std::nullopt;
-            return toInt(*v, key, where);
-        }
-        Bytes bytesField(const PickleValue& dict, std::string_view key, const Where& where)
-        {
-            std::int64_t v = intField(dict, key, where);
-            if (v < 0)
-                fail(where, "'" + std::string(key) + "' is negative (" + std::to_string(v) + ")");
-            return static_cast<Bytes>(v);
+            const std::int64_t n = toInt(v, key, where);
+            if (n < 0)
+                fail(where, "'" + std::string(key) + "' is negative (" + std::to_string(n) + ")");
+            return static_cast<std::uint64_t>(n);
         }
         std::span<const PickleValue> listField(const PickleValue& dict, std::string_view key, const Where& where)
         {
@@ -610,14 +600,9 @@ namespace {
                 };
                 DumpSegment d;
                 d.seg.device = static_cast<std::int32_t>(toInt(req(SegmentField::Device, "device"), "device", where));
-                const std::int64_t segmentAddress = toInt(req(SegmentField::Address, "address"), "address", where);
-                if (segmentAddress < 0)
-                    fail(where, "'address' is negative (" + std::to_string(segmentAddress) + ")");
-                d.seg.address = static_cast<Address>(segmentAddress);
-                const std::int64_t total = toInt(req(SegmentField::TotalSize, "total_size"), "total_size", where);
-                if (total < 0)
-                    fail(where, "'total_size' is negative (" + std::to_string(total) + ")");
-                d.seg.totalSize = static_cast<Bytes>(total);
+                d.seg.address = static_cast<Address>(toUnsigned(req(SegmentField::Address, "address"), "address", where));
+                d.seg.totalSize
+                    = static_cast<Bytes>(toUnsigned(req(SegmentField::TotalSize, "total_size"), "total_size", where));
                 d.allocatedSize = static_cast<Bytes>(opt(SegmentField::AllocatedSize, "allocated_size"));
                 d.activeSize = static_cast<Bytes>(opt(SegmentField::ActiveSize, "active_size"));
                 d.requestedSize = static_cast<Bytes>(opt(SegmentField::RequestedSize, "requested_size"));
@@ -681,20 +666,12 @@ namespace {
                         fail(bwhere, "the field 'size' is missing");
                     if (!state)
                         fail(bwhere, "the field 'state' is missing");
-                    const std::int64_t sizeValue = toInt(*size, "size", bwhere);
-                    if (sizeValue < 0)
-                        fail(bwhere, "'size' is negative (" + std::to_string(sizeValue) + ")");
-                    block.size = static_cast<Bytes>(sizeValue);
+                    block.size = static_cast<Bytes>(toUnsigned(*size, "size", bwhere));
                     // Generation A has no block address: blocks tile the segment in address order. A
                     // field that is there must be a non-negative int (None is as wrong as for 'size').
-                    auto unsignedField = [&](const PickleValue& v, std::string_view key) {
-                        const std::int64_t n = toInt(v, key, bwhere);
-                        if (n < 0)
-                            fail(bwhere, "'" + std::string(key) + "' is negative (" + std::to_string(n) + ")");
-                        return static_cast<std::uint64_t>(n);
-                    };
-                    block.address = address ? static_cast<Address>(unsignedField(*address, "address")) : cursor;
-                    block.requestedSize = requested ? static_cast<Bytes>(unsignedField(*requested, "requested_size")) : 0;
+                    block.address = address ? static_cast<Address>(toUnsigned(*address, "address", bwhere)) : cursor;
+                    block.requestedSize
+                        = requested ? static_cast<Bytes>(toUnsigned(*requested, "requested_size", bwhere)) : 0;
                     std::string_view stateText = m_doc.text(*state);
                     if (stateText == "active_allocated")
                         block.state = SnapshotBlockState::ActiveAllocated;
