@@ -1,6 +1,7 @@
 #include "analyze/analysis.h"
 
 #include "analyze/trace_summary.h"
+#include "core/byte_total.h"
 #include "core/error.h"
 #include "core/importer.h"
 
@@ -15,12 +16,14 @@ namespace {
             return;
         s.current = c.back();
         s.peak = *std::max_element(c.begin(), c.end());
+        // Cumulative rises and falls of the series; they saturate (core/byte_total.h) rather than wrap on a
+        // long trace of huge blocks. A column that sits at kSaturatedBytes neither rises nor falls there.
         Bytes prev = 0;
         for (auto v : c) {
             if (v > prev)
-                s.allocated += v - prev;
+                s.allocated = addSaturated(s.allocated, v - prev);
             else
-                s.freed += prev - v;
+                s.freed = addSaturated(s.freed, prev - v);
             prev = v;
         }
     }

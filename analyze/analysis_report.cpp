@@ -1,6 +1,7 @@
 #include "analyze/analysis_report.h"
 #include "analyze/trace_summary.h"
 
+#include "core/byte_total.h"
 #include "core/units.h"
 
 #include <nlohmann/json.hpp>
@@ -15,31 +16,41 @@ namespace gpumem::analyze {
 namespace {
     constexpr std::size_t kWidth = 75; // inside the box, as torch.cuda.memory_summary()
 
+    // Display columns of UTF-8 text: continuation bytes take none ("≥ 16 EiB" is 8 columns, 10 bytes).
+    std::size_t columns(std::string_view s)
+    {
+        return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+    }
     std::string fit(std::string_view s, std::size_t width)
     {
-        if (s.size() <= width)
-            return std::string(s) + std::string(width - s.size(), ' ');
+        if (columns(s) <= width)
+            return std::string(s) + std::string(width - columns(s), ' ');
         const std::size_t keep = width - 3, head = keep / 3;
         return std::string(s.substr(0, head)) + "..." + std::string(s.substr(s.size() - (keep - head)));
     }
     std::string right(std::string_view s, std::size_t width)
     {
-        return s.size() >= width ? std::string(s) : std::string(width - s.size(), ' ') + std::string(s);
+        return columns(s) >= width ? std::string(s) : std::string(width - columns(s), ' ') + std::string(s);
     }
     std::string center(std::string_view s, std::size_t width)
     {
-        if (s.size() >= width)
+        if (columns(s) >= width)
             return fit(s, width);
-        const std::size_t left = (width - s.size()) / 2;
-        return std::string(left, ' ') + std::string(s) + std::string(width - s.size() - left, ' ');
+        const std::size_t left = (width - columns(s)) / 2;
+        return std::string(left, ' ') + std::string(s) + std::string(width - columns(s) - left, ' ');
     }
     void rule(std::ostream& out, char c) { out << '|' << std::string(kWidth, c) << "|\n"; }
     // Long lines wrap at spaces (continuations indented); a single word longer than the box is cut.
     void line(std::ostream& out, std::string_view s)
     {
         std::string_view indent;
-        while (s.size() > kWidth - indent.size()) {
-            const std::size_t room = kWidth - indent.size();
+        while (columns(s) > kWidth - indent.size()) {
+            // The byte offset where the room (in columns) ends, so a UTF-8 character is neither split nor
+            // counted three times.
+            std::size_t room = 0;
+            for (std::size_t cols = 0; room < s.size() && cols <= kWidth - indent.size(); ++room)
+                cols += (static_cast<unsigned char>(s[room]) & 0xC0) != 0x80;
+            room = room > 0 ? room - 1 : 0;
             std::size_t cut = s.rfind(' ', room);
             if (cut == std::string_view::npos || cut <= 1)
                 cut = room;
@@ -71,10 +82,12 @@ namespace {
     }
     std::string offset(const Analysis& a, TimeNs t) { return formatOffsetBetween(a.origin, t); }
 
+    // A size cell; a saturated total (core/byte_total.h) reads "≥ 16 EiB".
+    std::string sizeCell(Bytes v, Bytes reference) { return isSaturated(v) ? formatByteTotalShort(v) : torchSize(v, reference); }
     void statRow(std::ostream& out, std::string_view name, const MemoryStats::Stat& s, bool bytes)
     {
         // torch/cuda/memory.py: current is scaled by the peak, the others by themselves.
-        auto cell = [&](std::uint64_t v, std::uint64_t ref) { return bytes ? torchSize(v, ref) : torchCount(v, ref); };
+        auto cell = [&](std::uint64_t v, std::uint64_t ref) { return bytes ? sizeCell(v, ref) : torchCount(v, ref); };
         out << "| " << fit(name, 21) << " | " << right(cell(s.current, s.peak), 10) << " | " << right(cell(s.peak, s.peak), 10)
             << " | " << right(cell(s.allocated, s.allocated), 10) << " | " << right(cell(s.freed, s.freed), 10) << " |\n";
     }
@@ -89,14 +102,26 @@ std::string torchSize(Bytes bytes, Bytes reference)
     return scaled(bytes, static_cast<double>(reference), 1024, 768 * 1024, { "B  ", "KiB", "MiB", "GiB", "TiB", "PiB" }, "%6llu %s");
 }
 
+bool bytesSaturated(const Analysis& a)
+{
+    const auto& st = a.stats;
+    for (const auto* s : { &st.allocatedBytes, &st.activeBytes, &st.requestedBytes, &st.reservedBytes, &st.inactiveSplitBytes })
+        if (isSaturated(s->current) || isSaturated(s->peak) || isSaturated(s->allocated) || isSaturated(s->freed))
+            return true;
+    for (const auto& b : a.breakdowns)
+        if (isSaturated(b.liveBytes))
+            return true;
+    return false;
+}
+
 std::vector<std::pair<std::string, std::string>> fragmentationRows(const FragmentationSummary& f)
 {
     std::vector<std::pair<std::string, std::string>> rows;
-    rows.emplace_back("Lower bound: max live requested bytes", formatBytes(f.lowerBound));
+    rows.emplace_back("Lower bound: max live requested bytes", formatByteTotalShort(f.lowerBound));
     if (f.peakRecordedAllocated)
         rows.emplace_back("Peak of the recorded allocated counter", formatBytes(*f.peakRecordedAllocated));
     if (f.peakReserved) {
-        rows.emplace_back("Peak reserved", formatBytes(*f.peakReserved));
+        rows.emplace_back("Peak reserved", formatByteTotalShort(*f.peakReserved));
         if (f.overheadVsLowerBound) {
             char buf[32];
             std::snprintf(buf, sizeof buf, "%.3f x", *f.overheadVsLowerBound);
@@ -111,9 +136,9 @@ std::vector<std::pair<std::string, std::string>> fragmentationRows(const Fragmen
         if (f.externalAtPeakReserved)
             rows.emplace_back("1 - largest_free/free at reserved peak (TF)", percent(*f.externalAtPeakReserved));
         if (f.maxInactiveSplit)
-            rows.emplace_back("Max inactive split bytes (PyTorch)", formatBytes(*f.maxInactiveSplit));
+            rows.emplace_back("Max inactive split bytes (PyTorch)", formatByteTotalShort(*f.maxInactiveSplit));
     }
-    rows.emplace_back("Internal: allocated - requested at peak", formatBytes(f.internalAtPeakAllocated));
+    rows.emplace_back("Internal: allocated - requested at peak", formatByteTotalShort(f.internalAtPeakAllocated));
     return rows;
 }
 
@@ -225,6 +250,8 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     if (st.hasSegments)
         statRow(out, "GPU reserved segments", st.segments, false);
     rule(out, '=');
+    if (bytesSaturated(a))
+        line(out, " ≥ 16 EiB: saturated, the trace's byte total is at least 2^64 - 1 B (the exact figure may be larger)");
     if (dev && !dev->reservedSource.empty())
         line(out, " reserved from " + dev->reservedSource);
 
@@ -245,10 +272,9 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
         line(out, " found by " + std::string(toString(a.steps.source)) + ": " + a.steps.detail);
         out << "|  step |     start     |  peak allocated  |   growth    | backward from    |\n";
         for (const auto& s : a.steps.steps) {
-            const std::int64_t g = s.growth();
-            const std::string growth = (g < 0 ? "-" : "+") + formatBytes(static_cast<Bytes>(g < 0 ? -g : g));
+            const std::string growth = formatByteChange(s.allocatedAtStart, s.allocatedAtEnd);
             out << "| " << right(std::to_string(s.number), 5) << " | " << right(offset(a, s.start), 13) << " | "
-                << right(formatBytes(s.peakAllocated), 16) << " | " << right(growth, 11) << " | "
+                << right(formatByteTotalShort(s.peakAllocated), 16) << " | " << right(growth, 11) << " | "
                 << fit(s.phasesAnnotated ? "annotation" : "transient peak", 16) << " |\n";
         }
         rule(out, '-');
@@ -274,10 +300,10 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     }
     for (const auto& b : a.breakdowns) {
         rule(out, '=');
-        std::string head = " Live at " + b.instant.label + " " + offset(a, b.instant.time) + ": " + formatBytes(b.liveBytes) + " in "
+        std::string head = " Live at " + b.instant.label + " " + offset(a, b.instant.time) + ": " + formatByteTotal(b.liveBytes) + " in "
             + std::to_string(b.liveBlocks) + " blocks";
         if (b.instant.reserved)
-            head += ", reserved " + formatBytes(*b.instant.reserved);
+            head += ", reserved " + formatByteTotalShort(*b.instant.reserved);
         line(out, head);
         for (auto g : options.groups) {
             rule(out, '-');
@@ -287,8 +313,8 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
             for (const auto* r : topRows(b, g, options.top)) {
                 std::string name = std::string(module ? r->depth * 2 : 0, ' ') + r->label;
                 const double share = b.liveBytes ? static_cast<double>(r->totalBytes) / static_cast<double>(b.liveBytes) : 0;
-                out << "| " << fit(name, 37) << " | " << right(module ? torchSize(r->selfBytes, b.liveBytes) : "", 10) << " | "
-                    << right(torchSize(r->totalBytes, b.liveBytes), 10) << " | " << right(percent(share), 7) << " |\n";
+                out << "| " << fit(name, 37) << " | " << right(module ? sizeCell(r->selfBytes, b.liveBytes) : "", 10) << " | "
+                    << right(sizeCell(r->totalBytes, b.liveBytes), 10) << " | " << right(percent(share), 7) << " |\n";
             }
         }
     }
@@ -303,6 +329,7 @@ nlohmann::json analysisToJson(const Trace& trace, const Analysis& a, std::string
     j["trace"] = label;
     j["device"] = a.deviceLabel;
     j["empty"] = a.empty;
+    j["bytes_saturated"] = bytesSaturated(a); // byte fields at 18446744073709551615 mean "at least" (core/byte_total.h)
     j["origin_ns"] = a.origin; // the text's "+x s" offsets are from here (the trace start, as gpumem info)
     j["start_ns"] = a.timeline.start();
     j["end_ns"] = a.timeline.end();

@@ -30,6 +30,9 @@ nlohmann::json analysisToJson(const Trace& trace, const Analysis& a, std::string
 // Header: trace,instant,time_ns,group,depth,key,label,self_bytes,total_bytes,self_blocks,total_blocks
 void writeAnalysisCsv(const Analysis& a, std::string_view label, const ReportOptions& options, std::ostream& out, bool header = true);
 
+// True when a byte figure of the analysis saturated at 2^64 − 1 (core/byte_total.h): the text marks it
+// "≥ 16 EiB", the JSON says "bytes_saturated": true.
+bool bytesSaturated(const Analysis& a);
 // The fragmentation figures to show, as (label, value) rows in a fixed order (text and HTML reports).
 std::vector<std::pair<std::string, std::string>> fragmentationRows(const FragmentationSummary& f);
 // "12.5 %" with one decimal.

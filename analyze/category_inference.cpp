@@ -1,5 +1,7 @@
 #include "analyze/category_inference.h"
 
+#include "core/byte_total.h"
+
 #include <algorithm>
 #include <limits>
 
@@ -142,14 +144,15 @@ CategoryAgreement compareCategories(const Trace& trace, std::span<const Category
             continue;
         const Bytes size = m.size[allocations[i].allocEvent];
         const auto rec = recorded[i], inf = inferred[i];
-        r.confusion[static_cast<std::size_t>(rec)][static_cast<std::size_t>(inf)] += size;
+        auto& cell = r.confusion[static_cast<std::size_t>(rec)][static_cast<std::size_t>(inf)];
+        cell = addSaturated(cell, size); // core/byte_total.h: no wrapped sums
         if (rec == Category::Unknown) {
-            r.recordedUnknownBytes += size;
+            r.recordedUnknownBytes = addSaturated(r.recordedUnknownBytes, size);
             continue;
         }
-        r.comparedBytes += size;
+        r.comparedBytes = addSaturated(r.comparedBytes, size);
         if (rec == inf)
-            r.agreeingBytes += size;
+            r.agreeingBytes = addSaturated(r.agreeingBytes, size);
     }
     return r;
 }

@@ -1,6 +1,7 @@
 #include "analyze/html_report.h"
 
 #include "analyze/analysis_report.h"
+#include "core/byte_total.h"
 #include "core/units.h"
 
 #include <algorithm>
@@ -220,8 +221,8 @@ code{font-size:12px})";
     {
         const auto& f = a.fragmentation;
         out << "<table>";
-        kvRow(out, "Peak allocated", formatBytes(f.peakAllocated));
-        kvRow(out, "Peak active", formatBytes(f.peakActive));
+        kvRow(out, "Peak allocated", formatByteTotalShort(f.peakAllocated));
+        kvRow(out, "Peak active", formatByteTotalShort(f.peakActive));
         for (const auto& [label, value] : fragmentationRows(f))
             kvRow(out, label, value);
         kvRow(out, "Allocations / OOMs", std::to_string(a.stats.allocations.allocated) + " / " + std::to_string(a.stats.ooms));
@@ -231,9 +232,9 @@ code{font-size:12px})";
     void breakdownTables(std::ostream& out, const Breakdown& b, const Analysis& a, std::size_t top)
     {
         out << "<h3>Live at " << htmlEscape(b.instant.label) << ", +" << htmlEscape(formatSecondsBetween(a.origin, b.instant.time)) << ": "
-            << htmlEscape(formatBytes(b.liveBytes)) << " in " << b.liveBlocks << " blocks";
+            << htmlEscape(formatByteTotalShort(b.liveBytes)) << " in " << b.liveBlocks << " blocks";
         if (b.instant.reserved)
-            out << " (reserved " << htmlEscape(formatBytes(*b.instant.reserved)) << ")";
+            out << " (reserved " << htmlEscape(formatByteTotalShort(*b.instant.reserved)) << ")";
         out << "</h3>";
         for (int gi = 0; gi < kGroupByCount; ++gi) {
             const auto g = static_cast<GroupBy>(gi);
@@ -246,8 +247,8 @@ code{font-size:12px})";
                 out << "<tr><td title='" << htmlEscape(r->key) << "' style='padding-left:" << 8 + 14 * r->depth << "px'>" << htmlEscape(r->label)
                     << "</td>";
                 if (module)
-                    out << "<td class='n'>" << htmlEscape(formatBytes(r->selfBytes)) << "</td>";
-                out << "<td class='n'>" << htmlEscape(formatBytes(r->totalBytes)) << "</td><td class='n'>" << r->totalBlocks
+                    out << "<td class='n'>" << htmlEscape(formatByteTotalShort(r->selfBytes)) << "</td>";
+                out << "<td class='n'>" << htmlEscape(formatByteTotalShort(r->totalBytes)) << "</td><td class='n'>" << r->totalBlocks
                     << "</td><td><span class='bar' style='width:" << num(share * 200) << "px'></span> " << percent(share) << "</td></tr>";
             }
             out << "</table>";
@@ -267,12 +268,11 @@ code{font-size:12px})";
         out << "<table><tr><th class='n'>step</th><th class='n'>start</th><th class='n'>duration</th><th>peak allocated</th>"
                "<th class='n'>growth</th><th>backward from</th></tr>";
         for (const auto& s : a.steps.steps) {
-            const auto g = s.growth();
             out << "<tr><td class='n'>" << s.number << "</td><td class='n'>+" << htmlEscape(formatSecondsBetween(a.origin, s.start))
                 << "</td><td class='n'>" << htmlEscape(formatSecondsBetween(s.start, s.end)) << "</td><td><span class='bar' style='width:"
                 << num(200.0 * static_cast<double>(s.peakAllocated) / static_cast<double>(maxPeak)) << "px'></span> "
-                << htmlEscape(formatBytes(s.peakAllocated)) << "</td><td class='n'>" << (g < 0 ? "−" : "+")
-                << htmlEscape(formatBytes(static_cast<Bytes>(g < 0 ? -g : g))) << "</td><td>"
+                << htmlEscape(formatByteTotalShort(s.peakAllocated)) << "</td><td class='n'>"
+                << htmlEscape(formatByteChange(s.allocatedAtStart, s.allocatedAtEnd)) << "</td><td>"
                 << (s.phasesAnnotated ? "annotation" : "transient peak") << "</td></tr>";
         }
         out << "</table>";
@@ -283,7 +283,7 @@ code{font-size:12px})";
                    "several steps are still live at the end of the last step:</p><table><tr><th>site</th><th class='n'>bytes</th>"
                    "<th class='n'>blocks</th><th class='n'>steps</th></tr>";
             for (std::size_t i = 0; i < l.sites.size() && i < top; ++i)
-                out << "<tr><td>" << htmlEscape(l.sites[i].label) << "</td><td class='n'>" << htmlEscape(formatBytes(l.sites[i].bytes))
+                out << "<tr><td>" << htmlEscape(l.sites[i].label) << "</td><td class='n'>" << htmlEscape(formatByteTotalShort(l.sites[i].bytes))
                     << "</td><td class='n'>" << l.sites[i].blocks << "</td><td class='n'>" << l.sites[i].stepsWithSurvivors << "</td></tr>";
             out << "</table>";
         }

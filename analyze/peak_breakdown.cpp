@@ -2,6 +2,7 @@
 
 #include "analyze/steps.h"
 #include "analyze/trace_summary.h"
+#include "core/byte_total.h"
 #include "core/error.h"
 #include "core/units.h"
 
@@ -167,8 +168,8 @@ namespace {
     // Adds r's bytes and blocks to `into` (two rows that become one).
     void addInto(GroupRow& into, const GroupRow& r)
     {
-        into.selfBytes += r.selfBytes;
-        into.totalBytes += r.totalBytes;
+        into.selfBytes = addSaturated(into.selfBytes, r.selfBytes);
+        into.totalBytes = addSaturated(into.totalBytes, r.totalBytes);
         into.selfBlocks += r.selfBlocks;
         into.totalBlocks += r.totalBlocks;
     }
@@ -254,29 +255,30 @@ Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<cons
         const auto ev = a.allocEvent;
         const Bytes size = m.size[ev];
         b.liveAllocations.push_back(i);
-        b.liveBytes += size;
+        // Sums saturate at kSaturatedBytes (core/byte_total.h): live blocks of a hostile trace can add up past 2^64.
+        b.liveBytes = addSaturated(b.liveBytes, size);
         ++b.liveBlocks;
         ScopeId s = m.scope[ev] < scopes.size() ? m.scope[ev] : 0;
-        scopeSelf[s] += size;
+        scopeSelf[s] = addSaturated(scopeSelf[s], size);
         ++scopeSelfBlocks[s];
         for (std::size_t guard = 0; guard <= scopes.size(); ++guard) {
-            scopeTotal[s] += size;
+            scopeTotal[s] = addSaturated(scopeTotal[s], size);
             ++scopeTotalBlocks[s];
             if (s == 0)
                 break;
             s = scopes[s].parent < scopes.size() ? scopes[s].parent : 0;
         }
         const auto c = static_cast<std::size_t>(i < categories.size() ? categories[i] : Category::Unknown);
-        catBytes[c] += size;
+        catBytes[c] = addSaturated(catBytes[c], size);
         ++catBlocks[c];
         auto& st = sites[m.site[ev]];
-        st.first += size;
+        st.first = addSaturated(st.first, size);
         ++st.second;
         auto& sz = sizes[size ? std::bit_width(size) : 0];
-        sz.first += size;
+        sz.first = addSaturated(sz.first, size);
         ++sz.second;
         auto& sm = streams[m.stream[ev]];
-        sm.first += size;
+        sm.first = addSaturated(sm.first, size);
         ++sm.second;
     }
 

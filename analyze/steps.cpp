@@ -1,5 +1,7 @@
 #include "analyze/steps.h"
 
+#include "core/byte_total.h"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -545,7 +547,7 @@ LeakReport detectLeaks(const Trace& trace, const DeviceTimeline& dev, const Step
         auto it = std::upper_bound(steps.begin(), steps.end(), t, [](TimeNs x, const Step& s) { return x < s.start; });
         const auto stepIndex = static_cast<std::uint32_t>((it - steps.begin()) - 1);
         auto& e = acc[{ m.site[a.allocEvent], m.scope[a.allocEvent] }];
-        e.bytes += m.size[a.allocEvent];
+        e.bytes = addSaturated(e.bytes, m.size[a.allocEvent]);
         ++e.blocks;
         if (stepIndex + 1 < steps.size() && std::find(e.stepsSeen.begin(), e.stepsSeen.end(), stepIndex) == e.stepsSeen.end())
             e.stepsSeen.push_back(stepIndex);

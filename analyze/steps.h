@@ -18,6 +18,7 @@
 // activations are live); the optimizer phase starts at the first annotation whose name starts with
 // "Optimizer." or contains "optimizer" (else it is absent).
 #include "analyze/timeline.h"
+#include "core/byte_total.h"
 
 #include <string>
 #include <vector>
@@ -38,7 +39,8 @@ struct Step {
     Bytes allocatedAtEnd = 0;   // state just before end
     Bytes peakAllocated = 0;
     TimeNs peakTime = 0;
-    std::int64_t growth() const { return static_cast<std::int64_t>(allocatedAtEnd) - static_cast<std::int64_t>(allocatedAtStart); }
+    // Clamped to int64 (core/byte_total.h clampedDelta): the former cast difference wrapped for totals ≥ 2^63.
+    std::int64_t growth() const { return clampedDelta(allocatedAtStart, allocatedAtEnd); }
 };
 
 struct StepSet {

@@ -1,5 +1,6 @@
 #include "analyze/summary_report.h"
 
+#include "core/byte_total.h"
 #include "core/units.h"
 
 #include <nlohmann/json.hpp>
@@ -23,7 +24,9 @@ namespace {
     }
     std::string peakText(const Peak& p, TimeNs start)
     {
-        return formatBytes(p.bytes) + " (" + std::to_string(p.bytes) + " B) at +" + formatSecondsBetween(start, p.time);
+        // A saturated peak (core/byte_total.h) says so instead of printing 2^64 − 1 as a byte count.
+        return (isSaturated(p.bytes) ? formatByteTotal(p.bytes) : formatBytes(p.bytes) + " (" + std::to_string(p.bytes) + " B)") + " at +"
+            + formatSecondsBetween(start, p.time);
     }
     // Counters are bytes unless their name ends in "(ppm)": a ratio in parts per million
     // (docs/trace-format.md, counter series; the xplane importer's "Fragmentation (ppm)").
@@ -95,7 +98,7 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
         out << "    events          " << kindCounts(d) << '\n';
         if (d.kernels)
             out << "    kernels         " << d.kernels << '\n';
-        out << "    live at end     " << plural(d.liveAtEnd, "block", "blocks") << ", " << formatBytes(d.liveBytesAtEnd) << '\n';
+        out << "    live at end     " << plural(d.liveAtEnd, "block", "blocks") << ", " << formatByteTotal(d.liveBytesAtEnd) << '\n';
         if (d.peakAllocated)
             out << "    peak allocated  " << peakText(*d.peakAllocated, s.start) << '\n';
         if (d.peakReserved)
@@ -154,6 +157,10 @@ nlohmann::json summaryToJson(const TraceSummary& s, std::string_view label, std:
             recorded[name] = peak(p);
         dj["recorded_peaks"] = recorded;
         dj["allocated_before_trace"] = d.allocatedBeforeTrace;
+        // True when a byte total of this device reached 2^64 − 1 (core/byte_total.h): those fields hold
+        // 18446744073709551615 and mean "at least".
+        dj["bytes_saturated"] = isSaturated(d.liveBytesAtEnd) || (d.peakAllocated && isSaturated(d.peakAllocated->bytes))
+            || (d.peakReserved && isSaturated(d.peakReserved->bytes));
         j["devices"].push_back(std::move(dj));
     }
     j["anomalies"] = nlohmann::json::array();

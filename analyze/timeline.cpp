@@ -1,6 +1,7 @@
 #include "analyze/timeline.h"
 
 #include "analyze/trace_summary.h"
+#include "core/byte_total.h"
 
 #include <algorithm>
 #include <map>
@@ -114,7 +115,7 @@ namespace {
         {
             if (size == 0 || m_segments.count(a))
                 return;
-            m_segments[a] = Seg { size, 0 };
+            m_segments[a] = Seg { size, ByteTotal() };
             insertFree(a, size);
         }
         void removeSegment(Address a)
@@ -158,7 +159,7 @@ namespace {
             if (seg == m_segments.end())
                 return;
             uncount(seg->second);
-            seg->second.allocated -= std::min(seg->second.allocated, size);
+            seg->second.allocated -= size;
             count(seg->second);
             const Address segStart = seg->first, segEnd = seg->first + seg->second.size;
             Address s = a, e = std::min(a + size, segEnd);
@@ -181,12 +182,13 @@ namespace {
             }
             insertFree(s, e - s);
         }
-        Bytes inactiveSplit() const { return m_inactiveSplit; }
+        Bytes inactiveSplit() const { return m_inactiveSplit.value(); }
         Bytes largestFree() const { return m_sizes.empty() ? 0 : m_sizes.rbegin()->first; }
 
     private:
         struct Seg {
-            Bytes size = 0, allocated = 0;
+            Bytes size = 0;
+            ByteTotal allocated; // blocks a hostile trace places in one segment may add up past 2^64
         };
         std::map<Address, Seg>::iterator segmentOf(Address a)
         {
@@ -198,13 +200,13 @@ namespace {
         }
         void count(const Seg& s)
         {
-            if (s.allocated > 0 && s.allocated < s.size)
-                m_inactiveSplit += s.size - s.allocated;
+            if (s.allocated.value() > 0 && s.allocated.value() < s.size)
+                m_inactiveSplit += s.size - s.allocated.value();
         }
         void uncount(const Seg& s)
         {
-            if (s.allocated > 0 && s.allocated < s.size)
-                m_inactiveSplit -= s.size - s.allocated;
+            if (s.allocated.value() > 0 && s.allocated.value() < s.size)
+                m_inactiveSplit -= s.size - s.allocated.value();
         }
         void insertFree(Address a, Bytes size)
         {
@@ -220,7 +222,7 @@ namespace {
         std::map<Address, Seg> m_segments;
         std::map<Address, Bytes> m_free;
         std::map<Bytes, std::uint32_t> m_sizes;
-        Bytes m_inactiveSplit = 0;
+        ByteTotal m_inactiveSplit;
     };
 
     bool isReservedCounter(std::string_view name)
@@ -293,7 +295,8 @@ Timeline Timeline::build(const Trace& trace)
     t.m_devices.resize(devCount);
     std::vector<SegmentLayout> layouts(devCount);
     struct Running {
-        Bytes allocated = 0, active = 0, requested = 0, reserved = 0;
+        // Exact, stored clamped at kSaturatedBytes (core/byte_total.h): a column never holds a wrapped sum.
+        ByteTotal allocated, active, requested, reserved;
         std::int64_t counterReserved = -1, counterAllocated = -1;
     };
     std::vector<Running> run(devCount);
@@ -341,12 +344,11 @@ Timeline Timeline::build(const Trace& trace)
                 const auto o = opener[i];
                 const Bytes size = m.size[o];
                 if (role[i] & kClosesAllocated) {
-                    r.allocated -= std::min(r.allocated, size);
-                    const Bytes req = m.requestedSize[o] ? m.requestedSize[o] : size;
-                    r.requested -= std::min(r.requested, req);
+                    r.allocated -= size;
+                    r.requested -= m.requestedSize[o] ? m.requestedSize[o] : size;
                 }
                 if (role[i] & kClosesActive) {
-                    r.active -= std::min(r.active, size);
+                    r.active -= size;
                     if (segments)
                         layout.release(m.address[o], size);
                 }
@@ -359,7 +361,7 @@ Timeline Timeline::build(const Trace& trace)
             break;
         case EventKind::SegmentFree:
         case EventKind::SegmentUnmap:
-            r.reserved -= std::min(r.reserved, m.size[i]);
+            r.reserved -= m.size[i];
             layout.removeSegment(m.address[i]);
             break;
         default:
@@ -368,11 +370,11 @@ Timeline Timeline::build(const Trace& trace)
         auto& dt = t.m_devices[d];
         dt.time.push_back(m.time[i]);
         dt.eventIndex.push_back(i);
-        dt.allocated.push_back(r.allocated);
-        dt.active.push_back(r.active);
-        dt.requested.push_back(r.requested);
+        dt.allocated.push_back(r.allocated.value());
+        dt.active.push_back(r.active.value());
+        dt.requested.push_back(r.requested.value());
         if (segments) {
-            dt.reserved.push_back(r.reserved);
+            dt.reserved.push_back(r.reserved.value());
             dt.inactiveSplit.push_back(layout.inactiveSplit());
             dt.largestFree.push_back(layout.largestFree());
         } else if (reservedSeries[d] >= 0) {

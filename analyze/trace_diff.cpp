@@ -57,7 +57,8 @@ TraceDiff diffAnalyses(const Analysis& before, const Analysis& after)
             if (r.before != r.after)
                 changed.push_back(std::move(r));
         std::stable_sort(changed.begin(), changed.end(), [](const DiffRow& x, const DiffRow& y) {
-            return std::llabs(x.delta()) > std::llabs(y.delta());
+            // By the exact size of the change (|delta()| of INT64_MIN would overflow).
+            return std::max(x.before, x.after) - std::min(x.before, x.after) > std::max(y.before, y.after) - std::min(y.before, y.after);
         });
         d.rows.insert(d.rows.end(), changed.begin(), changed.end());
     }
@@ -65,14 +66,7 @@ TraceDiff diffAnalyses(const Analysis& before, const Analysis& after)
 }
 
 namespace {
-    std::string signedBytes(std::int64_t v)
-    {
-        return (v < 0 ? "-" : "+") + formatBytes(static_cast<Bytes>(v < 0 ? -v : v));
-    }
-    std::string change(Bytes x, Bytes y)
-    {
-        return formatBytes(x) + " -> " + formatBytes(y) + " (" + signedBytes(static_cast<std::int64_t>(y) - static_cast<std::int64_t>(x)) + ")";
-    }
+    std::string change(Bytes x, Bytes y) { return formatByteTotalShort(x) + " -> " + formatByteTotalShort(y) + " (" + formatByteChange(x, y) + ")"; }
 } // namespace
 
 void writeDiffText(const TraceDiff& d, std::string_view labelBefore, std::string_view labelAfter, std::size_t top, std::ostream& out)
@@ -95,8 +89,8 @@ void writeDiffText(const TraceDiff& d, std::string_view labelBefore, std::string
         for (std::size_t i = 0; i < rows.size() && i < top; ++i)
             // The module path reads well; a site's key is its whole stack (lines over 1,000 characters):
             // print the label people read in analyze, with the key in the JSON and CSV.
-            out << "    " << signedBytes(rows[i].delta()) << "  " << (g == GroupBy::Module ? rows[i].key : rows[i].label) << "  (" << formatBytes(rows[i].before) << " -> "
-                << formatBytes(rows[i].after) << ")\n";
+            out << "    " << formatByteChange(rows[i].before, rows[i].after) << "  " << (g == GroupBy::Module ? rows[i].key : rows[i].label)
+                << "  (" << formatByteTotalShort(rows[i].before) << " -> " << formatByteTotalShort(rows[i].after) << ")\n";
     }
 }
 
@@ -111,7 +105,12 @@ nlohmann::json diffToJson(const TraceDiff& d, std::string_view labelBefore, std:
     return { { "a", labelBefore }, { "b", labelAfter }, { "instant", d.instant }, { "live_before", d.liveBefore },
         { "live_after", d.liveAfter }, { "peak_allocated_before", d.peakAllocatedBefore }, { "peak_allocated_after", d.peakAllocatedAfter },
         { "peak_reserved_before", opt(d.peakReservedBefore) }, { "peak_reserved_after", opt(d.peakReservedAfter) },
-        { "steps_before", d.stepsBefore }, { "steps_after", d.stepsAfter }, { "changed", rows } };
+        { "steps_before", d.stepsBefore }, { "steps_after", d.stepsAfter },
+        // Byte fields at 18446744073709551615 mean "at least" (core/byte_total.h).
+        { "bytes_saturated",
+            isSaturated(d.liveBefore) || isSaturated(d.liveAfter) || isSaturated(d.peakAllocatedBefore) || isSaturated(d.peakAllocatedAfter)
+                || (d.peakReservedBefore && isSaturated(*d.peakReservedBefore)) || (d.peakReservedAfter && isSaturated(*d.peakReservedAfter)) },
+        { "changed", rows } };
 }
 
 void writeDiffCsv(const TraceDiff& d, std::ostream& out)

@@ -4,6 +4,7 @@
 // never by address, which differ between runs. Module rows compare self bytes, so a change in one
 // module is reported there and not again in its ancestors. Immutable result; thread-safe.
 #include "analyze/analysis.h"
+#include "core/byte_total.h"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -15,7 +16,8 @@ struct DiffRow {
     GroupBy group = GroupBy::Module;
     std::string key, label;
     Bytes before = 0, after = 0; // 0 where the row is absent on that side
-    std::int64_t delta() const { return static_cast<std::int64_t>(after) - static_cast<std::int64_t>(before); }
+    // after − before, clamped to int64 (core/byte_total.h clampedDelta); the text prints the exact change.
+    std::int64_t delta() const { return clampedDelta(before, after); }
 };
 
 struct TraceDiff {

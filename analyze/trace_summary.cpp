@@ -1,5 +1,6 @@
 #include "analyze/trace_summary.h"
 
+#include "core/byte_total.h"
 #include "replay/fidelity.h"
 
 #include <nlohmann/json.hpp>
@@ -122,16 +123,20 @@ TraceSummary summarize(const Trace& trace)
     auto allocations = trace.allocations();
     s.allocations = allocations.size();
     std::vector<std::uint8_t> closesAllocation(m.count(), 0);
+    std::vector<ByteTotal> liveAtEnd(s.devices.size());
     for (const auto& a : allocations) {
         if (a.freeEvent != kNoIndex)
             closesAllocation[a.freeEvent] = 1;
         else if (a.allocEvent != kNoIndex) {
             auto& ds = s.devices[m.device[a.allocEvent]];
             ++ds.liveAtEnd;
-            ds.liveBytesAtEnd += m.size[a.allocEvent];
+            liveAtEnd[m.device[a.allocEvent]] += m.size[a.allocEvent];
         }
     }
-    std::vector<Bytes> allocated(s.devices.size(), 0), reserved(s.devices.size(), 0);
+    for (std::size_t d = 0; d < s.devices.size(); ++d)
+        s.devices[d].liveBytesAtEnd = liveAtEnd[d].value();
+    // Exact running sums, reported clamped at kSaturatedBytes (core/byte_total.h): they never wrap.
+    std::vector<ByteTotal> allocated(s.devices.size()), reserved(s.devices.size());
     auto raise = [](std::optional<Peak>& peak, Bytes value, TimeNs time) {
         if (!peak || value > peak->bytes)
             peak = Peak { value, time };
@@ -143,20 +148,20 @@ TraceSummary summarize(const Trace& trace)
         switch (m.kind[i]) {
         case EventKind::Alloc:
             allocated[d] += m.size[i];
-            raise(ds.peakAllocated, allocated[d], m.time[i]);
+            raise(ds.peakAllocated, allocated[d].value(), m.time[i]);
             break;
         case EventKind::Free:
             if (closesAllocation[i])
-                allocated[d] -= std::min(allocated[d], m.size[i]);
+                allocated[d] -= m.size[i];
             break;
         case EventKind::SegmentAlloc:
         case EventKind::SegmentMap:
             reserved[d] += m.size[i];
-            raise(ds.peakReserved, reserved[d], m.time[i]);
+            raise(ds.peakReserved, reserved[d].value(), m.time[i]);
             break;
         case EventKind::SegmentFree:
         case EventKind::SegmentUnmap:
-            reserved[d] -= std::min(reserved[d], m.size[i]);
+            reserved[d] -= m.size[i];
             break;
         default:
             break;
