@@ -424,6 +424,127 @@ namespace {
     }
 } // namespace
 
+namespace {
+    // The qualified function of a C++ frame name, without its return type and argument list:
+    // "void at::cuda::blas::bgemm<float>(char, …)" → "at::cuda::blas::bgemm<float>". "(anonymous namespace)"
+    // is kept as a name part, not read as the argument list.
+    std::string qualifiedName(std::string_view name)
+    {
+        constexpr std::string_view kAnon = "(anonymous namespace)";
+        std::string out;
+        int depth = 0; // template angle brackets
+        for (std::size_t i = 0; i < name.size(); ++i) {
+            const char c = name[i];
+            if (c == '(' && name.substr(i).starts_with(kAnon)) {
+                out += kAnon;
+                i += kAnon.size() - 1;
+                continue;
+            }
+            if (c == '(' && depth == 0)
+                break;
+            if (c == '<')
+                ++depth;
+            else if (c == '>' && depth > 0)
+                --depth;
+            else if (c == ' ' && depth == 0) { // a return type before the name ("void ", "at::TensorBase ")
+                out.clear();
+                continue;
+            }
+            out += c;
+        }
+        return out;
+    }
+    // The last "::" part at template depth 0: "at::cuda::getNewWorkspace" → "getNewWorkspace".
+    std::string unqualified(std::string_view q)
+    {
+        int depth = 0;
+        std::size_t start = 0;
+        for (std::size_t i = 0; i + 1 < q.size(); ++i) {
+            if (q[i] == '<')
+                ++depth;
+            else if (q[i] == '>' && depth > 0)
+                --depth;
+            else if (depth == 0 && q[i] == ':' && q[i + 1] == ':')
+                start = i + 2;
+        }
+        return std::string(q.substr(start));
+    }
+    // "torch::autograd::generated::MmBackward0::apply" → "MmBackward0": the autograd node running the op.
+    std::string autogradNode(std::string_view q)
+    {
+        constexpr std::string_view kPrefix = "torch::autograd::generated::", kApply = "::apply";
+        if (!q.starts_with(kPrefix) || !q.ends_with(kApply))
+            return {};
+        q = q.substr(kPrefix.size(), q.size() - kPrefix.size() - kApply.size());
+        return q.find("::") == std::string_view::npos ? std::string(q) : std::string();
+    }
+    // "at::_ops::bmm::call" / "at::_ops::div_Tensor::redispatch" → "bmm" / "div_Tensor": the ATen operator
+    // (its overload as the generated struct names it).
+    std::string atenOp(std::string_view q)
+    {
+        constexpr std::string_view kPrefix = "at::_ops::";
+        if (!q.starts_with(kPrefix))
+            return {};
+        q.remove_prefix(kPrefix.size());
+        const auto sep = q.find("::");
+        if (sep == std::string_view::npos || (q.substr(sep) != "::call" && q.substr(sep) != "::redispatch"))
+            return {};
+        return std::string(q.substr(0, sep));
+    }
+    // Frames that say nothing about who allocated: the recorder and unwinder, the caching allocator and
+    // the rest of c10, ATen's dispatcher and tensor-creation plumbing, the autograd engine, the standard
+    // library, and thread start-up and CPython interpreter frames.
+    bool isInternalFrame(std::string_view q)
+    {
+        static constexpr std::string_view kPrefixes[] = { "c10::", "std::", "__gnu_cxx::", "at::_ops::", "at::detail::",
+            "at::TensorIteratorBase::", "at::TensorIterator::", "at::meta::", "at::(anonymous namespace)::create_out",
+            "at::(anonymous namespace)::wrapper_", "at::empty", "at::native::empty", "at::native::resize_", "torch::autograd::Engine::",
+            "torch::autograd::Node::", "torch::autograd::VariableType::", "torch::autograd::python::", "torch::unwind::",
+            "torch::CapturedTraceback::", "torch::cuda::(anonymous namespace)::gather", "_PyEval_", "PyEval_", "PyObject_",
+            "_PyObject_", "_PyFunction_", "PyVectorcall_", "_Py", "Py_", "start_thread", "pthread_",
+            "execute_native_thread_routine", "__libc_start", "_start" };
+        if (q == "clone" || q.find("set_output_raw_strided") != std::string_view::npos)
+            return true;
+        for (auto p : kPrefixes)
+            if (q.starts_with(p))
+                return true;
+        return false;
+    }
+    // A C++-only stack (an autograd thread's: no Python frame at all) named by what ran, innermost first:
+    // "<helper> in <op> in <node>", e.g. "mul_Tensor in DivBackward0" or "getNewWorkspace in bmm in
+    // BmmBackward0", from the innermost ATen operator (at::_ops::X::call), the innermost autograd node
+    // (torch::autograd::generated::N::apply) and the innermost non-internal frame below that operator;
+    // "" when the stack has neither an operator nor a node.
+    std::string cppOnlyLabel(const Trace& trace, std::span<const FrameId> frames)
+    {
+        std::string op, node, helper;
+        std::size_t opIndex = frames.size();
+        for (std::size_t i = 0; i < frames.size(); ++i) {
+            const std::string q = qualifiedName(cleanFrameName(trace.str(trace.frames()[frames[i]].name)));
+            if (op.empty()) {
+                if (auto o = atenOp(q); !o.empty()) {
+                    op = o;
+                    opIndex = i;
+                }
+            }
+            if (node.empty())
+                node = autogradNode(q);
+        }
+        if (op.empty() && node.empty())
+            return {};
+        for (std::size_t i = 0; i < opIndex && helper.empty(); ++i) {
+            const std::string q = qualifiedName(cleanFrameName(trace.str(trace.frames()[frames[i]].name)));
+            if (!q.empty() && !isInternalFrame(q) && autogradNode(q).empty())
+                helper = unqualified(q);
+        }
+        std::string label;
+        for (const auto* part : { &helper, &op, &node })
+            if (!part->empty())
+                label += (label.empty() ? "" : " in ") + *part;
+        return label;
+    }
+} // namespace
+
 std::string siteLabel(const Trace& trace, SiteId site, std::size_t callers)
 {
     if (site == 0 || site >= trace.siteCount())
@@ -454,9 +575,14 @@ std::string siteLabel(const Trace& trace, SiteId site, std::size_t callers)
             }
         return label;
     };
+    // C++ only (an autograd thread's stack): the operator and autograd node that allocated; else the first
+    // frame with a file that is not allocator, dispatcher, engine, standard library or interpreter internals.
+    if (!hasPython)
+        if (auto label = cppOnlyLabel(trace, frames); !label.empty())
+            return label;
     for (std::size_t i = 0; i < frames.size(); ++i) {
         const auto& f = trace.frames()[frames[i]];
-        if (!eligible(f, false))
+        if (!eligible(f, false) || (!hasPython && isInternalFrame(qualifiedName(cleanFrameName(trace.str(f.name))))))
             continue;
         const auto op = builtinName(trace.str(inner.name));
         return from(i, false, (op.empty() || i == 0 ? "" : op + " in ") + frameText(trace, f));
@@ -465,7 +591,11 @@ std::string siteLabel(const Trace& trace, SiteId site, std::size_t callers)
         for (std::size_t i = 0; i < frames.size(); ++i)
             if (isPython(trace.frames()[frames[i]]))
                 return from(i, true, frameText(trace, trace.frames()[frames[i]]));
-    for (std::size_t i = 0; i < frames.size(); ++i) // C++ only: the first frame past the recorder's
+    // C++ only, no ATen operator or autograd node: the first frame past the recorder's.
+    for (std::size_t i = 0; i < frames.size(); ++i)
+        if (const auto& f = trace.frames()[frames[i]]; eligible(f, true) && !isInternalFrame(qualifiedName(cleanFrameName(trace.str(f.name)))))
+            return from(i, true, frameText(trace, f));
+    for (std::size_t i = 0; i < frames.size(); ++i)
         if (eligible(trace.frames()[frames[i]], true))
             return from(i, true, frameText(trace, trace.frames()[frames[i]]));
     return from(0, true, frameText(trace, inner));

@@ -80,7 +80,10 @@ LeakReport detectLeaks(const Trace& trace, const DeviceTimeline& device, const S
 
 // "func (file:line)" of the innermost frame of the program's own code in a site (library frames —
 // torch/, site-packages/, dist-packages/, with / or \\ — skipped while another frame remains), "" for
-// site 0. `callers` > 0 appends that many further frames outward, " ← caller (file:line)", to tell
+// site 0. A stack without Python frames (an autograd thread's) is "<helper> in <op> in <node>" from its
+// innermost ATen operator (at::_ops::X::call), autograd node (torch::autograd::generated::N::apply) and the
+// first frame below the operator that is not allocator/dispatcher internals: "mul_Tensor in DivBackward0"
+// (docs/analysis.md, site row). `callers` > 0 appends that many further frames outward, " ← caller (file:line)", to tell
 // apart stacks that share the first frame (the breakdowns do, analyze/peak_breakdown.cpp).
 std::string siteLabel(const Trace& trace, SiteId site, std::size_t callers = 0);
 // Frames of a site joined by " < " (innermost first), the key diff matches stacks on.
