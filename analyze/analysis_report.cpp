@@ -251,7 +251,7 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
         statRow(out, "GPU reserved segments", st.segments, false);
     rule(out, '=');
     if (bytesSaturated(a))
-        line(out, " ≥ 16 EiB: saturated, the trace's byte total is at least 2^64 - 1 B (the exact figure may be larger)");
+        line(out, " " + std::string(kSaturatedNote));
     if (dev && !dev->reservedSource.empty())
         line(out, " reserved from " + dev->reservedSource);
 

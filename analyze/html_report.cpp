@@ -227,6 +227,9 @@ code{font-size:12px})";
             kvRow(out, label, value);
         kvRow(out, "Allocations / OOMs", std::to_string(a.stats.allocations.allocated) + " / " + std::to_string(a.stats.ooms));
         out << "</table>";
+        if (bytesSaturated(a))
+            out << "<p class='note'>" << htmlEscape(kSaturatedNote)
+                << "</p>";
     }
 
     void breakdownTables(std::ostream& out, const Breakdown& b, const Analysis& a, std::size_t top)

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 
 namespace gpumem {
 
@@ -68,6 +69,9 @@ constexpr std::int64_t clampedDelta(Bytes before, Bytes after)
 std::string formatByteTotal(Bytes total);
 // The same without the explanation, for a table cell: "≥ 16 EiB".
 std::string formatByteTotalShort(Bytes total);
+// The sentence a report prints once below figures shown as "≥ 16 EiB".
+inline constexpr std::string_view kSaturatedNote
+    = "≥ 16 EiB: saturated, the trace's byte total is at least 2^64 - 1 B (the exact figure may be larger)";
 // "+1.00 KiB", "-512 B": the exact change from `before` to `after` (no int64 overflow). With a saturated
 // side it is a bound: "≥ +16.00 EiB" (after saturated), "≤ -16.00 EiB" (before saturated), or
 // "unknown (both totals saturated)".

@@ -71,3 +71,17 @@ TEST(SaturatedTotals, DiffPrintsABoundNotAWrappedChange)
     EXPECT_EQ(d.at("peak_allocated_after").get<std::uint64_t>(), 18446744073709551615ull);
     EXPECT_EQ(d.at("changed").at(0).at("delta_bytes").get<std::int64_t>(), std::numeric_limits<std::int64_t>::max());
 }
+
+TEST(SaturatedTotals, ReportMarksTheSaturatedFigures)
+{
+    const auto dir = gpumem::test::scratchDir("saturated-report");
+    const auto html = (dir / "r.html").string();
+    const auto r = runCli("report -o '" + html + "' " + kTrace);
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto page = gpumem::test::slurp(html);
+    EXPECT_NE(page.find("<p class='note'>≥ 16 EiB: saturated, the trace&#39;s byte total is at least 2^64 - 1 B (the exact figure may be "
+                        "larger)</p>"),
+        std::string::npos);
+    EXPECT_NE(page.find("≥ 16 EiB in 3 blocks"), std::string::npos);
+    EXPECT_EQ(page.find("8.00 EiB in"), std::string::npos); // the wrapped sum of the three blocks
+}
