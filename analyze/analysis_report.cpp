@@ -1,6 +1,7 @@
 #include "analyze/analysis_report.h"
 #include "analyze/trace_summary.h"
 
+#include "core/message_quote.h"
 #include "core/units.h"
 
 #include <nlohmann/json.hpp>
@@ -15,8 +16,12 @@ namespace gpumem::analyze {
 namespace {
     constexpr std::size_t kWidth = 75; // inside the box, as torch.cuda.memory_summary()
 
-    std::string fit(std::string_view s, std::size_t width)
+    // Every cell and line of the box goes through fit(): names, labels and paths come from the trace or
+    // the command line, so they are made fit for a terminal line here, at the output (textForTerminal).
+    std::string fit(std::string_view raw, std::size_t width)
     {
+        const std::string safe = textForTerminal(raw);
+        const std::string_view s = safe;
         if (s.size() <= width)
             return std::string(s) + std::string(width - s.size(), ' ');
         const std::size_t keep = width - 3, head = keep / 3;
@@ -26,8 +31,10 @@ namespace {
     {
         return s.size() >= width ? std::string(s) : std::string(width - s.size(), ' ') + std::string(s);
     }
-    std::string center(std::string_view s, std::size_t width)
+    std::string center(std::string_view raw, std::size_t width)
     {
+        const std::string safe = textForTerminal(raw);
+        const std::string_view s = safe;
         if (s.size() >= width)
             return fit(s, width);
         const std::size_t left = (width - s.size()) / 2;
@@ -35,8 +42,10 @@ namespace {
     }
     void rule(std::ostream& out, char c) { out << '|' << std::string(kWidth, c) << "|\n"; }
     // Long lines wrap at spaces (continuations indented); a single word longer than the box is cut.
-    void line(std::ostream& out, std::string_view s)
+    void line(std::ostream& out, std::string_view raw)
     {
+        const std::string safe = textForTerminal(raw); // wrapped as printed
+        std::string_view s = safe;
         std::string_view indent;
         while (s.size() > kWidth - indent.size()) {
             const std::size_t room = kWidth - indent.size();
@@ -124,8 +133,10 @@ std::string percent(double fraction)
     return buf;
 }
 
-std::string csvField(std::string_view text)
+std::string csvField(std::string_view raw)
 {
+    const std::string safe = textForTerminal(raw);
+    const std::string_view text = safe;
     if (text.find_first_of(",\"\n\r") == std::string_view::npos)
         return std::string(text);
     std::string s = "\"";

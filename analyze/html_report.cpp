@@ -1,6 +1,7 @@
 #include "analyze/html_report.h"
 
 #include "analyze/analysis_report.h"
+#include "core/message_quote.h"
 #include "core/units.h"
 
 #include <algorithm>
@@ -15,7 +16,8 @@ std::string htmlEscape(std::string_view text)
 {
     std::string s;
     s.reserve(text.size());
-    for (char c : text) {
+    // Controls and bidi overrides are escaped as on a terminal (textForTerminal): a browser honours U+202E.
+    for (char c : textForTerminal(text)) {
         switch (c) {
         case '&': s += "&amp;"; break;
         case '<': s += "&lt;"; break;

@@ -1,5 +1,6 @@
 #include "analyze/summary_report.h"
 
+#include "core/message_quote.h"
 #include "core/units.h"
 
 #include <nlohmann/json.hpp>
@@ -72,13 +73,13 @@ namespace {
 
 void writeSummaryText(const TraceSummary& s, std::string_view label, std::string_view reader, std::ostream& out)
 {
-    out << label << '\n';
-    out << "  format          " << reader;
+    out << textForTerminal(label) << '\n';
+    out << "  format          " << textForTerminal(reader);
     if (!s.sourceFormat.empty() && s.sourceFormat != reader)
-        out << " (recorded from " << s.sourceFormat << ")";
+        out << " (recorded from " << textForTerminal(s.sourceFormat) << ")";
     out << '\n';
     if (!s.tool.empty())
-        out << "  tool            " << s.tool << '\n';
+        out << "  tool            " << textForTerminal(s.tool) << '\n';
     out << "  time span       " << formatSecondsBetween(s.start, s.end) << " (start " << s.start << " ns)\n";
     out << "  memory events   " << s.memoryEvents << '\n';
     out << "  allocations     " << s.allocations << '\n';
@@ -86,9 +87,9 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
     out << "  annotations     " << annotationCounts(s) << '\n';
     out << "  counter samples " << s.counterSamples << '\n';
     for (const auto& d : s.devices) {
-        out << "  device " << d.label;
+        out << "  device " << textForTerminal(d.label);
         if (!d.name.empty())
-            out << " \"" << d.name << "\"";
+            out << " \"" << textForTerminal(d.name) << "\"";
         if (d.totalMemory)
             out << " (" << formatBytes(d.totalMemory) << ")";
         out << streamCounts(d) << '\n';
@@ -101,7 +102,7 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
         if (d.peakReserved)
             out << "    peak reserved   " << peakText(*d.peakReserved, s.start) << " (from segment events)\n";
         for (const auto& [name, peak] : d.recordedPeaks)
-            out << "    recorded peak   " << name << ": " << counterPeakText(name, peak, s.start) << '\n';
+            out << "    recorded peak   " << textForTerminal(name) << ": " << counterPeakText(name, peak, s.start) << '\n';
         if (d.allocatedBeforeTrace)
             out << "    before trace    " << formatBytes(d.allocatedBeforeTrace)
                 << " already allocated when the trace began: in the recorded peaks, not in peak allocated\n";
@@ -111,7 +112,7 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
     } else {
         out << "  anomalies\n";
         for (const auto& a : s.anomalies)
-            out << "    " << toString(a.severity) << ' ' << a.code << " ×" << a.count << ": " << a.detail << '\n';
+            out << "    " << toString(a.severity) << ' ' << a.code << " ×" << a.count << ": " << textForTerminal(a.detail) << '\n';
     }
 }
 

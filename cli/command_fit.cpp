@@ -3,6 +3,7 @@
 #include "analyze/whatif_report.h"
 #include "cli/whatif_options.h"
 #include "core/error.h"
+#include "core/message_quote.h"
 #include "core/importer.h"
 #include "core/units.h"
 #include "replay/simulated_device.h"
@@ -103,10 +104,10 @@ namespace {
                 else if (f.lowerBound > f.maxCapacity)
                     why = "its live peak, " + formatBytes(f.lowerBound)
                         + ", is above it; raise --max-capacity to at least " + formatBytes(f.lowerBound);
-                err << "gpumem fit: " << f.spec << " fits nowhere up to --max-capacity " << formatBytes(f.maxCapacity)
+                err << "gpumem fit: " << textForTerminal(f.spec) << " fits nowhere up to --max-capacity " << formatBytes(f.maxCapacity)
                     << ": " << why << '\n';
                 if (gateJudges)
-                    err << "gpumem fit: gate: " << f.spec << " needs more than --max-capacity "
+                    err << "gpumem fit: gate: " << textForTerminal(f.spec) << " needs more than --max-capacity "
                         << formatBytes(f.maxCapacity) << ", so more than --max-reserved "
                         << formatBytes(*gates.maxReserved) << '\n';
                 noFit = true;

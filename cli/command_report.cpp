@@ -6,6 +6,7 @@
 #include "replay/policy_spec.h"
 #include "replay/replayer.h"
 #include "core/error.h"
+#include "core/message_quote.h"
 #include "core/importer.h"
 
 #include <cstdio>
@@ -96,7 +97,7 @@ namespace {
                     throw IoError(outPath + ": writing failed (disk full?)");
             }
             output.commit();
-            out << "wrote " << outPath << '\n';
+            out << "wrote " << textForTerminal(outPath) << '\n';
             return kExitOk;
         }
     };
