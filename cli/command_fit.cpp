@@ -95,8 +95,10 @@ namespace {
                     subjects.push_back({ f.spec, 0, f.capacity });
                     continue;
                 }
-                std::string why = "each of the " + std::to_string(f.probes.size())
-                    + " capacities tried had a failed request; raise --max-capacity";
+                std::string why = (f.probes.size() == 1 ? std::string("the 1 capacity tried had")
+                                                        : "each of the " + std::to_string(f.probes.size())
+                                                            + " capacities tried had")
+                    + " a failed request; raise --max-capacity";
                 if (f.unlimitedFailure && f.unlimitedFailure->size > replay::kMaxDeviceBytes)
                     why = "a request of " + std::to_string(f.unlimitedFailure->size) + " B (trace event "
                         + std::to_string(f.unlimitedFailure->event)
