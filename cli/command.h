@@ -14,6 +14,14 @@
 #include <string_view>
 #include <vector>
 
+namespace gpumem {
+class Trace;
+namespace analyze {
+    struct Analysis;
+    struct InstantSpec;
+}
+}
+
 namespace gpumem::cli {
 
 namespace po = boost::program_options;
@@ -44,6 +52,15 @@ std::optional<DeviceId> deviceOption(const po::variables_map& vm);
 // --top N, declared as po::value<long long> so that a negative N is seen (an unsigned option read "-1"
 // as 2^64 − 1): N ≥ 0, else UsageError.
 std::size_t topOption(const po::variables_map& vm);
+
+// --at values → InstantSpecs, TIME counted from the trace start; a TIME outside the trace's memory events
+// is a UsageError (analyze, diff; cli/command_analyze.cpp).
+std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& at, const Trace& trace);
+// A TIME among `specs` (parsed from `at`, in order) before the first memory event of the analyzed device
+// has no state to break down: UsageError naming the device, its first event and what to give instead.
+// The one check of analyze and diff (brief tx item 4).
+void checkInstantsOnDevice(
+    const analyze::Analysis& analysis, const std::vector<std::string>& at, const std::vector<analyze::InstantSpec>& specs);
 
 // --format with the allowed values; returns the chosen one or throws UsageError listing them.
 std::string checkedChoice(const po::variables_map& vm, const char* option, const std::vector<std::string>& allowed);

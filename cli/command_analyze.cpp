@@ -34,6 +34,20 @@ std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& a
     return specs;
 }
 
+void checkInstantsOnDevice(
+    const analyze::Analysis& analysis, const std::vector<std::string>& at, const std::vector<analyze::InstantSpec>& specs)
+{
+    // The analyzed device may start later than the trace's first memory event (OWLv2: cuda:0 after
+    // the cpu): a time before its first event has no state to break down; say so, not nothing.
+    // (specs holds at[k] parsed from the trace start, which is analysis.origin.)
+    if (const auto* dev = analysis.timeline.device(analysis.device); dev && dev->size())
+        for (std::size_t k = 0; k < at.size() && k < specs.size(); ++k)
+            if (const auto& spec = specs[k]; spec.kind == analyze::InstantSpec::Kind::Time && spec.time < dev->time.front())
+                throw UsageError("--at '" + at[k] + "' is before the first memory event of " + dev->label + ", at "
+                    + formatOffsetBetween(analysis.origin, dev->time.front()) + " from the trace start (@"
+                    + std::to_string(dev->time.front()) + "); give a later time or --device");
+}
+
 std::vector<analyze::GroupBy> groupBys(const po::variables_map& vm)
 {
     if (!vm.count("by"))
@@ -111,16 +125,7 @@ namespace {
             if (!at.empty())
                 options.instants = instantSpecs(at, trace);
             auto analysis = analyze::analyzeTrace(trace, options);
-            // The analyzed device may start later than the trace's first memory event (OWLv2: cuda:0 after
-            // the cpu): a time before its first event has no state to break down; say so, not nothing.
-            // (options.instants holds at[k] parsed from the trace start, which is analysis.origin.)
-            if (const auto* dev = analysis.timeline.device(analysis.device); dev && dev->size())
-                for (std::size_t k = 0; k < at.size(); ++k)
-                    if (const auto& spec = options.instants[k];
-                        spec.kind == analyze::InstantSpec::Kind::Time && spec.time < dev->time.front())
-                        throw UsageError("--at '" + at[k] + "' is before the first memory event of " + dev->label + ", at "
-                            + formatOffsetBetween(analysis.origin, dev->time.front()) + " from the trace start (@"
-                            + std::to_string(dev->time.front()) + "); give a later time or --device");
+            checkInstantsOnDevice(analysis, at, options.instants);
             // A profiler trace starts after the model was loaded: say how much the breakdowns cannot see.
             if (!analysis.empty)
                 if (auto note = analyze::memoryBeforeTheTraceNote(replay::openingAllocated(trace, analysis.device)))

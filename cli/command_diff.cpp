@@ -10,7 +10,6 @@
 
 namespace gpumem::cli {
 
-std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& at, const Trace& trace); // command_analyze.cpp
 
 namespace {
     class DiffCommand final : public Command {
@@ -47,8 +46,10 @@ namespace {
                 Trace trace = loadTrace(path, load);
                 analyze::AnalysisOptions options;
                 options.device = deviceOption(vm);
-                options.instants = instantSpecs({ vm["at"].as<std::string>() }, trace);
+                const std::vector<std::string> at { vm["at"].as<std::string>() };
+                options.instants = instantSpecs(at, trace);
                 analyses.push_back(analyze::analyzeTrace(trace, options));
+                checkInstantsOnDevice(analyses.back(), at, options.instants);
             }
             auto diff = analyze::diffAnalyses(analyses[0], analyses[1]);
             if (format == "json")
