@@ -27,7 +27,7 @@ namespace {
         {
             o.add_options()("at", po::value<std::string>()->default_value("peak"), "instant compared: peak, reserved-peak or TIME")(
                 "top", po::value<long long>()->default_value(10), "rows per grouping")(
-                "device", po::value<int>(), "device index in both traces (default: each one's busiest)")(
+                "device", po::value<std::string>(), kDeviceOptionHelp)(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
                 "strict", "treat import anomalies of warning or error severity as failures")(
                 "trace", po::value<std::vector<std::string>>()->required(), "the two traces A and B (positional)");
@@ -45,7 +45,7 @@ namespace {
             for (const auto& path : paths) {
                 Trace trace = loadTrace(path, load);
                 analyze::AnalysisOptions options;
-                options.device = deviceOption(vm);
+                options.device = deviceOption(vm, trace, path);
                 const std::vector<std::string> at { vm["at"].as<std::string>() };
                 options.instants = instantSpecs(at, trace);
                 analyses.push_back(analyze::analyzeTrace(trace, options));

@@ -51,7 +51,7 @@ namespace {
                 "step", po::value<std::string>()->default_value("2MiB"), "capacity granularity")(
                 "max-capacity", po::value<std::string>()->default_value("1TiB"), "the largest capacity to try")(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
-                "device", po::value<int>(), "device index as `gpumem info` lists them (default: the busiest)");
+                "device", po::value<std::string>(), kDeviceOptionHelp);
             addJobsOption(o);
             addGateOptions(o, false, "some policy");
             o.add_options()("trace", po::value<std::string>()->required(), "trace file (positional)");
@@ -65,7 +65,6 @@ namespace {
             const Gates gates = readGates(vm);
             replay::FitOptions options;
             options.jobs = readJobs(vm);
-            options.device = deviceOption(vm);
             options.step = parseBytes(vm["step"].as<std::string>(), "--step");
             if (options.step == 0)
                 throw UsageError("--step 0: the capacity granularity must be at least 1 byte (default 2MiB)");
@@ -76,6 +75,7 @@ namespace {
 
             const std::string path = vm["trace"].as<std::string>();
             Trace trace = loadReplayableTrace(path);
+            options.device = deviceOption(vm, trace, path);
             // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
             if (!options.device)
                 options.device = replay::defaultReplayDevice(trace);

@@ -40,3 +40,49 @@ TEST(DiffAt, ATimeBeforeTheDevicesFirstEventIsRefusedAsAnalyzeRefusesIt)
     EXPECT_EQ(diff.err, "gpumem diff: " + words);
     EXPECT_EQ(runCli("diff --at 200ns --device 1 " + kTwoDevices + " " + kTwoDevices).exitCode, 0);
 }
+
+// Item 5: --device 3 was a position in `gpumem info`'s list while hip:3 is an ordinal; a label now selects
+// by label, a bare number keeps meaning the position. tests/data/two_hip_devices.jsonl lists hip:3 first
+// (4 KiB) and hip:1 second (8 KiB).
+TEST(DeviceOption, ABareNumberIsThePositionAndALabelSelectsByLabel)
+{
+    const std::string trace = " --by size tests/data/two_hip_devices.jsonl";
+    const std::string hip3 = "|                    gpumem memory summary, device hip:3                    |\n";
+    const std::string hip1 = "|                    gpumem memory summary, device hip:1                    |\n";
+    for (const char* d : { "0", "hip:3" }) {
+        const auto r = runCli(std::string("analyze --device ") + d + trace);
+        ASSERT_EQ(r.exitCode, 0) << d << ": " << r.err;
+        EXPECT_NE(r.out.find(hip3), std::string::npos) << d << ": " << r.out;
+        EXPECT_NE(r.out.find("| [4.00 KiB, 8.00 KiB)                  |            |   4096 B   | 100.0 % |\n"), std::string::npos) << r.out;
+    }
+    for (const char* d : { "1", "hip:1" }) {
+        const auto r = runCli(std::string("analyze --device ") + d + trace);
+        ASSERT_EQ(r.exitCode, 0) << d << ": " << r.err;
+        EXPECT_NE(r.out.find(hip1), std::string::npos) << d << ": " << r.out;
+    }
+    const auto position3 = runCli("analyze --device 3" + trace);
+    EXPECT_EQ(position3.exitCode, 2);
+    EXPECT_EQ(position3.err, "gpumem analyze: --device 3 is not a device of this trace (it has 2)\n");
+    // replay, sweep and fit take the same forms: hip:1 peaks at 8 KiB allocated.
+    const auto replay = runCli("replay --format csv --policy ideal --device hip:1 tests/data/two_hip_devices.jsonl");
+    ASSERT_EQ(replay.exitCode, 0) << replay.err;
+    EXPECT_EQ(replay.out.substr(replay.out.find('\n') + 1).substr(0, 23), "ideal,8192,8192,0.00000") << replay.out;
+    EXPECT_EQ(runCli("replay --format csv --policy ideal --device 1 tests/data/two_hip_devices.jsonl").out, replay.out);
+}
+
+TEST(DeviceOption, AnUnknownLabelListsTheTracesDeviceLabels)
+{
+    const std::string tail = " is not a device of tests/data/two_hip_devices.jsonl; its devices are hip:3, hip:1 (a label, "
+                             "or a position 0, 1, … in 'gpumem info')\n";
+    for (const char* verb : { "replay", "sweep", "fit" }) {
+        const auto r = runCli(std::string(verb) + " --policy ideal --device cuda:3 tests/data/two_hip_devices.jsonl");
+        EXPECT_EQ(r.exitCode, 2) << verb;
+        EXPECT_EQ(r.err, std::string("gpumem ") + verb + ": --device 'cuda:3'" + tail);
+    }
+    const auto analyze = runCli("analyze --device cuda:3 tests/data/two_hip_devices.jsonl");
+    EXPECT_EQ(analyze.err, "gpumem analyze: --device 'cuda:3'" + tail);
+    const auto diff = runCli("diff --device hip:0 tests/data/two_hip_devices.jsonl tests/data/two_hip_devices.jsonl");
+    EXPECT_EQ(diff.exitCode, 2);
+    EXPECT_EQ(diff.err, "gpumem diff: --device 'hip:0'" + tail);
+    EXPECT_NE(runCli("help analyze").out.find("or its label there (cuda:1, hip:3, cpu)"), std::string::npos);
+}
