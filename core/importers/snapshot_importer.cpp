@@ -25,6 +25,9 @@ namespace {
     constexpr std::size_t kMaxHistory = 16; // generation-A history entries searched per block
     constexpr std::size_t kMaxHistoryFields = 8; // fields of one history entry (addr, real_size, frames, cpp_frames)
 
+    // "1 segment", "2 segments": a count with the noun it counts (anomaly details read as sentences).
+    std::string counted(std::size_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); }
+
     enum class Action : std::uint8_t {
         Alloc,
         FreeRequested,
@@ -1487,9 +1490,10 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             }
         if (preSequence != 0)
             b.stats().add("reconstructed_initial_state", Severity::Info,
-                "device " + std::to_string(ordinal) + ": " + std::to_string(segLive.size() + mapped.ranges().size())
-                    + " segments and " + std::to_string(preBlocks.size())
-                    + " blocks existed before the first trace entry; they were rebuilt from `segments` and the trace",
+                "device " + std::to_string(ordinal) + ": "
+                    + counted(segLive.size() + mapped.ranges().size(), "segment", "segments") + " and "
+                    + counted(preBlocks.size(), "block", "blocks")
+                    + " existed before the first trace entry; they were rebuilt from `segments` and the trace",
                 preSequence);
         nlohmann::json rec = {
             { "device", ordinal },

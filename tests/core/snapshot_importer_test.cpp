@@ -868,3 +868,13 @@ TEST(SnapshotImporter, RejectsAnEntrySizeThatIsNotAnInt)
             << e.what();
     }
 }
+
+// Brief tx item 2 (wording): the rebuilt state said "1 segments and 0 blocks".
+TEST(SnapshotImporter, CountsTheRebuiltStateInWordsThatAgreeWithTheNumber)
+{
+    Trace t = importPytorchSnapshot(snapshotData("entry_shapes.pickle"));
+    const Anomaly* a = t.importStats().find("reconstructed_initial_state");
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->detail, "device 0: 1 segment and 0 blocks existed before the first trace entry; they were rebuilt from "
+                         "`segments` and the trace");
+}
