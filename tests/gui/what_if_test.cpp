@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/importer.h"
 #include "core/units.h"
+#include "gui/models/byte_text.h"
 #include "gui/models/comparison_table_model.h"
 #include "gui/models/what_if_engine.h"
 #include "gui/views/chart_export.h"
@@ -316,4 +317,13 @@ TEST(WhatIfPage, WarnsThatAProfilerTracesReplaysUndercount)
                     .data(Qt::ToolTipRole)
                     .toString()
                     .startsWith("Not comparable: 3.82 GiB"));
+}
+
+// Brief tx item 6: every byte figure of the viewer comes from core's formatter, through one helper.
+TEST(ByteText, IsCoresFormatBytes)
+{
+    EXPECT_EQ(bytesText(0), "0 B");
+    EXPECT_EQ(bytesText(1536), "1.50 KiB");
+    EXPECT_EQ(bytesText(Bytes(13) << 28), "3.25 GiB");
+    EXPECT_EQ(bytesText(Bytes(3) << 60), "3.00 EiB");
 }
