@@ -14,6 +14,7 @@
 #include <QAbstractItemModelTester>
 #include <QFile>
 #include <QImage>
+#include <QLineEdit>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -317,6 +318,23 @@ TEST(WhatIfPage, WarnsThatAProfilerTracesReplaysUndercount)
                     .data(Qt::ToolTipRole)
                     .toString()
                     .startsWith("Not comparable: 3.82 GiB"));
+}
+
+// Brief tx item 6: the capacity field's placeholder offered "8e9", which parseBytes refuses (and so
+// the page refused to run); every example it shows must parse.
+TEST(WhatIfPage, EveryCapacityExampleInThePlaceholderParses)
+{
+    WhatIfPage page;
+    QString placeholder;
+    for (const auto* field : page.findChildren<QLineEdit*>())
+        if (field->placeholderText().startsWith("unlimited"))
+            placeholder = field->placeholderText();
+    ASSERT_TRUE(placeholder.startsWith("unlimited, or e.g. ")) << placeholder.toStdString();
+    const QStringList examples = placeholder.mid(QString("unlimited, or e.g. ").size()).split(", ");
+    ASSERT_EQ(examples.size(), 3) << placeholder.toStdString();
+    const Bytes expected[] = { Bytes(40) << 30, 24000000000u, Bytes(2) << 50 };
+    for (qsizetype i = 0; i < examples.size(); ++i)
+        EXPECT_EQ(parseBytes(examples[i].toStdString(), "capacity"), expected[i]) << examples[i].toStdString();
 }
 
 // Brief tx item 6: every byte figure of the viewer comes from core's formatter, through one helper.
