@@ -56,7 +56,7 @@ std::optional<DeviceId> deviceOption(const po::variables_map& vm, const Trace& t
 // The help line of --device, the same in every verb.
 inline constexpr const char* kDeviceOptionHelp
     = "device: its position in the list 'gpumem info' prints (0, 1, …) or its label there (cuda:1, hip:3, cpu);"
-      " default: the busiest";
+      " default: the busiest (docs/cli-options.md)";
 // --top N, declared as po::value<long long> so that a negative N is seen (an unsigned option read "-1"
 // as 2^64 − 1): N ≥ 0, else UsageError.
 std::size_t topOption(const po::variables_map& vm);

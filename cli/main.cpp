@@ -13,8 +13,9 @@ namespace {
 using namespace gpumem::cli;
 
 // Trace files carry names written by other programs; printed raw, an escape sequence in a kernel or
-// device name could retitle or recolour the user's terminal. This buffer replaces C0 control
-// characters (except newline, tab and carriage return) and DEL with '?' on their way out.
+// device name could retitle or recolour the user's terminal. The writers escape every name, path and
+// echoed value (textForTerminal, core/message_quote.h); this buffer is the backstop for anything else:
+// it replaces C0 control characters (except newline, tab and carriage return) and DEL with '?'.
 class ControlCharFilter : public std::streambuf {
 public:
     explicit ControlCharFilter(std::streambuf* sink)
