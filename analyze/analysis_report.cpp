@@ -24,8 +24,17 @@ namespace {
         const std::string_view s = safe;
         if (s.size() <= width)
             return std::string(s) + std::string(width - s.size(), ' ');
-        const std::size_t keep = width - 3, head = keep / 3;
-        return std::string(s.substr(0, head)) + "..." + std::string(s.substr(s.size() - (keep - head)));
+        // Cut at character boundaries (never inside a UTF-8 sequence, which would print as garbage):
+        // the head ends before a continuation byte, the tail starts at a lead byte.
+        auto continuation = [&](std::size_t i) { return (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80; };
+        const std::size_t keep = width - 3;
+        std::size_t head = keep / 3, tail = s.size() - (keep - head);
+        while (head > 0 && continuation(head))
+            --head;
+        while (tail < s.size() && continuation(tail))
+            ++tail;
+        std::string cut = std::string(s.substr(0, head)) + "..." + std::string(s.substr(tail));
+        return cut + std::string(width - cut.size(), ' '); // a boundary may leave it a byte or three short
     }
     std::string right(std::string_view s, std::size_t width)
     {

@@ -142,3 +142,26 @@ TEST(TerminalText, HtmlReportEscapesBidiControlsAsWellAsMarkup)
     EXPECT_NE(page.find(">nn.Module: Evil\\u202eNet</td>"), std::string::npos) << page;
     EXPECT_NE(page.find(">fwd\\u2028x (m\\u0085.py:7)</td>"), std::string::npos) << page;
 }
+
+// A name longer than its column was cut by bytes, inside a UTF-8 sequence: the table printed invalid
+// UTF-8 (U+FFFD or garbage on a terminal). It is cut at character boundaries now.
+TEST(TerminalText, ALongNonAsciiNameIsCutBetweenCharacters)
+{
+    std::string name = "nn.Module: ";
+    for (int i = 0; i < 30; ++i)
+        name += "\xC3\xA9"; // é
+    const auto path = scratchDir("terminal-text") / "long-name.jsonl";
+    std::ofstream(path) << R"({"format":"gpumem-jsonl","version":1,"metadata":{}})" "\n"
+                        << R"({"type":"device","id":0,"kind":"cuda","ordinal":0})" "\n"
+                        << R"({"type":"stream","id":0,"device":0,"handle":0})" "\n"
+                        << R"({"type":"scope","id":1,"parent":0,"name":")" << name << R"(","kind":"module"})" "\n"
+                        << R"({"type":"mem","t":1000,"kind":"alloc","addr":4096,"size":4096,"scope":1})" "\n";
+    const auto r = runCli("analyze --by module '" + path.string() + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    // The 37-byte column keeps 11 bytes of head ("nn.Module: "), "..." and the last 22 bytes that start
+    // a character (23 would begin inside an é): 11 é, then a space that pads the column.
+    std::string expected = "\n| nn.Module: ...";
+    for (int i = 0; i < 11; ++i)
+        expected += "\xC3\xA9";
+    EXPECT_NE(r.out.find(expected + "  |   4096 B   |"), std::string::npos) << r.out;
+}
