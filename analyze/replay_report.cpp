@@ -260,12 +260,15 @@ void writeFidelityReport(
             out << "    " << textForTerminal(d) << '\n';
     }
     auto counterText = [&](const char* title, const replay::CounterComparison& c) {
-        out << "  " << title << textForTerminal(c.series) << ": " << c.samples << " samples, first " << formatBytes(c.recordedFirst)
+        out << "  " << title << textForTerminal(c.series) << ": " << c.samples << (c.samples == 1 ? " sample" : " samples")
+            << ", first " << formatBytes(c.recordedFirst)
             << "; peak recorded " << formatBytes(c.recordedPeak) << ", simulated " << formatBytes(c.simulatedPeak)
             << (c.recordedPeak == 0 ? std::string(" (the recorded counter is 0 B throughout: nothing to compare)")
                                     : " (error " + percent(c.peakErrorRatio) + ")")
             << "; mean |error| " << formatBytes(Bytes(c.meanAbsError))
-            << ", max " << formatBytes(c.maxAbsError) << " at +" << formatSeconds(c.maxAbsErrorTime - start) << "; "
+            << ", max " << formatBytes(c.maxAbsError)
+            // No error has no time: maxAbsErrorTime stays 0, which printed "at +-1732… s" (or "+-0.000001 s").
+            << (c.maxAbsError == 0 ? std::string() : " at " + formatOffsetBetween(start, c.maxAbsErrorTime)) << "; "
             << percent(c.withinOnePercent) << " of samples within 1 % of the peak\n";
     };
     if (r.reservedCounter)

@@ -165,3 +165,16 @@ TEST(TerminalText, ALongNonAsciiNameIsCutBetweenCharacters)
         expected += "\xC3\xA9";
     EXPECT_NE(r.out.find(expected + "  |   4096 B   |"), std::string::npos) << r.out;
 }
+
+// Fidelity's counter lines read "1 samples" and, with no error at all, "max 0 B at +-0.000001 s" (the
+// time of a maximum that does not exist). tests/data/hostile_names.jsonl: one reserved sample, matched.
+TEST(FidelityWording, OneSampleIsSingularAndNoErrorHasNoTime)
+{
+    const auto r = runCli("replay --fidelity " + kTrace);
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("\n  cold start        Total\\u2029Reserved: 1 sample, first 2.00 MiB; peak recorded 2.00 MiB, "
+                         "simulated 2.00 MiB (error 0.0 %); mean |error| 0 B, max 0 B; 100.0 % of samples within 1 % of "
+                         "the peak\n"),
+        std::string::npos)
+        << r.out;
+}
