@@ -280,7 +280,7 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
             for (std::size_t i = 0; i < a.leaks.sites.size() && i < options.top; ++i) {
                 const auto& s = a.leaks.sites[i];
                 out << "| " << fit(s.label, 45) << " | " << right(formatBytes(s.bytes), 11) << " | "
-                    << right(std::to_string(s.stepsWithSurvivors) + " steps", 11) << " |\n";
+                    << right(counted(s.stepsWithSurvivors, "step", "steps"), 11) << " |\n";
             }
         }
     }
@@ -295,7 +295,7 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     for (const auto& b : a.breakdowns) {
         rule(out, '=');
         std::string head = " Live at " + b.instant.label + " " + offset(a, b.instant.time) + ": " + formatBytes(b.liveBytes) + " in "
-            + std::to_string(b.liveBlocks) + " blocks";
+            + counted(b.liveBlocks, "block", "blocks");
         if (b.instant.reserved)
             head += ", reserved " + formatBytes(*b.instant.reserved);
         line(out, head);

@@ -233,7 +233,7 @@ code{font-size:12px})";
     void breakdownTables(std::ostream& out, const Breakdown& b, const Analysis& a, std::size_t top)
     {
         out << "<h3>Live at " << htmlEscape(b.instant.label) << ", +" << htmlEscape(formatSecondsBetween(a.origin, b.instant.time)) << ": "
-            << htmlEscape(formatBytes(b.liveBytes)) << " in " << b.liveBlocks << " blocks";
+            << htmlEscape(formatBytes(b.liveBytes)) << " in " << counted(b.liveBlocks, "block", "blocks");
         if (b.instant.reserved)
             out << " (reserved " << htmlEscape(formatBytes(*b.instant.reserved)) << ")";
         out << "</h3>";

@@ -226,7 +226,8 @@ void writeFidelityReport(
         throw UsageError("--format '" + std::string(format) + "' is not one of: text, json (for --fidelity)");
     out << textForTerminal(label) << '\n';
     out << "  policy            " << textForTerminal(r.policy) << '\n';
-    out << "  initial state     " << r.initialSegments << " segments, " << r.initialBlocks << " live blocks adopted";
+    out << "  initial state     " << counted(r.initialSegments, "segment", "segments") << ", "
+        << counted(r.initialBlocks, "live block", "live blocks") << " adopted";
     if (r.initialNotAdopted)
         out << ", " << r.initialNotAdopted << " not adopted";
     out << '\n';

@@ -38,10 +38,6 @@ namespace {
         }
         return peakText(p, start);
     }
-    std::string plural(std::uint64_t n, const char* one, const char* many)
-    {
-        return std::to_string(n) + " " + (n == 1 ? one : many);
-    }
     // "0", "1 range", "2035 (2030 ranges, 5 steps)".
     std::string annotationCounts(const TraceSummary& s)
     {
@@ -52,7 +48,7 @@ namespace {
         for (std::size_t k = 0; k < s.annotationsByKind.size(); ++k) {
             if (s.annotationsByKind[k] == 0)
                 continue;
-            kinds += (kinds.empty() ? "" : ", ") + plural(s.annotationsByKind[k], kNames[k].first, kNames[k].second);
+            kinds += (kinds.empty() ? "" : ", ") + counted(s.annotationsByKind[k], kNames[k].first, kNames[k].second);
             ++present;
         }
         if (present == 0)
@@ -64,9 +60,9 @@ namespace {
     {
         std::string s;
         if (d.kernelStreams)
-            s += ", " + plural(d.kernelStreams, "kernel stream", "kernel streams");
+            s += ", " + counted(d.kernelStreams, "kernel stream", "kernel streams");
         if (d.memoryStreams)
-            s += ", memory events on " + plural(d.memoryStreams, "stream", "streams");
+            s += ", memory events on " + counted(d.memoryStreams, "stream", "streams");
         return s;
     }
 } // namespace
@@ -96,7 +92,7 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
         out << "    events          " << kindCounts(d) << '\n';
         if (d.kernels)
             out << "    kernels         " << d.kernels << '\n';
-        out << "    live at end     " << plural(d.liveAtEnd, "block", "blocks") << ", " << formatBytes(d.liveBytesAtEnd) << '\n';
+        out << "    live at end     " << counted(d.liveAtEnd, "block", "blocks") << ", " << formatBytes(d.liveBytesAtEnd) << '\n';
         if (d.peakAllocated)
             out << "    peak allocated  " << peakText(*d.peakAllocated, s.start) << '\n';
         if (d.peakReserved)

@@ -49,6 +49,11 @@ std::string formatSecondsBetween(TimeNs from, TimeNs to)
 
 std::string formatOffsetBetween(TimeNs from, TimeNs to) { return (to < from ? "" : "+") + formatSecondsBetween(from, to); }
 
+std::string counted(std::uint64_t n, std::string_view one, std::string_view many)
+{
+    return std::to_string(n) + " " + std::string(n == 1 ? one : many);
+}
+
 Bytes parseBytes(std::string_view text, std::string_view what)
 {
     auto fail = [&]() -> Bytes {

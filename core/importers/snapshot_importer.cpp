@@ -3,6 +3,7 @@
 #include "core/detail/flat_id_index.h"
 #include "core/file_io.h"
 #include "core/trace_builder.h"
+#include "core/units.h"
 
 #include <nlohmann/json.hpp>
 
@@ -24,9 +25,6 @@ namespace {
     constexpr std::size_t kMaxFields = 64; // fields of one snapshot dict (a dozen in practice)
     constexpr std::size_t kMaxHistory = 16; // generation-A history entries searched per block
     constexpr std::size_t kMaxHistoryFields = 8; // fields of one history entry (addr, real_size, frames, cpp_frames)
-
-    // "1 segment", "2 segments": a count with the noun it counts (anomaly details read as sentences).
-    std::string counted(std::size_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); }
 
     enum class Action : std::uint8_t {
         Alloc,

@@ -178,3 +178,14 @@ TEST(FidelityWording, OneSampleIsSingularAndNoErrorHasNoTime)
         std::string::npos)
         << r.out;
 }
+
+// "in 1 blocks" and "1 segments, 1 live blocks adopted": counts agree with their nouns (core counted()).
+TEST(CountWording, OneBlockIsSingularInAnalyzeAndFidelity)
+{
+    const auto analyze = runCli("analyze --by size --at 1000ns " + kTrace);
+    ASSERT_EQ(analyze.exitCode, 0) << analyze.err;
+    EXPECT_NE(analyze.out.find("| Live at t=1500 ns +0.000001 s: 4.00 KiB in 1 block "), std::string::npos) << analyze.out;
+    const auto fidelity = runCli("replay --fidelity tests/data/snapshot/entry_shapes.pickle");
+    ASSERT_EQ(fidelity.exitCode, 0) << fidelity.err;
+    EXPECT_NE(fidelity.out.find("\n  initial state     1 segment, 0 live blocks adopted\n"), std::string::npos) << fidelity.out;
+}

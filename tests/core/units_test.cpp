@@ -70,3 +70,10 @@ TEST(Units, RefusesASizeAboveTwoToThe64WithTheOptionsName)
         }
     }
 }
+
+TEST(Units, CountsWithTheNounThatAgrees)
+{
+    EXPECT_EQ(counted(0, "block", "blocks"), "0 blocks");
+    EXPECT_EQ(counted(1, "block", "blocks"), "1 block");
+    EXPECT_EQ(counted(2, "live block", "live blocks"), "2 live blocks");
+}
