@@ -2,6 +2,7 @@
 #include "analyze/trace_summary.h"
 
 #include "core/byte_total.h"
+#include "core/message_quote.h"
 #include "core/units.h"
 
 #include <nlohmann/json.hpp>
@@ -21,19 +22,34 @@ namespace {
     {
         return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
     }
-    std::string fit(std::string_view s, std::size_t width)
+    // Every cell and line of the box goes through fit(): names, labels and paths come from the trace or
+    // the command line, so they are made fit for a terminal line here, at the output (textForTerminal).
+    std::string fit(std::string_view raw, std::size_t width)
     {
+        const std::string safe = textForTerminal(raw);
+        const std::string_view s = safe;
         if (columns(s) <= width)
             return std::string(s) + std::string(width - columns(s), ' ');
-        const std::size_t keep = width - 3, head = keep / 3;
-        return std::string(s.substr(0, head)) + "..." + std::string(s.substr(s.size() - (keep - head)));
+        // Cut at character boundaries (never inside a UTF-8 sequence, which would print as garbage):
+        // the head ends before a continuation byte, the tail starts at a lead byte.
+        auto continuation = [&](std::size_t i) { return (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80; };
+        const std::size_t keep = width - 3;
+        std::size_t head = keep / 3, tail = s.size() - (keep - head);
+        while (head > 0 && continuation(head))
+            --head;
+        while (tail < s.size() && continuation(tail))
+            ++tail;
+        std::string cut = std::string(s.substr(0, head)) + "..." + std::string(s.substr(tail));
+        return cut + std::string(width - columns(cut), ' '); // a boundary may leave it a column or three short
     }
     std::string right(std::string_view s, std::size_t width)
     {
         return columns(s) >= width ? std::string(s) : std::string(width - columns(s), ' ') + std::string(s);
     }
-    std::string center(std::string_view s, std::size_t width)
+    std::string center(std::string_view raw, std::size_t width)
     {
+        const std::string safe = textForTerminal(raw);
+        const std::string_view s = safe;
         if (columns(s) >= width)
             return fit(s, width);
         const std::size_t left = (width - columns(s)) / 2;
@@ -41,8 +57,10 @@ namespace {
     }
     void rule(std::ostream& out, char c) { out << '|' << std::string(kWidth, c) << "|\n"; }
     // Long lines wrap at spaces (continuations indented); a single word longer than the box is cut.
-    void line(std::ostream& out, std::string_view s)
+    void line(std::ostream& out, std::string_view raw)
     {
+        const std::string safe = textForTerminal(raw); // wrapped as printed
+        std::string_view s = safe;
         std::string_view indent;
         while (columns(s) > kWidth - indent.size()) {
             // The byte offset where the room (in columns) ends, so a UTF-8 character is neither split nor
@@ -149,8 +167,10 @@ std::string percent(double fraction)
     return buf;
 }
 
-std::string csvField(std::string_view text)
+std::string csvField(std::string_view raw)
 {
+    const std::string safe = textForTerminal(raw);
+    const std::string_view text = safe;
     if (text.find_first_of(",\"\n\r") == std::string_view::npos)
         return std::string(text);
     std::string s = "\"";
@@ -286,7 +306,7 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
             for (std::size_t i = 0; i < a.leaks.sites.size() && i < options.top; ++i) {
                 const auto& s = a.leaks.sites[i];
                 out << "| " << fit(s.label, 45) << " | " << right(formatBytes(s.bytes), 11) << " | "
-                    << right(std::to_string(s.stepsWithSurvivors) + " steps", 11) << " |\n";
+                    << right(counted(s.stepsWithSurvivors, "step", "steps"), 11) << " |\n";
             }
         }
     }
@@ -301,7 +321,7 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     for (const auto& b : a.breakdowns) {
         rule(out, '=');
         std::string head = " Live at " + b.instant.label + " " + offset(a, b.instant.time) + ": " + formatByteTotal(b.liveBytes) + " in "
-            + std::to_string(b.liveBlocks) + " blocks";
+            + counted(b.liveBlocks, "block", "blocks");
         if (b.instant.reserved)
             head += ", reserved " + formatByteTotalShort(*b.instant.reserved);
         line(out, head);

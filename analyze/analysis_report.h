@@ -37,7 +37,8 @@ bool bytesSaturated(const Analysis& a);
 std::vector<std::pair<std::string, std::string>> fragmentationRows(const FragmentationSummary& f);
 // "12.5 %" with one decimal.
 std::string percent(double fraction);
-// CSV field quoting (RFC 4180).
+// CSV field quoting (RFC 4180), of the text made fit for a terminal line first (textForTerminal,
+// core/message_quote.h): a CSV is read in terminals and spreadsheets too, so controls are escaped.
 std::string csvField(std::string_view text);
 
 } // namespace gpumem::analyze

@@ -2,6 +2,7 @@
 
 #include "analyze/analysis_report.h"
 #include "core/byte_total.h"
+#include "core/message_quote.h"
 #include "core/units.h"
 
 #include <algorithm>
@@ -16,7 +17,8 @@ std::string htmlEscape(std::string_view text)
 {
     std::string s;
     s.reserve(text.size());
-    for (char c : text) {
+    // Controls and bidi overrides are escaped as on a terminal (textForTerminal): a browser honours U+202E.
+    for (char c : textForTerminal(text)) {
         switch (c) {
         case '&': s += "&amp;"; break;
         case '<': s += "&lt;"; break;
@@ -235,7 +237,7 @@ code{font-size:12px})";
     void breakdownTables(std::ostream& out, const Breakdown& b, const Analysis& a, std::size_t top)
     {
         out << "<h3>Live at " << htmlEscape(b.instant.label) << ", +" << htmlEscape(formatSecondsBetween(a.origin, b.instant.time)) << ": "
-            << htmlEscape(formatByteTotalShort(b.liveBytes)) << " in " << b.liveBlocks << " blocks";
+            << htmlEscape(formatByteTotalShort(b.liveBytes)) << " in " << counted(b.liveBlocks, "block", "blocks");
         if (b.instant.reserved)
             out << " (reserved " << htmlEscape(formatByteTotalShort(*b.instant.reserved)) << ")";
         out << "</h3>";

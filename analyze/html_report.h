@@ -39,7 +39,8 @@ struct HtmlOptions {
 
 void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const PolicyRow> policies, const HtmlOptions& options, std::ostream& out);
 
-// &, <, >, " and ' escaped for HTML text and attribute values.
+// &, <, >, " and ' escaped for HTML text and attribute values, after the controls and bidi overrides
+// textForTerminal escapes (core/message_quote.h): a browser reorders text at U+202E as a terminal does.
 std::string htmlEscape(std::string_view text);
 
 } // namespace gpumem::analyze

@@ -2,6 +2,7 @@
 
 #include "analyze/analysis_report.h" // percent, csvField
 #include "core/error.h"
+#include "core/message_quote.h"
 #include "core/units.h"
 
 #include <nlohmann/json.hpp>
@@ -129,12 +130,12 @@ void writeReplayTable(
         throw UsageError("--format '" + std::string(format) + "' is not one of: text, json, csv");
     std::size_t w = 6;
     for (const auto& r : results)
-        w = std::max(w, rowLabel(r).size());
+        w = std::max(w, textForTerminal(rowLabel(r)).size());
     out << pad("policy", w, true) << "  " << pad("peak reserved", 13) << "  " << pad("peak allocated", 14) << "  "
         << pad("waste at peak", 13) << "  " << pad("device calls", 12) << "  " << pad("OOMs", 5) << "  "
         << pad("first OOM", 13) << '\n';
     for (const auto& r : results)
-        out << pad(rowLabel(r), w, true) << "  " << pad(formatBytes(r.peakReserved.bytes), 13) << "  "
+        out << pad(textForTerminal(rowLabel(r)), w, true) << "  " << pad(formatBytes(r.peakReserved.bytes), 13) << "  "
             << pad(formatBytes(r.peakAllocated.bytes), 14) << "  " << pad(percent(r.atPeak.waste()), 13) << "  "
             << pad(std::to_string(r.deviceCalls()), 12) << "  " << pad(std::to_string(r.ooms), 5) << "  "
             << pad(firstOomText(r, start), 13) << '\n';
@@ -145,7 +146,7 @@ void writeReplayTable(
         if (!r.peakReservedWithoutCompaction)
             continue;
         const std::int64_t saving = r.compactionSaving();
-        out << r.policy << ": " << r.compactions << " compaction" << (r.compactions == 1 ? "" : "s") << " moved "
+        out << textForTerminal(r.policy) << ": " << r.compactions << " compaction" << (r.compactions == 1 ? "" : "s") << " moved "
             << r.blocksMoved << " block" << (r.blocksMoved == 1 ? "" : "s") << " (" << formatBytes(r.bytesMoved)
             << "); peak reserved " << formatBytes(r.peakReserved.bytes) << " vs "
             << formatBytes(*r.peakReservedWithoutCompaction) << " without compaction: "
@@ -156,12 +157,12 @@ void writeReplayTable(
             continue;
         const auto& f = r.failures.front();
         if (f.beforeWindow) {
-            out << r.policy << ": the state before the trace holds " << formatBytes(f.allocated) << " (" << f.allocated
+            out << textForTerminal(r.policy) << ": the state before the trace holds " << formatBytes(f.allocated) << " (" << f.allocated
                 << " B) in live blocks, in segments of " << formatBytes(f.reserved)
                 << " that cannot be released, more than the capacity\n";
             continue;
         }
-        out << r.policy << ": " << (r.stopped ? "stopped at the first OOM" : "first OOM") << ": +"
+        out << textForTerminal(r.policy) << ": " << (r.stopped ? "stopped at the first OOM" : "first OOM") << ": +"
             << formatSeconds(f.time - start) << ", request " << formatBytes(f.size) << " (" << f.size
             << " B) on stream " << f.stream << ", reserved " << formatBytes(f.reserved) << ", device free "
             << (f.deviceFree == ~Bytes(0) ? std::string("unlimited") : formatBytes(f.deviceFree)) << ", trace event "
@@ -223,9 +224,10 @@ void writeFidelityReport(
     }
     if (format != "text")
         throw UsageError("--format '" + std::string(format) + "' is not one of: text, json (for --fidelity)");
-    out << label << '\n';
-    out << "  policy            " << r.policy << '\n';
-    out << "  initial state     " << r.initialSegments << " segments, " << r.initialBlocks << " live blocks adopted";
+    out << textForTerminal(label) << '\n';
+    out << "  policy            " << textForTerminal(r.policy) << '\n';
+    out << "  initial state     " << counted(r.initialSegments, "segment", "segments") << ", "
+        << counted(r.initialBlocks, "live block", "live blocks") << " adopted";
     if (r.initialNotAdopted)
         out << ", " << r.initialNotAdopted << " not adopted";
     out << '\n';
@@ -246,7 +248,7 @@ void writeFidelityReport(
         out << "  alloc addresses   " << r.allocAddressesMatched << "/" << r.allocAddressesCompared
             << " at the recorded address\n";
     } else {
-        out << "  segment events    none recorded (reserved is known only from the " << r.reservedCounter->series
+        out << "  segment events    none recorded (reserved is known only from the " << textForTerminal(r.reservedCounter->series)
             << " counter); " << r.simulatedSegmentEvents << " simulated\n";
     }
     out << "  peak reserved     recorded " << formatBytes(r.recordedPeakReserved) << ", simulated "
@@ -256,15 +258,18 @@ void writeFidelityReport(
             << " the recorded segments (" << r.endSegmentsRecorded << " recorded, " << r.finalState.segments.size()
             << " simulated)\n";
         for (const auto& d : *r.endStateDifferences)
-            out << "    " << d << '\n';
+            out << "    " << textForTerminal(d) << '\n';
     }
     auto counterText = [&](const char* title, const replay::CounterComparison& c) {
-        out << "  " << title << c.series << ": " << c.samples << " samples, first " << formatBytes(c.recordedFirst)
+        out << "  " << title << textForTerminal(c.series) << ": " << c.samples << (c.samples == 1 ? " sample" : " samples")
+            << ", first " << formatBytes(c.recordedFirst)
             << "; peak recorded " << formatBytes(c.recordedPeak) << ", simulated " << formatBytes(c.simulatedPeak)
             << (c.recordedPeak == 0 ? std::string(" (the recorded counter is 0 B throughout: nothing to compare)")
                                     : " (error " + percent(c.peakErrorRatio) + ")")
             << "; mean |error| " << formatBytes(Bytes(c.meanAbsError))
-            << ", max " << formatBytes(c.maxAbsError) << " at +" << formatSeconds(c.maxAbsErrorTime - start) << "; "
+            << ", max " << formatBytes(c.maxAbsError)
+            // No error has no time: maxAbsErrorTime stays 0, which printed "at +-1732… s" (or "+-0.000001 s").
+            << (c.maxAbsError == 0 ? std::string() : " at " + formatOffsetBetween(start, c.maxAbsErrorTime)) << "; "
             << percent(c.withinOnePercent) << " of samples within 1 % of the peak\n";
     };
     if (r.reservedCounter)

@@ -1,6 +1,7 @@
 #include "analyze/summary_report.h"
 
 #include "core/byte_total.h"
+#include "core/message_quote.h"
 #include "core/units.h"
 
 #include <nlohmann/json.hpp>
@@ -40,10 +41,6 @@ namespace {
         }
         return peakText(p, start);
     }
-    std::string plural(std::uint64_t n, const char* one, const char* many)
-    {
-        return std::to_string(n) + " " + (n == 1 ? one : many);
-    }
     // "0", "1 range", "2035 (2030 ranges, 5 steps)".
     std::string annotationCounts(const TraceSummary& s)
     {
@@ -54,7 +51,7 @@ namespace {
         for (std::size_t k = 0; k < s.annotationsByKind.size(); ++k) {
             if (s.annotationsByKind[k] == 0)
                 continue;
-            kinds += (kinds.empty() ? "" : ", ") + plural(s.annotationsByKind[k], kNames[k].first, kNames[k].second);
+            kinds += (kinds.empty() ? "" : ", ") + counted(s.annotationsByKind[k], kNames[k].first, kNames[k].second);
             ++present;
         }
         if (present == 0)
@@ -66,22 +63,22 @@ namespace {
     {
         std::string s;
         if (d.kernelStreams)
-            s += ", " + plural(d.kernelStreams, "kernel stream", "kernel streams");
+            s += ", " + counted(d.kernelStreams, "kernel stream", "kernel streams");
         if (d.memoryStreams)
-            s += ", memory events on " + plural(d.memoryStreams, "stream", "streams");
+            s += ", memory events on " + counted(d.memoryStreams, "stream", "streams");
         return s;
     }
 } // namespace
 
 void writeSummaryText(const TraceSummary& s, std::string_view label, std::string_view reader, std::ostream& out)
 {
-    out << label << '\n';
-    out << "  format          " << reader;
+    out << textForTerminal(label) << '\n';
+    out << "  format          " << textForTerminal(reader);
     if (!s.sourceFormat.empty() && s.sourceFormat != reader)
-        out << " (recorded from " << s.sourceFormat << ")";
+        out << " (recorded from " << textForTerminal(s.sourceFormat) << ")";
     out << '\n';
     if (!s.tool.empty())
-        out << "  tool            " << s.tool << '\n';
+        out << "  tool            " << textForTerminal(s.tool) << '\n';
     out << "  time span       " << formatSecondsBetween(s.start, s.end) << " (start " << s.start << " ns)\n";
     out << "  memory events   " << s.memoryEvents << '\n';
     out << "  allocations     " << s.allocations << '\n';
@@ -89,22 +86,22 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
     out << "  annotations     " << annotationCounts(s) << '\n';
     out << "  counter samples " << s.counterSamples << '\n';
     for (const auto& d : s.devices) {
-        out << "  device " << d.label;
+        out << "  device " << textForTerminal(d.label);
         if (!d.name.empty())
-            out << " \"" << d.name << "\"";
+            out << " \"" << textForTerminal(d.name) << "\"";
         if (d.totalMemory)
             out << " (" << formatBytes(d.totalMemory) << ")";
         out << streamCounts(d) << '\n';
         out << "    events          " << kindCounts(d) << '\n';
         if (d.kernels)
             out << "    kernels         " << d.kernels << '\n';
-        out << "    live at end     " << plural(d.liveAtEnd, "block", "blocks") << ", " << formatByteTotal(d.liveBytesAtEnd) << '\n';
+        out << "    live at end     " << counted(d.liveAtEnd, "block", "blocks") << ", " << formatByteTotal(d.liveBytesAtEnd) << '\n';
         if (d.peakAllocated)
             out << "    peak allocated  " << peakText(*d.peakAllocated, s.start) << '\n';
         if (d.peakReserved)
             out << "    peak reserved   " << peakText(*d.peakReserved, s.start) << " (from segment events)\n";
         for (const auto& [name, peak] : d.recordedPeaks)
-            out << "    recorded peak   " << name << ": " << counterPeakText(name, peak, s.start) << '\n';
+            out << "    recorded peak   " << textForTerminal(name) << ": " << counterPeakText(name, peak, s.start) << '\n';
         if (d.allocatedBeforeTrace)
             out << "    before trace    " << formatBytes(d.allocatedBeforeTrace)
                 << " already allocated when the trace began: in the recorded peaks, not in peak allocated\n";
@@ -114,7 +111,7 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
     } else {
         out << "  anomalies\n";
         for (const auto& a : s.anomalies)
-            out << "    " << toString(a.severity) << ' ' << a.code << " ×" << a.count << ": " << a.detail << '\n';
+            out << "    " << toString(a.severity) << ' ' << a.code << " ×" << a.count << ": " << textForTerminal(a.detail) << '\n';
     }
 }
 

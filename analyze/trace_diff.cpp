@@ -2,6 +2,7 @@
 
 #include "analyze/analysis_report.h"
 #include "core/error.h"
+#include "core/message_quote.h"
 #include "core/units.h"
 
 #include <nlohmann/json.hpp>
@@ -71,11 +72,11 @@ namespace {
 
 void writeDiffText(const TraceDiff& d, std::string_view labelBefore, std::string_view labelAfter, std::size_t top, std::ostream& out)
 {
-    out << "gpumem diff\n  A: " << labelBefore << "\n  B: " << labelAfter << '\n';
+    out << "gpumem diff\n  A: " << textForTerminal(labelBefore) << "\n  B: " << textForTerminal(labelAfter) << '\n';
     out << "  peak allocated   " << change(d.peakAllocatedBefore, d.peakAllocatedAfter) << '\n';
     if (d.peakReservedBefore && d.peakReservedAfter)
         out << "  peak reserved    " << change(*d.peakReservedBefore, *d.peakReservedAfter) << '\n';
-    out << "  live at " << d.instant << ": " << change(d.liveBefore, d.liveAfter) << '\n';
+    out << "  live at " << textForTerminal(d.instant) << ": " << change(d.liveBefore, d.liveAfter) << '\n';
     out << "  steps            " << d.stepsBefore << " -> " << d.stepsAfter << '\n';
     for (int gi = 0; gi < kGroupByCount; ++gi) {
         const auto g = static_cast<GroupBy>(gi);
@@ -89,7 +90,7 @@ void writeDiffText(const TraceDiff& d, std::string_view labelBefore, std::string
         for (std::size_t i = 0; i < rows.size() && i < top; ++i)
             // The module path reads well; a site's key is its whole stack (lines over 1,000 characters):
             // print the label people read in analyze, with the key in the JSON and CSV.
-            out << "    " << formatByteChange(rows[i].before, rows[i].after) << "  " << (g == GroupBy::Module ? rows[i].key : rows[i].label)
+            out << "    " << formatByteChange(rows[i].before, rows[i].after) << "  " << textForTerminal(g == GroupBy::Module ? rows[i].key : rows[i].label)
                 << "  (" << formatByteTotalShort(rows[i].before) << " -> " << formatByteTotalShort(rows[i].after) << ")\n";
     }
 }

@@ -3,6 +3,7 @@
 #include "analyze/analysis_report.h"
 #include "analyze/replay_report.h"
 #include "core/error.h"
+#include "core/message_quote.h"
 #include "core/units.h"
 
 #include <nlohmann/json.hpp>
@@ -20,9 +21,13 @@ namespace {
             throw UsageError("--format '" + std::string(format) + "' is not one of: text, json, csv");
     }
 
-    // A text table: a header row and data rows; the first `leftColumns` columns are left-aligned.
-    void writeColumns(const std::vector<std::vector<std::string>>& rows, std::size_t leftColumns, std::ostream& out)
+    // A text table: a header row and data rows; the first `leftColumns` columns are left-aligned. The
+    // cells (policy specs, process names) are made fit for a terminal line here (textForTerminal).
+    void writeColumns(std::vector<std::vector<std::string>> rows, std::size_t leftColumns, std::ostream& out)
     {
+        for (auto& r : rows)
+            for (auto& cell : r)
+                cell = textForTerminal(cell);
         std::vector<std::size_t> width;
         for (const auto& r : rows)
             for (std::size_t c = 0; c < r.size(); ++c) {
@@ -111,7 +116,7 @@ void writeSweepTable(const std::vector<SweepRow>& rows, std::string_view format,
     }
     writeColumns(table, 2, out);
     if (best < rows.size())
-        out << "* best: " << rows[best].spec
+        out << "* best: " << textForTerminal(rows[best].spec)
             << (rows[best].result.ooms ? " (every configuration had a failed request)" : "") << '\n';
 }
 
@@ -158,13 +163,13 @@ void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view 
     writeColumns(table, 1, out);
     for (const auto& f : fits) {
         if (!f.fits) {
-            out << f.spec << ": no capacity up to " << formatBytes(f.maxCapacity) << " runs without OOM\n";
+            out << textForTerminal(f.spec) << ": no capacity up to " << formatBytes(f.maxCapacity) << " runs without OOM\n";
             continue;
         }
         if (f.capacity == 0)
-            out << f.spec << ": needs no memory (0 B): nothing is reserved on the device\n";
+            out << textForTerminal(f.spec) << ": needs no memory (0 B): nothing is reserved on the device\n";
         if (f.nonMonotone)
-            out << f.spec << ": non-monotone: fits at " << formatBytes(f.nonMonotone->first) << " ("
+            out << textForTerminal(f.spec) << ": non-monotone: fits at " << formatBytes(f.nonMonotone->first) << " ("
                 << f.nonMonotone->first << " B) but fails at " << formatBytes(f.nonMonotone->second) << " ("
                 << f.nonMonotone->second << " B); the capacity shown is the smallest that fits\n";
     }
@@ -233,11 +238,11 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
     }
     const auto& f = *r.firstFailure;
     const auto& p = r.processes[f.process];
-    out << "first failure: " << p.name << " at +" << formatSeconds(f.request.time) << ": request "
+    out << "first failure: " << textForTerminal(p.name) << " at +" << formatSeconds(f.request.time) << ": request "
         << formatBytes(f.request.size) << " (" << f.request.size << " B) on stream " << f.request.stream
-        << ", trace event " << f.request.event << "; " << p.name << " reserved " << formatBytes(f.request.reserved)
+        << ", trace event " << f.request.event << "; " << textForTerminal(p.name) << " reserved " << formatBytes(f.request.reserved)
         << ", all processes " << formatBytes(f.combinedReserved) << "; refused by "
-        << (f.byLimit ? p.name + "'s limit of " + formatBytes(p.limit)
+        << (f.byLimit ? textForTerminal(p.name) + "'s limit of " + formatBytes(p.limit)
                       : "the device (" + bytesOrUnlimited(r.capacity) + ")")
         << (r.stopped ? "; the run stopped there" : "") << '\n';
 }

@@ -14,6 +14,14 @@
 #include <string_view>
 #include <vector>
 
+namespace gpumem {
+class Trace;
+namespace analyze {
+    struct Analysis;
+    struct InstantSpec;
+}
+}
+
 namespace gpumem::cli {
 
 namespace po = boost::program_options;
@@ -39,11 +47,28 @@ public:
 std::vector<std::unique_ptr<Command>> makeCommands();
 
 // Shared option helpers.
-// --device D (a device index as `gpumem info` lists them): nullopt when absent; UsageError when not an index.
-std::optional<DeviceId> deviceOption(const po::variables_map& vm);
+// --device D, declared as po::value<std::string>(): a bare integer is the device's position in
+// `gpumem info`'s list (0, 1, …; not the ordinal of `hip:3`), anything else a device label as info
+// prints it (cuda:1, hip:3, cpu). Returns the position in trace.devices(); nullopt when absent.
+// UsageError for a label the trace lacks (listing its labels; `path` names the trace) or one that two
+// devices share. A position past the end is left to the analysis or replay, which name the count.
+std::optional<DeviceId> deviceOption(const po::variables_map& vm, const Trace& trace, std::string_view path);
+// The help line of --device, the same in every verb.
+inline constexpr const char* kDeviceOptionHelp
+    = "device: its position in the list 'gpumem info' prints (0, 1, …) or its label there (cuda:1, hip:3, cpu);"
+      " default: the busiest (docs/cli-options.md)";
 // --top N, declared as po::value<long long> so that a negative N is seen (an unsigned option read "-1"
 // as 2^64 − 1): N ≥ 0, else UsageError.
 std::size_t topOption(const po::variables_map& vm);
+
+// --at values → InstantSpecs, TIME counted from the trace start; a TIME outside the trace's memory events
+// is a UsageError (analyze, diff; cli/command_analyze.cpp).
+std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& at, const Trace& trace);
+// A TIME among `specs` (parsed from `at`, in order) before the first memory event of the analyzed device
+// has no state to break down: UsageError naming the device, its first event and what to give instead.
+// The one check of analyze and diff (brief tx item 4).
+void checkInstantsOnDevice(
+    const analyze::Analysis& analysis, const std::vector<std::string>& at, const std::vector<analyze::InstantSpec>& specs);
 
 // --format with the allowed values; returns the chosen one or throws UsageError listing them.
 std::string checkedChoice(const po::variables_map& vm, const char* option, const std::vector<std::string>& allowed);

@@ -34,6 +34,20 @@ std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& a
     return specs;
 }
 
+void checkInstantsOnDevice(
+    const analyze::Analysis& analysis, const std::vector<std::string>& at, const std::vector<analyze::InstantSpec>& specs)
+{
+    // The analyzed device may start later than the trace's first memory event (OWLv2: cuda:0 after
+    // the cpu): a time before its first event has no state to break down; say so, not nothing.
+    // (specs holds at[k] parsed from the trace start, which is analysis.origin.)
+    if (const auto* dev = analysis.timeline.device(analysis.device); dev && dev->size())
+        for (std::size_t k = 0; k < at.size() && k < specs.size(); ++k)
+            if (const auto& spec = specs[k]; spec.kind == analyze::InstantSpec::Kind::Time && spec.time < dev->time.front())
+                throw UsageError("--at '" + at[k] + "' is before the first memory event of " + dev->label + ", at "
+                    + formatOffsetBetween(analysis.origin, dev->time.front()) + " from the trace start (@"
+                    + std::to_string(dev->time.front()) + "); give a later time or --device");
+}
+
 std::vector<analyze::GroupBy> groupBys(const po::variables_map& vm)
 {
     if (!vm.count("by"))
@@ -48,14 +62,35 @@ std::vector<analyze::GroupBy> groupBys(const po::variables_map& vm)
     return groups;
 }
 
-std::optional<DeviceId> deviceOption(const po::variables_map& vm)
+std::optional<DeviceId> deviceOption(const po::variables_map& vm, const Trace& trace, std::string_view path)
 {
     if (!vm.count("device"))
         return std::nullopt;
-    const int d = vm["device"].as<int>();
-    if (d < 0 || d > 65535)
-        throw UsageError("--device " + std::to_string(d) + " is not a device index (0, 1, …; see 'gpumem info')");
-    return static_cast<DeviceId>(d);
+    const std::string text = vm["device"].as<std::string>();
+    std::string labels;
+    for (std::size_t i = 0; i < trace.devices().size(); ++i)
+        labels += (i ? ", " : "") + analyze::deviceLabel(trace.devices()[i]);
+    if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
+        // A bare number is the position in `gpumem info`'s list; the analysis or replay refuses one
+        // past the end with the trace's device count.
+        if (text.size() > 5 || std::stoul(text) > 65535)
+            throw UsageError("--device " + text + " is not a device position (0, 1, …) or label (" + labels
+                + "; see 'gpumem info')");
+        return static_cast<DeviceId>(std::stoul(text));
+    }
+    std::optional<DeviceId> found;
+    for (std::size_t i = 0; i < trace.devices().size(); ++i)
+        if (analyze::deviceLabel(trace.devices()[i]) == text) {
+            if (found)
+                throw UsageError("--device " + text + " names devices " + std::to_string(*found) + " and "
+                    + std::to_string(i) + " of " + std::string(path) + ": give the position instead");
+            found = static_cast<DeviceId>(i);
+        }
+    if (!found)
+        throw UsageError("--device '" + text + "' is not a device of " + std::string(path)
+            + (labels.empty() ? std::string(", which has no devices") : "; its devices are " + labels)
+            + " (a label, or a position 0, 1, … in 'gpumem info')");
+    return found;
 }
 
 std::size_t topOption(const po::variables_map& vm)
@@ -88,7 +123,7 @@ namespace {
             o.add_options()("at", po::value<std::vector<std::string>>(), "instant(s) to break down: peak, reserved-peak or TIME")(
                 "by", po::value<std::vector<std::string>>(), "grouping(s): module, category, site, size, stream")(
                 "top", po::value<long long>()->default_value(10), "rows per grouping")(
-                "device", po::value<int>(), "device index (default: the one with the largest peak allocated)")(
+                "device", po::value<std::string>(), kDeviceOptionHelp)(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
                 "strict", "treat import anomalies of warning or error severity as failures")(
                 "trace", po::value<std::string>()->required(), "trace file (positional)");
@@ -100,27 +135,17 @@ namespace {
             analyze::ReportOptions report;
             report.groups = groupBys(vm);
             report.top = topOption(vm);
-            const auto device = deviceOption(vm);
             const std::string path = vm["trace"].as<std::string>();
             LoadOptions load;
             load.strict = vm.count("strict") > 0;
             Trace trace = loadTrace(path, load);
             analyze::AnalysisOptions options;
-            options.device = device;
+            options.device = deviceOption(vm, trace, path);
             const auto at = vm.count("at") ? vm["at"].as<std::vector<std::string>>() : std::vector<std::string> {};
             if (!at.empty())
                 options.instants = instantSpecs(at, trace);
             auto analysis = analyze::analyzeTrace(trace, options);
-            // The analyzed device may start later than the trace's first memory event (OWLv2: cuda:0 after
-            // the cpu): a time before its first event has no state to break down; say so, not nothing.
-            // (options.instants holds at[k] parsed from the trace start, which is analysis.origin.)
-            if (const auto* dev = analysis.timeline.device(analysis.device); dev && dev->size())
-                for (std::size_t k = 0; k < at.size(); ++k)
-                    if (const auto& spec = options.instants[k];
-                        spec.kind == analyze::InstantSpec::Kind::Time && spec.time < dev->time.front())
-                        throw UsageError("--at '" + at[k] + "' is before the first memory event of " + dev->label + ", at "
-                            + formatOffsetBetween(analysis.origin, dev->time.front()) + " from the trace start (@"
-                            + std::to_string(dev->time.front()) + "); give a later time or --device");
+            checkInstantsOnDevice(analysis, at, options.instants);
             // A profiler trace starts after the model was loaded: say how much the breakdowns cannot see.
             if (!analysis.empty)
                 if (auto note = analyze::memoryBeforeTheTraceNote(replay::openingAllocated(trace, analysis.device)))

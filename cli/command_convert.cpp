@@ -2,6 +2,7 @@
 #include "cli/command.h"
 #include "cli/output_file.h"
 #include "core/error.h"
+#include "core/message_quote.h"
 #include "core/gmt_format.h"
 #include "core/importer.h"
 #include "core/jsonl_format.h"
@@ -62,7 +63,7 @@ namespace {
             else
                 writeJsonl(trace, output.writePath());
             output.commit();
-            out << "wrote " << outPath << " (" << to << ", " << trace.memory().count() << " memory events)\n";
+            out << "wrote " << textForTerminal(outPath) << " (" << to << ", " << trace.memory().count() << " memory events)\n";
             return kExitOk;
         }
     };

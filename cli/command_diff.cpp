@@ -10,7 +10,6 @@
 
 namespace gpumem::cli {
 
-std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& at, const Trace& trace); // command_analyze.cpp
 
 namespace {
     class DiffCommand final : public Command {
@@ -28,7 +27,7 @@ namespace {
         {
             o.add_options()("at", po::value<std::string>()->default_value("peak"), "instant compared: peak, reserved-peak or TIME")(
                 "top", po::value<long long>()->default_value(10), "rows per grouping")(
-                "device", po::value<int>(), "device index in both traces (default: each one's busiest)")(
+                "device", po::value<std::string>(), kDeviceOptionHelp)(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
                 "strict", "treat import anomalies of warning or error severity as failures")(
                 "trace", po::value<std::vector<std::string>>()->required(), "the two traces A and B (positional)");
@@ -46,9 +45,11 @@ namespace {
             for (const auto& path : paths) {
                 Trace trace = loadTrace(path, load);
                 analyze::AnalysisOptions options;
-                options.device = deviceOption(vm);
-                options.instants = instantSpecs({ vm["at"].as<std::string>() }, trace);
+                options.device = deviceOption(vm, trace, path);
+                const std::vector<std::string> at { vm["at"].as<std::string>() };
+                options.instants = instantSpecs(at, trace);
                 analyses.push_back(analyze::analyzeTrace(trace, options));
+                checkInstantsOnDevice(analyses.back(), at, options.instants);
             }
             auto diff = analyze::diffAnalyses(analyses[0], analyses[1]);
             if (format == "json")

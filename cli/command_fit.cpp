@@ -3,6 +3,7 @@
 #include "analyze/whatif_report.h"
 #include "cli/whatif_options.h"
 #include "core/error.h"
+#include "core/message_quote.h"
 #include "core/importer.h"
 #include "core/units.h"
 #include "replay/simulated_device.h"
@@ -50,7 +51,7 @@ namespace {
                 "step", po::value<std::string>()->default_value("2MiB"), "capacity granularity")(
                 "max-capacity", po::value<std::string>()->default_value("1TiB"), "the largest capacity to try")(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
-                "device", po::value<int>(), "device index as `gpumem info` lists them (default: the busiest)");
+                "device", po::value<std::string>(), kDeviceOptionHelp);
             addJobsOption(o);
             addGateOptions(o, false, "some policy");
             o.add_options()("trace", po::value<std::string>()->required(), "trace file (positional)");
@@ -64,7 +65,6 @@ namespace {
             const Gates gates = readGates(vm);
             replay::FitOptions options;
             options.jobs = readJobs(vm);
-            options.device = deviceOption(vm);
             options.step = parseBytes(vm["step"].as<std::string>(), "--step");
             if (options.step == 0)
                 throw UsageError("--step 0: the capacity granularity must be at least 1 byte (default 2MiB)");
@@ -75,6 +75,7 @@ namespace {
 
             const std::string path = vm["trace"].as<std::string>();
             Trace trace = loadReplayableTrace(path);
+            options.device = deviceOption(vm, trace, path);
             // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
             if (!options.device)
                 options.device = replay::defaultReplayDevice(trace);
@@ -94,8 +95,10 @@ namespace {
                     subjects.push_back({ f.spec, 0, f.capacity });
                     continue;
                 }
-                std::string why = "each of the " + std::to_string(f.probes.size())
-                    + " capacities tried had a failed request; raise --max-capacity";
+                std::string why = (f.probes.size() == 1 ? std::string("the 1 capacity tried had")
+                                                        : "each of the " + std::to_string(f.probes.size())
+                                                            + " capacities tried had")
+                    + " a failed request; raise --max-capacity";
                 if (f.unlimitedFailure && f.unlimitedFailure->size > replay::kMaxDeviceBytes)
                     why = "a request of " + std::to_string(f.unlimitedFailure->size) + " B (trace event "
                         + std::to_string(f.unlimitedFailure->event)
@@ -103,10 +106,10 @@ namespace {
                 else if (f.lowerBound > f.maxCapacity)
                     why = "its live peak, " + formatBytes(f.lowerBound)
                         + ", is above it; raise --max-capacity to at least " + formatBytes(f.lowerBound);
-                err << "gpumem fit: " << f.spec << " fits nowhere up to --max-capacity " << formatBytes(f.maxCapacity)
+                err << "gpumem fit: " << textForTerminal(f.spec) << " fits nowhere up to --max-capacity " << formatBytes(f.maxCapacity)
                     << ": " << why << '\n';
                 if (gateJudges)
-                    err << "gpumem fit: gate: " << f.spec << " needs more than --max-capacity "
+                    err << "gpumem fit: gate: " << textForTerminal(f.spec) << " needs more than --max-capacity "
                         << formatBytes(f.maxCapacity) << ", so more than --max-reserved "
                         << formatBytes(*gates.maxReserved) << '\n';
                 noFit = true;

@@ -2,6 +2,7 @@
 #include "analyze/summary_report.h"
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/message_quote.h"
 #include "core/importer.h"
 
 #include <nlohmann/json.hpp>
@@ -68,7 +69,7 @@ namespace {
                 } catch (const Cancelled&) {
                     throw;
                 } catch (const Error& e) {
-                    err << "gpumem info: error: " << e.what() << '\n';
+                    err << "gpumem info: error: " << textForTerminal(e.what()) << '\n';
                     rc = kExitFailed;
                 }
             }

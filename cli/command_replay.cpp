@@ -259,7 +259,7 @@ namespace {
                 "capacity", po::value<std::string>(), "device capacity, e.g. 80GiB (default unlimited)")(
                 "on-oom", po::value<std::string>()->default_value("skip"), "stop or skip at a failed request")(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
-                "device", po::value<int>(), "device index as `gpumem info` lists them (default: the busiest)")(
+                "device", po::value<std::string>(), kDeviceOptionHelp)(
                 "fidelity", "compare a replay with the recorded policy against the recorded segment events")(
                 "colocate", "replay several traces as processes sharing one GPU")("limit",
                 po::value<std::vector<std::string>>(), "with --colocate: NAME=BYTES, one process's own limit")("offset",
@@ -301,18 +301,20 @@ namespace {
             replay::ReplayOptions options;
             options.capacity = readCapacity(vm);
             options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
-            options.device = deviceOption(vm);
             const std::string& path = paths.front();
             if (fidelity) {
                 if (specs.size() > 1)
                     throw UsageError("--fidelity takes at most one --policy (the recorded one by default)");
                 if (gates.failIfOom || gates.maxReserved)
                     throw UsageError("--fail-if-oom and --max-reserved gate what-if replays, not --fidelity");
+                if (vm.count("device")) // a label needs the trace's device list
+                    options.device = deviceOption(vm, loadTrace(path), path);
                 auto report = replay::checkFidelityFile(path, specs.front(), options);
                 analyze::writeFidelityReport(report, path, format, report.traceStart, out);
                 return kExitOk;
             }
             Trace trace = loadReplayableTrace(path);
+            options.device = deviceOption(vm, trace, path);
             // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
             if (!options.device)
                 options.device = replay::defaultReplayDevice(trace);

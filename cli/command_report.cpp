@@ -6,6 +6,7 @@
 #include "replay/policy_spec.h"
 #include "replay/replayer.h"
 #include "core/error.h"
+#include "core/message_quote.h"
 #include "core/importer.h"
 
 #include <cstdio>
@@ -33,7 +34,7 @@ namespace {
                 "policy", po::value<std::vector<std::string>>(), "allocator policy to compare (PolicySpec string)")(
                 "top", po::value<long long>()->default_value(10), "rows per breakdown table")(
                 "title", po::value<std::string>()->default_value("gpumem report"), "page title")(
-                "device", po::value<int>(), "device index (default: each trace's busiest)")(
+                "device", po::value<std::string>(), kDeviceOptionHelp)(
                 "strict", "treat import anomalies of warning or error severity as failures")(
                 "trace", po::value<std::vector<std::string>>()->required(), "trace files (positional)");
             p.add("trace", -1);
@@ -50,7 +51,7 @@ namespace {
             for (const auto& path : paths) {
                 traces.push_back(loadTrace(path, load));
                 analyze::AnalysisOptions options;
-                options.device = deviceOption(vm);
+                options.device = deviceOption(vm, traces.back(), path);
                 analyses.push_back(analyze::analyzeTrace(traces.back(), options));
             }
             std::vector<analyze::HtmlReportInput> inputs;
@@ -96,7 +97,7 @@ namespace {
                     throw IoError(outPath + ": writing failed (disk full?)");
             }
             output.commit();
-            out << "wrote " << outPath << '\n';
+            out << "wrote " << textForTerminal(outPath) << '\n';
             return kExitOk;
         }
     };

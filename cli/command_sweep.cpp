@@ -43,7 +43,7 @@ namespace {
                 "capacity", po::value<std::string>(), "device capacity, e.g. 80GiB (default unlimited)")(
                 "on-oom", po::value<std::string>()->default_value("skip"), "stop or skip at a failed request")(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
-                "device", po::value<int>(), "device index as `gpumem info` lists them (default: the busiest)");
+                "device", po::value<std::string>(), kDeviceOptionHelp);
             addJobsOption(o);
             addGateOptions(o, true, "the best configuration");
             o.add_options()("trace", po::value<std::string>()->required(), "trace file (positional)");
@@ -66,10 +66,10 @@ namespace {
             replay::ReplayOptions options;
             options.capacity = readCapacity(vm);
             options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
-            options.device = deviceOption(vm);
 
             const std::string path = vm["trace"].as<std::string>();
             Trace trace = loadReplayableTrace(path);
+            options.device = deviceOption(vm, trace, path);
             // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
             if (!options.device)
                 options.device = replay::defaultReplayDevice(trace);

@@ -2,6 +2,7 @@
 #include "cli/command.h"
 
 #include "core/error.h"
+#include "core/message_quote.h"
 
 #include <algorithm>
 #include <iostream>
@@ -12,8 +13,9 @@ namespace {
 using namespace gpumem::cli;
 
 // Trace files carry names written by other programs; printed raw, an escape sequence in a kernel or
-// device name could retitle or recolour the user's terminal. This buffer replaces C0 control
-// characters (except newline, tab and carriage return) and DEL with '?' on their way out.
+// device name could retitle or recolour the user's terminal. The writers escape every name, path and
+// echoed value (textForTerminal, core/message_quote.h); this buffer is the backstop for anything else:
+// it replaces C0 control characters (except newline, tab and carriage return) and DEL with '?'.
 class ControlCharFilter : public std::streambuf {
 public:
     explicit ControlCharFilter(std::streambuf* sink)
@@ -153,7 +155,7 @@ int help(const std::vector<std::string>& args, const std::vector<std::unique_ptr
             printVerbHelp(std::cout, *c);
             return kExitOk;
         }
-    std::cerr << "gpumem help: unknown verb '" << args[0] << "'; run 'gpumem help' for the list\n";
+    std::cerr << "gpumem help: unknown verb '" << gpumem::textForTerminal(args[0]) << "'; run 'gpumem help' for the list\n";
     return kExitUsage;
 }
 } // namespace
@@ -194,7 +196,7 @@ int main(int argc, char** argv)
         if (c->name() == verb)
             command = c.get();
     if (!command) {
-        std::cerr << "gpumem: unknown verb '" << verb << "'; run 'gpumem help' for the list of verbs\n";
+        std::cerr << "gpumem: unknown verb '" << gpumem::textForTerminal(verb) << "'; run 'gpumem help' for the list of verbs\n";
         return kExitUsage;
     }
     try {
@@ -215,19 +217,19 @@ int main(int argc, char** argv)
         po::notify(vm);
         return command->run(vm, std::cout, std::cerr);
     } catch (const po::error& e) {
-        std::cerr << "gpumem " << verb << ": " << e.what() << "\nRun 'gpumem help " << verb << "' for its options.\n";
+        std::cerr << "gpumem " << verb << ": " << gpumem::textForTerminal(e.what()) << "\nRun 'gpumem help " << verb << "' for its options.\n";
         return kExitUsage;
     } catch (const gpumem::UsageError& e) {
-        std::cerr << "gpumem " << verb << ": " << e.what() << '\n';
+        std::cerr << "gpumem " << verb << ": " << gpumem::textForTerminal(e.what()) << '\n';
         return kExitUsage;
     } catch (const gpumem::Error& e) {
-        std::cerr << "gpumem " << verb << ": error: " << e.what() << '\n';
+        std::cerr << "gpumem " << verb << ": error: " << gpumem::textForTerminal(e.what()) << '\n';
         return kExitFailed;
     } catch (const std::bad_alloc&) {
         std::cerr << "gpumem " << verb << ": error: out of memory\n";
         return kExitFailed;
     } catch (const std::exception& e) {
-        std::cerr << "gpumem " << verb << ": internal error: " << e.what() << " — please report it with the input\n";
+        std::cerr << "gpumem " << verb << ": internal error: " << gpumem::textForTerminal(e.what()) << " — please report it with the input\n";
         return kExitFailed;
     }
 }

@@ -2,6 +2,7 @@
 
 #include "analyze/replay_report.h"
 #include "core/error.h"
+#include "core/message_quote.h"
 #include "core/importer.h"
 #include "core/units.h"
 #include "replay/fidelity.h"
@@ -40,12 +41,12 @@ int applyGates(const Gates& gates, const std::vector<GateSubject>& subjects, std
     int code = kExitOk;
     for (const auto& s : subjects) {
         if (gates.failIfOom && s.ooms > 0) {
-            err << "gpumem " << verb << ": gate: " << s.label << " had " << s.ooms << " failed request"
+            err << "gpumem " << verb << ": gate: " << textForTerminal(s.label) << " had " << s.ooms << " failed request"
                 << (s.ooms == 1 ? "" : "s") << " (--fail-if-oom)\n";
             code = kExitGate;
         }
         if (gates.maxReserved && s.peakReserved > *gates.maxReserved) {
-            err << "gpumem " << verb << ": gate: " << s.label << " reserved " << formatBytes(s.peakReserved) << " ("
+            err << "gpumem " << verb << ": gate: " << textForTerminal(s.label) << " reserved " << formatBytes(s.peakReserved) << " ("
                 << s.peakReserved << " B), more than --max-reserved " << formatBytes(*gates.maxReserved) << '\n';
             code = kExitGate;
         }

@@ -79,6 +79,11 @@ std::size_t firstInvalidUtf8(std::string_view input)
     return input.size();
 }
 
+std::string textForTerminal(std::string_view input)
+{
+    return quoteForMessage(input, input.size());
+}
+
 std::string quoteForMessage(std::string_view input, std::size_t maxBytes)
 {
     static constexpr char kHex[] = "0123456789abcdef";

@@ -1,5 +1,5 @@
 #pragma once
-// Quoting input bytes inside an error message or anomaly detail. A message must stay one short,
+// Quoting input bytes inside an error message, anomaly detail or any text line gpumem prints. A message must stay one short,
 // printable, valid UTF-8 line whatever the input holds (a 20 MB CSV field, a NUL, invalid UTF-8).
 // Free function, no state: thread-safe.
 #include <cstddef>
@@ -14,6 +14,13 @@ namespace gpumem {
 // "\uNNNN" (lower-case hex); each byte of invalid UTF-8 becomes U+FFFD. No quotes are added. The result is at most
 // about 4 × maxBytes + 3 bytes. Rule: brief fx2 item 5 (review finding: unbounded and truncated messages).
 std::string quoteForMessage(std::string_view input, std::size_t maxBytes = 120);
+
+// `input` made fit for one terminal line, whole: every character quoteForMessage escapes is escaped the
+// same way (C0 controls and DEL as "\xNN"; bidi controls, U+2028/U+2029 and the C1 controls such as NEL
+// as "\uNNNN"; invalid UTF-8 as U+FFFD), nothing is cut and no quotes are added. The one function every
+// text output of names, labels, paths and echoed option values goes through (brief tx item 1); JSON
+// output does its own escaping and does not use it. The result is at most 6 × input.size() bytes.
+std::string textForTerminal(std::string_view input);
 
 // The byte offset of the first byte in `input` that does not begin a valid UTF-8 sequence (RFC 3629:
 // overlong forms, surrogates and code points beyond U+10FFFF are invalid), or input.size() when all

@@ -5,6 +5,7 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 namespace gpumem {
@@ -48,20 +49,44 @@ std::string formatSecondsBetween(TimeNs from, TimeNs to)
 
 std::string formatOffsetBetween(TimeNs from, TimeNs to) { return (to < from ? "" : "+") + formatSecondsBetween(from, to); }
 
+std::string counted(std::uint64_t n, std::string_view one, std::string_view many)
+{
+    return std::to_string(n) + " " + std::string(n == 1 ? one : many);
+}
+
 Bytes parseBytes(std::string_view text, std::string_view what)
 {
     auto fail = [&]() -> Bytes {
         throw UsageError(std::string(what) + ": cannot read '" + std::string(text)
-            + "' as a size; write bytes or a number with a unit: B, KB, MB, GB, TB (powers of 10) or KiB, MiB, "
-              "GiB, TiB (powers of 2), e.g. 80GiB");
+            + "' as a size; write bytes or a number with a unit: B, KB, MB, GB, TB, PB, EB (powers of 10) or KiB, "
+              "MiB, GiB, TiB, PiB, EiB (powers of 2), e.g. 80GiB");
     };
+    // Exact integer arithmetic (a double holds 53 bits: "18446744073709551615" or "9007199254740993"
+    // would not survive it): whole part × unit + fraction × unit, rounded half away from zero.
+    __extension__ typedef unsigned __int128 Wide; // __extension__: GCC and Clang have it; -Wpedantic stays quiet
+    constexpr Wide kMaxScale = Wide(10000000000u) * 10000000000u;
     std::size_t i = 0;
-    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
-        ++i;
-    if (i == 0)
-        return fail();
-    std::string number(text.substr(0, i));
-    if (number.find('.') != number.rfind('.'))
+    Wide whole = 0;
+    bool tooLarge = false, anyDigit = false;
+    for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
+        anyDigit = true;
+        whole = whole * 10 + static_cast<unsigned>(text[i] - '0');
+        tooLarge |= whole > Wide(~Bytes(0));
+        if (tooLarge)
+            whole = Wide(~Bytes(0)) + 1; // stays above the limit without overflowing
+    }
+    // Up to 20 fraction digits count (2^60 × 10^20 fits in 128 bits); later ones are below 0.02 B.
+    Wide fraction = 0, scale = 1;
+    if (i < text.size() && text[i] == '.') {
+        for (++i; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
+            anyDigit = true;
+            if (scale < kMaxScale) {
+                fraction = fraction * 10 + static_cast<unsigned>(text[i] - '0');
+                scale *= 10;
+            }
+        }
+    }
+    if (!anyDigit)
         return fail();
     std::size_t j = i;
     while (j < text.size() && text[j] == ' ')
@@ -69,16 +94,23 @@ Bytes parseBytes(std::string_view text, std::string_view what)
     std::string unit;
     for (; j < text.size(); ++j)
         unit += static_cast<char>(std::tolower(static_cast<unsigned char>(text[j])));
-    static const std::array<std::pair<std::string_view, double>, 10> kUnits = { {
-        { "b", 1.0 }, { "kb", 1e3 }, { "mb", 1e6 }, { "gb", 1e9 }, { "tb", 1e12 }, { "kib", 1024.0 },
-        { "mib", 1048576.0 }, { "gib", 1073741824.0 }, { "tib", 1099511627776.0 }, { "", 1.0 } } };
+    static constexpr std::uint64_t kE3 = 1000;
+    static const std::array<std::pair<std::string_view, std::uint64_t>, 14> kUnits = { {
+        { "", 1 }, { "b", 1 }, { "kb", kE3 }, { "mb", kE3 * kE3 }, { "gb", kE3 * kE3 * kE3 },
+        { "tb", kE3 * kE3 * kE3 * kE3 }, { "pb", kE3 * kE3 * kE3 * kE3 * kE3 }, { "eb", kE3 * kE3 * kE3 * kE3 * kE3 * kE3 },
+        { "kib", std::uint64_t(1) << 10 }, { "mib", std::uint64_t(1) << 20 }, { "gib", std::uint64_t(1) << 30 },
+        { "tib", std::uint64_t(1) << 40 }, { "pib", std::uint64_t(1) << 50 }, { "eib", std::uint64_t(1) << 60 } } };
     for (auto [name, factor] : kUnits) {
-        if (unit == name) {
-            double value = std::stod(number) * factor;
-            if (!std::isfinite(value) || value >= 1.8e19)
-                return fail();
-            return static_cast<Bytes>(std::llround(value));
-        }
+        if (unit != name)
+            continue;
+        const Wide part = fraction * factor;
+        Wide value = part / scale + (2 * (part % scale) >= scale ? 1 : 0);
+        if (!tooLarge)
+            value += whole * factor; // whole ≤ 2^64 − 1 and factor ≤ 2^60: fits in 128 bits
+        if (tooLarge || value > Wide(~Bytes(0)))
+            throw UsageError(std::string(what) + ": '" + std::string(text)
+                + "' is more than 2^64 - 1 B (18446744073709551615 B, about 16 EiB), the largest size gpumem handles");
+        return static_cast<Bytes>(value);
     }
     return fail();
 }

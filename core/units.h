@@ -17,8 +17,12 @@ std::string formatOffset(TimeNs offset);
 // apart, which `to − from` in int64 cannot hold (INT64_MIN to INT64_MAX printed "-0.000000 s").
 std::string formatSecondsBetween(TimeNs from, TimeNs to);
 std::string formatOffsetBetween(TimeNs from, TimeNs to);
-// Parses "80GiB", "80 GB", "512MiB", "2MB", "1024", "1.5GiB" (GB = 10^9, GiB = 2^30). Throws UsageError
-// naming `what` and the accepted forms on anything else.
+// `n` with the noun it counts: "1 block", "2 blocks", "0 blocks" (`one` when n == 1, else `many`).
+std::string counted(std::uint64_t n, std::string_view one, std::string_view many);
+// Parses "80GiB", "80 GB", "512MiB", "2MB", "1024", "1.5GiB", "2PiB", "1EB" (KB … EB are powers of 10,
+// KiB … EiB powers of 2; units are case-insensitive) exactly, in integers: a fraction of a byte is
+// rounded half away from zero. Throws UsageError naming `what` and the accepted forms on anything
+// else, and naming `what` and the limit for a size above 2^64 − 1 B.
 Bytes parseBytes(std::string_view text, std::string_view what = "size");
 
 } // namespace gpumem

@@ -26,6 +26,14 @@ std::string_view toString(PickleKind kind)
     return i < kNames.size() ? kNames[i] : "invalid";
 }
 
+std::string_view withArticle(PickleKind kind)
+{
+    static constexpr std::array<std::string_view, 11> kNames = { "None", "a bool", "an int", "an int", "a float",
+        "a str", "a bytes object", "a list", "a tuple", "a dict", "a set" };
+    auto i = static_cast<std::size_t>(kind);
+    return i < kNames.size() ? kNames[i] : "an invalid value";
+}
+
 namespace {
 
     // Opcode names from CPython Lib/pickle.py, for messages.
@@ -924,8 +932,8 @@ private:
     {
         if (v.kind != kind)
             fail(m_opOffset,
-                "pickle opcode " + std::string(opcodeName(op)) + " applies to a " + std::string(toString(kind))
-                    + " but finds a " + std::string(toString(v.kind)) + " (corrupt pickle)");
+                "pickle opcode " + std::string(opcodeName(op)) + " applies to " + std::string(withArticle(kind))
+                    + " but finds " + std::string(withArticle(v.kind)) + " (corrupt pickle)");
         return v.bits;
     }
     void appendFromStack(std::uint64_t container, std::size_t mark)

@@ -54,6 +54,9 @@ enum class PickleKind : std::uint8_t {
     Set, // set and frozenset
 };
 std::string_view toString(PickleKind kind);
+// The kind as a message names a value of it: "None", "a bool", "an int", "a str", "a dict" (English
+// articles; None takes none), for "'size' is an int, not a list". Brief tx item 2.
+std::string_view withArticle(PickleKind kind);
 
 // A handle: scalars are stored inline, strings as (offset, length) into the document's bytes,
 // containers as an index into the document's container table. 16 bytes, trivially copyable.

@@ -3,6 +3,7 @@
 #include "core/detail/flat_id_index.h"
 #include "core/file_io.h"
 #include "core/trace_builder.h"
+#include "core/units.h"
 
 #include <nlohmann/json.hpp>
 
@@ -515,7 +516,7 @@ namespace {
                     where.str() + ": '" + std::string(key) + "' does not fit in 64 bits; it was clamped");
             auto i = m_doc.toInt(v);
             if (!i || v.kind == PickleKind::Float)
-                fail(where, "'" + std::string(key) + "' is a " + std::string(toString(v.kind)) + ", not an int");
+                fail(where, "'" + std::string(key) + "' is " + std::string(withArticle(v.kind)) + ", not an int");
             return *i;
         }
         // toInt() of an address or a size (a size_t in PyTorch): a negative one is an error naming the field.
@@ -530,7 +531,7 @@ namespace {
         {
             const PickleValue& v = required(dict, key, where);
             if (v.kind != PickleKind::List && v.kind != PickleKind::Tuple)
-                fail(where, "'" + std::string(key) + "' is a " + std::string(toString(v.kind)) + ", not a list");
+                fail(where, "'" + std::string(key) + "' is " + std::string(withArticle(v.kind)) + ", not a list");
             return m_doc.items(v);
         }
         // A dict of the snapshot (segment, block, trace entry, annotation): PyTorch writes a dozen
@@ -539,7 +540,7 @@ namespace {
         const PickleValue& dictItem(const PickleValue& v, const Where& where) const
         {
             if (v.kind != PickleKind::Dict)
-                fail(where, "is a " + std::string(toString(v.kind)) + ", not a dict");
+                fail(where, "is " + std::string(withArticle(v.kind)) + ", not a dict");
             if (m_doc.items(v).size() > 2 * kMaxFields)
                 fail(where,
                     "has " + std::to_string(m_doc.items(v).size() / 2)
@@ -619,7 +620,7 @@ namespace {
                 const PickleValue& blocksValue = req(SegmentField::Blocks, "blocks");
                 once(blocksValue, where);
                 if (blocksValue.kind != PickleKind::List && blocksValue.kind != PickleKind::Tuple)
-                    fail(where, "'blocks' is a " + std::string(toString(blocksValue.kind)) + ", not a list");
+                    fail(where, "'blocks' is " + std::string(withArticle(blocksValue.kind)) + ", not a list");
                 auto blocks = m_doc.items(blocksValue);
                 d.seg.blocks.reserve(blocks.size());
                 d.blockFrames.reserve(blocks.size());
@@ -1149,7 +1150,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
         auto list = doc.items(traces[d]);
         if (traces[d].kind != PickleKind::List && traces[d].kind != PickleKind::Tuple)
             r.fail(SnapshotReader::at("device_traces", d),
-                "is a " + std::string(toString(traces[d].kind)) + ", not a list");
+                "is " + std::string(withArticle(traces[d].kind)) + ", not a list");
         entries[d].reserve(list.size());
         for (std::size_t i = 0; i < list.size(); ++i) {
             const PickleValue& e = r.dictItem(list[i], Where("device_traces", d, "", i));
@@ -1197,7 +1198,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                                     + sanitizeUtf8(doc.text(kv[k])) + "' was clamped to 64 bits");
                         else if (v.kind != PickleKind::Int && v.kind != PickleKind::Bool)
                             r.fail(SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i),
-                                "'" + sanitizeUtf8(doc.text(kv[k])) + "' is a " + std::string(toString(v.kind))
+                                "'" + sanitizeUtf8(doc.text(kv[k])) + "' is " + std::string(withArticle(v.kind))
                                     + ", not an int");
                         return static_cast<std::int64_t>(v.bits);
                     };
@@ -1487,9 +1488,10 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             }
         if (preSequence != 0)
             b.stats().add("reconstructed_initial_state", Severity::Info,
-                "device " + std::to_string(ordinal) + ": " + std::to_string(segLive.size() + mapped.ranges().size())
-                    + " segments and " + std::to_string(preBlocks.size())
-                    + " blocks existed before the first trace entry; they were rebuilt from `segments` and the trace",
+                "device " + std::to_string(ordinal) + ": "
+                    + counted(segLive.size() + mapped.ranges().size(), "segment", "segments") + " and "
+                    + counted(preBlocks.size(), "block", "blocks")
+                    + " existed before the first trace entry; they were rebuilt from `segments` and the trace",
                 preSequence);
         nlohmann::json rec = {
             { "device", ordinal },

@@ -1,6 +1,7 @@
 #include "gui/models/breakdown_models.h"
 
 #include "core/units.h"
+#include "gui/models/byte_text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,7 +20,6 @@ QString shareText(Bytes part, Bytes whole)
 }
 
 namespace {
-    QString bytesText(Bytes b) { return QString::fromStdString(formatBytes(b)); }
     const QVariant kRight = QVariant::fromValue(Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
 }
 

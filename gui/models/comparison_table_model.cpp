@@ -4,6 +4,7 @@
 
 #include "analyze/replay_report.h"
 #include "core/units.h"
+#include "gui/models/byte_text.h"
 
 #include <QBrush>
 
@@ -13,7 +14,6 @@
 namespace gpumem::gui {
 
 namespace {
-    QString bytesText(Bytes b) { return QString::fromStdString(formatBytes(b)); }
     QString percentText(double f, bool sign)
     {
         return (sign && f > 0 ? "+" : "") + QString::number(f * 100.0, 'f', 1) + " %";

@@ -2,6 +2,7 @@
 
 #include "analyze/trace_summary.h"
 #include "core/units.h"
+#include "gui/models/byte_text.h"
 #include "gui/models/latest_request.h"
 #include "gui/models/palette.h"
 
@@ -69,8 +70,6 @@ namespace {
         const QStringList parts = scopePath(trace, scope).split(" › ");
         return parts.size() <= 2 ? parts.join(" › ") : "… › " + parts.mid(parts.size() - 2).join(" › ");
     }
-
-    QString bytesText(Bytes b) { return QString::fromStdString(formatBytes(b)); }
 } // namespace
 
 QString toString(MapColouring colouring)

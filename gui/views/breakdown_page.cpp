@@ -1,4 +1,5 @@
 #include "gui/views/breakdown_page.h"
+#include "gui/models/byte_text.h"
 
 #include "core/units.h"
 #include "gui/models/latest_request.h"
@@ -188,7 +189,7 @@ QString BreakdownPage::headline() const
     const auto& i = m_shown->instant;
     return QString("%1 at +%2 on %3: %4 live in %5 blocks%6")
         .arg(i.label.rfind("t=", 0) == 0 ? QString("picked instant") : QString::fromStdString(i.label), QString::fromStdString(formatSeconds(i.time - m_trace->analysis.origin)),
-            QString::fromStdString(m_trace->analysis.deviceLabel), QString::fromStdString(formatBytes(m_shown->liveBytes)))
+            QString::fromStdString(m_trace->analysis.deviceLabel), bytesText(m_shown->liveBytes))
         .arg(m_shown->liveBlocks)
         .arg(m_shown->categoriesInferred ? " · categories inferred from the steps" : "");
 }

@@ -1,4 +1,5 @@
 #include "gui/views/memory_map_page.h"
+#include "gui/models/byte_text.h"
 
 #include "core/units.h"
 #include "gui/views/memory_map_view.h"
@@ -118,7 +119,7 @@ void MemoryMapPage::frameArrived(const std::shared_ptr<const MemoryMapFrame>& fr
     m_selectOnFrame = false;
     m_instantLabel->setText(QString("At +%1: %2 allocated in %3 blocks, %4 %5")
                                 .arg(QString::fromStdString(formatSeconds(s.time - m_trace->analysis.origin)),
-                                    QString::fromStdString(formatBytes(s.allocated)))
+                                    bytesText(s.allocated))
                                 .arg(s.blocks)
                                 .arg(s.segments.size())
                                 .arg(index.hasSegments ? "segments" : "address ranges (no segment events in this trace)"));

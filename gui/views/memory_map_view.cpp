@@ -1,4 +1,5 @@
 #include "gui/views/memory_map_view.h"
+#include "gui/models/byte_text.h"
 
 #include "core/units.h"
 
@@ -152,9 +153,9 @@ void MemoryMapView::paintEvent(QPaintEvent*)
                               .arg(index->deviceLabel)
                               .arg(index->blocks.size())
                               .arg(index->hasSegments ? QString(" in %1 segments").arg(index->segments.size()) : QString(" (no segment events)"))
-                              .arg(QString::fromStdString(formatBytes(index->axisBytes)));
+                              .arg(bytesText(index->axisBytes));
     const QString inferred = m_colouring == MapColouring::Category && !m_trace->analysis.categoriesRecorded ? QString(" · categories inferred") : QString();
-    const QString zoom = m_window.hi > m_window.lo ? QString(" · zoomed to %1 (double-click: all)").arg(QString::fromStdString(formatBytes(m_window.length())))
+    const QString zoom = m_window.hi > m_window.lo ? QString(" · zoomed to %1 (double-click: all)").arg(bytesText(m_window.length()))
                                                     : QString(" · wheel: zoom addresses");
     p.drawText(QRect(kLeftMargin, 2, plot.width(), kTopMargin - 4), Qt::AlignLeft | Qt::AlignVCenter,
         p.fontMetrics().elidedText(title + inferred + zoom, Qt::ElideRight, plot.width()));
@@ -184,7 +185,7 @@ void MemoryMapView::paintEvent(QPaintEvent*)
     for (Bytes o = (shown.lo + step - 1) / step * step; o <= shown.hi; o += step) {
         const int y = plot.bottom() - int((double(o) - double(shown.lo)) / bytesPerPx);
         p.drawLine(plot.left() - 4, y, plot.left() - 1, y);
-        p.drawText(QRect(0, y - 8, kLeftMargin - 8, 16), Qt::AlignRight | Qt::AlignVCenter, QString::fromStdString(formatBytes(o)));
+        p.drawText(QRect(0, y - 8, kLeftMargin - 8, 16), Qt::AlignRight | Qt::AlignVCenter, bytesText(o));
     }
     // Time axis: its labels count from the trace start, as the Timeline page's and `gpumem info`'s do.
     const TimeNs origin = std::min(m_trace->analysis.origin, m_range.start);
@@ -296,7 +297,7 @@ void MemoryMapView::showHover()
         return;
     const auto& b = index->blocks[*block];
     QToolTip::showText(mapToGlobal(m_hoverPos),
-        QString("0x%1 · %2").arg(b.address, 0, 16).arg(QString::fromStdString(formatBytes(b.size))), this);
+        QString("0x%1 · %2").arg(b.address, 0, 16).arg(bytesText(b.size)), this);
 }
 
 void MemoryMapView::wheelEvent(QWheelEvent* event)

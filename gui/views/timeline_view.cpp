@@ -1,4 +1,5 @@
 #include "gui/views/timeline_view.h"
+#include "gui/models/byte_text.h"
 
 #include "core/units.h"
 
@@ -21,7 +22,7 @@ namespace {
     {
         if (fraction)
             return QString::number(v * 100.0, 'f', 1) + " %";
-        return QString::fromStdString(formatBytes(static_cast<Bytes>(std::max(0.0, v))));
+        return bytesText(static_cast<Bytes>(std::max(0.0, v)));
     }
 
     struct SeriesColumns {

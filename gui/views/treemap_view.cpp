@@ -1,4 +1,5 @@
 #include "gui/views/treemap_view.h"
+#include "gui/models/byte_text.h"
 
 #include "core/units.h"
 #include "gui/models/palette.h"
@@ -74,7 +75,7 @@ void TreemapView::paintEvent(QPaintEvent*)
             selected = &r.rect;
         if (r.rect.width() < 40 || r.rect.height() < 14)
             continue;
-        const QString text = QString::fromStdString(row.label) + "  " + QString::fromStdString(formatBytes(row.totalBytes));
+        const QString text = QString::fromStdString(row.label) + "  " + bytesText(row.totalBytes);
         p.setPen(c.lightness() > 150 ? QColor(20, 20, 20) : QColor(255, 255, 255));
         p.drawText(r.rect.adjusted(4, 1, -3, 0).toRect(), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap,
             r.nested || r.rect.height() < 34 ? fm.elidedText(text, Qt::ElideRight, int(r.rect.width()) - 7) : text);
@@ -105,7 +106,7 @@ void TreemapView::mouseMoveEvent(QMouseEvent* event)
     const auto& r = m_breakdown->by(analyze::GroupBy::Module)[std::size_t(row)];
     QToolTip::showText(event->globalPosition().toPoint(),
         QString("%1\ntotal %2, self %3, %4 blocks")
-            .arg(QString::fromStdString(r.key), QString::fromStdString(formatBytes(r.totalBytes)), QString::fromStdString(formatBytes(r.selfBytes)))
+            .arg(QString::fromStdString(r.key), bytesText(r.totalBytes), bytesText(r.selfBytes))
             .arg(r.totalBlocks),
         this);
 }

@@ -55,7 +55,7 @@ WhatIfPage::WhatIfPage(QWidget* parent)
     form->addWidget(m_specText);
     form->addWidget(new QLabel("Device capacity (empty = unlimited)", controls));
     m_capacity = new QLineEdit(controls);
-    m_capacity->setPlaceholderText("unlimited, or e.g. 40GiB, 24 GB, 8e9");
+    m_capacity->setPlaceholderText("unlimited, or e.g. 40GiB, 24 GB, 2PiB"); // parseBytes forms (tests/gui/what_if_test.cpp)
     form->addWidget(m_capacity);
     auto* buttons = new QHBoxLayout;
     m_run = new QPushButton("Run replays", controls);

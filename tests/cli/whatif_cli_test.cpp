@@ -170,6 +170,12 @@ TEST(FitCli, FitsNowhereIsExitFourWithAMessage)
     EXPECT_EQ(capped.err,
         "gpumem fit: pytorch:per_process_memory_fraction:0.5 fits nowhere up to --max-capacity 40.00 MiB: each of the 2 "
         "capacities tried had a failed request; raise --max-capacity\n");
+    // One capacity tried (--max-capacity at the live peak): "the 1 capacity", not "each of the 1 capacities".
+    auto one = runCli("fit tests/data/colocate_a.jsonl --policy pytorch:per_process_memory_fraction:0.5 --max-capacity 24MiB");
+    EXPECT_EQ(one.exitCode, 4);
+    EXPECT_EQ(one.err,
+        "gpumem fit: pytorch:per_process_memory_fraction:0.5 fits nowhere up to --max-capacity 24.00 MiB: the 1 capacity "
+        "tried had a failed request; raise --max-capacity\n");
     auto json = runCli("fit tests/data/colocate_a.jsonl --policy direct --max-capacity 16MiB --format json");
     EXPECT_EQ(json.exitCode, 4);
     EXPECT_EQ(nlohmann::json::parse(json.out)[0]["fits"], false);

@@ -62,3 +62,20 @@ TEST(MessageQuote, EscapesBidiControls)
     EXPECT_EQ(quoteForMessage("ab\xE2\x80\xAE", 4), "ab\xE2\x80\xA6");
     EXPECT_EQ(quoteForMessage("ab\xE2\x80\xAE", 5), "ab\\u202e");
 }
+
+// textForTerminal (brief tx item 1): the one escape of every name, label, path and echoed value a text
+// output prints: what quoteForMessage escapes, the same way, but never cut.
+TEST(TerminalText, EscapesWhatMessagesEscapeAndCutsNothing)
+{
+    using gpumem::textForTerminal;
+    EXPECT_EQ(textForTerminal("GPU\xE2\x80\xAE" "evil\nforged\r\x1b[2K\xC2\x85|\xE2\x80\xA8|\xE2\x80\xA9"),
+        "GPU\\u202eevil\\x0aforged\\x0d\\x1b[2K\\u0085|\\u2028|\\u2029");
+    EXPECT_EQ(textForTerminal("x\x80y"), "x\xEF\xBF\xBDy");
+    EXPECT_EQ(textForTerminal("caf\xC3\xA9 \xE2\x82\xAC"), "caf\xC3\xA9 \xE2\x82\xAC");
+    const std::string longName(500, 'n');
+    EXPECT_EQ(textForTerminal(longName + "\t"), longName + "\\x09");
+    // Escaping twice changes nothing: a writer may escape a text that already was.
+    const std::string once = textForTerminal("a\xE2\x80\xAE\x1b");
+    EXPECT_EQ(textForTerminal(once), once);
+    EXPECT_EQ(quoteForMessage(std::string(200, 'q') + "\xE2\x80\xAE", 1000), std::string(200, 'q') + "\\u202e");
+}

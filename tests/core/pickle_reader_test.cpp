@@ -472,3 +472,18 @@ TEST(PickleReader, RefusesAnUnsetMemoIndexInAPlainDict)
     bytes += std::string(20, 'x') + "\x94\x65\x2e";
     EXPECT_EQ(errorOf(bytes), "t.pickle: at byte offset 17: memo index 9 was never stored (corrupt pickle)");
 }
+
+// Brief tx item 2: messages said "is a None" and "is a int".
+TEST(PickleReader, NamesEachKindWithItsArticle)
+{
+    using gpumem::PickleKind;
+    using gpumem::withArticle;
+    EXPECT_EQ(withArticle(PickleKind::None), "None");
+    EXPECT_EQ(withArticle(PickleKind::Bool), "a bool");
+    EXPECT_EQ(withArticle(PickleKind::Int), "an int");
+    EXPECT_EQ(withArticle(PickleKind::BigInt), "an int");
+    EXPECT_EQ(withArticle(PickleKind::Float), "a float");
+    EXPECT_EQ(withArticle(PickleKind::Str), "a str");
+    EXPECT_EQ(withArticle(PickleKind::Binary), "a bytes object");
+    EXPECT_EQ(withArticle(PickleKind::Dict), "a dict");
+}

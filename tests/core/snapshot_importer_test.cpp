@@ -812,10 +812,15 @@ TEST(SnapshotImporter, RejectsANegativeOrNoneAddressInTheSegments)
     };
     const Case cases[] = {
         { "block address None", [](nlohmann::json& j) { j["segments"][0]["blocks"][1]["address"] = nullptr; },
-            "bad.json: segments[0].blocks[1]: 'address' is a None, not an int" },
+            "bad.json: segments[0].blocks[1]: 'address' is None, not an int" },
         { "block requested_size None",
             [](nlohmann::json& j) { j["segments"][0]["blocks"][0]["requested_size"] = nullptr; },
-            "bad.json: segments[0].blocks[0]: 'requested_size' is a None, not an int" },
+            "bad.json: segments[0].blocks[0]: 'requested_size' is None, not an int" },
+        // Brief tx item 2: the kind is named with its article ("is an int", "is a bool"), None without one.
+        { "blocks an int", [](nlohmann::json& j) { j["segments"][0]["blocks"] = 7; },
+            "bad.json: segments[0]: 'blocks' is an int, not a list" },
+        { "block size a float", [](nlohmann::json& j) { j["segments"][0]["blocks"][0]["size"] = 1.5; },
+            "bad.json: segments[0].blocks[0]: 'size' is a float, not an int" },
         { "block address negative", [](nlohmann::json& j) { j["segments"][1]["blocks"][0]["address"] = -4096; },
             "bad.json: segments[1].blocks[0]: 'address' is negative (-4096)" },
         { "segment address negative", [](nlohmann::json& j) { j["segments"][2]["address"] = -1; },
@@ -845,8 +850,8 @@ TEST(SnapshotImporter, RejectsAnEntrySizeThatIsNotAnInt)
             importPytorchSnapshot(path);
             ADD_FAILURE() << "accepted";
         } catch (const FormatError& e) {
-            const std::string kind = std::string(name) == "entry_size_str.pickle" ? "str" : "None";
-            EXPECT_NE(std::string(e.what()).find(path + ": device_traces[0][1]: 'size' is a " + kind + ", not an int"),
+            const std::string kind = std::string(name) == "entry_size_str.pickle" ? "a str" : "None";
+            EXPECT_NE(std::string(e.what()).find(path + ": device_traces[0][1]: 'size' is " + kind + ", not an int"),
                 std::string::npos)
                 << e.what();
         }
@@ -862,4 +867,14 @@ TEST(SnapshotImporter, RejectsAnEntrySizeThatIsNotAnInt)
             std::string::npos)
             << e.what();
     }
+}
+
+// Brief tx item 2 (wording): the rebuilt state said "1 segments and 0 blocks".
+TEST(SnapshotImporter, CountsTheRebuiltStateInWordsThatAgreeWithTheNumber)
+{
+    Trace t = importPytorchSnapshot(snapshotData("entry_shapes.pickle"));
+    const Anomaly* a = t.importStats().find("reconstructed_initial_state");
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->detail, "device 0: 1 segment and 0 blocks existed before the first trace entry; they were rebuilt from "
+                         "`segments` and the trace");
 }

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/importer.h"
 #include "core/units.h"
+#include "gui/models/byte_text.h"
 #include "gui/models/comparison_table_model.h"
 #include "gui/models/what_if_engine.h"
 #include "gui/views/chart_export.h"
@@ -13,6 +14,7 @@
 #include <QAbstractItemModelTester>
 #include <QFile>
 #include <QImage>
+#include <QLineEdit>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -316,4 +318,30 @@ TEST(WhatIfPage, WarnsThatAProfilerTracesReplaysUndercount)
                     .data(Qt::ToolTipRole)
                     .toString()
                     .startsWith("Not comparable: 3.82 GiB"));
+}
+
+// Brief tx item 6: the capacity field's placeholder offered "8e9", which parseBytes refuses (and so
+// the page refused to run); every example it shows must parse.
+TEST(WhatIfPage, EveryCapacityExampleInThePlaceholderParses)
+{
+    WhatIfPage page;
+    QString placeholder;
+    for (const auto* field : page.findChildren<QLineEdit*>())
+        if (field->placeholderText().startsWith("unlimited"))
+            placeholder = field->placeholderText();
+    ASSERT_TRUE(placeholder.startsWith("unlimited, or e.g. ")) << placeholder.toStdString();
+    const QStringList examples = placeholder.mid(QString("unlimited, or e.g. ").size()).split(", ");
+    ASSERT_EQ(examples.size(), 3) << placeholder.toStdString();
+    const Bytes expected[] = { Bytes(40) << 30, 24000000000u, Bytes(2) << 50 };
+    for (qsizetype i = 0; i < examples.size(); ++i)
+        EXPECT_EQ(parseBytes(examples[i].toStdString(), "capacity"), expected[i]) << examples[i].toStdString();
+}
+
+// Brief tx item 6: every byte figure of the viewer comes from core's formatter, through one helper.
+TEST(ByteText, IsCoresFormatBytes)
+{
+    EXPECT_EQ(bytesText(0), "0 B");
+    EXPECT_EQ(bytesText(1536), "1.50 KiB");
+    EXPECT_EQ(bytesText(Bytes(13) << 28), "3.25 GiB");
+    EXPECT_EQ(bytesText(Bytes(3) << 60), "3.00 EiB");
 }
