@@ -514,6 +514,14 @@ namespace {
             countBadField(f.badField, index, quoteForMessage(f.badValue), f.badRule);
             return;
         }
+        // c10 gives the CPU device index -1; a CUDA or HIP device has an ordinal >= 0, so a negative one
+        // would make a device "cuda:-3".
+        if (cls == EventClass::Memory && f.hasDeviceId && f.deviceId < 0 && f.hasDeviceType
+            && (f.deviceType == 1 || f.deviceType == 6)) [[unlikely]] {
+            countBadField("Device Id", index, std::to_string(f.deviceId),
+                "negative on a CUDA/HIP event (only a CPU event may have -1)");
+            return;
+        }
         switch (cls) {
         case EventClass::Memory: {
             MemRecord r;

@@ -524,6 +524,28 @@ TEST(KinetoImporter, CountsSkippedEventsPerBadField)
         "range (in nanoseconds not a 64-bit integer)); those events were skipped");
 }
 
+TEST(KinetoImporter, SkipsACudaMemoryEventWithANegativeDeviceId)
+{
+    // "Device Id": -3 on a CUDA event made a device cuda:-3 (k_devid_neg.json). -1 stays the CPU's index.
+    std::string json = kinetoJson(R"(
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":10,"args":{"Device Type":1,"Device Id":0,"Addr":4096,"Bytes":1024}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":11,"args":{"Device Type":1,"Device Id":-3,"Addr":12288,"Bytes":512}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":12,"args":{"Device Type":6,"Device Id":-1,"Addr":8192,"Bytes":512}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":13,"args":{"Device Type":0,"Device Id":-1,"Addr":64,"Bytes":16}}
+    )");
+    Trace t = importKinetoJson(json, "hand.json");
+    ASSERT_EQ(t.memory().count(), 2u);
+    EXPECT_EQ(t.memory().address[0], 4096u);
+    EXPECT_EQ(t.memory().address[1], 64u);
+    ASSERT_EQ(t.devices().size(), 2u);
+    for (const auto& d : t.devices())
+        EXPECT_TRUE(d.type == DeviceType::Cpu || d.ordinal == 0) << d.ordinal;
+    ASSERT_EQ(t.importStats().count("bad_event_field"), 2u);
+    EXPECT_EQ(t.importStats().find("bad_event_field")->detail,
+        "traceEvents[1]: \"Device Id\" is -3, negative on a CUDA/HIP event (only a CPU event may have -1); the "
+        "event was skipped");
+}
+
 namespace {
 // One [memory] event on cuda:0 at ts 10 whose args are `args`, then a whole alloc/free pair at 64.
 std::string withOneMemoryEvent(const std::string& args, const std::string& ts = "10")
