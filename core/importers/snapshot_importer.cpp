@@ -514,7 +514,9 @@ namespace {
                 stats().add("big_int_clamped", Severity::Warning,
                     where.str() + ": '" + std::string(key) + "' does not fit in 64 bits; it was clamped");
             auto i = m_doc.toInt(v);
-            if (!i || v.kind == PickleKind::Float)
+            // Python's True is an int, but no snapshot field that is read as one is ever a bool: a
+            // True 'size' is a damaged file, not a block of 1 byte.
+            if (!i || v.kind == PickleKind::Float || v.kind == PickleKind::Bool)
                 fail(where, "'" + std::string(key) + "' is a " + std::string(toString(v.kind)) + ", not an int");
             return *i;
         }
@@ -1111,7 +1113,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
     const PickleValue* settings = doc.find(root, "allocator_settings");
     if (settings && settings->kind == PickleKind::Dict) {
         b.metadata()["allocator_settings"] = doc.toJson(*settings);
-        if (auto ms = doc.find(*settings, "max_split_size"); ms && doc.toInt(*ms).value_or(-1) > 0)
+        if (auto ms = doc.find(*settings, "max_split_size");
+            ms && ms->kind != PickleKind::Bool && doc.toInt(*ms).value_or(-1) > 0) // True is no size
             rounding.maxSplitSize = static_cast<Bytes>(*doc.toInt(*ms));
         if (auto ex = doc.find(*settings, "expandable_segments"); ex && ex->kind == PickleKind::Bool)
             rounding.expandable = ex->bits != 0;
@@ -1188,14 +1191,14 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 // One pass over the entry's keys (faster than a lookup per field).
                 for (std::size_t k = 0; k + 1 < kv.size(); k += 2) {
                     const PickleValue& v = kv[k + 1];
-                    // An integer field: Int, Bool or BigInt (clamped, counted); any other kind (a str,
-                    // None, a float) is an error naming the field, as for the segments' fields.
+                    // An integer field: Int or BigInt (clamped, counted); any other kind (a str, None,
+                    // a float, a bool) is an error naming the field, as for the segments' fields.
                     auto asInt = [&] {
                         if (v.kind == PickleKind::BigInt)
                             r.stats().add("big_int_clamped", Severity::Warning,
                                 SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": '"
                                     + sanitizeUtf8(doc.text(kv[k])) + "' was clamped to 64 bits");
-                        else if (v.kind != PickleKind::Int && v.kind != PickleKind::Bool)
+                        else if (v.kind != PickleKind::Int)
                             r.fail(SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i),
                                 "'" + sanitizeUtf8(doc.text(kv[k])) + "' is a " + std::string(toString(v.kind))
                                     + ", not an int");

@@ -801,27 +801,16 @@ TEST(SnapshotImporter, RejectsANegativeEntryAddressOrSize)
     }
 }
 
-TEST(SnapshotImporter, RejectsANegativeOrNoneAddressInTheSegments)
+namespace {
+// handMadeSnapshot() damaged by `damage`, named "bad.json", must be refused with `message` in the error.
+struct DamageCase {
+    const char* what;
+    void (*damage)(nlohmann::json&);
+    const char* message;
+};
+void expectEachDamageRefused(std::initializer_list<DamageCase> cases)
 {
-    // A block's address or requested_size of None was accepted (tiled / 0) while a None size was an
-    // error; a negative segment or block address became an address near 2^64.
-    struct Case {
-        const char* what;
-        void (*damage)(nlohmann::json&);
-        const char* message;
-    };
-    const Case cases[] = {
-        { "block address None", [](nlohmann::json& j) { j["segments"][0]["blocks"][1]["address"] = nullptr; },
-            "bad.json: segments[0].blocks[1]: 'address' is a None, not an int" },
-        { "block requested_size None",
-            [](nlohmann::json& j) { j["segments"][0]["blocks"][0]["requested_size"] = nullptr; },
-            "bad.json: segments[0].blocks[0]: 'requested_size' is a None, not an int" },
-        { "block address negative", [](nlohmann::json& j) { j["segments"][1]["blocks"][0]["address"] = -4096; },
-            "bad.json: segments[1].blocks[0]: 'address' is negative (-4096)" },
-        { "segment address negative", [](nlohmann::json& j) { j["segments"][2]["address"] = -1; },
-            "bad.json: segments[2]: 'address' is negative (-1)" },
-    };
-    for (const Case& c : cases) {
+    for (const DamageCase& c : cases) {
         SCOPED_TRACE(c.what);
         nlohmann::json j = handMadeSnapshot();
         c.damage(j);
@@ -832,6 +821,55 @@ TEST(SnapshotImporter, RejectsANegativeOrNoneAddressInTheSegments)
             EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
         }
     }
+}
+} // namespace
+
+TEST(SnapshotImporter, RejectsANegativeOrNoneAddressInTheSegments)
+{
+    // A block's address or requested_size of None was accepted (tiled / 0) while a None size was an
+    // error; a negative segment or block address became an address near 2^64.
+    expectEachDamageRefused({
+        { "block address None", [](nlohmann::json& j) { j["segments"][0]["blocks"][1]["address"] = nullptr; },
+            "bad.json: segments[0].blocks[1]: 'address' is a None, not an int" },
+        { "block requested_size None",
+            [](nlohmann::json& j) { j["segments"][0]["blocks"][0]["requested_size"] = nullptr; },
+            "bad.json: segments[0].blocks[0]: 'requested_size' is a None, not an int" },
+        { "block address negative", [](nlohmann::json& j) { j["segments"][1]["blocks"][0]["address"] = -4096; },
+            "bad.json: segments[1].blocks[0]: 'address' is negative (-4096)" },
+        { "segment address negative", [](nlohmann::json& j) { j["segments"][2]["address"] = -1; },
+            "bad.json: segments[2]: 'address' is negative (-1)" },
+    });
+}
+
+TEST(SnapshotImporter, RejectsABoolWhereAnIntIsRead)
+{
+    // s_bool_size.pickle: a trace entry's 'size' True was read as a 1-byte block. Python's bool is an int,
+    // but no snapshot field read as one is ever a bool; it is an error naming the field, as for None.
+    expectEachDamageRefused({
+        { "entry size (read by position)", [](nlohmann::json& j) { j["device_traces"][0][1]["size"] = true; },
+            "bad.json: device_traces[0][1]: 'size' is a bool, not an int" },
+        { "entry addr (read key by key)", [](nlohmann::json& j) { j["device_traces"][0][0]["addr"] = false; },
+            "bad.json: device_traces[0][0]: 'addr' is a bool, not an int" },
+        { "block size", [](nlohmann::json& j) { j["segments"][0]["blocks"][2]["size"] = true; },
+            "bad.json: segments[0].blocks[2]: 'size' is a bool, not an int" },
+        { "segment total_size", [](nlohmann::json& j) { j["segments"][1]["total_size"] = true; },
+            "bad.json: segments[1]: 'total_size' is a bool, not an int" },
+    });
+    // allocator_settings' max_split_size True is no size: ignored as absent, not read as 1 byte (which
+    // stops the 2 MiB alloc at kS1 + 4 MiB from splitting its free block).
+    auto allocSizes = [](const nlohmann::json& maxSplitSize) {
+        nlohmann::json j = handMadeSnapshot();
+        if (!maxSplitSize.is_null())
+            j["allocator_settings"] = { { "max_split_size", maxSplitSize } };
+        const Trace t = importPytorchSnapshot(PickleDocument::fromJson(j, "settings.json"));
+        std::vector<Bytes> sizes;
+        for (std::size_t i = 0; i < t.memory().count(); ++i)
+            if (t.memory().kind[i] == EventKind::Alloc)
+                sizes.push_back(t.memory().size[i]);
+        return sizes;
+    };
+    EXPECT_NE(allocSizes(1), allocSizes(nullptr));
+    EXPECT_EQ(allocSizes(true), allocSizes(nullptr));
 }
 
 TEST(SnapshotImporter, RejectsAnEntrySizeThatIsNotAnInt)
