@@ -1710,6 +1710,60 @@ namespace {
         return true;
     }
 
+    bool isSnapshotKey(std::string_view key)
+    {
+        return key == "segments" || key == "device_traces" || key == "allocator_settings"
+            || key == "external_annotations";
+    }
+
+    // A pickle of protocol 0 or 1 (no PROTO opcode) whose top-level dict begins with a snapshot key, as
+    // pickle.dumps(snapshot, protocol=0 or 1) writes it, with or without memo PUTs (pickletools.optimize):
+    //   protocol 0: MARK DICT [PUT n\n] UNICODE key\n | STRING 'key'\n
+    //   protocol 1: EMPTY_DICT [BINPUT n | LONG_BINPUT n] [MARK] BINUNICODE | SHORT_BINSTRING | BINSTRING key
+    bool startsWithTextProtocolSnapshotDict(std::string_view c)
+    {
+        auto le32 = [&](std::size_t at) {
+            std::uint32_t n = 0;
+            for (std::size_t i = 0; i < 4; ++i)
+                n |= std::uint32_t(static_cast<unsigned char>(c[at + i])) << (8 * i);
+            return n;
+        };
+        if (c.starts_with("(d")) {
+            c.remove_prefix(2);
+            if (c.starts_with('p')) {
+                const std::size_t nl = c.find('\n');
+                if (nl == std::string_view::npos || nl > 20)
+                    return false;
+                c.remove_prefix(nl + 1);
+            }
+            const std::size_t nl = c.find('\n');
+            if (nl == std::string_view::npos || nl < 1)
+                return false;
+            const std::string_view arg = c.substr(1, nl - 1);
+            if (c[0] == 'V')
+                return isSnapshotKey(arg);
+            return c[0] == 'S' && arg.size() >= 2 && (arg[0] == '\'' || arg[0] == '"') && arg.back() == arg[0]
+                && isSnapshotKey(arg.substr(1, arg.size() - 2));
+        }
+        if (!c.starts_with('}'))
+            return false;
+        c.remove_prefix(1);
+        if (c.starts_with('q') && c.size() >= 2)
+            c.remove_prefix(2);
+        else if (c.starts_with('r') && c.size() >= 5)
+            c.remove_prefix(5);
+        if (c.starts_with('('))
+            c.remove_prefix(1);
+        std::size_t length = 0, at = 0;
+        if ((c.starts_with('X') || c.starts_with('T')) && c.size() >= 5)
+            length = le32(1), at = 5;
+        else if (c.starts_with('U') && c.size() >= 2)
+            length = static_cast<unsigned char>(c[1]), at = 2;
+        else
+            return false;
+        return length <= 32 && at + length <= c.size() && isSnapshotKey(c.substr(at, length));
+    }
+
     class SnapshotImporter final : public Importer {
     public:
         std::string_view name() const override { return "pytorch-snapshot"; }
@@ -1729,6 +1783,9 @@ namespace {
             // MARK) is claimed too, so that it is refused by name and offset rather than as "not a trace
             // format": GLOBAL's two operands are dotted identifiers, each ended by a newline.
             if (startsWithProtocol0Global(c))
+                return true;
+            // Protocols 0 and 1 have no PROTO opcode: such a snapshot is known by its first key.
+            if (startsWithTextProtocolSnapshotDict(c))
                 return true;
             auto first = c.find_first_not_of(" \t\r\n");
             if (first == std::string_view::npos || c[first] != '{')

@@ -551,14 +551,15 @@ TEST(SnapshotImporter, RoundsSizesLikePyTorch)
     EXPECT_EQ(pytorchRoundSize(65 * kMiB, four), 80 * kMiB);
 }
 
-TEST(SnapshotImporter, ReadsTheSameSnapshotPickledWithProtocols2To5)
+TEST(SnapshotImporter, ReadsTheSameSnapshotPickledWithProtocols0To5)
 {
-    // fuzz/seeds/snapshot_pickle_fuzzer/snapshot_small_p*.pickle: one dict pickled by CPython with protocols 2, 4 and 5 (a
+    // fuzz/seeds/snapshot_pickle_fuzzer/snapshot_small_p*.pickle: one dict pickled by CPython with protocols 0, 1, 2, 4 and 5 (a
     // gen-C layout with a pre-window block freed in the trace, a small segment made in the trace, an
     // oom, a snapshot marker, roundup_power2_divisions and an annotation).
     const std::string dir = std::string(GPUMEM_SOURCE_DIR) + "/fuzz/seeds/snapshot_pickle_fuzzer/";
     Trace p2 = loadTrace(dir + "snapshot_small_p2.pickle");
-    for (const char* other : { "snapshot_small_p4.pickle", "snapshot_small_p5.pickle" }) {
+    for (const char* other :
+        { "snapshot_small_p0.pickle", "snapshot_small_p1.pickle", "snapshot_small_p4.pickle", "snapshot_small_p5.pickle" }) {
         Trace t = loadTrace(dir + other);
         expectSameMemory(p2, t);
     }
@@ -750,6 +751,43 @@ TEST(SnapshotImporter, ReadsEntriesWhoseKeysChangeOrderAndNumberLikeTheirJsonTwi
     EXPECT_EQ(p.frames()[frames[1]].line, 3);
     EXPECT_EQ(m.site[5], m.site[2]);
     EXPECT_EQ(m.site[7], 0u); // no frames
+}
+
+TEST(SnapshotImporter, ReadsTheSameSnapshotPickledWithEachProtocol)
+{
+    // protocol_0 … protocol_5.pickle (make_protocol_pickles.py): protocols 0 and 1 have no PROTO opcode;
+    // they were "not a trace format" and are now detected from their first key and read with the text
+    // opcodes (LONG addresses, INT bools, protocol 0's UNICODE strings with raw-unicode-escape).
+    const Trace reference = loadTrace(snapshotData("protocol_2.pickle"));
+    for (int protocol = 0; protocol <= 5; ++protocol) {
+        SCOPED_TRACE("protocol " + std::to_string(protocol));
+        const std::string path = snapshotData(("protocol_" + std::to_string(protocol) + ".pickle").c_str());
+        const Importer* importer = detectFormat(path);
+        ASSERT_NE(importer, nullptr);
+        EXPECT_EQ(importer->name(), "pytorch-snapshot");
+        const Trace t = loadTrace(path);
+        expectSameMemory(t, reference);
+        const auto& m = t.memory();
+        ASSERT_EQ(m.count(), 5u); // the segment and block rebuilt before the window, then the three entries
+        const EventKind kinds[] = { EventKind::SegmentAlloc, EventKind::Alloc, EventKind::Alloc, EventKind::Free,
+            EventKind::FreeCompleted };
+        const Address a = 140000000000000;
+        const Address addresses[] = { a, a, a + 512, a + 512, a + 512 };
+        const Bytes sizes[] = { 2097152, 512, 1024, 1024, 1024 };
+        for (std::size_t i = 0; i < 5; ++i) {
+            EXPECT_EQ(m.kind[i], kinds[i]) << i;
+            EXPECT_EQ(m.address[i], addresses[i]) << i;
+            EXPECT_EQ(m.size[i], sizes[i]) << i;
+        }
+        EXPECT_EQ(m.time[2], 5000);
+        EXPECT_EQ(t.importStats().count("reconstructed_initial_state"), 2u);
+        // The frame's name and file, decoded from raw-unicode-escape in protocol 0 (é, €, 😀 and backslashes).
+        const auto frames = t.siteFrames(m.site[2]);
+        ASSERT_EQ(frames.size(), 1u);
+        EXPECT_EQ(t.str(t.frames()[frames[0]].name), "f\xc3\xa9\\n\xe2\x82\xac");
+        EXPECT_EQ(t.str(t.frames()[frames[0]].file), "C:\\dir\\m\xf0\x9f\x98\x80.py");
+        EXPECT_EQ(t.frames()[frames[0]].line, 7);
+    }
 }
 
 TEST(SnapshotImporter, CountsABigIntInAnEntryThatRepeatsTheKeysOfTheOneBefore)
