@@ -1,6 +1,7 @@
 #include "core/importers/snapshot_importer.h"
 
 #include "core/detail/flat_id_index.h"
+#include "core/detail/round_to_multiple.h"
 #include "core/file_io.h"
 #include "core/trace_builder.h"
 
@@ -1065,9 +1066,9 @@ Bytes pytorchRoundSize(Bytes n, std::span<const std::int64_t> divisions)
         Bytes step = floor2 / static_cast<Bytes>(d);
         if (step == 0)
             return floor2 * 2;
-        return (n + step - 1) / step * step;
+        return detail::roundUpToMultiple(n, step);
     }
-    return (n + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+    return detail::roundUpToMultiple(n, kMinBlockSize);
 }
 
 PickleDocument readSnapshotDocument(const std::string& path)
