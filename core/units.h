@@ -2,6 +2,7 @@
 // Human-readable units and their parsing, shared by every front end.
 #include "core/types.h"
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -17,6 +18,13 @@ std::string formatOffset(TimeNs offset);
 // apart, which `to − from` in int64 cannot hold (INT64_MIN to INT64_MAX printed "-0.000000 s").
 std::string formatSecondsBetween(TimeNs from, TimeNs to);
 std::string formatOffsetBetween(TimeNs from, TimeNs to);
+// `to − from` in ns for `to` ≥ `from`, in unsigned 64-bit: exact for any two int64 times, whose distance
+// (up to 2^64 − 1) int64 cannot hold. Arithmetic is modulo 2^64, so `to` < `from` wraps: callers order
+// the two first (or pass them the other way round).
+constexpr std::uint64_t nsBetween(TimeNs from, TimeNs to)
+{
+    return static_cast<std::uint64_t>(to) - static_cast<std::uint64_t>(from);
+}
 // Parses "80GiB", "80 GB", "512MiB", "2MB", "1024", "1.5GiB" (GB = 10^9, GiB = 2^30). Throws UsageError
 // naming `what` and the accepted forms on anything else.
 Bytes parseBytes(std::string_view text, std::string_view what = "size");
