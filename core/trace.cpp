@@ -117,8 +117,9 @@ namespace detail {
             }
             case EventKind::SegmentFree: {
                 // An allocator returns a segment to the driver only when none of its blocks is allocated
-                // (PyTorch's release_block needs an inactive segment): a live block inside it means a
-                // missing free, or a segment_free that did not happen.
+                // (PyTorch releases a cached block only when it spans its whole segment, no prev/next
+                // split: c10/cuda/CUDACachingAllocator.cpp, release_blocks): a live block inside it means
+                // a missing free, or a segment_free that did not happen.
                 const Address end = m.address[i] + std::min(m.size[i], ~Address(0) - m.address[i]);
                 auto inside = liveByAddress.lower_bound({ m.device[i], m.address[i] });
                 if (inside == liveByAddress.end() || inside->first != m.device[i]

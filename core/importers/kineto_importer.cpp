@@ -493,8 +493,7 @@ namespace {
         } else {
             for (const auto& t : m_badFields)
                 detail += "\"" + t.field + "\" in " + std::to_string(t.count) + (t.count == 1 ? " event" : " events")
-                    + " (first traceEvents["
-                    + std::to_string(t.firstEvent) + "]: " + t.firstValue + "); ";
+                    + " (first traceEvents[" + std::to_string(t.firstEvent) + "]: " + t.firstValue + "); ";
             detail += "those events were skipped";
         }
         m_b.stats().add("bad_event_field", Severity::Warning, detail, total);
