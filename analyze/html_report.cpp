@@ -62,7 +62,7 @@ code{font-size:12px})";
         // Differences of int64 times in unsigned 64-bit (they can exceed INT64_MAX).
         static double between(TimeNs a, TimeNs b)
         {
-            return b >= a ? static_cast<double>(std::uint64_t(b) - std::uint64_t(a)) : -static_cast<double>(std::uint64_t(a) - std::uint64_t(b));
+            return b >= a ? static_cast<double>(nsBetween(a, b)) : -static_cast<double>(nsBetween(b, a));
         }
         double x(TimeNs t) const { return left + between(t0, t) / std::max(1.0, between(t0, t1)) * (w - left - right); }
         double y(double v) const { return top + (1.0 - std::min(v, ymax) / ymax) * (h - top - bottom); }
@@ -82,7 +82,7 @@ code{font-size:12px})";
                 << "' font-size='11' text-anchor='end'>" << (bytes ? formatBytes(static_cast<Bytes>(v)) : num(v) + " %") << "</text>";
         }
         for (int k = 0; k <= 5; ++k) {
-            const std::uint64_t span = std::uint64_t(f.t1) - std::uint64_t(f.t0);
+            const std::uint64_t span = nsBetween(f.t0, f.t1);
             const TimeNs t = static_cast<TimeNs>(std::uint64_t(f.t0) + span / 5 * std::uint64_t(k) + span % 5 * std::uint64_t(k) / 5);
             out << "<text x='" << num(f.x(t)) << "' y='" << num(f.h - f.bottom + 16) << "' font-size='11' text-anchor='"
                 << (k == 0 ? "start" : k == 5 ? "end" : "middle") << "'>+"

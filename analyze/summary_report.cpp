@@ -117,7 +117,7 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
 
 nlohmann::json summaryToJson(const TraceSummary& s, std::string_view label, std::string_view reader)
 {
-    auto peak = [&](const Peak& p) { return nlohmann::json { { "bytes", p.bytes }, { "time_ns", p.time }, { "offset_ns", std::uint64_t(p.time) - std::uint64_t(s.start) } }; }; // p.time ≥ start: exact where int64 overflows
+    auto peak = [&](const Peak& p) { return nlohmann::json { { "bytes", p.bytes }, { "time_ns", p.time }, { "offset_ns", nsBetween(s.start, p.time) } }; }; // p.time ≥ start: exact where int64 overflows
     nlohmann::json j;
     j["file"] = label;
     j["reader"] = reader;

@@ -2,6 +2,7 @@
 
 #include "analyze/trace_summary.h"
 #include "core/byte_total.h"
+#include "core/units.h"
 
 #include <algorithm>
 #include <map>
@@ -60,7 +61,7 @@ std::vector<Bucket> DeviceTimeline::buckets(SeriesKind kind, TimeNs begin, TimeN
         return out;
     out.resize(n);
     // In unsigned 64-bit: end − begin can exceed INT64_MAX (a trace from before 1970 to far after).
-    const std::uint64_t span = std::uint64_t(end) - std::uint64_t(begin);
+    const std::uint64_t span = nsBetween(begin, end);
     const double width = static_cast<double>(span) / static_cast<double>(n);
     auto at = [&](std::size_t b) {
         const double offset = std::min(width * static_cast<double>(b), static_cast<double>(span));

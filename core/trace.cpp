@@ -2,7 +2,9 @@
 
 #include "core/detail/trace_body.h"
 
+#include <algorithm>
 #include <array>
+#include <set>
 #include <unordered_map>
 
 namespace gpumem {
@@ -70,9 +72,15 @@ namespace detail {
         std::unordered_map<std::uint64_t, std::uint64_t> awaitingCompletion;
         live.reserve(m.count() / 4 + 16);
         auto key = [&](std::size_t i) { return (std::uint64_t(m.device[i]) << 52) ^ m.address[i]; };
+        // Live blocks in address order, per device, for the segment_free check; kept only when the trace
+        // has segment_free events (most request-level traces have none).
+        const bool segmentFrees = std::find(m.kind.begin(), m.kind.end(), EventKind::SegmentFree) != m.kind.end();
+        std::set<std::pair<DeviceId, Address>> liveByAddress;
         for (std::size_t i = 0; i < m.count(); ++i) {
             switch (m.kind[i]) {
             case EventKind::Alloc: {
+                if (segmentFrees)
+                    liveByAddress.emplace(m.device[i], m.address[i]);
                 auto [it, inserted] = live.try_emplace(key(i), allocations.size());
                 if (!inserted) {
                     stats.add("alloc_at_live_address", Severity::Warning,
@@ -92,9 +100,38 @@ namespace detail {
                             + " with no alloc in the trace (allocated before the recording began)");
                     break;
                 }
+                // A free's size is the block's (0: not known); another size means one of the two is wrong.
+                const std::size_t allocEvent = allocations[it->second].allocEvent;
+                if (m.size[i] != 0 && m.size[i] != m.size[allocEvent])
+                    stats.add("free_size_mismatch", Severity::Warning,
+                        "memory event " + std::to_string(i) + ": free of " + std::to_string(m.size[i])
+                            + " bytes at address " + std::to_string(m.address[i]) + ", whose alloc (event "
+                            + std::to_string(allocEvent) + ") was of " + std::to_string(m.size[allocEvent])
+                            + " bytes");
                 allocations[it->second].freeEvent = i;
                 awaitingCompletion[key(i)] = it->second;
                 live.erase(it);
+                if (segmentFrees)
+                    liveByAddress.erase({ m.device[i], m.address[i] });
+                break;
+            }
+            case EventKind::SegmentFree: {
+                // An allocator returns a segment to the driver only when none of its blocks is allocated
+                // (PyTorch releases a cached block only when it spans its whole segment, no prev/next
+                // split: c10/cuda/CUDACachingAllocator.cpp, release_blocks): a live block inside it means
+                // a missing free, or a segment_free that did not happen.
+                const Address end = m.address[i] + std::min(m.size[i], ~Address(0) - m.address[i]);
+                auto inside = liveByAddress.lower_bound({ m.device[i], m.address[i] });
+                if (inside == liveByAddress.end() || inside->first != m.device[i]
+                    || !(inside->second < end || inside->second == m.address[i]))
+                    break;
+                const auto block = live.find((std::uint64_t(inside->first) << 52) ^ inside->second);
+                const Bytes blockSize = block == live.end() ? 0 : m.size[allocations[block->second].allocEvent];
+                stats.add("segment_free_with_live_block", Severity::Warning,
+                    "memory event " + std::to_string(i) + ": segment_free of " + std::to_string(m.size[i])
+                        + " bytes at address " + std::to_string(m.address[i]) + " while the block of "
+                        + std::to_string(blockSize) + " bytes at address " + std::to_string(inside->second)
+                        + " in it is live (allocated, not freed)");
                 break;
             }
             case EventKind::FreeCompleted: {

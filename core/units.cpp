@@ -42,9 +42,7 @@ std::string formatOffset(TimeNs offset) { return formatOffsetBetween(0, offset);
 
 std::string formatSecondsBetween(TimeNs from, TimeNs to)
 {
-    // Unsigned subtraction is exact modulo 2^64, and the true distance is below 2^64.
-    return to >= from ? secondsText(false, std::uint64_t(to) - std::uint64_t(from))
-                      : secondsText(true, std::uint64_t(from) - std::uint64_t(to));
+    return to >= from ? secondsText(false, nsBetween(from, to)) : secondsText(true, nsBetween(to, from));
 }
 
 std::string formatOffsetBetween(TimeNs from, TimeNs to) { return (to < from ? "" : "+") + formatSecondsBetween(from, to); }

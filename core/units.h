@@ -2,6 +2,7 @@
 // Human-readable units and their parsing, shared by every front end.
 #include "core/types.h"
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,13 @@ std::string formatSecondsBetween(TimeNs from, TimeNs to);
 std::string formatOffsetBetween(TimeNs from, TimeNs to);
 // `n` with the noun it counts: "1 block", "2 blocks", "0 blocks" (`one` when n == 1, else `many`).
 std::string counted(std::uint64_t n, std::string_view one, std::string_view many);
+// `to − from` in ns for `to` ≥ `from`, in unsigned 64-bit: exact for any two int64 times, whose distance
+// (up to 2^64 − 1) int64 cannot hold. Arithmetic is modulo 2^64, so `to` < `from` wraps: callers order
+// the two first (or pass them the other way round).
+constexpr std::uint64_t nsBetween(TimeNs from, TimeNs to)
+{
+    return static_cast<std::uint64_t>(to) - static_cast<std::uint64_t>(from);
+}
 // Parses "80GiB", "80 GB", "512MiB", "2MB", "1024", "1.5GiB", "2PiB", "1EB" (KB … EB are powers of 10,
 // KiB … EiB powers of 2; units are case-insensitive) exactly, in integers: a fraction of a byte is
 // rounded half away from zero. Throws UsageError naming `what` and the accepted forms on anything

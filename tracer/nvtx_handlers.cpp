@@ -1,5 +1,6 @@
 #include "tracer/nvtx_handlers.h"
 
+#include "core/detail/utf8_encode.h"
 #include "tracer/range_recorder.h"
 
 #include <atomic>
@@ -33,20 +34,8 @@ namespace {
             return out;
         for (; *text; ++text) {
             auto c = static_cast<std::uint32_t>(*text);
-            if (c < 0x80) {
-                out += static_cast<char>(c);
-            } else if (c < 0x800) {
-                out += static_cast<char>(0xC0 | (c >> 6));
-                out += static_cast<char>(0x80 | (c & 0x3F));
-            } else if (c < 0x10000) {
-                out += static_cast<char>(0xE0 | (c >> 12));
-                out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-                out += static_cast<char>(0x80 | (c & 0x3F));
-            } else if (c < 0x110000) {
-                out += static_cast<char>(0xF0 | (c >> 18));
-                out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-                out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-                out += static_cast<char>(0x80 | (c & 0x3F));
+            if (c < 0x110000) {
+                gpumem::detail::appendUtf8(out, c);
             } else {
                 out += "\xEF\xBF\xBD";
             }

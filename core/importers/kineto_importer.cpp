@@ -413,6 +413,9 @@ namespace {
         void addCutAnomaly();
         void parseEvents(od::array events, const char* begin, std::size_t size, od::document& doc);
         void addEvent(const EventFields& f, EventClass cls, std::uint64_t index);
+        // Counts one event skipped for `field` (its value as quoted for a message, the rule it breaks).
+        void countBadField(std::string_view field, std::uint64_t index, const std::string& value, std::string_view rule);
+        void addBadFieldAnomaly();
         std::uint32_t threadIndex(std::int64_t pid, std::int64_t tid);
         void resolve();
         void attribute(
@@ -437,6 +440,14 @@ namespace {
         std::vector<KernelRecord> m_kernels;
         std::vector<AnnotationRecord> m_annotations;
         std::vector<DeviceProperty> m_deviceProperties;
+        // Events skipped for a bad field, per field (an event counts under its first bad field).
+        struct BadFieldTally {
+            std::string field;
+            std::uint64_t count = 0;
+            std::uint64_t firstEvent = 0; // index in traceEvents
+            std::string firstValue; // "value, rule"
+        };
+        std::vector<BadFieldTally> m_badFields;
         std::unordered_map<std::string_view, std::uint64_t> m_categories;
         std::unordered_map<std::string_view, FrameId> m_frameCache;
         std::map<std::pair<DeviceType, std::int64_t>, DeviceId> m_devices;
@@ -453,6 +464,41 @@ namespace {
         nlohmann::json m_meta = nlohmann::json::object();
     };
 
+    void KinetoParser::countBadField(
+        std::string_view field, std::uint64_t index, const std::string& value, std::string_view rule)
+    {
+        auto it = std::find_if(m_badFields.begin(), m_badFields.end(),
+            [&](const BadFieldTally& t) { return t.field == field; });
+        if (it == m_badFields.end()) {
+            m_badFields.push_back({ std::string(field), 0, index, value + ", " + std::string(rule) });
+            it = m_badFields.end() - 1;
+        }
+        ++it->count;
+    }
+
+    // One bad_event_field anomaly for all skipped events. With one field its detail is that field's first
+    // event; with several, each field's count and first event, in the order the fields were first met.
+    void KinetoParser::addBadFieldAnomaly()
+    {
+        if (m_badFields.empty())
+            return;
+        std::uint64_t total = 0;
+        for (const auto& t : m_badFields)
+            total += t.count;
+        std::string detail;
+        if (m_badFields.size() == 1) {
+            const auto& t = m_badFields.front();
+            detail = "traceEvents[" + std::to_string(t.firstEvent) + "]: \"" + t.field + "\" is " + t.firstValue
+                + "; the event was skipped";
+        } else {
+            for (const auto& t : m_badFields)
+                detail += "\"" + t.field + "\" in " + std::to_string(t.count) + (t.count == 1 ? " event" : " events")
+                    + " (first traceEvents[" + std::to_string(t.firstEvent) + "]: " + t.firstValue + "); ";
+            detail += "those events were skipped";
+        }
+        m_b.stats().add("bad_event_field", Severity::Warning, detail, total);
+    }
+
     std::uint32_t KinetoParser::threadIndex(std::int64_t pid, std::int64_t tid)
     {
         auto [it, inserted] = m_threads.try_emplace({ pid, tid }, static_cast<std::uint32_t>(m_threads.size()));
@@ -464,9 +510,15 @@ namespace {
     void KinetoParser::addEvent(const EventFields& f, EventClass cls, std::uint64_t index)
     {
         if (f.badField && (cls == EventClass::Memory || cls == EventClass::Kernel)) [[unlikely]] {
-            m_b.stats().add("bad_event_field", Severity::Warning,
-                "traceEvents[" + std::to_string(index) + "]: \"" + f.badField + "\" is "
-                    + quoteForMessage(f.badValue) + ", " + f.badRule + "; the event was skipped");
+            countBadField(f.badField, index, quoteForMessage(f.badValue), f.badRule);
+            return;
+        }
+        // c10 gives the CPU device index -1; a CUDA or HIP device has an ordinal >= 0, so a negative one
+        // would make a device "cuda:-3".
+        if (cls == EventClass::Memory && f.hasDeviceId && f.deviceId < 0 && f.hasDeviceType
+            && (f.deviceType == 1 || f.deviceType == 6)) [[unlikely]] {
+            countBadField("Device Id", index, std::to_string(f.deviceId),
+                "negative on a CUDA/HIP event (only a CPU event may have -1)");
             return;
         }
         switch (cls) {
@@ -1048,6 +1100,7 @@ namespace {
     Trace KinetoParser::run(std::string& json)
     {
         parseDocument(json);
+        addBadFieldAnomaly();
         if (!m_cut.empty())
             addCutAnomaly();
         resolve();

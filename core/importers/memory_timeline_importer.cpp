@@ -1,5 +1,6 @@
 #include "core/importers/memory_timeline_importer.h"
 
+#include "core/detail/round_to_multiple.h"
 #include "core/file_io.h"
 #include "core/importers/detail/json_cut.h"
 #include "core/importers/detail/json_number.h"
@@ -307,7 +308,7 @@ namespace {
                     e.address = reopen;
                 } else {
                     e.address = cursor;
-                    cursor += (e.size + kAlignment - 1) / kAlignment * kAlignment;
+                    cursor += detail::roundUpToMultiple(e.size, kAlignment);
                 }
                 reopen = 0;
                 stack.push_back(e.address);
@@ -316,7 +317,7 @@ namespace {
                 if (stack.empty()) {
                     ++unmatched;
                     e.address = cursor; // a fresh address: counted as an unmatched free by pairing too
-                    cursor += (e.size + kAlignment - 1) / kAlignment * kAlignment;
+                    cursor += detail::roundUpToMultiple(e.size, kAlignment);
                     reopen = 0;
                 } else {
                     e.address = stack.back();

@@ -1,12 +1,15 @@
 #include "core/importers/pickle_reader.h"
 
 #include "core/detail/flat_id_index.h"
+#include "core/detail/utf8_encode.h"
 #include "core/file_io.h"
+#include "core/message_quote.h"
 
 #include <nlohmann/json.hpp>
 
 #include <array>
 #include <bit>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -385,6 +388,8 @@ private:
         case 0x2e: // STOP
             m_doc.m_root = pop();
             m_store.finish(m_doc);
+            if (!m_decoded.empty()) [[unlikely]]
+                adoptDecodedText();
             return true;
         case 0x28: // MARK
             m_marks.push_back(m_stack.size());
@@ -582,18 +587,257 @@ private:
             throw FormatError(m_doc.m_source + ": pickle opcode " + std::string(opcodeName(op)) + " (" + hexByte(op)
                 + ") at byte offset " + std::to_string(m_opOffset)
                 + " is not allowed: gpumem reads only plain-data pickles and never runs code from them");
-        default: {
-            std::string_view name = opcodeName(op);
-            if (!name.empty())
-                fail(m_opOffset,
-                    "pickle opcode " + std::string(name) + " (" + hexByte(op)
-                        + ") is a protocol-0 text opcode gpumem does not read; save the file with protocol 2 or "
-                          "newer");
+        case 0x49: // INT
+        case 0x4c: // LONG
+        case 0x46: // FLOAT
+        case 0x53: // STRING
+        case 0x56: // UNICODE
+        case 0x70: // PUT
+        case 0x67: // GET
+            textOpcode(op);
+            break;
+        default:
             fail(m_opOffset,
                 "byte " + hexByte(op) + " is not a pickle opcode (the file is not a pickle or is corrupt)");
         }
-        }
         return false;
+    }
+
+    // The text opcodes of protocols 0 and 1 (CPython Lib/pickle.py, load_int … load_get): each operand
+    // is a line ended by '\n'. Kept out of step() and cold (with their helpers): snapshots of protocol 2
+    // and newer never use them, and in line with the hot parser they cost its unpickling of the flexgen
+    // public snapshot 12% (bench/snapshot_vs_pickle.py: 0.27 ms against 0.24 ms).
+    [[gnu::cold]] [[gnu::noinline]] void textOpcode(unsigned char op)
+    {
+        switch (op) {
+        case 0x49: { // INT: "00" and "01" are False and True (protocols 0 and 1 have no NEWTRUE)
+            const std::string_view arg = readLine();
+            if (arg == "00" || arg == "01")
+                push(PickleValue { PickleKind::Bool, 0, arg == "01" ? 1u : 0u });
+            else
+                pushDecimal(arg);
+            break;
+        }
+        case 0x4c: { // LONG: decimal, with Python 2's trailing 'L'
+            std::string_view arg = readLine();
+            if (!arg.empty() && arg.back() == 'L')
+                arg.remove_suffix(1);
+            pushDecimal(arg);
+            break;
+        }
+        case 0x46: // FLOAT: repr() of a float
+            pushFloatText(readLine());
+            break;
+        case 0x53: // STRING: a quoted Python 2 str literal (bytes here, as SHORT_BINSTRING)
+            pushQuotedString(readLine());
+            break;
+        case 0x56: // UNICODE: raw-unicode-escape text
+            pushRawUnicodeEscape(readLine());
+            break;
+        case 0x70: // PUT
+            put(readIndex());
+            break;
+        case 0x67: // GET
+            get(readIndex());
+            break;
+        default:
+            break;
+        }
+    }
+
+    // ---- protocol 0 and 1 text operands ----------------------------------------------------------
+    [[noreturn]] [[gnu::cold]] [[gnu::noinline]] void badOperand(std::string_view arg, const char* expected) const
+    {
+        fail(m_opOffset,
+            "pickle opcode " + std::string(opcodeName(m_data[m_opOffset])) + " has the operand \""
+                + quoteForMessage(arg) + "\", not " + expected + " (corrupt pickle)");
+    }
+    // The operand line after the opcode, without its '\n'.
+    [[gnu::cold]] [[gnu::noinline]] std::string_view readLine()
+    {
+        const auto* begin = m_data + m_pos;
+        const auto* nl = static_cast<const unsigned char*>(std::memchr(begin, '\n', m_size - m_pos));
+        if (!nl)
+            fail(m_opOffset,
+                "the pickle is cut off inside opcode " + std::string(opcodeName(m_data[m_opOffset]))
+                    + " (its operand has no ending newline)");
+        m_pos += static_cast<std::size_t>(nl - begin) + 1;
+        return std::string_view(reinterpret_cast<const char*>(begin), static_cast<std::size_t>(nl - begin));
+    }
+    // Python's int() of an INT or LONG operand: [+-]digits (blanks around allowed); beyond int64 it is
+    // a BigInt clamped to INT64_MIN/INT64_MAX, as for LONG1/LONG4.
+    [[gnu::cold]] [[gnu::noinline]] void pushDecimal(std::string_view arg)
+    {
+        std::string_view t = trimBlanks(arg);
+        const bool negative = !t.empty() && t[0] == '-';
+        if (!t.empty() && (t[0] == '-' || t[0] == '+'))
+            t.remove_prefix(1);
+        if (t.empty() || t.find_first_not_of("0123456789") != std::string_view::npos)
+            badOperand(arg, "a decimal integer");
+        std::uint64_t magnitude = 0;
+        bool big = false;
+        for (char c : t) {
+            const auto digit = static_cast<std::uint64_t>(c - '0');
+            big = big || magnitude > (std::numeric_limits<std::uint64_t>::max() - digit) / 10;
+            magnitude = magnitude * 10 + digit;
+        }
+        const std::uint64_t limit = negative ? std::uint64_t(1) << 63 : (std::uint64_t(1) << 63) - 1;
+        if (big || magnitude > limit) {
+            push(PickleValue { PickleKind::BigInt, 0,
+                static_cast<std::uint64_t>(
+                    negative ? std::numeric_limits<std::int64_t>::min() : std::numeric_limits<std::int64_t>::max()) });
+            return;
+        }
+        push(PickleValue { PickleKind::Int, 0, negative ? ~magnitude + 1 : magnitude });
+    }
+    [[gnu::cold]] [[gnu::noinline]] void pushFloatText(std::string_view arg)
+    {
+        std::string_view t = trimBlanks(arg);
+        if (!t.empty() && t[0] == '+')
+            t.remove_prefix(1);
+        double d = 0;
+        const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), d);
+        if (t.empty() || end != t.data() + t.size() || (ec != std::errc() && ec != std::errc::result_out_of_range))
+            badOperand(arg, "a float");
+        push(PickleValue { PickleKind::Float, 0, std::bit_cast<std::uint64_t>(d) });
+    }
+    // A PUT or GET index: decimal digits.
+    [[gnu::cold]] [[gnu::noinline]] std::uint64_t readIndex()
+    {
+        const std::string_view arg = readLine();
+        const std::string_view t = trimBlanks(arg);
+        if (t.empty() || t.size() > 19 || t.find_first_not_of("0123456789") != std::string_view::npos)
+            badOperand(arg, "a memo index");
+        std::uint64_t index = 0;
+        for (char c : t)
+            index = index * 10 + static_cast<std::uint64_t>(c - '0');
+        return index;
+    }
+    [[gnu::cold]] static std::string_view trimBlanks(std::string_view s)
+    {
+        while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r'))
+            s.remove_prefix(1);
+        while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+            s.remove_suffix(1);
+        return s;
+    }
+    // Text that is a view of the pickle when it needs no decoding, else decoded into m_decoded (which
+    // adoptDecodedText() appends to the document's bytes, so its offsets start at m_size).
+    [[gnu::cold]] [[gnu::noinline]] void pushText(PickleKind kind, std::string_view raw, bool decoded)
+    {
+        if (!decoded) {
+            push(PickleValue { kind, static_cast<std::uint32_t>(raw.size()),
+                static_cast<std::uint64_t>(reinterpret_cast<const unsigned char*>(raw.data()) - m_data) });
+            return;
+        }
+        if (m_scratch.size() > std::numeric_limits<std::uint32_t>::max())
+            fail(m_opOffset, "a string of " + std::to_string(m_scratch.size()) + " bytes is larger than gpumem reads (4 GiB)");
+        push(PickleValue { kind, static_cast<std::uint32_t>(m_scratch.size()), m_size + m_decoded.size() });
+        m_decoded += m_scratch;
+    }
+    // STRING: 'text' or "text" with Python's string escapes (codecs.escape_decode).
+    [[gnu::cold]] [[gnu::noinline]] void pushQuotedString(std::string_view arg)
+    {
+        if (arg.size() < 2 || arg.front() != arg.back() || (arg.front() != '\'' && arg.front() != '"'))
+            badOperand(arg, "a quoted string");
+        const std::string_view body = arg.substr(1, arg.size() - 2);
+        if (body.find('\\') == std::string_view::npos) {
+            pushText(PickleKind::Binary, body, false);
+            return;
+        }
+        m_scratch.clear();
+        for (std::size_t i = 0; i < body.size(); ++i) {
+            if (body[i] != '\\' || i + 1 == body.size()) {
+                m_scratch += body[i];
+                continue;
+            }
+            const char c = body[++i];
+            switch (c) {
+            case '\n': break; // a line continuation
+            case 'a': m_scratch += '\a'; break;
+            case 'b': m_scratch += '\b'; break;
+            case 'f': m_scratch += '\f'; break;
+            case 'n': m_scratch += '\n'; break;
+            case 'r': m_scratch += '\r'; break;
+            case 't': m_scratch += '\t'; break;
+            case 'v': m_scratch += '\v'; break;
+            case '\\': case '\'': case '"': m_scratch += c; break;
+            case 'x': {
+                const int hi = i + 2 < body.size() ? hexValue(body[i + 1]) : -1;
+                const int lo = hi >= 0 ? hexValue(body[i + 2]) : -1;
+                if (lo < 0)
+                    badOperand(arg, "a string with valid \\x escapes");
+                m_scratch += static_cast<char>(hi * 16 + lo);
+                i += 2;
+                break;
+            }
+            default:
+                if (c >= '0' && c <= '7') { // up to three octal digits
+                    unsigned v = static_cast<unsigned>(c - '0');
+                    for (int k = 0; k < 2 && i + 1 < body.size() && body[i + 1] >= '0' && body[i + 1] <= '7'; ++k)
+                        v = v * 8 + static_cast<unsigned>(body[++i] - '0');
+                    m_scratch += static_cast<char>(v & 0xffu);
+                } else { // not an escape: both characters stay
+                    m_scratch += '\\';
+                    m_scratch += c;
+                }
+            }
+        }
+        pushText(PickleKind::Binary, {}, true);
+    }
+    // UNICODE: raw-unicode-escape (CPython Objects/unicodeobject.c, _PyUnicode_DecodeRawUnicodeEscape):
+    // each byte is the code point of its value (Latin-1), except \uXXXX and \UXXXXXXXX.
+    [[gnu::cold]] [[gnu::noinline]] void pushRawUnicodeEscape(std::string_view arg)
+    {
+        bool plain = true;
+        for (char c : arg)
+            plain = plain && c != '\\' && static_cast<unsigned char>(c) < 0x80;
+        if (plain) {
+            pushText(PickleKind::Str, arg, false);
+            return;
+        }
+        m_scratch.clear();
+        for (std::size_t i = 0; i < arg.size(); ++i) {
+            std::uint32_t cp = static_cast<unsigned char>(arg[i]);
+            if (arg[i] == '\\' && i + 1 < arg.size() && (arg[i + 1] == 'u' || arg[i + 1] == 'U')) {
+                const std::size_t digits = arg[i + 1] == 'u' ? 4 : 8;
+                if (i + 2 + digits > arg.size())
+                    badOperand(arg, "text with complete \\u escapes");
+                cp = 0;
+                for (std::size_t k = 0; k < digits; ++k) {
+                    const int h = hexValue(arg[i + 2 + k]);
+                    if (h < 0)
+                        badOperand(arg, "text with complete \\u escapes");
+                    cp = cp * 16 + static_cast<std::uint32_t>(h);
+                }
+                if (cp > 0x10ffff)
+                    badOperand(arg, "text with code points up to U+10FFFF");
+                i += 1 + digits;
+            }
+            detail::appendUtf8(m_scratch, cp); // a lone surrogate too, as Python keeps it; readers sanitize text
+        }
+        pushText(PickleKind::Str, {}, true);
+    }
+    [[gnu::cold]] static int hexValue(char c)
+    {
+        if (c >= '0' && c <= '9')
+            return c - '0';
+        if (c >= 'a' && c <= 'f')
+            return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+            return c - 'A' + 10;
+        return -1;
+    }
+    // Text decoded from STRING/UNICODE operands lives after the pickle's bytes: the document then owns
+    // one copy of both (only pickles of protocols 0 and 1 with escaped or non-ASCII text need it).
+    [[gnu::cold]] [[gnu::noinline]] void adoptDecodedText()
+    {
+        auto all = std::make_shared<std::string>();
+        all->reserve(m_size + m_decoded.size());
+        all->append(m_doc.m_bytes);
+        all->append(m_decoded);
+        m_doc.m_bytes = *all;
+        m_doc.m_keepAlive = std::move(all);
     }
 
     // The opcodes of real snapshots (memo GET/MEMOIZE, MARK, ints, short strings, empty containers,
@@ -1272,6 +1516,8 @@ private:
     std::array<PickleValue, PickleParser::kMaxDictBytes + 8> m_dictItems; // the items of a new plain dict
     std::array<std::uint8_t, 256> m_dictNotPlain {}; // dicts not plain in a row, by the first 4 bytes after the MARK
     std::uint64_t m_dictSkips = 0;
+    std::string m_scratch; // the text being decoded from a STRING or UNICODE operand
+    std::string m_decoded; // decoded texts, one after another; see adoptDecodedText()
 };
 
 PickleDocument::PickleDocument() = default;
@@ -1312,7 +1558,8 @@ PickleDocument::Input PickleDocument::readInput(const std::string& path)
 PickleDocument PickleDocument::parse(Input input, std::string_view source)
 {
     PickleDocument doc = parse(input.bytes, source);
-    doc.m_keepAlive = std::move(input.owner);
+    if (!doc.m_keepAlive) // else the document holds its own copy (decoded protocol-0 text)
+        doc.m_keepAlive = std::move(input.owner);
     return doc;
 }
 

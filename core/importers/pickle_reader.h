@@ -1,10 +1,11 @@
 #pragma once
-// A safe reader for plain-data Python pickles (protocols 2–5, and the binary opcodes of protocol 1):
-// None, bool, int, float, str, bytes, list, tuple, dict and set, with the memo. It implements the
-// pickle virtual machine of CPython's Lib/pickle.py (_Unpickler) for those opcodes only and refuses
-// every opcode that names a global or builds an object (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST,
-// OBJ, NEWOBJ, NEWOBJ_EX, EXT1/2/4, PERSID, BINPERSID, NEXT_BUFFER, READONLY_BUFFER), so reading a
-// pickle never runs code (design.md §4). Protocol-0 text opcodes are refused too.
+// A safe reader for plain-data Python pickles of protocols 0–5: None, bool, int, float, str, bytes,
+// list, tuple, dict and set, with the memo. It implements the pickle virtual machine of CPython's
+// Lib/pickle.py (_Unpickler) for those opcodes only, the text opcodes of protocols 0 and 1 included
+// (INT, LONG, FLOAT, STRING, UNICODE as raw-unicode-escape, PUT, GET), and refuses every opcode that
+// names a global or builds an object (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ,
+// NEWOBJ_EX, EXT1/2/4, PERSID, BINPERSID, NEXT_BUFFER, READONLY_BUFFER) by name and byte offset, so
+// reading a pickle never runs code (design.md §4).
 //
 // The result is a PickleDocument: an immutable tree of PickleValue handles. Containers are shared,
 // exactly as in Python (a memo GET yields the same list/dict, not a copy), so a document may contain
@@ -17,7 +18,9 @@
 // is its own container (a memo GET of it yields it), with the first occurrence's items and identity.
 // Sharing needs the memo unchanged since the first occurrence (no slot overwritten), so it is exact.
 // Strings and bytes are views into the pickle bytes (no copies), which is why parse() needs the bytes
-// to outlive the document and readFile() keeps them alive itself.
+// to outlive the document and readFile() keeps them alive itself. The one exception: a STRING or
+// UNICODE operand with escapes or non-ASCII bytes is decoded, and then the document keeps its own copy
+// of the pickle bytes followed by the decoded texts.
 //
 // Resource bounds: every opcode pushes at most one value, so values, container items and the memo are
 // all bounded by the input size (a memo index beyond it is refused); parsing is iterative (no

@@ -1,6 +1,7 @@
 #include "core/importers/snapshot_importer.h"
 
 #include "core/detail/flat_id_index.h"
+#include "core/detail/round_to_multiple.h"
 #include "core/file_io.h"
 #include "core/trace_builder.h"
 #include "core/units.h"
@@ -515,7 +516,9 @@ namespace {
                 stats().add("big_int_clamped", Severity::Warning,
                     where.str() + ": '" + std::string(key) + "' does not fit in 64 bits; it was clamped");
             auto i = m_doc.toInt(v);
-            if (!i || v.kind == PickleKind::Float)
+            // Python's True is an int, but no snapshot field that is read as one is ever a bool: a
+            // True 'size' is a damaged file, not a block of 1 byte.
+            if (!i || v.kind == PickleKind::Float || v.kind == PickleKind::Bool)
                 fail(where, "'" + std::string(key) + "' is " + std::string(withArticle(v.kind)) + ", not an int");
             return *i;
         }
@@ -1064,9 +1067,9 @@ Bytes pytorchRoundSize(Bytes n, std::span<const std::int64_t> divisions)
         Bytes step = floor2 / static_cast<Bytes>(d);
         if (step == 0)
             return floor2 * 2;
-        return (n + step - 1) / step * step;
+        return detail::roundUpToMultiple(n, step);
     }
-    return (n + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+    return detail::roundUpToMultiple(n, kMinBlockSize);
 }
 
 PickleDocument readSnapshotDocument(const std::string& path)
@@ -1112,7 +1115,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
     const PickleValue* settings = doc.find(root, "allocator_settings");
     if (settings && settings->kind == PickleKind::Dict) {
         b.metadata()["allocator_settings"] = doc.toJson(*settings);
-        if (auto ms = doc.find(*settings, "max_split_size"); ms && doc.toInt(*ms).value_or(-1) > 0)
+        if (auto ms = doc.find(*settings, "max_split_size");
+            ms && ms->kind != PickleKind::Bool && doc.toInt(*ms).value_or(-1) > 0) // True is no size
             rounding.maxSplitSize = static_cast<Bytes>(*doc.toInt(*ms));
         if (auto ex = doc.find(*settings, "expandable_segments"); ex && ex->kind == PickleKind::Bool)
             rounding.expandable = ex->bits != 0;
@@ -1189,14 +1193,14 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 // One pass over the entry's keys (faster than a lookup per field).
                 for (std::size_t k = 0; k + 1 < kv.size(); k += 2) {
                     const PickleValue& v = kv[k + 1];
-                    // An integer field: Int, Bool or BigInt (clamped, counted); any other kind (a str,
-                    // None, a float) is an error naming the field, as for the segments' fields.
+                    // An integer field: Int or BigInt (clamped, counted); any other kind (a str, None,
+                    // a float, a bool) is an error naming the field, as for the segments' fields.
                     auto asInt = [&] {
                         if (v.kind == PickleKind::BigInt)
                             r.stats().add("big_int_clamped", Severity::Warning,
                                 SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": '"
                                     + sanitizeUtf8(doc.text(kv[k])) + "' was clamped to 64 bits");
-                        else if (v.kind != PickleKind::Int && v.kind != PickleKind::Bool)
+                        else if (v.kind != PickleKind::Int)
                             r.fail(SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i),
                                 "'" + sanitizeUtf8(doc.text(kv[k])) + "' is " + std::string(withArticle(v.kind))
                                     + ", not an int");
@@ -1709,6 +1713,60 @@ namespace {
         return true;
     }
 
+    bool isSnapshotKey(std::string_view key)
+    {
+        return key == "segments" || key == "device_traces" || key == "allocator_settings"
+            || key == "external_annotations";
+    }
+
+    // A pickle of protocol 0 or 1 (no PROTO opcode) whose top-level dict begins with a snapshot key, as
+    // pickle.dumps(snapshot, protocol=0 or 1) writes it, with or without memo PUTs (pickletools.optimize):
+    //   protocol 0: MARK DICT [PUT n\n] UNICODE key\n | STRING 'key'\n
+    //   protocol 1: EMPTY_DICT [BINPUT n | LONG_BINPUT n] [MARK] BINUNICODE | SHORT_BINSTRING | BINSTRING key
+    bool startsWithTextProtocolSnapshotDict(std::string_view c)
+    {
+        auto le32 = [&](std::size_t at) {
+            std::uint32_t n = 0;
+            for (std::size_t i = 0; i < 4; ++i)
+                n |= std::uint32_t(static_cast<unsigned char>(c[at + i])) << (8 * i);
+            return n;
+        };
+        if (c.starts_with("(d")) {
+            c.remove_prefix(2);
+            if (c.starts_with('p')) {
+                const std::size_t nl = c.find('\n');
+                if (nl == std::string_view::npos || nl > 20)
+                    return false;
+                c.remove_prefix(nl + 1);
+            }
+            const std::size_t nl = c.find('\n');
+            if (nl == std::string_view::npos || nl < 1)
+                return false;
+            const std::string_view arg = c.substr(1, nl - 1);
+            if (c[0] == 'V')
+                return isSnapshotKey(arg);
+            return c[0] == 'S' && arg.size() >= 2 && (arg[0] == '\'' || arg[0] == '"') && arg.back() == arg[0]
+                && isSnapshotKey(arg.substr(1, arg.size() - 2));
+        }
+        if (!c.starts_with('}'))
+            return false;
+        c.remove_prefix(1);
+        if (c.starts_with('q') && c.size() >= 2)
+            c.remove_prefix(2);
+        else if (c.starts_with('r') && c.size() >= 5)
+            c.remove_prefix(5);
+        if (c.starts_with('('))
+            c.remove_prefix(1);
+        std::size_t length = 0, at = 0;
+        if ((c.starts_with('X') || c.starts_with('T')) && c.size() >= 5)
+            length = le32(1), at = 5;
+        else if (c.starts_with('U') && c.size() >= 2)
+            length = static_cast<unsigned char>(c[1]), at = 2;
+        else
+            return false;
+        return length <= 32 && at + length <= c.size() && isSnapshotKey(c.substr(at, length));
+    }
+
     class SnapshotImporter final : public Importer {
     public:
         std::string_view name() const override { return "pytorch-snapshot"; }
@@ -1728,6 +1786,9 @@ namespace {
             // MARK) is claimed too, so that it is refused by name and offset rather than as "not a trace
             // format": GLOBAL's two operands are dotted identifiers, each ended by a newline.
             if (startsWithProtocol0Global(c))
+                return true;
+            // Protocols 0 and 1 have no PROTO opcode: such a snapshot is known by its first key.
+            if (startsWithTextProtocolSnapshotDict(c))
                 return true;
             auto first = c.find_first_not_of(" \t\r\n");
             if (first == std::string_view::npos || c[first] != '{')

@@ -1,5 +1,7 @@
 #include "core/importers/snapshot_state.h"
 
+#include "core/detail/round_to_multiple.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -63,7 +65,7 @@ namespace detail {
     {
         constexpr std::size_t kAlign = alignof(std::max_align_t);
         if (m_nodeBytes == 0)
-            m_nodeBytes = (std::max(bytes, sizeof(FreeNode)) + kAlign - 1) / kAlign * kAlign;
+            m_nodeBytes = roundUpToMultiple(std::max(bytes, sizeof(FreeNode)), kAlign);
         if (bytes > m_nodeBytes) // the decision depends on `bytes` only, so deallocate makes the same one
             return ::operator new(bytes);
         if (!m_free) {

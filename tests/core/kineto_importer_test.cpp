@@ -495,8 +495,55 @@ TEST(KinetoImporter, SkipsAnEventWhoseDeviceOrBytesCannotBeWhatTheyName)
         EXPECT_NE(d.ordinal, 1215752191);
     ASSERT_EQ(t.importStats().count("bad_event_field"), 3u);
     EXPECT_EQ(t.importStats().find("bad_event_field")->detail,
-        "traceEvents[1]: \"Device Id\" is 99999999999, not a device ordinal (an integer of 32 bits); the event was "
-        "skipped");
+        "\"Device Id\" in 1 event (first traceEvents[1]: 99999999999, not a device ordinal (an integer of 32 bits)); "
+        "\"Bytes\" in 1 event (first traceEvents[2]: 8.5, not a whole number); \"device\" in 1 event (first "
+        "traceEvents[3]: 99999999999, not a device ordinal (32 bits)); those events were skipped");
+}
+
+TEST(KinetoImporter, CountsSkippedEventsPerBadField)
+{
+    // The fresh-user review's k_multi.json: six events bad in four different fields. The anomaly used to
+    // name only the first ("Addr"); it now counts each field and names each one's first event.
+    std::string json = kinetoJson(R"(
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":100,"args":{"Device Type":1,"Device Id":0,"Addr":4096,"Bytes":1024}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":50,"args":{"Device Type":1,"Device Id":0,"Addr":1.5,"Bytes":512}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":51,"args":{"Device Type":1,"Device Id":0,"Addr":12288,"Bytes":1e+30}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":52,"args":{"Device Type":1,"Device Id":0,"Addr":12288,"Bytes":"big"}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":53,"args":{"Device Type":"cuda","Device Id":0,"Addr":12288,"Bytes":512}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":1e+300,"args":{"Device Type":1,"Device Id":0,"Addr":12288,"Bytes":512}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":54,"args":{"Device Type":1,"Device Id":0,"Addr":2.5,"Bytes":512}}
+    )");
+    Trace t = importKinetoJson(json, "hand.json");
+    ASSERT_EQ(t.memory().count(), 1u);
+    EXPECT_EQ(t.memory().address[0], 4096u);
+    ASSERT_EQ(t.importStats().count("bad_event_field"), 6u);
+    EXPECT_EQ(t.importStats().find("bad_event_field")->detail,
+        "\"Addr\" in 2 events (first traceEvents[1]: 1.5, not a whole number); \"Bytes\" in 2 events (first "
+        "traceEvents[2]: 1e+30, out of range (not a 64-bit integer)); \"Device Type\" in 1 event (first "
+        "traceEvents[4]: \"cuda\", a string, not a number); \"ts\" in 1 event (first traceEvents[5]: 1e+300, out of "
+        "range (in nanoseconds not a 64-bit integer)); those events were skipped");
+}
+
+TEST(KinetoImporter, SkipsACudaMemoryEventWithANegativeDeviceId)
+{
+    // "Device Id": -3 on a CUDA event made a device cuda:-3 (k_devid_neg.json). -1 stays the CPU's index.
+    std::string json = kinetoJson(R"(
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":10,"args":{"Device Type":1,"Device Id":0,"Addr":4096,"Bytes":1024}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":11,"args":{"Device Type":1,"Device Id":-3,"Addr":12288,"Bytes":512}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":12,"args":{"Device Type":6,"Device Id":-1,"Addr":8192,"Bytes":512}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":13,"args":{"Device Type":0,"Device Id":-1,"Addr":64,"Bytes":16}}
+    )");
+    Trace t = importKinetoJson(json, "hand.json");
+    ASSERT_EQ(t.memory().count(), 2u);
+    EXPECT_EQ(t.memory().address[0], 4096u);
+    EXPECT_EQ(t.memory().address[1], 64u);
+    ASSERT_EQ(t.devices().size(), 2u);
+    for (const auto& d : t.devices())
+        EXPECT_TRUE(d.type == DeviceType::Cpu || d.ordinal == 0) << d.ordinal;
+    ASSERT_EQ(t.importStats().count("bad_event_field"), 2u);
+    EXPECT_EQ(t.importStats().find("bad_event_field")->detail,
+        "traceEvents[1]: \"Device Id\" is -3, negative on a CUDA/HIP event (only a CPU event may have -1); the "
+        "event was skipped");
 }
 
 namespace {
@@ -634,7 +681,9 @@ TEST(KinetoImporter, SaysATimestampIsOutOfRangeRatherThanMissing)
     EXPECT_EQ(t.str(t.kernels()[0].name), "relu");
     ASSERT_EQ(t.importStats().count("bad_event_field"), 2u);
     EXPECT_EQ(t.importStats().find("bad_event_field")->detail,
-        "traceEvents[0]: \"ts\" is 1e300, out of range (in nanoseconds not a 64-bit integer); the event was skipped");
+        "\"ts\" in 1 event (first traceEvents[0]: 1e300, out of range (in nanoseconds not a 64-bit integer)); \"dur\" "
+        "in 1 event (first traceEvents[1]: -9e300, out of range (in nanoseconds not a 64-bit integer)); those events "
+        "were skipped");
     // A [memory] event with no "ts" at all is still the missing-time case.
     ASSERT_EQ(t.importStats().count("memory_event_without_time"), 1u);
     EXPECT_EQ(t.importStats().find("memory_event_without_time")->detail,

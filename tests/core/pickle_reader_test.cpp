@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <limits>
 #include <string>
 
 using namespace gpumem;
@@ -160,9 +161,92 @@ TEST(PickleReader, RefusesStackGlobalAndReduce)
     EXPECT_NE(errorOf(ext).find("pickle opcode EXT1 (0x82) at byte offset 2"), std::string::npos);
 }
 
-TEST(PickleReader, RefusesProtocol0AndUnknownOpcodes)
+namespace {
+// The same dict as kProtocol2 plus 'u': '\u00e9\\\n\u20ac\U0001f600', by pickle.dumps(d, protocol=0) and
+// protocol=1: no PROTO; ints beyond 32 bits as LONG text, True as "I01", floats as FLOAT text (protocol
+// 0), str as UNICODE in raw-unicode-escape (protocol 0: é as the byte 0xe9, the rest as \u escapes).
+const std::string kProtocol0("(dp0\nVa\np1\n(lp2\nI1\naF2.5\naVx\np3\naNaI01\na(I3\nI4\ntp4\nasVc\np5\n"
+                             "L1180591620717411303424L\nsVd\np6\nI-5\nsVe\np7\nL-1099511627776L\nsVf\np8\n"
+                             "L9223372036854775807L\nsVg\np9\n(tsVh\np10\n(I1\ntp11\nsVi\np12\n(I1\nI2\nI3\ntp13\n"
+                             "sVj\np14\n(lp15\nsVu\np16\nV\xe9\\u005c\\u000a\\u20ac\\U0001f600\np17\ns.");
+const std::string kProtocol1(
+    "\x7d\x71\x00\x28\x58\x01\x00\x00\x00\x61\x71\x01\x5d\x71\x02\x28\x4b\x01\x47\x40\x04\x00\x00\x00\x00\x00\x00\x58"
+    "\x01\x00\x00\x00\x78\x71\x03\x4e\x49\x30\x31\x0a\x28\x4b\x03\x4b\x04\x74\x71\x04\x65\x58\x01\x00\x00\x00\x63\x71"
+    "\x05\x4c\x31\x31\x38\x30\x35\x39\x31\x36\x32\x30\x37\x31\x37\x34\x31\x31\x33\x30\x33\x34\x32\x34\x4c\x0a\x58\x01"
+    "\x00\x00\x00\x64\x71\x06\x4a\xfb\xff\xff\xff\x58\x01\x00\x00\x00\x65\x71\x07\x4c\x2d\x31\x30\x39\x39\x35\x31\x31"
+    "\x36\x32\x37\x37\x37\x36\x4c\x0a\x58\x01\x00\x00\x00\x66\x71\x08\x4c\x39\x32\x32\x33\x33\x37\x32\x30\x33\x36\x38"
+    "\x35\x34\x37\x37\x35\x38\x30\x37\x4c\x0a\x58\x01\x00\x00\x00\x67\x71\x09\x29\x58\x01\x00\x00\x00\x68\x71\x0a\x28"
+    "\x4b\x01\x74\x71\x0b\x58\x01\x00\x00\x00\x69\x71\x0c\x28\x4b\x01\x4b\x02\x4b\x03\x74\x71\x0d\x58\x01\x00\x00\x00"
+    "\x6a\x71\x0e\x5d\x71\x0f\x58\x01\x00\x00\x00\x75\x71\x10\x58\x0b\x00\x00\x00\xc3\xa9\x5c\x0a\xe2\x82\xac\xf0\x9f"
+    "\x98\x80\x71\x11\x75\x2e",
+    230);
+} // namespace
+
+TEST(PickleReader, ReadsPlainDataOfProtocols0And1)
 {
-    EXPECT_NE(errorOf("I1\n.").find("INT (0x49) is a protocol-0 text opcode"), std::string::npos);
+    ASSERT_EQ(kProtocol0.size(), 256u);
+    for (const std::string* bytes : { &kProtocol0, &kProtocol1 }) {
+        SCOPED_TRACE(bytes == &kProtocol0 ? "protocol 0" : "protocol 1");
+        PickleDocument doc = PickleDocument::parse(*bytes, "p01.pickle");
+        EXPECT_EQ(doc.protocol(), 0); // no PROTO opcode
+        expectCommonValues(doc);
+        EXPECT_EQ(doc.find(doc.root(), "g")->kind, PickleKind::Tuple);
+        EXPECT_EQ(doc.toInt(doc.items(*doc.find(doc.root(), "i"))[2]), 3);
+        EXPECT_EQ(doc.find(doc.root(), "j")->kind, PickleKind::List);
+        const PickleValue* u = doc.find(doc.root(), "u");
+        ASSERT_NE(u, nullptr);
+        EXPECT_EQ(u->kind, PickleKind::Str);
+        EXPECT_EQ(doc.text(*u), "\xc3\xa9\\\n\xe2\x82\xac\xf0\x9f\x98\x80"); // é \ newline € 😀 in UTF-8
+        EXPECT_EQ(doc.toJson(doc.root())["a"], nlohmann::json::parse(R"([1, 2.5, "x", null, true, [3, 4]])"));
+    }
+}
+
+TEST(PickleReader, ReadsTheTextOpcodesOfProtocol0)
+{
+    // Python 2's STRING with its escapes (bytes, as SHORT_BINSTRING), INT's "00" (False), a LONG without
+    // the trailing L, FLOAT's -inf, memo PUT/GET of the decoded text, DUP and POP.
+    const std::string bytes("(lp0\nS'a\\x41\\n\\'\\101\\q'\np1\naI00\naL-9223372036854775808\naF-inf\nag1\naS\"plain\"\n"
+                            "a2I7\na0V\\u00e9\na.");
+    PickleDocument doc = PickleDocument::parse(bytes, "p0.pickle");
+    const auto items = doc.items(doc.root());
+    ASSERT_EQ(items.size(), 8u);
+    EXPECT_EQ(items[0].kind, PickleKind::Binary);
+    EXPECT_EQ(doc.text(items[0]), "aA\n'A\\q");
+    EXPECT_EQ(items[1].kind, PickleKind::Bool);
+    EXPECT_EQ(doc.toInt(items[1]), 0);
+    EXPECT_EQ(items[2].kind, PickleKind::Int);
+    EXPECT_EQ(doc.toInt(items[2]), std::numeric_limits<std::int64_t>::min());
+    EXPECT_EQ(doc.toFloat(items[3]), -std::numeric_limits<double>::infinity());
+    EXPECT_EQ(doc.text(items[4]), "aA\n'A\\q"); // GET 1: the same decoded text
+    EXPECT_EQ(doc.text(items[5]), "plain");
+    EXPECT_EQ(doc.toInt(items[6]), 7); // appended to the list's DUP (the same list), which POP dropped
+    EXPECT_EQ(doc.text(items[7]), "\xc3\xa9");
+}
+
+TEST(PickleReader, RefusesBadTextOperandsAndGlobalsOfProtocol0)
+{
+    EXPECT_EQ(errorOf("(lI1x\na."), "t.pickle: at byte offset 2: pickle opcode INT has the operand \"1x\", not a decimal "
+                                   "integer (corrupt pickle)");
+    EXPECT_EQ(errorOf("I12"), "t.pickle: at byte offset 0: the pickle is cut off inside opcode INT (its operand has "
+                              "no ending newline)");
+    EXPECT_EQ(errorOf("S'abc\n."), "t.pickle: at byte offset 0: pickle opcode STRING has the operand \"'abc\", not a "
+                                   "quoted string (corrupt pickle)");
+    EXPECT_EQ(errorOf("V\\u12\n."), "t.pickle: at byte offset 0: pickle opcode UNICODE has the operand \"\\u12\", not "
+                                   "text with complete \\u escapes (corrupt pickle)");
+    EXPECT_EQ(errorOf("Fone\n."), "t.pickle: at byte offset 0: pickle opcode FLOAT has the operand \"one\", not a float "
+                                  "(corrupt pickle)");
+    EXPECT_EQ(errorOf("g3\n."), "t.pickle: at byte offset 0: memo index 3 was never stored (corrupt pickle)");
+    // pickle.dumps(os.system, protocol=0) and a dict that reaches a GLOBAL after its first key.
+    EXPECT_EQ(errorOf("cposix\nsystem\np0\n."), "t.pickle: pickle opcode GLOBAL (0x63) at byte offset 0 is not "
+                                               "allowed: gpumem reads only plain-data pickles and never runs code "
+                                               "from them");
+    EXPECT_NE(errorOf("(dp0\nVsegments\np1\n(S'ls'\nios\nsystem\n.")
+                  .find("pickle opcode INST (0x69) at byte offset 25 is not allowed"),
+        std::string::npos);
+}
+
+TEST(PickleReader, RefusesUnknownOpcodes)
+{
     EXPECT_NE(errorOf(std::string("\x80\x02\xff", 3)).find("at byte offset 2: byte 0xff is not a pickle opcode"),
         std::string::npos);
     EXPECT_NE(errorOf(std::string("\x80\x06\x4e\x2e", 4)).find("pickle protocol 6 is newer than 5"), std::string::npos);

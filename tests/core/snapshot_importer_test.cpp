@@ -551,14 +551,15 @@ TEST(SnapshotImporter, RoundsSizesLikePyTorch)
     EXPECT_EQ(pytorchRoundSize(65 * kMiB, four), 80 * kMiB);
 }
 
-TEST(SnapshotImporter, ReadsTheSameSnapshotPickledWithProtocols2To5)
+TEST(SnapshotImporter, ReadsTheSameSnapshotPickledWithProtocols0To5)
 {
-    // fuzz/seeds/snapshot_pickle_fuzzer/snapshot_small_p*.pickle: one dict pickled by CPython with protocols 2, 4 and 5 (a
+    // fuzz/seeds/snapshot_pickle_fuzzer/snapshot_small_p*.pickle: one dict pickled by CPython with protocols 0, 1, 2, 4 and 5 (a
     // gen-C layout with a pre-window block freed in the trace, a small segment made in the trace, an
     // oom, a snapshot marker, roundup_power2_divisions and an annotation).
     const std::string dir = std::string(GPUMEM_SOURCE_DIR) + "/fuzz/seeds/snapshot_pickle_fuzzer/";
     Trace p2 = loadTrace(dir + "snapshot_small_p2.pickle");
-    for (const char* other : { "snapshot_small_p4.pickle", "snapshot_small_p5.pickle" }) {
+    for (const char* other :
+        { "snapshot_small_p0.pickle", "snapshot_small_p1.pickle", "snapshot_small_p4.pickle", "snapshot_small_p5.pickle" }) {
         Trace t = loadTrace(dir + other);
         expectSameMemory(p2, t);
     }
@@ -752,6 +753,43 @@ TEST(SnapshotImporter, ReadsEntriesWhoseKeysChangeOrderAndNumberLikeTheirJsonTwi
     EXPECT_EQ(m.site[7], 0u); // no frames
 }
 
+TEST(SnapshotImporter, ReadsTheSameSnapshotPickledWithEachProtocol)
+{
+    // protocol_0 … protocol_5.pickle (make_protocol_pickles.py): protocols 0 and 1 have no PROTO opcode;
+    // they were "not a trace format" and are now detected from their first key and read with the text
+    // opcodes (LONG addresses, INT bools, protocol 0's UNICODE strings with raw-unicode-escape).
+    const Trace reference = loadTrace(snapshotData("protocol_2.pickle"));
+    for (int protocol = 0; protocol <= 5; ++protocol) {
+        SCOPED_TRACE("protocol " + std::to_string(protocol));
+        const std::string path = snapshotData(("protocol_" + std::to_string(protocol) + ".pickle").c_str());
+        const Importer* importer = detectFormat(path);
+        ASSERT_NE(importer, nullptr);
+        EXPECT_EQ(importer->name(), "pytorch-snapshot");
+        const Trace t = loadTrace(path);
+        expectSameMemory(t, reference);
+        const auto& m = t.memory();
+        ASSERT_EQ(m.count(), 5u); // the segment and block rebuilt before the window, then the three entries
+        const EventKind kinds[] = { EventKind::SegmentAlloc, EventKind::Alloc, EventKind::Alloc, EventKind::Free,
+            EventKind::FreeCompleted };
+        const Address a = 140000000000000;
+        const Address addresses[] = { a, a, a + 512, a + 512, a + 512 };
+        const Bytes sizes[] = { 2097152, 512, 1024, 1024, 1024 };
+        for (std::size_t i = 0; i < 5; ++i) {
+            EXPECT_EQ(m.kind[i], kinds[i]) << i;
+            EXPECT_EQ(m.address[i], addresses[i]) << i;
+            EXPECT_EQ(m.size[i], sizes[i]) << i;
+        }
+        EXPECT_EQ(m.time[2], 5000);
+        EXPECT_EQ(t.importStats().count("reconstructed_initial_state"), 2u);
+        // The frame's name and file, decoded from raw-unicode-escape in protocol 0 (é, €, 😀 and backslashes).
+        const auto frames = t.siteFrames(m.site[2]);
+        ASSERT_EQ(frames.size(), 1u);
+        EXPECT_EQ(t.str(t.frames()[frames[0]].name), "f\xc3\xa9\\n\xe2\x82\xac");
+        EXPECT_EQ(t.str(t.frames()[frames[0]].file), "C:\\dir\\m\xf0\x9f\x98\x80.py");
+        EXPECT_EQ(t.frames()[frames[0]].line, 7);
+    }
+}
+
 TEST(SnapshotImporter, CountsABigIntInAnEntryThatRepeatsTheKeysOfTheOneBefore)
 {
     // Three entries with the same keys; the second one's size is 2**70.
@@ -801,16 +839,34 @@ TEST(SnapshotImporter, RejectsANegativeEntryAddressOrSize)
     }
 }
 
+namespace {
+// handMadeSnapshot() damaged by `damage`, named "bad.json", must be refused with `message` in the error.
+struct DamageCase {
+    const char* what;
+    void (*damage)(nlohmann::json&);
+    const char* message;
+};
+void expectEachDamageRefused(std::initializer_list<DamageCase> cases)
+{
+    for (const DamageCase& c : cases) {
+        SCOPED_TRACE(c.what);
+        nlohmann::json j = handMadeSnapshot();
+        c.damage(j);
+        try {
+            importPytorchSnapshot(PickleDocument::fromJson(j, "bad.json"));
+            ADD_FAILURE() << "accepted";
+        } catch (const FormatError& e) {
+            EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+        }
+    }
+}
+} // namespace
+
 TEST(SnapshotImporter, RejectsANegativeOrNoneAddressInTheSegments)
 {
     // A block's address or requested_size of None was accepted (tiled / 0) while a None size was an
     // error; a negative segment or block address became an address near 2^64.
-    struct Case {
-        const char* what;
-        void (*damage)(nlohmann::json&);
-        const char* message;
-    };
-    const Case cases[] = {
+    expectEachDamageRefused({
         { "block address None", [](nlohmann::json& j) { j["segments"][0]["blocks"][1]["address"] = nullptr; },
             "bad.json: segments[0].blocks[1]: 'address' is None, not an int" },
         { "block requested_size None",
@@ -825,18 +881,38 @@ TEST(SnapshotImporter, RejectsANegativeOrNoneAddressInTheSegments)
             "bad.json: segments[1].blocks[0]: 'address' is negative (-4096)" },
         { "segment address negative", [](nlohmann::json& j) { j["segments"][2]["address"] = -1; },
             "bad.json: segments[2]: 'address' is negative (-1)" },
-    };
-    for (const Case& c : cases) {
-        SCOPED_TRACE(c.what);
+    });
+}
+
+TEST(SnapshotImporter, RejectsABoolWhereAnIntIsRead)
+{
+    // s_bool_size.pickle: a trace entry's 'size' True was read as a 1-byte block. Python's bool is an int,
+    // but no snapshot field read as one is ever a bool; it is an error naming the field, as for None.
+    expectEachDamageRefused({
+        { "entry size (read by position)", [](nlohmann::json& j) { j["device_traces"][0][1]["size"] = true; },
+            "bad.json: device_traces[0][1]: 'size' is a bool, not an int" },
+        { "entry addr (read key by key)", [](nlohmann::json& j) { j["device_traces"][0][0]["addr"] = false; },
+            "bad.json: device_traces[0][0]: 'addr' is a bool, not an int" },
+        { "block size", [](nlohmann::json& j) { j["segments"][0]["blocks"][2]["size"] = true; },
+            "bad.json: segments[0].blocks[2]: 'size' is a bool, not an int" },
+        { "segment total_size", [](nlohmann::json& j) { j["segments"][1]["total_size"] = true; },
+            "bad.json: segments[1]: 'total_size' is a bool, not an int" },
+    });
+    // allocator_settings' max_split_size True is no size: ignored as absent, not read as 1 byte (which
+    // stops the 2 MiB alloc at kS1 + 4 MiB from splitting its free block).
+    auto allocSizes = [](const nlohmann::json& maxSplitSize) {
         nlohmann::json j = handMadeSnapshot();
-        c.damage(j);
-        try {
-            importPytorchSnapshot(PickleDocument::fromJson(j, "bad.json"));
-            ADD_FAILURE() << "accepted";
-        } catch (const FormatError& e) {
-            EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
-        }
-    }
+        if (!maxSplitSize.is_null())
+            j["allocator_settings"] = { { "max_split_size", maxSplitSize } };
+        const Trace t = importPytorchSnapshot(PickleDocument::fromJson(j, "settings.json"));
+        std::vector<Bytes> sizes;
+        for (std::size_t i = 0; i < t.memory().count(); ++i)
+            if (t.memory().kind[i] == EventKind::Alloc)
+                sizes.push_back(t.memory().size[i]);
+        return sizes;
+    };
+    EXPECT_NE(allocSizes(1), allocSizes(nullptr));
+    EXPECT_EQ(allocSizes(true), allocSizes(nullptr));
 }
 
 TEST(SnapshotImporter, RejectsAnEntrySizeThatIsNotAnInt)

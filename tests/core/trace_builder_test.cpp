@@ -56,6 +56,60 @@ TEST(TraceBuilder, FlagsAllocAtLiveAddress)
     EXPECT_THROW(t.stats().throwIfStrictViolated("x.jsonl"), FormatError);
 }
 
+TEST(TraceBuilder, FlagsAFreeWhoseSizeDiffersFromItsAlloc)
+{
+    // /work/inputs/e/sizemismatch.jsonl: alloc 1024 B at 4096, free 4096 B there, without a word. A free
+    // of 0 bytes (size not known) and one of the alloc's size are fine.
+    TraceBuilder b;
+    b.alloc(5, 4096, 1024);
+    b.free(7, 4096, 4096);
+    b.alloc(8, 8192, 512);
+    b.free(9, 8192, 0);
+    b.alloc(10, 8192, 512);
+    b.free(11, 8192, 512);
+    Trace t = b.build();
+    EXPECT_EQ(t.allocations().size(), 3u);
+    ASSERT_EQ(t.stats().count("free_size_mismatch"), 1u);
+    EXPECT_EQ(t.stats().find("free_size_mismatch")->severity, Severity::Warning);
+    EXPECT_EQ(t.stats().find("free_size_mismatch")->detail,
+        "memory event 1: free of 4096 bytes at address 4096, whose alloc (event 0) was of 1024 bytes");
+}
+
+TEST(TraceBuilder, FlagsASegmentFreeThatHoldsALiveBlock)
+{
+    // /work/inputs/e/segfree_live.jsonl: a 2 MiB segment at 4096, a 1024-byte block at its start, then
+    // segment_free while the block is live. A segment freed after its blocks, and a live block outside
+    // a freed segment, or on another device, are fine.
+    TraceBuilder b;
+    const DeviceId dev0 = b.device(DeviceType::Cuda, 0);
+    const DeviceId dev1 = b.device(DeviceType::Cuda, 1);
+    std::uint64_t sequence = 0;
+    auto add = [&](TimeNs time, EventKind kind, Address address, Bytes size, DeviceId device) {
+        MemoryEvent e;
+        e.time = time, e.kind = kind, e.address = address, e.size = size, e.device = device;
+        e.stream = b.stream(device, 0);
+        e.sequence = sequence++;
+        b.add(e);
+    };
+    add(5, EventKind::SegmentAlloc, 4096, 2097152, dev0);
+    add(5, EventKind::Alloc, 4096, 1024, dev0);
+    add(7, EventKind::SegmentFree, 4096, 2097152, dev0);
+    // Fine: freed after its block; the live blocks lie just past its end and on device 1.
+    add(8, EventKind::SegmentAlloc, 8388608, 4096, dev0);
+    add(8, EventKind::Alloc, 8388608, 512, dev0);
+    add(8, EventKind::Alloc, 8388608 + 4096, 512, dev0);
+    add(8, EventKind::Alloc, 8388608 + 1024, 512, dev1);
+    add(9, EventKind::Free, 8388608, 512, dev0);
+    add(9, EventKind::SegmentFree, 8388608, 4096, dev0);
+    Trace t = b.build();
+    ASSERT_EQ(t.stats().count("segment_free_with_live_block"), 1u);
+    EXPECT_EQ(t.stats().find("segment_free_with_live_block")->severity, Severity::Warning);
+    EXPECT_EQ(t.stats().find("segment_free_with_live_block")->detail,
+        "memory event 2: segment_free of 2097152 bytes at address 4096 while the block of 1024 bytes at address "
+        "4096 in it is live (allocated, not freed)");
+    EXPECT_EQ(t.stats().count("free_size_mismatch"), 0u);
+}
+
 TEST(TraceBuilder, InternsSitesScopesAndFrames)
 {
     TraceBuilder b;
