@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/importer.h"
+#include "replay/adaptors/pending_free_adaptor.h"
 #include "replay/policy_registry.h"
 #include "replay/request_feeder.h"
 
@@ -296,7 +297,26 @@ ReplayResult replayTrace(
     SegmentRecorder segmentRecorder(clock, result.segmentEvents);
     if (options.recordSegmentEvents)
         sim.setObserver(&segmentRecorder);
-    StatisticsAdaptor stats(*policy, clock);
+
+    // The initial state of the window.
+    std::uint64_t initialEvents
+        = options.initialState == InitialStateMode::Ignore ? 0 : initialStateEventCount(trace, dev);
+    // A wrapper (compaction:INNER) adopts as its innermost policy would, so that INNER alone is its baseline.
+    const PolicySpec* base = &spec;
+    while (base->inner)
+        base = base->inner.get();
+    bool adopt = options.initialState == InitialStateMode::Adopt
+        || (options.initialState == InitialStateMode::Auto && base->policy == "pytorch" && base->options.empty()
+            && base->version.empty() && context.recordedSettings != nullptr);
+
+    // One pending-free rule for every policy (PendingFreeAdaptor): requested/allocated bytes drop at the
+    // free_requested, the memory stays occupied until the free_completed. Only where the trace has such
+    // frees, so that other replays pay nothing for it.
+    std::unique_ptr<PendingFreeAdaptor> pending;
+    StatisticsAdaptor stats(withPendingFreeRule(*policy,
+                                !record && ((adopt && initialEvents > 0) || RequestFeeder::requestsFrees(trace, dev)),
+                                pending),
+        clock);
     std::unique_ptr<TimelineAdaptor> timeline;
     if (options.recordTimeline)
         timeline = std::make_unique<TimelineAdaptor>(stats, clock);
@@ -308,17 +328,7 @@ ReplayResult replayTrace(
     RequestFeeder feeder(trace, dev, top, maxRequest);
     const auto allocs = feeder.allocations();
 
-    // The initial state of the window.
-    std::uint64_t initialEvents
-        = options.initialState == InitialStateMode::Ignore ? 0 : initialStateEventCount(trace, dev);
     Compactor compactor(trace, dev, initialEvents, policy->compactionSchedule());
-    // A wrapper (compaction:INNER) adopts as its innermost policy would, so that INNER alone is its baseline.
-    const PolicySpec* base = &spec;
-    while (base->inner)
-        base = base->inner.get();
-    bool adopt = options.initialState == InitialStateMode::Adopt
-        || (options.initialState == InitialStateMode::Auto && base->policy == "pytorch" && base->options.empty()
-            && base->version.empty() && context.recordedSettings != nullptr);
 
     if (options.followRecorded) {
         std::uint64_t seen = 0;

@@ -23,6 +23,23 @@ RequestFeeder::RequestFeeder(const Trace& trace, DeviceId device, AllocatorPolic
         m_streamKey[s] = trace.streams()[s].handle;
 }
 
+bool RequestFeeder::requestsFrees(const Trace& trace, DeviceId device)
+{
+    const auto& m = trace.memory();
+    for (const Allocation& al : trace.allocations()) {
+        if (al.freeEvent == kNoIndex || al.freeCompletedEvent == kNoIndex || al.freeCompletedEvent <= al.freeEvent
+            || m.device[al.freeEvent] != device)
+            continue;
+        // feed() defers such a free to its free_completed when that is the device's next event.
+        std::size_t next = al.freeEvent + 1;
+        while (next < m.count() && m.device[next] != device)
+            ++next;
+        if (next != al.freeCompletedEvent)
+            return true;
+    }
+    return false;
+}
+
 RequestFeeder::Step RequestFeeder::feed(std::size_t i)
 {
     const auto& m = m_trace.memory();

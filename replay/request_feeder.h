@@ -47,6 +47,11 @@ public:
     // unlimited device passes the real run's limit so that both refuse the same requests.
     RequestFeeder(const Trace& trace, DeviceId device, AllocatorPolicy& top, Bytes maxRequest = 0);
 
+    // True if feeding the events of `device` calls requestFree() at least once: some free has a later
+    // free_completed that does not follow it at once (the Replayer then applies the pending-free rule,
+    // PendingFreeAdaptor, to a policy that does not apply it itself). Linear in the allocations.
+    static bool requestsFrees(const Trace& trace, DeviceId device);
+
     // Handles memory event i (which must be on the device). Alloc/Free/FreeCompleted only; other kinds
     // return Ignored.
     Step feed(std::size_t i);

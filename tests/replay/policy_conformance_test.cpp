@@ -211,6 +211,30 @@ TYPED_TEST(PolicyConformance, RequestsAboveTheDeviceAreOneOomInTheEngineAndNothi
     checkHugeRequests(TypeParam::spec);
 }
 
+// One pending-free rule for every policy (PyTorch CUDACachingAllocator.cpp free()): requested and
+// allocated bytes drop at the free_requested; the block stays occupied — reserved unchanged, not reused —
+// until its free_completed.
+TYPED_TEST(PolicyConformance, RequestedDropsAtTheFreeRequestedAndTheBlockStaysOccupied)
+{
+    Trace trace = readJsonlText(kPendingFreeJsonl, "pending_free.jsonl");
+    const auto steps = feedPendingFreeSteps(trace, TypeParam::spec);
+    ASSERT_EQ(steps.size(), 8u);
+    std::vector<Bytes> requested;
+    for (const auto& s : steps)
+        requested.push_back(s.requested);
+    EXPECT_EQ(requested, (std::vector<Bytes> { 1000, 4000, 3000, 3500, 3500, 3500, 500, 0 }));
+    EXPECT_LT(steps[2].allocated, steps[1].allocated) << "A's bytes leave allocated at its free_requested";
+    EXPECT_EQ(steps[2].reserved, steps[1].reserved) << "A's memory stays occupied";
+    EXPECT_EQ(steps[4].allocated, steps[3].allocated) << "the free_completed changes nothing allocated";
+    ReplayOptions options;
+    options.recordAllocAddresses = true;
+    ReplayResult r = Replayer(options).run(trace, parsePolicySpec(TypeParam::spec));
+    ASSERT_EQ(r.allocAddresses.size(), 3u);
+    EXPECT_NE(r.allocAddresses[2].second, r.allocAddresses[0].second) << "C took A's block while A was pending";
+    EXPECT_EQ(r.peakRequested.bytes, 4000u);
+    EXPECT_EQ(r.finalAllocated, 0u);
+}
+
 TYPED_TEST(PolicyConformance, EverythingGoesBackToTheDeviceAtTheEnd)
 {
     Rig r(TypeParam::spec);
