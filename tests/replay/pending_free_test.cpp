@@ -37,12 +37,12 @@ TEST(PendingFreeRule, RequestedAndAllocatedDropAtTheFreeRequestedForEveryPolicy)
     Trace trace = readJsonlText(kPendingFreeJsonl, "pending_free.jsonl");
     // ideal: reserved = the bytes of live blocks, pending ones included (their memory is still occupied).
     EXPECT_EQ(feedPendingFreeSteps(trace, "ideal"),
-        (std::vector<PendingFreeStep> { { 1000, 1024, 1024 }, { 4000, 4096, 4096 }, { 3000, 3072, 4096 }, { 3500, 3584, 4608 },
-            { 3500, 3584, 3584 }, { 3500, 3584, 3584 }, { 500, 512, 512 }, { 0, 0, 0 } }));
+        (std::vector<PendingFreeStep> { { 1000, 1024, 1024 }, { 4000, 4096, 4096 }, { 3000, 3072, 4096 },
+            { 3500, 3584, 4608 }, { 3500, 3584, 3584 }, { 3500, 3584, 3584 }, { 500, 512, 512 }, { 0, 0, 0 } }));
     // direct: one cudaMalloc per block, freed at the free_completed.
     EXPECT_EQ(feedPendingFreeSteps(trace, "direct"),
-        (std::vector<PendingFreeStep> { { 1000, 1024, 1024 }, { 4000, 4096, 4096 }, { 3000, 3072, 4096 }, { 3500, 3584, 4608 },
-            { 3500, 3584, 3584 }, { 3500, 3584, 3584 }, { 500, 512, 512 }, { 0, 0, 0 } }));
+        (std::vector<PendingFreeStep> { { 1000, 1024, 1024 }, { 4000, 4096, 4096 }, { 3000, 3072, 4096 },
+            { 3500, 3584, 4608 }, { 3500, 3584, 3584 }, { 3500, 3584, 3584 }, { 500, 512, 512 }, { 0, 0, 0 } }));
     // pytorch applies the rule itself (releaseAccounting at free()); its one small segment stays reserved.
     EXPECT_EQ(feedPendingFreeSteps(trace, "pytorch"),
         (std::vector<PendingFreeStep> { { 1000, 1024, kSmallSegment }, { 4000, 4096, kSmallSegment },

@@ -235,6 +235,28 @@ TYPED_TEST(PolicyConformance, RequestedDropsAtTheFreeRequestedAndTheBlockStaysOc
     EXPECT_EQ(r.finalAllocated, 0u);
 }
 
+// Without a capacity the device is assumed to have 80 GiB (SimulatedDevice's default total memory), which
+// some policies size from (tf-bfc's and rmm-arena's pools, PyTorch's expandable segments: total × 9/8 of
+// address space). A 100 GiB request is served on the unlimited device or is one OOM that reserves no
+// more than the assumed device: refusing it must not first reserve what no 80 GiB device has.
+TYPED_TEST(PolicyConformance, ARequestAboveTheAssumedDeviceIsServedOrOneOomWithinIt)
+{
+    constexpr Bytes kAssumed = Bytes(80) << 30, kRequest = Bytes(100) << 30;
+    const std::string jsonl = std::string("{\"format\":\"gpumem-jsonl\",\"version\":1}\n")
+        + "{\"type\":\"device\",\"id\":0,\"kind\":\"cuda\",\"ordinal\":0}\n"
+        + "{\"type\":\"stream\",\"id\":0,\"device\":0,\"handle\":0}\n"
+        + "{\"type\":\"mem\",\"t\":1,\"kind\":\"alloc\",\"addr\":4096,\"size\":" + std::to_string(kRequest) + "}\n";
+    ReplayResult r = Replayer().run(readJsonlText(jsonl, "above_assumed.jsonl"), parsePolicySpec(TypeParam::spec));
+    if (r.ooms == 0) {
+        EXPECT_EQ(r.allocations, 1u);
+        EXPECT_GE(r.peakReserved.bytes, kRequest);
+    } else {
+        EXPECT_EQ(r.ooms, 1u);
+        EXPECT_EQ(r.allocations, 0u);
+        EXPECT_LE(r.peakReserved.bytes, kAssumed);
+    }
+}
+
 TYPED_TEST(PolicyConformance, EverythingGoesBackToTheDeviceAtTheEnd)
 {
     Rig r(TypeParam::spec);
