@@ -345,8 +345,7 @@ ReplayResult replayTrace(
     if (recorder)
         recorder->initial = true;
     if (options.openingAllocated > 0
-        && (options.openingAllocated > (maxRequest != 0 ? maxRequest : sim.limit())
-            || !top.allocate(options.openingAllocated, 0)))
+        && (!feeder.admits(options.openingAllocated) || !top.allocate(options.openingAllocated, 0)))
         ++result.ooms;
     bool stop = false;
     std::uint64_t deviceEvents = 0;

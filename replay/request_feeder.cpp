@@ -40,6 +40,12 @@ bool RequestFeeder::requestsFrees(const Trace& trace, DeviceId device)
     return false;
 }
 
+bool RequestFeeder::admits(Bytes request) const
+{
+    const Bytes live = std::min(m_top.stats().requested, kMaxDeviceBytes);
+    return request <= m_maxRequest && request <= kMaxDeviceBytes - live;
+}
+
 RequestFeeder::Step RequestFeeder::feed(std::size_t i)
 {
     const auto& m = m_trace.memory();
@@ -54,8 +60,7 @@ RequestFeeder::Step RequestFeeder::feed(std::size_t i)
             step.outcome = Outcome::ZeroSize;
             return step;
         }
-        const Bytes live = std::min(m_top.stats().requested, kMaxDeviceBytes);
-        if (step.request > m_maxRequest || step.request > kMaxDeviceBytes - live) {
+        if (!admits(step.request)) {
             m_top.device().reportOom(step.request, step.stream);
             step.outcome = Outcome::Failed;
             return step;

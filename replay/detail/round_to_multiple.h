@@ -16,7 +16,7 @@ namespace gpumem::replay::detail {
 // and chunk in replay/) this is bit for bit the former spelling `(value + multiple - 1) / multiple *
 // multiple`; for other multiples that spelling also gave 0 for the few values within `multiple` of 2^64
 // that do have a multiple (its sum wrapped). Callers whose input can reach the top bound it first
-// (kLargestRequest in free_ranges.h) or read 0 as "cannot be represented".
+// (kMaxDeviceBytes, simulated_device.h) or read 0 as "cannot be represented".
 constexpr Bytes roundUpToMultiple(Bytes value, Bytes multiple)
 {
     const Bytes rest = value % multiple;
