@@ -359,6 +359,7 @@ ReplayResult replayTrace(
             break;
         }
     std::uint64_t skip = 0;
+    bool stateDoesNotFit = false; // the adopted state before the window exceeds the capacity
     auto pass = [&](bool measured) {
         for (std::size_t i = 0; i < n && !stop; ++i) {
             if ((i & 0xFFFF) == 0 && options.cancel && options.cancel->load(std::memory_order_relaxed))
@@ -386,11 +387,12 @@ ReplayResult replayTrace(
                     FailedRequest f { m.time[i], i, st.allocated, feeder.streamOf(i), st.reserved, st.allocated, 0 };
                     f.beforeWindow = true;
                     result.failures.push_back(f);
-                    if (measured && options.onOom == OnOom::Stop) {
-                        result.stopped = true;
-                        stop = true;
-                        break;
-                    }
+                    // Not a request that --on-oom skip could drop: the run cannot start, whatever the
+                    // option says (a warm-up pass stops too, and no later pass runs).
+                    result.stopped = true;
+                    stop = true;
+                    stateDoesNotFit = true;
+                    break;
                 }
             }
             const EventKind kind = m.kind[i];
@@ -497,6 +499,8 @@ ReplayResult replayTrace(
     for (int w = 0; w < options.warmupPasses; ++w) {
         // A warm-up pass fills the cache the way earlier iterations did; what it leaves live is freed.
         pass(false);
+        if (stateDoesNotFit)
+            break;
         for (std::uint32_t a = 0; a < feeder.allocationCount(); ++a)
             if (const Address addr = feeder.simulatedAddress(a); addr != 0 && allocs[a].allocEvent >= firstWindowEvent) {
                 top.deallocate(addr, 0, 0);
@@ -517,7 +521,8 @@ ReplayResult replayTrace(
             timeline->takePoints();
         result.segmentEvents.clear();
     }
-    pass(true);
+    if (!stateDoesNotFit)
+        pass(true);
 
     result.peakReserved = stats.peakReserved();
     result.peakAllocated = stats.peakAllocated();

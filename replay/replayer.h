@@ -18,7 +18,8 @@
 //   entry, metadata "reconstruction"[].events_before_trace) is adopted at the recorded addresses by a
 //   policy that can (pytorch with the recorded settings), or allocated like any request otherwise. An
 //   adopted state above the capacity first releases its wholly free cached segments (PyTorch's OOM
-//   recovery); if it still does not fit, that is one failure marked beforeWindow, not a request.
+//   recovery); if it still does not fit, that is one failure marked beforeWindow, not a request, and the
+//   replay stops there whatever onOom says (there is no request to skip: the run cannot start).
 // - A failed request is data: with OnOom::Stop the replay ends there; with OnOom::Skip it is counted,
 //   the allocation and its frees are dropped and the replay goes on.
 // - Segment-level events of the trace are not replayed; a fidelity replay (followRecorded) hands the

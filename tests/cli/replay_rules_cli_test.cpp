@@ -1,5 +1,6 @@
 // The replay engine's rules as the CLI shows them: a block pending a free before a snapshot's trace
-// (gpumem info and gpumem replay agree with PyTorch's allocated_size).
+// (gpumem info and gpumem replay agree with PyTorch's allocated_size), and a starting state above the
+// capacity (the replay stops whatever --on-oom says).
 #include "tests/cli/cli_runner.h"
 
 #include <gtest/gtest.h>
@@ -28,4 +29,28 @@ TEST(ReplayRulesCli, FlexgenPeakAllocatedIsTheSnapshotsAllocatedSizeInInfoAndRep
         EXPECT_EQ(row["peak_allocated"], kAllocated) << row["policy"];
         EXPECT_EQ(row["peak_requested"], rows[0]["peak_requested"]) << row["policy"];
     }
+}
+
+TEST(ReplayRulesCli, AStartingStateAboveTheCapacityStopsTheReplayWhateverOnOomSays)
+{
+    const std::string path = std::string(GPUMEM_PUBLIC_TRACES) + "/cs336-silmont2000/memory_forward_bf16_128.pickle";
+    if (!std::filesystem::exists(path))
+        GTEST_SKIP() << "public trace " << path << " is absent (GPUMEM_PUBLIC_TRACES)";
+    // 500.95 MiB live before the window on a 500 MiB device: not a request --on-oom skip could drop (it went
+    // on through the window with the over-capacity state as its peak, stopped_at_oom false).
+    auto skip = runCli("replay '" + path + "' --policy pytorch --capacity 500MiB --on-oom skip --format json");
+    auto stop = runCli("replay '" + path + "' --policy pytorch --capacity 500MiB --on-oom stop --format json");
+    ASSERT_EQ(skip.exitCode, 0) << skip.err;
+    EXPECT_EQ(stop.exitCode, skip.exitCode);
+    EXPECT_EQ(skip.out, stop.out);
+    const auto row = nlohmann::json::parse(skip.out)[0];
+    EXPECT_EQ(row["stopped_at_oom"], true);
+    EXPECT_EQ(row["ooms"], 1u);
+    EXPECT_EQ(row["request_events"], 0u);
+    ASSERT_EQ(row["failures"].size(), 1u);
+    EXPECT_EQ(row["failures"][0]["before_window"], true);
+    EXPECT_EQ(row["failures"][0]["allocated"], 525286400u);
+    // --fail-if-oom exits 3, as for any OOM.
+    EXPECT_EQ(
+        runCli("replay '" + path + "' --policy pytorch --capacity 500MiB --on-oom skip --fail-if-oom").exitCode, 3);
 }

@@ -213,6 +213,29 @@ TEST(Replayer, AnAdoptedStateAboveTheCapacityReleasesItsFreeSegmentsFirst)
     EXPECT_EQ(Replayer().run(trace, parsePolicySpec("pytorch")).peakReserved.bytes, 40 * MiB);
 }
 
+TEST(Replayer, AnAdoptedStateThatDoesNotFitStopsTheReplayEvenWithOnOomSkip)
+{
+    // The starting state is not a request: --on-oom skip cannot drop it, so the replay stops as with stop
+    // (it went on and reported the 20 MiB state on a 16 MiB device as its peak, the window's 10 MiB too).
+    Trace trace = adoptedStateAboveTheCapacity();
+    for (int warmup : { 0, 1 }) {
+        ReplayOptions o;
+        o.capacity = 16 * MiB;
+        o.onOom = OnOom::Skip;
+        o.warmupPasses = warmup;
+        ReplayResult r = Replayer(o).run(trace, parsePolicySpec("pytorch"));
+        EXPECT_TRUE(r.stopped) << "warm-up passes " << warmup;
+        EXPECT_EQ(r.ooms, 1u);
+        ASSERT_EQ(r.failures.size(), 1u);
+        EXPECT_TRUE(r.failures[0].beforeWindow);
+        EXPECT_EQ(r.failures[0].allocated, 18 * MiB);
+        EXPECT_EQ(r.failures[0].reserved, 20 * MiB);
+        EXPECT_EQ(r.allocations, 0u);
+        EXPECT_EQ(r.requestEvents, 0u);
+        EXPECT_EQ(r.finalReserved, 20 * MiB);
+    }
+}
+
 TEST(Replayer, AnAdoptedStateWhoseLiveSegmentsExceedTheCapacityIsOneFailureBeforeTheWindow)
 {
     // Capacity 16 MiB: after releasing B, segment A (20 MiB, 18 MiB live) still does not fit.
