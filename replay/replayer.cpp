@@ -312,11 +312,9 @@ ReplayResult replayTrace(
     // One pending-free rule for every policy (PendingFreeAdaptor): requested/allocated bytes drop at the
     // free_requested, the memory stays occupied until the free_completed. Only where the trace has such
     // frees, so that other replays pay nothing for it.
+    const bool freesPend = !record && ((adopt && initialEvents > 0) || RequestFeeder::requestsFrees(trace, dev));
     std::unique_ptr<PendingFreeAdaptor> pending;
-    StatisticsAdaptor stats(withPendingFreeRule(*policy,
-                                !record && ((adopt && initialEvents > 0) || RequestFeeder::requestsFrees(trace, dev)),
-                                pending),
-        clock);
+    StatisticsAdaptor stats(withPendingFreeRule(*policy, freesPend, pending), clock);
     std::unique_ptr<TimelineAdaptor> timeline;
     if (options.recordTimeline)
         timeline = std::make_unique<TimelineAdaptor>(stats, clock);
