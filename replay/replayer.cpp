@@ -356,6 +356,9 @@ ReplayResult replayTrace(
             firstWindowEvent = i;
             break;
         }
+    // The adopted state's peaks restart at the window (resetPeaks below); none are sampled before it.
+    if (adopt && initialEvents > 0)
+        stats.pausePeaks();
     std::uint64_t skip = 0;
     bool stateDoesNotFit = false; // the adopted state before the window exceeds the capacity
     auto pass = [&](bool measured) {
@@ -521,6 +524,8 @@ ReplayResult replayTrace(
     }
     if (!stateDoesNotFit)
         pass(true);
+    if (stats.peaksPaused())
+        stats.resetPeaks(); // a trace with no event after its pre-window state: the peaks are that state's
 
     result.peakReserved = stats.peakReserved();
     result.peakAllocated = stats.peakAllocated();

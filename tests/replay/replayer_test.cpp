@@ -213,6 +213,24 @@ TEST(Replayer, AnAdoptedStateAboveTheCapacityReleasesItsFreeSegmentsFirst)
     EXPECT_EQ(Replayer().run(trace, parsePolicySpec("pytorch")).peakReserved.bytes, 40 * MiB);
 }
 
+TEST(Replayer, AnAdoptedStateWithoutWindowEventsHasThatStateAsItsPeaks)
+{
+    // The peaks are not sampled while the state is adopted (they restart at the window); with no event
+    // after the state, they are the state's.
+    TraceSketch s;
+    s.tb.metadata()["reconstruction"] = nlohmann::json::array({ { { "device", 0 }, { "events_before_trace", 3 } } });
+    s.tb.metadata()["allocator_settings"] = nlohmann::json::object();
+    s.ev(EventKind::SegmentAlloc, 0x10000000, 20 * MiB, s.gpu);
+    s.alloc(0x10000000, 18 * MiB);
+    s.ev(EventKind::SegmentAlloc, 0x20000000, 20 * MiB, s.gpu);
+    ReplayResult r = Replayer().run(s.tb.build(), parsePolicySpec("pytorch"));
+    EXPECT_TRUE(r.initialAdopted);
+    EXPECT_EQ(r.initialSegments, 2u);
+    EXPECT_EQ(r.peakReserved.bytes, 40 * MiB);
+    EXPECT_EQ(r.peakAllocated.bytes, 18 * MiB);
+    EXPECT_EQ(r.peakRequested.bytes, 18 * MiB);
+}
+
 TEST(Replayer, AnAdoptedStateThatDoesNotFitStopsTheReplayEvenWithOnOomSkip)
 {
     // The starting state is not a request: --on-oom skip cannot drop it, so the replay stops as with stop
