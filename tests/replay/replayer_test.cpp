@@ -178,8 +178,8 @@ TEST(Replayer, WarmupPassesKeepThePreWindowStateAndDoNotReplayItAgain)
 namespace {
 // A window that starts with a rebuilt state (a snapshot's, adopted by `pytorch` with the recorded
 // settings): segment A (20 MiB) holding a live 18 MiB block, segment B (20 MiB) wholly free; then the
-// window allocates 10 MiB.
-Trace adoptedStateAboveTheCapacity()
+// window allocates 10 MiB (windowRequest false: the trace ends with its pre-window state).
+Trace adoptedStateAboveTheCapacity(bool windowRequest = true)
 {
     TraceSketch s;
     s.tb.metadata()["reconstruction"] = nlohmann::json::array({ { { "device", 0 }, { "events_before_trace", 3 } } });
@@ -187,7 +187,8 @@ Trace adoptedStateAboveTheCapacity()
     s.ev(EventKind::SegmentAlloc, 0x10000000, 20 * MiB, s.gpu);
     s.alloc(0x10000000, 18 * MiB);
     s.ev(EventKind::SegmentAlloc, 0x20000000, 20 * MiB, s.gpu);
-    s.alloc(0x30000000, 10 * MiB);
+    if (windowRequest)
+        s.alloc(0x30000000, 10 * MiB);
     return s.tb.build();
 }
 } // namespace
@@ -217,13 +218,7 @@ TEST(Replayer, AnAdoptedStateWithoutWindowEventsHasThatStateAsItsPeaks)
 {
     // The peaks are not sampled while the state is adopted (they restart at the window); with no event
     // after the state, they are the state's.
-    TraceSketch s;
-    s.tb.metadata()["reconstruction"] = nlohmann::json::array({ { { "device", 0 }, { "events_before_trace", 3 } } });
-    s.tb.metadata()["allocator_settings"] = nlohmann::json::object();
-    s.ev(EventKind::SegmentAlloc, 0x10000000, 20 * MiB, s.gpu);
-    s.alloc(0x10000000, 18 * MiB);
-    s.ev(EventKind::SegmentAlloc, 0x20000000, 20 * MiB, s.gpu);
-    ReplayResult r = Replayer().run(s.tb.build(), parsePolicySpec("pytorch"));
+    ReplayResult r = Replayer().run(adoptedStateAboveTheCapacity(false), parsePolicySpec("pytorch"));
     EXPECT_TRUE(r.initialAdopted);
     EXPECT_EQ(r.initialSegments, 2u);
     EXPECT_EQ(r.peakReserved.bytes, 40 * MiB);
