@@ -118,6 +118,11 @@ public:
     // The program freed the block but it must not be reused yet (PyTorch free_requested of a block
     // used on another stream; its free_completed comes later as deallocate()). Default: nothing.
     void requestFree(Address address) { doRequestFree(address); }
+    // True if requestFree() itself takes the block's bytes out of stats().allocated and requested (the
+    // pending-free rule, PyTorch CUDACachingAllocator.cpp free(): they drop at the user's free, the memory
+    // stays occupied until the free completes). For a policy that does not, the Replayer applies the rule
+    // with a PendingFreeAdaptor (replay/adaptors/pending_free_adaptor.h). Default: false.
+    bool countsPendingFrees() const { return doCountsPendingFrees(); }
     // Gives every cached, wholly free segment back to the device (torch.cuda.empty_cache()).
     void releaseCached() { doReleaseCached(); }
     // Initial state of a trace window: a segment that already existed, at its recorded address,
@@ -155,6 +160,7 @@ private:
     virtual std::optional<Address> doAllocate(Bytes bytes, StreamKey stream) = 0;
     virtual void doDeallocate(Address address, Bytes bytes, StreamKey stream) = 0;
     virtual void doRequestFree(Address) { }
+    virtual bool doCountsPendingFrees() const { return false; }
     virtual void doReleaseCached() { }
     virtual bool doAdoptSegment(const SegmentInfo&) { return false; }
     virtual bool doAdoptBlock(Address, Bytes, Bytes, StreamKey) { return false; }

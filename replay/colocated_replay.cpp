@@ -1,6 +1,7 @@
 #include "replay/colocated_replay.h"
 
 #include "core/error.h"
+#include "replay/adaptors/pending_free_adaptor.h"
 #include "replay/policy_registry.h"
 #include "replay/request_feeder.h"
 
@@ -19,6 +20,7 @@ namespace {
         std::unique_ptr<SimulatedDevice> sim;
         std::unique_ptr<AllocatorPolicy> policy;
         ReplayClock clock;
+        std::unique_ptr<PendingFreeAdaptor> pending; // the pending-free rule (replayer.cpp), where needed
         std::unique_ptr<StatisticsAdaptor> stats;
         std::unique_ptr<RequestFeeder> feeder;
         std::vector<std::uint64_t> events; // the device's event indices, in trace order
@@ -75,7 +77,9 @@ ColocatedResult ColocatedReplay::run(const std::vector<ColocatedProcess>& proces
             throw UsageError("colocated replay: '" + proc.spec.text + "' (process '" + proc.name
                 + "') plans or compacts over one whole trace; colocated processes take online policies "
                   "(pytorch, tf-bfc, rmm-pool, best-fit, …)");
-        lane.stats = std::make_unique<StatisticsAdaptor>(*lane.policy, lane.clock);
+        lane.stats = std::make_unique<StatisticsAdaptor>(
+            withPendingFreeRule(*lane.policy, RequestFeeder::requestsFrees(trace, lane.device), lane.pending),
+            lane.clock);
         lane.feeder = std::make_unique<RequestFeeder>(trace, lane.device, *lane.stats);
         const auto& m = trace.memory();
         for (std::size_t i = 0; i < m.count(); ++i)

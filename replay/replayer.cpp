@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/importer.h"
+#include "replay/adaptors/pending_free_adaptor.h"
 #include "replay/policy_registry.h"
 #include "replay/request_feeder.h"
 
@@ -296,7 +297,24 @@ ReplayResult replayTrace(
     SegmentRecorder segmentRecorder(clock, result.segmentEvents);
     if (options.recordSegmentEvents)
         sim.setObserver(&segmentRecorder);
-    StatisticsAdaptor stats(*policy, clock);
+
+    // The initial state of the window.
+    std::uint64_t initialEvents
+        = options.initialState == InitialStateMode::Ignore ? 0 : initialStateEventCount(trace, dev);
+    // A wrapper (compaction:INNER) adopts as its innermost policy would, so that INNER alone is its baseline.
+    const PolicySpec* base = &spec;
+    while (base->inner)
+        base = base->inner.get();
+    bool adopt = options.initialState == InitialStateMode::Adopt
+        || (options.initialState == InitialStateMode::Auto && base->policy == "pytorch" && base->options.empty()
+            && base->version.empty() && context.recordedSettings != nullptr);
+
+    // One pending-free rule for every policy (PendingFreeAdaptor): requested/allocated bytes drop at the
+    // free_requested, the memory stays occupied until the free_completed. Only where the trace has such
+    // frees, so that other replays pay nothing for it.
+    const bool freesPend = !record && ((adopt && initialEvents > 0) || RequestFeeder::requestsFrees(trace, dev));
+    std::unique_ptr<PendingFreeAdaptor> pending;
+    StatisticsAdaptor stats(withPendingFreeRule(*policy, freesPend, pending), clock);
     std::unique_ptr<TimelineAdaptor> timeline;
     if (options.recordTimeline)
         timeline = std::make_unique<TimelineAdaptor>(stats, clock);
@@ -308,17 +326,7 @@ ReplayResult replayTrace(
     RequestFeeder feeder(trace, dev, top, maxRequest);
     const auto allocs = feeder.allocations();
 
-    // The initial state of the window.
-    std::uint64_t initialEvents
-        = options.initialState == InitialStateMode::Ignore ? 0 : initialStateEventCount(trace, dev);
     Compactor compactor(trace, dev, initialEvents, policy->compactionSchedule());
-    // A wrapper (compaction:INNER) adopts as its innermost policy would, so that INNER alone is its baseline.
-    const PolicySpec* base = &spec;
-    while (base->inner)
-        base = base->inner.get();
-    bool adopt = options.initialState == InitialStateMode::Adopt
-        || (options.initialState == InitialStateMode::Auto && base->policy == "pytorch" && base->options.empty()
-            && base->version.empty() && context.recordedSettings != nullptr);
 
     if (options.followRecorded) {
         std::uint64_t seen = 0;
@@ -335,8 +343,7 @@ ReplayResult replayTrace(
     if (recorder)
         recorder->initial = true;
     if (options.openingAllocated > 0
-        && (options.openingAllocated > (maxRequest != 0 ? maxRequest : sim.limit())
-            || !top.allocate(options.openingAllocated, 0)))
+        && (!feeder.admits(options.openingAllocated) || !top.allocate(options.openingAllocated, 0)))
         ++result.ooms;
     bool stop = false;
     std::uint64_t deviceEvents = 0;
@@ -349,7 +356,11 @@ ReplayResult replayTrace(
             firstWindowEvent = i;
             break;
         }
+    // The adopted state's peaks restart at the window (resetPeaks below); none are sampled before it.
+    if (adopt && initialEvents > 0)
+        stats.pausePeaks();
     std::uint64_t skip = 0;
+    bool stateDoesNotFit = false; // the adopted state before the window exceeds the capacity
     auto pass = [&](bool measured) {
         for (std::size_t i = 0; i < n && !stop; ++i) {
             if ((i & 0xFFFF) == 0 && options.cancel && options.cancel->load(std::memory_order_relaxed))
@@ -377,11 +388,12 @@ ReplayResult replayTrace(
                     FailedRequest f { m.time[i], i, st.allocated, feeder.streamOf(i), st.reserved, st.allocated, 0 };
                     f.beforeWindow = true;
                     result.failures.push_back(f);
-                    if (measured && options.onOom == OnOom::Stop) {
-                        result.stopped = true;
-                        stop = true;
-                        break;
-                    }
+                    // Not a request that --on-oom skip could drop: the run cannot start, whatever the
+                    // option says (a warm-up pass stops too, and no later pass runs).
+                    result.stopped = true;
+                    stop = true;
+                    stateDoesNotFit = true;
+                    break;
                 }
             }
             const EventKind kind = m.kind[i];
@@ -488,6 +500,8 @@ ReplayResult replayTrace(
     for (int w = 0; w < options.warmupPasses; ++w) {
         // A warm-up pass fills the cache the way earlier iterations did; what it leaves live is freed.
         pass(false);
+        if (stateDoesNotFit)
+            break;
         for (std::uint32_t a = 0; a < feeder.allocationCount(); ++a)
             if (const Address addr = feeder.simulatedAddress(a); addr != 0 && allocs[a].allocEvent >= firstWindowEvent) {
                 top.deallocate(addr, 0, 0);
@@ -508,7 +522,10 @@ ReplayResult replayTrace(
             timeline->takePoints();
         result.segmentEvents.clear();
     }
-    pass(true);
+    if (!stateDoesNotFit)
+        pass(true);
+    if (stats.peaksPaused())
+        stats.resetPeaks(); // a trace with no event after its pre-window state: the peaks are that state's
 
     result.peakReserved = stats.peakReserved();
     result.peakAllocated = stats.peakAllocated();

@@ -10,12 +10,16 @@
 //   (Trace::allocations()), never by address equality.
 // - A free whose allocation also has a later free_completed is a free_requested: the block leaves the
 //   program (requestFree) and becomes reusable at the free_completed (deallocate); otherwise the free
-//   is both (allocators.md §1.7).
+//   is both (allocators.md §1.7). One pending-free rule for every policy, fed or adopted (PyTorch
+//   CUDACachingAllocator.cpp free()): requested and allocated bytes drop at the free_requested; the
+//   block's memory stays occupied (reserved, not reused) until the free_completed. A policy that does not
+//   apply it itself (countsPendingFrees()) gets a PendingFreeAdaptor above it.
 // - The initial state of a ring-buffer window (the events a snapshot importer rebuilt before the first
 //   entry, metadata "reconstruction"[].events_before_trace) is adopted at the recorded addresses by a
 //   policy that can (pytorch with the recorded settings), or allocated like any request otherwise. An
 //   adopted state above the capacity first releases its wholly free cached segments (PyTorch's OOM
-//   recovery); if it still does not fit, that is one failure marked beforeWindow, not a request.
+//   recovery); if it still does not fit, that is one failure marked beforeWindow, not a request, and the
+//   replay stops there whatever onOom says (there is no request to skip: the run cannot start).
 // - A failed request is data: with OnOom::Stop the replay ends there; with OnOom::Skip it is counted,
 //   the allocation and its frees are dropped and the replay goes on.
 // - Segment-level events of the trace are not replayed; a fidelity replay (followRecorded) hands the

@@ -23,6 +23,29 @@ RequestFeeder::RequestFeeder(const Trace& trace, DeviceId device, AllocatorPolic
         m_streamKey[s] = trace.streams()[s].handle;
 }
 
+bool RequestFeeder::requestsFrees(const Trace& trace, DeviceId device)
+{
+    const auto& m = trace.memory();
+    for (const Allocation& al : trace.allocations()) {
+        if (al.freeEvent == kNoIndex || al.freeCompletedEvent == kNoIndex || al.freeCompletedEvent <= al.freeEvent
+            || m.device[al.freeEvent] != device)
+            continue;
+        // feed() defers such a free to its free_completed when that is the device's next event.
+        std::size_t next = al.freeEvent + 1;
+        while (next < m.count() && m.device[next] != device)
+            ++next;
+        if (next != al.freeCompletedEvent)
+            return true;
+    }
+    return false;
+}
+
+bool RequestFeeder::admits(Bytes request) const
+{
+    const Bytes live = std::min(m_top.stats().requested, kMaxDeviceBytes);
+    return request <= m_maxRequest && request <= kMaxDeviceBytes - live;
+}
+
 RequestFeeder::Step RequestFeeder::feed(std::size_t i)
 {
     const auto& m = m_trace.memory();
@@ -37,8 +60,7 @@ RequestFeeder::Step RequestFeeder::feed(std::size_t i)
             step.outcome = Outcome::ZeroSize;
             return step;
         }
-        const Bytes live = std::min(m_top.stats().requested, kMaxDeviceBytes);
-        if (step.request > m_maxRequest || step.request > kMaxDeviceBytes - live) {
+        if (!admits(step.request)) {
             m_top.device().reportOom(step.request, step.stream);
             step.outcome = Outcome::Failed;
             return step;

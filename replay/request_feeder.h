@@ -7,7 +7,7 @@
 // free_completed is a requestFree and the block is deallocated at the free_completed; a free followed
 // at once by its own free_completed is handled at the free_completed; a free of an allocation that never
 // got a simulated block (dropped after an OOM, or before the window) changes nothing.
-// A request larger than the device's limit (its capacity, or kMaxDeviceBytes when unlimited), or one that
+// A request larger than the device's limit() (its capacity, capped at kMaxDeviceBytes, the one limit), or one that
 // would take the live requested bytes above kMaxDeviceBytes, fails here, before any policy rounds it: no
 // allocator could serve it, so every policy gives the same answer and no counter wraps.
 // Not thread-safe; holds references to the trace and the policy, which must outlive it.
@@ -46,6 +46,16 @@ public:
     // maxRequest: the largest request handed to `top` (0 = top.device().limit()); a dry run on an
     // unlimited device passes the real run's limit so that both refuse the same requests.
     RequestFeeder(const Trace& trace, DeviceId device, AllocatorPolicy& top, Bytes maxRequest = 0);
+
+    // True if feeding the events of `device` calls requestFree() at least once: some free has a later
+    // free_completed that does not follow it at once (the Replayer then applies the pending-free rule,
+    // PendingFreeAdaptor, to a policy that does not apply it itself). Linear in the allocations.
+    static bool requestsFrees(const Trace& trace, DeviceId device);
+
+    // True if a request of `request` bytes may be handed to the policy now: at most the limit
+    // (maxRequest, or the device's limit()) and not taking the live requested bytes above kMaxDeviceBytes.
+    // feed() refuses an alloc that fails it; the Replayer asks it of the opening allocation too.
+    bool admits(Bytes request) const;
 
     // Handles memory event i (which must be on the device). Alloc/Free/FreeCompleted only; other kinds
     // return Ignored.

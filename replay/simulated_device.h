@@ -98,8 +98,9 @@ public:
     // `shared` alive longer than the device). nullptr = not shared.
     void setSharedCapacity(SharedCapacity* shared) { m_shared = shared; }
     Bytes capacity() const { return m_capacity; }
-    // The capacity, or kMaxDeviceBytes when it is unlimited (0): what malloc/map never exceed.
-    Bytes limit() const { return m_capacity != 0 ? m_capacity : kMaxDeviceBytes; }
+    // What malloc/map never exceed and the largest request a replay hands a policy (RequestFeeder): the
+    // capacity, but never above kMaxDeviceBytes (the one limit, also when unlimited: capacity 0).
+    Bytes limit() const { return m_capacity != 0 ? std::min(m_capacity, kMaxDeviceBytes) : kMaxDeviceBytes; }
     Bytes granularity() const { return m_granularity; }
     Bytes totalMemory() const { return m_totalMemory; }
     // Bytes still available to malloc/map (the driver's "free"); the maximum value when unlimited.

@@ -18,7 +18,7 @@ namespace gpumem::detail {
 // multiple`; for other multiples that spelling also gave 0 for the few values within `multiple` of 2^64
 // that do have a multiple (its sum wrapped), and for values below 2^63 (every size read from an int64)
 // both agree for any multiple. Callers whose input can reach the top bound it first
-// (kLargestRequest in free_ranges.h) or read 0 as "cannot be represented".
+// (kMaxDeviceBytes, replay/simulated_device.h) or read 0 as "cannot be represented".
 constexpr Bytes roundUpToMultiple(Bytes value, Bytes multiple)
 {
     const Bytes rest = value % multiple;

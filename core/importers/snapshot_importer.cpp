@@ -1480,16 +1480,22 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 ++grown;
             }
         }
+        // Blocks pending a free (freed by the user, waiting on stream events) first: alloc and free_requested,
+        // so that they never count as allocated at the pre-trace instant (PyTorch CUDACachingAllocator.cpp
+        // free(): allocated and requested bytes drop at the user's free; the memory stays reserved until
+        // free_completed, which the trace records). Then the blocks still allocated.
         std::uint64_t pending = 0;
         for (auto& [addr, blk] : preBlocks)
-            preEvent(EventKind::Alloc, addr, blk->size, blk->requested, blk->stream, r.site(blk->frames));
-        for (auto& [addr, blk] : preBlocks)
             if (blk->state == SnapshotBlockState::ActivePendingFree) {
+                preEvent(EventKind::Alloc, addr, blk->size, blk->requested, blk->stream, r.site(blk->frames));
                 preEvent(EventKind::Free, addr, blk->size, blk->requested, blk->stream, 0);
                 if (auto code = state.freeRequested(addr, detail); !code.empty())
                     warn(code, nullptr, detail);
                 ++pending;
             }
+        for (auto& [addr, blk] : preBlocks)
+            if (blk->state != SnapshotBlockState::ActivePendingFree)
+                preEvent(EventKind::Alloc, addr, blk->size, blk->requested, blk->stream, r.site(blk->frames));
         if (preSequence != 0)
             b.stats().add("reconstructed_initial_state", Severity::Info,
                 "device " + std::to_string(ordinal) + ": "

@@ -74,6 +74,7 @@ protected:
         finish(PolicyCall::Adopt, ok);
         return ok;
     }
+    bool doCountsPendingFrees() const override { return m_upstream->countsPendingFrees(); }
     bool doNeedsPlan() const override { return m_upstream->needsPlan(); }
     void doPlan(const RequestPlan& requests) override { m_upstream->plan(requests); }
     const CompactionSchedule* doCompactionSchedule() const override { return m_upstream->compactionSchedule(); }

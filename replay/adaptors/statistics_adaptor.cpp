@@ -8,6 +8,8 @@ void StatisticsAdaptor::afterCall(PolicyCall call, bool ok)
         ++(ok ? m_calls.allocations : m_calls.failures);
     else if (call == PolicyCall::Deallocate)
         ++m_calls.deallocations;
+    if (m_peaksPaused)
+        return;
     if (m_stats.reserved > m_peakReserved.bytes) {
         m_peakReserved = { m_stats.reserved, m_clock->time, m_clock->event };
         m_atPeak = upstream().fragmentation();

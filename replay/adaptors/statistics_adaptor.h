@@ -37,15 +37,23 @@ public:
     // segments arrive before their blocks).
     void resetPeaks()
     {
+        m_peaksPaused = false;
         m_peakReserved = m_peakAllocated = m_peakRequested = PeakAt {};
         afterCall(PolicyCall::Adopt, true);
     }
+    // Until the next resetPeaks(), calls keep the stats and counts but not the peaks: the state adopted
+    // before a window, whose peaks restart at the window anyway (sampling the fragmentation at each new
+    // peak while segments are adopted one by one walks the growing state once per segment, in every
+    // probe of `gpumem fit`).
+    void pausePeaks() { m_peaksPaused = true; }
+    bool peaksPaused() const { return m_peaksPaused; }
 
 private:
     void afterCall(PolicyCall call, bool ok) override;
     PeakAt m_peakReserved, m_peakAllocated, m_peakRequested;
     FragmentationSample m_atPeak;
     CallCounts m_calls;
+    bool m_peaksPaused = false;
 };
 
 } // namespace gpumem::replay

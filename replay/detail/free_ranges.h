@@ -13,14 +13,12 @@
 
 namespace gpumem::replay::detail {
 
-// Requests above this are refused as out of memory before any arithmetic on them [choice]: no device
-// has 256 TiB, and rounding a size near 2^64 would wrap around.
-inline constexpr Bytes kLargestRequest = Bytes(1) << 48;
-
-// `bytes` (0 counts as 1) rounded up to a multiple of `alignment`; 0 when above kLargestRequest.
+// `bytes` (0 counts as 1) rounded up to a multiple of `alignment`; 0 when above kMaxDeviceBytes (the one
+// limit of the replay engine, simulated_device.h: the RequestFeeder refuses such requests before any policy
+// sees them; below it the rounding cannot wrap).
 inline Bytes alignedRequest(Bytes bytes, Bytes alignment)
 {
-    if (bytes > kLargestRequest)
+    if (bytes > kMaxDeviceBytes)
         return 0;
     return roundUpToMultiple(std::max<Bytes>(bytes, 1), alignment);
 }

@@ -60,6 +60,7 @@ private:
     std::optional<Address> doAllocate(Bytes bytes, StreamKey stream) override;
     void doDeallocate(Address address, Bytes bytes, StreamKey stream) override;
     void doRequestFree(Address address) override;
+    bool doCountsPendingFrees() const override { return true; } // requested here, allocated in its PyTorch policy
     void doReleaseCached() override;
 
     struct Part {

@@ -413,7 +413,7 @@ struct PyTorchPolicy::Impl {
 
     static bool allocatable(const Block* b) { return b && !b->allocated && !b->pendingFree; }
 
-    // "find_expandable_block" (§1.11 step 1).
+    // "find_expandable_block" (§1.11 step 1); nullptr when even a new segment cannot hold `size`.
     Block* findExpandableBlock(Pool& pool, StreamKey stream, Bytes size)
     {
         auto hasRoom = [&](const Block* b) {
@@ -437,6 +437,11 @@ struct PyTorchPolicy::Impl {
         Bytes page = pool.isSmall ? kSmallBuffer : config.largeSegmentSize;
         Bytes total = device.totalMemory();
         std::size_t pages = std::size_t((total + total / 8 + page - 1) / page);
+        // A request larger than a whole segment's address range (total memory × 9/8) can never be mapped:
+        // refuse it before mapping anything, so that a failed request reserves nothing (it mapped every page
+        // of the new segment before: 90 GiB for a 100 GiB request on the assumed 80 GiB device).
+        if (size > page * pages)
+            return nullptr;
         ExpandableSegment* es;
         if (!spareSegments.empty()) {
             es = spareSegments.back();
@@ -459,6 +464,8 @@ struct PyTorchPolicy::Impl {
     Block* tryAllocateExpandable(Pool& pool, StreamKey stream, Bytes size)
     {
         Block* c = findExpandableBlock(pool, stream, size);
+        if (!c)
+            return nullptr;
         if (!c->mapped && !mapBlock(c, std::min(c->size, size)))
             return nullptr;
         while (c->size < size) {

@@ -48,6 +48,7 @@ private:
     std::optional<Address> doAllocate(Bytes bytes, StreamKey stream) override;
     void doDeallocate(Address address, Bytes bytes, StreamKey stream) override;
     void doRequestFree(Address address) override;
+    bool doCountsPendingFrees() const override { return true; } // releaseAccounting at requestFree
     void doReleaseCached() override;
     bool doAdoptSegment(const SegmentInfo& segment) override;
     bool doAdoptBlock(Address address, Bytes size, Bytes requested, StreamKey stream) override;

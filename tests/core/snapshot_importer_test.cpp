@@ -362,15 +362,17 @@ TEST(SnapshotImporter, RebuildsInitialStateFromSegments)
         { EventKind::SegmentAlloc, kS1 },
         { EventKind::SegmentMap, kE },
         { EventKind::SegmentMap, kE + 4 * kMiB },
+        // The pending Q first (alloc + free_requested), so it never counts as allocated at the pre-trace
+        // instant (PyTorch drops allocated bytes at the user's free); then the allocated blocks.
+        { EventKind::Alloc, kS1 + 12 * kMiB },
+        { EventKind::Free, kS1 + 12 * kMiB },
         { EventKind::Alloc, kS1 },
         { EventKind::Alloc, kS1 + 8 * kMiB },
-        { EventKind::Alloc, kS1 + 12 * kMiB },
         { EventKind::Alloc, kE },
-        { EventKind::Free, kS1 + 12 * kMiB },
     };
     EXPECT_EQ(pre, expected);
-    EXPECT_EQ(m.size[4], 4 * kMiB) << "3 MiB rounded, grown over the 1 MiB gap before Q";
-    EXPECT_EQ(m.size[5], 3 * kMiB / 2);
+    EXPECT_EQ(m.size[6], 4 * kMiB) << "3 MiB rounded, grown over the 1 MiB gap before Q";
+    EXPECT_EQ(m.size[3], 3 * kMiB / 2);
     EXPECT_EQ(m.time[8], 1);
     EXPECT_EQ(m.sequence[8], 0u);
     // alloc B: 2 MiB − 100 rounds to 2 MiB and is split (14 MiB rest > 1 MiB).
@@ -592,14 +594,17 @@ TEST(SnapshotImporter, TilesGenerationABlocksAndTakesFramesFromHistory)
     ASSERT_EQ(segs.size(), 1u);
     ASSERT_EQ(segs[0].blocks.size(), 2u);
     EXPECT_EQ(segs[0].blocks[1].address, kS1 + 2 * kMiB);
-    // Pre-window: segment, the live block (frames from its history) and the pending block + its free.
+    // Pre-window: segment, the pending block + its free, the live block (frames from its history).
     const auto& m = t.memory();
     ASSERT_EQ(m.count(), 5u);
     EXPECT_EQ(m.kind[1], EventKind::Alloc);
-    EXPECT_EQ(m.address[1], kS1);
-    ASSERT_EQ(t.siteFrames(m.site[1]).size(), 2u);
-    EXPECT_EQ(t.str(t.frames()[t.siteFrames(m.site[1])[0]].name), "forward");
-    EXPECT_EQ(m.kind[3], EventKind::Free);
+    EXPECT_EQ(m.address[1], kS1 + 2 * kMiB);
+    EXPECT_EQ(m.kind[2], EventKind::Free);
+    EXPECT_EQ(m.address[2], kS1 + 2 * kMiB);
+    EXPECT_EQ(m.kind[3], EventKind::Alloc);
+    EXPECT_EQ(m.address[3], kS1);
+    ASSERT_EQ(t.siteFrames(m.site[3]).size(), 2u);
+    EXPECT_EQ(t.str(t.frames()[t.siteFrames(m.site[3])[0]].name), "forward");
     EXPECT_EQ(m.kind[4], EventKind::FreeCompleted);
     EXPECT_TRUE(compareSnapshotState(segs, replaySnapshotState(t, 0)).empty());
 }

@@ -211,6 +211,52 @@ TYPED_TEST(PolicyConformance, RequestsAboveTheDeviceAreOneOomInTheEngineAndNothi
     checkHugeRequests(TypeParam::spec);
 }
 
+// One pending-free rule for every policy (PyTorch CUDACachingAllocator.cpp free()): requested and
+// allocated bytes drop at the free_requested; the block stays occupied — reserved unchanged, not reused —
+// until its free_completed.
+TYPED_TEST(PolicyConformance, RequestedDropsAtTheFreeRequestedAndTheBlockStaysOccupied)
+{
+    Trace trace = readJsonlText(kPendingFreeJsonl, "pending_free.jsonl");
+    const auto steps = feedPendingFreeSteps(trace, TypeParam::spec);
+    ASSERT_EQ(steps.size(), 8u);
+    std::vector<Bytes> requested;
+    for (const auto& s : steps)
+        requested.push_back(s.requested);
+    EXPECT_EQ(requested, (std::vector<Bytes> { 1000, 4000, 3000, 3500, 3500, 3500, 500, 0 }));
+    EXPECT_LT(steps[2].allocated, steps[1].allocated) << "A's bytes leave allocated at its free_requested";
+    EXPECT_EQ(steps[2].reserved, steps[1].reserved) << "A's memory stays occupied";
+    EXPECT_EQ(steps[4].allocated, steps[3].allocated) << "the free_completed changes nothing allocated";
+    ReplayOptions options;
+    options.recordAllocAddresses = true;
+    ReplayResult r = Replayer(options).run(trace, parsePolicySpec(TypeParam::spec));
+    ASSERT_EQ(r.allocAddresses.size(), 3u);
+    EXPECT_NE(r.allocAddresses[2].second, r.allocAddresses[0].second) << "C took A's block while A was pending";
+    EXPECT_EQ(r.peakRequested.bytes, 4000u);
+    EXPECT_EQ(r.finalAllocated, 0u);
+}
+
+// Without a capacity the device is assumed to have 80 GiB (SimulatedDevice's default total memory), which
+// some policies size from (tf-bfc's and rmm-arena's pools, PyTorch's expandable segments: total × 9/8 of
+// address space). A 100 GiB request is served on the unlimited device or is one OOM that reserves no
+// more than the assumed device: refusing it must not first reserve what no 80 GiB device has.
+TYPED_TEST(PolicyConformance, ARequestAboveTheAssumedDeviceIsServedOrOneOomWithinIt)
+{
+    constexpr Bytes kAssumed = Bytes(80) << 30, kRequest = Bytes(100) << 30;
+    const std::string jsonl = std::string("{\"format\":\"gpumem-jsonl\",\"version\":1}\n")
+        + "{\"type\":\"device\",\"id\":0,\"kind\":\"cuda\",\"ordinal\":0}\n"
+        + "{\"type\":\"stream\",\"id\":0,\"device\":0,\"handle\":0}\n"
+        + "{\"type\":\"mem\",\"t\":1,\"kind\":\"alloc\",\"addr\":4096,\"size\":" + std::to_string(kRequest) + "}\n";
+    ReplayResult r = Replayer().run(readJsonlText(jsonl, "above_assumed.jsonl"), parsePolicySpec(TypeParam::spec));
+    if (r.ooms == 0) {
+        EXPECT_EQ(r.allocations, 1u);
+        EXPECT_GE(r.peakReserved.bytes, kRequest);
+    } else {
+        EXPECT_EQ(r.ooms, 1u);
+        EXPECT_EQ(r.allocations, 0u);
+        EXPECT_LE(r.peakReserved.bytes, kAssumed);
+    }
+}
+
 TYPED_TEST(PolicyConformance, EverythingGoesBackToTheDeviceAtTheEnd)
 {
     Rig r(TypeParam::spec);

@@ -2,9 +2,11 @@
 // Shared helpers for the replay tests: a policy on its own simulated device with every device call
 // recorded.
 #include "core/jsonl_format.h"
+#include "replay/adaptors/pending_free_adaptor.h"
 #include "replay/policies/pytorch_policy.h"
 #include "replay/policy_registry.h"
 #include "replay/replayer.h"
+#include "replay/request_feeder.h"
 
 #include <gtest/gtest.h>
 
@@ -138,6 +140,48 @@ inline void checkHugeRequests(const char* spec)
     EXPECT_GE(r.peakAllocated.bytes, r.peakRequested.bytes);
     EXPECT_GE(r.peakReserved.bytes, r.peakAllocated.bytes);
     EXPECT_LE(r.peakReserved.bytes, kMaxDeviceBytes);
+}
+
+// The pending-free rule (replay/adaptors/pending_free_adaptor.h) on a hand-made trace: A (1000 B) and
+// B (3000 B) allocated; A freed while still in use on another stream (free_requested), C (500 B)
+// allocated while A is pending; A's free completes; B freed with its free_completed at once; C freed.
+inline constexpr const char* kPendingFreeJsonl = R"({"format":"gpumem-jsonl","version":1}
+{"type":"device","id":0,"kind":"cuda","ordinal":0}
+{"type":"stream","id":0,"device":0,"handle":0}
+{"type":"mem","t":1,"kind":"alloc","addr":4096,"size":1024,"requested":1000}
+{"type":"mem","t":2,"kind":"alloc","addr":8192,"size":3072,"requested":3000}
+{"type":"mem","t":3,"kind":"free","addr":4096,"size":1024,"requested":1000}
+{"type":"mem","t":4,"kind":"alloc","addr":16384,"size":512,"requested":500}
+{"type":"mem","t":5,"kind":"free_completed","addr":4096,"size":1024,"requested":1000}
+{"type":"mem","t":6,"kind":"free","addr":8192,"size":3072,"requested":3000}
+{"type":"mem","t":7,"kind":"free_completed","addr":8192,"size":3072,"requested":3000}
+{"type":"mem","t":8,"kind":"free","addr":16384,"size":512,"requested":500}
+)";
+
+struct PendingFreeStep {
+    Bytes requested, allocated, reserved;
+    friend bool operator==(const PendingFreeStep&, const PendingFreeStep&) = default;
+};
+inline void PrintTo(const PendingFreeStep& s, std::ostream* os)
+{
+    *os << "{requested " << s.requested << ", allocated " << s.allocated << ", reserved " << s.reserved << "}";
+}
+
+// The stats after each event of `trace` (device 0) for the policy `spec`, fed as the Replayer feeds
+// them (RequestFeeder above withPendingFreeRule).
+inline std::vector<PendingFreeStep> feedPendingFreeSteps(const Trace& trace, const char* spec)
+{
+    SimulatedDevice device;
+    auto policy = makePolicy(parsePolicySpec(spec), device);
+    std::unique_ptr<PendingFreeAdaptor> holder;
+    AllocatorPolicy& top = withPendingFreeRule(*policy, RequestFeeder::requestsFrees(trace, 0), holder);
+    RequestFeeder feeder(trace, 0, top);
+    std::vector<PendingFreeStep> out;
+    for (std::size_t i = 0; i < trace.memory().count(); ++i) {
+        feeder.feed(i);
+        out.push_back({ top.stats().requested, top.stats().allocated, top.stats().reserved });
+    }
+    return out;
 }
 
 } // namespace gpumem::replay::testing

@@ -178,8 +178,8 @@ TEST(Replayer, WarmupPassesKeepThePreWindowStateAndDoNotReplayItAgain)
 namespace {
 // A window that starts with a rebuilt state (a snapshot's, adopted by `pytorch` with the recorded
 // settings): segment A (20 MiB) holding a live 18 MiB block, segment B (20 MiB) wholly free; then the
-// window allocates 10 MiB.
-Trace adoptedStateAboveTheCapacity()
+// window allocates 10 MiB (windowRequest false: the trace ends with its pre-window state).
+Trace adoptedStateAboveTheCapacity(bool windowRequest = true)
 {
     TraceSketch s;
     s.tb.metadata()["reconstruction"] = nlohmann::json::array({ { { "device", 0 }, { "events_before_trace", 3 } } });
@@ -187,7 +187,8 @@ Trace adoptedStateAboveTheCapacity()
     s.ev(EventKind::SegmentAlloc, 0x10000000, 20 * MiB, s.gpu);
     s.alloc(0x10000000, 18 * MiB);
     s.ev(EventKind::SegmentAlloc, 0x20000000, 20 * MiB, s.gpu);
-    s.alloc(0x30000000, 10 * MiB);
+    if (windowRequest)
+        s.alloc(0x30000000, 10 * MiB);
     return s.tb.build();
 }
 } // namespace
@@ -211,6 +212,41 @@ TEST(Replayer, AnAdoptedStateAboveTheCapacityReleasesItsFreeSegmentsFirst)
     EXPECT_EQ(r.finalAllocated, 28 * MiB);
     // Without a capacity nothing is released and the 10 MiB request splits the cached segment B.
     EXPECT_EQ(Replayer().run(trace, parsePolicySpec("pytorch")).peakReserved.bytes, 40 * MiB);
+}
+
+TEST(Replayer, AnAdoptedStateWithoutWindowEventsHasThatStateAsItsPeaks)
+{
+    // The peaks are not sampled while the state is adopted (they restart at the window); with no event
+    // after the state, they are the state's.
+    ReplayResult r = Replayer().run(adoptedStateAboveTheCapacity(false), parsePolicySpec("pytorch"));
+    EXPECT_TRUE(r.initialAdopted);
+    EXPECT_EQ(r.initialSegments, 2u);
+    EXPECT_EQ(r.peakReserved.bytes, 40 * MiB);
+    EXPECT_EQ(r.peakAllocated.bytes, 18 * MiB);
+    EXPECT_EQ(r.peakRequested.bytes, 18 * MiB);
+}
+
+TEST(Replayer, AnAdoptedStateThatDoesNotFitStopsTheReplayEvenWithOnOomSkip)
+{
+    // The starting state is not a request: --on-oom skip cannot drop it, so the replay stops as with stop
+    // (it went on and reported the 20 MiB state on a 16 MiB device as its peak, the window's 10 MiB too).
+    Trace trace = adoptedStateAboveTheCapacity();
+    for (int warmup : { 0, 1 }) {
+        ReplayOptions o;
+        o.capacity = 16 * MiB;
+        o.onOom = OnOom::Skip;
+        o.warmupPasses = warmup;
+        ReplayResult r = Replayer(o).run(trace, parsePolicySpec("pytorch"));
+        EXPECT_TRUE(r.stopped) << "warm-up passes " << warmup;
+        EXPECT_EQ(r.ooms, 1u);
+        ASSERT_EQ(r.failures.size(), 1u);
+        EXPECT_TRUE(r.failures[0].beforeWindow);
+        EXPECT_EQ(r.failures[0].allocated, 18 * MiB);
+        EXPECT_EQ(r.failures[0].reserved, 20 * MiB);
+        EXPECT_EQ(r.allocations, 0u);
+        EXPECT_EQ(r.requestEvents, 0u);
+        EXPECT_EQ(r.finalReserved, 20 * MiB);
+    }
 }
 
 TEST(Replayer, AnAdoptedStateWhoseLiveSegmentsExceedTheCapacityIsOneFailureBeforeTheWindow)
