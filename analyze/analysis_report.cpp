@@ -30,17 +30,20 @@ namespace {
         const std::string_view s = safe;
         if (columns(s) <= width)
             return std::string(s) + std::string(width - columns(s), ' ');
-        // Cut at character boundaries (never inside a UTF-8 sequence, which would print as garbage):
-        // the head ends before a continuation byte, the tail starts at a lead byte.
-        auto continuation = [&](std::size_t i) { return (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80; };
+        // Cut in display columns at character boundaries (never inside a UTF-8 sequence, which would print
+        // as garbage): the first keep/3 characters, "...", and the last characters that fill the width.
+        auto lead = [&](std::size_t i) { return (static_cast<unsigned char>(s[i]) & 0xC0) != 0x80; };
         const std::size_t keep = width - 3;
-        std::size_t head = keep / 3, tail = s.size() - (keep - head);
-        while (head > 0 && continuation(head))
-            --head;
-        while (tail < s.size() && continuation(tail))
-            ++tail;
+        std::size_t head = 0;
+        for (std::size_t cols = 0; head < s.size() && !(lead(head) && cols == keep / 3); ++head)
+            cols += lead(head);
+        std::size_t tail = s.size();
+        for (std::size_t cols = 0; tail > 0 && cols < keep - keep / 3;) {
+            --tail;
+            cols += lead(tail);
+        }
         std::string cut = std::string(s.substr(0, head)) + "..." + std::string(s.substr(tail));
-        return cut + std::string(width - columns(cut), ' '); // a boundary may leave it a column or three short
+        return cut + std::string(width - columns(cut), ' ');
     }
     std::string right(std::string_view s, std::size_t width)
     {

@@ -158,12 +158,12 @@ TEST(TerminalText, ALongNonAsciiNameIsCutBetweenCharacters)
                         << R"({"type":"mem","t":1000,"kind":"alloc","addr":4096,"size":4096,"scope":1})" "\n";
     const auto r = runCli("analyze --by module '" + path.string() + "'");
     ASSERT_EQ(r.exitCode, 0) << r.err;
-    // The 37-byte column keeps 11 bytes of head ("nn.Module: "), "..." and the last 22 bytes that start
-    // a character (23 would begin inside an é): 11 é, then a space that pads the column.
+    // The 37-column cell keeps 11 characters of head ("nn.Module: "), "..." and the last 23 characters
+    // (23 é, 46 bytes): cut in display columns between characters, never inside an é, and filling the cell.
     std::string expected = "\n| nn.Module: ...";
-    for (int i = 0; i < 11; ++i)
+    for (int i = 0; i < 23; ++i)
         expected += "\xC3\xA9";
-    EXPECT_NE(r.out.find(expected + "  |   4096 B   |"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(expected + " |   4096 B   |"), std::string::npos) << r.out;
 }
 
 // Fidelity's counter lines read "1 samples" and, with no error at all, "max 0 B at +-0.000001 s" (the
