@@ -26,13 +26,14 @@ namespace {
         {
             return "The file has inline SVG and CSS only (no script, no network resources), so it opens anywhere and can be\n"
                    "attached to CI runs and bug reports. --policy adds a what-if comparison row per trace and policy,\n"
-                   "replayed like `gpumem replay --policy SPEC` (peak reserved, device calls, OOMs, overhead over max live bytes).";
+                   "replayed like `gpumem replay --policy SPEC` (peak reserved, device calls, OOMs, overhead over max live bytes).\n"
+                   "An existing output file is replaced unless it is one of the traces or write-protected (then nothing is written).";
         }
         void setup(po::options_description& o, po::positional_options_description& p) override
         {
             o.add_options()("output,o", po::value<std::string>()->required(), "the HTML file to write")(
                 "policy", po::value<std::vector<std::string>>(), "allocator policy to compare (PolicySpec string)")(
-                "top", po::value<long long>()->default_value(10), "rows per breakdown table")(
+                "top", po::value<long long>()->default_value(10), "rows per breakdown table (1 or more)")(
                 "title", po::value<std::string>()->default_value("gpumem report"), "page title")(
                 "device", po::value<std::string>(), kDeviceOptionHelp)(
                 "strict", "treat import anomalies of warning or error severity as failures")(
@@ -44,6 +45,11 @@ namespace {
             LoadOptions load;
             load.strict = vm.count("strict") > 0;
             const auto paths = vm["trace"].as<std::vector<std::string>>();
+            const std::size_t top = topOption(vm);
+            if (top == 0) // every breakdown table would be a header alone (review finding)
+                throw UsageError("--top 0 leaves the breakdown tables empty; give the rows per table, 1 or more");
+            const std::string outPath = vm["output"].as<std::string>();
+            OutputFile output(outPath, paths); // checks the destination before the work
             std::vector<Trace> traces;
             std::vector<analyze::Analysis> analyses;
             traces.reserve(paths.size());
@@ -85,8 +91,6 @@ namespace {
                     }
                 }
             }
-            const std::string outPath = vm["output"].as<std::string>();
-            OutputFile output(outPath);
             {
                 std::ofstream f(output.writePath(), std::ios::binary);
                 if (!f)
