@@ -190,7 +190,7 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
                 { "offset_ns", p.offset }, { "request_events", p.requestEvents },
                 { "peak_reserved", p.peakReserved.bytes }, { "peak_reserved_time_ns", p.peakReserved.time },
                 { "peak_allocated", p.peakAllocated.bytes }, { "device_calls", p.deviceCounters.deviceCalls() },
-                { "ooms", p.ooms }, { "failures", failures } });
+                { "ooms", p.ooms }, { "failures", failures }, { "allocated_before_trace", p.openingAllocated } });
         }
         nlohmann::json first = nullptr;
         if (r.firstFailure) {
@@ -198,7 +198,7 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
             first = { { "process", r.processes[f.process].name }, { "time_ns", f.request.time },
                 { "event", f.request.event }, { "size", f.request.size }, { "stream", f.request.stream },
                 { "process_reserved", f.request.reserved }, { "combined_reserved", f.combinedReserved },
-                { "refused_by", f.byLimit ? "process limit" : "device capacity" } };
+                { "refused_by", f.byLimit ? "process limit" : "device capacity" }, { "before_trace", f.beforeTrace } };
         }
         dump({ { "capacity", r.capacity == 0 ? nlohmann::json(nullptr) : nlohmann::json(r.capacity) },
                  { "processes", procs }, { "combined_peak_reserved", r.combinedPeakReserved },
@@ -230,6 +230,12 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
             formatBytes(p.peakAllocated.bytes), std::to_string(p.ooms),
             p.failures.empty() ? std::string("-") : formatOffset(p.failures.front().time) });
     writeColumns(table, 2, out);
+    std::string before;
+    for (const auto& p : r.processes)
+        if (p.openingAllocated > 0)
+            before += (before.empty() ? "" : ", ") + textForTerminal(p.name) + " " + formatBytes(p.openingAllocated);
+    if (!before.empty())
+        out << "allocated before the profiler trace began, held live from the process's start: " << before << '\n';
     out << "combined peak reserved: " << formatBytes(r.combinedPeakReserved) << " at +"
         << formatSeconds(r.combinedPeakTime) << '\n';
     if (!r.firstFailure) {
@@ -238,9 +244,13 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
     }
     const auto& f = *r.firstFailure;
     const auto& p = r.processes[f.process];
-    out << "first failure: " << textForTerminal(p.name) << " at +" << formatSeconds(f.request.time) << ": request "
-        << formatBytes(f.request.size) << " (" << f.request.size << " B) on stream " << f.request.stream
-        << ", trace event " << f.request.event << "; " << textForTerminal(p.name) << " reserved " << formatBytes(f.request.reserved)
+    out << "first failure: " << textForTerminal(p.name) << " at +" << formatSeconds(f.request.time) << ": ";
+    if (f.beforeTrace)
+        out << "the " << formatBytes(f.request.size) << " (" << f.request.size << " B) allocated before its trace began";
+    else
+        out << "request " << formatBytes(f.request.size) << " (" << f.request.size << " B) on stream "
+            << f.request.stream << ", trace event " << f.request.event;
+    out << "; " << textForTerminal(p.name) << " reserved " << formatBytes(f.request.reserved)
         << ", all processes " << formatBytes(f.combinedReserved) << "; refused by "
         << (f.byLimit ? textForTerminal(p.name) + "'s limit of " + formatBytes(p.limit)
                       : "the device (" + bytesOrUnlimited(r.capacity) + ")")
