@@ -67,3 +67,25 @@ TEST(ColocateReview, PublicProfilerTracesCountTheirMemoryFromBeforeTheTrace)
     EXPECT_GT(j["combined_peak_reserved"].get<std::uint64_t>(), 6ull << 30); // was 2.60 GiB
     EXPECT_NE(r.err.find("note: df_index_resolver recorded 11.90 GiB reserved"), std::string::npos) << r.err;
 }
+
+// Regression: the HTML page left out analyze's "already allocated before the trace" warning and printed
+// "Peak reserved / lower bound" for a reserved counter holding pre-trace memory.
+TEST(ReportReview, TheSummaryWarnsAboutMemoryFromBeforeTheTrace)
+{
+    auto dir = scratchDir("report-before");
+    auto r = runCli("report tests/data/kineto/prewarm_a.json -o '" + (dir / "r.html").string() + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const std::string html = slurp(dir / "r.html");
+    EXPECT_NE(html.find("<h3>Summary</h3><p class='note'>Note: 8.00 GiB was already allocated when this profiler trace "
+                        "began and is not in it: peak allocated, peak active, the breakdowns and the lower bound cover "
+                        "what was allocated inside the trace; the recorded counters (peak reserved, the recorded "
+                        "allocated counter) include it, so peak reserved / lower bound is left out.</p>"),
+        std::string::npos);
+    EXPECT_EQ(html.find("Peak reserved / lower bound"), std::string::npos);
+    // A trace without such memory keeps the ratio and has no note.
+    auto plain = runCli("report tests/data/tiny_alloc_free.jsonl -o '" + (dir / "p.html").string() + "'");
+    ASSERT_EQ(plain.exitCode, 0) << plain.err;
+    const std::string p = slurp(dir / "p.html");
+    EXPECT_NE(p.find("<tr><td>Peak reserved / lower bound</td>"), std::string::npos);
+    EXPECT_EQ(p.find("already allocated"), std::string::npos);
+}
