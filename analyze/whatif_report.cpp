@@ -58,9 +58,13 @@ std::vector<std::size_t> sweepOrder(const std::vector<SweepRow>& rows)
 {
     std::vector<std::size_t> order(rows.size());
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-        return rows[a].result.peakReserved.bytes < rows[b].result.peakReserved.bytes;
-    });
+    // bestSweepRow's key, so the best row is the first (review finding: a row with a failed request
+    // and a low peak sorted above every configuration that worked).
+    auto key = [&](std::size_t i) {
+        const auto& r = rows[i].result;
+        return std::make_tuple(r.ooms, r.peakReserved.bytes, r.deviceCalls());
+    };
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
     return order;
 }
 

@@ -68,6 +68,21 @@ TEST(ColocateReview, PublicProfilerTracesCountTheirMemoryFromBeforeTheTrace)
     EXPECT_NE(r.err.find("note: df_index_resolver recorded 11.90 GiB reserved"), std::string::npos) << r.err;
 }
 
+// Regression: rows were sorted by peak reserved alone, so a configuration with a failed request (and a
+// lower peak) came first; blanks in a grid stayed in the label.
+TEST(SweepReview, RowsComeBestFirstAndGridBlanksAreTrimmed)
+{
+    auto r = runCli("sweep tests/data/colocate_a.jsonl --policy 'pytorch:per_process_memory_fraction:{0.5, 0.0005}' "
+                    "--policy direct");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.out,
+        "   configuration                               peak reserved  peak allocated  waste at peak  device calls  OOMs\n"
+        "*  pytorch:per_process_memory_fraction:0.5         24.00 MiB       24.00 MiB          0.0 %             2     0\n"
+        "   direct                                          24.00 MiB       24.00 MiB          0.0 %             4     0\n"
+        "   pytorch:per_process_memory_fraction:0.0005      12.00 MiB       12.00 MiB          0.0 %             1     1\n"
+        "* best: pytorch:per_process_memory_fraction:0.5\n");
+}
+
 // Regression: the HTML page left out analyze's "already allocated before the trace" warning and printed
 // "Peak reserved / lower bound" for a reserved counter holding pre-trace memory.
 TEST(ReportReview, TheSummaryWarnsAboutMemoryFromBeforeTheTrace)
