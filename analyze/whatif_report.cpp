@@ -213,15 +213,20 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
     }
     if (format == "csv") {
         out << "process,policy,limit,offset_ns,peak_reserved,peak_reserved_time_ns,peak_allocated,device_calls,ooms,"
-               "first_oom_time_ns\n";
-        for (const auto& p : r.processes)
+               "first_oom_time_ns,allocated_before_trace,capacity\n";
+        const std::string capacity = r.capacity ? std::to_string(r.capacity) : "";
+        Bytes before = 0;
+        for (const auto& p : r.processes) {
             out << csvField(p.name) << ',' << csvField(p.policy) << ',' << (p.limit ? std::to_string(p.limit) : "")
                 << ',' << p.offset << ',' << p.peakReserved.bytes << ',' << p.peakReserved.time << ','
                 << p.peakAllocated.bytes << ',' << p.deviceCounters.deviceCalls() << ',' << p.ooms << ','
-                << (p.failures.empty() ? std::string() : std::to_string(p.failures.front().time)) << '\n';
-        out << "(combined),," << (r.capacity ? std::to_string(r.capacity) : "") << ",0," << r.combinedPeakReserved
-            << ',' << r.combinedPeakTime << ",,," << r.ooms << ','
-            << (r.firstFailure ? std::to_string(r.firstFailure->request.time) : std::string()) << '\n';
+                << (p.failures.empty() ? std::string() : std::to_string(p.failures.front().time)) << ','
+                << p.openingAllocated << ',' << capacity << '\n';
+            before += p.openingAllocated;
+        }
+        out << "(combined),,,0," << r.combinedPeakReserved << ',' << r.combinedPeakTime << ",,," << r.ooms << ','
+            << (r.firstFailure ? std::to_string(r.firstFailure->request.time) : std::string()) << ',' << before << ','
+            << capacity << '\n';
         return;
     }
     out << "colocated on one device of " << (r.capacity ? formatBytes(r.capacity) : std::string("unlimited memory"))

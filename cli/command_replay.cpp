@@ -112,19 +112,28 @@ namespace {
     }
 
     // NAME=VALUE options: the process index and the value; UsageError naming the processes otherwise.
-    std::pair<std::size_t, std::string> byProcess(
-        const std::string& text, const std::vector<std::string>& names, const std::string& option)
+    // Split at the last '=' [choice]: no value (BYTES, DURATION, SPEC) holds one, a file name may
+    // (`a=b.jsonl` is process `a=b`: --limit a=b=1GiB). `given` holds the earlier NAME=VALUE of this
+    // option per process: naming a process twice is a usage error, not "the last one wins".
+    std::pair<std::size_t, std::string> byProcess(const std::string& text, const std::vector<std::string>& names,
+        const std::string& option, std::vector<std::string>& given)
     {
-        auto eq = text.find('=');
+        auto eq = text.rfind('=');
         std::string list;
         for (const auto& n : names)
             list += (list.empty() ? "" : ", ") + n;
         if (eq == std::string::npos)
             throw UsageError("--" + option + " '" + text + "': write NAME=VALUE with NAME one of: " + list);
         const std::string name = text.substr(0, eq);
+        given.resize(names.size());
         for (std::size_t i = 0; i < names.size(); ++i)
-            if (names[i] == name)
+            if (names[i] == name) {
+                if (!given[i].empty())
+                    throw UsageError("--" + option + " names process '" + name + "' twice ('" + given[i] + "' and '"
+                        + text + "'); give one");
+                given[i] = text;
                 return { i, text.substr(eq + 1) };
+            }
         throw UsageError("--" + option + " '" + text + "' names no process; the processes are: " + list);
     }
 
@@ -142,11 +151,12 @@ namespace {
         std::vector<std::string> specText(paths.size());
         std::string common = "pytorch";
         bool commonGiven = false;
+        std::vector<std::string> givenPolicy, givenLimit, givenOffset;
         if (vm.count("policy"))
             for (const auto& t : vm["policy"].as<std::vector<std::string>>()) {
                 // NAME=SPEC for one process; a spec itself never holds '=' (PYTORCH_CUDA_ALLOC_CONF syntax).
                 if (t.find('=') != std::string::npos) {
-                    auto [i, spec] = byProcess(t, names, "policy");
+                    auto [i, spec] = byProcess(t, names, "policy", givenPolicy);
                     specText[i] = spec;
                     continue;
                 }
@@ -162,7 +172,7 @@ namespace {
         }
         if (vm.count("limit"))
             for (const auto& t : vm["limit"].as<std::vector<std::string>>()) {
-                auto [i, bytes] = byProcess(t, names, "limit");
+                auto [i, bytes] = byProcess(t, names, "limit", givenLimit);
                 processes[i].limit = parseBytes(bytes, "--limit " + names[i]);
                 if (processes[i].limit == 0)
                     throw UsageError(
@@ -170,7 +180,7 @@ namespace {
             }
         if (vm.count("offset"))
             for (const auto& t : vm["offset"].as<std::vector<std::string>>()) {
-                auto [i, duration] = byProcess(t, names, "offset");
+                auto [i, duration] = byProcess(t, names, "offset", givenOffset);
                 processes[i].offset = parseDuration(duration, "--offset " + names[i]);
             }
         replay::ColocatedOptions options;
@@ -268,7 +278,10 @@ namespace {
                   "combined peak above BYTES). The table is printed first, the violations go to stderr.\n"
                   "\n"
                   "--colocate replays several processes' traces on one GPU of --capacity bytes, each with its own\n"
-                  "allocator. A process is named after its file (the name up to the first '.'; name#2 for a repeat).\n"
+                  "allocator. A process is named after its file without its trace extensions (.json.gz, .gmt, …;\n"
+                  "name#2 for a repeat); NAME=VALUE options split at the last '=', so a.b=c.json is process a.b=c.\n"
+                  "Memory allocated before a profiler trace began (its opening Total Allocated) is held live from\n"
+                  "that process's start, as one block.\n"
                   "Each trace starts at its own first event (time 0), plus --offset NAME=DURATION (e.g. b=1.5s, "
                   "250ms).\n"
                   "--policy SPEC applies to every process, --policy NAME=SPEC to one (default pytorch);\n"

@@ -68,6 +68,32 @@ TEST(ColocateReview, PublicProfilerTracesCountTheirMemoryFromBeforeTheTrace)
     EXPECT_NE(r.err.find("note: df_index_resolver recorded 11.90 GiB reserved"), std::string::npos) << r.err;
 }
 
+TEST(ColocateReview, NamesWithAnEqualsSignAndRepeatedOptions)
+{
+    auto dir = scratchDir("equals");
+    fs::copy_file(GPUMEM_SOURCE_DIR "/tests/data/colocate_a.jsonl", dir / "a=b.jsonl");
+    const std::string pair = "'" + (dir / "a=b.jsonl").string() + "' tests/data/colocate_b.jsonl --colocate --capacity 64MiB";
+    auto r = runCli("replay " + pair + " --limit 'a=b=20MiB' --format csv");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.out,
+        "process,policy,limit,offset_ns,peak_reserved,peak_reserved_time_ns,peak_allocated,device_calls,ooms,"
+        "first_oom_time_ns,allocated_before_trace,capacity\n"
+        "a=b,pytorch,20971520,0,12582912,0,12582912,1,1,3000,0,67108864\n"
+        "colocate_b,pytorch,,0,16777216,0,16777216,1,0,,0,67108864\n"
+        "(combined),,,0,29360128,0,,,1,3000,0,67108864\n");
+    auto limit = runCli("replay " + pair + " --limit colocate_b=20MiB --limit colocate_b=30MiB");
+    EXPECT_EQ(limit.exitCode, 2);
+    EXPECT_EQ(limit.err, "gpumem replay: --limit names process 'colocate_b' twice ('colocate_b=20MiB' and "
+                         "'colocate_b=30MiB'); give one\n");
+    auto policy = runCli("replay " + pair + " --policy colocate_b=ideal --policy colocate_b=direct");
+    EXPECT_EQ(policy.exitCode, 2);
+    EXPECT_EQ(policy.err, "gpumem replay: --policy names process 'colocate_b' twice ('colocate_b=ideal' and "
+                          "'colocate_b=direct'); give one\n");
+    auto offset = runCli("replay " + pair + " --offset 'a=b=1us' --offset 'a=b=2us'");
+    EXPECT_EQ(offset.exitCode, 2);
+    EXPECT_EQ(offset.err, "gpumem replay: --offset names process 'a=b' twice ('a=b=1us' and 'a=b=2us'); give one\n");
+}
+
 // Regression: rows were sorted by peak reserved alone, so a configuration with a failed request (and a
 // lower peak) came first; blanks in a grid stayed in the label.
 TEST(SweepReview, RowsComeBestFirstAndGridBlanksAreTrimmed)
