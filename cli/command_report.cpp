@@ -2,6 +2,7 @@
 #include "analyze/html_report.h"
 #include "cli/command.h"
 #include "cli/output_file.h"
+#include "cli/whatif_options.h"
 #include "replay/policy_registry.h"
 #include "replay/policy_spec.h"
 #include "replay/replayer.h"
@@ -65,14 +66,11 @@ namespace {
                 inputs.push_back({ paths[i], &traces[i], &analyses[i] });
             analyze::HtmlOptions options;
             options.title = vm["title"].as<std::string>();
-            options.top = topOption(vm);
+            options.top = top;
             std::vector<analyze::PolicyRow> policies;
             if (vm.count("policy")) {
-                std::vector<replay::PolicySpec> specs;
-                for (const auto& text : vm["policy"].as<std::vector<std::string>>()) {
-                    specs.push_back(replay::parsePolicySpec(text));
-                    replay::validatePolicySpec(specs.back()); // a bad spec is a usage error before any work
-                }
+                // A bad spec is a usage error before any work.
+                const std::vector<replay::PolicySpec> specs = checkedPolicySpecs(vm["policy"].as<std::vector<std::string>>());
                 for (std::size_t i = 0; i < paths.size(); ++i) {
                     replay::ReplayOptions replayOptions;
                     replayOptions.device = analyses[i].device;

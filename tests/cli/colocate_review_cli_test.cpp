@@ -130,3 +130,47 @@ TEST(ReportReview, TheSummaryWarnsAboutMemoryFromBeforeTheTrace)
     EXPECT_NE(p.find("<tr><td>Peak reserved / lower bound</td>"), std::string::npos);
     EXPECT_EQ(p.find("already allocated"), std::string::npos);
 }
+
+TEST(HelpReview, HelpTextsSayWhatTheCommandsDo)
+{
+    auto replay = runCli("replay -h");
+    ASSERT_EQ(replay.exitCode, 0);
+    EXPECT_EQ(replay.out.find("(=skip)"), std::string::npos) << replay.out;
+    EXPECT_NE(replay.out.find("stop or skip at a failed request (default: skip; with \n"
+                              "                        --colocate: stop)"),
+        std::string::npos)
+        << replay.out;
+    EXPECT_NE(replay.out.find("(with --colocate: \n                        the combined peak of all processes)"),
+        std::string::npos)
+        << replay.out;
+    auto help = runCli("help help");
+    EXPECT_EQ(help.exitCode, 0);
+    EXPECT_EQ(help.out.rfind("usage: gpumem help [VERB | formats]\n", 0), 0u) << help.out;
+}
+
+TEST(UsageReview, MisusesGetAClearMessageAndExitTwo)
+{
+    const std::vector<std::pair<std::string, std::string>> cases {
+        { "sweep tests/data/colocate_a.jsonl tests/data/colocate_b.jsonl --policy pytorch",
+            "gpumem sweep: sweep takes one trace file (usage: gpumem sweep --policy GRID... [--capacity BYTES] "
+            "[--on-oom stop|skip] [--jobs N] [--format text|json|csv] [--fail-if-oom] [--max-reserved BYTES] TRACE)\n" },
+        { "report tests/data/colocate_a.jsonl --policy 'pytorch:max_split_size_mb:{64,128}' -o /tmp/unused.html",
+            "gpumem report: --policy 'pytorch:max_split_size_mb:{64,128}': {a,b,…} grids are for `gpumem sweep`; give "
+            "one SPEC per --policy here\n" },
+        { "replay tests/data/colocate_a.jsonl --policy 'pytorch:max_split_size_mb:{64,128}'",
+            "gpumem replay: --policy 'pytorch:max_split_size_mb:{64,128}': {a,b,…} grids are for `gpumem sweep`; give "
+            "one SPEC per --policy here\n" },
+        { "report tests/data/colocate_a.jsonl --top 0 -o /tmp/unused.html",
+            "gpumem report: --top 0 leaves the breakdown tables empty; give the rows per table, 1 or more\n" },
+        { "diff --at 1s tests/data/colocate_a.jsonl tests/data/colocate_b.jsonl",
+            "gpumem diff: A (tests/data/colocate_a.jsonl): --at '1s' is outside the trace's memory events, which span "
+            "+0.000000 s to +0.000007 s from the trace start (@1732000000000000000 to @1732000000000007000)\n" },
+        { "--version --frob", "gpumem --version takes no arguments ('--frob' given)\n" },
+    };
+    for (const auto& [args, message] : cases) {
+        auto r = runCli(args);
+        EXPECT_EQ(r.exitCode, 2) << args;
+        EXPECT_EQ(r.err, message) << args;
+        EXPECT_EQ(r.out, "") << args;
+    }
+}
