@@ -1,9 +1,11 @@
 #include "analyze/html_report.h"
 
 #include "analyze/analysis_report.h"
+#include "analyze/replay_report.h"
 #include "core/byte_total.h"
 #include "core/message_quote.h"
 #include "core/units.h"
+#include "replay/fidelity.h"
 
 #include <algorithm>
 #include <limits>
@@ -219,14 +221,23 @@ code{font-size:12px})";
         out << "<tr><td>" << htmlEscape(k) << "</td><td class='n'>" << htmlEscape(v) << "</td></tr>";
     }
 
-    void summaryTable(std::ostream& out, const Analysis& a)
+    // before: bytes allocated before a profiler trace began (replay::openingAllocated), 0 if none.
+    void summaryTable(std::ostream& out, const Analysis& a, Bytes before)
     {
         const auto& f = a.fragmentation;
+        // The same warning `gpumem analyze` prints (review finding: the page left it out and showed
+        // "Peak reserved / lower bound 10917.070 x" for a counter holding a preallocated KV cache).
+        if (auto note = memoryBeforeTheTraceNote(before))
+            out << "<p class='note'>Note: " << htmlEscape(*note)
+                << ": peak allocated, peak active, the breakdowns and the lower bound cover what was allocated "
+                   "inside the trace; the recorded counters (peak reserved, the recorded allocated counter) include "
+                   "it, so peak reserved / lower bound is left out.</p>";
         out << "<table>";
         kvRow(out, "Peak allocated", formatByteTotalShort(f.peakAllocated));
         kvRow(out, "Peak active", formatByteTotalShort(f.peakActive));
         for (const auto& [label, value] : fragmentationRows(f))
-            kvRow(out, label, value);
+            if (before == 0 || label != "Peak reserved / lower bound")
+                kvRow(out, label, value);
         kvRow(out, "Allocations / OOMs", std::to_string(a.stats.allocations.allocated) + " / " + std::to_string(a.stats.ooms));
         out << "</table>";
         if (bytesSaturated(a))
@@ -313,7 +324,7 @@ void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const Po
         out << "\n<h3>Fragmentation over time</h3>";
         fragmentationChart(out, a, *d, options.buckets);
         out << "\n<h3>Summary</h3>";
-        summaryTable(out, a);
+        summaryTable(out, a, in.trace ? replay::openingAllocated(*in.trace, a.device) : 0);
         out << "\n<h3>Steps and leaks</h3>";
         stepsSection(out, a, options.top);
         out << "\n<h3>Peak breakdown</h3>";

@@ -58,9 +58,13 @@ std::vector<std::size_t> sweepOrder(const std::vector<SweepRow>& rows)
 {
     std::vector<std::size_t> order(rows.size());
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-        return rows[a].result.peakReserved.bytes < rows[b].result.peakReserved.bytes;
-    });
+    // bestSweepRow's key, so the best row is the first (review finding: a row with a failed request
+    // and a low peak sorted above every configuration that worked).
+    auto key = [&](std::size_t i) {
+        const auto& r = rows[i].result;
+        return std::make_tuple(r.ooms, r.peakReserved.bytes, r.deviceCalls());
+    };
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
     return order;
 }
 
@@ -190,7 +194,7 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
                 { "offset_ns", p.offset }, { "request_events", p.requestEvents },
                 { "peak_reserved", p.peakReserved.bytes }, { "peak_reserved_time_ns", p.peakReserved.time },
                 { "peak_allocated", p.peakAllocated.bytes }, { "device_calls", p.deviceCounters.deviceCalls() },
-                { "ooms", p.ooms }, { "failures", failures } });
+                { "ooms", p.ooms }, { "failures", failures }, { "allocated_before_trace", p.openingAllocated } });
         }
         nlohmann::json first = nullptr;
         if (r.firstFailure) {
@@ -198,7 +202,7 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
             first = { { "process", r.processes[f.process].name }, { "time_ns", f.request.time },
                 { "event", f.request.event }, { "size", f.request.size }, { "stream", f.request.stream },
                 { "process_reserved", f.request.reserved }, { "combined_reserved", f.combinedReserved },
-                { "refused_by", f.byLimit ? "process limit" : "device capacity" } };
+                { "refused_by", f.byLimit ? "process limit" : "device capacity" }, { "before_trace", f.beforeTrace } };
         }
         dump({ { "capacity", r.capacity == 0 ? nlohmann::json(nullptr) : nlohmann::json(r.capacity) },
                  { "processes", procs }, { "combined_peak_reserved", r.combinedPeakReserved },
@@ -209,15 +213,20 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
     }
     if (format == "csv") {
         out << "process,policy,limit,offset_ns,peak_reserved,peak_reserved_time_ns,peak_allocated,device_calls,ooms,"
-               "first_oom_time_ns\n";
-        for (const auto& p : r.processes)
+               "first_oom_time_ns,allocated_before_trace,capacity\n";
+        const std::string capacity = r.capacity ? std::to_string(r.capacity) : "";
+        Bytes before = 0;
+        for (const auto& p : r.processes) {
             out << csvField(p.name) << ',' << csvField(p.policy) << ',' << (p.limit ? std::to_string(p.limit) : "")
                 << ',' << p.offset << ',' << p.peakReserved.bytes << ',' << p.peakReserved.time << ','
                 << p.peakAllocated.bytes << ',' << p.deviceCounters.deviceCalls() << ',' << p.ooms << ','
-                << (p.failures.empty() ? std::string() : std::to_string(p.failures.front().time)) << '\n';
-        out << "(combined),," << (r.capacity ? std::to_string(r.capacity) : "") << ",0," << r.combinedPeakReserved
-            << ',' << r.combinedPeakTime << ",,," << r.ooms << ','
-            << (r.firstFailure ? std::to_string(r.firstFailure->request.time) : std::string()) << '\n';
+                << (p.failures.empty() ? std::string() : std::to_string(p.failures.front().time)) << ','
+                << p.openingAllocated << ',' << capacity << '\n';
+            before += p.openingAllocated;
+        }
+        out << "(combined),,,0," << r.combinedPeakReserved << ',' << r.combinedPeakTime << ",,," << r.ooms << ','
+            << (r.firstFailure ? std::to_string(r.firstFailure->request.time) : std::string()) << ',' << before << ','
+            << capacity << '\n';
         return;
     }
     out << "colocated on one device of " << (r.capacity ? formatBytes(r.capacity) : std::string("unlimited memory"))
@@ -230,6 +239,12 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
             formatBytes(p.peakAllocated.bytes), std::to_string(p.ooms),
             p.failures.empty() ? std::string("-") : formatOffset(p.failures.front().time) });
     writeColumns(table, 2, out);
+    std::string before;
+    for (const auto& p : r.processes)
+        if (p.openingAllocated > 0)
+            before += (before.empty() ? "" : ", ") + textForTerminal(p.name) + " " + formatBytes(p.openingAllocated);
+    if (!before.empty())
+        out << "allocated before the profiler trace began, held live from the process's start: " << before << '\n';
     out << "combined peak reserved: " << formatBytes(r.combinedPeakReserved) << " at +"
         << formatSeconds(r.combinedPeakTime) << '\n';
     if (!r.firstFailure) {
@@ -238,9 +253,13 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
     }
     const auto& f = *r.firstFailure;
     const auto& p = r.processes[f.process];
-    out << "first failure: " << textForTerminal(p.name) << " at +" << formatSeconds(f.request.time) << ": request "
-        << formatBytes(f.request.size) << " (" << f.request.size << " B) on stream " << f.request.stream
-        << ", trace event " << f.request.event << "; " << textForTerminal(p.name) << " reserved " << formatBytes(f.request.reserved)
+    out << "first failure: " << textForTerminal(p.name) << " at +" << formatSeconds(f.request.time) << ": ";
+    if (f.beforeTrace)
+        out << "the " << formatBytes(f.request.size) << " (" << f.request.size << " B) allocated before its trace began";
+    else
+        out << "request " << formatBytes(f.request.size) << " (" << f.request.size << " B) on stream "
+            << f.request.stream << ", trace event " << f.request.event;
+    out << "; " << textForTerminal(p.name) << " reserved " << formatBytes(f.request.reserved)
         << ", all processes " << formatBytes(f.combinedReserved) << "; refused by "
         << (f.byLimit ? textForTerminal(p.name) + "'s limit of " + formatBytes(p.limit)
                       : "the device (" + bytesOrUnlimited(r.capacity) + ")")

@@ -1,6 +1,6 @@
 #pragma once
 // Writers for the what-if verbs beside `gpumem replay`'s table (replay_report.h): the sweep table
-// (`gpumem sweep`: one row per configuration, sorted by peak reserved, the best row marked), the fit
+// (`gpumem sweep`: one row per configuration, best first, the best row marked), the fit
 // table (`gpumem fit`: the smallest capacity without OOM per policy) and the colocated report
 // (`gpumem replay --colocate`). Text, JSON or CSV; deterministic (golden tests compare them).
 // Times are shown relative to `start` where the results carry trace times.
@@ -20,7 +20,8 @@ struct SweepRow {
     replay::ReplayResult result;
 };
 
-// The order rows are shown in: ascending peak reserved, ties in input order.
+// The order rows are shown in, best first: fewer failed requests (none first), then lower peak reserved,
+// then fewer device calls, ties in input order; bestSweepRow() is the first.
 std::vector<std::size_t> sweepOrder(const std::vector<SweepRow>& rows);
 // The best row [choice]: the lowest peak reserved among rows without a failed request (ties: fewer
 // device calls, then input order); when every row failed, the fewest failures, then the lowest peak.

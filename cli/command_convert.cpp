@@ -28,7 +28,8 @@ namespace {
         std::string_view details() const override
         {
             return "The output format comes from --to, else from OUT's extension (.gmt or .jsonl). OUT is written\n"
-                   "to a temporary file beside it and renamed when complete, so a failure never leaves a partial file.";
+                   "to a temporary file beside it and renamed when complete, so a failure never leaves a partial file.\n"
+                   "An existing OUT is replaced unless it is the input or write-protected (then nothing is written).";
         }
         void setup(po::options_description& o, po::positional_options_description& p) override
         {
@@ -51,10 +52,7 @@ namespace {
                 to = "jsonl";
             else
                 throw UsageError("cannot tell the output format from '" + outPath + "': name it *.gmt or *.jsonl, or pass --to gmt|jsonl");
-            std::error_code ec;
-            if (std::filesystem::exists(outPath, ec) && std::filesystem::equivalent(in, outPath, ec))
-                throw UsageError("the output '" + outPath + "' is the input; choose another output file");
-            OutputFile output(outPath); // checks the destination before the work
+            OutputFile output(outPath, { in }); // checks the destination before the work
             LoadOptions options;
             options.strict = vm.count("strict") > 0;
             Trace trace = loadTrace(in, options);

@@ -47,9 +47,15 @@ namespace {
                 analyze::AnalysisOptions options;
                 options.device = deviceOption(vm, trace, path);
                 const std::vector<std::string> at { vm["at"].as<std::string>() };
-                options.instants = instantSpecs(at, trace);
-                analyses.push_back(analyze::analyzeTrace(trace, options));
-                checkInstantsOnDevice(analyses.back(), at, options.instants);
+                // Say which trace the instant misses (review finding: the message did not tell A from B).
+                const std::string which = std::string(analyses.empty() ? "A" : "B") + " (" + path + "): ";
+                try {
+                    options.instants = instantSpecs(at, trace);
+                    analyses.push_back(analyze::analyzeTrace(trace, options));
+                    checkInstantsOnDevice(analyses.back(), at, options.instants);
+                } catch (const UsageError& e) {
+                    throw UsageError(which + e.what());
+                }
             }
             auto diff = analyze::diffAnalyses(analyses[0], analyses[1]);
             if (format == "json")

@@ -2,6 +2,7 @@
 #include "analyze/html_report.h"
 #include "cli/command.h"
 #include "cli/output_file.h"
+#include "cli/whatif_options.h"
 #include "replay/policy_registry.h"
 #include "replay/policy_spec.h"
 #include "replay/replayer.h"
@@ -26,13 +27,14 @@ namespace {
         {
             return "The file has inline SVG and CSS only (no script, no network resources), so it opens anywhere and can be\n"
                    "attached to CI runs and bug reports. --policy adds a what-if comparison row per trace and policy,\n"
-                   "replayed like `gpumem replay --policy SPEC` (peak reserved, device calls, OOMs, overhead over max live bytes).";
+                   "replayed like `gpumem replay --policy SPEC` (peak reserved, device calls, OOMs, overhead over max live bytes).\n"
+                   "An existing output file is replaced unless it is one of the traces or write-protected (then nothing is written).";
         }
         void setup(po::options_description& o, po::positional_options_description& p) override
         {
             o.add_options()("output,o", po::value<std::string>()->required(), "the HTML file to write")(
                 "policy", po::value<std::vector<std::string>>(), "allocator policy to compare (PolicySpec string)")(
-                "top", po::value<long long>()->default_value(10), "rows per breakdown table")(
+                "top", po::value<long long>()->default_value(10), "rows per breakdown table (1 or more)")(
                 "title", po::value<std::string>()->default_value("gpumem report"), "page title")(
                 "device", po::value<std::string>(), kDeviceOptionHelp)(
                 "strict", "treat import anomalies of warning or error severity as failures")(
@@ -44,6 +46,11 @@ namespace {
             LoadOptions load;
             load.strict = vm.count("strict") > 0;
             const auto paths = vm["trace"].as<std::vector<std::string>>();
+            const std::size_t top = topOption(vm);
+            if (top == 0) // every breakdown table would be a header alone (review finding)
+                throw UsageError("--top 0 leaves the breakdown tables empty; give the rows per table, 1 or more");
+            const std::string outPath = vm["output"].as<std::string>();
+            OutputFile output(outPath, paths); // checks the destination before the work
             std::vector<Trace> traces;
             std::vector<analyze::Analysis> analyses;
             traces.reserve(paths.size());
@@ -59,14 +66,11 @@ namespace {
                 inputs.push_back({ paths[i], &traces[i], &analyses[i] });
             analyze::HtmlOptions options;
             options.title = vm["title"].as<std::string>();
-            options.top = topOption(vm);
+            options.top = top;
             std::vector<analyze::PolicyRow> policies;
             if (vm.count("policy")) {
-                std::vector<replay::PolicySpec> specs;
-                for (const auto& text : vm["policy"].as<std::vector<std::string>>()) {
-                    specs.push_back(replay::parsePolicySpec(text));
-                    replay::validatePolicySpec(specs.back()); // a bad spec is a usage error before any work
-                }
+                // A bad spec is a usage error before any work.
+                const std::vector<replay::PolicySpec> specs = checkedPolicySpecs(vm["policy"].as<std::vector<std::string>>());
                 for (std::size_t i = 0; i < paths.size(); ++i) {
                     replay::ReplayOptions replayOptions;
                     replayOptions.device = analyses[i].device;
@@ -85,8 +89,6 @@ namespace {
                     }
                 }
             }
-            const std::string outPath = vm["output"].as<std::string>();
-            OutputFile output(outPath);
             {
                 std::ofstream f(output.writePath(), std::ios::binary);
                 if (!f)

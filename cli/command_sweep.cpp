@@ -1,6 +1,6 @@
 // gpumem sweep TRACE --policy GRID… — a grid of policy configurations (brace alternatives expanded,
-// several braces = cartesian product) replayed in parallel, one row each, sorted by peak reserved with
-// the best row marked.
+// several braces = cartesian product) replayed in parallel, one row each, best first (no failed
+// request, then peak reserved), the best row marked.
 #include "analyze/whatif_report.h"
 #include "cli/whatif_options.h"
 #include "core/error.h"
@@ -33,9 +33,9 @@ namespace {
                    "give every combination (the leftmost varies slowest). Braces do not nest. Example:\n"
                    "  gpumem sweep run.pickle --policy 'pytorch:max_split_size_mb:{64,128,256,512}' \\\n"
                    "                          --policy 'pytorch:expandable_segments:{True,False}'\n"
-                   "Rows are sorted by peak reserved; '*' marks the best: the lowest peak reserved without a failed\n"
-                   "request (ties: fewer device calls). Gates: --fail-if-oom and --max-reserved exit 3 when even the\n"
-                   "best configuration violates them (a sweep asks whether some configuration works).";
+                   "Rows are sorted best first: those without a failed request first, then by peak reserved, then by\n"
+                   "device calls; '*' marks the best (the first row). Gates: --fail-if-oom and --max-reserved exit 3\n"
+                   "when even the best configuration violates them (a sweep asks whether some configuration works).";
         }
         void setup(po::options_description& o, po::positional_options_description& p) override
         {

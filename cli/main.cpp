@@ -146,6 +146,12 @@ int help(const std::vector<std::string>& args, const std::vector<std::unique_ptr
         printOverview(std::cout, commands);
         return kExitOk;
     }
+    if (args[0] == "help") {
+        std::cout << "usage: gpumem help [VERB | formats]\n"
+                     "Without a verb: the list of verbs. With one: its options and details (the same as gpumem VERB -h).\n"
+                     "formats: the trace formats gpumem reads and how it detects them.\n";
+        return kExitOk;
+    }
     if (args[0] == "formats") {
         gpumem::cli::printFormats(std::cout);
         return kExitOk;
@@ -185,6 +191,11 @@ int main(int argc, char** argv)
     }
     const std::string verb = args[0];
     if (verb == "--version" || verb == "version") {
+        if (args.size() > 1) {
+            std::cerr << "gpumem " << gpumem::textForTerminal(verb) << " takes no arguments ('"
+                      << gpumem::textForTerminal(args[1]) << "' given)\n";
+            return kExitUsage;
+        }
         std::cout << "gpumem " GPUMEM_VERSION "\n";
         return kExitOk;
     }
@@ -216,6 +227,12 @@ int main(int argc, char** argv)
         checkPositionals(*command, opts, pos, vm);
         po::notify(vm);
         return command->run(vm, std::cout, std::cerr);
+    } catch (const po::too_many_positional_options_error&) {
+        // Boost says "too many positional options have been specified on the command line" (review finding).
+        std::cerr << "gpumem " << verb << ": " << verb << " takes "
+                  << (verb == "diff" ? "two trace files, A and B" : "one trace file")
+                  << " (usage: gpumem " << oneLineSynopsis(*command) << ")\n";
+        return kExitUsage;
     } catch (const po::error& e) {
         std::cerr << "gpumem " << verb << ": " << gpumem::textForTerminal(e.what()) << "\nRun 'gpumem help " << verb << "' for its options.\n";
         return kExitUsage;

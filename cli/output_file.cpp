@@ -41,7 +41,7 @@ namespace {
     }
 } // namespace
 
-OutputFile::OutputFile(const std::string& path)
+OutputFile::OutputFile(const std::string& path, const std::vector<std::string>& inputs)
 {
     namespace fs = std::filesystem;
     if (path.empty())
@@ -53,6 +53,14 @@ OutputFile::OutputFile(const std::string& path)
     if (::stat(path.c_str(), &st) == 0) { // follows symlinks
         if (S_ISDIR(st.st_mode))
             throw UsageError("the output '" + path + "' is a directory; give a file name");
+        for (const auto& input : inputs) {
+            struct stat in {};
+            if (::stat(input.c_str(), &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino)
+                throw UsageError("the output '" + path + "' is the input; choose another output file");
+        }
+        if (S_ISREG(st.st_mode) && (::access(path.c_str(), W_OK) != 0 || (st.st_mode & 0222) == 0))
+            throw IoError(path + ": the output file exists and is write-protected; not replacing it "
+                                 "(make it writable or choose another output file)");
         if (!S_ISREG(st.st_mode)) { // a FIFO or a device: write straight into it
             m_direct = true;
             m_writePath = path;

@@ -105,6 +105,9 @@ std::vector<replay::PolicySpec> checkedPolicySpecs(const std::vector<std::string
 {
     std::vector<replay::PolicySpec> specs;
     for (const auto& t : texts) {
+        // Braces would otherwise fail as "'128}' is not key:value" (review finding).
+        if (t.find_first_of("{}") != std::string::npos)
+            throw UsageError("--policy '" + t + "': {a,b,…} grids are for `gpumem sweep`; give one SPEC per --policy here");
         specs.push_back(replay::parsePolicySpec(t));
         replay::validatePolicySpec(specs.back());
     }

@@ -27,8 +27,10 @@ namespace {
         std::size_t next = 0;
         TimeNs shift = 0; // colocated time = trace time + shift
         Bytes outside = 0; // bytes the policy reserves without device calls (ideal), charged to the shared memory
-        TimeNs nextTime() const { return trace->memory().time[events[next]] + shift; }
-        bool done() const { return next >= events.size(); }
+        Bytes opening = 0; // ColocatedProcess::openingAllocated, until it is allocated
+        TimeNs start = 0; // the process's time 0 + offset on the colocated clock
+        TimeNs nextTime() const { return opening > 0 ? start : trace->memory().time[events[next]] + shift; }
+        bool done() const { return opening == 0 && next >= events.size(); }
     };
 } // namespace
 
@@ -92,6 +94,9 @@ ColocatedResult ColocatedReplay::run(const std::vector<ColocatedProcess>& proces
         out.offset = proc.offset;
         out.traceStart = lane.events.empty() ? 0 : m.time[lane.events.front()];
         lane.shift = proc.offset - out.traceStart;
+        lane.start = proc.offset;
+        lane.opening = lane.events.empty() ? 0 : proc.openingAllocated;
+        out.openingAllocated = lane.opening;
     }
 
     // Charges what a lane's policy reserves beyond its device calls to the shared memory, so that the
@@ -103,32 +108,50 @@ ColocatedResult ColocatedReplay::run(const std::vector<ColocatedProcess>& proces
         lane.outside = outside;
     };
     for (;;) {
-        // The lane with the earliest next event (ties: the lower process index).
+        // The lane with the earliest next event (ties: memory from before a trace first, then the lower
+        // process index).
         std::size_t p = lanes.size();
+        auto before = [&](const Lane& a, const Lane& b) {
+            return a.nextTime() != b.nextTime() ? a.nextTime() < b.nextTime() : a.opening > 0 && b.opening == 0;
+        };
         for (std::size_t q = 0; q < lanes.size(); ++q)
-            if (!lanes[q].done() && (p == lanes.size() || lanes[q].nextTime() < lanes[p].nextTime()))
+            if (!lanes[q].done() && (p == lanes.size() || before(lanes[q], lanes[p])))
                 p = q;
         if (p == lanes.size())
             break;
         auto& lane = lanes[p];
         auto& out = result.processes[p];
-        const std::uint64_t i = lane.events[lane.next];
+        const bool beforeTrace = lane.opening > 0;
+        const std::uint64_t i = lane.events[beforeTrace ? 0 : lane.next];
         const TimeNs now = lane.nextTime();
-        ++lane.next;
         lane.clock.time = now;
         lane.clock.event = i;
-        result.end = now;
-        const EventKind kind = lane.trace->memory().kind[i];
-        if (kind != EventKind::Alloc && kind != EventKind::Free && kind != EventKind::FreeCompleted)
-            continue;
-        ++out.requestEvents;
-        auto step = lane.feeder->feed(i);
+        result.end = std::max(result.end, now);
+        RequestFeeder::Step step;
+        if (beforeTrace) {
+            // The memory from before the trace: one opaque block that stays live (replayer.cpp's rule).
+            step.request = lane.opening;
+            lane.opening = 0;
+            std::optional<std::uint64_t> address;
+            if (lane.feeder->admits(step.request))
+                address = lane.stats->allocate(step.request, 0);
+            step.outcome = address ? RequestFeeder::Outcome::Allocated : RequestFeeder::Outcome::Failed;
+            step.address = address;
+        } else {
+            ++lane.next;
+            const EventKind kind = lane.trace->memory().kind[i];
+            if (kind != EventKind::Alloc && kind != EventKind::Free && kind != EventKind::FreeCompleted)
+                continue;
+            ++out.requestEvents;
+            step = lane.feeder->feed(i);
+        }
         charge(lane);
         if (step.outcome == RequestFeeder::Outcome::Allocated && m_options.capacity != 0
             && shared.reserved > m_options.capacity) {
             // A policy that reserves without device calls (ideal) went past the shared memory: undo.
             lane.stats->deallocate(*step.address, step.request, step.stream);
-            lane.feeder->setSimulatedAddress(lane.feeder->allocationOf(i), 0);
+            if (!beforeTrace)
+                lane.feeder->setSimulatedAddress(lane.feeder->allocationOf(i), 0);
             charge(lane);
             step.outcome = RequestFeeder::Outcome::Failed;
         }
@@ -144,7 +167,7 @@ ColocatedResult ColocatedReplay::run(const std::vector<ColocatedProcess>& proces
             ++result.ooms;
             out.failures.push_back(f);
             if (!result.firstFailure)
-                result.firstFailure = ColocatedFailure { p, f, ownFree < sharedFree, shared.reserved };
+                result.firstFailure = ColocatedFailure { p, f, ownFree < sharedFree, shared.reserved, beforeTrace };
             if (m_options.onOom == OnOom::Stop) {
                 result.stopped = true;
                 break;

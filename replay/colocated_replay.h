@@ -8,7 +8,8 @@
 // Rules [choice]:
 // - Time: each trace is aligned at its own first memory event on the replayed device (time 0 of the
 //   colocated run), plus the process's offset; events at equal times go in process order, then trace
-//   order. Reported times are nanoseconds since that common start.
+//   order, with the memory from before a trace (below) ahead of events at its time. Reported times
+//   are nanoseconds since that common start.
 // - Each process replays its device's request-level events with RequestFeeder (the Replayer's rules);
 //   a ring-buffer window's initial state is allocated like any request (not adopted at recorded
 //   addresses: two processes' recorded addresses may overlap).
@@ -18,6 +19,12 @@
 //   capacity is handed back and counted as failed.
 // - The total memory each process's device reports (PyTorch's memory fraction and expandable-segment
 //   reservation use it) is its limit if it has one, else the shared capacity (else the trace's).
+// - Memory allocated before a profiler trace began (its opening Total Allocated, which the trace does
+//   not itemise: replay::openingAllocated) is given per process as `openingAllocated` and held as one
+//   opaque live block from the process's start (its time 0 + offset, before its first event), the rule
+//   of ReplayOptions::openingAllocated [choice]. Leaving it out undercounts every process: two runs that
+//   each hold 8 GiB before their traces do not fit in 12 GiB. A block that does not fit is a failed
+//   request like any other (ColocatedFailure::beforeTrace).
 // - OnOom::Stop ends the whole run at the first failed request of any process; Skip drops that request
 //   (and its frees) and goes on.
 // Deterministic; run() is const and may be called from several threads on the same traces.
@@ -36,6 +43,7 @@ struct ColocatedProcess {
     Bytes limit = 0; // this process's own limit; 0 = only the shared capacity
     TimeNs offset = 0; // start after the common start, >= 0
     std::optional<DeviceId> device; // default: defaultReplayDevice(trace)
+    Bytes openingAllocated = 0; // bytes live before the trace began that it does not list; 0 = none
 };
 
 struct ColocatedOptions {
@@ -50,6 +58,7 @@ struct ColocatedProcessResult {
     Bytes limit = 0;
     TimeNs offset = 0;
     TimeNs traceStart = 0; // the trace time that maps to the process's time 0 (+ offset)
+    Bytes openingAllocated = 0; // as given: held live from the process's start
     std::uint64_t requestEvents = 0, allocations = 0, ooms = 0;
     PeakAt peakReserved, peakAllocated; // times on the colocated clock; event = index in its trace
     Bytes finalReserved = 0;
@@ -62,6 +71,7 @@ struct ColocatedFailure {
     FailedRequest request; // time on the colocated clock, event = index in the process's trace
     bool byLimit = false; // the process's own limit refused it (else the shared capacity did)
     Bytes combinedReserved = 0; // all processes' reserved bytes when it failed
+    bool beforeTrace = false; // the request was the process's openingAllocated block (event = its first event)
 };
 
 struct ColocatedResult {

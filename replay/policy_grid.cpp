@@ -2,6 +2,8 @@
 
 #include "core/error.h"
 
+#include <algorithm>
+
 namespace gpumem::replay {
 
 namespace {
@@ -44,6 +46,11 @@ std::vector<std::string> expandBraceGrid(std::string_view text)
         else if (c == ']' && bracket > 0)
             --bracket;
         if (bracket == 0 && (c == ',' || c == '}')) {
+            // `{64, 128}` is `{64,128}`: blanks around an alternative are not part of it (review finding:
+            // the label kept them).
+            auto& a = alternatives.back();
+            a.erase(0, std::min(a.size(), a.find_first_not_of(" \t")));
+            a.erase(a.find_last_not_of(" \t") + 1);
             if (alternatives.back().empty())
                 bad(text, i, alternatives.size() == 1 && c == '}' ? "empty braces '{}'" : "an empty alternative");
             if (c == ',') {

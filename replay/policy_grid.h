@@ -14,7 +14,8 @@ namespace gpumem::replay {
 // The most specs one grid may expand to (a typo like {1..100000} should not start a day of replays).
 constexpr std::size_t kMaxGridSize = 4096;
 
-// Expands the braces of `text`; a text without braces is returned as the only element. Throws
+// Expands the braces of `text`; a text without braces is returned as the only element. Blanks around
+// an alternative are dropped (`{64, 128}` expands like `{64,128}`). Throws
 // UsageError naming the character offset for a nested brace, an unbalanced '{' or '}', an empty
 // brace "{}", an empty alternative ("{64,}") or a '}' inside an unclosed '[' of an alternative, and
 // for a grid of more than kMaxGridSize specs.

@@ -187,10 +187,10 @@ QString BreakdownPage::headline() const
         return countersOnly.isEmpty() ? QString("This trace has no memory events to break down.") : countersOnly;
     }
     const auto& i = m_shown->instant;
-    return QString("%1 at +%2 on %3: %4 live in %5 blocks%6")
+    return QString("%1 at +%2 on %3: %4 live in %5%6")
         .arg(i.label.rfind("t=", 0) == 0 ? QString("picked instant") : QString::fromStdString(i.label), QString::fromStdString(formatSeconds(i.time - m_trace->analysis.origin)),
             QString::fromStdString(m_trace->analysis.deviceLabel), bytesText(m_shown->liveBytes))
-        .arg(m_shown->liveBlocks)
+        .arg(QString::fromStdString(counted(m_shown->liveBlocks, "block", "blocks")))
         .arg(m_shown->categoriesInferred ? " · categories inferred from the steps" : "");
 }
 

@@ -117,12 +117,14 @@ void MemoryMapPage::frameArrived(const std::shared_ptr<const MemoryMapFrame>& fr
     if (m_selectOnFrame && s.largestBlock)
         selectBlock(*s.largestBlock);
     m_selectOnFrame = false;
-    m_instantLabel->setText(QString("At +%1: %2 allocated in %3 blocks, %4 %5")
+    // counted(): "1 block", not "1 blocks" (review finding).
+    m_instantLabel->setText(QString("At +%1: %2 allocated in %3, %4%5")
                                 .arg(QString::fromStdString(formatSeconds(s.time - m_trace->analysis.origin)),
-                                    bytesText(s.allocated))
-                                .arg(s.blocks)
-                                .arg(s.segments.size())
-                                .arg(index.hasSegments ? "segments" : "address ranges (no segment events in this trace)"));
+                                    bytesText(s.allocated), QString::fromStdString(counted(s.blocks, "block", "blocks")),
+                                    QString::fromStdString(index.hasSegments
+                                            ? counted(s.segments.size(), "segment", "segments")
+                                            : counted(s.segments.size(), "address range", "address ranges")),
+                                    index.hasSegments ? QString() : QString(" (no segment events in this trace)")));
 }
 
 void MemoryMapPage::selectBlock(std::size_t block)

@@ -149,10 +149,10 @@ void MemoryMapView::paintEvent(QPaintEvent*)
     small.setPointSizeF(font().pointSizeF() * 0.9);
     p.setFont(small);
     // Title line.
-    const QString title = QString("%1 · %2 blocks%3 · packed address axis %4 (gaps removed)")
+    const QString title = QString("%1 · %2%3 · packed address axis %4 (gaps removed)")
                               .arg(index->deviceLabel)
-                              .arg(index->blocks.size())
-                              .arg(index->hasSegments ? QString(" in %1 segments").arg(index->segments.size()) : QString(" (no segment events)"))
+                              .arg(QString::fromStdString(counted(index->blocks.size(), "block", "blocks")))
+                              .arg(index->hasSegments ? " in " + QString::fromStdString(counted(index->segments.size(), "segment", "segments")) : QString(" (no segment events)"))
                               .arg(bytesText(index->axisBytes));
     const QString inferred = m_colouring == MapColouring::Category && !m_trace->analysis.categoriesRecorded ? QString(" · categories inferred") : QString();
     const QString zoom = m_window.hi > m_window.lo ? QString(" · zoomed to %1 (double-click: all)").arg(bytesText(m_window.length()))

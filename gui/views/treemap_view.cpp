@@ -105,9 +105,9 @@ void TreemapView::mouseMoveEvent(QMouseEvent* event)
     }
     const auto& r = m_breakdown->by(analyze::GroupBy::Module)[std::size_t(row)];
     QToolTip::showText(event->globalPosition().toPoint(),
-        QString("%1\ntotal %2, self %3, %4 blocks")
-            .arg(QString::fromStdString(r.key), bytesText(r.totalBytes), bytesText(r.selfBytes))
-            .arg(r.totalBlocks),
+        QString("%1\ntotal %2, self %3, %4")
+            .arg(QString::fromStdString(r.key), bytesText(r.totalBytes), bytesText(r.selfBytes),
+                QString::fromStdString(counted(r.totalBlocks, "block", "blocks"))),
         this);
 }
 

@@ -37,7 +37,7 @@ TEST(DiffAt, ATimeBeforeTheDevicesFirstEventIsRefusedAsAnalyzeRefusesIt)
     const auto diff = runCli("diff --at 100ns --device 1 " + kTwoDevices + " " + kTwoDevices);
     EXPECT_EQ(diff.exitCode, 2) << diff.out;
     EXPECT_EQ(diff.out, "");
-    EXPECT_EQ(diff.err, "gpumem diff: " + words);
+    EXPECT_EQ(diff.err, "gpumem diff: A (" + kTwoDevices + "): " + words); // which trace (review finding)
     EXPECT_EQ(runCli("diff --at 200ns --device 1 " + kTwoDevices + " " + kTwoDevices).exitCode, 0);
 }
 

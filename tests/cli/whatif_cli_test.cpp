@@ -224,8 +224,12 @@ TEST(ColocateCli, ReportsWhichProcessFailsFirstAndWhen)
     EXPECT_NE(gate.err.find("gate: process colocate_a had 1 failed request"), std::string::npos) << gate.err;
     EXPECT_EQ(runCli("replay " + kPair + " --colocate --capacity 64MiB --max-reserved 39MiB").exitCode, 3);
     auto limited = runCli("replay " + kPair + " --colocate --capacity 64MiB --limit colocate_a=20MiB --format csv");
-    EXPECT_NE(limited.out.find("\ncolocate_a,pytorch,20971520,0,12582912,0,12582912,1,1,3000\n"), std::string::npos)
+    EXPECT_NE(limited.out.find("\ncolocate_a,pytorch,20971520,0,12582912,0,12582912,1,1,3000,0,67108864\n"), std::string::npos)
         << limited.out;
+    // The (combined) row leaves `limit` empty and gives the capacity in its own column (review finding:
+    // the capacity sat in the limit column).
+    EXPECT_NE(limited.out.find("\n(combined),,,0,"), std::string::npos) << limited.out;
+    EXPECT_TRUE(limited.out.ends_with(",0,67108864\n")) << limited.out;
 }
 
 TEST(ColocateCli, BadInputExitsTwoWithOneLine)

@@ -251,6 +251,42 @@ TEST(ColocatedReplay, TwoTracesThatFitAloneFailTogetherAtTheRightTime)
     }
 }
 
+// Regression (review): memory allocated before a profiler trace began was left out, so two processes
+// holding 8 GiB each "fit" in 12 GiB. It is one live block from each process's start.
+TEST(ColocatedReplay, MemoryFromBeforeATraceIsLiveFromTheProcessStart)
+{
+    Trace a = loadTrace(kData + "colocate_a.jsonl");
+    Trace b = loadTrace(kData + "colocate_b.jsonl");
+    for (const std::string spec : { "pytorch", "direct", "ideal" }) {
+        SCOPED_TRACE(spec);
+        ColocatedOptions options;
+        options.capacity = 64 * MiB;
+        std::vector<ColocatedProcess> procs { { "a", &a, parsePolicySpec(spec), 0, 0, {} },
+            { "b", &b, parsePolicySpec(spec), 0, 0, {} } };
+        // 12 MiB: at least 10 MiB, so pytorch rounds it to 2 MiB only (a smaller one takes a 20 MiB segment).
+        procs[1].openingAllocated = 12 * MiB;
+        ColocatedResult r = ColocatedReplay(options).run(procs);
+        EXPECT_FALSE(r.firstFailure);
+        EXPECT_EQ(r.processes[1].openingAllocated, 12 * MiB);
+        EXPECT_EQ(r.processes[1].peakReserved.bytes, 28 * MiB); // 12 MiB before the trace + its 16 MiB tensor
+        EXPECT_EQ(r.combinedPeakReserved, 52 * MiB); // was 40 MiB without it
+        EXPECT_EQ(r.processes[1].requestEvents, 2u); // the opening block is not a trace event
+
+        // b starting at +4 us with 48 MiB from before its trace finds a's 24 MiB live: refused at once.
+        procs[1].openingAllocated = 48 * MiB;
+        procs[1].offset = 4000;
+        r = ColocatedReplay(options).run(procs);
+        ASSERT_TRUE(r.firstFailure);
+        EXPECT_EQ(r.firstFailure->process, 1u);
+        EXPECT_TRUE(r.firstFailure->beforeTrace);
+        EXPECT_EQ(r.firstFailure->request.time, 4000);
+        EXPECT_EQ(r.firstFailure->request.size, 48 * MiB);
+        EXPECT_EQ(r.firstFailure->combinedReserved, 24 * MiB);
+        EXPECT_TRUE(r.stopped);
+        EXPECT_EQ(r.processes[1].requestEvents, 0u);
+    }
+}
+
 TEST(ColocatedReplay, ChargesWhatIdealReservesWithoutDeviceCallsToTheSharedMemory)
 {
     Trace a = loadTrace(kData + "colocate_a.jsonl");
