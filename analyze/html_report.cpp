@@ -261,10 +261,14 @@ code{font-size:12px})";
     void stepsSection(std::ostream& out, const Analysis& a, std::size_t top)
     {
         if (a.steps.steps.empty()) {
-            out << "<p class='muted'>No training steps found (no ProfilerStep# annotations, step ranges, markers or period).</p>";
+            auto note = stepSearchNote(a.steps);
+            note[0] = 'N';
+            out << "<p class='muted'>" << htmlEscape(note) << ".</p>";
             return;
         }
         out << "<p>Found by " << htmlEscape(toString(a.steps.source)) << ": " << htmlEscape(a.steps.detail) << ".</p>";
+        if (auto note = stepSearchNote(a.steps); !note.empty())
+            out << "<p class='muted'>" << htmlEscape(note) << ".</p>";
         Bytes maxPeak = 1;
         for (const auto& s : a.steps.steps)
             maxPeak = std::max(maxPeak, s.peakAllocated);

@@ -284,15 +284,17 @@ namespace {
 StepSet detectSteps(const Trace& trace, const DeviceTimeline& dev)
 {
     StepSet set;
+    set.search.searched = true;
     std::vector<Range> ranges = profilerSteps(trace);
+    set.search.profilerSteps = ranges.size();
     if (ranges.size() >= 2) {
         set.source = StepSource::ProfilerStep;
         set.detail = "ProfilerStep#N";
-    } else if (auto [name, user] = userRangeSteps(trace, dev); user.size() >= 2) {
+    } else if (auto [name, user] = userRangeSteps(trace, dev); (set.search.userRanges = user.size()) >= 2) {
         ranges = std::move(user);
         set.source = StepSource::UserRange;
         set.detail = name;
-    } else if (auto marks = markerSteps(trace, dev); marks.size() >= 2) {
+    } else if (auto marks = markerSteps(trace, dev); (set.search.markerSteps = marks.size()) >= 2) {
         ranges = std::move(marks);
         set.source = StepSource::Marker;
         set.detail = "marker events";
@@ -369,6 +371,37 @@ StepSet detectSteps(const Trace& trace, const DeviceTimeline& dev)
     if (!set.steps.empty())
         placeBackwardStarts(trace, dev, set.steps);
     return set;
+}
+
+std::string stepSearchNote(const StepSet& set)
+{
+    const auto& q = set.search;
+    auto plural = [](std::size_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
+    // Sources tried before the one that won (all of them when none did) that held something, and those that held nothing.
+    std::vector<std::string> few, none;
+    const int tried = set.source == StepSource::None ? 4 : static_cast<int>(set.source) - 1;
+    if (tried >= 1)
+        (q.profilerSteps ? few : none).push_back(q.profilerSteps ? plural(q.profilerSteps, "ProfilerStep# range", "ProfilerStep# ranges") : "ProfilerStep#");
+    if (tried >= 2)
+        (q.userRanges ? few : none).push_back(q.userRanges ? plural(q.userRanges, "step range", "step ranges") : "step ranges");
+    if (tried >= 3)
+        (q.markerSteps ? few : none).push_back(q.markerSteps ? plural(q.markerSteps, "interval between markers", "intervals between markers") : "markers");
+    if (tried >= 4)
+        none.push_back("period");
+    auto join = [](const std::vector<std::string>& parts, const char* last) {
+        std::string s;
+        for (std::size_t i = 0; i < parts.size(); ++i)
+            s += (i == 0 ? "" : i + 1 == parts.size() ? last : ", ") + parts[i];
+        return s;
+    };
+    if (set.source != StepSource::None)
+        return few.empty() ? std::string() : "passed over " + join(few, " and ") + " (steps need at least 2)";
+    std::string s = "no training steps found";
+    if (!few.empty())
+        s += ": " + join(few, " and ") + " (steps need at least 2); no " + join(none, " or ");
+    else
+        s += " (no " + join(none, " or ") + ")";
+    return s;
 }
 
 namespace {

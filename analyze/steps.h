@@ -43,11 +43,26 @@ struct Step {
     std::int64_t growth() const { return clampedDelta(allocatedAtStart, allocatedAtEnd); }
 };
 
+// How many steps each source offered (0 = the source is absent), so a report can say what was there when a
+// source had too few: "1 ProfilerStep# range; steps need at least 2".
+struct StepSearch {
+    std::size_t profilerSteps = 0; // ProfilerStep#N / Step annotations
+    std::size_t userRanges = 0;    // the best repeated step-like user range (0 when none repeats)
+    std::size_t markerSteps = 0;   // intervals between successive marker events
+    bool searched = false;         // detectSteps ran (false for a device with no events)
+};
+
 struct StepSet {
     StepSource source = StepSource::None;
     std::string detail; // the annotation name used, or the period found
     std::vector<Step> steps;
+    StepSearch search;
 };
+
+// One sentence on why no steps were found, or which earlier sources were passed over for having fewer
+// than 2 steps: "no training steps found: 1 ProfilerStep# range (steps need at least 2); no step ranges,
+// markers or period". "" when steps were found with no source passed over.
+std::string stepSearchNote(const StepSet& steps);
 
 inline constexpr std::size_t kSignatureLength = 16;
 

@@ -22,6 +22,7 @@ struct MicroLoop {
     bool annotateSteps = true;
     std::string stepName = "ProfilerStep#"; // + N (from 10) when it ends with '#'; else the same name each step
     bool markers = false;                   // a marker event at the start of every step and at the end
+    int annotatedSteps = -1;                // with annotateSteps: only the first N steps get their annotation (-1: all)
 };
 
 inline Trace buildMicroLoop(const MicroLoop& p)
@@ -88,7 +89,7 @@ inline Trace buildMicroLoop(const MicroLoop& p)
         free(ot, MiB / 2, opt, Category::Temporary);
         free(g1, 4 * MiB, opt, Category::Gradient);
         free(g2, 2 * MiB, opt, Category::Gradient);
-        if (p.annotateSteps) {
+        if (p.annotateSteps && (p.annotatedSteps < 0 || s < p.annotatedSteps)) {
             Annotation an;
             an.start = start;
             an.end = t;
