@@ -280,9 +280,11 @@ code{font-size:12px})";
                 << num(200.0 * static_cast<double>(s.peakAllocated) / static_cast<double>(maxPeak)) << "px'></span> "
                 << htmlEscape(formatByteTotalShort(s.peakAllocated)) << "</td><td class='n'>"
                 << htmlEscape(formatByteChange(s.allocatedAtStart, s.allocatedAtEnd)) << "</td><td>"
-                << (s.phasesAnnotated ? "annotation" : "transient peak") << "</td></tr>";
+                << htmlEscape(backwardSource(a.steps, s)) << "</td></tr>";
         }
         out << "</table>";
+        if (!a.categoriesRecorded)
+            out << "<p class='muted'>Categories inferred; " << htmlEscape(phaseNote(a.steps)) << ".</p>";
         const auto& l = a.leaks;
         out << "<p class='" << (l.leaking ? "leak" : "ok") << "'>" << (l.leaking ? "Leak: " : "No leak: ") << htmlEscape(l.reason) << ".</p>";
         if (l.leaking) {

@@ -281,10 +281,60 @@ namespace {
     }
 } // namespace
 
+std::string_view backwardSource(const StepSet& set, const Step& step)
+{
+    if (step.phasesAnnotated)
+        return "annotation";
+    return set.autogradEvidence.empty() ? "no autograd" : "transient peak";
+}
+
+std::string phaseNote(const StepSet& set)
+{
+    if (set.steps.empty())
+        return {};
+    const bool allAnnotated = std::all_of(set.steps.begin(), set.steps.end(), [](const Step& s) { return s.phasesAnnotated; });
+    if (allAnnotated)
+        return "backward phase from annotations";
+    if (set.autogradEvidence.empty())
+        return "no backward phase: no autograd evidence (no backward op or scope, autograd engine frame or optimizer step), "
+               "so no gradient or autograd_detail";
+    return "backward phase guessed from each step's transient peak (autograd ran: " + set.autogradEvidence + ")";
+}
+
+std::string autogradEvidence(const Trace& trace)
+{
+    auto named = [](std::string_view name) {
+        const auto l = lower(name);
+        return contains(l, "backward") || contains(l, "autograd::engine") || isOptimizerName(name);
+    };
+    for (const auto& a : trace.annotations())
+        if (named(trace.str(a.name)))
+            return "annotation \"" + std::string(trace.str(a.name)) + "\"";
+    const auto scopes = trace.scopes();
+    for (ScopeId s = 1; s < scopes.size(); ++s)
+        if (named(trace.str(scopes[s].name)))
+            return "scope \"" + std::string(trace.str(scopes[s].name)) + "\"";
+    for (const auto& f : trace.frames()) {
+        const auto name = trace.str(f.name);
+        std::string file(trace.str(f.file));
+        std::replace(file.begin(), file.end(), '\\', '/');
+        if (contains(lower(name), "backward") || contains(name, "autograd::Engine") || contains(file, "torch/optim/"))
+            return "frame " + std::string(name.substr(0, 80)) + (file.empty() ? "" : " (" + file.substr(file.find_last_of('/') + 1) + ")");
+    }
+    // PyTorch's own categories (a memory-timeline export has no names or stacks) say so too.
+    const auto& m = trace.memory();
+    for (std::size_t i = 0; i < m.count(); ++i)
+        if (m.kind[i] == EventKind::Alloc
+            && (m.category[i] == Category::Gradient || m.category[i] == Category::AutogradDetail || m.category[i] == Category::OptimizerState))
+            return "recorded category " + std::string(toString(m.category[i]));
+    return {};
+}
+
 StepSet detectSteps(const Trace& trace, const DeviceTimeline& dev)
 {
     StepSet set;
     set.search.searched = true;
+    set.autogradEvidence = autogradEvidence(trace);
     std::vector<Range> ranges = profilerSteps(trace);
     set.search.profilerSteps = ranges.size();
     if (ranges.size() >= 2) {
@@ -368,7 +418,9 @@ StepSet detectSteps(const Trace& trace, const DeviceTimeline& dev)
         s.phasesAnnotated = haveBackward;
         set.steps.push_back(s);
     }
-    if (!set.steps.empty())
+    // Without autograd evidence (an inference run) an unannotated step stays forward to its end: the
+    // transient peak of a forward pass is not the start of a backward one.
+    if (!set.steps.empty() && !set.autogradEvidence.empty())
         placeBackwardStarts(trace, dev, set.steps);
     return set;
 }

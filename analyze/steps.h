@@ -14,9 +14,10 @@
 //      period (where a training loop has dropped its activations) and the steps are the recurrences of
 //      the kSignatureLength allocs that follow it.
 // Phases (for category inference): backward starts at the first annotation in the step whose name
-// contains "backward" (else at the step's allocated peak: the forward pass ends where the most
-// activations are live); the optimizer phase starts at the first annotation whose name starts with
-// "Optimizer." or contains "optimizer" (else it is absent).
+// contains "backward" (else, only where the trace shows autograd ran at all — autogradEvidence() —, right
+// after the step's transient peak: the forward pass ends where the most activations are live; without
+// such evidence, e.g. an inference run, the step has no backward phase); the optimizer phase starts at
+// the first annotation whose name starts with "Optimizer." or contains "optimizer" (else it is absent).
 #include "analyze/timeline.h"
 #include "core/byte_total.h"
 
@@ -57,12 +58,31 @@ struct StepSet {
     std::string detail; // the annotation name used, or the period found
     std::vector<Step> steps;
     StepSearch search;
+    // What shows that autograd ran (autogradEvidence()); "" when nothing does: then no step has a
+    // backward phase unless an annotation marks one.
+    std::string autogradEvidence;
 };
+
+// The first sign in the trace that a backward pass or optimizer ran, as a short phrase naming it
+// ("scope \"autograd::engine::evaluate_function: MmBackward0\"", "frame MmBackward0::apply"); "" when none.
+// Evidence: an annotation or scope whose name contains "backward" or "autograd::engine" or names an
+// optimizer ("Optimizer.step#…"); a stack frame whose name contains "backward" (an autograd node
+// "…Backward0::apply", torch's "backward"/"_engine_run_backward") or "autograd::Engine", or whose file
+// is in torch/optim/; an alloc recorded as gradient, autograd_detail or optimizer_state (PyTorch's own
+// categories). torch/autograd/grad_mode.py (no_grad in inference) is not evidence.
+std::string autogradEvidence(const Trace& trace);
 
 // One sentence on why no steps were found, or which earlier sources were passed over for having fewer
 // than 2 steps: "no training steps found: 1 ProfilerStep# range (steps need at least 2); no step ranges,
 // markers or period". "" when steps were found with no source passed over.
 std::string stepSearchNote(const StepSet& steps);
+
+// Where the steps' backward phases come from, for the "backward from" column: "annotation",
+// "transient peak" (guessed: placeBackwardStarts), or "no autograd" (no evidence, no backward phase).
+std::string_view backwardSource(const StepSet& steps, const Step& step);
+// One sentence for the category line of the reports: whether the backward phase was annotated, guessed
+// (naming the evidence that autograd ran) or absent; "" without steps.
+std::string phaseNote(const StepSet& steps);
 
 inline constexpr std::size_t kSignatureLength = 16;
 

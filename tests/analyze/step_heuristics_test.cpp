@@ -2,15 +2,20 @@
 // one ProfilerStep#, inference-only traces, repeated layers inside one step.
 #include "analyze/analysis.h"
 #include "analyze/analysis_report.h"
+#include "analyze/trace_summary.h"
+#include "core/importer.h"
 #include "micro_traces.h"
+#include "tests/analyze/public_trace_support.h"
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <sstream>
 
 using namespace gpumem;
 using namespace gpumem::analyze;
 using gpumem::test::buildMicroLoop;
+using gpumem::test::publicTrace;
 
 namespace {
 constexpr Bytes MiB = 1 << 20;
@@ -56,4 +61,66 @@ TEST(StepSearch, TheTextReportPrintsTheNote)
                              "|   step ranges, markers or period"),
         std::string::npos)
         << out.str();
+}
+
+namespace {
+std::map<Category, Bytes> bytesByCategory(const Trace& t, const Analysis& a)
+{
+    std::map<Category, Bytes> out;
+    const auto& m = t.memory();
+    auto allocations = t.allocations();
+    for (std::size_t i = 0; i < allocations.size(); ++i)
+        if (allocations[i].allocEvent != kNoIndex)
+            out[a.inferred[i]] += m.size[allocations[i].allocEvent];
+    return out;
+}
+} // namespace
+
+// The same loop with its last phase under a scope that names no optimizer and nothing else showing autograd:
+// nothing is a gradient or autograd_detail, and the report says the phase is absent, not guessed.
+TEST(CategoryInference, NoAutogradEvidenceMeansNoBackwardCategories)
+{
+    Trace t = buildMicroLoop({ .steps = 5, .optimizerScope = "postprocess", .recordCategories = false });
+    auto a = analyzeTrace(t);
+    EXPECT_EQ(a.steps.autogradEvidence, "");
+    ASSERT_EQ(a.steps.steps.size(), 5u);
+    for (const auto& s : a.steps.steps) {
+        EXPECT_EQ(s.backwardStart, s.end);
+        EXPECT_EQ(backwardSource(a.steps, s), "no autograd");
+    }
+    // Per step: the 8 MiB activation and the 2 + 4 MiB former "gradients" are activations; the 1 MiB, 0.5 MiB and
+    // the 6 MiB (freed before the next alloc) blocks are op-local temporaries.
+    const auto byCat = bytesByCategory(t, a);
+    EXPECT_EQ(byCat, (std::map<Category, Bytes> { { Category::Parameter, 6 * MiB }, { Category::Activation, 5 * 14 * MiB },
+                         { Category::Temporary, 5 * (7 * MiB + MiB / 2) } }));
+    EXPECT_EQ(phaseNote(a.steps), "no backward phase: no autograd evidence (no backward op or scope, autograd engine frame or optimizer "
+                                  "step), so no gradient or autograd_detail");
+
+    Trace training = buildMicroLoop({ .steps = 5, .recordCategories = false });
+    auto b = analyzeTrace(training);
+    EXPECT_EQ(b.steps.autogradEvidence, "scope \"Optimizer.step#SGD.step\"");
+    EXPECT_EQ(phaseNote(b.steps), "backward phase guessed from each step's transient peak (autograd ran: scope \"Optimizer.step#SGD.step\")");
+    EXPECT_EQ(bytesByCategory(training, b).at(Category::Gradient), 5 * 6 * MiB);
+}
+
+// OWLv2 (bf16 inference, review 5): "autograd_detail 82.8 %" at +0.2 s came from a guessed backward phase.
+TEST(CategoryInference, Owlv2InferenceHasNoBackwardCategories)
+{
+    const auto path = publicTrace("tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz");
+    REQUIRE_PUBLIC_TRACE(path);
+    Trace t = loadTrace(path);
+    AnalysisOptions options;
+    options.instants = { InstantSpec::parse("0.2s", traceSpan(t).start), InstantSpec { InstantSpec::Kind::PeakAllocated, 0 } };
+    auto a = analyzeTrace(t, options);
+    EXPECT_EQ(a.steps.autogradEvidence, "");
+    ASSERT_EQ(a.breakdowns.size(), 2u);
+    const auto& at = a.breakdowns[0].by(GroupBy::Category);
+    ASSERT_EQ(at.size(), 1u);
+    EXPECT_EQ(at[0].key, "activation");
+    EXPECT_EQ(at[0].totalBytes, 35467776u); // 100 %: 18 blocks
+    EXPECT_EQ(a.breakdowns[0].liveBytes, 35467776u);
+    const auto byCat = bytesByCategory(t, a);
+    EXPECT_EQ(byCat.count(Category::Gradient), 0u);
+    EXPECT_EQ(byCat.count(Category::AutogradDetail), 0u);
+    EXPECT_EQ(byCat.count(Category::OptimizerState), 0u);
 }
