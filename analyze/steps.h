@@ -12,7 +12,9 @@
 //      period of at least 2 allocs (a period of 1, one size throughout, wins over its multiples and
 //      means no steps); the boundary is then moved to the first alloc after the lowest allocated point of one
 //      period (where a training loop has dropped its activations) and the steps are the recurrences of
-//      the kSignatureLength allocs that follow it.
+//      the kSignatureLength allocs that follow it. A period is taken for steps only when its repeats hold
+//      ≥ 50 % of the device's allocs and, between the first and the last, the longest lasts at most twice the
+//      shortest: repeated layers inside one step repeat too (bcrafton's snapshot).
 // Phases (for category inference): backward starts at the first annotation in the step whose name
 // contains "backward" (else, only where the trace shows autograd ran at all — autogradEvidence() —, right
 // after the step's transient peak: the forward pass ends where the most activations are live; without
@@ -51,6 +53,7 @@ struct StepSearch {
     std::size_t userRanges = 0;    // the best repeated step-like user range (0 when none repeats)
     std::size_t markerSteps = 0;   // intervals between successive marker events
     bool searched = false;         // detectSteps ran (false for a device with no events)
+    std::string periodRejected;    // why a repeating alloc-size period was not taken for steps (see detectSteps)
 };
 
 struct StepSet {

@@ -4,6 +4,7 @@
 #include "analyze/analysis_report.h"
 #include "analyze/trace_summary.h"
 #include "core/importer.h"
+#include "core/trace_builder.h"
 #include "micro_traces.h"
 #include "tests/analyze/public_trace_support.h"
 
@@ -123,4 +124,59 @@ TEST(CategoryInference, Owlv2InferenceHasNoBackwardCategories)
     EXPECT_EQ(byCat.count(Category::Gradient), 0u);
     EXPECT_EQ(byCat.count(Category::AutogradDetail), 0u);
     EXPECT_EQ(byCat.count(Category::OptimizerState), 0u);
+}
+
+// bcrafton's snapshot is one 50 ms train step under torch.compile; its alloc sizes repeat every 130 allocs 3 times
+// (the transformer layers: the same forward@model.py frames per layer), which periodicity took for 3 steps of
+// 2.4, 2.2 and 27.9 ms and then gave a "no leak" verdict from them. Now: no steps, and no verdict resting on them.
+TEST(StepSearch, RepeatedLayersInsideOneStepAreNotSteps)
+{
+    const auto path = publicTrace("cs336-bcrafton/memory_snapshot.pickle");
+    REQUIRE_PUBLIC_TRACE(path);
+    Trace t = loadTrace(path);
+    auto a = analyzeTrace(t);
+    EXPECT_EQ(a.steps.source, StepSource::None);
+    EXPECT_TRUE(a.steps.steps.empty());
+    EXPECT_EQ(stepSearchNote(a.steps), "no training steps found: no ProfilerStep#, step ranges or markers; not steps: a period of 130 allocs "
+                                       "that repeats 3 times in 2609 allocs (too little of the trace for a loop: repeated layers?)");
+    EXPECT_FALSE(a.leaks.leaking);
+    EXPECT_EQ(a.leaks.reason, "fewer than 3 steps: leaks need live bytes at the same phase of at least 3 steps");
+    EXPECT_TRUE(a.leaks.liveAtStepStart.empty());
+}
+
+// A loop whose steps last alike is found by periodicity; the same alloc sequence with one repeat (not the first or
+// last) lasting 10 times longer is not taken for steps, and the note says why.
+TEST(StepSearch, PeriodicityNeedsStepsThatLastAlike)
+{
+    Trace loop = buildMicroLoop({ .steps = 10, .annotateSteps = false });
+    EXPECT_EQ(analyzeTrace(loop).steps.steps.size(), 10u);
+    auto build = [](TimeNs slowGap) {
+        TraceBuilder b;
+        b.metadata()["source_format"] = "test";
+        const DeviceId dev = b.device(DeviceType::Cuda, 0);
+        const StreamId stream = b.stream(dev, 0);
+        TimeNs t = 0;
+        for (int s = 0; s < 8; ++s)
+            for (Bytes k = 1; k <= 20; ++k)
+                for (auto kind : { EventKind::Alloc, EventKind::Free }) {
+                    MemoryEvent e;
+                    e.time = t += (s == 3 ? slowGap : 1000);
+                    e.kind = kind;
+                    e.device = dev;
+                    e.stream = stream;
+                    e.address = 0x10000000 + k * 0x100000;
+                    e.size = 512 * k;
+                    e.requestedSize = kind == EventKind::Alloc ? e.size : 0;
+                    b.add(e);
+                }
+        return b.build();
+    };
+    Trace even = build(1000);
+    auto a = analyzeTrace(even);
+    EXPECT_EQ(a.steps.source, StepSource::Periodicity);
+    EXPECT_EQ(a.steps.steps.size(), 7u); // the boundary moves past the first repeat's opening allocs: 7 whole steps
+    Trace uneven = build(10000);
+    auto b = analyzeTrace(uneven);
+    EXPECT_TRUE(b.steps.steps.empty());
+    EXPECT_EQ(b.steps.search.periodRejected, "a period of 20 allocs whose repeats last from 40 to 301 us (steps last alike)");
 }
