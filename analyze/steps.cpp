@@ -147,6 +147,100 @@ namespace {
         return {};
     }
 
+    // "Qwen2DecoderLayer" for "Qwen2DecoderLayer_12" (the PyTorch profiler numbers module instances).
+    std::string_view moduleClass(std::string_view name)
+    {
+        auto end = name.size();
+        while (end > 0 && std::isdigit(static_cast<unsigned char>(name[end - 1])))
+            --end;
+        return end > 0 && end < name.size() && name[end - 1] == '_' ? name.substr(0, end - 1) : name;
+    }
+
+    // Why the repeats are layers, "" when nothing says so: below the module scope that holds all the repeats'
+    // allocs, each repeat runs in its own instance of one module class (Qwen2DecoderLayer_0, _1, …), each
+    // instance within at most 2 successive repeats (a boundary may cut one). A training loop's repeats run
+    // through the same module instances every step.
+    std::string layerRejection(const Trace& trace, const DeviceTimeline& dev, const std::vector<std::size_t>& points,
+        const std::vector<Range>& r, std::size_t period)
+    {
+        const auto& m = trace.memory();
+        const auto scopes = trace.scopes();
+        auto chain = [&](ScopeId s) {
+            std::vector<ScopeId> c;
+            for (std::size_t guard = 0; s != 0 && s < scopes.size() && guard < scopes.size(); ++guard, s = scopes[s].parent)
+                if (scopes[s].kind == ScopeKind::Module)
+                    c.push_back(s);
+            std::reverse(c.begin(), c.end());
+            return c;
+        };
+        std::vector<std::pair<std::size_t, std::vector<ScopeId>>> chains; // (repeat, module chain root first)
+        std::size_t inRepeats = 0;
+        for (auto p : points) {
+            const TimeNs t = dev.time[p];
+            if (t < r.front().start || t >= r.back().end)
+                continue;
+            ++inRepeats;
+            auto c = chain(m.scope[dev.eventIndex[p]]);
+            if (c.empty())
+                continue;
+            auto it = std::upper_bound(r.begin(), r.end(), t, [](TimeNs x, const Range& q) { return x < q.start; });
+            chains.emplace_back(static_cast<std::size_t>(it - r.begin()) - 1, std::move(c));
+        }
+        if (chains.size() * 2 < inRepeats)
+            return {}; // too few allocs under modules to tell
+        std::size_t level = chains.front().second.size(); // below the module scope common to every chain
+        for (const auto& [k, c] : chains) {
+            std::size_t i = 0;
+            while (i < level && i < c.size() && c[i] == chains.front().second[i])
+                ++i;
+            level = i;
+        }
+        // Walk down through the module that runs in the most repeats (a model, its encoder…) until a level
+        // whose modules each run in at most 2 successive repeats.
+        std::vector<const std::vector<ScopeId>*> subset;
+        for (const auto& [k, c] : chains)
+            subset.push_back(&c);
+        std::vector<std::size_t> repeatOf;
+        for (const auto& [k, c] : chains)
+            repeatOf.push_back(k);
+        for (;;) {
+            std::map<ScopeId, std::vector<std::size_t>> repeatsOf; // module at this level → repeats it runs in
+            std::vector<std::size_t> kept;
+            for (std::size_t i = 0; i < subset.size(); ++i)
+                if (subset[i]->size() > level) {
+                    auto& v = repeatsOf[(*subset[i])[level]];
+                    if (std::find(v.begin(), v.end(), repeatOf[i]) == v.end())
+                        v.push_back(repeatOf[i]);
+                }
+            if (repeatsOf.empty())
+                return {};
+            auto spread = [](const std::vector<std::size_t>& v) { return v.size() > 2 || (v.size() == 2 && v[1] != v[0] + 1); };
+            const auto widest = std::max_element(repeatsOf.begin(), repeatsOf.end(), [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+            if (spread(widest->second)) { // descend into it
+                const ScopeId into = widest->first;
+                std::vector<const std::vector<ScopeId>*> next;
+                std::vector<std::size_t> nextRepeat;
+                for (std::size_t i = 0; i < subset.size(); ++i)
+                    if (subset[i]->size() > level && (*subset[i])[level] == into) {
+                        next.push_back(subset[i]);
+                        nextRepeat.push_back(repeatOf[i]);
+                    }
+                subset = std::move(next);
+                repeatOf = std::move(nextRepeat);
+                ++level;
+                continue;
+            }
+            std::map<std::string_view, std::size_t> instances; // class → instances
+            for (const auto& [child, repeats] : repeatsOf)
+                ++instances[moduleClass(trace.str(scopes[child].name))];
+            const auto top = std::max_element(instances.begin(), instances.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+            if (top->second < 2 || top->second * 2 < repeatsOf.size())
+                return {};
+            return "a period of " + std::to_string(period) + " allocs whose " + std::to_string(r.size()) + " repeats run in successive "
+                + std::string(top->first) + "_N modules (" + std::to_string(top->second) + " instances: layers, not steps)";
+        }
+    }
+
     // Periodicity of the alloc-size sequence (see the header). Returns steps and the period in allocs.
     struct Periodic {
         std::size_t period = 0;
@@ -259,6 +353,9 @@ namespace {
         }
         if (auto why = periodRejection(period, points, r); !why.empty())
             return { period, {}, why };
+        if (r.size() >= 3) // with 2 repeats, a loop's modules also run in at most 2
+            if (auto why = layerRejection(trace, dev, points, r, period); !why.empty())
+                return { period, {}, why };
         return { period, r, {} };
     }
 

@@ -14,7 +14,9 @@
 //      period (where a training loop has dropped its activations) and the steps are the recurrences of
 //      the kSignatureLength allocs that follow it. A period is taken for steps only when its repeats hold
 //      ≥ 50 % of the device's allocs and, between the first and the last, the longest lasts at most twice the
-//      shortest: repeated layers inside one step repeat too (bcrafton's snapshot).
+//      shortest: repeated layers inside one step repeat too (bcrafton's snapshot). With ≥ 3 repeats, it is
+//      not taken either when, below the module that runs in every repeat, each repeat runs in its own
+//      instance of one module class (Qwen2DecoderLayer_0, _1, …: layers of one forward pass).
 // Phases (for category inference): backward starts at the first annotation in the step whose name
 // contains "backward" (else, only where the trace shows autograd ran at all — autogradEvidence() —, right
 // after the step's transient peak: the forward pass ends where the most activations are live; without

@@ -180,3 +180,66 @@ TEST(StepSearch, PeriodicityNeedsStepsThatLastAlike)
     EXPECT_TRUE(b.steps.steps.empty());
     EXPECT_EQ(b.steps.search.periodRejected, "a period of 20 allocs whose repeats last from 40 to 301 us (steps last alike)");
 }
+
+namespace {
+// One forward pass through `layers` modules Layer_0… under Model_0, each allocating and freeing 20 blocks of
+// the same sizes; with `perLayerScopes` false every block is under Model_0 alone (a loop over one module).
+Trace buildLayerStack(int layers, bool perLayerScopes)
+{
+    TraceBuilder b;
+    b.metadata()["source_format"] = "test";
+    const DeviceId dev = b.device(DeviceType::Cuda, 0);
+    const StreamId stream = b.stream(dev, 0);
+    const ScopeId model = b.scope(0, "Model_0", ScopeKind::Module);
+    TimeNs t = 0;
+    for (int layer = 0; layer < layers; ++layer) {
+        const ScopeId scope = perLayerScopes ? b.scope(model, "Layer_" + std::to_string(layer), ScopeKind::Module) : model;
+        for (Bytes k = 1; k <= 20; ++k)
+            for (auto kind : { EventKind::Alloc, EventKind::Free }) {
+                MemoryEvent e;
+                e.time = t += 1000;
+                e.kind = kind;
+                e.device = dev;
+                e.stream = stream;
+                e.address = 0x10000000 + k * 0x100000;
+                e.size = 512 * k;
+                e.requestedSize = kind == EventKind::Alloc ? e.size : 0;
+                e.scope = scope;
+                b.add(e);
+            }
+    }
+    return b.build();
+}
+} // namespace
+
+// Qwen1.5-0.5B and BERT-small (inference, review 5 follow-up): each periodic "step" ran in its own decoder layer.
+TEST(StepSearch, RepeatsInSuccessiveLayerModulesAreNotSteps)
+{
+    Trace layered = buildLayerStack(6, true);
+    auto a = analyzeTrace(layered);
+    EXPECT_TRUE(a.steps.steps.empty());
+    EXPECT_EQ(a.steps.search.periodRejected, "a period of 20 allocs whose 6 repeats run in successive Layer_N modules (6 instances: layers, not steps)");
+    Trace loop = buildLayerStack(6, false);
+    auto b = analyzeTrace(loop);
+    EXPECT_EQ(b.steps.source, StepSource::Periodicity);
+    EXPECT_EQ(b.steps.steps.size(), 6u);
+}
+
+TEST(StepSearch, QwenAndBertLayersAreNotSteps)
+{
+    for (const auto& [file, why] : { std::pair<std::string, std::string> { "tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+                                         "a period of 53 allocs whose 24 repeats run in successive Qwen2DecoderLayer_N modules (24 instances: layers, not steps)" },
+             { "tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz",
+                 "a period of 23 allocs whose 4 repeats run in successive BertLayer_N modules (4 instances: layers, not steps)" } }) {
+        const auto path = publicTrace(file);
+        REQUIRE_PUBLIC_TRACE(path);
+        Trace t = loadTrace(path);
+        auto a = analyzeTrace(t);
+        EXPECT_TRUE(a.steps.steps.empty()) << file;
+        EXPECT_EQ(a.steps.search.periodRejected, why);
+    }
+    // OWLv2 runs the whole model 5 times: its repeats stay steps.
+    const auto owl = publicTrace("tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz");
+    Trace t = loadTrace(owl);
+    EXPECT_EQ(analyzeTrace(t).steps.steps.size(), 5u);
+}
