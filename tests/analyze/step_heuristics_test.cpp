@@ -144,47 +144,11 @@ TEST(StepSearch, RepeatedLayersInsideOneStepAreNotSteps)
     EXPECT_TRUE(a.leaks.liveAtStepStart.empty());
 }
 
-// A loop whose steps last alike is found by periodicity; the same alloc sequence with one repeat (not the first or
-// last) lasting 10 times longer is not taken for steps, and the note says why.
-TEST(StepSearch, PeriodicityNeedsStepsThatLastAlike)
-{
-    Trace loop = buildMicroLoop({ .steps = 10, .annotateSteps = false });
-    EXPECT_EQ(analyzeTrace(loop).steps.steps.size(), 10u);
-    auto build = [](TimeNs slowGap) {
-        TraceBuilder b;
-        b.metadata()["source_format"] = "test";
-        const DeviceId dev = b.device(DeviceType::Cuda, 0);
-        const StreamId stream = b.stream(dev, 0);
-        TimeNs t = 0;
-        for (int s = 0; s < 8; ++s)
-            for (Bytes k = 1; k <= 20; ++k)
-                for (auto kind : { EventKind::Alloc, EventKind::Free }) {
-                    MemoryEvent e;
-                    e.time = t += (s == 3 ? slowGap : 1000);
-                    e.kind = kind;
-                    e.device = dev;
-                    e.stream = stream;
-                    e.address = 0x10000000 + k * 0x100000;
-                    e.size = 512 * k;
-                    e.requestedSize = kind == EventKind::Alloc ? e.size : 0;
-                    b.add(e);
-                }
-        return b.build();
-    };
-    Trace even = build(1000);
-    auto a = analyzeTrace(even);
-    EXPECT_EQ(a.steps.source, StepSource::Periodicity);
-    EXPECT_EQ(a.steps.steps.size(), 7u); // the boundary moves past the first repeat's opening allocs: 7 whole steps
-    Trace uneven = build(10000);
-    auto b = analyzeTrace(uneven);
-    EXPECT_TRUE(b.steps.steps.empty());
-    EXPECT_EQ(b.steps.search.periodRejected, "a period of 20 allocs whose repeats last from 40 to 301 us (steps last alike)");
-}
-
 namespace {
-// One forward pass through `layers` modules Layer_0… under Model_0, each allocating and freeing 20 blocks of
-// the same sizes; with `perLayerScopes` false every block is under Model_0 alone (a loop over one module).
-Trace buildLayerStack(int layers, bool perLayerScopes)
+// `repeats` times the same 20 allocs (512 B … 10 KiB, each freed at once), 1 us apart (repeat 3: `slowGap` apart). With
+// `perLayerScopes`, repeat i runs in module Layer_i under Model_0 (one forward pass through a layer stack); else
+// every block is under Model_0 alone (a loop over one module).
+Trace buildRepeats(int repeats, TimeNs slowGap, bool perLayerScopes)
 {
     TraceBuilder b;
     b.metadata()["source_format"] = "test";
@@ -192,12 +156,12 @@ Trace buildLayerStack(int layers, bool perLayerScopes)
     const StreamId stream = b.stream(dev, 0);
     const ScopeId model = b.scope(0, "Model_0", ScopeKind::Module);
     TimeNs t = 0;
-    for (int layer = 0; layer < layers; ++layer) {
-        const ScopeId scope = perLayerScopes ? b.scope(model, "Layer_" + std::to_string(layer), ScopeKind::Module) : model;
+    for (int s = 0; s < repeats; ++s) {
+        const ScopeId scope = perLayerScopes ? b.scope(model, "Layer_" + std::to_string(s), ScopeKind::Module) : model;
         for (Bytes k = 1; k <= 20; ++k)
             for (auto kind : { EventKind::Alloc, EventKind::Free }) {
                 MemoryEvent e;
-                e.time = t += 1000;
+                e.time = t += (s == 3 ? slowGap : 1000);
                 e.kind = kind;
                 e.device = dev;
                 e.stream = stream;
@@ -212,14 +176,31 @@ Trace buildLayerStack(int layers, bool perLayerScopes)
 }
 } // namespace
 
+// A loop whose steps last alike is found by periodicity; the same alloc sequence with one repeat (not the first or
+// last) lasting 10 times longer is not taken for steps, and the note says why.
+TEST(StepSearch, PeriodicityNeedsStepsThatLastAlike)
+{
+    Trace loop = buildMicroLoop({ .steps = 10, .annotateSteps = false });
+    EXPECT_EQ(analyzeTrace(loop).steps.steps.size(), 10u);
+    Trace even = buildRepeats(8, 1000, false);
+    auto a = analyzeTrace(even);
+    EXPECT_EQ(a.steps.source, StepSource::Periodicity);
+    EXPECT_EQ(a.steps.steps.size(), 7u); // the boundary moves past the first repeat's opening allocs: 7 whole steps
+    Trace uneven = buildRepeats(8, 10000, false);
+    auto b = analyzeTrace(uneven);
+    EXPECT_TRUE(b.steps.steps.empty());
+    EXPECT_EQ(b.steps.search.periodRejected, "a period of 20 allocs whose repeats last from 40 to 301 us (steps last alike)");
+}
+
+
 // Qwen1.5-0.5B and BERT-small (inference, review 5 follow-up): each periodic "step" ran in its own decoder layer.
 TEST(StepSearch, RepeatsInSuccessiveLayerModulesAreNotSteps)
 {
-    Trace layered = buildLayerStack(6, true);
+    Trace layered = buildRepeats(6, 1000, true);
     auto a = analyzeTrace(layered);
     EXPECT_TRUE(a.steps.steps.empty());
     EXPECT_EQ(a.steps.search.periodRejected, "a period of 20 allocs whose 6 repeats run in successive Layer_N modules (6 instances: layers, not steps)");
-    Trace loop = buildLayerStack(6, false);
+    Trace loop = buildRepeats(6, 1000, false);
     auto b = analyzeTrace(loop);
     EXPECT_EQ(b.steps.source, StepSource::Periodicity);
     EXPECT_EQ(b.steps.steps.size(), 6u);
