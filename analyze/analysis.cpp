@@ -166,6 +166,23 @@ Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options)
     } else {
         dev = a.timeline.busiest();
     }
+    a.countersOnly = trace.memory().count() == 0 && !trace.counterSamples().empty();
+    if (a.countersOnly) {
+        DeviceId d = options.device.value_or(kNoDevice);
+        if (!options.device) { // the device with the most counter samples
+            std::vector<std::size_t> samples(trace.devices().size(), 0);
+            for (const auto& c : trace.counterSamples())
+                if (c.series < trace.counterSeries().size() && trace.counterSeries()[c.series].device < samples.size())
+                    ++samples[trace.counterSeries()[c.series].device];
+            if (auto it = std::max_element(samples.begin(), samples.end()); it != samples.end() && *it > 0)
+                d = static_cast<DeviceId>(it - samples.begin());
+        }
+        if (d < trace.devices().size()) {
+            a.device = d;
+            a.deviceLabel = deviceLabel(trace.devices()[d]);
+        }
+        return a;
+    }
     if (!dev || dev->size() == 0) {
         if (dev) {
             a.device = dev->device;

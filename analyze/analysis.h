@@ -63,6 +63,11 @@ struct Analysis {
     DeviceId device = 0;
     std::string deviceLabel;
     bool empty = true; // the device has no memory events
+    // The trace has no memory events but recorded memory counters (a PyTorch <= 1.9 profiler trace: [memory]
+    // events with sizes and no addresses, imported as counters, docs/kineto-import.md). `device` is then the
+    // device with the most counter samples (or the one asked for); only its counters can be shown: no
+    // block-level analysis or replay.
+    bool countersOnly = false;
     MemoryStats stats;
     FragmentationSummary fragmentation;
     StepSet steps;

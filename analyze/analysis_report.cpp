@@ -290,15 +290,17 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     line(out, center("Steps", kWidth));
     rule(out, '-');
     if (a.steps.steps.empty()) {
-        line(out, " no training steps found (no ProfilerStep#, step ranges, markers or period)");
+        line(out, " " + stepSearchNote(a.steps));
     } else {
         line(out, " found by " + std::string(toString(a.steps.source)) + ": " + a.steps.detail);
+        if (auto note = stepSearchNote(a.steps); !note.empty())
+            line(out, " " + note);
         out << "|  step |     start     |  peak allocated  |   growth    | backward from    |\n";
         for (const auto& s : a.steps.steps) {
             const std::string growth = formatByteChange(s.allocatedAtStart, s.allocatedAtEnd);
             out << "| " << right(std::to_string(s.number), 5) << " | " << right(offset(a, s.start), 13) << " | "
                 << right(formatByteTotalShort(s.peakAllocated), 16) << " | " << right(growth, 11) << " | "
-                << fit(s.phasesAnnotated ? "annotation" : "transient peak", 16) << " |\n";
+                << fit(backwardSource(a.steps, s), 16) << " |\n";
         }
         rule(out, '-');
         line(out, std::string(a.leaks.leaking ? " LEAK: " : " no leak: ") + a.leaks.reason);
@@ -320,6 +322,8 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
                 + percent(a.agreementAll->share()) + " overall");
     } else {
         line(out, " categories: inferred from lifetimes and phases (none recorded)");
+        if (auto note = phaseNote(a.steps); !note.empty())
+            line(out, " " + note);
     }
     for (const auto& b : a.breakdowns) {
         rule(out, '=');
@@ -381,7 +385,8 @@ nlohmann::json analysisToJson(const Trace& trace, const Analysis& a, std::string
             { "optimizer_start_ns", opt(s.optimizerStart) }, { "phases_annotated", s.phasesAnnotated },
             { "allocated_at_start", s.allocatedAtStart }, { "allocated_at_end", s.allocatedAtEnd }, { "growth", s.growth() },
             { "peak_allocated", s.peakAllocated }, { "peak_time_ns", s.peakTime } });
-    j["steps"] = { { "source", toString(a.steps.source) }, { "detail", a.steps.detail }, { "steps", steps } };
+    j["steps"] = { { "source", toString(a.steps.source) }, { "detail", a.steps.detail }, { "note", stepSearchNote(a.steps) },
+        { "autograd_evidence", a.steps.autogradEvidence }, { "phases", phaseNote(a.steps) }, { "steps", steps } };
     json sites = json::array();
     for (const auto& s : a.leaks.sites)
         sites.push_back({ { "label", s.label }, { "site", s.site }, { "scope", s.scope }, { "bytes", s.bytes }, { "blocks", s.blocks },

@@ -274,10 +274,14 @@ code{font-size:12px})";
     void stepsSection(std::ostream& out, const Analysis& a, std::size_t top)
     {
         if (a.steps.steps.empty()) {
-            out << "<p class='muted'>No training steps found (no ProfilerStep# annotations, step ranges, markers or period).</p>";
+            auto note = stepSearchNote(a.steps);
+            note[0] = 'N';
+            out << "<p class='muted'>" << htmlEscape(note) << ".</p>";
             return;
         }
         out << "<p>Found by " << htmlEscape(toString(a.steps.source)) << ": " << htmlEscape(a.steps.detail) << ".</p>";
+        if (auto note = stepSearchNote(a.steps); !note.empty())
+            out << "<p class='muted'>" << htmlEscape(note) << ".</p>";
         Bytes maxPeak = 1;
         for (const auto& s : a.steps.steps)
             maxPeak = std::max(maxPeak, s.peakAllocated);
@@ -289,9 +293,11 @@ code{font-size:12px})";
                 << num(200.0 * static_cast<double>(s.peakAllocated) / static_cast<double>(maxPeak)) << "px'></span> "
                 << htmlEscape(formatByteTotalShort(s.peakAllocated)) << "</td><td class='n'>"
                 << htmlEscape(formatByteChange(s.allocatedAtStart, s.allocatedAtEnd)) << "</td><td>"
-                << (s.phasesAnnotated ? "annotation" : "transient peak") << "</td></tr>";
+                << htmlEscape(backwardSource(a.steps, s)) << "</td></tr>";
         }
         out << "</table>";
+        if (!a.categoriesRecorded)
+            out << "<p class='muted'>Categories inferred; " << htmlEscape(phaseNote(a.steps)) << ".</p>";
         const auto& l = a.leaks;
         out << "<p class='" << (l.leaking ? "leak" : "ok") << "'>" << (l.leaking ? "Leak: " : "No leak: ") << htmlEscape(l.reason) << ".</p>";
         if (l.leaking) {
@@ -304,6 +310,71 @@ code{font-size:12px})";
             out << "</table>";
         }
     }
+    // A trace with memory counters only (Analysis::countersOnly): its counters on the analyzed device as step
+    // lines over time, their peaks, and why nothing else is shown.
+    void countersOnlySection(std::ostream& out, const Trace& trace, const Analysis& a)
+    {
+        out << "<p>Counters only: this trace predates the PyTorch profiler's <code>Addr</code> field (PyTorch &lt;= 1.9 "
+               "records each <code>[memory]</code> event with its size and no address), so blocks cannot be paired or placed. "
+               "There is no block-level analysis (breakdowns, steps, leaks, fragmentation) and no replay; below are the "
+               "memory counters it recorded for "
+            << htmlEscape(a.deviceLabel) << ".</p>\n";
+        const auto series = trace.counterSeries();
+        std::vector<std::uint32_t> shown;
+        for (std::uint32_t i = 0; i < series.size(); ++i)
+            if (series[i].device == a.device && !trace.str(series[i].name).ends_with("(ppm)"))
+                shown.push_back(i);
+        std::vector<std::vector<CounterSample>> samples(series.size());
+        TimeNs first = std::numeric_limits<TimeNs>::max(), last = std::numeric_limits<TimeNs>::min();
+        std::int64_t top = 1;
+        for (const auto& c : trace.counterSamples())
+            if (std::find(shown.begin(), shown.end(), c.series) != shown.end()) {
+                samples[c.series].push_back(c);
+                first = std::min(first, c.time);
+                last = std::max(last, c.time);
+                top = std::max(top, c.value);
+            }
+        if (first > last) {
+            out << "<p class='muted'>No memory counter was recorded for this device.</p>";
+            return;
+        }
+        Frame f;
+        f.t0 = first;
+        f.origin = a.origin;
+        f.t1 = axisEnd(f.t0, last);
+        f.ymax = static_cast<double>(top) * 1.05;
+        static constexpr const char* kColors[] = { "#1f77b4", "#d62728", "#2ca02c", "#8c564b", "#9467bd", "#ff7f0e" };
+        out << "<h3>Recorded memory counters over time</h3><svg xmlns='http://www.w3.org/2000/svg' width='" << f.w << "' height='" << f.h
+            << "' role='img'><title>recorded memory counters over time</title>";
+        axes(out, f, true);
+        for (std::size_t k = 0; k < shown.size(); ++k) {
+            std::ostringstream line;
+            double y = f.y(0);
+            for (const auto& c : samples[shown[k]]) {
+                const double x = f.x(c.time), ny = f.y(static_cast<double>(std::max<std::int64_t>(c.value, 0)));
+                line << num(x) << ',' << num(y) << ' ' << num(x) << ',' << num(ny) << ' ';
+                y = ny;
+            }
+            line << num(f.x(f.t1)) << ',' << num(y);
+            out << "<polyline points='" << line.str() << "' fill='none' stroke='" << kColors[k % std::size(kColors)]
+                << "' stroke-width='1.5'><title>" << htmlEscape(trace.str(series[shown[k]].name)) << "</title></polyline>";
+        }
+        out << "</svg><div class='legend'>";
+        for (std::size_t k = 0; k < shown.size(); ++k)
+            out << "<span><i class='sw' style='background:" << kColors[k % std::size(kColors)] << "'></i>"
+                << htmlEscape(trace.str(series[shown[k]].name)) << "</span>";
+        out << "</div>\n<table><tr><th>counter</th><th class='n'>samples</th><th class='n'>peak</th><th class='n'>at</th></tr>";
+        for (auto i : shown) {
+            if (samples[i].empty())
+                continue;
+            const auto peak = std::max_element(samples[i].begin(), samples[i].end(),
+                [](const CounterSample& x, const CounterSample& y) { return x.value < y.value; });
+            out << "<tr><td>" << htmlEscape(trace.str(series[i].name)) << "</td><td class='n'>" << samples[i].size() << "</td><td class='n'>"
+                << htmlEscape(formatBytes(static_cast<Bytes>(std::max<std::int64_t>(peak->value, 0)))) << "</td><td class='n'>+"
+                << htmlEscape(formatSecondsBetween(a.origin, peak->time)) << "</td></tr>";
+        }
+        out << "</table>\n";
+    }
 } // namespace
 
 void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const PolicyRow> policies, const HtmlOptions& options, std::ostream& out)
@@ -315,6 +386,10 @@ void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const Po
         const Analysis& a = *in.analysis;
         out << "<h2>" << htmlEscape(in.label) << " — " << htmlEscape(a.deviceLabel) << "</h2>\n";
         const auto* d = a.timeline.device(a.device);
+        if (a.countersOnly && in.trace) {
+            countersOnlySection(out, *in.trace, a);
+            continue;
+        }
         if (a.empty || !d) {
             out << "<p class='muted'>No memory events on this device.</p>\n";
             continue;
@@ -336,8 +411,9 @@ void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const Po
         out << '\n';
     }
     out << "<h2>Policy comparison</h2>\n";
-    if (policies.empty()) {
+    if (policies.empty() && options.policySkipped.empty()) {
         out << "<p class='muted'>" << htmlEscape(options.policyNote) << "</p>\n";
+    } else if (policies.empty()) {
     } else {
         out << "<table><tr><th>trace</th><th>policy</th><th class='n'>peak reserved</th><th class='n'>peak allocated</th>"
                "<th class='n'>reserved / lower bound</th><th class='n'>device calls</th><th class='n'>failed requests</th><th>note</th></tr>";
@@ -355,6 +431,8 @@ void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const Po
         }
         out << "</table>\n";
     }
+    for (const auto& note : options.policySkipped)
+        out << "<p class='muted'>" << htmlEscape(note) << "</p>\n";
     out << "</body></html>\n";
 }
 

@@ -35,6 +35,9 @@ struct HtmlOptions {
     std::size_t top = 10;      // rows per breakdown table
     // Shown in the policy section when `policies` is empty (e.g. why no replay ran).
     std::string policyNote = "No policies were given (gpumem report --policy SPEC …).";
+    // One sentence per trace left out of the policy comparison, shown under it (e.g. a trace with memory
+    // counters only, which has nothing to replay).
+    std::vector<std::string> policySkipped;
 };
 
 void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const PolicyRow> policies, const HtmlOptions& options, std::ostream& out);

@@ -120,8 +120,134 @@ namespace {
         return r;
     }
 
+    // Why a period is not a training loop's, "" when it is: it is one only when its steps hold most of the trace and last alike: a layer
+    // stack repeats too (bcrafton's snapshot: 3 "steps" of 130 allocs, 2.4, 2.2 and 27.9 ms, inside one
+    // 50 ms train step, the repeated transformer layers). Rule: the steps × the period hold ≥ 50 % of the
+    // device's allocs (the last step's end is the trace's, so a time span would overstate it), and of the steps between the first (warm-up) and the
+    // last (which runs to the trace's end), the longest lasts at most twice the shortest.
+    std::string periodRejection(std::size_t period, const std::vector<std::size_t>& points, const std::vector<Range>& r)
+    {
+        if (r.size() < 2)
+            return {}; // too few repeats: no steps either way
+        const std::string what = "a period of " + std::to_string(period) + " allocs";
+        if (r.size() * period * 2 < points.size())
+            return what + " that repeats " + std::to_string(r.size()) + " times in " + std::to_string(points.size())
+                + " allocs (too little of the trace for a loop: repeated layers?)";
+        // Whole steps only: the first is warm-up and the last runs to the trace's end.
+        if (r.size() < 4)
+            return {};
+        TimeNs shortest = r[1].end - r[1].start, longest = shortest;
+        for (std::size_t k = 1; k + 1 < r.size(); ++k) {
+            shortest = std::min(shortest, r[k].end - r[k].start);
+            longest = std::max(longest, r[k].end - r[k].start);
+        }
+        if (longest > 2 * shortest)
+            return what + " whose repeats last from " + std::to_string(shortest / 1000) + " to " + std::to_string(longest / 1000)
+                + " us (steps last alike)";
+        return {};
+    }
+
+    // "Qwen2DecoderLayer" for "Qwen2DecoderLayer_12" (the PyTorch profiler numbers module instances).
+    std::string_view moduleClass(std::string_view name)
+    {
+        auto end = name.size();
+        while (end > 0 && std::isdigit(static_cast<unsigned char>(name[end - 1])))
+            --end;
+        return end > 0 && end < name.size() && name[end - 1] == '_' ? name.substr(0, end - 1) : name;
+    }
+
+    // Why the repeats are layers, "" when nothing says so: below the module scope that holds all the repeats'
+    // allocs, each repeat runs in its own instance of one module class (Qwen2DecoderLayer_0, _1, …), each
+    // instance within at most 2 successive repeats (a boundary may cut one). A training loop's repeats run
+    // through the same module instances every step.
+    std::string layerRejection(const Trace& trace, const DeviceTimeline& dev, const std::vector<std::size_t>& points,
+        const std::vector<Range>& r, std::size_t period)
+    {
+        const auto& m = trace.memory();
+        const auto scopes = trace.scopes();
+        auto chain = [&](ScopeId s) {
+            std::vector<ScopeId> c;
+            for (std::size_t guard = 0; s != 0 && s < scopes.size() && guard < scopes.size(); ++guard, s = scopes[s].parent)
+                if (scopes[s].kind == ScopeKind::Module)
+                    c.push_back(s);
+            std::reverse(c.begin(), c.end());
+            return c;
+        };
+        std::vector<std::pair<std::size_t, std::vector<ScopeId>>> chains; // (repeat, module chain root first)
+        std::size_t inRepeats = 0;
+        for (auto p : points) {
+            const TimeNs t = dev.time[p];
+            if (t < r.front().start || t >= r.back().end)
+                continue;
+            ++inRepeats;
+            auto c = chain(m.scope[dev.eventIndex[p]]);
+            if (c.empty())
+                continue;
+            auto it = std::upper_bound(r.begin(), r.end(), t, [](TimeNs x, const Range& q) { return x < q.start; });
+            chains.emplace_back(static_cast<std::size_t>(it - r.begin()) - 1, std::move(c));
+        }
+        if (chains.size() * 2 < inRepeats)
+            return {}; // too few allocs under modules to tell
+        std::size_t level = chains.front().second.size(); // below the module scope common to every chain
+        for (const auto& [k, c] : chains) {
+            std::size_t i = 0;
+            while (i < level && i < c.size() && c[i] == chains.front().second[i])
+                ++i;
+            level = i;
+        }
+        // Walk down through the module that runs in the most repeats (a model, its encoder…) until a level
+        // whose modules each run in at most 2 successive repeats.
+        std::vector<const std::vector<ScopeId>*> subset;
+        for (const auto& [k, c] : chains)
+            subset.push_back(&c);
+        std::vector<std::size_t> repeatOf;
+        for (const auto& [k, c] : chains)
+            repeatOf.push_back(k);
+        for (;;) {
+            std::map<ScopeId, std::vector<std::size_t>> repeatsOf; // module at this level → repeats it runs in
+            std::vector<std::size_t> kept;
+            for (std::size_t i = 0; i < subset.size(); ++i)
+                if (subset[i]->size() > level) {
+                    auto& v = repeatsOf[(*subset[i])[level]];
+                    if (std::find(v.begin(), v.end(), repeatOf[i]) == v.end())
+                        v.push_back(repeatOf[i]);
+                }
+            if (repeatsOf.empty())
+                return {};
+            auto spread = [](const std::vector<std::size_t>& v) { return v.size() > 2 || (v.size() == 2 && v[1] != v[0] + 1); };
+            const auto widest = std::max_element(repeatsOf.begin(), repeatsOf.end(), [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+            if (spread(widest->second)) { // descend into it
+                const ScopeId into = widest->first;
+                std::vector<const std::vector<ScopeId>*> next;
+                std::vector<std::size_t> nextRepeat;
+                for (std::size_t i = 0; i < subset.size(); ++i)
+                    if (subset[i]->size() > level && (*subset[i])[level] == into) {
+                        next.push_back(subset[i]);
+                        nextRepeat.push_back(repeatOf[i]);
+                    }
+                subset = std::move(next);
+                repeatOf = std::move(nextRepeat);
+                ++level;
+                continue;
+            }
+            std::map<std::string_view, std::size_t> instances; // class → instances
+            for (const auto& [child, repeats] : repeatsOf)
+                ++instances[moduleClass(trace.str(scopes[child].name))];
+            const auto top = std::max_element(instances.begin(), instances.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+            if (top->second < 2 || top->second * 2 < repeatsOf.size())
+                return {};
+            return "a period of " + std::to_string(period) + " allocs whose " + std::to_string(r.size()) + " repeats run in successive "
+                + std::string(top->first) + "_N modules (" + std::to_string(top->second) + " instances: layers, not steps)";
+        }
+    }
+
     // Periodicity of the alloc-size sequence (see the header). Returns steps and the period in allocs.
-    std::pair<std::size_t, std::vector<Range>> periodicSteps(const Trace& trace, const DeviceTimeline& dev)
+    struct Periodic {
+        std::size_t period = 0;
+        std::vector<Range> steps;
+        std::string rejected; // periodRejection(), when the period was found but is no loop's
+    };
+    Periodic periodicSteps(const Trace& trace, const DeviceTimeline& dev)
     {
         const auto& m = trace.memory();
         std::vector<std::size_t> points; // timeline points of alloc events
@@ -225,7 +351,12 @@ namespace {
             if (end > start)
                 r.push_back({ start, end, static_cast<std::int64_t>(r.size()) });
         }
-        return { period, r };
+        if (auto why = periodRejection(period, points, r); !why.empty())
+            return { period, {}, why };
+        if (r.size() >= 3) // with 2 repeats, a loop's modules also run in at most 2
+            if (auto why = layerRejection(trace, dev, points, r, period); !why.empty())
+                return { period, {}, why };
+        return { period, r, {} };
     }
 
     Bytes valueBefore(const DeviceTimeline& dev, TimeNs t)
@@ -281,26 +412,79 @@ namespace {
     }
 } // namespace
 
+std::string_view backwardSource(const StepSet& set, const Step& step)
+{
+    if (step.phasesAnnotated)
+        return "annotation";
+    return set.autogradEvidence.empty() ? "no autograd" : "transient peak";
+}
+
+std::string phaseNote(const StepSet& set)
+{
+    if (set.steps.empty())
+        return {};
+    const bool allAnnotated = std::all_of(set.steps.begin(), set.steps.end(), [](const Step& s) { return s.phasesAnnotated; });
+    if (allAnnotated)
+        return "backward phase from annotations";
+    if (set.autogradEvidence.empty())
+        return "no backward phase: no autograd evidence (no backward op or scope, autograd engine frame or optimizer step), "
+               "so no gradient or autograd_detail";
+    return "backward phase guessed from each step's transient peak (autograd ran: " + set.autogradEvidence + ")";
+}
+
+std::string autogradEvidence(const Trace& trace)
+{
+    auto named = [](std::string_view name) {
+        const auto l = lower(name);
+        return contains(l, "backward") || contains(l, "autograd::engine") || isOptimizerName(name);
+    };
+    for (const auto& a : trace.annotations())
+        if (named(trace.str(a.name)))
+            return "annotation \"" + std::string(trace.str(a.name)) + "\"";
+    const auto scopes = trace.scopes();
+    for (ScopeId s = 1; s < scopes.size(); ++s)
+        if (named(trace.str(scopes[s].name)))
+            return "scope \"" + std::string(trace.str(scopes[s].name)) + "\"";
+    for (const auto& f : trace.frames()) {
+        const auto name = trace.str(f.name);
+        std::string file(trace.str(f.file));
+        std::replace(file.begin(), file.end(), '\\', '/');
+        if (contains(lower(name), "backward") || contains(name, "autograd::Engine") || contains(file, "torch/optim/"))
+            return "frame " + std::string(name.substr(0, 80)) + (file.empty() ? "" : " (" + file.substr(file.find_last_of('/') + 1) + ")");
+    }
+    // PyTorch's own categories (a memory-timeline export has no names or stacks) say so too.
+    const auto& m = trace.memory();
+    for (std::size_t i = 0; i < m.count(); ++i)
+        if (m.kind[i] == EventKind::Alloc
+            && (m.category[i] == Category::Gradient || m.category[i] == Category::AutogradDetail || m.category[i] == Category::OptimizerState))
+            return "recorded category " + std::string(toString(m.category[i]));
+    return {};
+}
+
 StepSet detectSteps(const Trace& trace, const DeviceTimeline& dev)
 {
     StepSet set;
+    set.search.searched = true;
+    set.autogradEvidence = autogradEvidence(trace);
     std::vector<Range> ranges = profilerSteps(trace);
+    set.search.profilerSteps = ranges.size();
     if (ranges.size() >= 2) {
         set.source = StepSource::ProfilerStep;
         set.detail = "ProfilerStep#N";
-    } else if (auto [name, user] = userRangeSteps(trace, dev); user.size() >= 2) {
+    } else if (auto [name, user] = userRangeSteps(trace, dev); (set.search.userRanges = user.size()) >= 2) {
         ranges = std::move(user);
         set.source = StepSource::UserRange;
         set.detail = name;
-    } else if (auto marks = markerSteps(trace, dev); marks.size() >= 2) {
+    } else if (auto marks = markerSteps(trace, dev); (set.search.markerSteps = marks.size()) >= 2) {
         ranges = std::move(marks);
         set.source = StepSource::Marker;
         set.detail = "marker events";
-    } else if (auto [period, periodic] = periodicSteps(trace, dev); periodic.size() >= 2) {
-        ranges = std::move(periodic);
+    } else if (auto periodic = periodicSteps(trace, dev); periodic.steps.size() >= 2) {
+        ranges = std::move(periodic.steps);
         set.source = StepSource::Periodicity;
-        set.detail = "alloc-size sequence repeats every " + std::to_string(period) + " allocs";
+        set.detail = "alloc-size sequence repeats every " + std::to_string(periodic.period) + " allocs";
     } else {
+        set.search.periodRejected = periodic.rejected;
         return set;
     }
     std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.start < b.start; });
@@ -366,9 +550,45 @@ StepSet detectSteps(const Trace& trace, const DeviceTimeline& dev)
         s.phasesAnnotated = haveBackward;
         set.steps.push_back(s);
     }
-    if (!set.steps.empty())
+    // Without autograd evidence (an inference run) an unannotated step stays forward to its end: the
+    // transient peak of a forward pass is not the start of a backward one.
+    if (!set.steps.empty() && !set.autogradEvidence.empty())
         placeBackwardStarts(trace, dev, set.steps);
     return set;
+}
+
+std::string stepSearchNote(const StepSet& set)
+{
+    const auto& q = set.search;
+    auto plural = [](std::size_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
+    auto join = [](const std::vector<std::string>& parts, const char* last) {
+        std::string out;
+        for (std::size_t i = 0; i < parts.size(); ++i)
+            out += (i == 0 ? "" : i + 1 == parts.size() ? last : ", ") + parts[i];
+        return out;
+    };
+    // Sources tried before the one that won (all of them when none did) that held something, and those that held nothing.
+    std::vector<std::string> few, none;
+    const int tried = set.source == StepSource::None ? 4 : static_cast<int>(set.source) - 1;
+    if (tried >= 1)
+        (q.profilerSteps ? few : none).push_back(q.profilerSteps ? plural(q.profilerSteps, "ProfilerStep# range", "ProfilerStep# ranges") : "ProfilerStep#");
+    if (tried >= 2)
+        (q.userRanges ? few : none).push_back(q.userRanges ? plural(q.userRanges, "step range", "step ranges") : "step ranges");
+    if (tried >= 3)
+        (q.markerSteps ? few : none).push_back(q.markerSteps ? plural(q.markerSteps, "interval between markers", "intervals between markers") : "markers");
+    if (tried >= 4 && !q.periodRejected.empty())
+        return "no training steps found: " + (few.empty() ? std::string() : join(few, " and ") + " (steps need at least 2); ")
+            + (none.empty() ? std::string() : "no " + join(none, " or ") + "; ") + "not steps: " + q.periodRejected;
+    if (tried >= 4)
+        none.push_back("period");
+    if (set.source != StepSource::None)
+        return few.empty() ? std::string() : "passed over " + join(few, " and ") + " (steps need at least 2)";
+    std::string s = "no training steps found";
+    if (!few.empty())
+        s += ": " + join(few, " and ") + " (steps need at least 2); no " + join(none, " or ");
+    else
+        s += " (no " + join(none, " or ") + ")";
+    return s;
 }
 
 namespace {

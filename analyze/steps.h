@@ -12,11 +12,16 @@
 //      period of at least 2 allocs (a period of 1, one size throughout, wins over its multiples and
 //      means no steps); the boundary is then moved to the first alloc after the lowest allocated point of one
 //      period (where a training loop has dropped its activations) and the steps are the recurrences of
-//      the kSignatureLength allocs that follow it.
+//      the kSignatureLength allocs that follow it. A period is taken for steps only when its repeats hold
+//      ≥ 50 % of the device's allocs and, between the first and the last, the longest lasts at most twice the
+//      shortest: repeated layers inside one step repeat too (bcrafton's snapshot). With ≥ 3 repeats, it is
+//      not taken either when, below the module that runs in every repeat, each repeat runs in its own
+//      instance of one module class (Qwen2DecoderLayer_0, _1, …: layers of one forward pass).
 // Phases (for category inference): backward starts at the first annotation in the step whose name
-// contains "backward" (else at the step's allocated peak: the forward pass ends where the most
-// activations are live); the optimizer phase starts at the first annotation whose name starts with
-// "Optimizer." or contains "optimizer" (else it is absent).
+// contains "backward" (else, only where the trace shows autograd ran at all — autogradEvidence() —, right
+// after the step's transient peak: the forward pass ends where the most activations are live; without
+// such evidence, e.g. an inference run, the step has no backward phase); the optimizer phase starts at
+// the first annotation whose name starts with "Optimizer." or contains "optimizer" (else it is absent).
 #include "analyze/timeline.h"
 #include "core/byte_total.h"
 
@@ -43,11 +48,46 @@ struct Step {
     std::int64_t growth() const { return clampedDelta(allocatedAtStart, allocatedAtEnd); }
 };
 
+// How many steps each source offered (0 = the source is absent), so a report can say what was there when a
+// source had too few: "1 ProfilerStep# range; steps need at least 2".
+struct StepSearch {
+    std::size_t profilerSteps = 0; // ProfilerStep#N / Step annotations
+    std::size_t userRanges = 0;    // the best repeated step-like user range (0 when none repeats)
+    std::size_t markerSteps = 0;   // intervals between successive marker events
+    bool searched = false;         // detectSteps ran (false for a device with no events)
+    std::string periodRejected;    // why a repeating alloc-size period was not taken for steps (see detectSteps)
+};
+
 struct StepSet {
     StepSource source = StepSource::None;
     std::string detail; // the annotation name used, or the period found
     std::vector<Step> steps;
+    StepSearch search;
+    // What shows that autograd ran (autogradEvidence()); "" when nothing does: then no step has a
+    // backward phase unless an annotation marks one.
+    std::string autogradEvidence;
 };
+
+// The first sign in the trace that a backward pass or optimizer ran, as a short phrase naming it
+// ("scope \"autograd::engine::evaluate_function: MmBackward0\"", "frame MmBackward0::apply"); "" when none.
+// Evidence: an annotation or scope whose name contains "backward" or "autograd::engine" or names an
+// optimizer ("Optimizer.step#…"); a stack frame whose name contains "backward" (an autograd node
+// "…Backward0::apply", torch's "backward"/"_engine_run_backward") or "autograd::Engine", or whose file
+// is in torch/optim/; an alloc recorded as gradient, autograd_detail or optimizer_state (PyTorch's own
+// categories). torch/autograd/grad_mode.py (no_grad in inference) is not evidence.
+std::string autogradEvidence(const Trace& trace);
+
+// One sentence on why no steps were found, or which earlier sources were passed over for having fewer
+// than 2 steps: "no training steps found: 1 ProfilerStep# range (steps need at least 2); no step ranges,
+// markers or period". "" when steps were found with no source passed over.
+std::string stepSearchNote(const StepSet& steps);
+
+// Where the steps' backward phases come from, for the "backward from" column: "annotation",
+// "transient peak" (guessed: placeBackwardStarts), or "no autograd" (no evidence, no backward phase).
+std::string_view backwardSource(const StepSet& steps, const Step& step);
+// One sentence for the category line of the reports: whether the backward phase was annotated, guessed
+// (naming the evidence that autograd ran) or absent; "" without steps.
+std::string phaseNote(const StepSet& steps);
 
 inline constexpr std::size_t kSignatureLength = 16;
 

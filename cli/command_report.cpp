@@ -72,6 +72,11 @@ namespace {
                 // A bad spec is a usage error before any work.
                 const std::vector<replay::PolicySpec> specs = checkedPolicySpecs(vm["policy"].as<std::vector<std::string>>());
                 for (std::size_t i = 0; i < paths.size(); ++i) {
+                    if (analyses[i].countersOnly) { // as replay refuses it (whatif_options.cpp, loadReplayableTrace)
+                        options.policySkipped.push_back(paths[i] + ": no policy rows: it records memory counters only (no "
+                                                                   "addresses: a PyTorch <= 1.9 profiler trace), so there is nothing to replay.");
+                        continue;
+                    }
                     replay::ReplayOptions replayOptions;
                     replayOptions.device = analyses[i].device;
                     for (std::size_t k = 0; k < specs.size(); ++k) {

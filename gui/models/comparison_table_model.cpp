@@ -106,7 +106,7 @@ int ComparisonTableModel::columnCount(const QModelIndex& parent) const { return 
 std::optional<Bytes> ComparisonTableModel::idealPeak() const
 {
     for (std::size_t i = 0; i < m_results.size(); ++i)
-        if (isIdeal(m_specs[i]))
+        if (isIdeal(m_specs[i]) && m_results[i].ooms == 0) // an ideal that ran out is no baseline
             return m_results[i].peakReserved.bytes;
     if (m_lowerBound > 0)
         return m_lowerBound;
@@ -118,6 +118,10 @@ QVariant ComparisonTableModel::raw(int row, int column) const
     const bool recordedRow = m_recorded && row == 0;
     const replay::ReplayResult* r = recordedRow ? nullptr : &m_results[std::size_t(row - (m_recorded ? 1 : 0))];
     const Bytes peakReserved = recordedRow ? m_recorded->peakReserved : r->peakReserved.bytes;
+    // A run with OOMs stopped short of the trace's demand: its peak is what it held when requests failed, so
+    // a ratio would read as a saving that is not there (review 5: 5 OOMs at 2 GiB showed "−56.8 %", "1.00×").
+    if (r && r->ooms > 0 && (column == VsRecorded || column == VsIdeal))
+        return {};
     switch (column) {
     case Policy:
         return recordedRow ? m_recorded->label : m_specs[std::size_t(row - (m_recorded ? 1 : 0))];
@@ -171,6 +175,11 @@ QVariant ComparisonTableModel::data(const QModelIndex& index, int role) const
         return recordedRow ? QColor(200, 60, 50) : m_colors[std::size_t(row - (m_recorded ? 1 : 0))];
     if (role == Qt::ToolTipRole && column == Policy && !recordedRow)
         return QString::fromStdString(m_results[std::size_t(row - (m_recorded ? 1 : 0))].policy);
+    if (role == Qt::ToolTipRole && (column == VsRecorded || column == VsIdeal) && !recordedRow
+        && m_results[std::size_t(row - (m_recorded ? 1 : 0))].ooms > 0)
+        return QString("No ratio: this run failed %1 requests, so its peak reserved is what it held when they failed, "
+                       "not a saving.")
+            .arg(m_results[std::size_t(row - (m_recorded ? 1 : 0))].ooms);
     if (role == Qt::ToolTipRole && column == VsRecorded && m_openingAllocated > 0)
         return QString("Not comparable: %1 was already allocated when this profiler trace began; the recorded "
                        "reserved includes it, the replays do not.")
@@ -193,6 +202,11 @@ QVariant ComparisonTableModel::data(const QModelIndex& index, int role) const
     if (role != Qt::DisplayRole)
         return {};
     QVariant v = raw(row, column);
+    if (!v.isValid() && (column == VsRecorded || column == VsIdeal) && !recordedRow) {
+        const auto ooms = m_results[std::size_t(row - (m_recorded ? 1 : 0))].ooms;
+        if (ooms > 0)
+            return QString("— (%1 OOM%2)").arg(ooms).arg(ooms == 1 ? "" : "s");
+    }
     if (!v.isValid())
         return QString("—");
     switch (column) {

@@ -18,8 +18,8 @@ public:
     enum Column {
         Policy, // the spec; DecorationRole: its curve's colour
         PeakReserved, // bytes
-        VsRecorded, // peak reserved / the recorded peak reserved − 1 (a signed fraction)
-        VsIdeal, // peak reserved / the ideal's (the `ideal` row if run, else max live bytes)
+        VsRecorded, // peak reserved / the recorded peak reserved − 1 (a signed fraction); empty, shown "— (N OOMs)", for a run with OOMs
+        VsIdeal, // peak reserved / the ideal's (the `ideal` row if run without OOMs, else max live bytes); as VsRecorded for OOMs
         PeakAllocated, // bytes
         WasteAtPeak, // 1 − allocated/reserved at the fullest instant of the peak reservation (PyTorch; allocators.md §5.4)
         DeviceCalls, // cudaMalloc + cudaFree (+ map/unmap); recorded: segment events

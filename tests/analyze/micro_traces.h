@@ -22,6 +22,9 @@ struct MicroLoop {
     bool annotateSteps = true;
     std::string stepName = "ProfilerStep#"; // + N (from 10) when it ends with '#'; else the same name each step
     bool markers = false;                   // a marker event at the start of every step and at the end
+    int annotatedSteps = -1;                // with annotateSteps: only the first N steps get their annotation (-1: all)
+    std::string optimizerScope = "Optimizer.step#SGD.step"; // the scope of the last phase (any name: no optimizer)
+    bool recordCategories = true;           // false: every event's category is Unknown (a trace that records none)
 };
 
 inline Trace buildMicroLoop(const MicroLoop& p)
@@ -34,7 +37,7 @@ inline Trace buildMicroLoop(const MicroLoop& p)
     const ScopeId net = b.scope(0, "Net", ScopeKind::Module);
     const ScopeId fc1 = b.scope(net, "Net.fc1", ScopeKind::Module);
     const ScopeId fc2 = b.scope(net, "Net.fc2", ScopeKind::Module);
-    const ScopeId opt = b.scope(0, "Optimizer.step#SGD.step", ScopeKind::Range);
+    const ScopeId opt = b.scope(0, p.optimizerScope, ScopeKind::Range);
     const FrameId fwd = b.frame("forward", "model.py", 10);
     const FrameId leakFrame = b.frame("cache_append", "train.py", 42);
     const FrameId loop = b.frame("train_loop", "train.py", 80);
@@ -56,7 +59,7 @@ inline Trace buildMicroLoop(const MicroLoop& p)
         e.requestedSize = kind == EventKind::Alloc ? size : 0;
         e.scope = scope;
         e.site = site;
-        e.category = cat;
+        e.category = p.recordCategories ? cat : Category::Unknown;
         b.add(e);
         t += 1000;
     };
@@ -88,7 +91,7 @@ inline Trace buildMicroLoop(const MicroLoop& p)
         free(ot, MiB / 2, opt, Category::Temporary);
         free(g1, 4 * MiB, opt, Category::Gradient);
         free(g2, 2 * MiB, opt, Category::Gradient);
-        if (p.annotateSteps) {
+        if (p.annotateSteps && (p.annotatedSteps < 0 || s < p.annotatedSteps)) {
             Annotation an;
             an.start = start;
             an.end = t;

@@ -344,4 +344,41 @@ TEST(ByteText, IsCoresFormatBytes)
     EXPECT_EQ(bytesText(1536), "1.50 KiB");
     EXPECT_EQ(bytesText(Bytes(13) << 28), "3.25 GiB");
     EXPECT_EQ(bytesText(Bytes(3) << 60), "3.00 EiB");
+// Review 5: at a 2 GiB capacity silmont2000's snapshot fails requests under pytorch, and its row read
+// "vs recorded −56.8 %" and "1.00× vs ideal", a failed run shown as a saving. A run with OOMs has no ratio.
+TEST(WhatIfEngine, ARunWithOomsShowsNoSavingRatio)
+{
+    const std::string path = GPUMEM_PUBLIC_TRACES "/cs336-silmont2000/mem_snapshot.pickle";
+    if (!std::filesystem::exists(path))
+        GTEST_SKIP() << "public traces not found at " << path;
+    auto t = load(path);
+    WhatIfEngine engine;
+    ComparisonTableModel table;
+    feedTable(engine, table, *t);
+    constexpr Bytes capacity = Bytes { 2 } << 30;
+    ASSERT_TRUE(runAll(engine, t, { "pytorch", "ideal" }, capacity));
+    ASSERT_TRUE(table.hasRecordedRow());
+    ASSERT_EQ(table.rowCount(), 3);
+    const auto pytorch = direct(*t, "pytorch", capacity);
+    ASSERT_EQ(pytorch.ooms, 5u);
+    EXPECT_EQ(table.index(1, ComparisonTableModel::Ooms).data(ComparisonTableModel::RawRole).toULongLong(), 5u);
+    for (auto column : { ComparisonTableModel::VsRecorded, ComparisonTableModel::VsIdeal }) {
+        EXPECT_FALSE(table.index(1, column).data(ComparisonTableModel::RawRole).isValid()) << column;
+        EXPECT_EQ(table.index(1, column).data().toString().toStdString(), "— (5 OOMs)") << column;
+        EXPECT_TRUE(table.index(1, column).data(Qt::ToolTipRole).toString().startsWith("No ratio: this run failed 5 requests"));
+    }
+    // The ideal row: its own ratios follow the same rule.
+    const auto ideal = direct(*t, "ideal", capacity);
+    if (ideal.ooms == 0)
+        EXPECT_TRUE(table.index(2, ComparisonTableModel::VsRecorded).data(ComparisonTableModel::RawRole).isValid());
+    else
+        EXPECT_EQ(table.index(2, ComparisonTableModel::VsIdeal).data().toString().toStdString(),
+            "— (" + std::to_string(ideal.ooms) + " OOM" + (ideal.ooms == 1 ? "" : "s") + ")");
+    // Without a capacity every row has its ratios.
+    ComparisonTableModel unbounded;
+    WhatIfEngine engine2;
+    feedTable(engine2, unbounded, *t);
+    ASSERT_TRUE(runAll(engine2, t, { "pytorch", "ideal" }));
+    EXPECT_TRUE(unbounded.index(1, ComparisonTableModel::VsRecorded).data(ComparisonTableModel::RawRole).isValid());
+    EXPECT_TRUE(unbounded.index(1, ComparisonTableModel::VsIdeal).data(ComparisonTableModel::RawRole).isValid());
 }
