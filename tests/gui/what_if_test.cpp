@@ -344,6 +344,8 @@ TEST(ByteText, IsCoresFormatBytes)
     EXPECT_EQ(bytesText(1536), "1.50 KiB");
     EXPECT_EQ(bytesText(Bytes(13) << 28), "3.25 GiB");
     EXPECT_EQ(bytesText(Bytes(3) << 60), "3.00 EiB");
+}
+
 // Review 5: at a 2 GiB capacity silmont2000's snapshot fails requests under pytorch, and its row read
 // "vs recorded −56.8 %" and "1.00× vs ideal", a failed run shown as a saving. A run with OOMs has no ratio.
 TEST(WhatIfEngine, ARunWithOomsShowsNoSavingRatio)
