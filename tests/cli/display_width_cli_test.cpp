@@ -58,3 +58,35 @@ TEST(DisplayWidthCli, ABackslashNameAndALineFeedNamePrintDifferently)
     EXPECT_NE(csv.out.find("nn.Module: a\\\\x0ab"), std::string::npos) << csv.out;
     EXPECT_NE(csv.out.find("nn.Module: a\\x0ab"), std::string::npos) << csv.out;
 }
+
+// Brief esc item 2: CJK and emoji take two columns, a combining mark none; the box stays aligned.
+TEST(DisplayWidthCli, AnalyzeAlignsWideAndCombiningNamesInDisplayColumns)
+{
+    const auto path = moduleTrace("wide.jsonl",
+        { "\xE6\xBC\xA2\xE5\xAD\x97\xE6\xBC\xA2\xE5\xAD\x97", "\xF0\x9F\x98\x80x", "e\xCC\x81", "\xC3\xA9" });
+    const auto r = runCli("analyze --by module '" + path + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto rows = moduleRows(r.out);
+    ASSERT_EQ(rows.size(), 4u) << r.out;
+    const std::string cells = " |   4096 B   |   4096 B   |  25.0 % |";
+    EXPECT_EQ(rows[0], "| nn.Module: \xE6\xBC\xA2\xE5\xAD\x97\xE6\xBC\xA2\xE5\xAD\x97                  " + cells);
+    EXPECT_EQ(rows[1], "| nn.Module: \xF0\x9F\x98\x80x                       " + cells);
+    EXPECT_EQ(rows[2], "| nn.Module: e\xCC\x81                         " + cells);
+    EXPECT_EQ(rows[3], "| nn.Module: \xC3\xA9                         " + cells);
+}
+
+// Brief esc item 2: what-if tables (writeColumns) pad by display columns, not bytes.
+TEST(DisplayWidthCli, ColocateTablePadsProcessNamesInDisplayColumns)
+{
+    const auto dir = scratchDir("display-width-colocate");
+    const std::string trace = gpumem::test::slurp(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/tiny_alloc_free.jsonl");
+    std::ofstream(dir / "\xE6\xBC\xA2\xE5\xAD\x97\xE6\xBC\xA2\xE5\xAD\x97.jsonl", std::ios::binary) << trace;
+    std::ofstream(dir / "\xC3\xA9.jsonl", std::ios::binary) << trace;
+    const auto r = runCli("replay --colocate '" + (dir / "\xE6\xBC\xA2\xE5\xAD\x97\xE6\xBC\xA2\xE5\xAD\x97.jsonl").string()
+        + "' --capacity 1GiB '" + (dir / "\xC3\xA9.jsonl").string() + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const std::string cells = "  pytorch      -  +0.000000 s      22.00 MiB  +0.000003 s        4.00 MiB     0          -\n";
+    EXPECT_NE(r.out.find("\nprocess   policy   limit"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\n\xE6\xBC\xA2\xE5\xAD\x97\xE6\xBC\xA2\xE5\xAD\x97" + cells), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\n\xC3\xA9       " + cells), std::string::npos) << r.out;
+}
