@@ -153,7 +153,15 @@ namespace {
     void statRow(std::ostream& out, std::string_view name, const MemoryStats::Stat& s, bool bytes)
     {
         // torch/cuda/memory.py: current is scaled by the peak, the others by themselves.
-        auto cell = [&](std::uint64_t v, std::uint64_t ref) { return bytes ? sizeCell(v, ref) : torchCount(v, ref); };
+        // A shared unit never turns a nonzero value into "0" (1 KiB after a saturated peak read "0 PiB";
+        // brief esc item 3): such a value takes its own unit.
+        auto cell = [&](std::uint64_t v, std::uint64_t ref) {
+            std::string c = bytes ? sizeCell(v, ref) : torchCount(v, ref);
+            const std::size_t digit = c.find_first_not_of(' ');
+            if (v != 0 && digit != std::string::npos && c.compare(digit, 2, "0 ") == 0)
+                c = bytes ? sizeCell(v, v) : torchCount(v, v);
+            return c;
+        };
         out << "| " << fit(name, 21) << " | " << right(cell(s.current, s.peak), 10) << " | " << right(cell(s.peak, s.peak), 10)
             << " | " << right(cell(s.allocated, s.allocated), 10) << " | " << right(cell(s.freed, s.freed), 10) << " |\n";
     }

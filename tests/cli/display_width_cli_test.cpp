@@ -90,3 +90,46 @@ TEST(DisplayWidthCli, ColocateTablePadsProcessNamesInDisplayColumns)
     EXPECT_NE(r.out.find("\n\xE6\xBC\xA2\xE5\xAD\x97\xE6\xBC\xA2\xE5\xAD\x97" + cells), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("\n\xC3\xA9       " + cells), std::string::npos) << r.out;
 }
+
+// Brief esc item 3: a cut falls between escapes, never inside one ("…B\...\x0dG…" before).
+TEST(DisplayWidthCli, ACutNeverFallsInsideAnEscape)
+{
+    std::string controls;
+    for (int i = 0; i < 12; ++i)
+        controls += "\\u0001";
+    const auto r = runCli("analyze --by module '" + moduleTrace("cut.jsonl", { controls }) + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto rows = moduleRows(r.out);
+    ASSERT_EQ(rows.size(), 1u) << r.out;
+    // 11 columns of head, "...", then the five whole "\x01" (20 columns) that fit in the other 23.
+    EXPECT_EQ(rows[0], "| nn.Module: ...\\x01\\x01\\x01\\x01\\x01    |   4096 B   |   4096 B   | 100.0 % |");
+}
+
+// Brief esc item 3: after a saturated peak, "At end" 1 KiB read "0 PiB" (the row's shared unit), and
+// diff printed "(unknown (both totals saturated))".
+TEST(DisplayWidthCli, ASharedUnitNeverTurnsANonzeroValueIntoZero)
+{
+    const auto path = scratchDir("display-width") / "sat_free.jsonl";
+    std::ofstream out(path, std::ios::binary);
+    out << R"({"format":"gpumem-jsonl","version":1,"metadata":{}})" "\n"
+        << R"({"type":"device","id":0,"kind":"cuda","ordinal":0})" "\n"
+        << R"({"type":"stream","id":0,"device":0,"handle":0})" "\n";
+    const char* addr[] = { "4096", "6917529027641085952", "13835058055282167808" };
+    for (int i = 0; i < 3; ++i)
+        out << R"({"type":"mem","t":)" << 1 + i << R"(,"kind":"alloc","addr":)" << addr[i]
+            << R"(,"size":6917529027641081856,"requested":6917529027641081856})" "\n";
+    for (int i = 0; i < 3; ++i)
+        out << R"({"type":"mem","t":)" << 10 + i << R"(,"kind":"free","addr":)" << addr[i] << R"(,"size":6917529027641081856})" "\n";
+    out << R"({"type":"mem","t":20,"kind":"alloc","addr":4096,"size":1024,"requested":1000})" "\n";
+    out.close();
+    const auto r = runCli("analyze '" + path.string() + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("\n| Allocated memory      |   1024 B   |   \xE2\x89\xA5 16 EiB |"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\n| Requested memory      |   1000 B   |   \xE2\x89\xA5 16 EiB |"), std::string::npos) << r.out;
+    const auto d = runCli("diff '" + path.string() + "' '" + path.string() + "'");
+    ASSERT_EQ(d.exitCode, 0) << d.err;
+    EXPECT_NE(d.out.find("  peak allocated   \xE2\x89\xA5 16 EiB -> \xE2\x89\xA5 16 EiB (unknown: both totals saturated)\n"),
+        std::string::npos)
+        << d.out;
+    EXPECT_EQ(d.out.find("(("), std::string::npos) << d.out;
+}
