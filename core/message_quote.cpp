@@ -90,6 +90,11 @@ std::string textForTerminal(std::string_view input)
     return quote(input, input.size(), true);
 }
 
+std::string messageForTerminal(std::string_view message)
+{
+    return quote(message, message.size(), false);
+}
+
 std::string quoteForMessage(std::string_view input, std::size_t maxBytes)
 {
     return quote(input, maxBytes, false);

@@ -24,6 +24,12 @@ std::string quoteForMessage(std::string_view input, std::size_t maxBytes = 120);
 // output does its own escaping and does not use it. The result is at most 6 × input.size() bytes.
 std::string textForTerminal(std::string_view input);
 
+// A message (an exception's what(), an ImportStats anomaly detail) made fit for one terminal line: as
+// textForTerminal but a backslash is kept, so the "\xNN"/"\uNNNN" that quoteForMessage already put in it
+// print once, not as "\\xNN" (escaping twice changes nothing). For text already built with
+// quoteForMessage; names go through textForTerminal.
+std::string messageForTerminal(std::string_view message);
+
 // The byte offset of the first byte in `input` that does not begin a valid UTF-8 sequence (RFC 3629:
 // overlong forms, surrogates and code points beyond U+10FFFF are invalid), or input.size() when all
 // of it is valid. For naming the offset of damage that a parser reports without one.

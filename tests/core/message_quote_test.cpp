@@ -74,9 +74,12 @@ TEST(TerminalText, EscapesWhatMessagesEscapeAndCutsNothing)
     EXPECT_EQ(textForTerminal("caf\xC3\xA9 \xE2\x82\xAC"), "caf\xC3\xA9 \xE2\x82\xAC");
     const std::string longName(500, 'n');
     EXPECT_EQ(textForTerminal(longName + "\t"), longName + "\\x09");
-    // Escaping twice changes nothing: a writer may escape a text that already was.
+    // Escaping a message twice changes nothing (messageForTerminal); textForTerminal doubles the
+    // backslashes of an escaped text, so that each printed form maps back to one name (brief esc item 1).
     const std::string once = textForTerminal("a\xE2\x80\xAE\x1b");
-    EXPECT_EQ(textForTerminal(once), once);
+    EXPECT_EQ(gpumem::messageForTerminal(once), once);
+    EXPECT_EQ(textForTerminal(once), "a\\\\u202e\\\\x1b");
+    EXPECT_EQ(gpumem::messageForTerminal("bad \\x0a in f.json\n"), "bad \\x0a in f.json\\x0a");
     EXPECT_EQ(quoteForMessage(std::string(200, 'q') + "\xE2\x80\xAE", 1000), std::string(200, 'q') + "\\u202e");
 }
 
