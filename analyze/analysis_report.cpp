@@ -2,6 +2,7 @@
 #include "analyze/trace_summary.h"
 
 #include "core/byte_total.h"
+#include "core/display_width.h"
 #include "core/message_quote.h"
 #include "core/units.h"
 
@@ -11,77 +12,121 @@
 #include <cstdio>
 #include <initializer_list>
 #include <ostream>
+#include <vector>
 
 namespace gpumem::analyze {
 
 namespace {
     constexpr std::size_t kWidth = 75; // inside the box, as torch.cuda.memory_summary()
 
-    // Display columns of UTF-8 text: continuation bytes take none ("≥ 16 EiB" is 8 columns, 10 bytes).
-    std::size_t columns(std::string_view s)
+    // Display columns of UTF-8 text (core/display_width.h: CJK and emoji take two, combining marks none).
+    std::size_t columns(std::string_view s) { return displayWidth(s); }
+
+    // Raw text as the escaped characters it prints as (textForTerminal of each character), so that a cut
+    // falls between characters of the input and never inside an escape such as "\x0d" (brief esc item 3).
+    struct Printed {
+        std::string text;
+        std::size_t columns = 0;
+    };
+    std::vector<Printed> printed(std::string_view raw)
     {
-        return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+        std::vector<Printed> out;
+        for (std::size_t i = 0; i < raw.size();) {
+            const std::size_t n = characterLength(raw, i);
+            std::string t = textForTerminal(raw.substr(i, n));
+            const std::size_t w = columns(t);
+            out.push_back({ std::move(t), w });
+            i += n;
+        }
+        return out;
     }
+
     // Every cell and line of the box goes through fit(): names, labels and paths come from the trace or
     // the command line, so they are made fit for a terminal line here, at the output (textForTerminal).
     std::string fit(std::string_view raw, std::size_t width)
     {
-        const std::string safe = textForTerminal(raw);
-        const std::string_view s = safe;
-        if (columns(s) <= width)
-            return std::string(s) + std::string(width - columns(s), ' ');
-        // Cut in display columns at character boundaries (never inside a UTF-8 sequence, which would print
-        // as garbage): the first keep/3 characters, "...", and the last characters that fill the width.
-        auto lead = [&](std::size_t i) { return (static_cast<unsigned char>(s[i]) & 0xC0) != 0x80; };
-        const std::size_t keep = width - 3;
-        std::size_t head = 0;
-        for (std::size_t cols = 0; head < s.size() && !(lead(head) && cols == keep / 3); ++head)
-            cols += lead(head);
-        std::size_t tail = s.size();
-        for (std::size_t cols = 0; tail > 0 && cols < keep - keep / 3;) {
-            --tail;
-            cols += lead(tail);
+        const std::vector<Printed> chars = printed(raw);
+        std::size_t total = 0;
+        std::string whole;
+        for (const auto& c : chars) {
+            total += c.columns;
+            whole += c.text;
         }
-        std::string cut = std::string(s.substr(0, head)) + "..." + std::string(s.substr(tail));
-        return cut + std::string(width - columns(cut), ' ');
+        if (total <= width)
+            return whole + std::string(width - total, ' ');
+        // Cut in display columns between printed characters (never inside a UTF-8 sequence or an escape):
+        // the first characters that fill keep/3 columns, "...", and the last characters that fill the rest.
+        const std::size_t keep = width - 3;
+        std::string head;
+        std::size_t cols = 0, h = 0;
+        for (; h < chars.size() && cols + chars[h].columns <= keep / 3; ++h) {
+            cols += chars[h].columns;
+            head += chars[h].text;
+        }
+        std::string tail;
+        for (std::size_t t = chars.size(); t > h && cols + chars[t - 1].columns <= keep;) {
+            --t;
+            cols += chars[t].columns;
+            tail.insert(0, chars[t].text);
+        }
+        return head + "..." + tail + std::string(width - 3 - cols, ' ');
     }
-    std::string right(std::string_view s, std::size_t width)
-    {
-        return columns(s) >= width ? std::string(s) : std::string(width - columns(s), ' ') + std::string(s);
-    }
+    std::string right(std::string_view s, std::size_t width) { return padLeft(s, width); }
     std::string center(std::string_view raw, std::size_t width)
     {
         const std::string safe = textForTerminal(raw);
         const std::string_view s = safe;
         if (columns(s) >= width)
-            return fit(s, width);
+            return fit(raw, width);
         const std::size_t left = (width - columns(s)) / 2;
         return std::string(left, ' ') + std::string(s) + std::string(width - columns(s) - left, ' ');
     }
     void rule(std::ostream& out, char c) { out << '|' << std::string(kWidth, c) << "|\n"; }
     // Long lines wrap at spaces (continuations indented); a single word longer than the box is cut.
-    void line(std::ostream& out, std::string_view raw)
+    // `escaped` says `raw` was escaped already (center()'s output), so it is not escaped twice.
+    void line(std::ostream& out, std::string_view raw, bool escaped = false)
     {
-        const std::string safe = textForTerminal(raw); // wrapped as printed
-        std::string_view s = safe;
+        std::vector<Printed> chars;
+        if (escaped)
+            for (std::size_t i = 0; i < raw.size();) {
+                const std::size_t n = characterLength(raw, i);
+                chars.push_back({ std::string(raw.substr(i, n)), columns(raw.substr(i, n)) });
+                i += n;
+            }
+        else
+            chars = printed(raw);
+        auto emit = [&](std::size_t from, std::size_t to, std::string_view indent) {
+            std::string text(indent);
+            std::size_t cols = indent.size();
+            for (std::size_t k = from; k < to; ++k) {
+                text += chars[k].text;
+                cols += chars[k].columns;
+            }
+            out << '|' << text << std::string(cols < kWidth ? kWidth - cols : 0, ' ') << "|\n";
+        };
+        std::size_t from = 0;
         std::string_view indent;
-        while (columns(s) > kWidth - indent.size()) {
-            // The byte offset where the room (in columns) ends, so a UTF-8 character is neither split nor
-            // counted three times.
-            std::size_t room = 0;
-            for (std::size_t cols = 0; room < s.size() && cols <= kWidth - indent.size(); ++room)
-                cols += (static_cast<unsigned char>(s[room]) & 0xC0) != 0x80;
-            room = room > 0 ? room - 1 : 0;
-            std::size_t cut = s.rfind(' ', room);
-            if (cut == std::string_view::npos || cut <= 1)
-                cut = room;
-            out << '|' << fit(std::string(indent) + std::string(s.substr(0, cut)), kWidth) << "|\n";
-            s.remove_prefix(cut);
-            while (!s.empty() && s.front() == ' ')
-                s.remove_prefix(1);
+        for (;;) {
+            const std::size_t room = kWidth - indent.size();
+            std::size_t cols = 0, to = from;
+            while (to < chars.size() && cols + chars[to].columns <= room)
+                cols += chars[to++].columns;
+            if (to == chars.size()) {
+                emit(from, to, indent);
+                return;
+            }
+            // Break at the last space that fits (a single word longer than the box is cut where it ends).
+            std::size_t cut = to;
+            while (cut > from + 1 && chars[cut].text != " ")
+                --cut;
+            if (cut <= from + 1)
+                cut = to;
+            emit(from, cut, indent);
+            from = cut;
+            while (from < chars.size() && chars[from].text == " ")
+                ++from;
             indent = "   ";
         }
-        out << '|' << fit(std::string(indent) + std::string(s), kWidth) << "|\n";
     }
 
     // torch/cuda/memory.py _format_size/_format_count: divide while the reference is large enough.
@@ -108,7 +153,15 @@ namespace {
     void statRow(std::ostream& out, std::string_view name, const MemoryStats::Stat& s, bool bytes)
     {
         // torch/cuda/memory.py: current is scaled by the peak, the others by themselves.
-        auto cell = [&](std::uint64_t v, std::uint64_t ref) { return bytes ? sizeCell(v, ref) : torchCount(v, ref); };
+        // A shared unit never turns a nonzero value into "0" (1 KiB after a saturated peak read "0 PiB";
+        // brief esc item 3): such a value takes its own unit.
+        auto cell = [&](std::uint64_t v, std::uint64_t ref) {
+            std::string c = bytes ? sizeCell(v, ref) : torchCount(v, ref);
+            const std::size_t digit = c.find_first_not_of(' ');
+            if (v != 0 && digit != std::string::npos && c.compare(digit, 2, "0 ") == 0)
+                c = bytes ? sizeCell(v, v) : torchCount(v, v);
+            return c;
+        };
         out << "| " << fit(name, 21) << " | " << right(cell(s.current, s.peak), 10) << " | " << right(cell(s.peak, s.peak), 10)
             << " | " << right(cell(s.allocated, s.allocated), 10) << " | " << right(cell(s.freed, s.freed), 10) << " |\n";
     }
@@ -225,7 +278,8 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     rule(out, '=');
     line(out, center(a.deviceLabel.empty() ? std::string("gpumem memory summary")
                                            : "gpumem memory summary, device " + a.deviceLabel,
-        kWidth));
+             kWidth),
+        true);
     rule(out, '-');
     line(out, " " + std::string(label));
     if (a.empty) {
@@ -255,7 +309,8 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     line(out, " times: +s from the trace start @" + std::to_string(a.origin) + " ns, as in gpumem info");
     const auto& st = a.stats;
     line(out, center("OOMs: " + std::to_string(st.ooms), 37) + "|"
-            + center("steps: " + std::to_string(a.steps.steps.size()), 37));
+            + center("steps: " + std::to_string(a.steps.steps.size()), 37),
+        true);
     rule(out, '=');
     out << "|        Metric         |   At end   | Peak Usage | Tot Alloc  | Tot Freed  |\n";
     rule(out, '-');
@@ -279,7 +334,7 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
         line(out, " reserved from " + dev->reservedSource);
 
     const auto& f = a.fragmentation;
-    line(out, center("Fragmentation (definitions: docs/analysis.md)", kWidth));
+    line(out, center("Fragmentation (definitions: docs/analysis.md)", kWidth), true);
     rule(out, '-');
     for (const auto& [name, value] : fragmentationRows(f))
         kv(out, name, value);
@@ -287,7 +342,7 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
         line(out, " no reserved series (no segment events or reserved counter): replay to get one");
     rule(out, '=');
 
-    line(out, center("Steps", kWidth));
+    line(out, center("Steps", kWidth), true);
     rule(out, '-');
     if (a.steps.steps.empty()) {
         line(out, " " + stepSearchNote(a.steps));

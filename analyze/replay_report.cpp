@@ -2,6 +2,7 @@
 
 #include "analyze/analysis_report.h" // percent, csvField
 #include "core/error.h"
+#include "core/display_width.h"
 #include "core/message_quote.h"
 #include "core/units.h"
 
@@ -15,11 +16,10 @@ namespace gpumem::analyze {
 
 namespace {
 
+    // Padded in display columns (core/display_width.h), not bytes: labels may hold CJK or "é".
     std::string pad(const std::string& s, std::size_t width, bool left = false)
     {
-        if (s.size() >= width)
-            return s;
-        return left ? s + std::string(width - s.size(), ' ') : std::string(width - s.size(), ' ') + s;
+        return left ? padRight(s, width) : padLeft(s, width);
     }
 
     std::string firstOomText(const replay::ReplayResult& r, TimeNs start)
@@ -130,7 +130,7 @@ void writeReplayTable(
         throw UsageError("--format '" + std::string(format) + "' is not one of: text, json, csv");
     std::size_t w = 6;
     for (const auto& r : results)
-        w = std::max(w, textForTerminal(rowLabel(r)).size());
+        w = std::max(w, displayWidth(textForTerminal(rowLabel(r))));
     out << pad("policy", w, true) << "  " << pad("peak reserved", 13) << "  " << pad("peak allocated", 14) << "  "
         << pad("waste at peak", 13) << "  " << pad("device calls", 12) << "  " << pad("OOMs", 5) << "  "
         << pad("first OOM", 13) << '\n';

@@ -3,6 +3,7 @@
 #include "analyze/analysis_report.h"
 #include "analyze/replay_report.h"
 #include "core/error.h"
+#include "core/display_width.h"
 #include "core/message_quote.h"
 #include "core/units.h"
 
@@ -32,12 +33,12 @@ namespace {
         for (const auto& r : rows)
             for (std::size_t c = 0; c < r.size(); ++c) {
                 width.resize(std::max(width.size(), r.size()));
-                width[c] = std::max(width[c], r[c].size());
+                width[c] = std::max(width[c], displayWidth(r[c]));
             }
         for (const auto& r : rows) {
             std::string line;
             for (std::size_t c = 0; c < r.size(); ++c) {
-                std::string gap(width[c] - r[c].size(), ' ');
+                std::string gap(width[c] - displayWidth(r[c]), ' '); // display columns, not bytes (brief esc item 2)
                 line += (c ? "  " : "") + (c < leftColumns ? r[c] + gap : gap + r[c]);
             }
             while (!line.empty() && line.back() == ' ')

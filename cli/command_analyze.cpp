@@ -70,12 +70,16 @@ std::optional<DeviceId> deviceOption(const po::variables_map& vm, const Trace& t
     std::string labels;
     for (std::size_t i = 0; i < trace.devices().size(); ++i)
         labels += (i ? ", " : "") + analyze::deviceLabel(trace.devices()[i]);
+    // The one refusal of every command (analyze, diff, report, replay, fit, sweep): what the trace has.
+    auto notADevice = [&] {
+        return UsageError("--device '" + text + "' is not a device of " + std::string(path)
+            + (labels.empty() ? std::string(", which has no devices") : "; its devices are " + labels)
+            + " (a label, or a position 0, 1, … in 'gpumem info')");
+    };
     if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
-        // A bare number is the position in `gpumem info`'s list; the analysis or replay refuses one
-        // past the end with the trace's device count.
-        if (text.size() > 5 || std::stoul(text) > 65535)
-            throw UsageError("--device " + text + " is not a device position (0, 1, …) or label (" + labels
-                + "; see 'gpumem info')");
+        // A bare number is the position in `gpumem info`'s list (brief esc item 5: refused here, once).
+        if (text.size() > 5 || std::stoul(text) >= trace.devices().size())
+            throw notADevice();
         return static_cast<DeviceId>(std::stoul(text));
     }
     std::optional<DeviceId> found;
@@ -87,9 +91,7 @@ std::optional<DeviceId> deviceOption(const po::variables_map& vm, const Trace& t
             found = static_cast<DeviceId>(i);
         }
     if (!found)
-        throw UsageError("--device '" + text + "' is not a device of " + std::string(path)
-            + (labels.empty() ? std::string(", which has no devices") : "; its devices are " + labels)
-            + " (a label, or a position 0, 1, … in 'gpumem info')");
+        throw notADevice();
     return found;
 }
 

@@ -69,7 +69,7 @@ namespace {
                 } catch (const Cancelled&) {
                     throw;
                 } catch (const Error& e) {
-                    err << "gpumem info: error: " << textForTerminal(e.what()) << '\n';
+                    err << "gpumem info: error: " << messageForTerminal(e.what()) << '\n';
                     rc = kExitFailed;
                 }
             }

@@ -62,7 +62,8 @@ namespace {
             || (dev < trace.devices().size() && trace.devices()[dev].totalMemory != 0))
             return;
         const replay::SimulatedDevice assumed;
-        err << "gpumem replay: note: the trace records no memory size for device " << dev << " and no --capacity was"
+        const std::string label = dev < trace.devices().size() ? analyze::deviceLabel(trace.devices()[dev]) : std::to_string(dev);
+        err << "gpumem replay: note: the trace records no memory size for device " << textForTerminal(label) << " and no --capacity was"
             << " given: the device is taken to have " << formatBytes(assumed.totalMemory())
             << " (the simulator's default), which rmm-pool, rmm-arena, tf-bfc and pytorch's"
             << " per_process_memory_fraction and expandable segments size from; give --capacity to set it\n";

@@ -234,19 +234,19 @@ int main(int argc, char** argv)
                   << " (usage: gpumem " << oneLineSynopsis(*command) << ")\n";
         return kExitUsage;
     } catch (const po::error& e) {
-        std::cerr << "gpumem " << verb << ": " << gpumem::textForTerminal(e.what()) << "\nRun 'gpumem help " << verb << "' for its options.\n";
+        std::cerr << "gpumem " << verb << ": " << gpumem::messageForTerminal(e.what()) << "\nRun 'gpumem help " << verb << "' for its options.\n";
         return kExitUsage;
     } catch (const gpumem::UsageError& e) {
-        std::cerr << "gpumem " << verb << ": " << gpumem::textForTerminal(e.what()) << '\n';
+        std::cerr << "gpumem " << verb << ": " << gpumem::messageForTerminal(e.what()) << '\n';
         return kExitUsage;
     } catch (const gpumem::Error& e) {
-        std::cerr << "gpumem " << verb << ": error: " << gpumem::textForTerminal(e.what()) << '\n';
+        std::cerr << "gpumem " << verb << ": error: " << gpumem::messageForTerminal(e.what()) << '\n';
         return kExitFailed;
     } catch (const std::bad_alloc&) {
         std::cerr << "gpumem " << verb << ": error: out of memory\n";
         return kExitFailed;
     } catch (const std::exception& e) {
-        std::cerr << "gpumem " << verb << ": internal error: " << gpumem::textForTerminal(e.what()) << " — please report it with the input\n";
+        std::cerr << "gpumem " << verb << ": internal error: " << gpumem::messageForTerminal(e.what()) << " — please report it with the input\n";
         return kExitFailed;
     }
 }

@@ -16,7 +16,7 @@ std::string formatByteChange(Bytes before, Bytes after)
 {
     // A saturated side is a lower bound, so the change is bounded on one side only.
     if (isSaturated(before) && isSaturated(after))
-        return "unknown (both totals saturated)";
+        return "unknown: both totals saturated";
     if (isSaturated(after))
         return "≥ +" + formatBytes(after - before);
     if (isSaturated(before))

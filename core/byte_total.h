@@ -74,7 +74,7 @@ inline constexpr std::string_view kSaturatedNote
     = "≥ 16 EiB: saturated, the trace's byte total is at least 2^64 - 1 B (the exact figure may be larger)";
 // "+1.00 KiB", "-512 B": the exact change from `before` to `after` (no int64 overflow). With a saturated
 // side it is a bound: "≥ +16.00 EiB" (after saturated), "≤ -16.00 EiB" (before saturated), or
-// "unknown (both totals saturated)".
+// "unknown: both totals saturated".
 std::string formatByteChange(Bytes before, Bytes after);
 
 } // namespace gpumem

@@ -79,12 +79,29 @@ std::size_t firstInvalidUtf8(std::string_view input)
     return input.size();
 }
 
+namespace {
+    // quoteForMessage's escaping; `escapeBackslash` also doubles a literal "\\" so that the escaped
+    // form maps back to one input (textForTerminal; brief esc item 1).
+    std::string quote(std::string_view input, std::size_t maxBytes, bool escapeBackslash);
+} // namespace
+
 std::string textForTerminal(std::string_view input)
 {
-    return quoteForMessage(input, input.size());
+    return quote(input, input.size(), true);
+}
+
+std::string messageForTerminal(std::string_view message)
+{
+    return quote(message, message.size(), false);
 }
 
 std::string quoteForMessage(std::string_view input, std::size_t maxBytes)
+{
+    return quote(input, maxBytes, false);
+}
+
+namespace {
+std::string quote(std::string_view input, std::size_t maxBytes, bool escapeBackslash)
 {
     static constexpr char kHex[] = "0123456789abcdef";
     std::string out;
@@ -98,6 +115,8 @@ std::string quoteForMessage(std::string_view input, std::size_t maxBytes)
         const auto b = static_cast<std::uint8_t>(input[i]);
         if (n == 0)
             out += "\xEF\xBF\xBD"; // U+FFFD
+        else if (b == '\\' && escapeBackslash)
+            out += "\\\\";
         else if (n == 1 && (b < 0x20 || b == 0x7F)) {
             out += "\\x";
             out += kHex[b >> 4];
@@ -115,5 +134,6 @@ std::string quoteForMessage(std::string_view input, std::size_t maxBytes)
         out += "\xE2\x80\xA6"; // …
     return out;
 }
+} // namespace
 
 } // namespace gpumem

@@ -17,10 +17,18 @@ std::string quoteForMessage(std::string_view input, std::size_t maxBytes = 120);
 
 // `input` made fit for one terminal line, whole: every character quoteForMessage escapes is escaped the
 // same way (C0 controls and DEL as "\xNN"; bidi controls, U+2028/U+2029 and the C1 controls such as NEL
-// as "\uNNNN"; invalid UTF-8 as U+FFFD), nothing is cut and no quotes are added. The one function every
+// as "\uNNNN"; invalid UTF-8 as U+FFFD), and a literal backslash becomes "\\" so that every escaped
+// form maps back to one input (a name holding the text "\x0a" and one holding a line feed differ; brief
+// esc item 1); nothing is cut and no quotes are added. The one function every
 // text output of names, labels, paths and echoed option values goes through (brief tx item 1); JSON
 // output does its own escaping and does not use it. The result is at most 6 × input.size() bytes.
 std::string textForTerminal(std::string_view input);
+
+// A message (an exception's what(), an ImportStats anomaly detail) made fit for one terminal line: as
+// textForTerminal but a backslash is kept, so the "\xNN"/"\uNNNN" that quoteForMessage already put in it
+// print once, not as "\\xNN" (escaping twice changes nothing). For text already built with
+// quoteForMessage; names go through textForTerminal.
+std::string messageForTerminal(std::string_view message);
 
 // The byte offset of the first byte in `input` that does not begin a valid UTF-8 sequence (RFC 3629:
 // overlong forms, surrogates and code points beyond U+10FFFF are invalid), or input.size() when all

@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git python3
   nlohmann-json3-dev libboost-program-options-dev zlib1g-dev libdeflate-dev libsimdjson-dev
-  libprotobuf-dev protobuf-compiler libsqlite3-dev
+  libprotobuf-dev protobuf-compiler libsqlite3-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   qt6-base-dev qt6-charts-dev qt6-svg-dev
   clang libclang-rt-14-dev

@@ -5,6 +5,7 @@
 #include "core/importers/detail/json_number.h"
 #include "core/message_quote.h"
 #include "core/trace_builder.h"
+#include "core/units.h"
 
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
@@ -881,9 +882,9 @@ namespace {
             moved += order[i] != i;
         if (moved) // sorted here so counters follow the same order; TraceBuilder then sees sorted input
             m_b.stats().add("unsorted_input", Severity::Info,
-                std::to_string(moved)
-                    + " [memory] events were out of (ts, Ev Idx) order in the file (threads are written "
-                      "one after another) and were sorted",
+                counted(moved, "[memory] event was", "[memory] events were")
+                    + " out of (ts, Ev Idx) order in the file (threads are written "
+                      "one after another); sorted here",
                 moved);
         std::vector<ScopeId> scopes(m_mem.size(), 0);
         std::vector<SiteId> sites(m_mem.size(), 0);
@@ -940,12 +941,12 @@ namespace {
         }
         if (zero)
             m_b.stats().add("memory_event_without_size", Severity::Warning,
-                std::to_string(zero)
-                    + " [memory] events have no or zero \"Bytes\"; their counters were kept, the events skipped");
+                counted(zero, "[memory] event has", "[memory] events have")
+                    + " no or zero \"Bytes\"; skipped, with the counters kept");
         if (noAddress)
             m_b.stats().add("memory_event_without_address", Severity::Warning,
-                std::to_string(noAddress)
-                    + " [memory] events have no \"Addr\" while others have one; skipped (they cannot be paired)");
+                counted(noAddress, "[memory] event has", "[memory] events have")
+                    + " no \"Addr\" while others have one; skipped (without an address, a free cannot be paired)");
     }
 
     // PyTorch ≤ 1.9 wrote [memory] events without Addr (and without totals). Sizes alone cannot be
@@ -987,7 +988,7 @@ namespace {
             const std::string& label = m_deviceLabels[dev];
             counts[label] = { { "alloc", c.allocs }, { "free", c.frees }, { "alloc_bytes", c.allocBytes },
                 { "free_bytes", c.freeBytes } };
-            detail += " " + label + " " + std::to_string(c.allocs) + " allocs / " + std::to_string(c.frees) + " frees;";
+            detail += " " + label + " " + counted(c.allocs, "alloc", "allocs") + " / " + counted(c.frees, "free", "frees") + ";";
         }
         detail.pop_back();
         m_b.metadata()["unaddressed_memory_events"] = std::move(counts);

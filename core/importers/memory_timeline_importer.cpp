@@ -6,6 +6,7 @@
 #include "core/importers/detail/json_number.h"
 #include "core/message_quote.h"
 #include "core/trace_builder.h"
+#include "core/units.h"
 
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
@@ -329,18 +330,18 @@ namespace {
         }
         if (badAction)
             b.stats().add("unknown_action", Severity::Warning,
-                std::to_string(badAction)
-                    + " records have an action outside 1–4 (PREEXISTING, CREATE, INCREMENT_VERSION, DESTROY); skipped");
+                counted(badAction, "record has", "records have")
+                    + " an action outside 1–4 (PREEXISTING, CREATE, INCREMENT_VERSION, DESTROY); skipped");
         if (badCategory)
             b.stats().add("unknown_category", Severity::Warning,
-                std::to_string(badCategory) + " records have a category index outside 0–7; imported as unknown");
+                counted(badCategory, "record has", "records have") + " a category index outside 0–7; imported as unknown");
         if (badSign)
             b.stats().add("bad_size_sign", Severity::Warning,
-                std::to_string(badSign) + " records have a zero size or a sign that contradicts their action; skipped");
+                counted(badSign, "record has", "records have") + " a zero size or a sign that contradicts the action; skipped");
         if (unmatched)
             b.stats().add("unmatched_destroy", Severity::Warning,
-                std::to_string(unmatched)
-                    + " DESTROY/INCREMENT_VERSION records have no live tensor of the same size and category");
+                counted(unmatched, "DESTROY/INCREMENT_VERSION record has", "DESTROY/INCREMENT_VERSION records have")
+                    + " no live tensor of the same size and category");
         b.stats().add("synthetic_addresses", Severity::Info,
             "the memory-timeline export has no tensor ids or addresses: addresses are synthetic, and each release "
             "closes "

@@ -62,7 +62,12 @@ TEST(DeviceOption, ABareNumberIsThePositionAndALabelSelectsByLabel)
     }
     const auto position3 = runCli("analyze --device 3" + trace);
     EXPECT_EQ(position3.exitCode, 2);
-    EXPECT_EQ(position3.err, "gpumem analyze: --device 3 is not a device of this trace (it has 2)\n");
+    // Brief esc item 5: an out-of-range position gets the one message every command gives, with labels.
+    EXPECT_EQ(position3.err, "gpumem analyze: --device '3' is not a device of tests/data/two_hip_devices.jsonl; its devices "
+                             "are hip:3, hip:1 (a label, or a position 0, 1, … in 'gpumem info')\n");
+    const auto replay3 = runCli("replay --device 3 tests/data/two_hip_devices.jsonl");
+    EXPECT_EQ(replay3.exitCode, 2);
+    EXPECT_EQ(replay3.err, "gpumem replay" + position3.err.substr(std::string("gpumem analyze").size()));
     // replay, sweep and fit take the same forms: hip:1 peaks at 8 KiB allocated.
     const auto replay = runCli("replay --format csv --policy ideal --device hip:1 tests/data/two_hip_devices.jsonl");
     ASSERT_EQ(replay.exitCode, 0) << replay.err;

@@ -182,8 +182,8 @@ TEST(ReplayCli, ADeviceOutOfRangeIsOneUsageLineWithOnePrefix)
     // Review finding: "gpumem replay: replay: device 5 …".
     auto r = runCli("replay tests/data/tiny_alloc_free.jsonl --device 5");
     EXPECT_EQ(r.exitCode, 2);
-    EXPECT_EQ(r.err.rfind("gpumem replay: device 5 does not exist; the trace has 1 device (--device 0..0)\n", 0), 0u)
-        << r.err;
+    EXPECT_EQ(r.err, "gpumem replay: --device '5' is not a device of tests/data/tiny_alloc_free.jsonl; its devices are "
+                     "cuda:0 (a label, or a position 0, 1, … in 'gpumem info')\n");
 }
 
 TEST(ReplayCli, SaysWhichDeviceMemoryItAssumedWhenTheTraceHasNone)
@@ -193,7 +193,7 @@ TEST(ReplayCli, SaysWhichDeviceMemoryItAssumedWhenTheTraceHasNone)
     auto r = runCli("replay tests/data/zero_byte_alloc.jsonl --policy rmm-arena");
     ASSERT_EQ(r.exitCode, 0) << r.err;
     EXPECT_NE(r.out.find("rmm-arena      40.00 GiB"), std::string::npos) << r.out;
-    EXPECT_NE(r.err.find("gpumem replay: note: the trace records no memory size for device 0 and no --capacity was "
+    EXPECT_NE(r.err.find("gpumem replay: note: the trace records no memory size for device cuda:0 and no --capacity was "
                          "given: the device is taken to have 80.00 GiB (the simulator's default)"),
         std::string::npos)
         << r.err;
@@ -202,4 +202,14 @@ TEST(ReplayCli, SaysWhichDeviceMemoryItAssumedWhenTheTraceHasNone)
         std::string::npos);
     EXPECT_EQ(
         runCli("replay tests/data/tiny_alloc_free.jsonl --policy rmm-arena").err.find("note:"), std::string::npos);
+}
+
+// Brief esc item 5: the note names the device by its label (hip:3), not by its position.
+TEST(ReplayCli, TheAssumedMemoryNoteNamesTheDeviceLabel)
+{
+    auto r = runCli("replay --policy ideal --device hip:3 tests/data/two_hip_devices.jsonl");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.err.find("gpumem replay: note: the trace records no memory size for device hip:3 and no --capacity"),
+        std::string::npos)
+        << r.err;
 }

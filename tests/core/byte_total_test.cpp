@@ -45,5 +45,5 @@ TEST(ByteTotal, FormatsASaturatedTotalAsALowerBound)
     EXPECT_EQ(formatByteChange(2048, 1024), "-1.00 KiB");
     EXPECT_EQ(formatByteChange(0, kSaturatedBytes), "≥ +16.00 EiB");
     EXPECT_EQ(formatByteChange(kSaturatedBytes, 4194304), "≤ -16.00 EiB");
-    EXPECT_EQ(formatByteChange(kSaturatedBytes, kSaturatedBytes), "unknown (both totals saturated)");
+    EXPECT_EQ(formatByteChange(kSaturatedBytes, kSaturatedBytes), "unknown: both totals saturated");
 }

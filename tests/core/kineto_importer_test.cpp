@@ -689,3 +689,29 @@ TEST(KinetoImporter, SaysATimestampIsOutOfRangeRatherThanMissing)
     EXPECT_EQ(t.importStats().find("memory_event_without_time")->detail,
         "traceEvents[3]: a [memory] event has no \"ts\"; skipped");
 }
+
+// Brief esc item 4: one event is counted in the singular (core's counted()), smallest inputs.
+TEST(KinetoImporter, CountsOneEventInTheSingular)
+{
+    const std::string mem = R"({"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":)";
+    std::string j1 = kinetoJson(mem + R"(1,"args":{"Device Type":1,"Device Id":0,"Addr":4096,"Bytes":1024}},)"
+        + mem + R"(2,"args":{"Device Type":1,"Device Id":0,"Addr":4096,"Bytes":-1024}},)"
+        + mem + R"(5,"args":{"Device Type":1,"Device Id":0,"Bytes":32}})");
+    Trace noAddr = importKinetoJson(j1, "noaddr.json");
+    const Anomaly* a = noAddr.stats().find("memory_event_without_address");
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->detail, "1 [memory] event has no \"Addr\" while others have one; skipped (without an address, a free cannot be paired)");
+    std::string j2 = kinetoJson(mem + R"(1,"args":{"Device Type":1,"Device Id":0,"Addr":4096,"Bytes":1024}},)"
+        + mem + R"(2,"args":{"Device Type":1,"Device Id":0,"Addr":4096,"Bytes":0}})");
+    Trace noBytes = importKinetoJson(j2, "nobytes.json");
+    const Anomaly* b = noBytes.stats().find("memory_event_without_size");
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(b->detail, "1 [memory] event has no or zero \"Bytes\"; skipped, with the counters kept");
+    std::string j3 = kinetoJson(mem + R"(1,"args":{"Device Type":1,"Device Id":0,"Bytes":1024}},)"
+        + mem + R"(2,"args":{"Device Type":1,"Device Id":0,"Bytes":-1024}})");
+    Trace legacy = importKinetoJson(j3, "leg1.json");
+    const Anomaly* c = legacy.stats().find("no_addresses");
+    ASSERT_NE(c, nullptr);
+    const std::string end = "counter \"Allocated (sum of Bytes)\": cuda:0 1 alloc / 1 free";
+    EXPECT_EQ(c->detail.substr(c->detail.size() - std::min(c->detail.size(), end.size())), end) << c->detail;
+}

@@ -74,8 +74,23 @@ TEST(TerminalText, EscapesWhatMessagesEscapeAndCutsNothing)
     EXPECT_EQ(textForTerminal("caf\xC3\xA9 \xE2\x82\xAC"), "caf\xC3\xA9 \xE2\x82\xAC");
     const std::string longName(500, 'n');
     EXPECT_EQ(textForTerminal(longName + "\t"), longName + "\\x09");
-    // Escaping twice changes nothing: a writer may escape a text that already was.
+    // Escaping a message twice changes nothing (messageForTerminal); textForTerminal doubles the
+    // backslashes of an escaped text, so that each printed form maps back to one name (brief esc item 1).
     const std::string once = textForTerminal("a\xE2\x80\xAE\x1b");
-    EXPECT_EQ(textForTerminal(once), once);
+    EXPECT_EQ(gpumem::messageForTerminal(once), once);
+    EXPECT_EQ(textForTerminal(once), "a\\\\u202e\\\\x1b");
+    EXPECT_EQ(gpumem::messageForTerminal("bad \\x0a in f.json\n"), "bad \\x0a in f.json\\x0a");
     EXPECT_EQ(quoteForMessage(std::string(200, 'q') + "\xE2\x80\xAE", 1000), std::string(200, 'q') + "\\u202e");
+}
+
+// brief esc item 1: a literal backslash is doubled, so the text "a\x0ab" and "a<LF>b" print differently.
+TEST(TextForTerminal, EscapesBackslashSoEscapesAreUnambiguous)
+{
+    using gpumem::textForTerminal;
+    EXPECT_EQ(textForTerminal("a\\x0ab"), "a\\\\x0ab");
+    EXPECT_EQ(textForTerminal("a\nb"), "a\\x0ab");
+    EXPECT_NE(textForTerminal("a\\x0ab"), textForTerminal("a\nb"));
+    EXPECT_EQ(textForTerminal("C:\\dir\\"), "C:\\\\dir\\\\");
+    // Messages keep a backslash as it is (paths in errors read as typed).
+    EXPECT_EQ(gpumem::quoteForMessage("a\\b"), "a\\b");
 }
