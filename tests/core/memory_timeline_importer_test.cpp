@@ -353,11 +353,13 @@ TEST(MemoryTimelineImporter, ValuesBeyondInt64AreOutOfRangeNamingTheFieldAndReco
 // Brief esc item 4: one bad record is counted in the singular (core's counted()).
 TEST(MemoryTimelineImporter, CountsOneBadRecordInTheSingular)
 {
-    Trace t = importMemoryTimelineJson("[[0, 1, 100, 7], [1, 1, 200, 99], [2, 2, 100, 7]]", "mt1.raw");
+    std::string one = "[[0, 1, 100, 7], [1, 1, 200, 99], [2, 2, 100, 7]]";
+    Trace t = importMemoryTimelineJson(one, "mt1.raw");
     const Anomaly* a = t.stats().find("unknown_category");
     ASSERT_NE(a, nullptr);
     EXPECT_EQ(a->detail, "1 record has a category index outside 0–7; imported as unknown");
-    Trace u = importMemoryTimelineJson("[[0, 1, 0, 7], [1, 1, 100, 7]]", "mt2.raw");
+    std::string two = "[[0, 1, 0, 7], [1, 1, 100, 7]]";
+    Trace u = importMemoryTimelineJson(two, "mt2.raw");
     const Anomaly* b = u.stats().find("bad_size_sign");
     ASSERT_NE(b, nullptr);
     EXPECT_EQ(b->detail, "1 record has a zero size or a sign that contradicts the action; skipped");
