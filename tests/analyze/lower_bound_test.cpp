@@ -7,6 +7,7 @@
 #include "replay/capacity_fit.h"
 #include "replay/replayer.h"
 #include "tests/analyze/public_trace_support.h"
+#include "tests/replay/replay_test_support.h"
 
 #include <gtest/gtest.h>
 
@@ -15,19 +16,9 @@ using namespace gpumem::analyze;
 using gpumem::test::publicTrace;
 
 namespace {
-// A (1000 B requested) is freed at t=3 but completes only at t=5; C (500 B) is allocated at t=4 while A
-// is pending: 3000 + 500 + 1000 = 4500 B are held then, while the requested bytes peak at 4000 B (t=2).
-constexpr const char* kPendingFree = R"({"format":"gpumem-jsonl","version":1}
-{"type":"device","id":0,"kind":"cuda","ordinal":0}
-{"type":"stream","id":0,"device":0,"handle":0}
-{"type":"mem","t":1,"kind":"alloc","addr":4096,"size":1024,"requested":1000}
-{"type":"mem","t":2,"kind":"alloc","addr":8192,"size":3072,"requested":3000}
-{"type":"mem","t":3,"kind":"free","addr":4096,"size":1024,"requested":1000}
-{"type":"mem","t":4,"kind":"alloc","addr":16384,"size":512,"requested":500}
-{"type":"mem","t":5,"kind":"free_completed","addr":4096,"size":1024,"requested":1000}
-{"type":"mem","t":6,"kind":"free","addr":8192,"size":3072,"requested":3000}
-{"type":"mem","t":7,"kind":"free_completed","addr":8192,"size":3072,"requested":3000}
-)";
+// kPendingFreeJsonl (replay_test_support.h): A (1000 B requested) is freed at t=3 but completes only at
+// t=5; C (500 B) is allocated at t=4 while A is pending: 3000 + 500 + 1000 = 4500 B are held then, while
+// the requested bytes peak at 4000 B (t=2).
 
 replay::ReplayResult replayAt(const Trace& t, Bytes capacity, const std::string& spec)
 {
@@ -40,7 +31,7 @@ replay::ReplayResult replayAt(const Trace& t, Bytes capacity, const std::string&
 
 TEST(OneLowerBound, CountsABlockPendingItsFreeUntilFreeCompleted)
 {
-    const Trace t = readJsonlText(kPendingFree, "pending_free.jsonl");
+    const Trace t = readJsonlText(replay::testing::kPendingFreeJsonl, "pending_free.jsonl");
     const Analysis a = analyzeTrace(t);
     EXPECT_EQ(a.fragmentation.peakRequested, 4000u); // requested bytes drop at free_requested
     EXPECT_EQ(a.fragmentation.lowerBound, 4500u);    // the memory is held until free_completed
