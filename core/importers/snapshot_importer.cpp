@@ -611,8 +611,13 @@ namespace {
                 d.activeSize = static_cast<Bytes>(opt(SegmentField::ActiveSize, "active_size"));
                 d.requestedSize = static_cast<Bytes>(opt(SegmentField::RequestedSize, "requested_size"));
                 d.seg.stream = static_cast<std::uint64_t>(opt(SegmentField::Stream, "stream"));
-                if (const PickleValue* t = field(SegmentField::SegmentType))
+                if (const PickleValue* t = field(SegmentField::SegmentType)) {
+                    // PyTorch writes 'small' or 'large'; another kind (None, an int) is a damaged file.
+                    if (t->kind != PickleKind::Str)
+                        fail(where,
+                            "'segment_type' is " + std::string(withArticle(t->kind)) + ", not a str ('small' or 'large')");
                     d.seg.small = m_doc.text(*t) == "small";
+                }
                 if (const PickleValue* e = field(SegmentField::IsExpandable))
                     d.seg.expandable = e->kind == PickleKind::Bool && e->bits != 0;
                 if (const PickleValue* p = field(SegmentField::SegmentPoolId); p && m_doc.items(*p).size() == 2) {

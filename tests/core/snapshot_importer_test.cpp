@@ -974,6 +974,16 @@ TEST(SnapshotImporter, NamesTheTypeOfABadActionAndRefusesFramesThatAreNotAList)
         EXPECT_EQ(t.importStats().find("unknown_action")->detail,
             "device_traces[0][2]: action (" + text + ", not a str) is not a memory action gpumem knows; skipped");
     }
+    auto none = handMadeSnapshot();
+    none["segments"][0]["segment_type"] = nullptr;
+    try {
+        importJson(none, "segtype_none.json");
+        ADD_FAILURE() << "accepted";
+    } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("segments[0]: 'segment_type' is None, not a str ('small' or 'large')"),
+            std::string::npos)
+            << e.what();
+    }
     auto j = handMadeSnapshot();
     j["device_traces"][0][2]["frames"] = "x";
     try {
