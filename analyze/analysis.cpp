@@ -4,6 +4,7 @@
 #include "core/byte_total.h"
 #include "core/error.h"
 #include "core/importer.h"
+#include "replay/capacity_fit.h"
 
 #include <algorithm>
 
@@ -95,17 +96,19 @@ namespace {
         return st;
     }
 
-    FragmentationSummary computeFragmentation(const DeviceTimeline& dev, const MemoryStats& st)
+    FragmentationSummary computeFragmentation(const Trace& trace, const DeviceTimeline& dev, const MemoryStats& st)
     {
         FragmentationSummary f;
         f.peakAllocated = st.allocatedBytes.peak;
         f.peakActive = st.activeBytes.peak;
         f.peakRequested = st.requestedBytes.peak;
-        // One lower bound everywhere: the maximum over time of the live REQUESTED bytes (unknown requested
-        // sizes count as the block size), the figure `replay` prints for `ideal:alignment:1` and `fit` as
-        // "live peak" (allocators.md §6.1). Rounded block sizes (peakAllocated) already include the
-        // allocator's own rounding, so a policy rounding less could hold less than them.
-        f.lowerBound = f.peakRequested;
+        // One lower bound everywhere, from one place (replay::livePeak): the maximum over time of the
+        // REQUESTED bytes of the blocks held from alloc to free_completed (unknown requested sizes count as
+        // the block size), the figure `replay` prints for `ideal:alignment:1` and `fit` as "live peak"
+        // (allocators.md §6.1). It is not peakRequested: that drops at free_requested (PyTorch's rule),
+        // while a block pending its free still holds its memory. Rounded block sizes (peakAllocated)
+        // already include the allocator's own rounding, so a policy rounding less could hold less.
+        f.lowerBound = replay::livePeak(trace, dev.device);
         if (auto p = dev.peakPoint(SeriesKind::Allocated))
             f.internalAtPeakAllocated = dev.internal(*p);
         // The reserved peak as the breakdown sees it: after every event of that nanosecond (resolveInstant).
@@ -194,7 +197,7 @@ Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options)
     a.device = dev->device;
     a.deviceLabel = dev->label;
     a.stats = computeStats(trace, *dev);
-    a.fragmentation = computeFragmentation(*dev, a.stats);
+    a.fragmentation = computeFragmentation(trace, *dev, a.stats);
     a.steps = detectSteps(trace, *dev);
     a.leaks = detectLeaks(trace, *dev, a.steps);
     step(0.6);

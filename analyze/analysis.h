@@ -40,7 +40,7 @@ struct FragmentationSummary {
     std::optional<double> externalAtPeakReserved; // 1 − largest_free/free at the reserved peak (TF BFC)
     std::optional<Bytes> maxInactiveSplit;      // PyTorch inactive_split_bytes, maximum over time
     Bytes internalAtPeakAllocated = 0;          // allocated − requested at the allocated peak
-    Bytes lowerBound = 0;                       // max live requested bytes (= peakRequested; `ideal:alignment:1`; allocators.md §6.1)
+    Bytes lowerBound = 0;                       // replay::livePeak: requested bytes held alloc..free_completed (`ideal:alignment:1`; allocators.md §6.1)
     std::optional<double> overheadVsLowerBound; // peakReserved / lowerBound, the two printed figures
 };
 

@@ -52,7 +52,7 @@ nlohmann::json replayResultToJson(const replay::ReplayResult& r, TimeNs start)
     for (const auto& f : r.failures)
         failures.push_back({ { "time_ns", f.time - start }, { "event", f.event }, { "size", f.size },
             { "stream", f.stream }, { "reserved", f.reserved }, { "allocated", f.allocated },
-            { "device_free", f.deviceFree }, { "before_window", f.beforeWindow } });
+            { "device_free", f.deviceFree }, { "before_window", f.beforeWindow }, { "refused_by", f.refusedBy } });
     nlohmann::json j = {
         { "policy", r.policy },
         { "initial_state", r.initialAdopted ? "adopted" : "allocated" },
@@ -166,7 +166,7 @@ void writeReplayTable(
             << formatSeconds(f.time - start) << ", request " << formatBytes(f.size) << " (" << f.size
             << " B) on stream " << f.stream << ", reserved " << formatBytes(f.reserved) << ", device free "
             << (f.deviceFree == ~Bytes(0) ? std::string("unlimited") : formatBytes(f.deviceFree)) << ", trace event "
-            << f.event << '\n';
+            << f.event << (f.refusedBy.empty() ? std::string() : "; refused by " + f.refusedBy) << '\n';
     }
 }
 

@@ -1,6 +1,7 @@
 // gpumem analyze TRACE — memory summary (torch.cuda.memory_summary() layout), fragmentation, steps and
 // leaks, and what was live at the peak grouped by module, category, site, size class and stream.
 #include "analyze/analysis_report.h"
+#include "analyze/peak_breakdown.h"
 #include "analyze/replay_report.h"
 #include "analyze/trace_summary.h"
 #include "replay/fidelity.h"
@@ -40,7 +41,16 @@ void checkInstantsOnDevice(
     // The analyzed device may start later than the trace's first memory event (OWLv2: cuda:0 after
     // the cpu): a time before its first event has no state to break down; say so, not nothing.
     // (specs holds at[k] parsed from the trace start, which is analysis.origin.)
-    if (const auto* dev = analysis.timeline.device(analysis.device); dev && dev->size())
+    // A reserved peak needs a reserved series (segment events or a recorded reserved counter); without
+    // one, --at reserved-peak has nothing to break down: say so (exit 2), not an empty section.
+    const auto* device = analysis.timeline.device(analysis.device);
+    for (std::size_t k = 0; k < at.size() && k < specs.size(); ++k)
+        if (specs[k].kind == analyze::InstantSpec::Kind::PeakReserved
+            && (!device || !device->has(analyze::SeriesKind::Reserved) || !analyze::resolveInstant(*device, specs[k])))
+            throw UsageError("--at '" + at[k] + "': the trace has no reserved peak"
+                + (device ? " on " + device->label : std::string()) + " (no segment events or reserved counter); give --at "
+                + "peak or a time");
+    if (const auto* dev = device; dev && dev->size())
         for (std::size_t k = 0; k < at.size() && k < specs.size(); ++k)
             if (const auto& spec = specs[k]; spec.kind == analyze::InstantSpec::Kind::Time && spec.time < dev->time.front())
                 throw UsageError("--at '" + at[k] + "' is before the first memory event of " + dev->label + ", at "

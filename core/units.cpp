@@ -73,15 +73,18 @@ Bytes parseBytes(std::string_view text, std::string_view what)
         if (tooLarge)
             whole = Wide(~Bytes(0)) + 1; // stays above the limit without overflowing
     }
-    // Up to 20 fraction digits count (2^60 × 10^20 fits in 128 bits); later ones are below 0.02 B.
+    // Up to 20 fraction digits count (2^60 × 10^20 fits in 128 bits); a nonzero later one is below
+    // 0.02 B and makes the size a fraction of a byte.
     Wide fraction = 0, scale = 1;
+    bool fractionDropped = false;
     if (i < text.size() && text[i] == '.') {
         for (++i; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
             anyDigit = true;
             if (scale < kMaxScale) {
                 fraction = fraction * 10 + static_cast<unsigned>(text[i] - '0');
                 scale *= 10;
-            }
+            } else
+                fractionDropped |= text[i] != '0';
         }
     }
     if (!anyDigit)
@@ -102,7 +105,12 @@ Bytes parseBytes(std::string_view text, std::string_view what)
         if (unit != name)
             continue;
         const Wide part = fraction * factor;
-        Wide value = part / scale + (2 * (part % scale) >= scale ? 1 : 0);
+        // A size is a whole number of bytes after its unit (1.5KiB = 1536 B); no silent rounding.
+        if (part % scale != 0 || fractionDropped)
+            throw UsageError(std::string(what) + ": '" + std::string(text)
+                + "' is not a whole number of bytes; give whole bytes (e.g. 2B) or a unit that makes the fraction "
+                  "whole (1.5KiB = 1536 B)");
+        Wide value = part / scale;
         if (!tooLarge)
             value += whole * factor; // whole ≤ 2^64 − 1 and factor ≤ 2^60: fits in 128 bits
         if (tooLarge || value > Wide(~Bytes(0)))

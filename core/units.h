@@ -28,9 +28,10 @@ constexpr std::uint64_t nsBetween(TimeNs from, TimeNs to)
     return static_cast<std::uint64_t>(to) - static_cast<std::uint64_t>(from);
 }
 // Parses "80GiB", "80 GB", "512MiB", "2MB", "1024", "1.5GiB", "2PiB", "1EB" (KB … EB are powers of 10,
-// KiB … EiB powers of 2; units are case-insensitive) exactly, in integers: a fraction of a byte is
-// rounded half away from zero. Throws UsageError naming `what` and the accepted forms on anything
-// else, and naming `what` and the limit for a size above 2^64 − 1 B.
+// KiB … EiB powers of 2; units are case-insensitive) exactly, in integers. A size must be a whole
+// number of bytes after its unit (1.5KiB = 1536 B; 1.5B or 0.1B throw UsageError quoting the text).
+// Throws UsageError naming `what` and the accepted forms on anything else, and naming `what` and
+// the limit for a size above 2^64 − 1 B.
 Bytes parseBytes(std::string_view text, std::string_view what = "size");
 
 } // namespace gpumem

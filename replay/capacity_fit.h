@@ -63,7 +63,10 @@ struct FitResult {
     std::optional<std::pair<Bytes, Bytes>> nonMonotone;
 };
 
-// Peak live requested bytes of `trace` (the `ideal:alignment:1` peak on an unlimited device).
+// The lower bound on memory, the one definition analyze and fit print (docs/analysis.md): the peak over
+// time of the requested bytes of the blocks held from alloc to free_completed (a block pending its free
+// still occupies its memory), i.e. the `ideal:alignment:1` peak on an unlimited device, but without the
+// replay engine's 4 EiB limit: 2^64 − 1 when saturated. device: default defaultReplayDevice(trace).
 Bytes livePeak(const Trace& trace, std::optional<DeviceId> device = {});
 
 // Throws UsageError for a bad spec, a zero step or a maxCapacity below the step.

@@ -162,7 +162,7 @@ ColocatedResult ColocatedReplay::run(const std::vector<ColocatedProcess>& proces
             const Bytes sharedFree = shared.freeBytes();
             const Bytes ownFree = out.limit == 0 ? ~Bytes(0) : out.limit - std::min(out.limit, st.reserved);
             FailedRequest f { now, i, step.request, step.stream, st.reserved, st.allocated,
-                std::min(sharedFree, ownFree) };
+                std::min(sharedFree, ownFree), false, {} };
             ++out.ooms;
             ++result.ooms;
             out.failures.push_back(f);

@@ -5,10 +5,12 @@
 #include "replay/adaptors/pending_free_adaptor.h"
 #include "replay/policy_registry.h"
 #include "replay/request_feeder.h"
+#include "core/units.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <memory>
 
 namespace gpumem::replay {
@@ -153,7 +155,7 @@ namespace {
                     ++result.ooms;
                     const auto& st = top.stats();
                     result.failures.push_back({ clock.time, clock.event, mv.requested, mv.stream ? mv.stream : stream, st.reserved,
-                        st.allocated, top.device().freeBytes() });
+                        st.allocated, top.device().freeBytes(), false, "compaction: no room for a moved block" });
                 }
                 if (const std::uint32_t* a = m_owner.find(mv.from)) {
                     updates.emplace_back(*a, mv.to);
@@ -249,6 +251,30 @@ Replayer::Replayer(ReplayOptions options)
 }
 
 namespace {
+
+// The limit that refused a request (FailedRequest::refusedBy). The device refused it: its capacity,
+// or the simulator's 4 EiB limit when the capacity is 0 or above it (docs/policies.md).
+std::string deviceLimitText(const SimulatedDevice& sim)
+{
+    if (sim.capacity() != 0 && sim.capacity() <= kMaxDeviceBytes)
+        return "the device capacity, " + formatBytes(sim.capacity());
+    return "the simulator's device limit, " + formatBytes(kMaxDeviceBytes);
+}
+
+// The policy refused it without a failed device call: its own limit. The heap policies keep 1 TiB of
+// address space per stream heap; the others size their pools or reservations from the device's total
+// memory (docs/policies.md), which is assumed when neither the trace nor --capacity gives it.
+std::string policyLimitText(const PolicySpec& spec, const SimulatedDevice& sim, bool totalAssumed)
+{
+    static constexpr std::array<std::string_view, 5> kHeapPolicies = { "first-fit", "next-fit", "best-fit", "worst-fit",
+        "size-class" };
+    if (std::find(kHeapPolicies.begin(), kHeapPolicies.end(), spec.policy) != kHeapPolicies.end())
+        return spec.policy + "'s own limit, " + formatBytes(Bytes(1) << 40) + " of address space per stream heap";
+    std::string total = formatBytes(sim.totalMemory());
+    if (totalAssumed && sim.capacity() == 0)
+        total += " (assumed: the trace records no memory size and no capacity was given)";
+    return spec.policy + "'s own limit, sized from the device's total memory, " + total;
+}
 
 // maxRequest: see RequestFeeder (0 = the device's limit).
 ReplayResult replayTrace(
@@ -385,7 +411,7 @@ ReplayResult replayTrace(
                 const auto& st = top.stats();
                 if (options.capacity != 0 && st.reserved > options.capacity) {
                     ++result.ooms;
-                    FailedRequest f { m.time[i], i, st.allocated, feeder.streamOf(i), st.reserved, st.allocated, 0 };
+                    FailedRequest f { m.time[i], i, st.allocated, feeder.streamOf(i), st.reserved, st.allocated, 0, false, {} };
                     f.beforeWindow = true;
                     result.failures.push_back(f);
                     // Not a request that --on-oom skip could drop: the run cannot start, whatever the
@@ -449,6 +475,7 @@ ReplayResult replayTrace(
             case EventKind::Free:
             case EventKind::FreeCompleted: {
                 ++result.requestEvents;
+                const std::uint64_t failedCallsBefore = sim.counters().failedCalls;
                 const auto step = feeder.feed(i);
                 if (step.outcome == RequestFeeder::Outcome::ZeroSize)
                     ++result.zeroSizeRequests;
@@ -465,9 +492,11 @@ ReplayResult replayTrace(
                 } else if (step.outcome == RequestFeeder::Outcome::Failed) {
                     ++result.ooms;
                     const auto& st = top.stats();
-                    Bytes free = options.capacity == 0 ? ~Bytes(0)
-                                                         : options.capacity - std::min(options.capacity, st.reserved);
-                    result.failures.push_back({ m.time[i], i, step.request, step.stream, st.reserved, st.allocated, free });
+                    const Bytes free = sim.limit() - std::min(sim.limit(), st.reserved);
+                    const bool deviceRefused = sim.counters().failedCalls > failedCallsBefore || !feeder.admits(step.request);
+                    FailedRequest f { m.time[i], i, step.request, step.stream, st.reserved, st.allocated, free, false, {} };
+                    f.refusedBy = deviceRefused ? deviceLimitText(sim) : policyLimitText(spec, sim, totalMemory == 0);
+                    result.failures.push_back(std::move(f));
                     if (measured && options.onOom == OnOom::Stop) {
                         result.stopped = true;
                         stop = true;

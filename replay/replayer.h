@@ -78,11 +78,15 @@ struct FailedRequest {
     StreamKey stream = 0;
     Bytes reserved = 0; // reserved when it failed
     Bytes allocated = 0;
-    Bytes deviceFree = 0; // capacity − reserved (the maximum value when unlimited)
+    Bytes deviceFree = 0; // capacity − reserved (the simulator's 4 EiB limit, kMaxDeviceBytes, when unlimited)
     // True when no request failed but the adopted state before the window does not fit: its segments
     // with live blocks hold `reserved` bytes, more than the capacity, `allocated` (= size) of them in
     // live blocks; time and event are the first window event's.
     bool beforeWindow = false;
+    // The limit that refused the request, in words: the device capacity, the simulator's 4 EiB device
+    // limit, or the policy's own limit by name (a stream heap, or pools sized from the device's total
+    // memory, with that size and whether it was assumed); "" for a failure before the window.
+    std::string refusedBy;
 };
 
 struct SegmentEventRecord {

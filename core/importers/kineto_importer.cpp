@@ -447,8 +447,11 @@ namespace {
             std::uint64_t count = 0;
             std::uint64_t firstEvent = 0; // index in traceEvents
             std::string firstValue; // "value, rule"
+            std::vector<std::string> rules; // the distinct rules met (the first one's)
+            std::vector<std::string> alsoValues; // "traceEvents[i]: value, rule" of up to 2 later distinct rules
         };
         std::vector<BadFieldTally> m_badFields;
+        static std::string alsoText(const BadFieldTally& t);
         std::unordered_map<std::string_view, std::uint64_t> m_categories;
         std::unordered_map<std::string_view, FrameId> m_frameCache;
         std::map<std::pair<DeviceType, std::int64_t>, DeviceId> m_devices;
@@ -471,10 +474,23 @@ namespace {
         auto it = std::find_if(m_badFields.begin(), m_badFields.end(),
             [&](const BadFieldTally& t) { return t.field == field; });
         if (it == m_badFields.end()) {
-            m_badFields.push_back({ std::string(field), 0, index, value + ", " + std::string(rule) });
+            m_badFields.push_back({ std::string(field), 0, index, value + ", " + std::string(rule), { std::string(rule) }, {} });
             it = m_badFields.end() - 1;
+        } else if (it->rules.size() < 3 && std::find(it->rules.begin(), it->rules.end(), rule) == it->rules.end()) {
+            // Up to 3 distinct reasons per field: the first and two more (task "lim" item 6).
+            it->rules.emplace_back(rule);
+            it->alsoValues.push_back("traceEvents[" + std::to_string(index) + "]: " + value + ", " + std::string(rule));
         }
         ++it->count;
+    }
+
+    // "; also: traceEvents[i]: value, rule; …" for the other distinct reasons of one field ("" if none).
+    std::string KinetoParser::alsoText(const BadFieldTally& t)
+    {
+        std::string out;
+        for (std::size_t k = 0; k < t.alsoValues.size(); ++k)
+            out += (k == 0 ? "; also: " : "; ") + t.alsoValues[k];
+        return out;
     }
 
     // One bad_event_field anomaly for all skipped events. With one field its detail is that field's first
@@ -490,11 +506,11 @@ namespace {
         if (m_badFields.size() == 1) {
             const auto& t = m_badFields.front();
             detail = "traceEvents[" + std::to_string(t.firstEvent) + "]: \"" + t.field + "\" is " + t.firstValue
-                + "; the event was skipped";
+                + alsoText(t) + "; the event was skipped";
         } else {
             for (const auto& t : m_badFields)
                 detail += "\"" + t.field + "\" in " + std::to_string(t.count) + (t.count == 1 ? " event" : " events")
-                    + " (first traceEvents[" + std::to_string(t.firstEvent) + "]: " + t.firstValue + "); ";
+                    + " (first traceEvents[" + std::to_string(t.firstEvent) + "]: " + t.firstValue + alsoText(t) + "); ";
             detail += "those events were skipped";
         }
         m_b.stats().add("bad_event_field", Severity::Warning, detail, total);
@@ -520,6 +536,18 @@ namespace {
             && (f.deviceType == 1 || f.deviceType == 6)) [[unlikely]] {
             countBadField("Device Id", index, std::to_string(f.deviceId),
                 "negative on a CUDA/HIP event (only a CPU event may have -1)");
+            return;
+        }
+        // A CPU event's index is -1 (c10) or a CPU ordinal ≥ 0; below -1 it is damaged, not a device.
+        if (cls == EventClass::Memory && f.hasDeviceId && f.deviceId < -1 && f.hasDeviceType && f.deviceType == 0)
+            [[unlikely]] {
+            countBadField("Device Id", index, std::to_string(f.deviceId), "below -1 on a CPU event (only -1 is valid)");
+            return;
+        }
+        // A CUDA/HIP event names its device; without one it is not "device 0".
+        if (cls == EventClass::Memory && !f.hasDeviceId && f.hasDeviceType && (f.deviceType == 1 || f.deviceType == 6))
+            [[unlikely]] {
+            countBadField("Device Id", index, "null or absent", "a CUDA/HIP event must name its device ordinal");
             return;
         }
         switch (cls) {

@@ -611,8 +611,13 @@ namespace {
                 d.activeSize = static_cast<Bytes>(opt(SegmentField::ActiveSize, "active_size"));
                 d.requestedSize = static_cast<Bytes>(opt(SegmentField::RequestedSize, "requested_size"));
                 d.seg.stream = static_cast<std::uint64_t>(opt(SegmentField::Stream, "stream"));
-                if (const PickleValue* t = field(SegmentField::SegmentType))
+                if (const PickleValue* t = field(SegmentField::SegmentType)) {
+                    // PyTorch writes 'small' or 'large'; another kind (None, an int) is a damaged file.
+                    if (t->kind != PickleKind::Str)
+                        fail(where,
+                            "'segment_type' is " + std::string(withArticle(t->kind)) + ", not a str ('small' or 'large')");
                     d.seg.small = m_doc.text(*t) == "small";
+                }
                 if (const PickleValue* e = field(SegmentField::IsExpandable))
                     d.seg.expandable = e->kind == PickleKind::Bool && e->bits != 0;
                 if (const PickleValue* p = field(SegmentField::SegmentPoolId); p && m_doc.items(*p).size() == 2) {
@@ -1195,11 +1200,14 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                     const PickleValue& v = kv[k + 1];
                     // An integer field: Int or BigInt (clamped, counted); any other kind (a str, None,
                     // a float, a bool) is an error naming the field, as for the segments' fields.
-                    auto asInt = [&] {
+                    // unsignedField: a size_t (addr, size), clamped to 2^64 - 1 above it, and so reported.
+                    auto asInt = [&](bool unsignedField = false) {
+                        const bool high = static_cast<std::int64_t>(v.bits) > 0;
                         if (v.kind == PickleKind::BigInt)
                             r.stats().add("big_int_clamped", Severity::Warning,
                                 SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": '"
-                                    + sanitizeUtf8(doc.text(kv[k])) + "' was clamped to 64 bits");
+                                    + sanitizeUtf8(doc.text(kv[k])) + "' was clamped to "
+                                    + (high ? (unsignedField ? "2^64 - 1" : "2^63 - 1") : "-2^63"));
                         else if (v.kind != PickleKind::Int)
                             r.fail(SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i),
                                 "'" + sanitizeUtf8(doc.text(kv[k])) + "' is " + std::string(withArticle(v.kind))
@@ -1209,7 +1217,9 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                     // An address or a size is a size_t in PyTorch (TraceEntry): a negative one is a
                     // damaged file, not a block at 2^64 - 1 or of 0 bytes.
                     auto asUnsigned = [&] {
-                        const std::int64_t n = asInt();
+                        const std::int64_t n = asInt(true);
+                        if (v.kind == PickleKind::BigInt && n > 0)
+                            return ~std::uint64_t(0);
                         if (n < 0)
                             r.fail(SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i),
                                 "'" + sanitizeUtf8(doc.text(kv[k])) + "' is negative (" + std::to_string(n) + ")");
@@ -1252,10 +1262,17 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             entry.action = actions.of(*actionValue, action);
             if (entry.action == Action::Unknown) {
                 if (unknownActions++ == 0)
-                    firstUnknown = SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i) + ": action '"
-                        + sanitizeUtf8(action) + "'";
+                    firstUnknown = SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i)
+                        + (actionValue->kind == PickleKind::Str
+                                ? ": action '" + sanitizeUtf8(action) + "'"
+                                : ": action (" + std::string(withArticle(actionValue->kind)) + ", not a str)");
                 continue;
             }
+            // PyTorch's frames are a list of dicts (or absent); any other value is a damaged entry.
+            if (entry.frames.kind != PickleKind::None && entry.frames.kind != PickleKind::List
+                && entry.frames.kind != PickleKind::Tuple)
+                r.fail(SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i),
+                    "'frames' is " + std::string(withArticle(entry.frames.kind)) + ", not a list");
             anyTime = anyTime || hasTime;
             anyMissingTime = anyMissingTime || !hasTime;
             entry.framesClass = r.listClass(entry.frames);

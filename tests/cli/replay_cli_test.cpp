@@ -158,7 +158,7 @@ TEST(ReplayCli, ASnapshotBelowItsRecordedReservedFailsOnARealRequestNotOnItsStar
         std::string::npos)
         << r.out;
     EXPECT_NE(r.out.find("pytorch: first OOM: +0.015794 s, request 9.77 MiB (10240000 B) on stream 0, reserved 798.00 "
-                         "MiB, device free 2.00 MiB, trace event 2810\n"),
+                         "MiB, device free 2.00 MiB, trace event 2810; refused by the device capacity, 800.00 MiB\n"),
         std::string::npos)
         << r.out;
     // At 500 MiB the live blocks of the starting state alone do not fit: said in words, not as a request.

@@ -519,7 +519,8 @@ TEST(KinetoImporter, CountsSkippedEventsPerBadField)
     ASSERT_EQ(t.importStats().count("bad_event_field"), 6u);
     EXPECT_EQ(t.importStats().find("bad_event_field")->detail,
         "\"Addr\" in 2 events (first traceEvents[1]: 1.5, not a whole number); \"Bytes\" in 2 events (first "
-        "traceEvents[2]: 1e+30, out of range (not a 64-bit integer)); \"Device Type\" in 1 event (first "
+        "traceEvents[2]: 1e+30, out of range (not a 64-bit integer); also: traceEvents[3]: \"big\", a string, not a "
+        "number); \"Device Type\" in 1 event (first "
         "traceEvents[4]: \"cuda\", a string, not a number); \"ts\" in 1 event (first traceEvents[5]: 1e+300, out of "
         "range (in nanoseconds not a 64-bit integer)); those events were skipped");
 }
@@ -714,4 +715,27 @@ TEST(KinetoImporter, CountsOneEventInTheSingular)
     ASSERT_NE(c, nullptr);
     const std::string end = "counter \"Allocated (sum of Bytes)\": cuda:0 1 alloc / 1 free";
     EXPECT_EQ(c->detail.substr(c->detail.size() - std::min(c->detail.size(), end.size())), end) << c->detail;
+}
+
+// Task "lim" item 6: a CPU event's "Device Id" below -1 and a CUDA event without one (null or absent)
+// were kept silently (cuda:0); they are skipped and counted, and one field's other distinct reasons
+// (up to 3 in all) are named after the first.
+TEST(KinetoImporter, SkipsBadDeviceIdsAndNamesUpToThreeReasonsPerField)
+{
+    std::string json = kinetoJson(R"(
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":1,"args":{"Device Type":1,"Device Id":0,"Addr":4096,"Bytes":1024}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":2,"args":{"Device Type":0,"Device Id":-3,"Addr":8192,"Bytes":64}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":3,"args":{"Device Type":1,"Device Id":null,"Addr":12288,"Bytes":64}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":4,"args":{"Device Type":1,"Addr":16384,"Bytes":64}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":5,"args":{"Device Type":1,"Device Id":1099511627776,"Addr":20480,"Bytes":64}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":6,"args":{"Device Type":1,"Device Id":true,"Addr":24576,"Bytes":64}},
+      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":7,"args":{"Device Type":0,"Device Id":-1,"Addr":28672,"Bytes":64}}
+    )");
+    Trace t = importKinetoJson(json, "hand.json");
+    ASSERT_EQ(t.memory().count(), 2u); // the CUDA alloc and the CPU one at -1
+    ASSERT_EQ(t.importStats().count("bad_event_field"), 5u);
+    EXPECT_EQ(t.importStats().find("bad_event_field")->detail,
+        "traceEvents[1]: \"Device Id\" is -3, below -1 on a CPU event (only -1 is valid); also: traceEvents[2]: null "
+        "or absent, a CUDA/HIP event must name its device ordinal; traceEvents[4]: 1099511627776, not a device ordinal "
+        "(an integer of 32 bits); the event was skipped");
 }

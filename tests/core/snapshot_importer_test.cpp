@@ -800,11 +800,12 @@ TEST(SnapshotImporter, CountsABigIntInAnEntryThatRepeatsTheKeysOfTheOneBefore)
     // Three entries with the same keys; the second one's size is 2**70.
     Trace t = importPytorchSnapshot(snapshotData("entry_big_int.pickle"));
     ASSERT_EQ(t.importStats().count("big_int_clamped"), 1u);
-    EXPECT_EQ(t.importStats().find("big_int_clamped")->detail, "device_traces[0][1]: 'size' was clamped to 64 bits");
+    // Task "lim" item 5: a size_t above 2^64 - 1 is stored as 2^64 - 1, as the message says (was 2^63 - 1).
+    EXPECT_EQ(t.importStats().find("big_int_clamped")->detail, "device_traces[0][1]: 'size' was clamped to 2^64 - 1");
     const auto& m = t.memory();
     ASSERT_EQ(m.count(), 3u);
     EXPECT_EQ(m.requestedSize[0], 1000u);
-    EXPECT_EQ(m.requestedSize[1], static_cast<Bytes>(std::numeric_limits<std::int64_t>::max()));
+    EXPECT_EQ(m.requestedSize[1], std::numeric_limits<Bytes>::max());
     EXPECT_EQ(m.requestedSize[2], 512u);
 }
 
@@ -813,10 +814,10 @@ TEST(SnapshotImporter, CountsABigIntInTheJsonTwinLikeInThePickle)
     // entry_big_int.pickle saved by json.dump: the size 2**70 is written as its 22 digits.
     Trace t = importPytorchSnapshot(snapshotData("entry_big_int.json"));
     ASSERT_EQ(t.importStats().count("big_int_clamped"), 1u);
-    EXPECT_EQ(t.importStats().find("big_int_clamped")->detail, "device_traces[0][1]: 'size' was clamped to 64 bits");
+    EXPECT_EQ(t.importStats().find("big_int_clamped")->detail, "device_traces[0][1]: 'size' was clamped to 2^64 - 1");
     const auto& m = t.memory();
     ASSERT_EQ(m.count(), 3u);
-    EXPECT_EQ(m.requestedSize[1], static_cast<Bytes>(std::numeric_limits<std::int64_t>::max()));
+    EXPECT_EQ(m.requestedSize[1], std::numeric_limits<Bytes>::max());
     // -2**70 clamps to the other end; an integral float within int64 stays a float.
     PickleDocument doc = PickleDocument::fromJson(nlohmann::json::parse("[-1180591620717411303424, 4.0]"), "n.json");
     auto items = doc.items(doc.root());
@@ -958,4 +959,38 @@ TEST(SnapshotImporter, CountsTheRebuiltStateInWordsThatAgreeWithTheNumber)
     ASSERT_NE(a, nullptr);
     EXPECT_EQ(a->detail, "device 0: 1 segment and 0 blocks existed before the first trace entry; they were rebuilt from "
                          "`segments` and the trace");
+}
+
+// Task "lim" item 5: an action that is not a str is named by its type (was "action ''"), and frames that
+// are not a list are refused naming the field (were accepted silently).
+TEST(SnapshotImporter, NamesTheTypeOfABadActionAndRefusesFramesThatAreNotAList)
+{
+    for (const auto& [value, text] : { std::pair { nlohmann::json(5), std::string("an int") },
+             std::pair { nlohmann::json(nullptr), std::string("None") } }) {
+        auto j = handMadeSnapshot();
+        j["device_traces"][0][2]["action"] = value;
+        Trace t = importJson(j, "action_type.json");
+        ASSERT_NE(t.importStats().find("unknown_action"), nullptr);
+        EXPECT_EQ(t.importStats().find("unknown_action")->detail,
+            "device_traces[0][2]: action (" + text + ", not a str) is not a memory action gpumem knows; skipped");
+    }
+    auto none = handMadeSnapshot();
+    none["segments"][0]["segment_type"] = nullptr;
+    try {
+        importJson(none, "segtype_none.json");
+        ADD_FAILURE() << "accepted";
+    } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("segments[0]: 'segment_type' is None, not a str ('small' or 'large')"),
+            std::string::npos)
+            << e.what();
+    }
+    auto j = handMadeSnapshot();
+    j["device_traces"][0][2]["frames"] = "x";
+    try {
+        importJson(j, "frames_str.json");
+        ADD_FAILURE() << "accepted";
+    } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("device_traces[0][2]: 'frames' is a str, not a list"), std::string::npos)
+            << e.what();
+    }
 }

@@ -40,10 +40,31 @@ TEST(Units, ParsesEverySizeUnitExactly)
     EXPECT_EQ(parseBytes("18EB"), 18000000000000000000u);
     EXPECT_EQ(parseBytes("18446744073709551615"), 18446744073709551615u);
     EXPECT_EQ(parseBytes("9007199254740993B"), 9007199254740993u);
-    EXPECT_EQ(parseBytes("0.5"), 1u); // half a byte rounds away from zero
-    EXPECT_EQ(parseBytes("0.4B"), 0u);
-    EXPECT_EQ(parseBytes("1.0000001KiB"), 1024u);
     EXPECT_EQ(parseBytes(".5KiB"), 512u);
+    EXPECT_EQ(parseBytes("1.5KiB"), 1536u);
+    EXPECT_EQ(parseBytes("2.000B"), 2u); // zeros after the point are whole bytes
+    EXPECT_EQ(parseBytes("1.0000000000000000000000000KiB"), 1024u);
+}
+
+// Task "lim" item 4: a fraction of a byte was rounded silently (1.5B → 2 B, 0.1B → 0 and then "give the
+// GPU's memory"); a size must be whole bytes after its unit, and the refusal quotes the input.
+TEST(Units, RefusesAFractionOfAByteQuotingTheInput)
+{
+    for (const char* text : { "1.5", "1.5B", "0.1B", "0.5", "1.0000001KiB", "1.5KB5", "1.00000000000000000000001GiB" }) {
+        SCOPED_TRACE(text);
+        try {
+            parseBytes(text, "--capacity");
+            ADD_FAILURE() << "accepted";
+        } catch (const UsageError& e) {
+            const std::string what = e.what();
+            if (std::string(text) == "1.5KB5")
+                EXPECT_NE(what.find("cannot read '1.5KB5'"), std::string::npos) << what;
+            else
+                EXPECT_EQ(what, "--capacity: '" + std::string(text)
+                        + "' is not a whole number of bytes; give whole bytes (e.g. 2B) or a unit that makes the "
+                          "fraction whole (1.5KiB = 1536 B)");
+        }
+    }
 }
 
 TEST(Units, RefusesASizeAboveTwoToThe64WithTheOptionsName)
