@@ -6,6 +6,7 @@
 #include "core/gmt_format.h"
 #include "core/importer.h"
 #include "core/jsonl_format.h"
+#include "core/units.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -61,7 +62,7 @@ namespace {
             else
                 writeJsonl(trace, output.writePath());
             output.commit();
-            out << "wrote " << textForTerminal(outPath) << " (" << to << ", " << trace.memory().count() << " memory events)\n";
+            out << "wrote " << textForTerminal(outPath) << " (" << to << ", " << counted(trace.memory().count(), "memory event", "memory events") << ")\n";
             return kExitOk;
         }
     };

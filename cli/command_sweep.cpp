@@ -33,8 +33,8 @@ namespace {
                    "give every combination (the leftmost varies slowest). Braces do not nest. Example:\n"
                    "  gpumem sweep run.pickle --policy 'pytorch:max_split_size_mb:{64,128,256,512}' \\\n"
                    "                          --policy 'pytorch:expandable_segments:{True,False}'\n"
-                   "Rows are sorted best first: those without a failed request first, then by peak reserved, then by\n"
-                   "device calls; '*' marks the best (the first row). Gates: --fail-if-oom and --max-reserved exit 3\n"
+                   "Rows are sorted best first: those without a failed request first (then fewer failed requests), then\n"
+                   "by peak reserved, then by device calls; '*' marks the best (the first row). Gates: --fail-if-oom and --max-reserved exit 3\n"
                    "when even the best configuration violates them (a sweep asks whether some configuration works).";
         }
         void setup(po::options_description& o, po::positional_options_description& p) override

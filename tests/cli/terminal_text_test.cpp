@@ -189,3 +189,18 @@ TEST(CountWording, OneBlockIsSingularInAnalyzeAndFidelity)
     ASSERT_EQ(fidelity.exitCode, 0) << fidelity.err;
     EXPECT_NE(fidelity.out.find("\n  initial state     1 segment, 0 live blocks adopted\n"), std::string::npos) << fidelity.out;
 }
+
+// Review verify6: convert wrote "(gmt, 1 memory events)". Smallest input: one alloc.
+TEST(CountWording, ConvertCountsOneMemoryEventInTheSingular)
+{
+    const auto dir = scratchDir("terminal-text");
+    const auto in = dir / "one_event.jsonl";
+    std::ofstream(in) << R"({"format":"gpumem-jsonl","version":1,"metadata":{}})" "\n"
+                      << R"({"type":"device","id":0,"kind":"cuda","ordinal":0})" "\n"
+                      << R"({"type":"stream","id":0,"device":0,"handle":0})" "\n"
+                      << R"({"type":"mem","t":1000,"kind":"alloc","addr":4096,"size":4096})" "\n";
+    const auto out = dir / "one_event.gmt";
+    const auto r = runCli("convert '" + in.string() + "' -o '" + out.string() + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.out, "wrote " + out.string() + " (gmt, 1 memory event)\n");
+}
