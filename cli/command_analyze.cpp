@@ -160,10 +160,14 @@ namespace {
             checkInstantsOnDevice(analysis, at, options.instants);
             // A profiler trace starts after the model was loaded: say how much the breakdowns cannot see.
             if (!analysis.empty)
-                if (auto note = analyze::memoryBeforeTheTraceNote(replay::openingAllocated(trace, analysis.device)))
+                if (auto note = analyze::memoryBeforeTheTraceNote(replay::openingAllocated(trace, analysis.device))) {
                     err << "note: " << *note
                         << ": the breakdowns and the lower bound cover what was allocated inside the trace; the "
-                           "recorded counters include it\n";
+                           "recorded counters include it, so peak reserved / lower bound is left out\n";
+                    // The ratio would divide a counter holding that memory by a bound without it (vLLM's 178 GiB
+                    // KV cache: "10917 x"); the HTML report leaves it out for the same reason.
+                    analysis.fragmentation.overheadVsLowerBound.reset();
+                }
             if (format == "json")
                 out << analyze::analysisToJson(trace, analysis, path, report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
             else if (format == "csv")
