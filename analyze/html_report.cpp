@@ -235,9 +235,11 @@ code{font-size:12px})";
         out << "<table>";
         kvRow(out, "Peak allocated", formatByteTotalShort(f.peakAllocated));
         kvRow(out, "Peak active", formatByteTotalShort(f.peakActive));
-        for (const auto& [label, value] : fragmentationRows(f))
-            if (before == 0 || label != "Peak reserved / lower bound")
-                kvRow(out, label, value);
+        FragmentationSummary shown = f;
+        if (before > 0)
+            shown.overheadVsLowerBound.reset(); // as `gpumem analyze` leaves it out (cli/command_analyze.cpp)
+        for (const auto& [label, value] : fragmentationRows(shown))
+            kvRow(out, label, value);
         kvRow(out, "Allocations / OOMs", std::to_string(a.stats.allocations.allocated) + " / " + std::to_string(a.stats.ooms));
         out << "</table>";
         if (bytesSaturated(a))
