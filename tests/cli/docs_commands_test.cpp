@@ -343,12 +343,19 @@ TEST(DocsCommands, ReadmeOpensWithTheOomRecipe)
     EXPECT_TRUE(explain > heading && explain <= 100) << "gpumem explain at line " << explain;
 }
 
-// Every relative link of the README and the docs index leads to a file of the checkout.
-TEST(DocsCommands, RelativeLinksOfTheReadmeAndTheIndexExist)
+// Every relative link of the README, the change log and the docs pages leads to a file of the
+// checkout (the README's reference material moved into docs/, so a broken link loses it).
+TEST(DocsCommands, RelativeLinksOfTheReadmeAndTheDocsExist)
 {
+    const fs::path src = GPUMEM_SOURCE_DIR;
+    std::vector<std::string> docs { "README.md", "CHANGELOG.md" };
+    for (const auto& e : fs::directory_iterator(src / "docs"))
+        if (e.path().extension() == ".md")
+            docs.push_back("docs/" + e.path().filename().string());
+    EXPECT_GE(docs.size(), 12u);
     const std::regex link(R"(\]\(([^)#\s]+)(#[^)\s]*)?\))");
-    for (const std::string rel : { "README.md", "docs/index.md", "docs/guides.md" }) {
-        const fs::path path = fs::path(GPUMEM_SOURCE_DIR) / rel;
+    for (const std::string& rel : docs) {
+        const fs::path path = src / rel;
         const std::string doc = slurp(path);
         int links = 0;
         for (auto it = std::sregex_iterator(doc.begin(), doc.end(), link); it != std::sregex_iterator(); ++it) {
@@ -358,6 +365,8 @@ TEST(DocsCommands, RelativeLinksOfTheReadmeAndTheIndexExist)
             ++links;
             EXPECT_TRUE(fs::exists(path.parent_path() / target)) << rel << " links to " << target << ", which does not exist";
         }
-        EXPECT_GT(links, 3) << rel;
+        if (rel == "README.md" || rel == "docs/index.md" || rel == "docs/guides.md") {
+            EXPECT_GT(links, 3) << rel;
+        }
     }
 }
