@@ -58,7 +58,8 @@ cap() { local l; l=$(left); [ "$l" -gt 10 ] || die "out of time (5 minutes)"; ec
 first_file() { for f in "$@"; do [ -f "$f" ] && { echo "$f"; return 0; }; done; return 1; }
 gpumem=${gpumem:-$(first_file "$build/bin/gpumem" "$build/cli/gpumem" || true)}
 tracer=$(first_file "$build/lib/libgpumem_tracer.so" "$build/tracer/libgpumem_tracer.so" || true)
-program=$(first_file "$build/bin/gpu_check" "$build/gpu_check/gpu_check" || true)
+# GPU_CHECK_PROGRAM replaces gpu_check (tests/gpu/rehearse_gpu_half.sh runs a stand-in).
+program=${GPU_CHECK_PROGRAM:-$(first_file "$build/bin/gpu_check" "$build/gpu_check/gpu_check" || true)}
 src=$root/tests/gpu/gpu_check.cu
 checker=$root/tests/gpu/check_trace.py
 sample_plan=$root/tests/gpu/data/plan-steps4.jsonl
@@ -92,10 +93,10 @@ build_program() {
   # sm_80 (A100), sm_90 (H100/H200) and compute_90 PTX for newer GPUs.
   "$nvcc" -std=c++17 -O2 -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings \
     -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code='[sm_90,compute_90]' \
-    -I"$cuda_home/include" "$src" -o "$bin.tmp" \
+    -I"$cuda_home/include" "$src" -o "$bin.tmp.$$" \
     -L"$cuda_home/lib64" -lcublas -ldl -Xlinker -rpath,"$cuda_home/lib64" \
     || die "nvcc failed to build $src"
-  mv "$bin.tmp" "$bin"
+  mv "$bin.tmp.$$" "$bin"
   program=$bin
 }
 
@@ -226,7 +227,7 @@ gpu_half() {
     export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$build/lib/fallback"
   fi
   "$gpumem" --version >/dev/null || die "$gpumem does not run here: $("$gpumem" --version 2>&1 | head -3)"
-  if ldd "$program" | grep -q 'not found'; then
+  if ldd "$program" 2>/dev/null | grep -q "not found"; then
     die "gpu_check cannot load: $(ldd "$program" | grep 'not found' | tr -s ' \t' ' ')"
   fi
   export GPUMEM_TRACER_LIBRARY=$tracer
