@@ -151,7 +151,7 @@ copy_deps() {
   local dest=$1 bin=$2
   ldd "$bin" | awk '/=> \//{print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
-      libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libcuda.so*|libnvidia*) ;;
+      libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libutil.so*|ld-linux*|libcuda.so*|libnvidia*) ;;
       libcublas*|libnccl*) ;;  # hundreds of MB: found on the GPU machine instead (find_cuda_libs)
       libstdc++*|libgcc_s*) cp -L "$lib" "$dest/lib/fallback/" ;;
       *) cp -L "$lib" "$dest/lib/" ;;

@@ -451,17 +451,17 @@ def check_vmm(rep, run, trace, matched):
             problems)
 
 
+# Ranges (path components) inside which a library allocates: NCCL in its init, all-reduce and
+# destroy; cuBLAS at handle creation and (lazily) at its first GEMMs of a stream.
+NCCL_RANGES = {"nccl", "allreduce"}
+CUBLAS_RANGES = {"cublas", "forward", "backward"}
+
+
 def check_libraries(rep, run, trace, unmatched):
-    """cuBLAS and NCCL memory: the events the program did not make itself."""
-    nccl_setup = run.header.get("libraries", {}).get("nccl") or "gpu_check/setup/nccl"
-
-    def in_nccl_range(path):
-        parts = path.split("/")
-        return (path == nccl_setup or path.startswith(nccl_setup + "/") or "allreduce" in parts
-                or path.startswith("gpu_check/teardown/nccl"))
-
+    """The allocations the program did not make itself: cuBLAS's and NCCL's, told apart by the
+    library the tracer names (its one-frame site from CUPTI's allocation source)."""
     libs = {}
-    unattributed = {"cublas": [], "nccl": []}
+    problems = {"cublas": [], "nccl": [], "unplanned": []}
     outside = {}
     for ev in unmatched:
         if ev["kind"] not in ALLOCATING_KINDS:
@@ -472,34 +472,39 @@ def check_libraries(rep, run, trace, unmatched):
         if not path.startswith("gpu_check"):
             outside[lib or "<no site>"] = outside.get(lib or "<no site>", 0) + 1
             continue
-        which = "nccl" if in_nccl_range(path) else "cublas"
-        want = NCCL_LIBS if which == "nccl" else CUBLAS_LIBS
-        if not lib.startswith(want):
-            unattributed[which].append(f"{ev['kind']} of {ev['size']} B at 0x{ev['addr']:x} in {path!r} "
-                                       f"attributed to {lib or 'no library'}")
+        parts = set(path.split("/"))
+        what = f"{ev['kind']} of {ev['size']} B at 0x{ev['addr']:x} in {path!r} attributed to {lib or 'no library'}"
+        if parts & NCCL_RANGES:
+            if not lib.startswith(NCCL_LIBS):
+                problems["nccl"].append(what)
+        elif parts & CUBLAS_RANGES:
+            if not lib.startswith(CUBLAS_LIBS):
+                problems["cublas"].append(what)
+        elif not lib.startswith(CUBLAS_LIBS + NCCL_LIBS):
+            problems["unplanned"].append(what)
 
     def total(prefixes):
         evs = [e for lib, es in libs.items() if lib.startswith(prefixes) for e in es]
         return len(evs), sum(e["size"] for e in evs)
 
     n, b = total(CUBLAS_LIBS)
-    problems = list(unattributed["cublas"])
     if n == 0:
-        problems.insert(0, "no allocation in the trace is attributed to libcublas (site of the tracer's "
-                           "allocation source)")
-    rep.add("cublas", True, f"{n} allocations ({b} B) attributed to cuBLAS; every unplanned allocation in the "
-            f"program's ranges is cuBLAS's", problems)
+        problems["cublas"].insert(0, "no allocation in the trace is attributed to libcublas (the tracer's site "
+                                     "from CUPTI's allocation source)")
+    rep.add("cublas", True, f"{n} allocations ({b} B) attributed to cuBLAS; every allocation the program did "
+            f"not make in its cuBLAS ranges is cuBLAS's", problems["cublas"])
     if not run.nccl:
         rep.skip("nccl", f"the program ran without NCCL: {run.header.get('nccl_reason', 'no reason given')}")
     else:
         n, b = total(NCCL_LIBS)
-        problems = list(unattributed["nccl"])
         if n == 0:
-            problems.insert(0, "no allocation in the trace is attributed to libnccl")
-        rep.add("nccl", True, f"{n} allocations ({b} B) attributed to NCCL; every unplanned allocation in the "
-                f"NCCL ranges is NCCL's", problems)
+            problems["nccl"].insert(0, "no allocation in the trace is attributed to libnccl")
+        rep.add("nccl", True, f"{n} allocations ({b} B) attributed to NCCL; every allocation the program did not "
+                f"make in its NCCL ranges is NCCL's", problems["nccl"])
+    rep.add("unplanned", True, "no allocation in the program's other ranges that neither the program nor a "
+            "library made", problems["unplanned"])
     if outside:
-        rep.info("other-threads", "allocations outside the program's ranges, by library: "
+        rep.info("other-threads", "allocations outside the program's ranges (library threads), by library: "
                  + ", ".join(f"{k} {v}" for k, v in sorted(outside.items())))
 
 
@@ -581,6 +586,8 @@ def check_all(run, trace, plan=None, baseline=None, max_overhead=1.5):
 T0 = 1_764_000_000_000_000_000
 CUBLAS_SO = "/usr/local/cuda/lib64/libcublasLt.so.13"
 NCCL_SO = "/usr/local/cuda/lib64/libnccl.so.2"
+PROGRAM = "/work/build/ci/gpu_check/gpu_check"  # its own allocations' source (cudart is linked in)
+PROGRAM_SITE = 3
 POOL_BASE = 0x7F2000000000
 STREAM_HANDLE = 13
 
@@ -654,7 +661,7 @@ def synthesize(plan, mutate=None):
             stream = 1 if memory == "pool" else (2 if memory == "pinned" else 0)
             if memory == "pool":
                 o["stream"] = STREAM_HANDLE
-            ev = emit((ALLOC_KIND if allocating else FREE_KIND)[api], dev, stream, addr, size, path)
+            ev = emit((ALLOC_KIND if allocating else FREE_KIND)[api], dev, stream, addr, size, path, site=PROGRAM_SITE)
             bracket(o, ev)
             if memory == "pool":
                 live_pool[0] += size if allocating else -size
@@ -737,19 +744,19 @@ def synthesize(plan, mutate=None):
     elif mutate == "drop_free":
         del mem[first(lambda e: e["kind"] == "segment_free")]
     elif mutate == "wrong_size":
-        mem[first(lambda e: e["kind"] == "segment_alloc" and e["site"] == 0)]["size"] += 512
+        mem[first(lambda e: e["kind"] == "segment_alloc" and e["site"] == PROGRAM_SITE)]["size"] += 512
     elif mutate == "wrong_range":
         e = mem[first(lambda e: e["kind"] == "alloc" and "step 3/forward/layer 2" in path_of(scope_rows, e["scope"]))]
         e["scope"] = scope("gpu_check/step 3/forward/layer 1")
     elif mutate == "no_range":
-        mem[first(lambda e: e["kind"] == "segment_alloc" and e["site"] == 0)]["scope"] = 0
+        mem[first(lambda e: e["kind"] == "segment_alloc" and e["site"] == PROGRAM_SITE)]["scope"] = 0
     elif mutate == "outside_step":
         e = mem[first(lambda e: e["kind"] == "alloc" and "step 2/" in path_of(scope_rows, e["scope"]))]
         ann_step = next(a for a in ann if a["name"] == "step 2")
         ann_step["start"] = e["t"] + 1
     elif mutate == "swap_order":
-        a = first(lambda e: e["kind"] == "segment_alloc" and e["site"] == 0)
-        b = first(lambda e: e["kind"] == "segment_alloc" and e["site"] == 0 and e is not mem[a])
+        a = first(lambda e: e["kind"] == "segment_alloc" and e["site"] == PROGRAM_SITE)
+        b = first(lambda e: e["kind"] == "segment_alloc" and e["site"] == PROGRAM_SITE and e is not mem[a])
         mem[a]["t"], mem[b]["t"] = mem[b]["t"], mem[a]["t"]
         mem[a]["seq"], mem[b]["seq"] = mem[b]["seq"], mem[a]["seq"]
     elif mutate == "pinned_as_device":
@@ -778,6 +785,11 @@ def synthesize(plan, mutate=None):
         e["addr"] += 0x100
         e["seq"] += 100000
         mem.append(e)
+    elif mutate == "unplanned_event":
+        e = dict(mem[first(lambda e: e["kind"] == "segment_alloc" and "step 1/loss" in path_of(scope_rows, e["scope"]))])
+        e["addr"] += 0x40000000
+        e["seq"] += 100000
+        mem.append(e)
     elif mutate == "drop_map":
         del mem[first(lambda e: e["kind"] == "segment_map")]
     elif mutate == "drop_vmm_create":
@@ -802,8 +814,10 @@ def synthesize(plan, mutate=None):
                {"type": "stream", "id": 2, "device": 1, "handle": 0},
                {"type": "frame", "id": 1, "name": os.path.basename(CUBLAS_SO), "file": CUBLAS_SO, "line": 0},
                {"type": "frame", "id": 2, "name": os.path.basename(NCCL_SO), "file": NCCL_SO, "line": 0},
+               {"type": "frame", "id": 3, "name": os.path.basename(PROGRAM), "file": PROGRAM, "line": 0},
                {"type": "site", "id": 1, "frames": [1]},
-               {"type": "site", "id": 2, "frames": [2]}]
+               {"type": "site", "id": 2, "frames": [2]},
+               {"type": "site", "id": 3, "frames": [3]}]
     records += scope_rows
     records += [{"type": "counter_series", "id": 0, "name": f"pool 0x{POOL_BASE:x} reserved", "device": 0},
                 {"type": "counter_series", "id": 1, "name": f"pool 0x{POOL_BASE:x} used", "device": 0},
@@ -835,6 +849,7 @@ MUTATIONS = {
     "dropped_records": "complete", "exit_signal": "complete",
     "missing_kernel": "kernels", "unnamed_kernel": "kernels", "few_gemms": "kernels",
     "cublas_unattributed": "cublas", "nccl_unattributed": "nccl", "extra_event": "cublas",
+    "unplanned_event": "unplanned",
     "drop_map": "vmm", "drop_vmm_create": "vmm", "no_pool_trim": "pool", "pool_used_low": "pool",
     "slow": "overhead", "plan_mismatch": "plan",
 }
@@ -876,7 +891,7 @@ def selftest(plan_path, gpumem=None, workdir=None):
         if mutate is None:
             ok = not failed and all(rep.status(n) == "PASS" for n in
                                     ("allocations", "frees", "order", "nvtx", "pool", "vmm", "cublas", "kernels",
-                                     "complete", "overhead", "plan"))
+                                     "unplanned", "complete", "overhead", "plan"))
             ok = ok and rep.status("nccl") == ("PASS" if plan.nccl else "SKIP")
             verdict = "passes" if ok else f"FAILS ({', '.join(failed) or 'a check did not run'})"
             if not ok:
