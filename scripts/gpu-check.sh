@@ -7,7 +7,9 @@
 #   scripts/gpu-check.sh --cpu-only [--build-dir DIR]   the CPU half (CI): build the program where
 #        nvcc exists, its --plan (no GPU needed), and the checker against synthetic traces made
 #        from that plan, clean and broken, through `gpumem convert`
-#   scripts/gpu-check.sh [--build-dir DIR] [--out DIR]  the GPU half, where nvidia-smi sees a GPU
+#   scripts/gpu-check.sh [--build-dir DIR] [--out DIR] [--results DIR]   the GPU half, where
+#        nvidia-smi sees a GPU; --results gets at most 4 files, even when a step fails: the trace
+#        gpu_check.gmt, check.txt, summary.json and gpu-check.tar.gz (everything in --out)
 #   scripts/gpu-check.sh --stage DIR [--build-dir DIR]  copy what a GPU machine needs (gpumem, the
 #        tracer, gpu_check, their non-system libraries) into DIR, a small folder to carry there;
 #        then run `scripts/gpu-check.sh --build-dir DIR` on it
@@ -23,16 +25,18 @@ mode=gpu
 build=build/ci
 out=
 stage=
+results=
 steps=20
 max_overhead=1.5
 gpumem=
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu-only) mode=cpu ;;
     --build-dir) build=${2:?}; shift ;;
     --out) out=${2:?}; shift ;;
     --stage) mode=stage; stage=${2:?}; shift ;;
+    --results) results=${2:?}; shift ;;
     --steps) steps=${2:?}; shift ;;
     --max-overhead) max_overhead=${2:?}; shift ;;
     --gpumem) gpumem=${2:?}; shift ;;
@@ -194,9 +198,10 @@ find_cuda_libs() {
     while read -r d; do [ -d "$d/nvidia" ] && roots+=("$d/nvidia"); done \
       < <("$py" -c 'import site,sys; print("\n".join(site.getsitepackages()+[site.getusersitepackages()]))' 2>/dev/null || true)
   done
-  local name r hit
+  local name r hit known
+  known=$(ldconfig -p 2>/dev/null || true)  # (grep -q on a pipe would die of SIGPIPE under pipefail)
   for name in "${want[@]}"; do
-    if ldconfig -p 2>/dev/null | grep -q " $name "; then continue; fi
+    if grep -q " $name " <<<"$known"; then continue; fi
     hit=
     for r in "${roots[@]}"; do
       [ -d "$r" ] || continue
@@ -216,7 +221,19 @@ find_cuda_libs() {
   fi
 }
 
+# The few files a GPU machine sends back (at most 8 come back from a device run): copied on any exit.
+collect_results() {
+  [ -n "$results" ] || return 0
+  mkdir -p "$results"
+  local f
+  for f in gpu_check.gmt check.txt summary.json; do
+    [ -f "$out/$f" ] && cp "$out/$f" "$results/"
+  done
+  tar -czf "$results/gpu-check.tar.gz" -C "$(dirname "$out")" "$(basename "$out")" 2>/dev/null || true
+}
+
 gpu_half() {
+  trap collect_results EXIT
   command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 \
     || die "no GPU (nvidia-smi sees none); the CPU half is scripts/gpu-check.sh --cpu-only"
   [ -n "$gpumem" ] && [ -x "$gpumem" ] || die "no gpumem in $build"
@@ -227,9 +244,9 @@ gpu_half() {
     export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$build/lib/fallback"
   fi
   "$gpumem" --version >/dev/null || die "$gpumem does not run here: $("$gpumem" --version 2>&1 | head -3)"
-  if ldd "$program" 2>/dev/null | grep -q "not found"; then
-    die "gpu_check cannot load: $(ldd "$program" | grep 'not found' | tr -s ' \t' ' ')"
-  fi
+  local missing
+  missing=$(ldd "$program" 2>/dev/null | grep 'not found' || true)
+  [ -z "$missing" ] || die "gpu_check cannot load: $(echo "$missing" | tr -s ' \t\n' ' ')"
   export GPUMEM_TRACER_LIBRARY=$tracer
   {
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv

@@ -21,13 +21,20 @@ SMI
 chmod +x "$work/bin/nvidia-smi"
 run() {
   PATH="$work/bin:$PATH" GPU_CHECK_PROGRAM="$root/tests/gpu/fake_gpu_check.sh" GPU_CHECK_FAKE_GPUMEM="$gpumem" \
-    "$root/scripts/gpu-check.sh" --build-dir "$build" --gpumem "$gpumem" --steps 4 --out "$work/$1"
+    "$root/scripts/gpu-check.sh" --build-dir "$build" --gpumem "$gpumem" --steps 4 --out "$work/$1" \
+    --results "$work/$1-results"
 }
 run clean >"$work/clean.txt" 2>&1 || { cat "$work/clean.txt"; echo "rehearsal: the clean run failed" >&2; exit 1; }
 grep -q '^gpu-check: PASSED (GPU half)' "$work/clean.txt" || { cat "$work/clean.txt"; exit 1; }
 for f in gpu_check.gmt trace.jsonl.gz check.txt summary.json environment.txt plan.jsonl baseline.jsonl run.jsonl; do
   [ -s "$work/clean/$f" ] || { echo "rehearsal: the clean run left no $f" >&2; exit 1; }
 done
+# What a GPU machine sends back: four files, the whole --out folder in the archive.
+[ "$(ls "$work/clean-results" | tr '\n' ' ')" = "check.txt gpu-check.tar.gz gpu_check.gmt summary.json " ] \
+  || { ls -l "$work/clean-results"; echo "rehearsal: --results does not hold the four files" >&2; exit 1; }
+tar -tzf "$work/clean-results/gpu-check.tar.gz" >"$work/archive.txt"
+grep -q '^clean/run.jsonl$' "$work/archive.txt" \
+  || { echo "rehearsal: gpu-check.tar.gz lacks clean/run.jsonl" >&2; exit 1; }
 rc=0
 GPU_CHECK_FAKE_MUTATE=drop_alloc run broken >"$work/broken.txt" 2>&1 || rc=$?
 if [ "$rc" != 1 ] || ! grep -q '^FAIL allocations:' "$work/broken.txt"; then
@@ -35,4 +42,5 @@ if [ "$rc" != 1 ] || ! grep -q '^FAIL allocations:' "$work/broken.txt"; then
   echo "rehearsal: a trace missing an allocation gave exit $rc, not 1 with 'FAIL allocations'" >&2
   exit 1
 fi
+[ -s "$work/broken-results/check.txt" ] || { echo "rehearsal: the failed run sent back no check.txt" >&2; exit 1; }
 echo "rehearsal: the GPU half passes a clean stand-in run and fails one missing an allocation (allocations)"
