@@ -800,6 +800,12 @@ private:
             deviceFree(m_b[l]);
             deviceFree(m_w[l]);
         }
+        // cuBLAS goes before the pool it may have taken stream-ordered memory from.
+        {
+            Range c(m_l, "cublas");
+            if (!m_l.plan())
+                CKB(cublasDestroy(m_blas));
+        }
         {
             Range p(m_l, "pool");
             m_l.start();
@@ -817,11 +823,6 @@ private:
                 CK(cudaMemPoolDestroy(m_pool));
             }
             m_l.op("pool_destroy", "cudaMemPoolDestroy", "pool", "pool", 0, nullptr);
-        }
-        {
-            Range c(m_l, "cublas");
-            if (!m_l.plan())
-                CKB(cublasDestroy(m_blas));
         }
         if (!m_l.plan()) {
             CK(cudaStreamDestroy(m_stream));
