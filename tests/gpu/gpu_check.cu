@@ -30,8 +30,8 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdint>
@@ -51,26 +51,26 @@ namespace {
     std::exit(1);
 }
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess)                                                                     \
-            die(#call, cudaGetErrorString(e_), __FILE__, __LINE__);                                \
+#define CK(call)                                                                                                       \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess)                                                                                         \
+            die(#call, cudaGetErrorString(e_), __FILE__, __LINE__);                                                    \
     } while (0)
-#define CKB(call)                                                                                  \
-    do {                                                                                           \
-        cublasStatus_t s_ = (call);                                                                \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                           \
-            die(#call, cublasGetStatusString(s_), __FILE__, __LINE__);                             \
+#define CKB(call)                                                                                                      \
+    do {                                                                                                               \
+        cublasStatus_t s_ = (call);                                                                                    \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                                               \
+            die(#call, cublasGetStatusString(s_), __FILE__, __LINE__);                                                 \
     } while (0)
-#define CKD(call)                                                                                  \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            char buf_[32];                                                                         \
-            std::snprintf(buf_, sizeof buf_, "CUresult %d", int(r_));                              \
-            die(#call, buf_, __FILE__, __LINE__);                                                  \
-        }                                                                                          \
+#define CKD(call)                                                                                                      \
+    do {                                                                                                               \
+        CUresult r_ = (call);                                                                                          \
+        if (r_ != CUDA_SUCCESS) {                                                                                      \
+            char buf_[32];                                                                                             \
+            std::snprintf(buf_, sizeof buf_, "CUresult %d", int(r_));                                                  \
+            die(#call, buf_, __FILE__, __LINE__);                                                                      \
+        }                                                                                                              \
     } while (0)
 
 // ------------------------------------------------------------------------------------ kernels
@@ -79,7 +79,8 @@ namespace {
 
 extern "C" __global__ void gc_init_uniform(float* p, std::uint64_t n, std::uint32_t seed, float scale)
 {
-    for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < n; i += std::uint64_t(gridDim.x) * blockDim.x) {
+    for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < n;
+         i += std::uint64_t(gridDim.x) * blockDim.x) {
         std::uint32_t h = std::uint32_t(i) * 2654435761u ^ seed;
         h ^= h >> 16;
         h *= 0x7feb352du;
@@ -133,7 +134,8 @@ extern "C" __global__ void gc_bias_grad(const float* dz, float* db, int rows, in
 // v = mu v + g; w -= lr v.
 extern "C" __global__ void gc_sgd_momentum(float* w, const float* g, float* v, std::uint64_t n, float lr, float mu)
 {
-    for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < n; i += std::uint64_t(gridDim.x) * blockDim.x) {
+    for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < n;
+         i += std::uint64_t(gridDim.x) * blockDim.x) {
         v[i] = mu * v[i] + g[i];
         w[i] -= lr * v[i];
     }
@@ -206,11 +208,13 @@ public:
         const void* addr, long long stream = -1, const std::string& extra = "")
     {
         const std::int64_t t1 = m_plan ? 0 : now();
-        std::fprintf(m_out, "{\"type\":\"op\",\"order\":%d,\"op\":\"%s\",\"api\":\"%s\",\"id\":%s,\"memory\":\"%s\",\"size\":%" PRIu64
-                            ",\"range\":%s",
+        std::fprintf(m_out,
+            "{\"type\":\"op\",\"order\":%d,\"op\":\"%s\",\"api\":\"%s\",\"id\":%s,\"memory\":\"%s\",\"size\":%" PRIu64
+            ",\"range\":%s",
             m_order++, op, api, jsonString(id).c_str(), memory, size, jsonString(path()).c_str());
         if (!m_plan && addr != nullptr)
-            std::fprintf(m_out, ",\"addr\":%" PRIu64, static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(addr)));
+            std::fprintf(
+                m_out, ",\"addr\":%" PRIu64, static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(addr)));
         if (!m_plan && stream >= 0)
             std::fprintf(m_out, ",\"stream\":%lld", stream);
         if (!m_plan)
@@ -406,10 +410,12 @@ public:
             k += (first ? "" : ",") + jsonString(name) + ":" + std::to_string(count);
             first = false;
         }
-        k += "},\"gemm_calls\":" + std::to_string(m_gemms) + ",\"allreduce_calls\":" + std::to_string(m_allreduces) + "}";
+        k += "},\"gemm_calls\":" + std::to_string(m_gemms) + ",\"allreduce_calls\":" + std::to_string(m_allreduces)
+            + "}";
         m_l.line(k);
         if (!m_l.plan()) {
-            std::fprintf(stderr, "gpu_check: loss %.6f after step 0, %.6f after step %d\n", m_firstLoss, m_lastLoss, m_o.steps - 1);
+            std::fprintf(stderr, "gpu_check: loss %.6f after step 0, %.6f after step %d\n", m_firstLoss, m_lastLoss,
+                m_o.steps - 1);
             if (!(m_lastLoss < m_firstLoss)) {
                 std::fprintf(stderr, "gpu_check: the loss did not go down; the MLP did not train\n");
                 return 1;
@@ -494,8 +500,8 @@ private:
             gc_init_uniform<<<blocks(n), 256, 0, m_stream>>>(b.p, n, seed, scale);
     }
     // C (m x n) = op(A) op(B), column-major.
-    void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
-        float* c, int ldc)
+    void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float* a, int lda, const float* b,
+        int ldb, float* c, int ldc)
     {
         ++m_gemms;
         if (m_l.plan())
@@ -609,7 +615,8 @@ private:
                 die("vmmSetup", "the VMM granularity does not divide 16 MiB", __FILE__, __LINE__);
             CKD(m_vmm[0].reserve(&m_vmmBase, 2 * kVmmChunk, 0, 0, 0));
         }
-        m_l.op("reserve", "cuMemAddressReserve", "momentum.va", "vmm", 2 * kVmmChunk, reinterpret_cast<void*>(m_vmmBase));
+        m_l.op(
+            "reserve", "cuMemAddressReserve", "momentum.va", "vmm", 2 * kVmmChunk, reinterpret_cast<void*>(m_vmmBase));
         static const char* kPaths[2] = { "dlsym", "entry_point" };
         for (int c = 0; c < 2; ++c) {
             const std::string id = std::string("momentum.chunk") + std::to_string(c);
@@ -691,7 +698,8 @@ private:
                 if (l < 2) {
                     m_l.launched("gc_relu_backward");
                     if (!m_l.plan())
-                        gc_relu_backward<<<blocks(std::uint64_t(d[l + 1]) * B), 256, 0, m_stream>>>(dz.p, act[l].p, d[l + 1] * B);
+                        gc_relu_backward<<<blocks(std::uint64_t(d[l + 1]) * B), 256, 0, m_stream>>>(
+                            dz.p, act[l].p, d[l + 1] * B);
                 }
                 gemm(CUBLAS_OP_N, CUBLAS_OP_T, d[l + 1], d[l], B, dz.p, d[l + 1], in, d[l], m_gw[l].p, d[l + 1]);
                 m_l.launched("gc_bias_grad");
@@ -716,7 +724,8 @@ private:
             ++m_allreduces;
 #if GPU_CHECK_HAVE_NCCL_HEADER
             if (!m_l.plan()) {
-                ncclResult_t res = m_nccl.allReduce(m_gw[2].p, m_gw[2].p, m_gw[2].bytes / sizeof(float), ncclFloat, ncclSum, m_comm, m_stream);
+                ncclResult_t res = m_nccl.allReduce(
+                    m_gw[2].p, m_gw[2].p, m_gw[2].bytes / sizeof(float), ncclFloat, ncclSum, m_comm, m_stream);
                 if (res != ncclSuccess)
                     die("ncclAllReduce", m_nccl.errorString(res), __FILE__, __LINE__);
             }
@@ -742,8 +751,11 @@ private:
             if (s == 0)
                 m_firstLoss = loss;
             m_lastLoss = loss;
-            const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
-            m_l.line("{\"type\":\"step\",\"step\":" + std::to_string(s) + ",\"ns\":" + std::to_string(ns) + ",\"loss\":" + std::to_string(loss) + "}");
+            const auto ns
+                = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+                      .count();
+            m_l.line("{\"type\":\"step\",\"step\":" + std::to_string(s) + ",\"ns\":" + std::to_string(ns)
+                + ",\"loss\":" + std::to_string(loss) + "}");
         }
     }
 
@@ -781,7 +793,8 @@ private:
             m_l.start();
             if (!m_l.plan())
                 CKD(m_vmm[0].addressFree(m_vmmBase, 2 * kVmmChunk));
-            m_l.op("address_free", "cuMemAddressFree", "momentum.va", "vmm", 2 * kVmmChunk, reinterpret_cast<void*>(m_vmmBase));
+            m_l.op("address_free", "cuMemAddressFree", "momentum.va", "vmm", 2 * kVmmChunk,
+                reinterpret_cast<void*>(m_vmmBase));
         }
         {
             Range d(m_l, "data");

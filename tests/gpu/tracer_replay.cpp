@@ -16,11 +16,11 @@
 // takes 2 buffers in ncclCommInitAll through cudaMalloc, or with --nccl-cumem through
 // cuMemCreate + cuMemMap (NCCL's default where the driver allows it), which the tracer sees
 // through driver callbacks that carry no library. Exit status: 0 written, 1 unreadable input.
+#include "tests/tracer/tracer_test_util.h" // ActivityBuffer, memoryRecord, kernelRecord
 #include "tracer/activity_converter.h"
 #include "tracer/api_callbacks.h"
 #include "tracer/range_recorder.h"
 #include "tracer/trace_writer_thread.h"
-#include "tests/tracer/tracer_test_util.h" // ActivityBuffer, memoryRecord, kernelRecord
 
 #include <cupti.h>
 #include <nlohmann/json.hpp>
@@ -102,12 +102,13 @@ public:
         const TimeNs end = m_now;
         enter("");
         for (auto [address, source] : m_libraryLive)
-            memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, address, 0, end, next(), source);
+            memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, address, 0, end,
+                next(), source);
         launchKernels(kernels, ops.front()["t0"].get<TimeNs>());
         m_converter.convertBuffer(m_records.data(), m_records.size(), cuptiActivityGetNextRecord);
         m_sink.update([](SinkTables&, PendingEvents& p) {
-            p.metadataPatch.merge_patch(json { { "cupti_runtime_version", 130001 }, { "cupti_api_version", CUPTI_API_VERSION },
-                { "allocation_source", true } });
+            p.metadataPatch.merge_patch(json { { "cupti_runtime_version", 130001 },
+                { "cupti_api_version", CUPTI_API_VERSION }, { "allocation_source", true } });
             return 0;
         });
         writer.stop({ { "exit", "normal" } });
@@ -136,8 +137,8 @@ private:
         }
     }
 
-    void callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, CUpti_ApiCallbackSite site, std::uint32_t correlation,
-        void* params)
+    void callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, CUpti_ApiCallbackSite site,
+        std::uint32_t correlation, void* params)
     {
         CUpti_CallbackData d;
         std::memset(&d, 0, sizeof d);
@@ -149,8 +150,8 @@ private:
         m_api.onApi(domain, cbid, d);
     }
 
-    void memory(CUpti_ActivityMemoryOperationType type, CUpti_ActivityMemoryKind kind, std::uint64_t address, std::uint64_t bytes,
-        TimeNs t, std::uint32_t correlation, const char* source, std::int64_t stream = -1)
+    void memory(CUpti_ActivityMemoryOperationType type, CUpti_ActivityMemoryKind kind, std::uint64_t address,
+        std::uint64_t bytes, TimeNs t, std::uint32_t correlation, const char* source, std::int64_t stream = -1)
     {
         auto r = test::memoryRecord(type, kind, address, bytes, static_cast<std::uint64_t>(t), correlation);
         if (stream >= 0)
@@ -193,7 +194,8 @@ private:
         const std::uint64_t size = op["size"], address = op.value("addr", std::uint64_t(0));
         const TimeNs mid = (op["t0"].get<TimeNs>() + op["t1"].get<TimeNs>()) / 2;
         const std::int64_t stream = memoryKind == "pool" ? op.value("stream", std::int64_t(13)) : -1;
-        const auto kind = memoryKind == "pinned" ? CUPTI_ACTIVITY_MEMORY_KIND_PINNED : CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+        const auto kind
+            = memoryKind == "pinned" ? CUPTI_ACTIVITY_MEMORY_KIND_PINNED : CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
         static const std::map<std::string, CUpti_CallbackId> kAllocCbid = {
             { "cudaMalloc", CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020 },
             { "cudaMallocHost", CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020 },
@@ -260,7 +262,8 @@ private:
         const std::uint32_t c = next();
         m_now += 1;
         callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_API_ENTER, c, nullptr);
-        memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, address, size, m_now, c, source);
+        memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, address, size, m_now,
+            c, source);
         m_libraryLive.emplace_back(address, source);
     }
     void nccl(std::uint64_t address, std::uint64_t size)
@@ -281,7 +284,8 @@ private:
             for (int i = 0; i < count.get<int>(); ++i)
                 names.push_back(name);
         for (int i = 0; i < kernels.value("gemm_calls", 0); ++i)
-            names.push_back("sm90_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel__51_cublas");
+            names.push_back("sm90_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_"
+                            "alignc4_execute_kernel__51_cublas");
         for (int i = 0; i < kernels.value("allreduce_calls", 0); ++i)
             names.push_back("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
         TimeNs t = start + 1000;
@@ -327,7 +331,8 @@ int main(int argc, char** argv)
             try {
                 lines.push_back(json::parse(text));
             } catch (const json::exception& e) {
-                throw std::runtime_error(std::string(argv[1]) + ":" + std::to_string(n) + ": not valid JSON (" + e.what() + ")");
+                throw std::runtime_error(
+                    std::string(argv[1]) + ":" + std::to_string(n) + ": not valid JSON (" + e.what() + ")");
             }
         }
         Replay(argc == 4).run(lines, argv[2]);
