@@ -43,9 +43,9 @@ ALLOCATING_KINDS = {"alloc", "segment_alloc", "segment_map"}
 VMM_SERIES = "vmm physical bytes"
 # Anomalies that make a recorded trace incomplete (tracer/activity_converter.cpp, trace_sink.cpp).
 INCOMPLETE = {"dropped_records", "tracer_backlog_full", "kernel_timestamps_lost", "cupti_buffer_error", "truncated"}
-CUBLAS_LIBS = ("libcublas",)
-SLACK_NS = 50_000  # how far outside its call's host-time window an event may lie  # libcublas.so.13 and libcublasLt.so.13
+CUBLAS_LIBS = ("libcublas",)  # libcublas.so.13 and libcublasLt.so.13
 NCCL_LIBS = ("libnccl",)
+SLACK_NS = 50_000  # how far outside its call's host-time window an event may lie
 
 
 class InputError(Exception):
@@ -230,7 +230,7 @@ def check_plan(rep, run, plan):
         if any(a.get(k) != b.get(k) for k in keys):
             problems.append(f"run {describe(a)} but plan {describe(b)}")
             break
-    if run.kernels.get("own") != plan.kernels.get("own") or run.kernels.get("gemm_calls") != plan.kernels.get("gemm_calls"):
+    if any(run.kernels.get(k) != plan.kernels.get(k) for k in ("own", "gemm_calls", "allreduce_calls")):
         problems.append("kernel launch counts differ between run and plan")
     if run.nccl != plan.nccl:
         problems.append(f"NCCL {'on' if run.nccl else 'off'} in the run, {'on' if plan.nccl else 'off'} in the plan")
@@ -245,7 +245,8 @@ def match_ops(run, trace):
     """Pairs each planned memory operation with its trace event: an unused event of the expected
     kind at the same address, preferably inside the call's host-time window [t0, t1] (± SLACK_NS,
     never past the neighbouring planned operations at that address), else the first one between
-    the previous and the next planned operation at that address (the order check reports it). Returns ({order: event}, {order: inside window}, unused events)."""
+    the previous and the next planned operation at that address (the order check reports it).
+    Returns ({order: event}, {order: inside window}, unused events)."""
     queues = {}
     for ev in trace.mem:
         queues.setdefault((ev["kind"], ev["addr"]), []).append(ev)
@@ -296,7 +297,8 @@ def check_memory(rep, run, trace, matched):
         dev = trace.device_of(ev)
         if op["memory"] == "pinned":
             if dev.get("kind") != "cpu" or dev.get("name") != "pinned host":
-                problems.append(f"{describe(op)} is on device {dev.get('kind')}/{dev.get('name', '')!r}, not cpu/'pinned host'")
+                problems.append(f"{describe(op)} is on device {dev.get('kind')}/{dev.get('name', '')!r}, "
+                                "not cpu/'pinned host'")
         elif dev.get("kind") != "cuda":
             problems.append(f"{describe(op)} is on a {dev.get('kind')} device, not cuda")
         handle = trace.stream_handle(ev)
@@ -385,7 +387,8 @@ def check_pool(rep, run, trace, matched):
         rep.skip("pool", "the program made no pool allocations")
         return
     # The converter samples "pool <base> used/reserved" at each pool allocation's own time.
-    used_names = {s["name"]: i for i, s in trace.series.items() if s["name"].endswith(" used") and s["name"].startswith("pool ")}
+    used_names = {s["name"]: i for i, s in trace.series.items()
+                  if s["name"].endswith(" used") and s["name"].startswith("pool ")}
     at_time = {}
     for c in trace.counters:
         at_time.setdefault(c["t"], set()).add(c["series"])
@@ -400,7 +403,8 @@ def check_pool(rep, run, trace, matched):
             problems.append(f"{describe(op)} has no 'pool … used' sample at its time")
         bases |= {n[len("pool "):-len(" used")] for n in hit}
     if len(bases) != 1:
-        problems.append(f"the pool allocations point at {len(bases)} pools ({', '.join(sorted(bases)) or 'none'}); expected 1")
+        problems.append(f"the pool allocations point at {len(bases)} pools "
+                        f"({', '.join(sorted(bases)) or 'none'}); expected 1")
         rep.add("pool", False, "", problems)
         return
     base = bases.pop()
@@ -542,7 +546,8 @@ def check_complete(rep, trace):
         problems.append(f"the tracer switched itself off: {md['tracer_disabled']}")
     if md.get("allocation_source") is not True:
         problems.append(f"allocation_source is {md.get('allocation_source')!r}: library attribution is off")
-    rep.add("complete", True, f"no dropped records, exit normal, CUPTI {md.get('cupti_runtime_version', '?')}", problems)
+    rep.add("complete", True, f"no dropped records, exit normal, CUPTI {md.get('cupti_runtime_version', '?')}",
+            problems)
 
 
 def median_step_ns(exp):
@@ -786,7 +791,8 @@ def synthesize(plan, mutate=None):
         e["seq"] += 100000
         mem.append(e)
     elif mutate == "unplanned_event":
-        e = dict(mem[first(lambda e: e["kind"] == "segment_alloc" and "step 1/loss" in path_of(scope_rows, e["scope"]))])
+        e = dict(mem[first(lambda e: e["kind"] == "segment_alloc"
+                           and "step 1/loss" in path_of(scope_rows, e["scope"]))])
         e["addr"] += 0x40000000
         e["seq"] += 100000
         mem.append(e)
@@ -903,7 +909,8 @@ def selftest(plan_path, gpumem=None, workdir=None):
             if not ok:
                 failures.append(f"{mutate}: {verdict}\n{rep.text()}")
         detail = rep.first_problem.get(MUTATIONS.get(mutate), "")
-        print(f"selftest {tag:20} {verdict}" + (f": {detail[:70]}" + ("…" if len(detail) > 70 else "") if mutate and ok else ""))
+        shown = f": {detail[:70]}" + ("…" if len(detail) > 70 else "") if mutate and ok else ""
+        print(f"selftest {tag:20} {verdict}{shown}")
     if own_dir and not failures:
         for f in os.listdir(workdir):
             os.unlink(os.path.join(workdir, f))
