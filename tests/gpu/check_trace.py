@@ -82,6 +82,10 @@ class Expected:
         ks = [r for r in records if r.get("type") == "kernels"]
         self.kernels = ks[0] if ks else None
         self.steps = [r for r in records if r.get("type") == "step"]
+        self.failed = {}  # part -> reasons: what failed on the GPU machine (gpu_check's "failed" lines)
+        for r in records:
+            if r.get("type") == "failed":
+                self.failed.setdefault(r.get("part", "?"), []).append(r.get("reason", ""))
         for i, op in enumerate(self.ops):
             if op.get("order") != i:
                 raise InputError(f"{path}: op {i} has order {op.get('order')}; the list is out of order")
@@ -234,6 +238,8 @@ def check_plan(rep, run, plan):
         problems.append("kernel launch counts differ between run and plan")
     if run.nccl != plan.nccl:
         problems.append(f"NCCL {'on' if run.nccl else 'off'} in the run, {'on' if plan.nccl else 'off'} in the plan")
+    if problems and run.failed:
+        problems.append("parts failed on this machine: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in run.failed.items()))
     rep.add("plan", True, f"the run did the {len(plan.ops)} planned operations (--plan is truthful)", problems)
 
 
@@ -428,10 +434,10 @@ def check_pool(rep, run, trace, matched):
 
 def check_vmm(rep, run, trace, matched):
     maps = [op for op in run.ops if op["api"] in MAP_KIND]
-    if not maps:
+    problems = [f"VMM failed on this machine: {r}" for r in run.failed.get("vmm", [])]
+    if not maps and not problems:
         rep.skip("vmm", "the program made no VMM calls")
         return
-    problems = []
     for op in maps:
         ev = matched.get(op["order"])
         where = f"{describe(op)} via {op.get('path', '?')}"
@@ -497,7 +503,9 @@ def check_libraries(rep, run, trace, unmatched):
                                      "from CUPTI's allocation source)")
     rep.add("cublas", True, f"{n} allocations ({b} B) attributed to cuBLAS; every allocation the program did "
             f"not make in its cuBLAS ranges is cuBLAS's", problems["cublas"])
-    if not run.nccl:
+    if "nccl" in run.failed:
+        rep.add("nccl", False, "", [f"NCCL failed on this machine: {r}" for r in run.failed["nccl"]] + problems["nccl"])
+    elif not run.nccl:
         rep.skip("nccl", f"the program ran without NCCL: {run.header.get('nccl_reason', 'no reason given')}")
     else:
         n, b = total(NCCL_LIBS)
@@ -804,6 +812,10 @@ def synthesize(plan, mutate=None):
         del ann[next(i for i, a in enumerate(ann) if "trimmed" in a["name"])]
     elif mutate == "pool_used_low":
         counters = [(t, s, v // 4 if s == 1 else v) for t, s, v in counters]
+    elif mutate == "vmm_failed":
+        run_ops.append({"type": "failed", "part": "vmm", "reason": "cuMemCreate returned CUresult 801"})
+    elif mutate == "nccl_failed":
+        run_ops.append({"type": "failed", "part": "nccl", "reason": "ncclAllReduce: unhandled system error"})
     elif mutate == "slow":
         base_steps = [dict(s, ns=s["ns"] // 2) for s in base_steps]
     elif mutate == "plan_mismatch":
@@ -857,7 +869,7 @@ MUTATIONS = {
     "cublas_unattributed": "cublas", "nccl_unattributed": "nccl", "extra_event": "cublas",
     "unplanned_event": "unplanned",
     "drop_map": "vmm", "drop_vmm_create": "vmm", "no_pool_trim": "pool", "pool_used_low": "pool",
-    "slow": "overhead", "plan_mismatch": "plan",
+    "vmm_failed": "vmm", "nccl_failed": "nccl", "slow": "overhead", "plan_mismatch": "plan",
 }
 
 

@@ -15,7 +15,10 @@
 // The plan and the run are made by the same code path (Ledger decides whether to call CUDA), so
 // the plan is what the run does, less addresses and times. NCCL is loaded with dlopen so that a
 // machine without libnccl.so.2 still runs the rest; the header line says why NCCL was left out.
-// Exit status: 0 ok, 1 a CUDA/cuBLAS/NCCL call failed or the loss did not go down, 2 usage.
+// A VMM or NCCL failure (a sandbox without them) is written as a {"type":"failed"} line and the
+// run goes on without that part (momentum buffers then come from cudaMalloc), so one GPU run still
+// checks the rest. Exit status: 0 ok, 1 a CUDA or cuBLAS call failed or the loss did not go down,
+// 2 usage.
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -41,6 +44,7 @@
 #include <ctime>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -62,15 +66,6 @@ namespace {
         cublasStatus_t s_ = (call);                                                                                    \
         if (s_ != CUBLAS_STATUS_SUCCESS)                                                                               \
             die(#call, cublasGetStatusString(s_), __FILE__, __LINE__);                                                 \
-    } while (0)
-#define CKD(call)                                                                                                      \
-    do {                                                                                                               \
-        CUresult r_ = (call);                                                                                          \
-        if (r_ != CUDA_SUCCESS) {                                                                                      \
-            char buf_[32];                                                                                             \
-            std::snprintf(buf_, sizeof buf_, "CUresult %d", int(r_));                                                  \
-            die(#call, buf_, __FILE__, __LINE__);                                                                      \
-        }                                                                                                              \
     } while (0)
 
 // ------------------------------------------------------------------------------------ kernels
@@ -261,56 +256,48 @@ struct Vmm {
     decltype(&cuMemGetAllocationGranularity) granularity = nullptr;
 };
 
-template <class F> void dlsymInto(void* lib, const char* name, F& f)
+// Fills the table from `lookup(name)`; false (and `why`) when a function is missing.
+template <class Lookup> bool fillVmm(Vmm& v, Lookup lookup, std::string& why)
 {
-    f = reinterpret_cast<F>(::dlsym(lib, name));
-    if (f == nullptr)
-        die("dlsym", name, __FILE__, __LINE__);
+    auto one = [&](const char* name, auto& f) {
+        f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(lookup(name));
+        if (f == nullptr && why.empty())
+            why = std::string("no ") + name;
+        return f != nullptr;
+    };
+    return one("cuMemCreate", v.create) & one("cuMemRelease", v.release) & one("cuMemMap", v.map)
+        & one("cuMemUnmap", v.unmap) & one("cuMemAddressReserve", v.reserve) & one("cuMemAddressFree", v.addressFree)
+        & one("cuMemSetAccess", v.setAccess) & one("cuMemGetAllocationGranularity", v.granularity);
 }
 
 // The symbols libcuda exports (what a program linked with -lcuda calls).
-Vmm vmmByDlsym()
+bool vmmByDlsym(Vmm& v, std::string& why)
 {
     void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (lib == nullptr)
         lib = ::dlopen("libcuda.so.1", RTLD_NOW);
-    if (lib == nullptr)
-        die("dlopen(libcuda.so.1)", ::dlerror(), __FILE__, __LINE__);
-    Vmm v;
-    dlsymInto(lib, "cuMemCreate", v.create);
-    dlsymInto(lib, "cuMemRelease", v.release);
-    dlsymInto(lib, "cuMemMap", v.map);
-    dlsymInto(lib, "cuMemUnmap", v.unmap);
-    dlsymInto(lib, "cuMemAddressReserve", v.reserve);
-    dlsymInto(lib, "cuMemAddressFree", v.addressFree);
-    dlsymInto(lib, "cuMemSetAccess", v.setAccess);
-    dlsymInto(lib, "cuMemGetAllocationGranularity", v.granularity);
-    return v;
-}
-
-template <class F> void entryPointInto(const char* name, F& f)
-{
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult status {};
-    CK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &status));
-    if (p == nullptr || status != cudaDriverEntryPointSuccess)
-        die("cudaGetDriverEntryPointByVersion", name, __FILE__, __LINE__);
-    f = reinterpret_cast<F>(p);
+    if (lib == nullptr) {
+        why = std::string("dlopen(libcuda.so.1): ") + ::dlerror();
+        return false;
+    }
+    return fillVmm(
+        v, [lib](const char* name) { return ::dlsym(lib, name); }, why);
 }
 
 // The entry points the runtime hands out (cuGetProcAddress): PyTorch's expandable segments path.
-Vmm vmmByEntryPoint()
+bool vmmByEntryPoint(Vmm& v, std::string& why)
 {
-    Vmm v;
-    entryPointInto("cuMemCreate", v.create);
-    entryPointInto("cuMemRelease", v.release);
-    entryPointInto("cuMemMap", v.map);
-    entryPointInto("cuMemUnmap", v.unmap);
-    entryPointInto("cuMemAddressReserve", v.reserve);
-    entryPointInto("cuMemAddressFree", v.addressFree);
-    entryPointInto("cuMemSetAccess", v.setAccess);
-    entryPointInto("cuMemGetAllocationGranularity", v.granularity);
-    return v;
+    return fillVmm(
+        v,
+        [](const char* name) -> void* {
+            void* p = nullptr;
+            cudaDriverEntryPointQueryResult status {};
+            if (cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &status) != cudaSuccess
+                || status != cudaDriverEntryPointSuccess)
+                return nullptr;
+            return p;
+        },
+        why);
 }
 
 // ------------------------------------------------------------------------------------- NCCL
@@ -582,8 +569,10 @@ private:
             if (!m_l.plan()) {
                 const int devices[1] = { 0 };
                 ncclResult_t res = m_nccl.commInitAll(&m_comm, 1, devices);
-                if (res != ncclSuccess)
-                    die("ncclCommInitAll", m_nccl.errorString(res), __FILE__, __LINE__);
+                if (res != ncclSuccess) {
+                    failed("nccl", std::string("ncclCommInitAll: ") + m_nccl.errorString(res));
+                    m_nccl.available = false;
+                }
             }
 #endif
         }
@@ -591,9 +580,25 @@ private:
             CK(cudaStreamSynchronize(m_stream));
     }
 
+    // A part of the run that failed on this machine (a sandbox without VMM, NCCL that cannot
+    // start): one line in the list, so the checker names it, and the rest of the run goes on.
+    void failed(const char* part, const std::string& reason)
+    {
+        m_l.line(std::string("{\"type\":\"failed\",\"part\":\"") + part + "\",\"reason\":" + jsonString(reason) + "}");
+        std::fprintf(stderr, "gpu_check: %s failed: %s; the run goes on without it\n", part, reason.c_str());
+    }
+    // True when a driver call succeeded (always in plan mode); else records the VMM failure.
+    bool vmmCall(CUresult r, const char* what)
+    {
+        if (m_l.plan() || r == CUDA_SUCCESS)
+            return true;
+        failed("vmm", std::string(what) + " returned CUresult " + std::to_string(int(r)));
+        return false;
+    }
+
     // Momentum buffers for all six parameters live in one VMM range: 2 chunks of kVmmChunk, the
     // first created and mapped through libcuda's exported symbols, the second through the
-    // runtime's driver entry points.
+    // runtime's driver entry points. Where VMM fails they go to one cudaMalloc block instead.
     void vmmSetup()
     {
         std::uint64_t need = 0;
@@ -605,46 +610,69 @@ private:
         prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
         prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         prop.location.id = 0;
+        bool ok = true;
         m_l.start();
         if (!m_l.plan()) {
-            m_vmm[0] = vmmByDlsym();
-            m_vmm[1] = vmmByEntryPoint();
+            std::string why;
+            ok = vmmByDlsym(m_vmm[0], why) && vmmByEntryPoint(m_vmm[1], why);
+            if (!ok)
+                failed("vmm", why);
             std::size_t granularity = 0;
-            CKD(m_vmm[0].granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-            if (granularity == 0 || kVmmChunk % granularity != 0)
-                die("vmmSetup", "the VMM granularity does not divide 16 MiB", __FILE__, __LINE__);
-            CKD(m_vmm[0].reserve(&m_vmmBase, 2 * kVmmChunk, 0, 0, 0));
+            ok = ok
+                && vmmCall(m_vmm[0].granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+                    "cuMemGetAllocationGranularity");
+            if (ok && (granularity == 0 || kVmmChunk % granularity != 0)) {
+                failed("vmm", "the VMM granularity " + std::to_string(granularity) + " does not divide 16 MiB");
+                ok = false;
+            }
+            ok = ok && vmmCall(m_vmm[0].reserve(&m_vmmBase, 2 * kVmmChunk, 0, 0, 0), "cuMemAddressReserve");
         }
-        m_l.op(
-            "reserve", "cuMemAddressReserve", "momentum.va", "vmm", 2 * kVmmChunk, reinterpret_cast<void*>(m_vmmBase));
+        if (ok) {
+            m_vmmReserved = true;
+            m_l.op("reserve", "cuMemAddressReserve", "momentum.va", "vmm", 2 * kVmmChunk,
+                reinterpret_cast<void*>(m_vmmBase));
+        }
         static const char* kPaths[2] = { "dlsym", "entry_point" };
-        for (int c = 0; c < 2; ++c) {
+        for (int c = 0; c < 2 && ok; ++c) {
             const std::string id = std::string("momentum.chunk") + std::to_string(c);
             const std::string extra = std::string(",\"path\":\"") + kPaths[c] + "\"";
             m_l.start();
-            if (!m_l.plan())
-                CKD(m_vmm[c].create(&m_vmmHandle[c], kVmmChunk, &prop, 0));
+            ok = m_l.plan() || vmmCall(m_vmm[c].create(&m_vmmHandle[c], kVmmChunk, &prop, 0), "cuMemCreate");
+            if (!ok)
+                break;
+            m_vmmCreated[c] = true;
             m_l.op("create", "cuMemCreate", id, "vmm", kVmmChunk, nullptr, -1, extra);
             void* at = reinterpret_cast<void*>(m_vmmBase + c * kVmmChunk);
             m_l.start();
-            if (!m_l.plan())
-                CKD(m_vmm[c].map(m_vmmBase + c * kVmmChunk, kVmmChunk, 0, m_vmmHandle[c], 0));
+            ok = m_l.plan()
+                || vmmCall(m_vmm[c].map(m_vmmBase + c * kVmmChunk, kVmmChunk, 0, m_vmmHandle[c], 0), "cuMemMap");
+            if (!ok)
+                break;
+            m_vmmMapped[c] = true;
             m_l.op("map", "cuMemMap", id, "vmm", kVmmChunk, at, -1, extra);
         }
-        m_l.start();
-        if (!m_l.plan()) {
+        if (ok) {
+            m_l.start();
             CUmemAccessDesc access {};
             access.location = prop.location;
             access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-            CKD(m_vmm[0].setAccess(m_vmmBase, 2 * kVmmChunk, &access, 1));
-            CK(cudaMemsetAsync(reinterpret_cast<void*>(m_vmmBase), 0, 2 * kVmmChunk, m_stream));
+            ok = m_l.plan() || vmmCall(m_vmm[0].setAccess(m_vmmBase, 2 * kVmmChunk, &access, 1), "cuMemSetAccess");
+            if (ok)
+                m_l.op("set_access", "cuMemSetAccess", "momentum.va", "vmm", 2 * kVmmChunk,
+                    reinterpret_cast<void*>(m_vmmBase));
         }
-        m_l.op("set_access", "cuMemSetAccess", "momentum.va", "vmm", 2 * kVmmChunk, reinterpret_cast<void*>(m_vmmBase));
+        float* base = reinterpret_cast<float*>(m_vmmBase);
+        if (!ok) {
+            m_momentum = deviceMalloc("momentum.fallback", 2 * kVmmChunk);
+            base = m_momentum.p;
+        }
+        if (!m_l.plan())
+            CK(cudaMemsetAsync(base, 0, 2 * kVmmChunk, m_stream));
         std::uint64_t offset = 0;
         for (int l = 0; l < 3; ++l) {
-            m_vw[l] = reinterpret_cast<float*>(m_vmmBase + offset);
+            m_vw[l] = base + offset / sizeof(float);
             offset += m_w[l].bytes;
-            m_vb[l] = reinterpret_cast<float*>(m_vmmBase + offset);
+            m_vb[l] = base + offset / sizeof(float);
             offset += m_b[l].bytes;
         }
     }
@@ -724,10 +752,12 @@ private:
             ++m_allreduces;
 #if GPU_CHECK_HAVE_NCCL_HEADER
             if (!m_l.plan()) {
-                ncclResult_t res = m_nccl.allReduce(
+                const ncclResult_t res = m_nccl.allReduce(
                     m_gw[2].p, m_gw[2].p, m_gw[2].bytes / sizeof(float), ncclFloat, ncclSum, m_comm, m_stream);
-                if (res != ncclSuccess)
-                    die("ncclAllReduce", m_nccl.errorString(res), __FILE__, __LINE__);
+                if (res != ncclSuccess) {
+                    failed("nccl", std::string("ncclAllReduce: ") + m_nccl.errorString(res));
+                    m_nccl.available = false;
+                }
             }
 #endif
         }
@@ -769,32 +799,37 @@ private:
             Range n(m_l, "nccl");
 #if GPU_CHECK_HAVE_NCCL_HEADER
             if (!m_l.plan()) {
-                ncclResult_t res = m_nccl.commDestroy(m_comm);
+                const ncclResult_t res = m_nccl.commDestroy(m_comm);
                 if (res != ncclSuccess)
-                    die("ncclCommDestroy", m_nccl.errorString(res), __FILE__, __LINE__);
+                    failed("nccl", std::string("ncclCommDestroy: ") + m_nccl.errorString(res));
             }
 #endif
         }
         {
             Range v(m_l, "vmm");
+            // Undoes what vmmSetup did, as far as it got.
             for (int c = 1; c >= 0; --c) {
                 const std::string id = std::string("momentum.chunk") + std::to_string(c);
                 const std::string extra = std::string(",\"path\":\"") + (c == 0 ? "dlsym" : "entry_point") + "\"";
                 void* at = reinterpret_cast<void*>(m_vmmBase + c * kVmmChunk);
                 m_l.start();
-                if (!m_l.plan())
-                    CKD(m_vmm[c].unmap(m_vmmBase + c * kVmmChunk, kVmmChunk));
-                m_l.op("unmap", "cuMemUnmap", id, "vmm", kVmmChunk, at, -1, extra);
+                if (m_vmmMapped[c]
+                    && vmmCall(
+                        m_l.plan() ? CUDA_SUCCESS : m_vmm[c].unmap(m_vmmBase + c * kVmmChunk, kVmmChunk), "cuMemUnmap"))
+                    m_l.op("unmap", "cuMemUnmap", id, "vmm", kVmmChunk, at, -1, extra);
                 m_l.start();
-                if (!m_l.plan())
-                    CKD(m_vmm[c].release(m_vmmHandle[c]));
-                m_l.op("release", "cuMemRelease", id, "vmm", kVmmChunk, nullptr, -1, extra);
+                if (m_vmmCreated[c]
+                    && vmmCall(m_l.plan() ? CUDA_SUCCESS : m_vmm[c].release(m_vmmHandle[c]), "cuMemRelease"))
+                    m_l.op("release", "cuMemRelease", id, "vmm", kVmmChunk, nullptr, -1, extra);
             }
             m_l.start();
-            if (!m_l.plan())
-                CKD(m_vmm[0].addressFree(m_vmmBase, 2 * kVmmChunk));
-            m_l.op("address_free", "cuMemAddressFree", "momentum.va", "vmm", 2 * kVmmChunk,
-                reinterpret_cast<void*>(m_vmmBase));
+            if (m_vmmReserved
+                && vmmCall(
+                    m_l.plan() ? CUDA_SUCCESS : m_vmm[0].addressFree(m_vmmBase, 2 * kVmmChunk), "cuMemAddressFree"))
+                m_l.op("address_free", "cuMemAddressFree", "momentum.va", "vmm", 2 * kVmmChunk,
+                    reinterpret_cast<void*>(m_vmmBase));
+            if (m_momentum.bytes != 0)
+                deviceFree(m_momentum);
         }
         {
             Range d(m_l, "data");
@@ -857,6 +892,8 @@ private:
     Buffer m_hostX, m_x, m_t, m_loss;
     Vmm m_vmm[2];
     CUdeviceptr m_vmmBase = 0;
+    bool m_vmmReserved = false, m_vmmCreated[2] = {}, m_vmmMapped[2] = {};
+    Buffer m_momentum; // the momentum buffers' cudaMalloc block where VMM failed
     CUmemGenericAllocationHandle m_vmmHandle[2] = {};
     float* m_vw[3] = {};
     float* m_vb[3] = {};
