@@ -15,7 +15,8 @@
 #        then run `scripts/gpu-check.sh --build-dir DIR` on it
 #
 # Options: --steps N (20), --max-overhead R (1.5: largest traced/untraced median step time),
-# --gpumem PATH (default: found in the build folder). Exit status: 0 passed, 1 failed, 2 usage.
+# --gpumem PATH (default: found in the build folder); NVCC=PATH picks the CUDA compiler.
+# Exit status: 0 passed, 1 failed, 2 usage.
 # The whole run is bounded to 5 minutes (each program run to 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,7 @@ results=
 steps=20
 max_overhead=1.5
 gpumem=
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu-only) mode=cpu ;;
@@ -71,8 +72,14 @@ if [ -d "$build/lib" ]; then
   export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 
-nvcc=$(command -v nvcc || true)
-[ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+# $NVCC picks the compiler (a path that is not executable means none: the CI-without-nvcc test).
+if [ -n "${NVCC:-}" ]; then
+  nvcc=$NVCC
+  [ -x "$nvcc" ] || nvcc=
+else
+  nvcc=$(command -v nvcc || true)
+  [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+fi
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 
 # Builds gpu_check with nvcc into $build/gpu_check/ when it is missing or older than its source.
@@ -82,7 +89,7 @@ build_program() {
   local dir=$build/gpu_check bin=$build/gpu_check/gpu_check
   if [ -x "$bin" ] && [ "$bin" -nt "$src" ]; then program=$bin; return 0; fi
   if [ -z "$nvcc" ]; then
-    log "SKIP build: nvcc not found (PATH, /usr/local/cuda/bin); gpu_check is not built"
+    log "SKIP build: nvcc not found (${NVCC:+NVCC=$NVCC, }PATH, /usr/local/cuda/bin); gpu_check is not built"
     return 1
   fi
   if ! ls "$cuda_home"/lib64/libcublas.so* >/dev/null 2>&1 && ! ls "$cuda_home"/lib/libcublas.so* >/dev/null 2>&1; then
