@@ -154,12 +154,14 @@ class Trace:
         return p
 
     def library(self, site):
-        """The site's library (the tracer's one-frame site: function = file name of the .so)."""
+        """The site's library. The tracer's one-frame site has file = CUPTI's allocation source
+        (the .so's path) and function = its file name, or a static variable's name for
+        __device__ variables of a module; the file tells the library either way."""
         frames = self.sites.get(site, [])
-        if not frames:
+        f = self.frames.get(frames[0]) if frames else None
+        if not f:
             return ""
-        f = self.frames.get(frames[0])
-        return f["name"] if f else ""
+        return os.path.basename(f.get("file", "")) or f["name"]
 
     def device_of(self, ev):
         return self.devices.get(ev.get("device", 0), {})

@@ -12,7 +12,8 @@
 // plan). What CUPTI is assumed to do: one MEMORY2 record per allocation and free at the middle of
 // its call, carrying the runtime call's correlation id and, as allocation source, the path of the
 // library that called (the program, libcublasLt, libnccl); pool records for pool create, trim and
-// destroy; one kernel record per launch. cuBLAS takes a 32 MiB workspace at the first GEMM; NCCL
+// destroy; one kernel record per launch. cuBLAS takes a 32 MiB workspace at the first GEMM, and
+// its module brings a __device__ variable (a DEVICE_STATIC record with the variable's name); NCCL
 // takes 2 buffers in ncclCommInitAll through cudaMalloc, or with --nccl-cumem through
 // cuMemCreate + cuMemMap (NCCL's default where the driver allows it), which the tracer sees
 // through driver callbacks that carry no library. Exit status: 0 written, 1 unreadable input.
@@ -91,6 +92,10 @@ public:
             this->op(op);
             if (!cublasDone && api == "cudaMallocAsync" && range.ends_with("/forward/layer 1")) {
                 library(kCublas, 32 << 20, 0x7b0000000000);
+                // Its module's __device__ variable, loaded at the first GEMM: a static record that
+                // names the variable (the site's function) and the library (the site's file).
+                memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC,
+                    0x7b1000000000, 4096, m_now + 1, next(), kCublas, -1, "cublasLt_static_state");
                 cublasDone = true;
             }
             if (api == "cuMemSetAccess" && header.value("nccl", false)) {
@@ -151,12 +156,14 @@ private:
     }
 
     void memory(CUpti_ActivityMemoryOperationType type, CUpti_ActivityMemoryKind kind, std::uint64_t address,
-        std::uint64_t bytes, TimeNs t, std::uint32_t correlation, const char* source, std::int64_t stream = -1)
+        std::uint64_t bytes, TimeNs t, std::uint32_t correlation, const char* source, std::int64_t stream = -1,
+        const char* variable = nullptr)
     {
         auto r = test::memoryRecord(type, kind, address, bytes, static_cast<std::uint64_t>(t), correlation);
         if (stream >= 0)
             r.streamId = static_cast<std::uint32_t>(stream);
         r.source = source;
+        r.name = variable;
         if (stream >= 0) {
             r.isAsync = 1;
             r.memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
