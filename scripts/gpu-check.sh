@@ -289,29 +289,42 @@ gpu_half() {
   } | tee "$out/environment.txt"
   rm -rf "$out/trace" && mkdir -p "$out/trace"
   "$program" --plan --steps "$steps" -o "$out/plan.jsonl" || die "gpu_check --plan failed"
+  # From here on a failed step is noted and the rest still runs: one GPU run should tell all it can.
+  local problems=() rc=0 base=(--baseline "$out/baseline.jsonl")
   log "baseline run (no tracer), $steps steps"
-  timeout "$(cap 120)" "$program" --steps "$steps" -o "$out/baseline.jsonl" 2>&1 | tee "$out/baseline.log" \
-    || die "gpu_check without the tracer failed (exit ${PIPESTATUS[0]}); see $out/baseline.log"
+  timeout "$(cap 120)" "$program" --steps "$steps" -o "$out/baseline.jsonl" >"$out/baseline.log" 2>&1 || rc=$?
+  cat "$out/baseline.log"
+  if [ "$rc" != 0 ]; then
+    problems+=("gpu_check without the tracer failed (exit $rc; baseline.log)")
+    base=()
+  fi
   log "traced run: gpumem record -o $out/trace -- gpu_check"
-  local rc=0
+  rc=0
   GPUMEM_TRACER_VERBOSE=1 timeout "$(cap 150)" "$gpumem" record -o "$out/trace" -- \
     "$program" --steps "$steps" -o "$out/run.jsonl" >"$out/record.txt" 2>"$out/record.log" || rc=$?
   cat "$out/record.log" "$out/record.txt"
-  [ "$rc" = 0 ] || die "gpumem record -- gpu_check failed (exit $rc); see $out/record.log"
+  [ "$rc" = 0 ] || problems+=("gpumem record -- gpu_check failed (exit $rc; record.log)")
   local files
   files=$(find "$out/trace" -name '*.gmt' | sort)
-  [ "$(echo "$files" | grep -c .)" = 1 ] || die "expected one .gmt in $out/trace, found: ${files:-none}"
+  if [ "$(echo "$files" | grep -c .)" != 1 ]; then
+    die "expected one .gmt in $out/trace, found: ${files:-none}${problems:+; ${problems[*]}}"
+  fi
   cp "$files" "$out/gpu_check.gmt"
-  "$gpumem" info "$out/gpu_check.gmt" | tee "$out/info.txt"
-  "$gpumem" convert --to jsonl "$out/gpu_check.gmt" -o "$out/trace.jsonl" >/dev/null
+  "$gpumem" info "$out/gpu_check.gmt" | tee "$out/info.txt" || problems+=("gpumem info cannot read the trace")
+  "$gpumem" convert --to jsonl "$out/gpu_check.gmt" -o "$out/trace.jsonl" >/dev/null \
+    || die "gpumem convert cannot read $out/gpu_check.gmt${problems:+; ${problems[*]}}"
   log "checking ($(left) s left of 300)"
   local crc=0
   python3 "$checker" check --expected "$out/run.jsonl" --trace "$out/trace.jsonl" --plan "$out/plan.jsonl" \
-    --baseline "$out/baseline.jsonl" --max-overhead "$max_overhead" --summary "$out/summary.json" \
+    "${base[@]}" --max-overhead "$max_overhead" --summary "$out/summary.json" \
     | tee "$out/check.txt" || crc=${PIPESTATUS[0]}
   gzip -kf "$out/trace.jsonl"
   log "outputs in $out: gpu_check.gmt (commit to traces/), check.txt, summary.json, *.log"
-  [ "$crc" = 0 ] || die "FAILED (GPU half); see $out/check.txt"
+  [ "$crc" = 0 ] || problems+=("the checker found failures (check.txt)")
+  if [ ${#problems[@]} -gt 0 ]; then
+    printf 'gpu-check: %s\n' "${problems[@]}" | tee -a "$out/check.txt" >&2
+    die "FAILED (GPU half)"
+  fi
   log "PASSED (GPU half)"
 }
 

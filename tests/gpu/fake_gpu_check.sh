@@ -4,7 +4,8 @@
 # writes the run list check_trace.py synthesizes from it and, under `gpumem record` (which sets
 # GPUMEM_TRACE_DIR), the matching trace as a .gmt where the tracer would put its file. Without
 # GPUMEM_TRACE_DIR it writes the baseline list. GPU_CHECK_FAKE_MUTATE names a defect to put in
-# (check_trace.py's mutations); GPU_CHECK_FAKE_GPUMEM is the gpumem that writes the .gmt.
+# (check_trace.py's mutations); GPU_CHECK_FAKE_GPUMEM is the gpumem that writes the .gmt;
+# GPU_CHECK_FAKE_EXIT is the traced run's exit status.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 plan=$here/data/plan-steps4.jsonl
@@ -33,3 +34,6 @@ if [ -n "${GPUMEM_TRACE_DIR:-}" ]; then
 else
   cp "$tmp/baseline.jsonl" "$out"
 fi
+# GPU_CHECK_FAKE_EXIT: the exit status of a traced run (a program that failed after its work).
+[ -n "${GPUMEM_TRACE_DIR:-}" ] && exit "${GPU_CHECK_FAKE_EXIT:-0}"
+exit 0

@@ -2,7 +2,8 @@
 # Rehearses the GPU half of scripts/gpu-check.sh without a GPU: a stand-in nvidia-smi and a
 # stand-in gpu_check (fake_gpu_check.sh) drive the script's real path (environment, plan,
 # baseline run, `gpumem record`, one .gmt, convert, check, outputs). A clean synthetic run must
-# pass; one whose trace misses an allocation must fail with the allocations check named.
+# pass; one whose trace misses an allocation must fail with the allocations check named; one whose
+# program exits 3 must still be checked, and fail.
 #   tests/gpu/rehearse_gpu_half.sh BUILD_DIR GPUMEM
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -43,4 +44,14 @@ if [ "$rc" != 1 ] || ! grep -q '^FAIL allocations:' "$work/broken.txt"; then
   exit 1
 fi
 [ -s "$work/broken-results/check.txt" ] || { echo "rehearsal: the failed run sent back no check.txt" >&2; exit 1; }
-echo "rehearsal: the GPU half passes a clean stand-in run and fails one missing an allocation (allocations)"
+# A traced program that fails still gets its trace checked, and the run fails naming it.
+rc=0
+GPU_CHECK_FAKE_EXIT=3 run exit3 >"$work/exit3.txt" 2>&1 || rc=$?
+if [ "$rc" != 1 ] || ! grep -q '^PASS allocations:' "$work/exit3.txt" \
+   || ! grep -q 'gpumem record -- gpu_check failed (exit 3' "$work/exit3.txt"; then
+  cat "$work/exit3.txt"
+  echo "rehearsal: a traced run that exits 3 gave exit $rc, or was not checked, or was not named" >&2
+  exit 1
+fi
+echo "rehearsal: the GPU half passes a clean stand-in run, fails one missing an allocation (allocations)," \
+  "and checks, then fails, a run whose program exits 3"
