@@ -19,11 +19,14 @@
 # Exit status: 0 passed, 1 failed, 2 usage.
 # The whole run is bounded to 5 minutes (each program run to 2).
 set -euo pipefail
+caller=$PWD
 cd "$(dirname "$0")/.."
 root=$PWD
+# Paths given on the command line are relative to where the script was called from.
+absolute() { case "$1" in /*) echo "$1" ;; *) echo "$caller/$1" ;; esac; }
 
 mode=gpu
-build=build/ci
+build=$root/build/ci
 out=
 stage=
 results=
@@ -34,21 +37,19 @@ usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu-only) mode=cpu ;;
-    --build-dir) build=${2:?}; shift ;;
-    --out) out=${2:?}; shift ;;
-    --stage) mode=stage; stage=${2:?}; shift ;;
-    --results) results=${2:?}; shift ;;
+    --build-dir) build=$(absolute "${2:?}"); shift ;;
+    --out) out=$(absolute "${2:?}"); shift ;;
+    --stage) mode=stage; stage=$(absolute "${2:?}"); shift ;;
+    --results) results=$(absolute "${2:?}"); shift ;;
     --steps) steps=${2:?}; shift ;;
     --max-overhead) max_overhead=${2:?}; shift ;;
-    --gpumem) gpumem=${2:?}; shift ;;
+    --gpumem) gpumem=$(absolute "${2:?}"); shift ;;
     -h|--help) usage ;;
     *) echo "gpu-check: unknown option $1" >&2; usage ;;
   esac
   shift
 done
-case "$build" in /*) ;; *) build=$root/$build ;; esac
 out=${out:-$build/gpu-check}
-case "$out" in /*) ;; *) out=$root/$out ;; esac
 mkdir -p "$out"
 log() { echo "gpu-check: $*"; }
 die() { echo "gpu-check: $*" >&2; exit 1; }
@@ -201,7 +202,6 @@ stage_build() {
   [ -n "$gpumem" ] && [ -x "$gpumem" ] || die "no gpumem in $build (build it: cmake --build --preset ci --target gpumem)"
   [ -n "$tracer" ] || die "no libgpumem_tracer.so in $build (the tracer needs the CUDA toolkit with CUPTI)"
   build_program || die "gpu_check cannot be built here (see above)"
-  case "$stage" in /*) ;; *) stage=$root/$stage ;; esac
   rm -rf "$stage"
   mkdir -p "$stage/bin" "$stage/lib/fallback"
   cp "$gpumem" "$program" "$stage/bin/"
