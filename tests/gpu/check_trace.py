@@ -388,6 +388,12 @@ def check_nvtx(rep, run, trace, matched):
             problems.append(f"{c} '{name}' ranges (expected {nsteps})")
     rep.add("nvtx", True, f"{n} allocations carry their NVTX range path; {nsteps} step ranges hold their "
             f"steps' events", problems)
+    frees = [ev for op in run.ops
+             if (ev := matched.get(op["order"])) is not None and ev["kind"] in ("free", "segment_free")]
+    if frees:
+        bare = sum(1 for ev in frees if not ev.get("scope", 0))
+        rep.info("nvtx-frees", f"{bare} of {len(frees)} frees carry no NVTX range (the tracer joins ranges to "
+                 f"allocations only; not checked)")
 
 
 def check_pool(rep, run, trace, matched):
