@@ -2,6 +2,7 @@
 #include "analyze/trace_summary.h"
 
 #include "core/byte_total.h"
+#include "core/counter_units.h"
 #include "core/display_width.h"
 #include "core/message_quote.h"
 #include "core/units.h"
@@ -294,7 +295,7 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
                     peak[s.series] = std::max(peak[s.series], static_cast<Bytes>(s.value));
             for (std::size_t i = 0; i < series.size(); ++i) {
                 const auto name = trace.str(series[i].name);
-                if (peak[i] == 0 || name.ends_with("(ppm)"))
+                if (peak[i] == 0 || !isByteCounter(name))
                     continue;
                 const DeviceId d = series[i].device;
                 line(out, "   " + (d < trace.devices().size() ? deviceLabel(trace.devices()[d]) + " " : std::string())
