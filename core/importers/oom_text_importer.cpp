@@ -232,7 +232,8 @@ namespace {
             if (*scale == 1 && !fraction.empty())
                 throw FormatError(where(start) + "the figure \"" + std::string(field) + "\" \"" + quoteForMessage(m_text.substr(start, p - start))
                     + "\" is not a whole number of bytes");
-            if (whole.size() > 20 || fraction.size() > 9)
+            // At most 22 digits in all, so digits × 2^50 fits in 128 bits.
+            if (whole.size() > 20 || fraction.size() > 9 || whole.size() + fraction.size() > 22)
                 throw FormatError(where(start) + "the figure \"" + std::string(field) + "\" \"" + quoteForMessage(number)
                     + "\" has too many digits for a size in bytes");
             Wide digits = *parseInt<std::uint64_t>(whole.size() > 19 ? whole.substr(0, 19) : whole);
@@ -528,7 +529,7 @@ namespace {
         }
 
         // "… (GPU 0; X total capacity; X already allocated; X free; [X allowed; ]X reserved in total by
-        // PyTorch)" — before PyTorch 1.5 "…; X cached)". [If reserved memory is >> allocated memory try setting
+        // PyTorch)" — in the earliest versions (pytorch/pytorch#13751) "…; X cached)". [If reserved memory is >> allocated memory try setting
         // max_split_size_mb to avoid fragmentation.]
         void parseOlder()
         {
@@ -649,7 +650,7 @@ namespace {
     // ---------------------------------------------------------------------------------------------
     // torch.cuda.memory_summary() (torch/cuda/memory.py, memory_summary): a 75-column box of
     // "| <metric> | Cur Usage | Peak Usage | Tot Alloc | Tot Freed |" rows, sizes by _format_size (the value
-    // floor-divided by 1024 per unit step; "KB"/"MB"/"GB" in PyTorch < 1.12 mean the same binary units) and
+    // floor-divided by 1024 per unit step; "KB"/"MB"/"GB" of older versions mean the same binary units) and
     // counts by _format_count (floor-divided by 1000: "K", "M").
 
     struct SummaryMetric {
@@ -730,7 +731,7 @@ namespace {
             if (it == std::end(kUnits))
                 throw fail(unit.empty() ? "\"" + quoteForMessage(text) + "\" has no unit (memory_summary writes B, KiB, MiB, GiB, TiB or PiB)"
                                         : "unknown unit \"" + quoteForMessage(unit) + "\" in \"" + quoteForMessage(text)
-                                            + "\"; memory_summary writes B, KiB, MiB, GiB, TiB or PiB (KB, MB, … before PyTorch 1.12)");
+                                            + "\"; memory_summary writes B, KiB, MiB, GiB, TiB or PiB (KB, MB, … in older versions)");
             scale = Bytes(1) << (10 * it->second);
         } else {
             if (unit == "K")
@@ -916,7 +917,7 @@ namespace {
             t.figure("allowed", *m.allowed);
         }
         // allocated ⊂ reserved: the current wording prints the reserved remainder, the older one the total
-        // ("cached" before 1.5 is the remainder, like "reserved but unallocated").
+        // ("cached" of the earliest versions is the remainder, like "reserved but unallocated").
         std::optional<Figure> reserved;
         if (m.allocated && m.unallocated)
             reserved = sum(*m.allocated, *m.unallocated);
@@ -958,18 +959,20 @@ namespace {
         checkTorchMessage(m, reserved ? &*reserved : nullptr, t, source);
     }
 
-    void countRepeats(std::string_view what, std::vector<std::size_t> lines, CounterTrace& t, const std::string& source)
+    // `offsets`: where the reports after the first start. Only the first few are turned into line numbers
+    // (a long retry loop may repeat a message many thousand times in a large log).
+    void countRepeats(std::string_view what, const std::vector<std::size_t>& offsets, std::string_view text, CounterTrace& t, const std::string& source)
     {
-        if (lines.empty())
+        if (offsets.empty())
             return;
         std::string list;
-        for (std::size_t i = 0; i < lines.size() && i < 8; ++i)
-            list += (i ? ", " : "") + std::to_string(lines[i]);
-        if (lines.size() > 8)
+        for (std::size_t i = 0; i < offsets.size() && i < 8; ++i)
+            list += (i ? ", " : "") + std::to_string(lineNumberAt(text, offsets[i]));
+        if (offsets.size() > 8)
             list += ", …";
         t.stats().add("oom_message_repeated", Severity::Info,
-            source + ": " + std::to_string(lines.size()) + " more " + std::string(what) + " follow (line " + list + "); only the first is imported",
-            lines.size());
+            source + ": " + std::to_string(offsets.size()) + " more " + std::string(what) + " follow (line " + list + "); only the first is imported",
+            offsets.size());
     }
 
     // ---------------------------------------------------------------------------------------------
@@ -1003,7 +1006,7 @@ namespace {
         // "OOM when allocating tensor with shape[32,30,30,1] and type float on /job:…/device:GPU:0 by allocator GPU_0_bfc"
         for (std::size_t at = text.find(kTfShapeAnchor); at != std::string_view::npos; at = text.find(kTfShapeAnchor, at + 1)) {
             if (messageAt != std::string_view::npos) {
-                repeats.push_back(lineNumberAt(text, at));
+                repeats.push_back(at);
                 continue;
             }
             messageAt = at;
@@ -1062,8 +1065,10 @@ namespace {
         }
         // "Allocator (GPU_0_bfc) ran out of memory trying to allocate 1.21GiB (rounded to 1300000000)"
         if (std::size_t at = text.find(kTfAllocatorAnchor); at != std::string_view::npos) {
+            // The name between "Allocator (" and ")" on the same line ("Allocator (" holds no ')': open + 11 <= at).
             const std::size_t open = text.rfind("Allocator (", at);
-            if (open != std::string_view::npos && !allocator)
+            if (open != std::string_view::npos && !allocator && at - open - 11 <= 64
+                && text.substr(open + 11, at - open - 11).find_first_of(" \n") == std::string_view::npos)
                 allocator = std::string(text.substr(open + 11, at - open - 11));
             s.seek(at + kTfAllocatorAnchor.size());
             tried = s.figure("ran out of memory trying to allocate");
@@ -1194,7 +1199,7 @@ namespace {
             t.stats().add("oom_figures_inconsistent", Severity::Warning,
                 source + ": memory_limit_ " + std::to_string(*limit) + " minus the pool's " + std::to_string(*regionBytes) + " bytes is not the "
                     + std::to_string(*available) + " available bytes it reports");
-        countRepeats("\"OOM when allocating tensor\" lines", repeats, t, source);
+        countRepeats("\"OOM when allocating tensor\" lines", repeats, text, t, source);
         return t.build();
     }
 
@@ -1248,8 +1253,8 @@ Trace importTorchOomMessage(std::string_view text, const std::string& source, co
     std::vector<std::size_t> repeats;
     DeviceType other;
     for (std::size_t next = findTorchMessage(text, m.end, other); next != std::string_view::npos; next = findTorchMessage(text, next + 1, other))
-        repeats.push_back(lineNumberAt(text, next));
-    countRepeats("out-of-memory messages", repeats, t, source);
+        repeats.push_back(next);
+    countRepeats("out-of-memory messages", repeats, text, t, source);
     // A memory_summary() printed with the message (in the except block) adds its counters, when it is of the same device.
     for (std::size_t s = text.find(kSummaryAnchor); s != std::string_view::npos; s = text.find(kSummaryAnchor, s + 1)) {
         SummaryTable table = parseSummary(text, s, source, t.stats());
@@ -1276,8 +1281,8 @@ Trace importTorchMemorySummary(std::string_view text, const std::string& source,
     addSummary(table, t, source);
     std::vector<std::size_t> repeats;
     for (std::size_t s = text.find(kSummaryAnchor, table.end); s != std::string_view::npos; s = text.find(kSummaryAnchor, s + 1))
-        repeats.push_back(lineNumberAt(text, s));
-    countRepeats("memory_summary tables", repeats, t, source);
+        repeats.push_back(s);
+    countRepeats("memory_summary tables", repeats, text, t, source);
     return t.build();
 }
 
@@ -1314,19 +1319,19 @@ namespace {
 std::unique_ptr<Importer> makePytorchOomMessageImporter()
 {
     return std::make_unique<OomTextImporter>("pytorch-oom-message",
-        "PyTorch \"CUDA out of memory. Tried to allocate …\" text, anywhere in a log (+ memory_summary)", looksLikeTorchOomMessage,
+        "PyTorch \"CUDA out of memory. Tried to allocate …\" text in a log or traceback", looksLikeTorchOomMessage,
         importTorchOomMessage);
 }
 std::unique_ptr<Importer> makePytorchMemorySummaryImporter()
 {
     return std::make_unique<OomTextImporter>("pytorch-memory-summary",
-        "torch.cuda.memory_summary() table (\"PyTorch CUDA memory summary, device ID N\")", looksLikeTorchMemorySummary,
+        "torch.cuda.memory_summary() table (\"PyTorch CUDA memory summary\")", looksLikeTorchMemorySummary,
         importTorchMemorySummary);
 }
 std::unique_ptr<Importer> makeTfOomReportImporter()
 {
     return std::make_unique<OomTextImporter>("tf-oom-report",
-        "TensorFlow/XLA \"OOM when allocating tensor …\" and BFC allocator dump text", looksLikeTfOomReport, importTfOomReport);
+        "TensorFlow/XLA \"OOM when allocating tensor …\" text, BFC allocator dump", looksLikeTfOomReport, importTfOomReport);
 }
 
 } // namespace gpumem

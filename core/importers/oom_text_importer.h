@@ -2,13 +2,13 @@
 // Importers for what people have when there is no trace: the text of an out-of-memory report, found
 // anywhere in a pasted log or traceback (docs/importers.md "Out-of-memory text"):
 //   pytorch-oom-message     torch.OutOfMemoryError / RuntimeError "CUDA out of memory. Tried to allocate …",
-//                           the wording of PyTorch >= 2.1 ("GPU 0 has a total capacity of … of which … is
+//                           the current wording ("GPU 0 has a total capacity of … of which … is
 //                           free. [Process N has … memory in use.] [Including non-PyTorch memory, this
 //                           process has … memory in use.] [… allowed; ]Of the allocated memory … is
 //                           allocated by PyTorch, [with … allocated in private pools (e.g., CUDA Graphs), ]and
-//                           … is reserved by PyTorch but unallocated.", also with 2.0's "total capacty" typo)
+//                           … is reserved by PyTorch but unallocated.", also with the "total capacty" typo of some versions)
 //                           and the older one ("(GPU 0; … total capacity; … already allocated; … free;
-//                           [… allowed; ]… reserved in total by PyTorch)", before 1.5 "… cached)"); a
+//                           [… allowed; ]… reserved in total by PyTorch)", earlier "… cached)"); a
 //                           torch.cuda.memory_summary() table in the same text adds its counters;
 //   pytorch-memory-summary  a torch.cuda.memory_summary() table alone (torch/cuda/memory.py, memory_summary);
 //   tf-oom-report           TensorFlow/XLA "OOM when allocating tensor with shape[…] and type … on …

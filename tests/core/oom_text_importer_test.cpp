@@ -199,7 +199,7 @@ TEST(TorchOomMessage, TakesTheOlderHintsSetting)
 
 TEST(TorchOomMessage, AddsTheMemorySummaryPrintedWithTheMessage)
 {
-    // fairseq issue 2442: the message inside a fairseq log line, then memory_summary() as PyTorch 1.5 printed it.
+    // fairseq issue 2442: the message inside a fairseq log line, then memory_summary() as a 2020 PyTorch printed it.
     Trace t = load("message_and_summary_fairseq2442.txt", "pytorch-oom-message");
     expectOneOom(t, 246 * kMiB);
     auto c = counters(t);
@@ -236,7 +236,7 @@ TEST(TorchMemorySummary, ImportsATableWithoutAMessage)
 
 TEST(TorchMemorySummary, ReadsCountsAndCurrentUnits)
 {
-    // Written from torch/cuda/memory.py memory_summary (PyTorch >= 1.12 units, count suffixes K and M).
+    // Written from torch/cuda/memory.py memory_summary (current units KiB…TiB, count suffixes K and M).
     const std::string table = "|===========================================================================|\n"
                               "|                  PyTorch CUDA memory summary, device ID 1                 |\n"
                               "|---------------------------------------------------------------------------|\n"
