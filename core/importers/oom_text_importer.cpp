@@ -1319,7 +1319,7 @@ namespace {
 std::unique_ptr<Importer> makePytorchOomMessageImporter()
 {
     return std::make_unique<OomTextImporter>("pytorch-oom-message",
-        "PyTorch \"CUDA out of memory. Tried to allocate …\" text in a log or traceback", looksLikeTorchOomMessage,
+        "PyTorch \"CUDA out of memory. Tried to allocate …\" in a log or traceback", looksLikeTorchOomMessage,
         importTorchOomMessage);
 }
 std::unique_ptr<Importer> makePytorchMemorySummaryImporter()
@@ -1331,7 +1331,7 @@ std::unique_ptr<Importer> makePytorchMemorySummaryImporter()
 std::unique_ptr<Importer> makeTfOomReportImporter()
 {
     return std::make_unique<OomTextImporter>("tf-oom-report",
-        "TensorFlow/XLA \"OOM when allocating tensor …\" text, BFC allocator dump", looksLikeTfOomReport, importTfOomReport);
+        "TensorFlow/XLA \"OOM when allocating tensor …\" and BFC allocator dump text", looksLikeTfOomReport, importTfOomReport);
 }
 
 } // namespace gpumem
