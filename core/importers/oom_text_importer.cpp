@@ -64,7 +64,9 @@ namespace {
 
     std::size_t lineNumberAt(std::string_view text, std::size_t pos)
     {
-        return 1 + static_cast<std::size_t>(std::count(text.begin(), text.begin() + std::ptrdiff_t(std::min(pos, text.size())), '\n'));
+        return 1
+            + static_cast<std::size_t>(
+                std::count(text.begin(), text.begin() + std::ptrdiff_t(std::min(pos, text.size())), '\n'));
     }
 
     std::string_view lineAt(std::string_view text, std::size_t pos)
@@ -75,8 +77,7 @@ namespace {
         return text.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin);
     }
 
-    template <typename T>
-    std::optional<T> parseInt(std::string_view s)
+    template <typename T> std::optional<T> parseInt(std::string_view s)
     {
         T value {};
         if (s.empty())
@@ -89,10 +90,10 @@ namespace {
 
     // A size as a report printed it, and what it means in bytes.
     struct Figure {
-        std::string text;    // as printed, spaces collapsed: "14.06 GiB", "1062 MB", "0 bytes"
-        Bytes bytes = 0;     // the nearest byte (rounded figures) or the lower end (floored figures)
+        std::string text; // as printed, spaces collapsed: "14.06 GiB", "1062 MB", "0 bytes"
+        Bytes bytes = 0; // the nearest byte (rounded figures) or the lower end (floored figures)
         Bytes plusMinus = 0; // rounded figures: the true value is within bytes ± plusMinus
-        Bytes upTo = 0;      // floored figures: the true value is within bytes … bytes + upTo
+        Bytes upTo = 0; // floored figures: the true value is within bytes … bytes + upTo
         std::size_t line = 0;
     };
 
@@ -100,8 +101,9 @@ namespace {
     // KiB, MiB or GiB; TensorFlow's HumanReadableNumBytes writes "512B", "7.2KiB", "6.66GiB".
     std::optional<Bytes> binaryUnit(std::string_view unit)
     {
-        static constexpr std::pair<std::string_view, Bytes> kUnits[] = { { "bytes", 1 }, { "B", 1 }, { "KiB", Bytes(1) << 10 },
-            { "MiB", Bytes(1) << 20 }, { "GiB", Bytes(1) << 30 }, { "TiB", Bytes(1) << 40 }, { "PiB", Bytes(1) << 50 } };
+        static constexpr std::pair<std::string_view, Bytes> kUnits[]
+            = { { "bytes", 1 }, { "B", 1 }, { "KiB", Bytes(1) << 10 }, { "MiB", Bytes(1) << 20 },
+                  { "GiB", Bytes(1) << 30 }, { "TiB", Bytes(1) << 40 }, { "PiB", Bytes(1) << 50 } };
         for (const auto& [name, scale] : kUnits)
             if (unit == name)
                 return scale;
@@ -123,9 +125,15 @@ namespace {
         std::size_t pos() const { return m_pos; }
         void seek(std::size_t pos) { m_pos = pos; }
         bool atEnd() const { return m_pos >= m_text.size(); }
-        std::string where(std::size_t pos) const { return m_source + ":" + std::to_string(lineNumberAt(m_text, pos)) + ": "; }
+        std::string where(std::size_t pos) const
+        {
+            return m_source + ":" + std::to_string(lineNumberAt(m_text, pos)) + ": ";
+        }
         // What follows the cursor, for messages.
-        std::string next(std::size_t n = 40) const { return quoteForMessage(lineAt(m_text, m_pos).substr(m_pos - lineStart(m_pos)), n); }
+        std::string next(std::size_t n = 40) const
+        {
+            return quoteForMessage(lineAt(m_text, m_pos).substr(m_pos - lineStart(m_pos)), n);
+        }
 
         // Matches `literal`: each space in it matches one or more whitespace characters (a line end
         // too); the rest must match exactly. On a mismatch after a line end, or at the end of the text,
@@ -222,7 +230,8 @@ namespace {
             const std::string_view number = m_text.substr(start, numberEnd - start);
             const std::string_view unit = m_text.substr(unitStart, p - unitStart);
             if (unit.empty())
-                throw FormatError(where(start) + "the figure \"" + std::string(field) + "\" is cut off: \"" + quoteForMessage(number)
+                throw FormatError(where(start) + "the figure \"" + std::string(field) + "\" is cut off: \""
+                    + quoteForMessage(number)
                     + "\" has no unit (PyTorch writes bytes, KiB, MiB or GiB after each size)");
             auto scale = binaryUnit(unit);
             if (!scale)
@@ -230,12 +239,12 @@ namespace {
                     + quoteForMessage(unit) + "\" in \"" + quoteForMessage(m_text.substr(start, p - start))
                     + "\"; PyTorch's format_size writes bytes, KiB, MiB or GiB");
             if (*scale == 1 && !fraction.empty())
-                throw FormatError(where(start) + "the figure \"" + std::string(field) + "\" \"" + quoteForMessage(m_text.substr(start, p - start))
-                    + "\" is not a whole number of bytes");
+                throw FormatError(where(start) + "the figure \"" + std::string(field) + "\" \""
+                    + quoteForMessage(m_text.substr(start, p - start)) + "\" is not a whole number of bytes");
             // At most 22 digits in all, so digits × 2^50 fits in 128 bits.
             if (whole.size() > 20 || fraction.size() > 9 || whole.size() + fraction.size() > 22)
-                throw FormatError(where(start) + "the figure \"" + std::string(field) + "\" \"" + quoteForMessage(number)
-                    + "\" has too many digits for a size in bytes");
+                throw FormatError(where(start) + "the figure \"" + std::string(field) + "\" \""
+                    + quoteForMessage(number) + "\" has too many digits for a size in bytes");
             Wide digits = *parseInt<std::uint64_t>(whole.size() > 19 ? whole.substr(0, 19) : whole);
             if (whole.size() > 19)
                 digits = digits * 10 + unsigned(whole.back() - '0');
@@ -246,8 +255,8 @@ namespace {
             }
             const Wide value = (digits * *scale + denominator / 2) / denominator;
             if (value > std::numeric_limits<Bytes>::max())
-                throw FormatError(where(start) + "the figure \"" + std::string(field) + "\" \"" + quoteForMessage(m_text.substr(start, p - start))
-                    + "\" is more than 2^64 - 1 bytes");
+                throw FormatError(where(start) + "the figure \"" + std::string(field) + "\" \""
+                    + quoteForMessage(m_text.substr(start, p - start)) + "\" is more than 2^64 - 1 bytes");
             Figure f;
             f.text = std::string(number) + " " + std::string(unit);
             f.bytes = static_cast<Bytes>(value);
@@ -293,7 +302,8 @@ namespace {
         }
         void counter(const std::string& name, const Figure& f)
         {
-            counter(name, static_cast<std::int64_t>(std::min<Bytes>(f.bytes, Bytes(std::numeric_limits<std::int64_t>::max()))));
+            counter(name,
+                static_cast<std::int64_t>(std::min<Bytes>(f.bytes, Bytes(std::numeric_limits<std::int64_t>::max()))));
             figure(name, f);
         }
         // Records how a figure was printed and how far it may be from the value stored.
@@ -353,10 +363,11 @@ namespace {
         DeviceType type = DeviceType::Cuda;
         std::optional<std::int32_t> ordinal;
         std::string wording; // "current", "current-capacty-typo", "older-reserved", "oldest-cached"
-        std::optional<Figure> request, total, free, allowed, allocated, privatePools, unallocated, reserved, cached, self;
+        std::optional<Figure> request, total, free, allowed, allocated, privatePools, unallocated, reserved, cached,
+            self;
         std::vector<OtherProcess> others;
         std::string hint, hintSetting;
-        std::string cutAfter;     // non-empty: the message stops after this field
+        std::string cutAfter; // non-empty: the message stops after this field
         std::string unrecognized; // non-empty: text where PyTorch's wording was expected
         std::vector<std::string> unknownFields;
     };
@@ -364,7 +375,8 @@ namespace {
     // Finds the anchor from `from`; npos when there is none. Returns the offset of "CUDA"/"HIP".
     std::size_t findTorchMessage(std::string_view text, std::size_t from, DeviceType& type)
     {
-        for (std::size_t at = text.find(kTorchAnchor, from); at != std::string_view::npos; at = text.find(kTorchAnchor, at + 1)) {
+        for (std::size_t at = text.find(kTorchAnchor, from); at != std::string_view::npos;
+             at = text.find(kTorchAnchor, at + 1)) {
             if (at >= 4 && text.substr(at - 4, 4) == "CUDA") {
                 type = DeviceType::Cuda;
                 return at - 4;
@@ -392,8 +404,8 @@ namespace {
             m_s.seek(begin + (type == DeviceType::Cuda ? 4 : 3) + kTorchAnchor.size());
             m_m.request = m_s.figure("Tried to allocate");
             if (!m_m.request)
-                throw FormatError(m_s.where(m_s.pos()) + "\"Tried to allocate\" is not followed by a size (got \"" + m_s.next()
-                    + "\"); expected e.g. \"Tried to allocate 20.00 MiB\"");
+                throw FormatError(m_s.where(m_s.pos()) + "\"Tried to allocate\" is not followed by a size (got \""
+                    + m_s.next() + "\"); expected e.g. \"Tried to allocate 20.00 MiB\"");
             m_last = "Tried to allocate";
             m_m.end = m_s.pos();
             const auto current = m_s.literal(". GPU ");
@@ -417,7 +429,8 @@ namespace {
             if (cut)
                 m_m.cutAfter = m_last;
             else
-                m_m.unrecognized = "after \"" + m_last + "\" the text reads \"" + m_s.next() + "\" where PyTorch writes " + std::string(expected);
+                m_m.unrecognized = "after \"" + m_last + "\" the text reads \"" + m_s.next()
+                    + "\" where PyTorch writes " + std::string(expected);
         }
 
         // Matches a literal; on failure records the stop and returns false.
@@ -472,7 +485,8 @@ namespace {
                 m_m.wording = "current-capacty-typo";
             else if (!expect("capacity of "))
                 return;
-            if (!(m_m.total = figure("total capacity")) || !expect(" of which ") || !(m_m.free = figure("free")) || !expect(" is free."))
+            if (!(m_m.total = figure("total capacity")) || !expect(" of which ") || !(m_m.free = figure("free"))
+                || !expect(" is free."))
                 return;
             m_m.end = m_s.pos();
             while (true) {
@@ -511,12 +525,14 @@ namespace {
             } else {
                 m_s.seek(mark);
             }
-            if (!expect(" Of the allocated memory ") || !(m_m.allocated = figure("allocated by PyTorch")) || !expect(" is allocated by PyTorch,"))
+            if (!expect(" Of the allocated memory ") || !(m_m.allocated = figure("allocated by PyTorch"))
+                || !expect(" is allocated by PyTorch,"))
                 return;
             m_m.end = m_s.pos();
             const std::size_t poolMark = m_s.pos();
             if (m_s.literal(" with ") == Scanner::Step::Ok) {
-                if (!(m_m.privatePools = figure("allocated in private pools")) || !expect(" allocated in private pools (e.g., CUDA Graphs),"))
+                if (!(m_m.privatePools = figure("allocated in private pools"))
+                    || !expect(" allocated in private pools (e.g., CUDA Graphs),"))
                     return;
             } else {
                 m_s.seek(poolMark);
@@ -529,8 +545,8 @@ namespace {
         }
 
         // "… (GPU 0; X total capacity; X already allocated; X free; [X allowed; ]X reserved in total by
-        // PyTorch)" — in the earliest versions (pytorch/pytorch#13751) "…; X cached)". [If reserved memory is >> allocated memory try setting
-        // max_split_size_mb to avoid fragmentation.]
+        // PyTorch)" — in the earliest versions (pytorch/pytorch#13751) "…; X cached)". [If reserved memory is >>
+        // allocated memory try setting max_split_size_mb to avoid fragmentation.]
         void parseOlder()
         {
             m_m.wording = "older-reserved";
@@ -549,7 +565,8 @@ namespace {
                 const std::size_t stopAt = rest.find_first_of(";)\n");
                 if (stopAt == std::string_view::npos || rest[stopAt] == '\n') {
                     m_last = std::string(trim(rest.substr(0, stopAt)));
-                    m_m.cutAfter = m_last.empty() ? std::string(trim(m_s.text().substr(start, m_s.pos() - start))) : m_last;
+                    m_m.cutAfter
+                        = m_last.empty() ? std::string(trim(m_s.text().substr(start, m_s.pos() - start))) : m_last;
                     return;
                 }
                 const std::string label(trim(rest.substr(0, stopAt)));
@@ -595,8 +612,11 @@ namespace {
                 setting.erase(0, std::string_view("PYTORCH_CUDA_ALLOC_CONF=").size());
             m_m.hintSetting = setting;
             std::size_t sentenceEnd = rest.find("fragmentation.");
-            sentenceEnd = sentenceEnd == std::string_view::npos ? end : sentenceEnd + std::string_view("fragmentation.").size();
-            m_m.hint = collapseSpaces(std::string(m_s.text().substr(mark, settingStart - mark)) + std::string(rest.substr(0, sentenceEnd)), 400);
+            sentenceEnd
+                = sentenceEnd == std::string_view::npos ? end : sentenceEnd + std::string_view("fragmentation.").size();
+            m_m.hint = collapseSpaces(
+                std::string(m_s.text().substr(mark, settingStart - mark)) + std::string(rest.substr(0, sentenceEnd)),
+                400);
             m_m.end = settingStart + sentenceEnd;
         }
 
@@ -621,16 +641,18 @@ namespace {
     void checkTorchMessage(const TorchMessage& m, const Figure* reserved, CounterTrace& t, const std::string& source)
     {
         auto report = [&](const std::string& what) {
-            t.stats().add("oom_figures_inconsistent", Severity::Warning, source + ":" + std::to_string(m.request->line) + ": " + what);
+            t.stats().add("oom_figures_inconsistent", Severity::Warning,
+                source + ":" + std::to_string(m.request->line) + ": " + what);
         };
         auto exceeds = [](const Figure& a, const Figure& b) { return a.bytes > b.bytes + a.plusMinus + b.plusMinus; };
         if (m.total && m.free && exceeds(*m.free, *m.total))
             report("the device has " + m.free->text + " free, more than its total capacity of " + m.total->text);
         if (m.self && reserved && exceeds(*reserved, *m.self))
-            report("PyTorch reserved " + reserved->text + " (allocated + reserved but unallocated), more than the " + m.self->text
-                + " this process has in use");
+            report("PyTorch reserved " + reserved->text + " (allocated + reserved but unallocated), more than the "
+                + m.self->text + " this process has in use");
         if (m.allocated && m.reserved && exceeds(*m.allocated, *m.reserved))
-            report("\"already allocated\" " + m.allocated->text + " is more than \"reserved in total by PyTorch\" " + m.reserved->text);
+            report("\"already allocated\" " + m.allocated->text + " is more than \"reserved in total by PyTorch\" "
+                + m.reserved->text);
         if (m.total && (m.self || !m.others.empty())) {
             Bytes used = m.free ? m.free->bytes : 0, slack = m.free ? m.free->plusMinus : 0;
             for (const auto& p : m.others) {
@@ -642,8 +664,8 @@ namespace {
                 slack += m.self->plusMinus;
             }
             if (used > m.total->bytes + m.total->plusMinus + slack)
-                report("the processes' memory in use plus the free memory (" + std::to_string(used) + " B) exceed the total capacity of "
-                    + m.total->text);
+                report("the processes' memory in use plus the free memory (" + std::to_string(used)
+                    + " B) exceed the total capacity of " + m.total->text);
         }
     }
 
@@ -654,10 +676,10 @@ namespace {
     // counts by _format_count (floor-divided by 1000: "K", "M").
 
     struct SummaryMetric {
-        std::string_view row;    // as memory_summary prints it
-        std::string_view key;    // torch.cuda.memory_stats() key
-        bool bytes;              // _format_size, else _format_count
-        bool pooled;             // has "from large pool"/"from small pool" sub-rows
+        std::string_view row; // as memory_summary prints it
+        std::string_view key; // torch.cuda.memory_stats() key
+        bool bytes; // _format_size, else _format_count
+        bool pooled; // has "from large pool"/"from small pool" sub-rows
     };
     constexpr SummaryMetric kSummaryMetrics[] = {
         { "Allocated memory", "allocated_bytes", true, true },
@@ -674,23 +696,23 @@ namespace {
         { "Oversize GPU segments", "oversize_segments", false, false },
     };
     constexpr std::array<std::string_view, 4> kSummaryColumns = { "current", "peak", "allocated", "freed" };
-    constexpr std::array<std::string_view, 4> kSummaryColumnTitles = { "Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed" };
+    constexpr std::array<std::string_view, 4> kSummaryColumnTitles
+        = { "Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed" };
 
     struct SummaryTable {
         std::int32_t device = 0;
         std::size_t line = 0;
-        bool closed = false;    // the closing "====" rule was seen
+        bool closed = false; // the closing "====" rule was seen
         std::size_t lastLine = 0;
         std::optional<std::uint64_t> ooms, retries;
         // counter name → figure (bytes) or count
         std::vector<std::pair<std::string, Figure>> cells;
         std::vector<std::string> unknownRows;
-        std::size_t end = 0;    // byte offset after the table
+        std::size_t end = 0; // byte offset after the table
     };
 
     // The integer after `label` (and spaces) on `line`: memory_summary's "CUDA OOMs: 1", BFC's "memory_limit_: N".
-    template <typename T>
-    std::optional<T> integerAfter(std::string_view line, std::string_view label)
+    template <typename T> std::optional<T> integerAfter(std::string_view line, std::string_view label)
     {
         std::size_t at = line.find(label);
         if (at == std::string_view::npos)
@@ -710,28 +732,31 @@ namespace {
     {
         const std::string_view text = trim(cell);
         auto fail = [&](const std::string& why) -> FormatError {
-            return FormatError(where + "memory_summary row \"" + std::string(rowName) + "\", column " + std::string(kSummaryColumnTitles[column])
-                + ": " + why);
+            return FormatError(where + "memory_summary row \"" + std::string(rowName) + "\", column "
+                + std::string(kSummaryColumnTitles[column]) + ": " + why);
         };
         std::size_t n = 0;
         while (n < text.size() && isDigit(text[n]))
             ++n;
         if (n == 0 || (n < text.size() && text[n] == '.'))
-            throw fail("expected a whole number" + std::string(metric.bytes ? " and a unit" : "") + " (memory_summary floors every figure to a whole unit), got \""
-                + quoteForMessage(text) + "\"");
+            throw fail("expected a whole number" + std::string(metric.bytes ? " and a unit" : "")
+                + " (memory_summary floors every figure to a whole unit), got \"" + quoteForMessage(text) + "\"");
         const std::string_view unit = trim(text.substr(n));
         if (n > 19)
             throw fail("\"" + quoteForMessage(text) + "\" has too many digits");
         const std::uint64_t value = *parseInt<std::uint64_t>(text.substr(0, n));
         Bytes scale = 1;
         if (metric.bytes) {
-            static constexpr std::pair<std::string_view, int> kUnits[] = { { "B", 0 }, { "KiB", 1 }, { "MiB", 2 }, { "GiB", 3 }, { "TiB", 4 },
-                { "PiB", 5 }, { "KB", 1 }, { "MB", 2 }, { "GB", 3 }, { "TB", 4 }, { "PB", 5 } };
-            const auto* it = std::find_if(std::begin(kUnits), std::end(kUnits), [&](const auto& u) { return u.first == unit; });
+            static constexpr std::pair<std::string_view, int> kUnits[]
+                = { { "B", 0 }, { "KiB", 1 }, { "MiB", 2 }, { "GiB", 3 }, { "TiB", 4 }, { "PiB", 5 }, { "KB", 1 },
+                      { "MB", 2 }, { "GB", 3 }, { "TB", 4 }, { "PB", 5 } };
+            const auto* it
+                = std::find_if(std::begin(kUnits), std::end(kUnits), [&](const auto& u) { return u.first == unit; });
             if (it == std::end(kUnits))
-                throw fail(unit.empty() ? "\"" + quoteForMessage(text) + "\" has no unit (memory_summary writes B, KiB, MiB, GiB, TiB or PiB)"
+                throw fail(unit.empty() ? "\"" + quoteForMessage(text)
+                            + "\" has no unit (memory_summary writes B, KiB, MiB, GiB, TiB or PiB)"
                                         : "unknown unit \"" + quoteForMessage(unit) + "\" in \"" + quoteForMessage(text)
-                                            + "\"; memory_summary writes B, KiB, MiB, GiB, TiB or PiB (KB, MB, … in older versions)");
+                            + "\"; memory_summary writes B, KiB, MiB, GiB, TiB or PiB (KB, MB, … in older versions)");
             scale = Bytes(1) << (10 * it->second);
         } else {
             if (unit == "K")
@@ -763,7 +788,8 @@ namespace {
             ++n;
         auto device = parseInt<std::int32_t>(rest.substr(0, n));
         if (!device)
-            throw FormatError(source + ":" + std::to_string(t.line) + ": \"" + std::string(kSummaryAnchor) + "\" is not followed by a device number");
+            throw FormatError(source + ":" + std::to_string(t.line) + ": \"" + std::string(kSummaryAnchor)
+                + "\" is not followed by a device number");
         t.device = *device;
         std::size_t pos = text.find('\n', at);
         const SummaryMetric* metric = nullptr;
@@ -773,7 +799,8 @@ namespace {
         while (pos != std::string_view::npos && pos + 1 < text.size()) {
             const std::size_t begin = pos + 1;
             pos = text.find('\n', begin);
-            const std::string_view line = text.substr(begin, pos == std::string_view::npos ? std::string_view::npos : pos - begin);
+            const std::string_view line
+                = text.substr(begin, pos == std::string_view::npos ? std::string_view::npos : pos - begin);
             ++lineNo;
             const std::size_t bar = line.find('|');
             if (bar == std::string_view::npos)
@@ -781,7 +808,8 @@ namespace {
             t.lastLine = lineNo;
             t.end = pos == std::string_view::npos ? text.size() : pos;
             const std::string_view body = trim(line.substr(bar));
-            const std::string_view inner = trim(body.substr(1, body.size() >= 2 && body.back() == '|' ? body.size() - 2 : std::string_view::npos));
+            const std::string_view inner = trim(
+                body.substr(1, body.size() >= 2 && body.back() == '|' ? body.size() - 2 : std::string_view::npos));
             if (!inner.empty() && inner.find_first_not_of('=') == std::string_view::npos) {
                 if (rows) {
                     t.closed = true;
@@ -795,7 +823,8 @@ namespace {
                 t.ooms = ooms;
             if (auto retries = integerAfter<std::uint64_t>(line, "cudaMalloc retries:"))
                 t.retries = retries;
-            if (line.find("CUDA OOMs:") != std::string_view::npos || line.find("cudaMalloc retries:") != std::string_view::npos)
+            if (line.find("CUDA OOMs:") != std::string_view::npos
+                || line.find("cudaMalloc retries:") != std::string_view::npos)
                 continue;
             std::vector<std::string_view> cells;
             for (std::size_t p = bar + 1; p <= line.size();) {
@@ -835,10 +864,12 @@ namespace {
             }
             rows = true;
             const std::string where = source + ":" + std::to_string(lineNo) + ": ";
-            const std::string rowName = pool == "all" ? std::string(metricRow) : std::string(metricRow) + " " + std::string(name);
+            const std::string rowName
+                = pool == "all" ? std::string(metricRow) : std::string(metricRow) + " " + std::string(name);
             for (std::size_t c = 0; c < 4; ++c) {
                 Figure f = summaryCell(cells[1 + c], *metric, c, rowName, where, lineNo);
-                std::string counter = std::string(metric->key) + "." + (metric->pooled ? pool + "." : std::string()) + std::string(kSummaryColumns[c]);
+                std::string counter = std::string(metric->key) + "." + (metric->pooled ? pool + "." : std::string())
+                    + std::string(kSummaryColumns[c]);
                 if (!metric->bytes)
                     counter += " (count)";
                 t.cells.emplace_back(std::move(counter), std::move(f));
@@ -852,8 +883,10 @@ namespace {
     {
         auto& meta = trace.metadata()["memory_summary"];
         meta = { { "line", t.line }, { "device", t.device }, { "complete", t.closed },
-            { "rounding", "each size v U (U = B, KiB, MiB, …) is floor(bytes / U): the bytes are v·U … v·U + U − 1, stored as v·U; "
-                          "counts with K or M likewise (×1000)" } };
+            { "rounding",
+                "each size v U (U = B, KiB, MiB, …) is floor(bytes / U): the bytes are v·U … v·U + U − 1, stored as "
+                "v·U; "
+                "counts with K or M likewise (×1000)" } };
         if (t.ooms)
             trace.counter("num_ooms (count)", static_cast<std::int64_t>(*t.ooms));
         if (t.retries)
@@ -873,15 +906,17 @@ namespace {
         }
         for (const auto& row : t.unknownRows)
             trace.stats().add("memory_summary_unknown_row", Severity::Info,
-                source + ":" + std::to_string(t.line) + ": the memory_summary row \"" + quoteForMessage(row) + "\" is not one gpumem knows; it is skipped");
+                source + ":" + std::to_string(t.line) + ": the memory_summary row \"" + quoteForMessage(row)
+                    + "\" is not one gpumem knows; it is skipped");
         if (!t.closed)
             trace.stats().add("memory_summary_truncated", Severity::Warning,
-                source + ":" + std::to_string(t.lastLine) + ": the memory_summary table ends before its closing \"====\" rule; the rows after line "
+                source + ":" + std::to_string(t.lastLine)
+                    + ": the memory_summary table ends before its closing \"====\" rule; the rows after line "
                     + std::to_string(t.lastLine) + " are missing");
         if (allocated && reserved && allocated->bytes > reserved->bytes + reserved->upTo)
             trace.stats().add("oom_figures_inconsistent", Severity::Warning,
-                source + ":" + std::to_string(allocated->line) + ": memory_summary's Allocated memory (" + allocated->text
-                    + ") is more than its GPU reserved memory (" + reserved->text + ")");
+                source + ":" + std::to_string(allocated->line) + ": memory_summary's Allocated memory ("
+                    + allocated->text + ") is more than its GPU reserved memory (" + reserved->text + ")");
         for (std::size_t i = 0; i < t.cells.size(); ++i) {
             const auto& [name, f] = t.cells[i];
             if (!name.ends_with(".current") && !name.ends_with(".current (count)"))
@@ -889,8 +924,8 @@ namespace {
             const std::size_t peak = i + 1;
             if (peak < t.cells.size() && f.bytes > t.cells[peak].second.bytes + t.cells[peak].second.upTo)
                 trace.stats().add("oom_figures_inconsistent", Severity::Warning,
-                    source + ":" + std::to_string(f.line) + ": memory_summary's current " + name + " (" + f.text + ") is more than its peak ("
-                        + t.cells[peak].second.text + ")");
+                    source + ":" + std::to_string(f.line) + ": memory_summary's current " + name + " (" + f.text
+                        + ") is more than its peak (" + t.cells[peak].second.text + ")");
         }
     }
 
@@ -950,18 +985,22 @@ namespace {
         const std::string at = source + ":" + std::to_string(m.request->line) + ": ";
         if (!m.cutAfter.empty())
             t.stats().add("oom_message_truncated", Severity::Warning,
-                at + "the out-of-memory message stops after \"" + quoteForMessage(m.cutAfter) + "\"" + (m.ordinal ? "" : " (the GPU number is unknown: cuda:0 is assumed)")
+                at + "the out-of-memory message stops after \"" + quoteForMessage(m.cutAfter) + "\""
+                    + (m.ordinal ? "" : " (the GPU number is unknown: cuda:0 is assumed)")
                     + "; the figures after it are missing — paste the whole message");
         if (!m.unrecognized.empty())
-            t.stats().add("oom_message_unrecognized", Severity::Warning, at + m.unrecognized + "; the figures after it are not read");
+            t.stats().add("oom_message_unrecognized", Severity::Warning,
+                at + m.unrecognized + "; the figures after it are not read");
         for (const auto& f : m.unknownFields)
-            t.stats().add("oom_message_unknown_field", Severity::Info, at + "the field \"" + quoteForMessage(f) + "\" is not one gpumem knows; it is skipped");
+            t.stats().add("oom_message_unknown_field", Severity::Info,
+                at + "the field \"" + quoteForMessage(f) + "\" is not one gpumem knows; it is skipped");
         checkTorchMessage(m, reserved ? &*reserved : nullptr, t, source);
     }
 
     // `offsets`: where the reports after the first start. Only the first few are turned into line numbers
     // (a long retry loop may repeat a message many thousand times in a large log).
-    void countRepeats(std::string_view what, const std::vector<std::size_t>& offsets, std::string_view text, CounterTrace& t, const std::string& source)
+    void countRepeats(std::string_view what, const std::vector<std::size_t>& offsets, std::string_view text,
+        CounterTrace& t, const std::string& source)
     {
         if (offsets.empty())
             return;
@@ -971,7 +1010,8 @@ namespace {
         if (offsets.size() > 8)
             list += ", …";
         t.stats().add("oom_message_repeated", Severity::Info,
-            source + ": " + std::to_string(offsets.size()) + " more " + std::string(what) + " follow (line " + list + "); only the first is imported",
+            source + ": " + std::to_string(offsets.size()) + " more " + std::string(what) + " follow (line " + list
+                + "); only the first is imported",
             offsets.size());
     }
 
@@ -981,10 +1021,11 @@ namespace {
     // tensorflow/core/framework/types.proto names as the OOM message prints them (DataTypeString).
     std::optional<Bytes> tfDtypeBytes(std::string_view dtype)
     {
-        static constexpr std::pair<std::string_view, Bytes> kSizes[] = { { "float", 4 }, { "double", 8 }, { "half", 2 }, { "bfloat16", 2 },
-            { "int8", 1 }, { "uint8", 1 }, { "int16", 2 }, { "uint16", 2 }, { "int32", 4 }, { "uint32", 4 }, { "int64", 8 }, { "uint64", 8 },
-            { "bool", 1 }, { "complex64", 8 }, { "complex128", 16 }, { "qint8", 1 }, { "quint8", 1 }, { "qint16", 2 }, { "quint16", 2 },
-            { "qint32", 4 }, { "float8_e4m3fn", 1 }, { "float8_e5m2", 1 } };
+        static constexpr std::pair<std::string_view, Bytes> kSizes[]
+            = { { "float", 4 }, { "double", 8 }, { "half", 2 }, { "bfloat16", 2 }, { "int8", 1 }, { "uint8", 1 },
+                  { "int16", 2 }, { "uint16", 2 }, { "int32", 4 }, { "uint32", 4 }, { "int64", 8 }, { "uint64", 8 },
+                  { "bool", 1 }, { "complex64", 8 }, { "complex128", 16 }, { "qint8", 1 }, { "quint8", 1 },
+                  { "qint16", 2 }, { "quint16", 2 }, { "qint32", 4 }, { "float8_e4m3fn", 1 }, { "float8_e5m2", 1 } };
         for (const auto& [name, size] : kSizes)
             if (dtype == name)
                 return size;
@@ -1003,8 +1044,10 @@ namespace {
         std::size_t messageAt = std::string_view::npos;
         std::vector<std::size_t> repeats;
 
-        // "OOM when allocating tensor with shape[32,30,30,1] and type float on /job:…/device:GPU:0 by allocator GPU_0_bfc"
-        for (std::size_t at = text.find(kTfShapeAnchor); at != std::string_view::npos; at = text.find(kTfShapeAnchor, at + 1)) {
+        // "OOM when allocating tensor with shape[32,30,30,1] and type float on /job:…/device:GPU:0 by allocator
+        // GPU_0_bfc"
+        for (std::size_t at = text.find(kTfShapeAnchor); at != std::string_view::npos;
+             at = text.find(kTfShapeAnchor, at + 1)) {
             if (messageAt != std::string_view::npos) {
                 repeats.push_back(at);
                 continue;
@@ -1015,7 +1058,8 @@ namespace {
             rest = rest.substr(0, rest.find('\n'));
             const std::size_t close = rest.find(']');
             if (close == std::string_view::npos)
-                throw FormatError(s.where(at) + "the tensor shape after \"shape[\" has no closing \"]\": \"" + quoteForMessage(rest) + "\"");
+                throw FormatError(s.where(at) + "the tensor shape after \"shape[\" has no closing \"]\": \""
+                    + quoteForMessage(rest) + "\"");
             std::vector<std::uint64_t> dims;
             Wide elements = 1;
             bool overflow = false;
@@ -1040,11 +1084,13 @@ namespace {
                 const std::size_t e = std::min(after.find(' '), after.size());
                 dtype = std::string(after.substr(0, e));
                 after.remove_prefix(e);
-                if (auto size = tfDtypeBytes(*dtype); size && !overflow && elements * *size <= std::numeric_limits<Bytes>::max())
+                if (auto size = tfDtypeBytes(*dtype);
+                    size && !overflow && elements * *size <= std::numeric_limits<Bytes>::max())
                     requested = static_cast<Bytes>(elements * *size);
                 else if (!size)
                     t.stats().add("tf_unknown_dtype", Severity::Info,
-                        s.where(at) + "the tensor type \"" + quoteForMessage(*dtype) + "\" has no size gpumem knows; the request size is not computed from the shape");
+                        s.where(at) + "the tensor type \"" + quoteForMessage(*dtype)
+                            + "\" has no size gpumem knows; the request size is not computed from the shape");
             }
             if (after.starts_with(" on ")) {
                 after.remove_prefix(4);
@@ -1061,7 +1107,8 @@ namespace {
             }
             t.metadata()["oom_message_line"] = collapseSpaces(line, kMaxMessageBytes);
             t.metadata()["oom_message_line_number"] = lineNumberAt(text, at);
-            t.metadata()["oom_message"] = collapseSpaces(text.substr(at, rest.size() + kTfShapeAnchor.size()), kMaxMessageBytes);
+            t.metadata()["oom_message"]
+                = collapseSpaces(text.substr(at, rest.size() + kTfShapeAnchor.size()), kMaxMessageBytes);
         }
         // "Allocator (GPU_0_bfc) ran out of memory trying to allocate 1.21GiB (rounded to 1300000000)"
         if (std::size_t at = text.find(kTfAllocatorAnchor); at != std::string_view::npos) {
@@ -1104,7 +1151,8 @@ namespace {
                 currRegion = integerAfter<std::int64_t>(line, "curr_region_allocation_bytes_:");
                 break;
             }
-        // "Stats: \nLimit: N\nInUse: N\nMaxInUse: N\nNumAllocs: N\nMaxAllocSize: N\nReserved: N\nPeakReserved: N\nLargestFreeBlock: N"
+        // "Stats: \nLimit: N\nInUse: N\nMaxInUse: N\nNumAllocs: N\nMaxAllocSize: N\nReserved: N\nPeakReserved:
+        // N\nLargestFreeBlock: N"
         std::vector<std::pair<std::string, std::int64_t>> statsLines;
         std::size_t statsAt = text.starts_with("Stats:") ? 0 : text.find("] Stats:");
         if (statsAt == std::string_view::npos)
@@ -1114,7 +1162,8 @@ namespace {
             for (int i = 0; i < 12 && pos != std::string_view::npos; ++i) {
                 const std::size_t begin = pos + 1;
                 pos = text.find('\n', begin);
-                const std::string_view line = trim(text.substr(begin, pos == std::string_view::npos ? std::string_view::npos : pos - begin));
+                const std::string_view line
+                    = trim(text.substr(begin, pos == std::string_view::npos ? std::string_view::npos : pos - begin));
                 const std::size_t colon = line.find(':');
                 if (line.empty() || colon == std::string_view::npos)
                     break;
@@ -1124,14 +1173,19 @@ namespace {
                     break;
                 auto v = parseInt<std::int64_t>(value);
                 if (!v)
-                    throw FormatError(source + ":" + std::to_string(lineNumberAt(text, begin)) + ": the BFC Stats field \"" + quoteForMessage(key)
-                        + "\" is \"" + quoteForMessage(value) + "\", not a whole number of bytes");
+                    throw FormatError(source + ":" + std::to_string(lineNumberAt(text, begin))
+                        + ": the BFC Stats field \"" + quoteForMessage(key) + "\" is \"" + quoteForMessage(value)
+                        + "\", not a whole number of bytes");
                 statsLines.emplace_back(std::string(key), *v);
             }
         }
-        if (messageAt == std::string_view::npos && !tried && !xlaBytes && !sumInUse && !regionBytes && statsLines.empty())
-            throw FormatError(source + ": no TensorFlow/XLA out-of-memory report found (expected \"OOM when allocating tensor with shape[…]\", "
-                                       "\"ran out of memory trying to allocate\" or a BFC allocator dump with \"Sum Total of in-use chunks\")");
+        if (messageAt == std::string_view::npos && !tried && !xlaBytes && !sumInUse && !regionBytes
+            && statsLines.empty())
+            throw FormatError(source
+                + ": no TensorFlow/XLA out-of-memory report found (expected \"OOM when allocating tensor with "
+                  "shape[…]\", "
+                  "\"ran out of memory trying to allocate\" or a BFC allocator dump with \"Sum Total of in-use "
+                  "chunks\")");
 
         // The device: "/device:GPU:N", else the allocator "GPU_N_bfc"; a host allocator is the host.
         DeviceType type = DeviceType::Cuda;
@@ -1147,7 +1201,8 @@ namespace {
             ordinal = -1;
         }
         if (!ordinal)
-            t.stats().add("tf_device_unknown", Severity::Info, source + ": the report names no GPU (no \"/device:GPU:N\" or \"GPU_N_bfc\"); cuda:0 is assumed");
+            t.stats().add("tf_device_unknown", Severity::Info,
+                source + ": the report names no GPU (no \"/device:GPU:N\" or \"GPU_N_bfc\"); cuda:0 is assumed");
         t.deviceSized(type, ordinal.value_or(0), 0);
         auto& meta = t.metadata();
         if (allocator)
@@ -1189,16 +1244,23 @@ namespace {
             t.counter(k == "NumAllocs" ? "NumAllocs (count)" : k, v);
         }
         // The request: the allocator's rounded size when printed, else XLA's exact bytes, else the tensor's.
-        const std::optional<Bytes> size = roundedTo ? roundedTo : xlaBytes ? xlaBytes : requested ? requested : tried ? std::optional<Bytes>(tried->bytes) : std::nullopt;
+        const std::optional<Bytes> size = roundedTo ? roundedTo
+            : xlaBytes                              ? xlaBytes
+            : requested                             ? requested
+            : tried                                 ? std::optional<Bytes>(tried->bytes)
+                                                    : std::nullopt;
         if (size)
             t.oom(*size, requested ? *requested : xlaBytes.value_or(0));
         else
             t.stats().add("oom_request_unknown", Severity::Info,
-                source + ": the report does not say how many bytes were requested (no tensor shape and type, no \"trying to allocate\"); no OOM event is recorded");
+                source
+                    + ": the report does not say how many bytes were requested (no tensor shape and type, no \"trying "
+                      "to allocate\"); no OOM event is recorded");
         if (regionBytes && limit && available && *limit - *regionBytes != *available)
             t.stats().add("oom_figures_inconsistent", Severity::Warning,
-                source + ": memory_limit_ " + std::to_string(*limit) + " minus the pool's " + std::to_string(*regionBytes) + " bytes is not the "
-                    + std::to_string(*available) + " available bytes it reports");
+                source + ": memory_limit_ " + std::to_string(*limit) + " minus the pool's "
+                    + std::to_string(*regionBytes) + " bytes is not the " + std::to_string(*available)
+                    + " available bytes it reports");
         countRepeats("\"OOM when allocating tensor\" lines", repeats, text, t, source);
         return t.build();
     }
@@ -1245,23 +1307,26 @@ Trace importTorchOomMessage(std::string_view text, const std::string& source, co
     DeviceType type = DeviceType::Cuda;
     const std::size_t at = findTorchMessage(text, 0, type);
     if (at == std::string_view::npos)
-        throw FormatError(source + ": no PyTorch out-of-memory message found (expected \"CUDA out of memory. Tried to allocate …\")");
+        throw FormatError(
+            source + ": no PyTorch out-of-memory message found (expected \"CUDA out of memory. Tried to allocate …\")");
     TorchMessageParser parser(text, source);
     const TorchMessage m = parser.parse(at, type);
     CounterTrace t("pytorch-oom-message");
     addTorchMessage(m, text, t, source);
     std::vector<std::size_t> repeats;
     DeviceType other;
-    for (std::size_t next = findTorchMessage(text, m.end, other); next != std::string_view::npos; next = findTorchMessage(text, next + 1, other))
+    for (std::size_t next = findTorchMessage(text, m.end, other); next != std::string_view::npos;
+         next = findTorchMessage(text, next + 1, other))
         repeats.push_back(next);
     countRepeats("out-of-memory messages", repeats, text, t, source);
-    // A memory_summary() printed with the message (in the except block) adds its counters, when it is of the same device.
+    // A memory_summary() printed with the message (in the except block) adds its counters, when it is of the same
+    // device.
     for (std::size_t s = text.find(kSummaryAnchor); s != std::string_view::npos; s = text.find(kSummaryAnchor, s + 1)) {
         SummaryTable table = parseSummary(text, s, source, t.stats());
         if (table.device != m.ordinal.value_or(0)) {
             t.stats().add("memory_summary_other_device", Severity::Info,
-                source + ":" + std::to_string(table.line) + ": a memory_summary of device " + std::to_string(table.device)
-                    + " is not the failing GPU's; it is skipped");
+                source + ":" + std::to_string(table.line) + ": a memory_summary of device "
+                    + std::to_string(table.device) + " is not the failing GPU's; it is skipped");
             continue;
         }
         addSummary(table, t, source);
@@ -1274,19 +1339,24 @@ Trace importTorchMemorySummary(std::string_view text, const std::string& source,
 {
     const std::size_t at = text.find(kSummaryAnchor);
     if (at == std::string_view::npos)
-        throw FormatError(source + ": no torch.cuda.memory_summary() table found (expected \"" + std::string(kSummaryAnchor) + "N\")");
+        throw FormatError(source + ": no torch.cuda.memory_summary() table found (expected \""
+            + std::string(kSummaryAnchor) + "N\")");
     CounterTrace t("pytorch-memory-summary");
     SummaryTable table = parseSummary(text, at, source, t.stats());
     t.deviceSized(DeviceType::Cuda, table.device, 0);
     addSummary(table, t, source);
     std::vector<std::size_t> repeats;
-    for (std::size_t s = text.find(kSummaryAnchor, table.end); s != std::string_view::npos; s = text.find(kSummaryAnchor, s + 1))
+    for (std::size_t s = text.find(kSummaryAnchor, table.end); s != std::string_view::npos;
+         s = text.find(kSummaryAnchor, s + 1))
         repeats.push_back(s);
     countRepeats("memory_summary tables", repeats, text, t, source);
     return t.build();
 }
 
-Trace importTfOomReport(std::string_view text, const std::string& source, const LoadOptions&) { return readTfReport(text, source); }
+Trace importTfOomReport(std::string_view text, const std::string& source, const LoadOptions&)
+{
+    return readTfReport(text, source);
+}
 
 namespace {
     // The three formats differ in what they look for and how they read it, nothing else.
@@ -1331,7 +1401,8 @@ std::unique_ptr<Importer> makePytorchMemorySummaryImporter()
 std::unique_ptr<Importer> makeTfOomReportImporter()
 {
     return std::make_unique<OomTextImporter>("tf-oom-report",
-        "TensorFlow/XLA \"OOM when allocating tensor …\" and BFC allocator dump text", looksLikeTfOomReport, importTfOomReport);
+        "TensorFlow/XLA \"OOM when allocating tensor …\" and BFC allocator dump text", looksLikeTfOomReport,
+        importTfOomReport);
 }
 
 } // namespace gpumem

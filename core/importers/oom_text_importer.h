@@ -6,9 +6,9 @@
 //                           free. [Process N has … memory in use.] [Including non-PyTorch memory, this
 //                           process has … memory in use.] [… allowed; ]Of the allocated memory … is
 //                           allocated by PyTorch, [with … allocated in private pools (e.g., CUDA Graphs), ]and
-//                           … is reserved by PyTorch but unallocated.", also with the "total capacty" typo of some versions)
-//                           and the older one ("(GPU 0; … total capacity; … already allocated; … free;
-//                           [… allowed; ]… reserved in total by PyTorch)", earlier "… cached)"); a
+//                           … is reserved by PyTorch but unallocated.", also with the "total capacty"
+//                           typo of some versions) and the older one ("(GPU 0; … total capacity; … already allocated; …
+//                           free; [… allowed; ]… reserved in total by PyTorch)", earlier "… cached)"); a
 //                           torch.cuda.memory_summary() table in the same text adds its counters;
 //   pytorch-memory-summary  a torch.cuda.memory_summary() table alone (torch/cuda/memory.py, memory_summary);
 //   tf-oom-report           TensorFlow/XLA "OOM when allocating tensor with shape[…] and type … on …

@@ -14,7 +14,9 @@ TEST(OomTextCli, InfoShowsTheMessagesCounters)
     EXPECT_NE(r.out.find("  format          pytorch-oom-message\n"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("  device cuda:0 (23.65 GiB)"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("    events          oom 1\n"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("    recorded peak   Total Allocated: 22.90 GiB (24588687770 B) at +0.000000 s\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("    recorded peak   Total Allocated: 22.90 GiB (24588687770 B) at +0.000000 s\n"),
+        std::string::npos)
+        << r.out;
     EXPECT_NE(r.out.find("    recorded peak   Process In Use: 23.60 GiB (25340307046 B)"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("  anomalies       none\n"), std::string::npos) << r.out;
 }
@@ -24,7 +26,8 @@ TEST(OomTextCli, InfoPrintsCountsAsNumbers)
     // memory_summary's "cudaMalloc retries: 6" is a count, not 6 bytes.
     auto r = runCli("info tests/data/oom/message_and_summary_fairseq2442.txt");
     ASSERT_EQ(r.exitCode, 0) << r.err;
-    EXPECT_NE(r.out.find("    recorded peak   num_alloc_retries (count): 6 at +0.000000 s\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("    recorded peak   num_alloc_retries (count): 6 at +0.000000 s\n"), std::string::npos)
+        << r.out;
     auto j = runCli("info --format json tests/data/oom/message_and_summary_fairseq2442.txt");
     ASSERT_EQ(j.exitCode, 0) << j.err;
     const auto doc = nlohmann::json::parse(j.out);
