@@ -1010,8 +1010,8 @@ namespace {
         if (offsets.size() > 8)
             list += ", …";
         t.stats().add("oom_message_repeated", Severity::Info,
-            source + ": " + std::to_string(offsets.size()) + " more " + std::string(what) + " follow (line " + list
-                + "); only the first is imported",
+            source + ": the text holds " + std::to_string(offsets.size()) + " more of the " + std::string(what) + " (line"
+                + std::string(offsets.size() == 1 ? " " : "s ") + list + "); only the first is imported",
             offsets.size());
     }
 
@@ -1316,7 +1316,7 @@ Trace importTorchOomMessage(std::string_view text, const std::string& source, co
     std::vector<std::size_t> repeats;
     DeviceType other;
     for (std::size_t next = findTorchMessage(text, m.end, other); next != std::string_view::npos;
-         next = findTorchMessage(text, next + 1, other))
+         next = findTorchMessage(text, next + kTorchAnchor.size(), other))
         repeats.push_back(next);
     countRepeats("out-of-memory messages", repeats, text, t, source);
     // A memory_summary() printed with the message (in the except block) adds its counters, when it is of the same

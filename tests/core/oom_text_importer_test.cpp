@@ -490,3 +490,22 @@ TEST(OomTextImporters, DoNotClaimTheOtherFormatsTestInputs)
             << e.path();
     }
 }
+
+TEST(TorchOomMessage, ImportsTheFirstOfSeveralMessagesAndCountsTheRest)
+{
+    // Regression: the search for further messages restarted inside the one it had found and never ended
+    // (out of memory). Two ranks, as torchrun prefixes their lines; written from the current wording.
+    Trace t = importTorchOomMessage("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.25 GiB. GPU 1 has a "
+                                    "total capacity of 93.02 GiB of which 1.18 GiB is free.\n"
+                                    "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.25 GiB. GPU 0 has a "
+                                    "total capacity of 93.02 GiB of which 1.18 GiB is free.\n",
+        "ranks.txt");
+    ASSERT_EQ(t.devices().size(), 1u);
+    EXPECT_EQ(t.devices()[0].ordinal, 1);
+    const Anomaly* repeated = t.stats().find("oom_message_repeated");
+    ASSERT_NE(repeated, nullptr);
+    EXPECT_EQ(repeated->count, 1u);
+    EXPECT_NE(repeated->detail.find("ranks.txt: the text holds 1 more of the out-of-memory messages (line 2); only the first"), std::string::npos) << repeated->detail;
+    // The first message stops after "is free." at its line end: the figures after it are missing.
+    EXPECT_NE(t.stats().find("oom_message_truncated"), nullptr);
+}
