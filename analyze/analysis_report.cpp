@@ -285,9 +285,11 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     line(out, " " + std::string(label));
     if (a.empty) {
         if (trace.memory().count() == 0 && !trace.counterSamples().empty()) {
-            // A PyTorch <= 1.9 profiler trace: sizes without addresses, imported as counters.
+            // A PyTorch <= 1.9 profiler trace (sizes without addresses, imported as counters), or the figures
+            // of an out-of-memory report such as a memory_summary() table (core/importers/oom_text_importer.h).
             line(out, " no memory events with addresses: this trace records memory counters only");
-            line(out, " (PyTorch <= 1.9 profiler); nothing to break down. Recorded peaks:");
+            line(out, trace.stats().find("no_addresses") ? " (PyTorch <= 1.9 profiler); nothing to break down. Recorded peaks:"
+                                                         : " nothing to break down. Recorded peaks:");
             const auto series = trace.counterSeries();
             std::vector<Bytes> peak(series.size(), 0);
             for (const auto& s : trace.counterSamples())
