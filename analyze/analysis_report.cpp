@@ -2,6 +2,7 @@
 #include "analyze/trace_summary.h"
 
 #include "core/byte_total.h"
+#include "core/counter_units.h"
 #include "core/display_width.h"
 #include "core/message_quote.h"
 #include "core/units.h"
@@ -284,9 +285,11 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     line(out, " " + std::string(label));
     if (a.empty) {
         if (trace.memory().count() == 0 && !trace.counterSamples().empty()) {
-            // A PyTorch <= 1.9 profiler trace: sizes without addresses, imported as counters.
+            // A PyTorch <= 1.9 profiler trace (sizes without addresses, imported as counters), or the figures
+            // of an out-of-memory report such as a memory_summary() table (core/importers/oom_text_importer.h).
             line(out, " no memory events with addresses: this trace records memory counters only");
-            line(out, " (PyTorch <= 1.9 profiler); nothing to break down. Recorded peaks:");
+            line(out, trace.stats().find("no_addresses") ? " (PyTorch <= 1.9 profiler); nothing to break down. Recorded peaks:"
+                                                         : " nothing to break down. Recorded peaks:");
             const auto series = trace.counterSeries();
             std::vector<Bytes> peak(series.size(), 0);
             for (const auto& s : trace.counterSamples())
@@ -294,7 +297,7 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
                     peak[s.series] = std::max(peak[s.series], static_cast<Bytes>(s.value));
             for (std::size_t i = 0; i < series.size(); ++i) {
                 const auto name = trace.str(series[i].name);
-                if (peak[i] == 0 || name.ends_with("(ppm)"))
+                if (peak[i] == 0 || !isByteCounter(name))
                     continue;
                 const DeviceId d = series[i].device;
                 line(out, "   " + (d < trace.devices().size() ? deviceLabel(trace.devices()[d]) + " " : std::string())

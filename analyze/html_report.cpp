@@ -3,6 +3,7 @@
 #include "analyze/analysis_report.h"
 #include "analyze/replay_report.h"
 #include "core/byte_total.h"
+#include "core/counter_units.h"
 #include "core/message_quote.h"
 #include "core/units.h"
 #include "replay/fidelity.h"
@@ -324,7 +325,7 @@ code{font-size:12px})";
         const auto series = trace.counterSeries();
         std::vector<std::uint32_t> shown;
         for (std::uint32_t i = 0; i < series.size(); ++i)
-            if (series[i].device == a.device && !trace.str(series[i].name).ends_with("(ppm)"))
+            if (series[i].device == a.device && isByteCounter(trace.str(series[i].name)))
                 shown.push_back(i);
         std::vector<std::vector<CounterSample>> samples(series.size());
         TimeNs first = std::numeric_limits<TimeNs>::max(), last = std::numeric_limits<TimeNs>::min();

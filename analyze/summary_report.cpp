@@ -1,6 +1,7 @@
 #include "analyze/summary_report.h"
 
 #include "core/byte_total.h"
+#include "core/counter_units.h"
 #include "core/message_quote.h"
 #include "core/units.h"
 
@@ -29,11 +30,14 @@ namespace {
         return (isSaturated(p.bytes) ? formatByteTotal(p.bytes) : formatBytes(p.bytes) + " (" + std::to_string(p.bytes) + " B)") + " at +"
             + formatSecondsBetween(start, p.time);
     }
-    // Counters are bytes unless their name ends in "(ppm)": a ratio in parts per million
-    // (docs/trace-format.md, counter series; the xplane importer's "Fragmentation (ppm)").
+    // Counters are bytes unless their name ends in "(ppm)", a ratio in parts per million (the xplane
+    // importer's "Fragmentation (ppm)"), or "(count)", a number of things (memory_summary's
+    // "num_alloc_retries (count)"): core/counter_units.h, docs/trace-format.md §4.7.
     std::string counterPeakText(std::string_view name, const Peak& p, TimeNs start)
     {
-        if (name.ends_with("(ppm)")) {
+        if (counterUnit(name) == CounterUnit::Count)
+            return std::to_string(p.bytes) + " at +" + formatSecondsBetween(start, p.time);
+        if (counterUnit(name) == CounterUnit::PartsPerMillion) {
             char buf[64];
             std::snprintf(buf, sizeof buf, "%.2f %% (%llu ppm) at +", double(p.bytes) / 1e4,
                 static_cast<unsigned long long>(p.bytes));

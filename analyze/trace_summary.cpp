@@ -1,6 +1,7 @@
 #include "analyze/trace_summary.h"
 
 #include "core/byte_total.h"
+#include "core/counter_units.h"
 #include "replay/fidelity.h"
 
 #include <nlohmann/json.hpp>
@@ -33,7 +34,7 @@ std::optional<DeviceId> busiestCounterDevice(const TraceSummary& summary)
     Bytes bestPeak = 0;
     for (const auto& d : summary.devices)
         for (const auto& [name, peak] : d.recordedPeaks)
-            if (!name.ends_with("(ppm)") && peak.bytes > bestPeak) {
+            if (isByteCounter(name) && peak.bytes > bestPeak) {
                 best = d.device;
                 bestPeak = peak.bytes;
             }
@@ -176,7 +177,7 @@ TraceSummary summarize(const Trace& trace)
         const auto name = trace.str(series.name);
         // A byte counter that stays 0 for the whole trace was not recorded (XPlane writes bytes_reserved
         // 0 on every event of an allocator that does not report it); a ratio of 0 ppm is a real value.
-        if (counterPeaks[i] && counterPeaks[i]->bytes == 0 && !name.ends_with("(ppm)"))
+        if (counterPeaks[i] && counterPeaks[i]->bytes == 0 && isByteCounter(name))
             continue;
         if (counterPeaks[i] && series.device < s.devices.size())
             s.devices[series.device].recordedPeaks.emplace_back(std::string(name), *counterPeaks[i]);

@@ -77,7 +77,7 @@ TimeSpan traceSpan(const Trace& trace);
 // final full stop); nullopt for any other trace.
 std::optional<std::string> countersOnlyNote(const Trace& trace);
 
-// The device whose recorded counters reach the highest value (counters in "(ppm)" left out), for a
+// The device whose recorded byte counters reach the highest value (core/counter_units.h), for a
 // trace that has counters only; nullopt when no counter has a positive sample on a device.
 std::optional<DeviceId> busiestCounterDevice(const TraceSummary& summary);
 

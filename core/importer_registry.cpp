@@ -15,6 +15,11 @@ std::unique_ptr<Importer> makeMemoryTimelineImporter();
 std::unique_ptr<Importer> makeXplaneImporter();
 std::unique_ptr<Importer> makeRmmCsvImporter();
 std::unique_ptr<Importer> makeNsysSqliteImporter();
+// Out-of-memory text found anywhere in a log (core/importers/oom_text_importer.h): asked last, so a
+// structured format that happens to quote such a message is still read as itself.
+std::unique_ptr<Importer> makePytorchOomMessageImporter();
+std::unique_ptr<Importer> makePytorchMemorySummaryImporter();
+std::unique_ptr<Importer> makeTfOomReportImporter();
 
 const std::vector<std::unique_ptr<Importer>>& importers()
 {
@@ -28,6 +33,9 @@ const std::vector<std::unique_ptr<Importer>>& importers()
         v.push_back(makeXplaneImporter());
         v.push_back(makeRmmCsvImporter());
         v.push_back(makeNsysSqliteImporter());
+        v.push_back(makePytorchOomMessageImporter());
+        v.push_back(makePytorchMemorySummaryImporter());
+        v.push_back(makeTfOomReportImporter());
         return v;
     }();
     return all;

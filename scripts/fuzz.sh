@@ -57,6 +57,7 @@ extra_seeds() { # prints one folder
       done
       [[ -d $pub/tracelens/jax-xplane ]] && cp "$pub"/tracelens/jax-xplane/*.pb "$dir"/ ;;
     rmm_csv_fuzzer) cp "$root"/tests/data/rmm/*.csv "$dir"/ ;;
+    oom_text_fuzzer) cp "$root"/tests/data/oom/*.txt "$dir"/ ;; # the verbatim public messages
     kineto_json_fuzzer) # one small real trace, decompressed (the harness takes JSON, not gzip)
       bert=$pub/tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz
       [[ -f $bert ]] && gzip -dc "$bert" >"$dir/bert_small.json" ;;

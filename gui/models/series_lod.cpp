@@ -1,5 +1,7 @@
 #include "gui/models/series_lod.h"
 
+#include "core/counter_units.h"
+
 #include <algorithm>
 #include <limits>
 
@@ -109,7 +111,7 @@ TimelineLod::TimelineLod(const Trace& trace, const analyze::DeviceTimeline* d, D
         const auto series = trace.counterSeries();
         std::vector<int> slot(series.size(), -1);
         for (std::size_t s = 0; s < series.size(); ++s)
-            if (series[s].device == device && !trace.str(series[s].name).ends_with("(ppm)")) {
+            if (series[s].device == device && isByteCounter(trace.str(series[s].name))) {
                 slot[s] = int(counters.size());
                 counters.emplace_back().name = std::string(trace.str(series[s].name));
             }
