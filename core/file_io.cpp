@@ -98,6 +98,7 @@ namespace {
         inflateGetHeader(&zs, &header);
         bool firstMember = true;
         std::size_t fed = 0; // input bytes handed to zlib so far (zlib counts in 32 bits)
+        const std::size_t cap = inflateLimit(in.size());
         char buf[1 << 16];
         auto fail = [&](const std::string& message) -> std::string {
             inflateEnd(&zs);
@@ -116,9 +117,10 @@ namespace {
             zs.avail_out = sizeof buf;
             int rc = inflate(&zs, Z_NO_FLUSH);
             out.append(buf, sizeof buf - zs.avail_out);
-            if (limit == std::string::npos && out.size() > maxDecompressedBytes())
-                return fail("decompresses to more than " + std::to_string(maxDecompressedBytes() >> 20)
-                    + " MiB (half of this machine's memory); if the trace is real, set GPUMEM_MAX_INPUT_MIB to allow more");
+            if (limit == std::string::npos && out.size() > cap) {
+                inflateEnd(&zs);
+                throw FormatError(std::string(source) + ": " + inflateLimitMessage(in.size()));
+            }
             if (out.size() >= limit) {
                 out.resize(limit);
                 break;
@@ -171,7 +173,7 @@ namespace {
         // Deflate cannot expand more than ~1032×: a smaller ISIZE than that bound is a wrapped size, and a
         // larger one is a lie (a cut or forged file) that must not make us allocate it. Either way the
         // streaming path decides.
-        if (isize < in.size() / 1100 || isize > in.size() * 1032 + 1024 || isize > maxDecompressedBytes())
+        if (isize < in.size() / 1100 || isize > in.size() * 1032 + 1024 || isize > inflateLimit(in.size()))
             return false;
         std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> d(
             libdeflate_alloc_decompressor(), libdeflate_free_decompressor);
@@ -238,6 +240,40 @@ std::size_t maxDecompressedBytes()
         return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) / 2;
     }();
     return limit;
+}
+
+std::size_t inflateRatio()
+{
+    static const std::size_t ratio = [] {
+        if (const char* env = std::getenv("GPUMEM_INFLATE_RATIO"))
+            if (long long r = std::atoll(env); r > 0)
+                return static_cast<std::size_t>(r);
+        return kDefaultInflateRatio;
+    }();
+    return ratio;
+}
+
+std::size_t inflateLimit(std::size_t compressedBytes)
+{
+    constexpr std::size_t kFloor = std::size_t(16) << 20;
+    const std::size_t ratio = inflateRatio();
+    const std::size_t byRatio = compressedBytes > (SIZE_MAX - kFloor) / ratio ? SIZE_MAX : ratio * compressedBytes + kFloor;
+    return std::min(byRatio, maxDecompressedBytes());
+}
+
+std::string inflateLimitMessage(std::size_t compressedBytes)
+{
+    const std::size_t limit = inflateLimit(compressedBytes);
+    std::string m = "decompresses to more than " + std::to_string(limit >> 20) + " MiB, ";
+    if (limit < maxDecompressedBytes())
+        return m + "gpumem's limit for a gzip input of " + std::to_string(compressedBytes) + " bytes ("
+            + std::to_string(inflateRatio()) + "× its compressed size + 16 MiB; real traces inflate 9–30×, a gzip "
+              "bomb 1,000×); if the trace is real, set GPUMEM_INFLATE_RATIO to a larger ratio (e.g. "
+            + std::to_string(inflateRatio() * 4) + ")";
+    if (std::getenv("GPUMEM_MAX_INPUT_MIB"))
+        return m + "the limit GPUMEM_MAX_INPUT_MIB sets; if the trace is real, set it higher";
+    return m + "half of this machine's memory, gpumem's limit for any input; if the trace is real, set "
+               "GPUMEM_MAX_INPUT_MIB to allow more";
 }
 
 bool isGzip(std::string_view bytes)
