@@ -71,7 +71,7 @@ TEST(HardeningCli, WhitespaceBombsStopAtTheInflateLimitWithAMessageNamingIt)
 TEST(HardeningCli, AnInitialStateThatCannotBeAdoptedNamesItsFile)
 {
     const auto path = scratchDir("initial") / "overlap.jsonl";
-    std::ofstream(path) << R"({"format":"gpumem-jsonl","version":1,"metadata":{"reconstruction":[{"device":0,"events_before_trace":2}]}}
+    std::ofstream(path) << R"({"format":"gpumem-jsonl","version":1,"metadata":{"allocator_settings":{},"reconstruction":[{"device":0,"events_before_trace":2}]}}
 {"type":"device","id":0,"kind":"cuda","ordinal":0,"name":"d","total_memory":0}
 {"type":"stream","id":0,"device":0,"handle":0}
 {"type":"mem","t":1,"kind":"segment_alloc","addr":2097152,"size":2097152}

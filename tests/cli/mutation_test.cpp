@@ -235,7 +235,7 @@ std::vector<Seed> seeds(const fs::path& scratch)
 TEST(Mutation, MutatedInputsOfEveryFormatNeverCrashHangOrPrintRawControls)
 {
     const std::uint64_t seedValue = envNumber("GPUMEM_MUTATION_SEED", 20261201);
-    const std::uint64_t perFormat = envNumber("GPUMEM_MUTATION_VARIANTS", 160);
+    const std::uint64_t perFormat = envNumber("GPUMEM_MUTATION_VARIANTS", 300);
     const char* keep = std::getenv("GPUMEM_MUTATION_KEEP");
     const fs::path dir = scratchDir("mutation");
     const auto all = seeds(dir);

@@ -233,3 +233,21 @@ TEST(OutputFile, AConvertKilledMidWriteLeavesNoStaleTemporaryAfterTheNextRun)
     EXPECT_TRUE(tempNamesIn(dir, "out.gmt").empty());
     EXPECT_TRUE(fs::is_regular_file(out));
 }
+
+// Root (who may give a file away) keeps OUT's owner and group on replace; others keep what they can.
+TEST(OutputFile, ReplacingKeepsTheOwnerOfOutWhereTheSystemAllows)
+{
+    if (::geteuid() != 0)
+        GTEST_SKIP() << "only root can create a file owned by another user to replace";
+    auto out = scratchDir("owner") / "theirs.gmt";
+    std::ofstream(out) << "old";
+    ASSERT_EQ(::chown(out.c_str(), 4321, 4322), 0);
+    ASSERT_EQ(::chmod(out.c_str(), 0640), 0);
+    auto r = runCli("convert tests/data/tiny_alloc_free.jsonl -o '" + out.string() + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    struct stat st {};
+    ASSERT_EQ(::stat(out.c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 4321u);
+    EXPECT_EQ(st.st_gid, 4322u);
+    EXPECT_EQ(st.st_mode & 07777, 0640u);
+}
