@@ -1,5 +1,6 @@
 // The standing adversarial test (issue 21 item 6): a seeded mutation run over tests/data/, traces/ and
-// the small public traces, a few hundred variants per format, each run through `gpumem info` in a
+// the small public traces, a few hundred variants per format (.jsonl, .gmt, Kineto, snapshot JSON and
+// pickle, RMM, memory timeline, nsys SQLite; not XPlane, whose seeds need protoc), each run through `gpumem info` in a
 // child process with limits. It fails on a crash (a signal), an internal error, a timeout, memory
 // above kMemoryLimit (setrlimit RLIMIT_AS in the child: the allocation fails, gpumem says "out of
 // memory", which counts as a failure too), a raw control character on stdout or stderr, or a stderr
@@ -15,6 +16,7 @@
 #include "tests/core/gzip_test_support.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <chrono>
 #include <csignal>
@@ -208,6 +210,15 @@ std::vector<Seed> seeds(const fs::path& scratch)
         const fs::path gmt = scratch / (std::string(name) + ".gmt");
         gpumem::writeGmt(t, gmt.string(), 3);
         add("gmt", gmt);
+    }
+    { // nsys: the hand-written export built into a database here
+        const fs::path db = scratch / "memory_and_kernels.sqlite";
+        fs::remove(db);
+        sqlite3* handle = nullptr;
+        if (sqlite3_open(db.c_str(), &handle) == SQLITE_OK)
+            sqlite3_exec(handle, slurp(src / "tests/data/nsys/memory_and_kernels.sql").c_str(), nullptr, nullptr, nullptr);
+        sqlite3_close(handle);
+        add("nsys", db);
     }
     add("kineto", src / "tests/data/kineto/prewarm_a.json");
     add("kineto", src / "tests/data/kineto/legacy_counters_only.json", true);
