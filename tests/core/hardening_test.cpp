@@ -167,3 +167,30 @@ TEST(Hardening, SnapshotFramesThatAreListsAreAnAnomaly)
     EXPECT_EQ(detailOf(t, "frame_not_a_dict"),
         "a 'frames' list holds a list where a frame dict {name, filename, line} belongs; left out of the stack");
 }
+
+// An unknown block state or trace action was quoted whole in the error: 300 KB of input in one message.
+TEST(Hardening, SnapshotErrorsQuoteAtMost120BytesOfAnUnknownStateOrAction)
+{
+    const std::string json = slurp(GPUMEM_SOURCE_DIR "/tests/data/snapshot/entry_shapes.json");
+    const std::string huge(300000, 'q');
+    for (const std::string from : { "\"state\": \"inactive\"", "\"action\": \"alloc\"" }) {
+        std::string text = json;
+        const auto at = text.find(from);
+        ASSERT_NE(at, std::string::npos) << from;
+        text.replace(at, from.size(), from.substr(0, from.find(':')) + ": \"" + huge + "\"");
+        const fs::path path = scratch(from.substr(1, 5) + ".json");
+        std::ofstream(path, std::ios::binary) << text;
+        std::string message;
+        try {
+            Trace t = importPytorchSnapshot(path.string());
+            for (const auto& a : t.stats().anomalies())
+                if (a.detail.find("qqqq") != std::string::npos)
+                    message = a.detail;
+        } catch (const Error& e) {
+            message = e.what();
+        }
+        ASSERT_NE(message.find(std::string(120, 'q') + "…"), std::string::npos) << from << ": " << message.substr(0, 300);
+        EXPECT_EQ(message.find(std::string(121, 'q')), std::string::npos) << from;
+        EXPECT_LT(message.size(), 1000u) << from;
+    }
+}
