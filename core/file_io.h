@@ -87,6 +87,28 @@ std::string readContentHead(const std::string& path, std::size_t limit = 64 * 10
 // kReadPadding bytes of spare capacity.
 std::string gunzip(std::string_view compressed, std::string_view source);
 
+// A file's content (decompressed if gzip, by magic) one line at a time, so that a line-oriented reader
+// (.jsonl) never holds the whole inflated text: a gzip file is inflated 64 KiB at a time as lines are
+// asked for; a plain file is read whole (it is its own size). The same errors and inflateLimit() as
+// readFileMaybeGzip(path). Move-only; not thread-safe.
+class LineReader {
+public:
+    explicit LineReader(const std::string& path); // throws IoError naming the path
+    ~LineReader();
+    LineReader(LineReader&&) noexcept;
+    LineReader& operator=(LineReader&&) noexcept;
+
+    // The next line without its '\n' (a last line without one included), valid until the next call;
+    // false after the last. Throws FormatError naming the path (damaged or cut gzip, past the limit).
+    bool next(std::string_view& line);
+    // How much of the file as stored has been read, 0–1 (for progress).
+    double fractionRead() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m_impl;
+};
+
 // A read-only memory map of a whole file (an empty file maps to an empty span). Move-only.
 class MappedFile {
 public:
