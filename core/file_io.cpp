@@ -458,6 +458,7 @@ struct LineReader::Impl {
     std::unique_ptr<Inflater> inflater; // null for a plain file
     std::string text; // inflated, not yet handed out (from `pos`); a plain file's whole content
     std::size_t pos = 0;
+    std::size_t searched = 0; // text[pos, searched) holds no '\n': a long line is scanned once, not per step
     bool streamEnded = false;
 };
 
@@ -480,11 +481,13 @@ bool LineReader::next(std::string_view& line)
 {
     Impl& m = *m_impl;
     for (;;) {
-        if (const std::size_t nl = m.text.find('\n', m.pos); nl != std::string::npos) {
+        if (const std::size_t nl = m.text.find('\n', std::max(m.pos, m.searched)); nl != std::string::npos) {
             line = std::string_view(m.text).substr(m.pos, nl - m.pos);
             m.pos = nl + 1;
+            m.searched = m.pos;
             return true;
         }
+        m.searched = m.text.size();
         if (m.streamEnded) {
             if (m.pos >= m.text.size())
                 return false;
@@ -493,6 +496,7 @@ bool LineReader::next(std::string_view& line)
             return true;
         }
         m.text.erase(0, m.pos); // what was handed out; the partial line stays
+        m.searched -= m.pos;
         m.pos = 0;
         std::string message;
         switch (m.inflater->step(m.text, message)) {

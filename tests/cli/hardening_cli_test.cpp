@@ -79,9 +79,11 @@ TEST(HardeningCli, AnInitialStateThatCannotBeAdoptedNamesItsFile)
 {"type":"mem","t":3,"kind":"alloc","addr":2097152,"size":512}
 {"type":"mem","t":4,"kind":"free","addr":2097152,"size":512}
 )";
-    const auto r = runCli("replay '" + path.string() + "'");
-    EXPECT_EQ(r.exitCode, 1);
-    EXPECT_NE(r.err.find(path.string() + ": initial state: segment at address 3145728 overlaps another segment"),
-        std::string::npos)
-        << r.err;
+    for (const std::string verb : { "replay", "fit", "sweep --policy pytorch" }) {
+        const auto r = runCli(verb + " '" + path.string() + "'");
+        EXPECT_EQ(r.exitCode, 1) << verb;
+        EXPECT_NE(r.err.find(path.string() + ": initial state: segment at address 3145728 overlaps another segment"),
+            std::string::npos)
+            << verb << ": " << r.err;
+    }
 }
