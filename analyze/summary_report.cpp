@@ -115,7 +115,7 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
     } else {
         out << "  anomalies\n";
         for (const auto& a : s.anomalies)
-            out << "    " << toString(a.severity) << ' ' << a.code << " ×" << a.count << ": " << messageForTerminal(a.detail) << '\n';
+            out << "    " << toString(a.severity) << ' ' << textForTerminal(a.code) << " ×" << a.count << ": " << messageForTerminal(a.detail) << '\n';
     }
 }
 

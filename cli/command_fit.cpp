@@ -76,6 +76,7 @@ namespace {
             const std::string path = vm["trace"].as<std::string>();
             Trace trace = loadReplayableTrace(path);
             options.device = deviceOption(vm, trace, path);
+            options.source = path;
             // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
             if (!options.device)
                 options.device = replay::defaultReplayDevice(trace);

@@ -350,6 +350,7 @@ namespace {
             options.capacity = readCapacity(vm);
             options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
             const std::string& path = paths.front();
+            options.source = path;
             if (fidelity) {
                 if (specs.size() > 1)
                     throw UsageError("--fidelity takes at most one --policy (the recorded one by default)");

@@ -79,6 +79,7 @@ namespace {
                     }
                     replay::ReplayOptions replayOptions;
                     replayOptions.device = analyses[i].device;
+                    replayOptions.source = paths[i];
                     for (std::size_t k = 0; k < specs.size(); ++k) {
                         auto r = replay::Replayer(replayOptions).run(traces[i], specs[k]);
                         analyze::PolicyRow row;

@@ -68,6 +68,7 @@ namespace {
             options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
 
             const std::string path = vm["trace"].as<std::string>();
+            options.source = path;
             Trace trace = loadReplayableTrace(path);
             options.device = deviceOption(vm, trace, path);
             // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).

@@ -1,12 +1,19 @@
 #include "cli/output_file.h"
 
 #include "core/error.h"
+#include "core/message_quote.h"
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <dirent.h>
+#include <fcntl.h>
 #include <filesystem>
+#include <random>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,7 +46,86 @@ namespace {
         for (int sig : { SIGINT, SIGTERM, SIGHUP })
             std::signal(sig, SIG_DFL);
     }
+
+    constexpr std::string_view kTempInfix = ".gpumem-tmp-";
+    constexpr std::size_t kRandomChars = 6;
+
+    bool isAlnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+    std::string randomSuffix()
+    {
+        static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+        unsigned char bytes[kRandomChars];
+        if (::getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {
+            std::random_device rd;
+            for (auto& b : bytes)
+                b = static_cast<unsigned char>(rd());
+        }
+        std::string s;
+        for (unsigned char b : bytes)
+            s += kChars[b % (sizeof kChars - 1)];
+        return s;
+    }
+
+    // Removes the temporary files an earlier gpumem left for `outName` in the folder `dirFd` (the rule
+    // in output_file.h). Never follows a link: lstat-like fstatat, and unlinkat removes a name, never
+    // what a link points to, so a name swapped for a link between the check and the removal costs only
+    // that link.
+    void removeStaleTemps(int dirFd, const std::string& outName)
+    {
+        int scanFd = ::openat(dirFd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (scanFd < 0)
+            return;
+        DIR* dir = ::fdopendir(scanFd);
+        if (!dir) {
+            ::close(scanFd);
+            return;
+        }
+        const std::time_t now = std::time(nullptr);
+        while (const dirent* e = ::readdir(dir)) {
+            long pid = 0;
+            if (!isOutputTempName(e->d_name, outName, pid) || pid == ::getpid())
+                continue;
+            struct stat st {};
+            if (::fstatat(dirFd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)
+                || st.st_uid != ::geteuid())
+                continue;
+            const bool dead = pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+            const bool old = now - st.st_mtime > kStaleTempSeconds;
+            if (dead || old)
+                ::unlinkat(dirFd, e->d_name, 0);
+        }
+        ::closedir(dir);
+    }
+
+    TempSuffixSource g_suffixSource = nullptr;
+
+    bool isDevicePath(const std::string& path) { return path.rfind("/dev/", 0) == 0; }
 } // namespace
+
+void setTempSuffixSource(TempSuffixSource source) { g_suffixSource = source; }
+
+bool isOutputTempName(std::string_view name, std::string_view outName, long& pid)
+{
+    if (name.size() <= outName.size() + kTempInfix.size() || name.substr(0, outName.size()) != outName
+        || name.substr(outName.size(), kTempInfix.size()) != kTempInfix)
+        return false;
+    std::string_view rest = name.substr(outName.size() + kTempInfix.size());
+    const std::size_t dash = rest.find('-');
+    if (dash == 0 || dash == std::string_view::npos || dash > 10 || rest.size() != dash + 1 + kRandomChars)
+        return false;
+    long value = 0;
+    for (char c : rest.substr(0, dash)) {
+        if (c < '0' || c > '9')
+            return false;
+        value = value * 10 + (c - '0');
+    }
+    for (char c : rest.substr(dash + 1))
+        if (!isAlnum(c))
+            return false;
+    pid = value;
+    return true;
+}
 
 OutputFile::OutputFile(const std::string& path, const std::vector<std::string>& inputs)
 {
@@ -49,8 +135,12 @@ OutputFile::OutputFile(const std::string& path, const std::vector<std::string>& 
     if (path == "-")
         throw UsageError("-o - (standard output) is not supported; give -o FILE");
     m_target = path;
+    const std::string shown = textForTerminal(path);
+    struct stat linkStat {};
+    const bool exists = ::lstat(path.c_str(), &linkStat) == 0;
     struct stat st {};
-    if (::stat(path.c_str(), &st) == 0) { // follows symlinks
+    const bool resolves = ::stat(path.c_str(), &st) == 0; // follows symlinks
+    if (resolves) {
         if (S_ISDIR(st.st_mode))
             throw UsageError("the output '" + path + "' is a directory; give a file name");
         for (const auto& input : inputs) {
@@ -58,32 +148,63 @@ OutputFile::OutputFile(const std::string& path, const std::vector<std::string>& 
             if (::stat(input.c_str(), &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino)
                 throw UsageError("the output '" + path + "' is the input; choose another output file");
         }
-        if (S_ISREG(st.st_mode) && (::access(path.c_str(), W_OK) != 0 || (st.st_mode & 0222) == 0))
+    }
+    if ((resolves && !S_ISREG(st.st_mode)) || isDevicePath(path)) { // a FIFO or a device: write straight into it
+        m_direct = true;
+        m_writePath = path;
+        return;
+    }
+    if (exists && S_ISLNK(linkStat.st_mode)) {
+        std::error_code ec;
+        const std::string to = fs::read_symlink(path, ec).string();
+        throw IoError(shown + ": the output is a symbolic link (to " + textForTerminal(to)
+            + "); gpumem does not write through links (a link planted in a shared folder could redirect the "
+              "write): remove the link or give the file's own path");
+    }
+    if (resolves) {
+        if (::access(path.c_str(), W_OK) != 0 || (st.st_mode & 0222) == 0)
             throw IoError(path + ": the output file exists and is write-protected; not replacing it "
                                  "(make it writable or choose another output file)");
-        if (!S_ISREG(st.st_mode)) { // a FIFO or a device: write straight into it
-            m_direct = true;
-            m_writePath = path;
-            return;
-        }
-        std::error_code ec;
-        if (fs::is_symlink(path, ec))
-            m_target = fs::canonical(path, ec).string(); // replace the link's target, keep the link
-        if (ec)
-            m_target = path;
+        m_mode = st.st_mode & 07777;
+        m_uid = static_cast<long>(st.st_uid);
+        m_gid = static_cast<long>(st.st_gid);
+    } else {
+        const mode_t mask = ::umask(0);
+        ::umask(mask);
+        m_mode = 0666 & ~mask;
     }
     fs::path parent = fs::path(m_target).parent_path();
     std::error_code ec;
     if (!parent.empty() && !fs::is_directory(parent, ec))
         throw IoError(path + ": cannot write: the folder " + parent.string() + " does not exist");
-    m_writePath = m_target + ".tmp-" + std::to_string(::getpid());
+    const std::string folder = parent.empty() ? std::string(".") : parent.string();
+    const std::string base = fs::path(m_target).filename().string();
+    int dirFd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirFd >= 0) {
+        removeStaleTemps(dirFd, base);
+        ::close(dirFd);
+    }
+    const std::string prefix = m_target + std::string(kTempInfix) + std::to_string(::getpid()) + "-";
+    for (int attempt = 0; attempt < 100 && m_fd < 0; ++attempt) {
+        std::string candidate = prefix + (g_suffixSource ? g_suffixSource() : randomSuffix());
+        m_fd = ::open(candidate.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (m_fd >= 0)
+            m_writePath = std::move(candidate);
+        else if (errno != EEXIST)
+            break;
+    }
+    if (m_fd < 0)
+        throw IoError(shown + ": cannot create a temporary file in " + textForTerminal(folder) + ": "
+            + std::strerror(errno) + " (check that the folder is writable)");
     armSignals(m_writePath);
 }
 
 OutputFile::~OutputFile()
 {
-    if (!m_direct && !m_committed) {
-        std::remove(m_writePath.c_str());
+    if (m_fd >= 0)
+        ::close(m_fd);
+    if (!m_direct && !m_committed && !m_writePath.empty()) {
+        ::unlink(m_writePath.c_str());
         disarmSignals();
     }
 }
@@ -92,15 +213,37 @@ void OutputFile::commit()
 {
     if (m_direct || m_committed)
         return;
-    if (std::rename(m_writePath.c_str(), m_target.c_str()) != 0) {
-        int err = errno;
-        std::remove(m_writePath.c_str());
+    auto fail = [&](const std::string& why) {
+        ::unlink(m_writePath.c_str());
         disarmSignals();
         m_committed = true;
-        throw IoError(m_target + ": cannot write (moving the finished file into place failed: " + std::strerror(err) + ")");
+        throw IoError(m_target + ": cannot write (" + why + ")");
+    };
+    // The writer opened the temporary file by name: it must still be the file created above (a name
+    // swapped for a link in between would have redirected the write, and must not be renamed into place).
+    struct stat mine {}, named {};
+    if (::fstat(m_fd, &mine) != 0 || ::lstat(m_writePath.c_str(), &named) != 0 || mine.st_dev != named.st_dev
+        || mine.st_ino != named.st_ino)
+        fail("the temporary file " + m_writePath + " was replaced while gpumem wrote it; nothing was renamed");
+    if (m_uid >= 0 && (static_cast<long>(mine.st_uid) != m_uid || static_cast<long>(mine.st_gid) != m_gid)) {
+        // Root keeps the owner; another user keeps the group where it is one of theirs. Best effort.
+        if (::fchown(m_fd, static_cast<uid_t>(m_uid), static_cast<gid_t>(m_gid)) != 0)
+            (void)!::fchown(m_fd, static_cast<uid_t>(-1), static_cast<gid_t>(m_gid));
     }
+    if (::fchmod(m_fd, static_cast<mode_t>(m_mode)) != 0)
+        fail(std::string("setting the mode failed: ") + std::strerror(errno));
+    if (::fsync(m_fd) != 0)
+        fail(std::string("flushing to disk failed: ") + std::strerror(errno));
+    if (std::rename(m_writePath.c_str(), m_target.c_str()) != 0)
+        fail(std::string("moving the finished file into place failed: ") + std::strerror(errno));
     m_committed = true;
     disarmSignals();
+    const std::string folder = std::filesystem::path(m_target).parent_path().string();
+    int dirFd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirFd >= 0) { // the rename itself survives a power loss; best effort
+        (void)::fsync(dirFd);
+        ::close(dirFd);
+    }
 }
 
 } // namespace gpumem::cli

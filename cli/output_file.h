@@ -1,36 +1,63 @@
 #pragma once
-// Where a verb writes its output file (`-o OUT`) so that a failure or an interrupt never leaves a
-// partial file and nothing but the named file changes: a regular file (or a new one) is written to a
-// temporary file beside it and renamed over it on commit(); a symlink is followed and its target
-// replaced the same way; a FIFO or device (e.g. /dev/stdout) is written directly. While a temporary
-// file exists, SIGINT/SIGTERM/SIGHUP remove it before the process dies. One OutputFile at a time.
-// Every verb that writes a file goes through it, so the checks below apply to all of them alike.
+// Where a verb writes its output file (`-o OUT`) so that a failure, an interrupt or a planted link never
+// leaves a partial file and nothing but the named file changes (docs/cli-options.md, "Output files"):
+// - a regular file (or a new one) is written to a fresh temporary file beside it, created with
+//   O_CREAT|O_EXCL|O_NOFOLLOW under a random name `OUT.gpumem-tmp-<pid>-<6 random characters>` (mode 0600
+//   while written), given OUT's mode (and owner where the OS allows), fsync'ed and renamed over OUT;
+// - an OUT that is a symbolic link is refused (a link planted in a shared folder must not redirect
+//   the write to the file it points to), unless it names a FIFO or device, or the path is under /dev/
+//   (/dev/stdout, /dev/null): those are written directly, as is a FIFO or device;
+// - temporary files of this pattern for the same OUT that an earlier gpumem left behind (SIGKILL, power
+//   loss) are removed first when they are regular files owned by this user whose writer's pid no longer
+//   runs, or that nobody touched for kStaleTempSeconds.
+// While a temporary file exists, SIGINT/SIGTERM/SIGHUP remove it before the process dies. One OutputFile
+// at a time. Every verb that writes a file goes through it, so the checks below apply to all of them alike.
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpumem::cli {
 
+// Age (seconds since last modification) after which a temporary file of a still-running pid counts as
+// stale too: the pid may have been reused by an unrelated process.
+inline constexpr long kStaleTempSeconds = 24 * 60 * 60;
+
+// Whether `name` (a file name, no folder) is a temporary file name OutputFile uses for the output file
+// named `outName`: `outName.gpumem-tmp-<decimal pid>-<6 characters of [A-Za-z0-9]>`; sets `pid`.
+bool isOutputTempName(std::string_view name, std::string_view outName, long& pid);
+
+// Where the 6 random characters of a temporary file name come from: getrandom() by default. Tests
+// replace it to plant a link at every name OutputFile will try (it tries 100 names, then throws IoError).
+using TempSuffixSource = std::string (*)();
+void setTempSuffixSource(TempSuffixSource source); // nullptr restores the default
+
 class OutputFile {
 public:
-    // Checks the destination before any work: throws UsageError for an empty path, "-", a directory, or a
-    // path that is one of `inputs` (the same file by device and inode, also through links: writing it
-    // would destroy the input); IoError when the folder does not exist or when the file exists and is
-    // write-protected (the user may not write it, or it has no write permission bit at all, as after
-    // `chmod 444` — refused even for root, like rm's "write-protected" check). A writable existing
-    // file is replaced.
+    // Checks the destination before any work and creates the temporary file: throws UsageError for an
+    // empty path, "-", a directory, or a path that is one of `inputs` (the same file by device and inode,
+    // also through links: writing it would destroy the input); IoError when OUT is a symbolic link to a
+    // regular file or to nothing (naming the link), when the folder does not exist or is not writable, or
+    // when the file exists and is write-protected (the user may not write it, or it has no write
+    // permission bit at all, as after `chmod 444` — refused even for root, like rm's "write-protected"
+    // check). A writable existing file is replaced.
     explicit OutputFile(const std::string& path, const std::vector<std::string>& inputs = {});
     ~OutputFile(); // removes the temporary file unless committed; never throws
     OutputFile(const OutputFile&) = delete;
     OutputFile& operator=(const OutputFile&) = delete;
 
-    // The path to write to now.
+    // The path to write to now (the temporary file, or OUT itself when written directly).
     const std::string& writePath() const { return m_writePath; }
-    // Moves the finished file into place. Throws IoError.
+    // Moves the finished file into place: checks the temporary name still holds the file created (else
+    // IoError, nothing renamed), sets OUT's mode and owner on it, fsyncs it, renames it over OUT and
+    // fsyncs the folder. Throws IoError.
     void commit();
 
 private:
     std::string m_target;
     std::string m_writePath;
+    int m_fd = -1; // the temporary file as created (identity check, fchmod, fsync)
+    unsigned m_mode = 0; // the mode OUT gets
+    long m_uid = -1, m_gid = -1; // OUT's owner to keep, -1 when new
     bool m_direct = false;
     bool m_committed = false;
 };

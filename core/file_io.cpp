@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <new>
 #include <utility>
@@ -82,76 +83,127 @@ namespace {
         ReturnPrefixIfCut, // return what was decoded if the stream ends early past the first header
     };
 
-    // Inflates gzip members (windowBits 15+32: gzip or zlib, auto-detected) up to `limit` output bytes.
+    // One gzip/zlib stream (windowBits 15+32: auto-detected) inflated a step at a time, concatenated
+    // members included: inflateAll() runs it to the end, LineReader a line at a time. Not copyable.
+    class Inflater {
+    public:
+        enum class Status : std::uint8_t {
+            More, // step() may be called again
+            End, // the last member ended; trailing bytes that are no gzip member are ignored
+            CutInHeader, // the bytes end inside the first member's header: nothing to recover
+            Cut, // the bytes end early, past the first header (`message` says where)
+            Damaged, // invalid data (`message` names the offset)
+        };
+        Inflater(std::string_view in, std::string_view source)
+            : m_in(in)
+            , m_source(source)
+        {
+            if (inflateInit2(&m_zs, 15 + 32) != Z_OK)
+                throw Error("zlib inflateInit2 failed");
+            inflateGetHeader(&m_zs, &m_header);
+        }
+        ~Inflater() { inflateEnd(&m_zs); }
+        Inflater(const Inflater&) = delete;
+        Inflater& operator=(const Inflater&) = delete;
+
+        // Inflates up to 64 KiB more onto `out`. Past inflateLimit() of the compressed size (counted over
+        // the whole stream) throws FormatError naming the source and the limit.
+        Status step(std::string& out, std::string& message)
+        {
+            if (m_zs.avail_in == 0 && m_fed < m_in.size()) {
+                std::size_t n = std::min<std::size_t>(m_in.size() - m_fed, std::size_t(1) << 30);
+                m_zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(m_in.data() + m_fed));
+                m_zs.avail_in = static_cast<uInt>(n);
+                m_fed += n;
+            }
+            char buf[1 << 16];
+            m_zs.next_out = reinterpret_cast<Bytef*>(buf);
+            m_zs.avail_out = sizeof buf;
+            int rc = inflate(&m_zs, Z_NO_FLUSH);
+            const std::size_t n = sizeof buf - m_zs.avail_out;
+            out.append(buf, n);
+            m_produced += n;
+            if (m_produced > m_cap)
+                throw FormatError(std::string(m_source) + ": " + inflateLimitMessage(m_in.size()));
+            const std::size_t consumed = m_fed - m_zs.avail_in;
+            if (rc == Z_STREAM_END) {
+                // Another gzip member may follow (concatenated gzip is valid); other trailing bytes are ignored.
+                if (isGzip(m_in.substr(consumed)) && inflateReset(&m_zs) == Z_OK) {
+                    m_firstMember = false;
+                    return Status::More;
+                }
+                return Status::End;
+            }
+            if (rc == Z_OK)
+                return Status::More;
+            if (rc == Z_BUF_ERROR && consumed >= m_in.size()) {
+                if (m_firstMember && m_header.done == 0) {
+                    message = "the gzip stream ends inside its header (after " + std::to_string(m_in.size())
+                        + " compressed bytes), so it holds nothing to read: the file is truncated — copy it again";
+                    return Status::CutInHeader;
+                }
+                message = gzipEndsEarlyAt(m_in.size()) + ": the file is truncated — copy it again";
+                return Status::Cut;
+            }
+            if (rc == Z_BUF_ERROR)
+                return Status::More;
+            message = "corrupt gzip data near compressed offset " + std::to_string(consumed) + " ("
+                + (m_zs.msg ? m_zs.msg : "zlib error") + "): the file is damaged — copy it again";
+            return Status::Damaged;
+        }
+        std::size_t compressedSize() const { return m_in.size(); }
+        std::size_t consumed() const { return m_fed - m_zs.avail_in; }
+        void unbounded() { m_cap = std::numeric_limits<std::size_t>::max(); } // a head read stops by itself
+
+    private:
+        std::string_view m_in;
+        std::string_view m_source;
+        z_stream m_zs {};
+        gz_header m_header {};
+        bool m_firstMember = true;
+        std::size_t m_fed = 0; // input bytes handed to zlib so far (zlib counts in 32 bits)
+        std::size_t m_produced = 0;
+        std::size_t m_cap = inflateLimit(m_in.size());
+    };
+
+    // Inflates gzip members up to `limit` output bytes (npos: to the end, within inflateLimit()).
     // With ReturnPrefixIfCut, `end` tells whether the stream ended early.
     std::string inflateAll(
         std::string_view in, std::string_view source, std::size_t limit, OnDamage onDamage, GzipEnd* end = nullptr)
     {
-        const bool partialOk = onDamage == OnDamage::ReturnPrefix;
         std::string out;
-        z_stream zs {};
-        if (inflateInit2(&zs, 15 + 32) != Z_OK)
-            throw Error("zlib inflateInit2 failed");
-        // Whether the first member's header was read whole (done: 1 gzip, -1 zlib): a stream cut inside
-        // it holds nothing to recover, and is reported as a bad file.
-        gz_header header {};
-        inflateGetHeader(&zs, &header);
-        bool firstMember = true;
-        std::size_t fed = 0; // input bytes handed to zlib so far (zlib counts in 32 bits)
-        char buf[1 << 16];
-        auto fail = [&](const std::string& message) -> std::string {
-            inflateEnd(&zs);
-            if (partialOk)
-                return out;
-            throw FormatError(std::string(source) + ": " + message);
-        };
+        Inflater inflater(in, source);
+        if (limit != std::string::npos)
+            inflater.unbounded();
+        std::string message;
         for (;;) {
-            if (zs.avail_in == 0 && fed < in.size()) {
-                std::size_t n = std::min<std::size_t>(in.size() - fed, std::size_t(1) << 30);
-                zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data() + fed));
-                zs.avail_in = static_cast<uInt>(n);
-                fed += n;
-            }
-            zs.next_out = reinterpret_cast<Bytef*>(buf);
-            zs.avail_out = sizeof buf;
-            int rc = inflate(&zs, Z_NO_FLUSH);
-            out.append(buf, sizeof buf - zs.avail_out);
-            if (limit == std::string::npos && out.size() > maxDecompressedBytes())
-                return fail("decompresses to more than " + std::to_string(maxDecompressedBytes() >> 20)
-                    + " MiB (half of this machine's memory); if the trace is real, set GPUMEM_MAX_INPUT_MIB to allow more");
+            const Inflater::Status status = inflater.step(out, message);
             if (out.size() >= limit) {
                 out.resize(limit);
-                break;
+                return out;
             }
-            std::size_t consumed = fed - zs.avail_in;
-            if (rc == Z_STREAM_END) {
-                // Another gzip member may follow (concatenated gzip is valid); other trailing bytes are ignored.
-                if (isGzip(in.substr(consumed)) && inflateReset(&zs) == Z_OK) {
-                    firstMember = false;
-                    continue;
+            switch (status) {
+            case Inflater::Status::More:
+                continue;
+            case Inflater::Status::End:
+                return out;
+            case Inflater::Status::Cut:
+                if (onDamage == OnDamage::ReturnPrefixIfCut) {
+                    end->endsEarly = true;
+                    end->compressedBytes = in.size();
+                    return out; // gunzipWith() adds the padding
                 }
-                break;
+                [[fallthrough]];
+            case Inflater::Status::CutInHeader:
+                if (status == Inflater::Status::CutInHeader && onDamage != OnDamage::ReturnPrefixIfCut)
+                    message = gzipEndsEarlyAt(in.size()) + ": the file is truncated — copy it again";
+                [[fallthrough]];
+            case Inflater::Status::Damaged:
+                if (onDamage == OnDamage::ReturnPrefix)
+                    return out;
+                throw FormatError(std::string(source) + ": " + message);
             }
-            if (rc == Z_OK)
-                continue;
-            if (rc == Z_BUF_ERROR && consumed >= in.size() && onDamage == OnDamage::ReturnPrefixIfCut) {
-                if (firstMember && header.done == 0)
-                    return fail("the gzip stream ends inside its header (after " + std::to_string(in.size())
-                        + " compressed bytes), so it holds nothing to read: the file is truncated — copy it again");
-                inflateEnd(&zs);
-                end->endsEarly = true;
-                end->compressedBytes = in.size();
-                return out; // gunzipWith() adds the padding
-            }
-            if (rc == Z_BUF_ERROR && consumed >= in.size())
-                return fail(gzipEndsEarlyAt(in.size()) + ": the file is truncated — copy it again");
-            if (rc == Z_BUF_ERROR)
-                continue;
-            return fail("corrupt gzip data near compressed offset " + std::to_string(consumed) + " ("
-                + (zs.msg ? zs.msg : "zlib error") + "): the file is damaged — copy it again");
         }
-        inflateEnd(&zs);
-        return out;
     }
 
 #ifdef GPUMEM_HAVE_LIBDEFLATE
@@ -171,7 +223,7 @@ namespace {
         // Deflate cannot expand more than ~1032×: a smaller ISIZE than that bound is a wrapped size, and a
         // larger one is a lie (a cut or forged file) that must not make us allocate it. Either way the
         // streaming path decides.
-        if (isize < in.size() / 1100 || isize > in.size() * 1032 + 1024 || isize > maxDecompressedBytes())
+        if (isize < in.size() / 1100 || isize > in.size() * 1032 + 1024 || isize > inflateLimit(in.size()))
             return false;
         std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> d(
             libdeflate_alloc_decompressor(), libdeflate_free_decompressor);
@@ -238,6 +290,40 @@ std::size_t maxDecompressedBytes()
         return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) / 2;
     }();
     return limit;
+}
+
+std::size_t inflateRatio()
+{
+    static const std::size_t ratio = [] {
+        if (const char* env = std::getenv("GPUMEM_INFLATE_RATIO"))
+            if (long long r = std::atoll(env); r > 0)
+                return static_cast<std::size_t>(r);
+        return kDefaultInflateRatio;
+    }();
+    return ratio;
+}
+
+std::size_t inflateLimit(std::size_t compressedBytes)
+{
+    constexpr std::size_t kFloor = std::size_t(16) << 20;
+    const std::size_t ratio = inflateRatio();
+    const std::size_t byRatio = compressedBytes > (SIZE_MAX - kFloor) / ratio ? SIZE_MAX : ratio * compressedBytes + kFloor;
+    return std::min(byRatio, maxDecompressedBytes());
+}
+
+std::string inflateLimitMessage(std::size_t compressedBytes)
+{
+    const std::size_t limit = inflateLimit(compressedBytes);
+    std::string m = "decompresses to more than " + std::to_string(limit >> 20) + " MiB, ";
+    if (limit < maxDecompressedBytes())
+        return m + "gpumem's limit for a gzip input of " + std::to_string(compressedBytes) + " bytes ("
+            + std::to_string(inflateRatio()) + "× its compressed size + 16 MiB; real traces inflate 9–30×, a gzip "
+              "bomb 1,000×); if the trace is real, set GPUMEM_INFLATE_RATIO to a larger ratio (e.g. "
+            + std::to_string(inflateRatio() * 4) + ")";
+    if (std::getenv("GPUMEM_MAX_INPUT_MIB"))
+        return m + "the limit GPUMEM_MAX_INPUT_MIB sets; if the trace is real, set it higher";
+    return m + "half of this machine's memory, gpumem's limit for any input; if the trace is real, set "
+               "GPUMEM_MAX_INPUT_MIB to allow more";
 }
 
 bool isGzip(std::string_view bytes)
@@ -364,6 +450,76 @@ std::string readContentHead(const std::string& path, std::size_t limit)
     }
     raw = readRaw(path, 16 * limit + 4096);
     return inflateAll(raw, path, limit, OnDamage::ReturnPrefix);
+}
+
+struct LineReader::Impl {
+    std::string path;
+    std::string raw; // the file as stored
+    std::unique_ptr<Inflater> inflater; // null for a plain file
+    std::string text; // inflated, not yet handed out (from `pos`); a plain file's whole content
+    std::size_t pos = 0;
+    std::size_t searched = 0; // text[pos, searched) holds no '\n': a long line is scanned once, not per step
+    bool streamEnded = false;
+};
+
+LineReader::LineReader(const std::string& path)
+    : m_impl(std::make_unique<Impl>())
+{
+    m_impl->path = path;
+    m_impl->raw = readRaw(path, std::string::npos);
+    if (isGzip(m_impl->raw))
+        m_impl->inflater = std::make_unique<Inflater>(m_impl->raw, m_impl->path);
+    else
+        m_impl->text = std::move(m_impl->raw), m_impl->streamEnded = true;
+}
+
+LineReader::~LineReader() = default;
+LineReader::LineReader(LineReader&&) noexcept = default;
+LineReader& LineReader::operator=(LineReader&&) noexcept = default;
+
+bool LineReader::next(std::string_view& line)
+{
+    Impl& m = *m_impl;
+    for (;;) {
+        if (const std::size_t nl = m.text.find('\n', std::max(m.pos, m.searched)); nl != std::string::npos) {
+            line = std::string_view(m.text).substr(m.pos, nl - m.pos);
+            m.pos = nl + 1;
+            m.searched = m.pos;
+            return true;
+        }
+        m.searched = m.text.size();
+        if (m.streamEnded) {
+            if (m.pos >= m.text.size())
+                return false;
+            line = std::string_view(m.text).substr(m.pos);
+            m.pos = m.text.size();
+            return true;
+        }
+        m.text.erase(0, m.pos); // what was handed out; the partial line stays
+        m.searched -= m.pos;
+        m.pos = 0;
+        std::string message;
+        switch (m.inflater->step(m.text, message)) {
+        case Inflater::Status::More:
+            break;
+        case Inflater::Status::End:
+            m.streamEnded = true;
+            break;
+        case Inflater::Status::CutInHeader:
+        case Inflater::Status::Cut:
+            throw FormatError(m.path + ": " + gzipEndsEarlyAt(m.raw.size()) + ": the file is truncated — copy it again");
+        case Inflater::Status::Damaged:
+            throw FormatError(m.path + ": " + message);
+        }
+    }
+}
+
+double LineReader::fractionRead() const
+{
+    const Impl& m = *m_impl;
+    if (!m.inflater)
+        return m.text.empty() ? 1.0 : double(m.pos) / double(m.text.size());
+    return m.raw.empty() ? 1.0 : double(m.inflater->consumed()) / double(m.raw.size());
 }
 
 MappedFile::MappedFile(const std::string& path)

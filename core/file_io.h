@@ -10,9 +10,25 @@
 
 namespace gpumem {
 
-// The most bytes a compressed input may decompress to: half of the machine's memory, or
-// GPUMEM_MAX_INPUT_MIB when set. Beyond it gunzip() throws FormatError (a gzip bomb or a forged size).
+// The most bytes any compressed input may decompress to: GPUMEM_MAX_INPUT_MIB MiB when set, else half of
+// the machine's memory. A cap above inflateLimit()'s ratio rule.
 std::size_t maxDecompressedBytes();
+
+// How many times its compressed size a gzip input may inflate to: the public traces of every format
+// inflate 9–30× (../traces/public, measured), a whitespace or zero bomb about 1,000×. GPUMEM_INFLATE_RATIO
+// overrides it (a whole number ≥ 1).
+inline constexpr std::size_t kDefaultInflateRatio = 200;
+std::size_t inflateRatio();
+
+// The most bytes a gzip input of `compressedBytes` may decompress to (docs/cli-options.md, "Input size"):
+// min(inflateRatio() × compressedBytes + 16 MiB, maxDecompressedBytes()). The 16 MiB keep a small file
+// of any ratio readable. Past it every reader stops inflating at once and throws FormatError with
+// inflateLimitMessage(): a 913 KB whitespace bomb stops after about 200 MB instead of 1.8 GB.
+std::size_t inflateLimit(std::size_t compressedBytes);
+
+// "decompresses to more than N MiB, the limit for a gzip input of C bytes (R× …); … set …": the words
+// of the FormatError past inflateLimit(), naming the limit that applied and the variable that raises it.
+std::string inflateLimitMessage(std::size_t compressedBytes);
 
 // True if `bytes` start with the gzip magic 1f 8b.
 bool isGzip(std::string_view bytes);
@@ -24,7 +40,7 @@ inline constexpr std::size_t kReadPadding = 64;
 // The whole file; if it is gzip (by magic, not extension), its decompressed content. Concatenated
 // gzip members are all decompressed. The result has at least kReadPadding bytes of spare capacity.
 // Single-member gzip goes through libdeflate when built with it (whole-buffer, ~3× zlib), else zlib.
-// Throws IoError / FormatError naming the path and offset.
+// Throws IoError / FormatError naming the path and offset; FormatError past inflateLimit().
 std::string readFileMaybeGzip(const std::string& path);
 
 // A whole file as stored, read straight into one heap buffer (no zero fill and no copy through an
@@ -70,6 +86,28 @@ std::string readContentHead(const std::string& path, std::size_t limit = 64 * 10
 // Decompresses a whole gzip/zlib buffer; `source` names it in errors. The result has at least
 // kReadPadding bytes of spare capacity.
 std::string gunzip(std::string_view compressed, std::string_view source);
+
+// A file's content (decompressed if gzip, by magic) one line at a time, so that a line-oriented reader
+// (.jsonl) never holds the whole inflated text: a gzip file is inflated 64 KiB at a time as lines are
+// asked for; a plain file is read whole (it is its own size). The same errors and inflateLimit() as
+// readFileMaybeGzip(path). Move-only; not thread-safe.
+class LineReader {
+public:
+    explicit LineReader(const std::string& path); // throws IoError naming the path
+    ~LineReader();
+    LineReader(LineReader&&) noexcept;
+    LineReader& operator=(LineReader&&) noexcept;
+
+    // The next line without its '\n' (a last line without one included), valid until the next call;
+    // false after the last. Throws FormatError naming the path (damaged or cut gzip, past the limit).
+    bool next(std::string_view& line);
+    // How much of the file as stored has been read, 0–1 (for progress).
+    double fractionRead() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m_impl;
+};
 
 // A read-only memory map of a whole file (an empty file maps to an empty span). Move-only.
 class MappedFile {

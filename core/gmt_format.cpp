@@ -985,8 +985,30 @@ Trace readGmtBytes(std::string_view bytes, std::string_view name, const LoadOpti
     }
     if (!ended && !b.stats().find("truncated") && !b.stats().find("corrupt_chunk"))
         stop("truncated", "no end chunk after offset " + std::to_string(offset) + ": the writer did not finish (killed or crashed?)", offset);
-    if (ended && offset < bytes.size())
-        b.stats().add("trailing_bytes", Severity::Warning, path + ": " + std::to_string(bytes.size() - offset) + " bytes after the end chunk were ignored");
+    if (ended && offset < bytes.size()) {
+        // Whole chunks with valid checksums after the end chunk are data an early END hides (a damaged or
+        // joined file; issue 21): said as an error naming them, not as a warning about stray bytes.
+        std::size_t at = offset, whole = 0, events = 0;
+        while (bytes.size() - at >= kChunkHeaderSize) {
+            const char* h = bytes.data() + at;
+            const std::uint32_t type = detail::getU32(h), length = detail::getU32(h + 4);
+            if (length > bytes.size() - at - kChunkHeaderSize
+                || !checksumOk(detail::getU32(h + 12), chunkCrc(h, bytes.substr(at + kChunkHeaderSize, length))))
+                break;
+            ++whole;
+            if (type == kMemory)
+                events += detail::getU32(h + 8);
+            at += kChunkHeaderSize + length;
+        }
+        if (whole > 0)
+            b.stats().add("chunks_after_end", Severity::Error,
+                path + ": " + std::to_string(whole) + " whole chunks (" + std::to_string(events)
+                    + " memory events) follow the end chunk that ends at offset " + std::to_string(offset)
+                    + " and were not read: an early end chunk (a damaged or concatenated file); the trace holds only the "
+                      "chunks before it");
+        else
+            b.stats().add("trailing_bytes", Severity::Warning, path + ": " + std::to_string(bytes.size() - offset) + " bytes after the end chunk were ignored");
+    }
     if (options.progress && !options.progress(1.0))
         throw Cancelled();
     return b.build();

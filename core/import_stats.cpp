@@ -50,7 +50,7 @@ void ImportStats::throwIfStrictViolated(std::string_view source) const
 {
     for (const auto& a : m_anomalies)
         if (a.severity != Severity::Info)
-            throw FormatError(std::string(source) + ": " + a.code + " (" + std::to_string(a.count) + "×, "
+            throw FormatError(std::string(source) + ": " + quoteForMessage(a.code, kMaxDetailBytes) + " (" + std::to_string(a.count) + "×, "
                 + std::string(toString(a.severity)) + "): " + a.detail
                 + " — rerun without --strict to import anyway");
 }

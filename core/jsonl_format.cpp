@@ -185,15 +185,15 @@ namespace {
     };
 } // namespace
 
-Trace readJsonl(const std::string& path, const LoadOptions& options) { return readJsonlText(readFileMaybeGzip(path), path, options); }
-
-Trace readJsonlText(std::string_view content, std::string_view name, const LoadOptions& options)
-{
+namespace {
+    // The reader over any source of lines: `nextLine(text)` sets the next line (without '\n') and returns
+    // false after the last; `fraction()` says how much was read (progress).
+    template <class NextLine, class Fraction>
+    Trace readJsonlLines(NextLine&& nextLine, Fraction&& fraction, std::string_view name, const LoadOptions& options)
+    {
     const std::string path(name);
-    if (content.starts_with("\xEF\xBB\xBF")) // a UTF-8 byte-order mark, as some editors write
-        content.remove_prefix(3);
     TraceBuilder b;
-    std::size_t pos = 0, lineNo = 0;
+    std::size_t lineNo = 0;
     bool sawHeader = false;
     std::size_t seriesCount = 0;
     std::string where;
@@ -201,14 +201,12 @@ Trace readJsonlText(std::string_view content, std::string_view name, const LoadO
         if (r.num<std::uint64_t>("id") != next)
             r.fail("id", "must be " + std::to_string(next) + " (ids are dense and in order)");
     };
-    while (pos < content.size()) {
-        std::size_t end = content.find('\n', pos);
-        if (end == std::string::npos)
-            end = content.size();
-        std::string_view text(content.data() + pos, end - pos);
-        pos = end + 1;
+    std::string_view text;
+    while (nextLine(text)) {
+        if (lineNo == 0 && text.starts_with("\xEF\xBB\xBF")) // a UTF-8 byte-order mark, as some editors write
+            text.remove_prefix(3);
         ++lineNo;
-        if (options.progress && lineNo % 65536 == 0 && !options.progress(std::min(1.0, double(pos) / double(content.size()))))
+        if (options.progress && lineNo % 65536 == 0 && !options.progress(std::min(1.0, fraction())))
             throw Cancelled();
         if (text.find_first_not_of(" \t\r") == std::string_view::npos)
             continue;
@@ -371,7 +369,7 @@ Trace readJsonlText(std::string_view content, std::string_view name, const LoadO
             b.stats().add(r.text("code"), r.choice<Severity>("severity", severityFromString, Severity::Warning), r.text("detail", ""),
                 r.num<std::uint64_t>("count", 1));
         } else {
-            b.stats().add("unknown_record", Severity::Warning, where + ": record type \"" + type + "\" is not known to this gpumem; skipped");
+            b.stats().add("unknown_record", Severity::Warning, where + ": record type \"" + quoteForMessage(type) + "\" is not known to this gpumem; skipped");
         }
     }
     if (!sawHeader)
@@ -379,6 +377,32 @@ Trace readJsonlText(std::string_view content, std::string_view name, const LoadO
     if (options.progress && !options.progress(1.0))
         throw Cancelled();
     return b.build();
+    }
+} // namespace
+
+// A gzip .jsonl is inflated as it is read (LineReader): the inflated text is never held whole.
+Trace readJsonl(const std::string& path, const LoadOptions& options)
+{
+    LineReader lines(path);
+    return readJsonlLines([&](std::string_view& line) { return lines.next(line); }, [&] { return lines.fractionRead(); },
+        path, options);
+}
+
+Trace readJsonlText(std::string_view content, std::string_view name, const LoadOptions& options)
+{
+    std::size_t pos = 0;
+    auto nextLine = [&](std::string_view& line) {
+        if (pos >= content.size())
+            return false;
+        std::size_t end = content.find('\n', pos);
+        if (end == std::string::npos)
+            end = content.size();
+        line = content.substr(pos, end - pos);
+        pos = end + 1;
+        return true;
+    };
+    return readJsonlLines(nextLine, [&] { return double(std::min(pos, content.size())) / double(std::max<std::size_t>(content.size(), 1)); },
+        name, options);
 }
 
 namespace {

@@ -74,6 +74,7 @@ FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptio
         }
         ReplayOptions unlimited;
         unlimited.device = options.device;
+        unlimited.source = options.source; // the first replay: an initial state it cannot adopt names the file
         ReplayResult free = Replayer(unlimited).run(trace, spec);
         result.policy = free.policy;
         result.unlimitedPeakReserved = free.peakReserved.bytes;

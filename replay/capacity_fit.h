@@ -22,6 +22,7 @@
 #include "replay/replayer.h"
 
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace gpumem::replay {
@@ -34,6 +35,7 @@ struct FitOptions {
     Bytes maxCapacity = Bytes(1) << 40; // give up above it (1 TiB)
     unsigned jobs = 0; // threads for the probes of a round; 0 = defaultJobs()
     std::optional<DeviceId> device; // as ReplayOptions::device
+    std::string source; // as ReplayOptions::source: the trace's file name in errors
 };
 
 struct FitProbe {

@@ -441,7 +441,16 @@ ReplayResult replayTrace(
                 case EventKind::SegmentAlloc: {
                     SegmentInfo seg { m.address[i], m.size[i], feeder.streamOf(i),
                         isSmallSegment(trace, dev, m.address[i], m.size[i]), false, {} };
-                    if (top.adoptSegment(seg)) {
+                    bool adopted = false;
+                    try {
+                        adopted = top.adoptSegment(seg);
+                    } catch (const FormatError&) {
+                        throw;
+                    } catch (const Error& e) { // SimulatedDevice::adopt: overlapping segments in the trace
+                        throw FormatError((options.source.empty() ? std::string() : options.source + ": ") + e.what()
+                            + "; the trace's segments before the window overlap (damaged or hand-edited)");
+                    }
+                    if (adopted) {
                         ++result.initialSegments;
                         result.initialAdopted = true;
                     } else

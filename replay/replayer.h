@@ -69,6 +69,9 @@ struct ReplayOptions {
     // Polled every 65,536 events when set: once it reads true, run() throws gpumem::Cancelled (the GUI
     // cancels background what-if replays with it). Not owned; must outlive run().
     const std::atomic<bool>* cancel = nullptr;
+    // The trace's file name, leading the FormatError of an initial state that cannot be adopted (its
+    // segments overlap); empty: the message names no file.
+    std::string source;
 };
 
 struct FailedRequest {

@@ -5,6 +5,17 @@
 # is non-zero if any harness crashed, leaked, hit a sanitizer report or timed out on an input.
 #
 #   scripts/fuzz.sh <name_fuzzer|all> [seconds=60]
+#   scripts/fuzz.sh merge <name_fuzzer|all>     # fold build/fuzz/corpus/<name> into fuzz/corpus/<name>
+#
+# Corpora kept in the repository: fuzz/corpus/<name>/ holds the inputs worth keeping (regressions of
+# issues, e.g. issue21_*, and what `merge` keeps: libFuzzer's -merge=1 adds only inputs that reach new
+# coverage, at most 64 KiB each, so the folder stays small). fuzz/seeds/<name>/ holds hand-made seeds.
+# Every run reads both; new inputs go to build/fuzz/corpus/<name> and never dirty the checkout.
+#
+# Schedule (the CI mutation test, tests/cli/mutation_test.cpp, runs on every scripts/test.sh instead):
+#   - nightly: scripts/fuzz.sh all 600        (10 minutes per harness, ~2 h on a 2-core machine)
+#   - weekly:  scripts/fuzz.sh merge all, then commit fuzz/corpus/ if it changed
+#   - before a release or after changing an importer: scripts/fuzz.sh <that importer's harness> 1800
 #
 # Reproduce a finding: build/fuzz/fuzz/<name> build/fuzz/artifacts/<name>/crash-…
 set -euo pipefail
@@ -15,6 +26,11 @@ if [[ $# -lt 1 ]]; then
 fi
 target=$1
 seconds=${2:-60}
+merge=0
+if [[ $target == merge ]]; then
+  merge=1
+  target=${2:?usage: scripts/fuzz.sh merge <name_fuzzer|all>}
+fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build/fuzz
 
@@ -69,12 +85,21 @@ extra_seeds() { # prints one folder
 }
 
 status=0
+if [[ $merge == 1 ]]; then
+  for name in "${names[@]}"; do
+    mkdir -p "$root/fuzz/corpus/$name" "$build/corpus/$name" "$build/logs"
+    "$build/fuzz/$name" -merge=1 -max_len=65536 -timeout=10 -rss_limit_mb=4096 \
+      "$root/fuzz/corpus/$name" "$build/corpus/$name" >"$build/logs/$name.merge.log" 2>&1 || status=1
+    echo "== $name: fuzz/corpus/$name has $(ls "$root/fuzz/corpus/$name" | wc -l) files"
+  done
+  exit $status
+fi
 for name in "${names[@]}"; do
   corpus=$build/corpus/$name
   artifacts=$build/artifacts/$name
   mkdir -p "$corpus" "$artifacts" "$build/logs"
   seeds=()
-  for dir in "$build/fuzz-seeds/$name" "$root/fuzz/seeds/$name" "$(extra_seeds "$name")"; do
+  for dir in "$root/fuzz/corpus/$name" "$build/fuzz-seeds/$name" "$root/fuzz/seeds/$name" "$(extra_seeds "$name")"; do
     [[ -d $dir ]] && seeds+=("$dir")
   done
   echo "== $name: ${seconds}s, corpus $corpus, seeds ${seeds[*]:-none}"

@@ -129,7 +129,11 @@ namespace {
         if (t != od::json_type::number)
             return 0;
         std::int64_t out = 0;
-        if (!detail::parseScaledDecimal(v.raw_json_token(), 0, out))
+        const std::string_view token = detail::withoutTrailingBlanks(v.raw_json_token());
+        if (!detail::isJsonNumber(token))
+            throw FieldError(std::string("\"") + std::string(field) + "\" is not a JSON number ("
+                + quoteForMessage(token) + ")");
+        if (!detail::parseScaledDecimal(token, 0, out))
             throw FieldError(std::string("the number in \"") + std::string(field) + "\" does not fit in 64 bits");
         return out;
     }
@@ -175,6 +179,19 @@ namespace {
     }
 
     constexpr const char* kNotWhole = "not a whole number";
+    // A token simdjson typed by its first byte as a number ("1024abc", "0x7f", "00012", "2p48") or as
+    // null ("nan") that is not one (detail::isJsonNumber).
+    constexpr const char* kNotJsonNumber = "not a JSON number";
+    constexpr const char* kNotJsonValue = "not a JSON value (a number or null)";
+
+    // Whether `v`, typed null, is the literal null; else marks the event bad and returns false.
+    bool isRealNull(od::value& v, const char* field, EventFields& f)
+    {
+        if (detail::isJsonNull(v.raw_json_token())) [[likely]]
+            return true;
+        markBad(f, field, kNotJsonValue, v);
+        return false;
+    }
     constexpr const char* kOutOfRange = "out of range (not a 64-bit integer)";
 
     // An integer arg ("Addr", "Bytes", "Device Id", …): sets `has` and `out` when the value is a number
@@ -186,9 +203,15 @@ namespace {
         if (const od::json_type t = v.type(); t != od::json_type::number) [[unlikely]] {
             if (t != od::json_type::null) // null is no value, as if the arg were absent
                 markBad(f, field, notANumber(t), v);
+            else
+                isRealNull(v, field, f);
             return;
         }
-        const std::string_view token = v.raw_json_token();
+        const std::string_view token = detail::withoutTrailingBlanks(v.raw_json_token());
+        if (!detail::isJsonNumber(token)) [[unlikely]] {
+            markBad(f, field, kNotJsonNumber, v);
+            return;
+        }
         // The usual token, [-]digits (at most 18, so int64 holds them) ending the number, in one pass.
         const char* p = token.data();
         const char* const end = p + token.size();
@@ -228,12 +251,20 @@ namespace {
         return id >= std::numeric_limits<std::int32_t>::min() && id <= std::numeric_limits<std::int32_t>::max();
     }
 
-    // Reads an id that is a number or a digit string; false for null/other strings.
-    bool readId(od::value& v, std::int64_t& out)
+    // Reads an id that is a number or a digit string; false for null/other strings. A number token that
+    // is no JSON number marks the event bad.
+    bool readId(od::value& v, const char* field, EventFields& f, std::int64_t& out)
     {
         const od::json_type t = v.type();
-        if (t == od::json_type::number)
+        if (t == od::json_type::number) {
+            if (!detail::isJsonNumber(v.raw_json_token())) {
+                markBad(f, field, kNotJsonNumber, v);
+                return false;
+            }
             return detail::parseLooseId(v.raw_json_token(), false, out);
+        }
+        if (t == od::json_type::null)
+            isRealNull(v, field, f);
         if (t == od::json_type::string)
             return detail::parseLooseId(v.get_string(), true, out);
         return false;
@@ -246,10 +277,16 @@ namespace {
     {
         const od::json_type t = v.type();
         if (t == od::json_type::number) [[likely]] {
+            if (!detail::isJsonNumber(v.raw_json_token())) [[unlikely]] {
+                markBad(f, field, kNotJsonNumber, v);
+                return;
+            }
             has = detail::parseScaledDecimal(v.raw_json_token(), 3, out);
             if (!has)
                 markBad(f, field, "out of range (in nanoseconds not a 64-bit integer)", v);
-        } else if (t != od::json_type::null) {
+        } else if (t == od::json_type::null) {
+            isRealNull(v, field, f);
+        } else {
             markBad(f, field, notANumber(t), v);
         }
     }
@@ -272,12 +309,12 @@ namespace {
                 if (key == "Ev Idx")
                     readIntegerArg(v, "Ev Idx", f, f.hasEvIdx, f.evIdx);
                 else if (key == "device") {
-                    f.hasArgDevice = readId(v, f.argDevice);
+                    f.hasArgDevice = readId(v, "device", f, f.argDevice);
                     if (f.hasArgDevice && !fitsDeviceOrdinal(f.argDevice))
                         markBad(f, "device", "not a device ordinal (32 bits)", v);
                 }
                 else if (key == "stream")
-                    f.hasArgStream = readId(v, f.argStream);
+                    f.hasArgStream = readId(v, "stream", f, f.argStream);
                 break;
             case 9:
                 if (key == "Device Id") {
@@ -323,8 +360,8 @@ namespace {
             if (paren != std::string_view::npos && paren + 1 < colon) {
                 std::int64_t line = 0;
                 const std::string_view digits = text.substr(paren + 1, colon - paren - 1);
-                if (digits.find_first_not_of("0123456789") == std::string_view::npos && digits.size() <= 9
-                    && detail::parseScaledDecimal(digits, 0, line))
+                if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos
+                    && digits.size() <= 9 && std::from_chars(digits.data(), digits.data() + digits.size(), line).ec == std::errc())
                     return { text.substr(colon + 3), text.substr(0, paren), static_cast<std::int32_t>(line) };
             }
         }
@@ -461,6 +498,19 @@ namespace {
         std::uint64_t m_moduleEvents
             = 0; // python_function "nn.Module: …" events // index in traceEvents of the event being read
         std::int64_t m_baseTime = 0;
+        // Times that left the int64 ns range (a base near the limit plus an offset, or a start plus a
+        // duration) and were clamped to it: counted as time_overflow instead of wrapping (undefined).
+        std::uint64_t m_timeOverflows = 0;
+        TimeNs m_firstOverflowA = 0, m_firstOverflowB = 0;
+        TimeNs later(TimeNs a, TimeNs b)
+        {
+            TimeNs sum = 0;
+            if (!__builtin_add_overflow(a, b, &sum)) [[likely]]
+                return sum;
+            if (m_timeOverflows++ == 0)
+                m_firstOverflowA = a, m_firstOverflowB = b;
+            return b > 0 ? std::numeric_limits<TimeNs>::max() : std::numeric_limits<TimeNs>::min();
+        }
         bool m_rocm = false;
         bool m_recovering = false;
         Stage m_stage = Stage::Start;
@@ -577,11 +627,14 @@ namespace {
             return;
         }
         case EventClass::Kernel: {
-            if (!f.hasTs)
+            if (!f.hasTs) { // null or absent: no place on the time line (issue 21: they vanished silently)
+                m_b.stats().add("kernel_without_time", Severity::Warning,
+                    "traceEvents[" + std::to_string(index) + "]: a kernel event has no \"ts\" (null or absent); skipped");
                 return;
+            }
             KernelRecord k;
             k.start = f.ts;
-            k.end = f.ts + std::max<TimeNs>(f.dur, 0);
+            k.end = later(f.ts, std::max<TimeNs>(f.dur, 0));
             k.device = f.hasArgDevice ? f.argDevice : f.pid;
             k.stream = f.hasArgStream ? f.argStream : f.tid;
             k.correlation = f.hasCorrelation ? static_cast<std::uint64_t>(f.correlation) : 0;
@@ -594,7 +647,7 @@ namespace {
         case EventClass::UserAnnotation: {
             if (!f.hasTs || !f.hasPid || !f.hasTid)
                 return;
-            const TimeNs end = f.ts + std::max<TimeNs>(f.dur, 0);
+            const TimeNs end = later(f.ts, std::max<TimeNs>(f.dur, 0));
             if (startsWith(f.name, "ProfilerStep#")) {
                 m_annotations.push_back({ f.ts, end, f.name, AnnotationKind::Step, f.tid });
                 return;
@@ -646,9 +699,9 @@ namespace {
                     if (v.type() == od::json_type::string)
                         f.name = v.get_string(), f.hasName = true;
                 } else if (key == "pid") {
-                    f.hasPid = readId(v, f.pid);
+                    f.hasPid = readId(v, "pid", f, f.pid);
                 } else if (key == "tid") {
-                    f.hasTid = readId(v, f.tid);
+                    f.hasTid = readId(v, "tid", f, f.tid);
                 } else if (key == "ts") {
                     readMicrosField(v, "ts", f, f.hasTs, f.ts);
                 } else if (key == "dur") {
@@ -934,7 +987,7 @@ namespace {
                 type = DeviceType::Other;
             }
             const DeviceId dev = deviceFor(*type, *type == DeviceType::Cpu ? -1 : r.deviceId);
-            const TimeNs time = m_baseTime + r.ts;
+            const TimeNs time = later(m_baseTime, r.ts);
             auto [it, inserted] = series.try_emplace(dev, kNone, kNone);
             if (r.hasAllocated) {
                 if (it->second.first == kNone)
@@ -1006,7 +1059,7 @@ namespace {
                 ++c.allocs, c.allocBytes += static_cast<std::uint64_t>(r.bytes);
             else
                 ++c.frees, c.freeBytes += static_cast<std::uint64_t>(-r.bytes);
-            m_b.add(CounterSample { m_baseTime + r.ts, c.series, c.sum });
+            m_b.add(CounterSample { later(m_baseTime, r.ts), c.series, c.sum });
         }
         std::string detail
             = "the [memory] events record sizes but no addresses (PyTorch <= 1.9), so allocations are counted "
@@ -1065,8 +1118,8 @@ namespace {
             auto it = remap.find(k.device);
             const DeviceId dev = deviceFor(type, it == remap.end() ? k.device : it->second);
             Kernel out;
-            out.start = m_baseTime + k.start;
-            out.end = m_baseTime + k.end;
+            out.start = later(m_baseTime, k.start);
+            out.end = later(m_baseTime, k.end);
             out.device = dev;
             out.stream = m_b.stream(dev, static_cast<std::uint64_t>(k.stream));
             out.name = m_b.intern(k.name);
@@ -1079,8 +1132,8 @@ namespace {
     {
         for (const auto& a : m_annotations) {
             Annotation out;
-            out.start = m_baseTime + a.start;
-            out.end = m_baseTime + a.end;
+            out.start = later(m_baseTime, a.start);
+            out.end = later(m_baseTime, a.end);
             out.name = m_b.intern(a.name);
             out.kind = a.kind;
             out.thread = static_cast<std::uint64_t>(a.tid);
@@ -1133,6 +1186,12 @@ namespace {
         if (!m_cut.empty())
             addCutAnomaly();
         resolve();
+        if (m_timeOverflows)
+            m_b.stats().add("time_overflow", Severity::Error,
+                std::to_string(m_firstOverflowA) + " ns + " + std::to_string(m_firstOverflowB)
+                    + " ns (baseTimeNanoseconds plus a \"ts\", or a \"ts\" plus its \"dur\") is past the 64-bit "
+                      "nanosecond range; such times are clamped to it",
+                m_timeOverflows);
         auto& meta = m_b.metadata();
         meta["source_format"] = "kineto";
         meta["tool"] = "pytorch-profiler";

@@ -52,6 +52,12 @@ namespace {
         // A number token that does not parse is too large in magnitude. −2^63 is refused too: its
         // magnitude, a DESTROY's size, does not fit in int64.
         const std::string_view token = detail::withoutTrailingBlanks(v.raw_json_token());
+        // simdjson types a value by its first byte: "1024abc", "0x7f", "00012" and "2p48" arrive as numbers.
+        if (!detail::isJsonNumber(token))
+            throw BadRecord { "record " + std::to_string(record) + ": field " + kFields[field] + " is not a JSON number ("
+                    + quoteForMessage(token, 40) + "); a memory-timeline raw export holds [ts_ns, action, bytes, category] "
+                      "lists of integers",
+                record };
         if (!detail::parseScaledDecimal(token, 0, out))
             throw BadRecord { "record " + std::to_string(record) + ": field " + kFields[field] + " is out of range ("
                     + quoteForMessage(token, 40) + "); a memory-timeline raw export's values lie within ±"

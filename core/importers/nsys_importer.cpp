@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
 
+#include <cctype>
+#include <filesystem>
 #include <initializer_list>
 #include <map>
 #include <optional>
@@ -37,6 +39,46 @@ namespace {
         case kManagedStatic: return "Managed Static";
         default: return "Unknown (" + std::to_string(kind) + ")";
         }
+    }
+
+    // What a failed SQLite call means for the user, by its primary result code (https://sqlite.org/rescode.html).
+    // Only damage is blamed on the file (issue 21: a locked database, one that cannot be read where it
+    // lies, and a schema that is not Nsight's were all reported as "not a complete SQLite database").
+    std::string sqliteCause(int code)
+    {
+        switch (code) {
+        case SQLITE_CORRUPT:
+        case SQLITE_NOTADB:
+            return "the file is not a complete SQLite database (re-run `nsys export --type sqlite`)";
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+            return "another process holds the database locked (is nsys still writing it?); retry when it is done";
+        case SQLITE_IOERR:
+        case SQLITE_CANTOPEN:
+        case SQLITE_READONLY:
+        case SQLITE_PERM:
+            return "the file could not be read where it lies (a read error or missing permission); copy it to a "
+                   "local disk and retry";
+        case SQLITE_NOMEM:
+            return "SQLite ran out of memory";
+        default:
+            return "the database's tables are not those of an Nsight Systems export (`nsys export --type sqlite`)";
+        }
+    }
+
+    // A file: URI for `path` (RFC 3986: every byte but unreserved ones and '/' percent-encoded), so that
+    // sqlite3_open_v2 takes URI parameters.
+    std::string fileUri(const std::string& path)
+    {
+        static constexpr char kHex[] = "0123456789ABCDEF";
+        std::string uri = "file:";
+        for (unsigned char c : path) {
+            if (std::isalnum(c) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~')
+                uri += static_cast<char>(c);
+            else
+                uri += '%', uri += kHex[c >> 4], uri += kHex[c & 15];
+        }
+        return uri;
     }
 
     class Statement {
@@ -80,8 +122,9 @@ namespace {
     private:
         [[noreturn]] void fail(const std::string& what) const
         {
-            throw FormatError(m_path + ": SQLite error while " + what + ": " + sqlite3_errmsg(m_db)
-                + "; the file is not a complete SQLite database (re-run `nsys export --type sqlite`)");
+            const int code = sqlite3_errcode(m_db) & 0xff; // the primary result code
+            throw FormatError(m_path + ": SQLite error while " + what + ": " + quoteForMessage(sqlite3_errmsg(m_db)) + "; "
+                + sqliteCause(code));
         }
         sqlite3* m_db;
         const std::string& m_path;
@@ -92,12 +135,20 @@ namespace {
     public:
         explicit Database(const std::string& path)
         {
-            int rc = sqlite3_open_v2(path.c_str(), &m_db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
+            // Read-only and, unless a -wal file holds changes not yet in the database, immutable: SQLite then
+            // takes no locks and creates no -wal/-shm files beside a WAL-mode database (it did, and failed on
+            // read-only media). With a non-empty -wal, its changes are part of the data: opened read-only
+            // without immutable, which SQLite needs to read them.
+            std::error_code ec;
+            const auto walSize = std::filesystem::file_size(path + "-wal", ec);
+            const bool pendingWal = !ec && walSize > 0;
+            const std::string uri = fileUri(path) + (pendingWal ? "?mode=ro" : "?mode=ro&immutable=1");
+            int rc = sqlite3_open_v2(uri.c_str(), &m_db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI, nullptr);
             if (rc != SQLITE_OK) {
                 std::string message = m_db ? sqlite3_errmsg(m_db) : sqlite3_errstr(rc);
                 sqlite3_close(m_db);
                 m_db = nullptr;
-                throw IoError(path + ": cannot open as SQLite: " + message);
+                throw IoError(path + ": cannot open as SQLite: " + quoteForMessage(message) + "; " + sqliteCause(rc & 0xff));
             }
         }
         ~Database() { sqlite3_close(m_db); }

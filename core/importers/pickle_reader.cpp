@@ -386,6 +386,7 @@ private:
             readLE(8);
             break;
         case 0x2e: // STOP
+            m_doc.m_bytesAfterStop = m_size - m_pos;
             m_doc.m_root = pop();
             m_store.finish(m_doc);
             if (!m_decoded.empty()) [[unlikely]]

@@ -111,6 +111,9 @@ public:
     const PickleValue& root() const { return m_root; }
     const std::string& source() const { return m_source; }
     std::uint8_t protocol() const { return m_protocol; } // 0 when there was no PROTO opcode
+    // Bytes after the STOP opcode, which Python's pickle.load leaves unread (a second pickle, or damage);
+    // 0 for a JSON document.
+    std::size_t bytesAfterStop() const { return m_bytesAfterStop; }
 
     // Int and Bool as int64 (BigInt clamped; Float truncated toward zero); nullopt for other kinds.
     std::optional<std::int64_t> toInt(const PickleValue& v) const
@@ -199,6 +202,7 @@ private:
     PickleValue m_root;
     std::string m_source;
     std::uint8_t m_protocol = 0;
+    std::size_t m_bytesAfterStop = 0;
 };
 
 } // namespace gpumem

@@ -176,6 +176,18 @@ namespace {
                 return RowError { 0, "expected a decimal thread id, got \"" + quoteForMessage(f[0]) + "\"" };
             e.thread = *thread;
 
+            // One log, one clock: a row of the other kind than the first row's (epoch seconds among times
+            // of day, or the reverse) would put them 50 years apart (issue 21: a 51-year span).
+            const bool epoch = f[1].find(':') == std::string_view::npos;
+            if (m_timeKindLine == 0) {
+                m_timeKindLine = lineNumber;
+                m_epochKind = epoch;
+            } else if (epoch != m_epochKind) {
+                return RowError { 1, "\"" + quoteForMessage(f[1]) + "\" is " + (epoch ? "seconds since the epoch" : "a time of day")
+                        + ", but line " + std::to_string(m_timeKindLine) + " gives "
+                        + (m_epochKind ? "seconds since the epoch" : "a time of day")
+                        + "; one log has one kind of time (mixed, they would lie decades apart)" };
+            }
             auto time = readTime(f[1]);
             if (!time) {
                 const std::string_view whole = f[1].substr(0, f[1].find('.'));
@@ -261,6 +273,8 @@ namespace {
         TimeNs m_previous = 0;
         bool m_hasPrevious = false;
         bool m_epochTimes = false;
+        bool m_epochKind = false; // the first row's kind of time
+        std::size_t m_timeKindLine = 0; // the line of the first row with a time; 0 before it
         std::uint64_t m_dayWraps = 0;
     };
 } // namespace

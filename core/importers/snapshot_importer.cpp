@@ -3,6 +3,7 @@
 #include "core/detail/flat_id_index.h"
 #include "core/detail/round_to_multiple.h"
 #include "core/file_io.h"
+#include "core/message_quote.h"
 #include "core/trace_builder.h"
 #include "core/units.h"
 
@@ -689,7 +690,7 @@ namespace {
                     else if (stateText == "inactive")
                         block.state = SnapshotBlockState::Inactive;
                     else
-                        fail(bwhere, "unknown block state '" + sanitizeUtf8(stateText) + "'");
+                        fail(bwhere, "unknown block state '" + quoteForMessage(stateText) + "'");
                     PickleValue blockFrames;
                     if (frames)
                         blockFrames = *frames;
@@ -846,9 +847,14 @@ namespace {
             SiteId& id = m_classSite[cls];
             if (id == kNoSite) {
                 m_frameIds.clear();
-                for (const auto& f : classItems(cls))
+                for (const auto& f : classItems(cls)) {
                     if (f.kind == PickleKind::Dict)
                         m_frameIds.push_back(frameOf(f));
+                    else // PyTorch writes each frame as a dict; a list here read as "(no stack)" silently
+                        m_b->stats().add("frame_not_a_dict", Severity::Warning,
+                            "a 'frames' list holds " + std::string(withArticle(f.kind))
+                                + " where a frame dict {name, filename, line} belongs; left out of the stack");
+                }
                 id = m_b->site(m_frameIds);
             }
             return id;
@@ -1106,6 +1112,10 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
 {
     TraceBuilder b;
     SnapshotReader r(doc, &b);
+    if (doc.bytesAfterStop() > 0) // torch.cuda.memory._dump_snapshot writes one pickle and nothing after it
+        b.stats().add("bytes_after_pickle", Severity::Warning,
+            doc.source() + ": " + std::to_string(doc.bytesAfterStop())
+                + " bytes follow the pickle's STOP opcode and were not read (a second pickle appended, or damage)");
     auto progress = [&](double f) {
         if (options.progress && !options.progress(f))
             throw Cancelled();
@@ -1264,7 +1274,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 if (unknownActions++ == 0)
                     firstUnknown = SnapshotReader::at("device_traces", d) + SnapshotReader::at("", i)
                         + (actionValue->kind == PickleKind::Str
-                                ? ": action '" + sanitizeUtf8(action) + "'"
+                                ? ": action '" + quoteForMessage(action) + "'"
                                 : ": action (" + std::string(withArticle(actionValue->kind)) + ", not a str)");
                 continue;
             }

@@ -12,18 +12,7 @@ using gpumem::test::runCli;
 using gpumem::test::scratchDir;
 namespace fs = std::filesystem;
 
-TEST(CliOutput, ConvertThroughASymlinkReplacesItsTargetAndKeepsTheLink)
-{
-    auto dir = scratchDir("symlink");
-    auto target = dir / "real.gmt";
-    auto link = dir / "link.gmt";
-    std::ofstream(target) << "old";
-    fs::create_symlink(target, link);
-    auto r = runCli("convert traces/mlp_train.jsonl -o '" + link.string() + "'");
-    ASSERT_EQ(r.exitCode, 0) << r.err;
-    EXPECT_TRUE(fs::is_symlink(link));
-    EXPECT_GT(fs::file_size(target), 1000u);
-}
+// An OUT that is a symlink is refused now (issue 21): tests/cli/output_file_test.cpp.
 
 TEST(CliOutput, RefusesStandardOutputEmptyNamesAndMissingFolders)
 {

@@ -25,10 +25,44 @@ namespace {
     }
 } // namespace
 
+bool isJsonNumber(std::string_view token)
+{
+    token = withoutTrailingBlanks(token);
+    std::size_t i = 0;
+    auto digits = [&] {
+        const std::size_t from = i;
+        while (i < token.size() && token[i] >= '0' && token[i] <= '9')
+            ++i;
+        return i - from;
+    };
+    if (i < token.size() && token[i] == '-')
+        ++i;
+    if (i < token.size() && token[i] == '0')
+        ++i;
+    else if (digits() == 0)
+        return false;
+    if (i < token.size() && token[i] == '.') {
+        ++i;
+        if (digits() == 0)
+            return false;
+    }
+    if (i < token.size() && (token[i] == 'e' || token[i] == 'E')) {
+        ++i;
+        if (i < token.size() && (token[i] == '+' || token[i] == '-'))
+            ++i;
+        if (digits() == 0)
+            return false;
+    }
+    return i == token.size();
+}
+
+bool isJsonNull(std::string_view token) { return withoutTrailingBlanks(token) == "null"; }
+
 bool parseScaledDecimal(std::string_view token, int scale, std::int64_t& out)
 {
-    if (scale < 0 || scale > 9)
+    if (scale < 0 || scale > 9 || !isJsonNumber(token))
         return false;
+    token = withoutTrailingBlanks(token);
     std::size_t i = 0;
     const bool negative = i < token.size() && token[i] == '-';
     if (negative)

@@ -7,10 +7,20 @@
 
 namespace gpumem::detail {
 
-// Parses the JSON number at the start of `token` (trailing bytes after the number are ignored) and
-// returns value × 10^scale rounded half away from zero. Exponents and mantissas beyond 2^64 go
-// through a double. Returns false if `token` does not start with a number or the result does not
-// fit in int64.
+// Whether `token` (JSON blanks after it allowed) is one whole JSON number as RFC 8259 §6 writes it:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?. The one check every JSON importer makes before it
+// reads a number from a raw token: simdjson's on-demand parser types a value by its first byte only,
+// so "1024abc", "0x7f", "00012" and "2p48" arrive typed as numbers (and "nan" as null; isJsonNull) and a
+// reader that stops at the first non-digit would read 1024, 0, 12 and 2 (issue 21). The .jsonl reader
+// (nlohmann) and the snapshot-JSON reader (simdjson DOM) parse the same grammar already.
+bool isJsonNumber(std::string_view token);
+
+// Whether `token` (JSON blanks after it allowed) is exactly `null` ("nan" and "nullx" are not).
+bool isJsonNull(std::string_view token);
+
+// Parses the JSON number `token` (isJsonNumber; blanks after it allowed) and returns value × 10^scale
+// rounded half away from zero. Exponents and mantissas beyond 2^64 go through a double. Returns false
+// if `token` is not a whole JSON number or the result does not fit in int64.
 bool parseScaledDecimal(std::string_view token, int scale, std::int64_t& out);
 
 // Parses an id that may be written as a number (7), a digit string ("25738") or a Kineto label with

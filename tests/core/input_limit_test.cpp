@@ -1,0 +1,114 @@
+// Issue 21 item 4: gzip input is bounded by inflateLimit() (core/file_io.h): at most inflateRatio() ×
+// the compressed bytes + 16 MiB, never more than maxDecompressedBytes(). Inputs are generated here.
+#include "core/error.h"
+#include "core/file_io.h"
+#include "core/jsonl_format.h"
+#include "core/trace.h"
+#include "tests/core/gzip_test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace gpumem;
+
+TEST(InputLimit, IsTheRatioTimesTheCompressedSizeCappedByTheMachineLimit)
+{
+    EXPECT_EQ(inflateRatio(), kDefaultInflateRatio); // GPUMEM_INFLATE_RATIO is not set under CTest
+    EXPECT_EQ(inflateLimit(1000), std::min<std::size_t>(200 * 1000 + (16u << 20), maxDecompressedBytes()));
+    EXPECT_EQ(inflateLimit(std::size_t(-1)), maxDecompressedBytes()); // no overflow
+}
+
+// A single gzip member of 40 MiB of blanks compresses ~1000×: far past 200× + 16 MiB.
+TEST(InputLimit, AWhitespaceBombStopsAtTheLimitNamingItAndHowToRaiseIt)
+{
+    const std::string gz = test::gzipOf(std::string(std::size_t(40) << 20, ' '));
+    ASSERT_LT(gz.size(), std::size_t(100) << 10);
+    try {
+        (void)gunzip(gz, "bomb.json.gz");
+        FAIL() << "a 40 MiB whitespace bomb of " << gz.size() << " bytes was inflated";
+    } catch (const FormatError& e) {
+        const std::string m = e.what();
+        EXPECT_EQ(m,
+            "bomb.json.gz: decompresses to more than " + std::to_string(inflateLimit(gz.size()) >> 20)
+                + " MiB, gpumem's limit for a gzip input of " + std::to_string(gz.size())
+                + " bytes (200× its compressed size + 16 MiB; real traces inflate 9–30×, a gzip bomb 1,000×); if the "
+                  "trace is real, set GPUMEM_INFLATE_RATIO to a larger ratio (e.g. 800)");
+    }
+    // The importers' overload (a cut stream returns a prefix) refuses it the same way.
+    GzipEnd end;
+    EXPECT_THROW((void)gunzip(gz, "bomb.json.gz", end), FormatError);
+    // Within the limit: 4 MiB of blanks (under the 16 MiB every file may reach) inflate.
+    EXPECT_EQ(gunzip(test::gzipOf(std::string(std::size_t(4) << 20, ' ')), "ok.gz").size(), std::size_t(4) << 20);
+}
+
+TEST(LineReader, GivesTheSameLinesFromGzipAsFromThePlainFileAndNamesACut)
+{
+    const std::string text = "first\n\nthird line\r\nlast without newline";
+    const auto dir = std::filesystem::temp_directory_path() / ("gpumem-linereader-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "plain.txt", std::ios::binary) << text;
+    const std::string gz = test::gzipOf(text);
+    std::ofstream(dir / "z.gz", std::ios::binary) << gz;
+    for (const char* name : { "plain.txt", "z.gz" }) {
+        LineReader lines((dir / name).string());
+        std::vector<std::string> got;
+        std::string_view line;
+        while (lines.next(line))
+            got.emplace_back(line);
+        EXPECT_EQ(got, (std::vector<std::string> { "first", "", "third line\r", "last without newline" })) << name;
+        EXPECT_EQ(lines.fractionRead(), 1.0) << name;
+    }
+    std::ofstream(dir / "cut.gz", std::ios::binary) << gz.substr(0, gz.size() - 12);
+    LineReader cut((dir / "cut.gz").string());
+    std::string_view line;
+    try {
+        while (cut.next(line)) { }
+        ADD_FAILURE() << "a cut stream read to its end";
+    } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("cut.gz: the gzip stream ends early at compressed byte"), std::string::npos) << e.what();
+    }
+    std::filesystem::remove_all(dir);
+}
+
+// readJsonl inflates a .jsonl.gz as it reads it: 32 MiB of records (unknown types, so the trace stays
+// empty) are read in a child whose peak memory grows far less than the inflated text.
+TEST(LineReader, AGzipJsonlIsReadWithoutHoldingItsInflatedText)
+{
+    const auto path = std::filesystem::temp_directory_path() / ("gpumem-stream-" + std::to_string(::getpid()) + ".jsonl.gz");
+    const std::size_t inflated = std::size_t(32) << 20;
+    // Written by a child, so that this process's peak memory (which the reading child inherits) stays small.
+    pid_t writer = ::fork();
+    ASSERT_GE(writer, 0);
+    if (writer == 0) {
+        std::string text = "{\"format\":\"gpumem-jsonl\",\"version\":1,\"metadata\":{}}\n";
+        while (text.size() < inflated)
+            text += "{\"type\":\"future_record\",\"n\":" + std::to_string(text.size()) + "}\n";
+        std::ofstream(path, std::ios::binary) << test::gzipOf(text);
+        ::_exit(0);
+    }
+    ::waitpid(writer, nullptr, 0);
+    pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        rusage before {};
+        ::getrusage(RUSAGE_SELF, &before);
+        Trace t = readJsonl(path.string());
+        rusage after {};
+        ::getrusage(RUSAGE_SELF, &after);
+        const std::size_t grown = static_cast<std::size_t>(after.ru_maxrss - before.ru_maxrss) * 1024;
+        ::_exit(t.stats().count("unknown_record") == 0 ? 2 : grown > inflated / 4 ? 1 : 0);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    std::filesystem::remove(path);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "1: peak memory grew by more than a quarter of the " << inflated
+                                      << " inflated bytes; 2: no records read";
+}
