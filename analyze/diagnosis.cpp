@@ -1183,6 +1183,21 @@ nlohmann::json diagnosisToJson(const Diagnosis& d, TimeNs start)
     return j;
 }
 
+std::optional<std::string> verdictFor(const Trace& trace, const Analysis& analysis)
+{
+    if (analysis.empty && !analysis.countersOnly)
+        return std::nullopt;
+    try {
+        DiagnosisOptions o;
+        o.device = analysis.device;
+        if (!analysis.countersOnly)
+            o.analysis = &analysis;
+        return diagnose(trace, o).verdict;
+    } catch (const Error&) {
+        return std::nullopt;
+    }
+}
+
 std::string verdictLines(const Diagnosis& d, std::size_t width)
 {
     std::string out;

@@ -155,6 +155,12 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options = {});
 void writeDiagnosis(const Diagnosis& diagnosis, std::string_view format, TimeNs start, std::ostream& out);
 nlohmann::json diagnosisToJson(const Diagnosis& diagnosis, TimeNs start);
 
+// The verdict `analyze` and the HTML report open with: diagnose() of the analysed device with its Analysis
+// (remedies included, so that it is explain's sentence), or nullopt where there is nothing to diagnose (a
+// trace without memory events or counters on the device). Never throws gpumem::Error (a report must not
+// fail for its verdict): nullopt then.
+std::optional<std::string> verdictFor(const Trace& trace, const Analysis& analysis);
+
 // The verdict wrapped to `width` columns, prefixed "verdict: " (analyze's text and the HTML report open
 // with it).
 std::string verdictLines(const Diagnosis& diagnosis, std::size_t width = 100);

@@ -27,6 +27,7 @@ struct HtmlReportInput {
     std::string label;
     const Trace* trace = nullptr;       // not owned; must outlive the call
     const Analysis* analysis = nullptr; // not owned
+    std::string verdict; // gpumem explain's one sentence (analyze::verdictFor), shown first; "" = none
 };
 
 struct HtmlOptions {

@@ -1,4 +1,5 @@
 // gpumem report TRACE… -o report.html — one self-contained HTML file per run, for CI artifacts and bug reports.
+#include "analyze/diagnosis.h"
 #include "analyze/html_report.h"
 #include "cli/command.h"
 #include "cli/output_file.h"
@@ -63,7 +64,7 @@ namespace {
             }
             std::vector<analyze::HtmlReportInput> inputs;
             for (std::size_t i = 0; i < paths.size(); ++i)
-                inputs.push_back({ paths[i], &traces[i], &analyses[i] });
+                inputs.push_back({ paths[i], &traces[i], &analyses[i], analyze::verdictFor(traces[i], analyses[i]).value_or("") });
             analyze::HtmlOptions options;
             options.title = vm["title"].as<std::string>();
             options.top = top;
