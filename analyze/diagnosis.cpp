@@ -32,6 +32,8 @@ namespace {
     using replay::SegmentInfo;
 
     constexpr Bytes kMiB = Bytes(1) << 20;
+    // Traces up to this many memory events get the smallest fitting GPU of their best fix.
+    constexpr std::size_t kFitEventLimit = 500'000;
 
     // The counters a counters-only trace carries (the OOM-message and memory_summary importers write them).
     constexpr std::string_view kAllocatedCounter = "Total Allocated";
@@ -442,7 +444,7 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
         if (counterValue(trace, dev, kReservedCounter) || counterValue(trace, dev, kAllocatedCounter)
             || counterValue(trace, dev, kProcessCounter))
             return diagnoseCounters(trace, dev, std::move(d));
-        throw UsageError("device " + d.deviceLabel + " has no allocations and no memory counters: nothing to explain");
+        throw Error("device " + d.deviceLabel + " has no allocations and no memory counters: nothing to explain");
     }
 
     const auto& m = trace.memory();
@@ -914,19 +916,18 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
             std::string what;
             if (opening > 0) {
                 what = formatBytes(opening) + " was already allocated when the trace began and is not in it";
-                d.lowerBounds.push_back("live bytes, the lower bound and the replayed peaks leave out the "
-                    + formatBytes(opening) + " allocated before the trace began");
+                d.lowerBounds.push_back(formatBytes(opening) + " allocated before the trace is not in it");
             }
             if (r0.unmatchedFrees > 0 && !reconstructed) {
                 what += std::string(what.empty() ? "" : "; ") + counted(r0.unmatchedFrees, "free", "frees")
                     + " of blocks allocated before the window";
-                d.lowerBounds.push_back("blocks allocated before the window are missing from every figure until freed");
+                d.lowerBounds.push_back("blocks from before the window are missing until freed");
             }
             if (profiler) {
                 what += std::string(what.empty() ? "" : "; ")
                     + "a profiler window records no segments and no allocator settings, so reserved memory is "
                       "simulated with " + d.policyName + " from an empty cache";
-                d.lowerBounds.push_back("the cache the allocator held before the profiler window is unknown");
+                d.lowerBounds.push_back("the cache held before the profiler window is unknown");
             }
             f.statement = "The trace window starts mid-run: " + what + ".";
             f.cause = opening > 0 ? formatBytes(opening) + " from before the trace not in it" : "the profiler window starts mid-run";
@@ -1013,12 +1014,25 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
             rm.allocRetries = r.allocRetries;
             rm.changes = std::string(rm.removesOom ? "no OOM" : "no OOM, as before") + "; peak reserved "
                 + formatBytes(rm.peakReserved) + " (was " + formatBytes(d.peakReserved) + (rm.removesOom ? " at the failure" : "")
-                + "); " + std::to_string(rm.deviceCalls) + " device calls (was " + std::to_string(d.deviceCalls) + ")";
+                + "); " + std::to_string(rm.deviceCalls) + " device calls (was " + std::to_string(d.deviceCalls) + ")"
+                + (r0.initialAdopted && !r.initialAdopted ? "; the state from before the window is replayed as requests under it"
+                                                          : "");
             d.remedies.push_back(std::move(rm));
         }
         std::stable_sort(d.remedies.begin(), d.remedies.end(), [](const Remedy& a, const Remedy& b) {
             return a.peakReserved != b.peakReserved ? a.peakReserved < b.peakReserved : a.deviceCalls < b.deviceCalls;
         });
+        // The smallest GPU the best fix fits, where the search is cheap (gpumem fit: a few rounds of parallel probes).
+        if (!d.remedies.empty() && m.count() <= kFitEventLimit) {
+            replay::FitOptions fo;
+            fo.jobs = options.jobs;
+            fo.device = dev;
+            const auto fit = replay::fitCapacity(trace, replay::parsePolicySpec(d.remedies.front().spec), fo);
+            if (fit.fits && fit.capacity) {
+                d.remedies.front().fitsIn = fit.capacity;
+                d.remedies.front().changes += "; fits a GPU of " + formatBytes(fit.capacity) + " (gpumem fit)";
+            }
+        }
     }
 
     // The verdict: one sentence.
@@ -1137,7 +1151,8 @@ nlohmann::json diagnosisToJson(const Diagnosis& d, TimeNs start)
     for (const auto& r : d.remedies)
         remedies.push_back({ { "spec", r.spec }, { "setting", r.setting }, { "addresses", r.addresses },
             { "removes_oom", r.removesOom }, { "ooms", r.ooms }, { "peak_reserved", r.peakReserved },
-            { "device_calls", r.deviceCalls }, { "alloc_retries", r.allocRetries }, { "changes", r.changes } });
+            { "device_calls", r.deviceCalls }, { "alloc_retries", r.allocRetries }, { "changes", r.changes },
+            { "fits_in", r.fitsIn ? nlohmann::json(*r.fitsIn) : nlohmann::json(nullptr) } });
     nlohmann::json rejected = nlohmann::json::array();
     for (const auto& r : d.rejected)
         rejected.push_back({ { "spec", r.spec }, { "why", r.why } });
@@ -1230,8 +1245,11 @@ void writeDiagnosis(const Diagnosis& d, std::string_view format, TimeNs start, s
             const auto& f = d.findings[i];
             out << i + 1 << ". **`" << f.id << "`** (" << formatBytes(f.bytes) << (f.proven ? "" : ", unproven")
                 << "): " << t(f.statement) << "\n";
-            for (const auto& e : f.evidence)
-                out << "   - " << t(e) << '\n';
+            for (const auto& e : f.evidence) {
+                const std::size_t indent = e.find_first_not_of(' ');
+                out << (indent == 0 || indent == std::string::npos ? "   - " : "     - ")
+                    << t(indent == std::string::npos ? e : e.substr(indent)) << '\n';
+            }
             out << "   - rule: " << t(f.rule) << " (" << t(f.source) << ")\n";
         }
         out << "\n### Proven fixes\n\n";

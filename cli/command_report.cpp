@@ -64,8 +64,10 @@ namespace {
             }
             std::vector<analyze::HtmlReportInput> inputs;
             for (std::size_t i = 0; i < paths.size(); ++i)
-                inputs.push_back({ paths[i], &traces[i], &analyses[i], analyze::verdictFor(traces[i], analyses[i]).value_or("") });
+                inputs.push_back({ paths[i], &traces[i], &analyses[i] });
             analyze::HtmlOptions options;
+            for (std::size_t i = 0; i < paths.size(); ++i) // gpumem explain's verdict opens each trace (issue 15)
+                options.verdicts.push_back(analyze::verdictFor(traces[i], analyses[i]).value_or(""));
             options.title = vm["title"].as<std::string>();
             options.top = top;
             std::vector<analyze::PolicyRow> policies;

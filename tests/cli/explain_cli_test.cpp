@@ -84,3 +84,16 @@ TEST(ExplainCli, UsageErrors)
     EXPECT_EQ(runCli("explain tests/data/explain/capacity.jsonl --policy nosuch").exitCode, 2);
     EXPECT_EQ(runCli("explain tests/data/explain/capacity.jsonl --at peak").exitCode, 2);
 }
+
+TEST(ExplainCli, TheHtmlReportOpensWithTheSameVerdict)
+{
+    const auto e = runCli("explain tests/data/explain/rounding_overhead.jsonl --format json");
+    ASSERT_EQ(e.exitCode, 0) << e.err;
+    const std::string verdict = nlohmann::json::parse(e.out)["verdict"];
+    const auto out = std::filesystem::temp_directory_path() / "gpumem-explain-report.html";
+    const auto r = runCli("report tests/data/explain/rounding_overhead.jsonl -o " + out.string());
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const std::string html = gpumem::test::slurp(out);
+    std::filesystem::remove(out);
+    EXPECT_NE(html.find("<p class='verdict'><strong>Verdict:</strong> " + verdict + "</p>"), std::string::npos) << html;
+}
