@@ -902,6 +902,28 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
         d.findings.push_back(std::move(f));
     }
 
+    // outside_allocator: the trace records an OOM that the replay on the whole device does not reproduce,
+    // so part of the device was not this allocator's to take.
+    const bool unreproduced = d.moment.kind == Moment::Kind::RecordedOom && d.capacity != 0;
+    if (unreproduced && d.capacity > d.moment.reserved + rounded) {
+        Finding f;
+        f.id = "outside_allocator";
+        f.bytes = d.capacity - d.moment.reserved - rounded;
+        f.statement = "The replay on the whole " + formatBytes(d.capacity) + " device serves this "
+            + formatBytes(request) + " request with " + formatBytes(d.moment.reserved)
+            + " reserved, yet the run recorded an OOM: at least " + formatBytes(f.bytes)
+            + " of the device was held outside this allocator (other processes, the CUDA context, NCCL or "
+              "cuBLAS workspaces, another allocator) or before the trace.";
+        f.cause = "at least " + formatBytes(f.bytes) + " of the device held outside the allocator";
+        f.rule = "an OOM with reserved + request below the device's memory means the rest was not free to the "
+                 "allocator";
+        f.source = "allocators.md §1.8 step 5 (the oom entry's device_free), §1.17 (driver free memory is not in "
+                   "the trace)";
+        f.evidence.push_back("device " + formatBytes(d.capacity) + " − reserved " + formatBytes(d.moment.reserved)
+            + " − request " + formatBytes(rounded) + " = " + formatBytes(f.bytes));
+        d.findings.push_back(std::move(f));
+    }
+
     // before_trace: what the window leaves unknown
     {
         const Bytes opening = replay::openingAllocated(trace, dev);
@@ -941,7 +963,10 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
     rank(d);
 
     // Remedies proven by replay.
-    if (options.remedies && !d.noSettingHelps) {
+    if (unreproduced)
+        d.lowerBounds.push_back("the replay does not reproduce the recorded OOM; give --capacity (the memory the "
+                                "process had) to prove a setting");
+    if (options.remedies && !d.noSettingHelps && !unreproduced) {
         std::vector<std::pair<std::string, std::vector<std::string>>> candidates; // spec, finding ids
         auto has = [&](std::string_view id) {
             return std::any_of(d.findings.begin(), d.findings.end(), [&](const Finding& f) { return f.id == id; });
@@ -1014,7 +1039,7 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
             rm.allocRetries = r.allocRetries;
             rm.changes = std::string(rm.removesOom ? "no OOM" : "no OOM, as before") + "; peak reserved "
                 + formatBytes(rm.peakReserved) + " (was " + formatBytes(d.peakReserved) + (rm.removesOom ? " at the failure" : "")
-                + "); " + std::to_string(rm.deviceCalls) + " device calls (was " + std::to_string(d.deviceCalls) + ")"
+                + "); " + counted(rm.deviceCalls, "device call", "device calls") + " (was " + std::to_string(d.deviceCalls) + ")"
                 + (r0.initialAdopted && !r.initialAdopted ? "; the state from before the window is replayed as requests under it"
                                                           : "");
             d.remedies.push_back(std::move(rm));

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <sstream>
 
 using namespace gpumem;
@@ -384,4 +385,55 @@ TEST(DiagnosisPublic, ProfilerWindowsSayWhatTheyLeaveUnknown)
         EXPECT_NE(find(d, "before_trace"), nullptr) << rel;
         EXPECT_NE(d.verdict.find("figures are lower bounds"), std::string::npos) << rel << ": " << d.verdict;
     }
+}
+
+TEST(Diagnosis, DocsExplainNamesEveryJsonFieldAndFindingId)
+{
+    std::ifstream in(std::string(GPUMEM_SOURCE_DIR) + "/docs/explain.md");
+    std::stringstream buf;
+    buf << in.rdbuf();
+    const std::string doc = buf.str();
+    auto documented = [&](const std::string& key) {
+        for (const std::string& form : { "`" + key + "`", "." + key + "`", "." + key + "[]`", "`" + key + ",", " `" + key })
+            if (doc.find(form) != std::string::npos)
+                return true;
+        return false;
+    };
+    for (const char* name : { "oversize_split.jsonl", "counters_fragmented.jsonl", "pending_frees.jsonl" }) {
+        const Trace t = load(name);
+        const auto j = analyze::diagnosisToJson(run(t, 100 * MiB), 0);
+        for (const auto& [key, value] : j.items()) {
+            EXPECT_TRUE(documented(key)) << key;
+            if (value.is_object()) {
+                for (const auto& [sub, v2] : value.items()) {
+                    EXPECT_TRUE(documented(sub)) << key << "." << sub;
+                }
+            }
+        }
+        for (const auto& f : j["findings"]) {
+            EXPECT_TRUE(documented(f["id"].get<std::string>())) << f["id"];
+            for (const auto& [key, value] : f.items()) {
+                EXPECT_TRUE(documented(key)) << "findings[]." << key;
+            }
+        }
+        for (const auto& r : j["remedies"]) {
+            for (const auto& [key, value] : r.items()) {
+                EXPECT_TRUE(documented(key)) << "remedies[]." << key;
+            }
+        }
+    }
+}
+
+TEST(Diagnosis, ARecordedOomTheReplayDoesNotReproduceIsMemoryOutsideTheAllocator)
+{
+    const Trace t = load("recorded_oom.jsonl");
+    const auto d = run(t, 0);
+    EXPECT_EQ(d.moment.kind, analyze::Moment::Kind::RecordedOom);
+    EXPECT_EQ(d.moment.request, 40 * GiB);
+    EXPECT_EQ(d.capacity, 80 * GiB); // the device's total memory
+    const Finding* f = find(d, "outside_allocator");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->bytes, 80 * GiB - 110 * MiB - 40 * GiB);
+    EXPECT_TRUE(d.remedies.empty());
+    EXPECT_TRUE(d.rejected.empty());
 }
