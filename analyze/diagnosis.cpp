@@ -1286,9 +1286,9 @@ void writeDiagnosis(const Diagnosis& d, std::string_view format, TimeNs start, s
             out << "None of the candidate settings was confirmed by replay.\n";
         if (!d.rejected.empty()) {
             out << "\nTried, not confirmed:";
-            for (const auto& r : d.rejected)
-                out << " `" << t(r.spec) << "` (" << t(r.why) << ");";
-            out << '\n';
+            for (std::size_t i = 0; i < d.rejected.size(); ++i)
+                out << (i ? "; `" : " `") << t(d.rejected[i].spec) << "` (" << t(d.rejected[i].why) << ")";
+            out << ".\n";
         }
         if (!d.recordNext.empty())
             out << "\n### What to record next\n\n```python\n" << d.recordNext << "\n```\n";
@@ -1340,9 +1340,9 @@ void writeDiagnosis(const Diagnosis& d, std::string_view format, TimeNs start, s
         out << "fixes: no candidate setting was confirmed by replay.\n";
     if (!d.rejected.empty()) {
         std::string s = "tried, not confirmed:";
-        for (const auto& r : d.rejected)
-            s += " " + r.spec + " (" + r.why + ");";
-        para("", s);
+        for (std::size_t i = 0; i < d.rejected.size(); ++i)
+            s += std::string(i ? "; " : " ") + d.rejected[i].spec + " (" + d.rejected[i].why + ")";
+        para("", s + ".");
     }
     if (!d.recordNext.empty()) {
         out << "\nwhat to record next (a memory snapshot has every block, segment and stack):\n";
