@@ -193,8 +193,11 @@ namespace {
                 auto ev = c.allocEvent(b.address);
                 std::string site = ev ? siteLabel(c.trace, m.site[*ev]) : std::string("(before the trace)");
                 std::string module = ev ? scopePath(c.trace, m.scope[*ev]) : std::string("(before the trace)");
-                for (auto key : { std::pair<std::string, std::string> { "site", site.empty() ? "(no stack)" : site },
-                         { "module", module.empty() ? "(no scope)" : module }, { "category", c.categoryOf(b.address) } }) {
+                // A trace without stacks (or scopes) has no such grouping: one "(no stack)" row says nothing.
+                for (auto key : { std::pair<std::string, std::string> { "site", site }, { "module", module },
+                         { "category", c.categoryOf(b.address) } }) {
+                    if (key.second.empty())
+                        continue;
                     auto& g = groups[key];
                     g.first += bytes;
                     ++g.second;
