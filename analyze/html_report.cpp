@@ -388,6 +388,8 @@ void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const Po
     for (const auto& in : inputs) {
         const Analysis& a = *in.analysis;
         out << "<h2>" << htmlEscape(in.label) << " — " << htmlEscape(a.deviceLabel) << "</h2>\n";
+        if (const std::size_t k = std::size_t(&in - inputs.data()); k < options.verdicts.size() && !options.verdicts[k].empty())
+            out << "<p class='verdict'><strong>Verdict:</strong> " << htmlEscape(options.verdicts[k]) << "</p>\n";
         const auto* d = a.timeline.device(a.device);
         if (a.countersOnly && in.trace) {
             countersOnlySection(out, *in.trace, a);

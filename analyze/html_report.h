@@ -38,6 +38,8 @@ struct HtmlOptions {
     // One sentence per trace left out of the policy comparison, shown under it (e.g. a trace with memory
     // counters only, which has nothing to replay).
     std::vector<std::string> policySkipped;
+    // gpumem explain's verdict per input (analyze::verdictFor), shown first in its section; "" or absent = none.
+    std::vector<std::string> verdicts;
 };
 
 void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const PolicyRow> policies, const HtmlOptions& options, std::ostream& out);

@@ -46,13 +46,42 @@ namespace {
 
 } // namespace
 
+nlohmann::json streamsToJson(const std::vector<replay::StreamMemory>& streams)
+{
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& s : streams)
+        out.push_back({ { "stream", s.stream }, { "reserved", s.reserved }, { "free", s.free } });
+    return out;
+}
+
+std::string failureFreeText(const replay::FailureDetail& d)
+{
+    if (d.freeCached == 0)
+        return "no cached free block";
+    return formatBytes(d.freeCached) + " cached free in " + counted(d.freeBlockCount, "block", "blocks")
+        + ", largest " + formatBytes(d.largestFree) + " (external fragmentation " + percent(d.external()) + ")";
+}
+
 nlohmann::json replayResultToJson(const replay::ReplayResult& r, TimeNs start)
 {
     nlohmann::json failures = nlohmann::json::array();
-    for (const auto& f : r.failures)
-        failures.push_back({ { "time_ns", f.time - start }, { "event", f.event }, { "size", f.size },
+    for (std::size_t k = 0; k < r.failures.size(); ++k) {
+        const auto& f = r.failures[k];
+        nlohmann::json fj = { { "time_ns", f.time - start }, { "event", f.event }, { "size", f.size },
             { "stream", f.stream }, { "reserved", f.reserved }, { "allocated", f.allocated },
-            { "device_free", f.deviceFree }, { "before_window", f.beforeWindow }, { "refused_by", f.refusedBy } });
+            { "device_free", f.deviceFree }, { "before_window", f.beforeWindow }, { "refused_by", f.refusedBy } };
+        if (k < r.failureDetails.size()) {
+            const auto& d = r.failureDetails[k];
+            fj["free_cached"] = d.freeCached;
+            fj["largest_free"] = d.largestFree;
+            fj["external_fragmentation"] = d.external();
+            fj["free_block_count"] = d.freeBlockCount;
+            fj["free_blocks"] = d.freeBlocks;
+            fj["reserved_per_stream"] = streamsToJson(d.streams);
+            fj["refused_by_policy"] = d.refusedByPolicy;
+        }
+        failures.push_back(std::move(fj));
+    }
     nlohmann::json j = {
         { "policy", r.policy },
         { "initial_state", r.initialAdopted ? "adopted" : "allocated" },
@@ -72,6 +101,10 @@ nlohmann::json replayResultToJson(const replay::ReplayResult& r, TimeNs start)
         { "map", r.deviceCounters.mapCalls },
         { "unmap", r.deviceCounters.unmapCalls },
         { "ooms", r.ooms },
+        { "alloc_retries", r.allocRetries },
+        { "final_reserved", r.finalReserved },
+        { "final_allocated", r.finalAllocated },
+        { "reserved_per_stream", streamsToJson(r.finalStreams) },
         { "stopped_at_oom", r.stopped },
         { "failures", failures },
         { "unmatched_frees", r.unmatchedFrees },
@@ -116,13 +149,19 @@ void writeReplayTable(
         return;
     }
     if (format == "csv") {
-        out << "policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns\n";
+        out << "policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns,alloc_retries,"
+               "final_reserved,final_allocated,first_oom_largest_free,first_oom_free_cached\n";
         for (const auto& r : results) {
             char waste[32];
             std::snprintf(waste, sizeof waste, "%.6f", r.atPeak.waste());
             out << csvField(rowLabel(r)) << ',' << r.peakReserved.bytes << ',' << r.peakAllocated.bytes << ',' << waste
                 << ',' << r.deviceCalls() << ',' << r.ooms << ','
-                << (r.failures.empty() ? std::string() : std::to_string(r.failures.front().time - start)) << '\n';
+                << (r.failures.empty() ? std::string() : std::to_string(r.failures.front().time - start)) << ','
+                << r.allocRetries << ',' << r.finalReserved << ',' << r.finalAllocated << ','
+                << (r.failureDetails.empty() ? std::string() : std::to_string(r.failureDetails.front().largestFree))
+                << ','
+                << (r.failureDetails.empty() ? std::string() : std::to_string(r.failureDetails.front().freeCached))
+                << '\n';
         }
         return;
     }
@@ -167,6 +206,9 @@ void writeReplayTable(
             << " B) on stream " << f.stream << ", reserved " << formatBytes(f.reserved) << ", device free "
             << (f.deviceFree == ~Bytes(0) ? std::string("unlimited") : formatBytes(f.deviceFree)) << ", trace event "
             << f.event << (f.refusedBy.empty() ? std::string() : "; refused by " + f.refusedBy) << '\n';
+        if (!r.failureDetails.empty())
+            out << "  then: " << failureFreeText(r.failureDetails.front()) << "; num_alloc_retries "
+                << r.allocRetries << '\n';
     }
 }
 

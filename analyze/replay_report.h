@@ -10,6 +10,7 @@
 
 #include <iosfwd>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -29,6 +30,11 @@ std::optional<std::string> memoryBeforeTheTraceNote(Bytes before);
 void writeReplayTable(
     const std::vector<replay::ReplayResult>& results, std::string_view format, TimeNs start, std::ostream& out);
 nlohmann::json replayResultToJson(const replay::ReplayResult& result, TimeNs start);
+// [{stream, reserved, free}] per stream (ReplayResult::finalStreams, FailureDetail::streams).
+nlohmann::json streamsToJson(const std::vector<replay::StreamMemory>& streams);
+// "1.20 GiB cached free in 5 blocks, largest 300 MiB (external fragmentation 75.0 %)" — the free memory
+// left after a failed request, one phrase (replay's text and explain).
+std::string failureFreeText(const replay::FailureDetail& detail);
 
 // format: "text" or "json" (csv is refused: the report is not a table).
 void writeFidelityReport(const replay::FidelityReport& report, std::string_view label, std::string_view format,

@@ -1,6 +1,7 @@
 // gpumem analyze TRACE — memory summary (torch.cuda.memory_summary() layout), fragmentation, steps and
 // leaks, and what was live at the peak grouped by module, category, site, size class and stream.
 #include "analyze/analysis_report.h"
+#include "analyze/diagnosis.h"
 #include "analyze/peak_breakdown.h"
 #include "analyze/replay_report.h"
 #include "analyze/trace_summary.h"
@@ -172,8 +173,15 @@ namespace {
                 out << analyze::analysisToJson(trace, analysis, path, report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
             else if (format == "csv")
                 analyze::writeAnalysisCsv(analysis, path, report, out);
-            else
+            else {
+                // The verdict of `gpumem explain` first (issue 15), then the summary.
+                if (auto verdict = analyze::verdictFor(trace, analysis)) {
+                    analyze::Diagnosis d;
+                    d.verdict = *verdict;
+                    out << analyze::verdictLines(d) << '\n';
+                }
                 analyze::writeAnalysisText(trace, analysis, path, report, out);
+            }
             return kExitOk;
         }
     };

@@ -1,4 +1,5 @@
 // gpumem report TRACE… -o report.html — one self-contained HTML file per run, for CI artifacts and bug reports.
+#include "analyze/diagnosis.h"
 #include "analyze/html_report.h"
 #include "cli/command.h"
 #include "cli/output_file.h"
@@ -65,6 +66,8 @@ namespace {
             for (std::size_t i = 0; i < paths.size(); ++i)
                 inputs.push_back({ paths[i], &traces[i], &analyses[i] });
             analyze::HtmlOptions options;
+            for (std::size_t i = 0; i < paths.size(); ++i) // gpumem explain's verdict opens each trace (issue 15)
+                options.verdicts.push_back(analyze::verdictFor(traces[i], analyses[i]).value_or(""));
             options.title = vm["title"].as<std::string>();
             options.top = top;
             std::vector<analyze::PolicyRow> policies;

@@ -13,12 +13,14 @@ std::unique_ptr<Command> makeRecordCommand();
 std::unique_ptr<Command> makeReplayCommand();
 std::unique_ptr<Command> makeSweepCommand();
 std::unique_ptr<Command> makeFitCommand();
+std::unique_ptr<Command> makeExplainCommand();
 
 std::vector<std::unique_ptr<Command>> makeCommands()
 {
     std::vector<std::unique_ptr<Command>> v;
     v.push_back(makeInfoCommand());
     v.push_back(makeConvertCommand());
+    v.push_back(makeExplainCommand());
     v.push_back(makeAnalyzeCommand());
     v.push_back(makeDiffCommand());
     v.push_back(makeReportCommand());

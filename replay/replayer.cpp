@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <functional>
 #include <memory>
 
 namespace gpumem::replay {
@@ -45,6 +47,27 @@ namespace {
             }
         }
         return size == kSmallBuffer;
+    }
+
+    // The free memory of the policy right after a failed request (ReplayResult::failureDetails).
+    FailureDetail failureDetail(const AllocatorPolicy& top, bool byPolicy)
+    {
+        FailureDetail d;
+        const PolicyState state = top.describeState();
+        for (const SegmentInfo& seg : state.segments)
+            for (const BlockInfo& b : seg.blocks)
+                if (b.state == BlockState::Free) {
+                    d.freeCached += b.size;
+                    d.largestFree = std::max(d.largestFree, b.size);
+                    d.freeBlocks.push_back(b.size);
+                    ++d.freeBlockCount;
+                }
+        std::sort(d.freeBlocks.begin(), d.freeBlocks.end(), std::greater<>());
+        if (d.freeBlocks.size() > kFailureFreeBlocks)
+            d.freeBlocks.resize(kFailureFreeBlocks);
+        d.streams = streamMemory(state);
+        d.refusedByPolicy = byPolicy;
+        return d;
     }
 
     // The plan of an offline policy: accepts every request at a fresh address and records it
@@ -156,6 +179,8 @@ namespace {
                     const auto& st = top.stats();
                     result.failures.push_back({ clock.time, clock.event, mv.requested, mv.stream ? mv.stream : stream, st.reserved,
                         st.allocated, top.device().freeBytes(), false, "compaction: no room for a moved block" });
+                    if (result.failureDetails.size() < kDetailedFailures)
+                        result.failureDetails.push_back(failureDetail(top, false));
                 }
                 if (const std::uint32_t* a = m_owner.find(mv.from)) {
                     updates.emplace_back(*a, mv.to);
@@ -177,6 +202,25 @@ namespace {
     };
 
 } // namespace
+
+std::vector<StreamMemory> streamMemory(const PolicyState& state)
+{
+    std::vector<StreamMemory> out;
+    for (const SegmentInfo& seg : state.segments) {
+        auto it = std::lower_bound(out.begin(), out.end(), seg.stream,
+            [](const StreamMemory& s, StreamKey k) { return s.stream < k; });
+        if (it == out.end() || it->stream != seg.stream)
+            it = out.insert(it, StreamMemory { seg.stream, 0, 0 });
+        for (const BlockInfo& b : seg.blocks) {
+            if (b.state == BlockState::Unmapped)
+                continue;
+            it->reserved += b.size;
+            if (b.state == BlockState::Free)
+                it->free += b.size;
+        }
+    }
+    return out;
+}
 
 bool globMatch(std::string_view pattern, std::string_view name)
 {
@@ -270,6 +314,24 @@ std::string policyLimitText(const PolicySpec& spec, const SimulatedDevice& sim, 
         "size-class" };
     if (std::find(kHeapPolicies.begin(), kHeapPolicies.end(), spec.policy) != kHeapPolicies.end())
         return spec.policy + "'s own limit, " + formatBytes(Bytes(1) << 40) + " of address space per stream heap";
+    // A limit the spec sets itself is named with its value (issue 15: "the device's total memory" was
+    // printed when maximum_pool_size or memory_limit refused).
+    const PolicySpec* base = &spec;
+    while (base->inner)
+        base = base->inner.get();
+    for (const auto& [key, value] : base->options) {
+        if (key == "maximum_pool_size" && (base->policy == "rmm-pool" || base->policy == "rmm-binning"))
+            return base->policy + "'s maximum_pool_size, " + formatBytes(parseBytes(value, key));
+        if (key == "memory_limit" && base->policy == "tf-bfc" && parseBytes(value, key) != 0)
+            return "tf-bfc's memory_limit, " + formatBytes(parseBytes(value, key));
+        if (key == "per_process_memory_fraction" && (base->policy == "pytorch" || base->policy == "gmlake")) {
+            const double f = std::strtod(value.c_str(), nullptr);
+            if (f < 1.0)
+                return base->policy + "'s per_process_memory_fraction " + value + ", "
+                    + formatBytes(Bytes(f * double(sim.totalMemory()))) + " of the device's "
+                    + formatBytes(sim.totalMemory());
+        }
+    }
     std::string total = formatBytes(sim.totalMemory());
     if (totalAssumed && sim.capacity() == 0)
         total += " (assumed: the trace records no memory size and no capacity was given)";
@@ -393,6 +455,10 @@ ReplayResult replayTrace(
                 throw Cancelled();
             if (m.device[i] != dev)
                 continue;
+            if (measured && i > options.stopAfterEvent) {
+                stop = true;
+                break;
+            }
             if (skip > 0) {
                 --skip;
                 continue;
@@ -414,6 +480,7 @@ ReplayResult replayTrace(
                     FailedRequest f { m.time[i], i, st.allocated, feeder.streamOf(i), st.reserved, st.allocated, 0, false, {} };
                     f.beforeWindow = true;
                     result.failures.push_back(f);
+                    result.failureDetails.push_back(failureDetail(top, false));
                     // Not a request that --on-oom skip could drop: the run cannot start, whatever the
                     // option says (a warm-up pass stops too, and no later pass runs).
                     result.stopped = true;
@@ -506,6 +573,8 @@ ReplayResult replayTrace(
                     FailedRequest f { m.time[i], i, step.request, step.stream, st.reserved, st.allocated, free, false, {} };
                     f.refusedBy = deviceRefused ? deviceLimitText(sim) : policyLimitText(spec, sim, totalMemory == 0);
                     result.failures.push_back(std::move(f));
+                    if (result.failureDetails.size() < kDetailedFailures)
+                        result.failureDetails.push_back(failureDetail(top, !deviceRefused));
                     if (measured && options.onOom == OnOom::Stop) {
                         result.stopped = true;
                         stop = true;
@@ -571,11 +640,18 @@ ReplayResult replayTrace(
     result.atPeak = stats.atPeakReserved();
     result.finalReserved = top.stats().reserved;
     result.finalAllocated = top.stats().allocated;
+    result.allocRetries = top.stats().allocRetries;
     result.deviceCounters = sim.counters();
     if (timeline)
         result.timeline = timeline->takePoints();
-    if (options.keepFinalState)
+    if (options.keepFinalState) {
         result.finalState = top.describeState();
+        result.finalStreams = streamMemory(*result.finalState);
+        for (std::uint32_t a = 0; a < feeder.allocationCount(); ++a)
+            if (const Address addr = feeder.simulatedAddress(a); addr != 0)
+                result.liveAllocations.emplace_back(a, addr);
+    } else if (!record)
+        result.finalStreams = streamMemory(top.describeState());
     sim.setObserver(nullptr);
     if (compactor.active() && spec.inner && !record) {
         ReplayOptions alone = options;

@@ -59,6 +59,10 @@ struct ReplayOptions {
     bool recordSegmentEvents = false; // fill ReplayResult::segmentEvents (every simulated device call)
     bool keepFinalState = false; // fill ReplayResult::finalState
     bool followRecorded = false; // fidelity replay: address hints and empty_cache directives
+    // Stop after feeding trace event `stopAfterEvent` (an index into Trace::memory(); or at the first event
+    // of the device past it): the state at that moment, e.g. a reserved peak or an --at time, with
+    // keepFinalState. kNoIndex = replay to the end. Not a failure: `stopped` stays false.
+    std::uint64_t stopAfterEvent = kNoIndex;
     InitialStateMode initialState = InitialStateMode::Auto;
     // Bytes allocated before the window that the trace does not list, held as one opaque live block
     // from the start (a profiler trace's opening Total Allocated) [choice]; 0 = none.
@@ -92,6 +96,37 @@ struct FailedRequest {
     std::string refusedBy;
 };
 
+// Bytes one stream holds in the policy's segments (PyTorch pools per stream, allocators.md §1.12).
+struct StreamMemory {
+    StreamKey stream = 0;
+    Bytes reserved = 0; // bytes of its segments
+    Bytes free = 0; // of them, in free (cached, reusable) blocks
+    friend bool operator==(const StreamMemory&, const StreamMemory&) = default;
+};
+// Reserved and free bytes per stream of a policy state, by stream key ascending.
+std::vector<StreamMemory> streamMemory(const PolicyState& state);
+
+// The allocator's free memory when a request failed (for the first kDetailedFailures failures of a replay):
+// what PyTorch's OOM message leaves the user to work out (allocators.md §5.4). Taken after the failed
+// request, i.e. after the policy's own OOM recovery (PyTorch release_cached_blocks, §1.10).
+inline constexpr std::size_t kDetailedFailures = 64;
+inline constexpr std::size_t kFailureFreeBlocks = 16;
+struct FailureDetail {
+    Bytes freeCached = 0; // bytes in free blocks of the policy's segments (reserved but unallocated)
+    Bytes largestFree = 0; // the largest free block
+    std::vector<Bytes> freeBlocks; // the kFailureFreeBlocks largest free blocks, largest first
+    std::vector<StreamMemory> streams; // reserved and free per stream
+    std::uint64_t freeBlockCount = 0; // all free blocks (freeBlocks lists at most kFailureFreeBlocks)
+    // The policy refused without a failed device call (its own limit: maximum_pool_size, memory_limit,
+    // per_process_memory_fraction, pools sized from the device), not the device capacity.
+    bool refusedByPolicy = false;
+    // (free − largest_free)/free (TF BFC GetFragmentation); 0 when nothing is free.
+    double external() const
+    {
+        return freeCached == 0 ? 0.0 : double(freeCached - largestFree) / double(freeCached);
+    }
+};
+
 struct SegmentEventRecord {
     std::uint64_t event = 0; // the trace event being replayed when the device call happened
     TimeNs time = 0;
@@ -114,12 +149,18 @@ struct ReplayResult {
     DeviceCounters deviceCounters; // device calls and reserved as the device counted them
     std::uint64_t ooms = 0;
     std::vector<FailedRequest> failures; // in order; with OnOom::Stop at most one
+    std::vector<FailureDetail> failureDetails; // for failures[k], k < kDetailedFailures (a before-window failure too)
+    std::uint64_t allocRetries = 0; // PyTorch num_alloc_retries: cudaMalloc retried after freeing the cache
+    std::vector<StreamMemory> finalStreams; // reserved and free per stream at the end
     bool stopped = false; // OnOom::Stop ended the replay early
     std::vector<TimelinePoint> timeline;
     std::vector<SegmentEventRecord> segmentEvents; // every simulated device call, in order (if recorded)
     std::vector<std::pair<std::uint64_t, Address>> allocAddresses; // (alloc event, simulated address)
     std::uint64_t emptyCacheDirectives = 0;
     std::optional<PolicyState> finalState;
+    // With keepFinalState: the trace allocations live at the end (index into Trace::allocations(), the
+    // simulated address of its block in finalState), by allocation index.
+    std::vector<std::pair<std::uint32_t, Address>> liveAllocations;
     // Compaction (a `compaction:INNER` policy; zero otherwise): passes run, blocks whose address changed
     // and their requested bytes, and the inner policy's peak reserved when replayed alone.
     std::uint64_t compactions = 0;

@@ -5,6 +5,7 @@
 #include "analyze/summary_report.h"
 #include "gui/views/breakdown_page.h"
 #include "gui/views/chart_export.h"
+#include "gui/views/diagnosis_page.h"
 #include "gui/views/memory_map_page.h"
 #include "gui/views/memory_map_view.h"
 #include "gui/views/timeline_view.h"
@@ -62,6 +63,19 @@ MainWindow::MainWindow(QWidget* parent)
     connect(m_memoryMap, &MemoryMapPage::instantPicked, this, [this](TimeNs t) { m_timeline->setSelectedInstant(t); });
     m_whatIf = new WhatIfPage(this);
     m_tabs->addTab(m_whatIf, "What-if");
+    // Diagnosis (gpumem explain): opened first when the trace has an OOM; its moment link opens the memory map.
+    auto* diagnosis = new DiagnosisPage(this);
+    diagnosis->setObjectName("diagnosisPage");
+    m_tabs->insertTab(1, diagnosis, "Diagnosis");
+    connect(diagnosis, &DiagnosisPage::ready, this, [this, diagnosis](bool oom) {
+        if (oom)
+            m_tabs->setCurrentWidget(diagnosis);
+    });
+    connect(diagnosis, &DiagnosisPage::instantPicked, this, [this](TimeNs t) {
+        m_memoryMap->setInstant(t);
+        m_timeline->setSelectedInstant(t);
+        m_tabs->setCurrentWidget(m_memoryMap);
+    });
     m_timeline->setWindowTitle("timeline");
     addChartExportActions(*m_timeline, "timeline.png");
     m_memoryMap->view()->setWindowTitle("memory-map");
@@ -198,6 +212,8 @@ void MainWindow::showLoaded(const std::shared_ptr<const LoadedTrace>& t)
     m_whatIf->setTrace(t);
     m_memoryMap->setTrace(t);
     m_breakdown->setTrace(t);
+    if (auto* diagnosis = findChild<DiagnosisPage*>("diagnosisPage"))
+        diagnosis->setTrace(t);
     rebuildDeviceMenu(*t);
     setWindowTitle(QFileInfo(t->path).fileName() + " — gpumem");
     int serious = 0;

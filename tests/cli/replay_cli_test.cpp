@@ -47,7 +47,8 @@ TEST(ReplayCli, PrintsOneRowPerPolicyInEveryFormat)
     auto csv = runCli("replay '" + kSilmont + "' --policy pytorch --policy ideal --format csv");
     ASSERT_EQ(csv.exitCode, 0);
     EXPECT_EQ(csv.out.substr(0, csv.out.find('\n')),
-        "policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns");
+        "policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns,alloc_retries,"
+        "final_reserved,final_allocated,first_oom_largest_free,first_oom_free_cached");
     EXPECT_NE(csv.out.find("\npytorch,3781165056,"), std::string::npos) << csv.out;
     auto json = nlohmann::json::parse(runCli("replay '" + kSilmont + "' --policy pytorch --format json").out);
     ASSERT_EQ(json.size(), 1u);

@@ -148,9 +148,10 @@ TEST(WhatIfEngine, TableValuesEqualTheReplayersOnAMicroTrace)
     std::ostringstream csv;
     table.writeCsv(csv);
     EXPECT_EQ(csv.str(),
-        "policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns\n"
-        "pytorch,23068672,4196352,0.818093,2,0,\n"
-        "ideal,4196352,4196352,0.000000,0,0,\n");
+        "policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns,alloc_retries,"
+        "final_reserved,final_allocated,first_oom_largest_free,first_oom_free_cached\n"
+        "pytorch,23068672,4196352,0.818093,2,0,,0,23068672,0,,\n"
+        "ideal,4196352,4196352,0.000000,0,0,,0,0,0,,\n");
     // The curves overlay the memory lane: one more series each, peaking at the replay's peak.
     auto frame = computeFrame(*t, fullRangeOf(*t), 300, { engine.curves(), false });
     ASSERT_FALSE(frame.lanes.empty());
@@ -289,7 +290,7 @@ TEST(WhatIfPage, RunsTheDefaultComparisonAndRendersItsCurves)
     ASSERT_EQ(lines.size(), 4); // header + the three replays
     // mlp_train records segment events: ideal holds exactly the peak allocated bytes.
     EXPECT_EQ(lines[1].section(',', 0, 0), "pytorch");
-    EXPECT_EQ(lines[2], "ideal,671843328,671843328,0.000000,0,0,");
+    EXPECT_EQ(lines[2].section(',', 0, 6), "ideal,671843328,671843328,0.000000,0,0,");
     EXPECT_EQ(lines[3].section(',', 0, 0), "pytorch:expandable_segments:True");
     EXPECT_EQ(lines[3].section(',', 2, 2), "671843328");
 }

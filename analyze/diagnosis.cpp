@@ -1,0 +1,1358 @@
+#include "analyze/diagnosis.h"
+
+#include "analyze/analysis_report.h" // percent
+#include "analyze/category_inference.h"
+#include "analyze/replay_report.h"
+#include "analyze/steps.h"
+#include "analyze/trace_summary.h"
+#include "core/display_width.h"
+#include "core/error.h"
+#include "core/message_quote.h"
+#include "core/units.h"
+#include "replay/capacity_fit.h"
+#include "replay/fidelity.h"
+#include "replay/parallel_runs.h"
+#include "replay/policy_registry.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <unordered_map>
+
+namespace gpumem::analyze {
+
+namespace {
+
+    using replay::BlockInfo;
+    using replay::BlockState;
+    using replay::PolicyState;
+    using replay::SegmentInfo;
+
+    constexpr Bytes kMiB = Bytes(1) << 20;
+    // Traces up to this many memory events get the smallest fitting GPU of their best fix.
+    constexpr std::size_t kFitEventLimit = 500'000;
+
+    // The counters a counters-only trace carries (the OOM-message and memory_summary importers write them).
+    constexpr std::string_view kAllocatedCounter = "Total Allocated";
+    constexpr std::string_view kReservedCounter = "Total Reserved";
+    constexpr std::string_view kProcessCounter = "Process In Use";
+    constexpr std::string_view kDeviceFreeCounter = "Device Free";
+
+    // What to record next: a snapshot has every block, segment and stack (allocators.md §1.15).
+    constexpr const char* kRecordSnapshot
+        = "torch.cuda.memory._record_memory_history(max_entries=1000000)\n"
+          "try:\n"
+          "    train()  # the code that ran out of memory\n"
+          "finally:\n"
+          "    torch.cuda.memory._dump_snapshot(\"oom_snapshot.pickle\")\n"
+          "    torch.cuda.memory._record_memory_history(enabled=None)\n"
+          "# then: gpumem explain oom_snapshot.pickle";
+
+    std::string hex(Address a)
+    {
+        std::ostringstream s;
+        s << "0x" << std::hex << a;
+        return s.str();
+    }
+
+    // The state at the moment, with the trace allocation behind each live block.
+    struct Context {
+        const Trace& trace;
+        DeviceId device = 0;
+        TimeNs start = 0;
+        const Analysis* analysis = nullptr;
+        std::unordered_map<Address, std::uint32_t> allocationAt; // simulated address → allocation
+        const PolicyState* state = nullptr;
+        std::uint64_t firstWindowEvent = 0; // the first event after the state a snapshot importer rebuilt
+
+        std::optional<std::uint64_t> allocEvent(Address a) const
+        {
+            auto it = allocationAt.find(a);
+            if (it == allocationAt.end())
+                return std::nullopt;
+            const auto& al = trace.allocations()[it->second];
+            if (al.allocEvent == kNoIndex)
+                return std::nullopt;
+            return al.allocEvent;
+        }
+        std::string siteOf(std::uint64_t ev) const
+        {
+            const auto& m = trace.memory();
+            std::string s = siteLabel(trace, m.site[ev]);
+            if (s.empty())
+                s = scopePath(trace, m.scope[ev]);
+            return s;
+        }
+        std::string categoryOf(Address a) const
+        {
+            auto it = allocationAt.find(a);
+            if (it == allocationAt.end())
+                return std::string(toString(Category::Unknown));
+            if (analysis && it->second < analysis->categories.size())
+                return std::string(toString(analysis->categories[it->second]));
+            const auto& al = trace.allocations()[it->second];
+            return std::string(toString(al.allocEvent == kNoIndex ? Category::Unknown : trace.memory().category[al.allocEvent]));
+        }
+        EvidenceBlock block(const BlockInfo& b, StreamKey stream) const
+        {
+            EvidenceBlock e;
+            e.address = b.address;
+            e.size = b.size;
+            e.requested = b.requested;
+            e.state = std::string(replay::toString(b.state));
+            e.stream = stream;
+            if (b.state == BlockState::Allocated || b.state == BlockState::PendingFree) {
+                e.category = categoryOf(b.address);
+                if (auto ev = allocEvent(b.address)) {
+                    e.site = siteOf(*ev);
+                    if (*ev >= firstWindowEvent) // the rebuilt state before a snapshot's window has no time
+                        e.allocTime = trace.memory().time[*ev];
+                }
+            }
+            return e;
+        }
+        std::string blockText(const EvidenceBlock& b) const
+        {
+            std::string s = formatBytes(b.size) + " at " + hex(b.address);
+            if (!b.site.empty())
+                s += " from " + b.site;
+            if (b.allocTime)
+                s += ", allocated " + formatOffsetBetween(start, *b.allocTime);
+            else if (b.state != "inactive")
+                s += ", from before the trace window";
+            return s;
+        }
+    };
+
+    EvidenceSegment segmentEvidence(const Context& c, const SegmentInfo& seg)
+    {
+        EvidenceSegment e;
+        e.address = seg.address;
+        e.size = seg.size;
+        e.stream = seg.stream;
+        e.expandable = seg.expandable;
+        std::vector<const BlockInfo*> live;
+        for (const BlockInfo& b : seg.blocks) {
+            if (b.state == BlockState::Free) {
+                e.freeBytes += b.size;
+                e.freeBlocks.push_back(b.size);
+            } else if (b.state == BlockState::Allocated || b.state == BlockState::PendingFree)
+                live.push_back(&b);
+        }
+        std::sort(e.freeBlocks.begin(), e.freeBlocks.end(), std::greater<>());
+        std::stable_sort(live.begin(), live.end(), [](auto* a, auto* b) { return a->size > b->size; });
+        e.pinningBlocks = live.size();
+        for (std::size_t i = 0; i < live.size() && i < 4; ++i)
+            e.pinning.push_back(c.block(*live[i], seg.stream));
+        return e;
+    }
+
+    std::string segmentText(const EvidenceSegment& s)
+    {
+        std::string t = "segment " + hex(s.address) + " (" + formatBytes(s.size) + (s.expandable ? ", expandable" : "")
+            + ", stream " + std::to_string(s.stream) + "): free ";
+        for (std::size_t i = 0; i < s.freeBlocks.size() && i < 4; ++i)
+            t += (i ? ", " : "") + formatBytes(s.freeBlocks[i]);
+        if (s.freeBlocks.size() > 4)
+            t += " and " + std::to_string(s.freeBlocks.size() - 4) + " more";
+        t += "; pinned by " + counted(s.pinningBlocks, "live block", "live blocks");
+        return t;
+    }
+
+    void addSegmentEvidence(const Context& c, Finding& f, std::vector<EvidenceSegment> segs, std::size_t limit = 4)
+    {
+        std::stable_sort(segs.begin(), segs.end(), [](const auto& a, const auto& b) {
+            const Bytes la = a.freeBlocks.empty() ? 0 : a.freeBlocks.front(), lb = b.freeBlocks.empty() ? 0 : b.freeBlocks.front();
+            return la != lb ? la > lb : a.freeBytes > b.freeBytes;
+        });
+        for (std::size_t i = 0; i < segs.size() && i < limit; ++i) {
+            f.evidence.push_back(segmentText(segs[i]));
+            for (std::size_t k = 0; k < segs[i].pinning.size() && k < 3; ++k)
+                f.evidence.push_back("    pinned by " + c.blockText(segs[i].pinning[k]));
+        }
+        if (segs.size() > limit)
+            f.evidence.push_back("… and " + counted(segs.size() - limit, "more segment", "more segments"));
+        if (segs.size() > limit)
+            segs.resize(limit * 4 < segs.size() ? limit * 4 : segs.size());
+        f.segments = std::move(segs);
+    }
+
+    // Live bytes grouped by site, module and category, largest first (top `n` each).
+    std::vector<Contributor> contributors(const Context& c, std::size_t n)
+    {
+        std::map<std::pair<std::string, std::string>, std::pair<Bytes, std::uint64_t>> groups;
+        const auto& m = c.trace.memory();
+        for (const auto& seg : c.state->segments)
+            for (const auto& b : seg.blocks) {
+                if (b.state != BlockState::Allocated && b.state != BlockState::PendingFree)
+                    continue;
+                const Bytes bytes = b.requested ? b.requested : b.size;
+                auto ev = c.allocEvent(b.address);
+                std::string site = ev ? siteLabel(c.trace, m.site[*ev]) : std::string("(before the trace)");
+                std::string module = ev ? scopePath(c.trace, m.scope[*ev]) : std::string("(before the trace)");
+                // A trace without stacks (or scopes) has no such grouping: one "(no stack)" row says nothing.
+                for (auto key : { std::pair<std::string, std::string> { "site", site }, { "module", module },
+                         { "category", c.categoryOf(b.address) } }) {
+                    if (key.second.empty())
+                        continue;
+                    auto& g = groups[key];
+                    g.first += bytes;
+                    ++g.second;
+                }
+            }
+        std::vector<Contributor> all;
+        for (const auto& [key, v] : groups)
+            all.push_back({ key.first, key.second, v.first, v.second });
+        std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+        std::vector<Contributor> out;
+        std::map<std::string, std::size_t> taken;
+        for (const auto& x : all)
+            if (taken[x.by]++ < n)
+                out.push_back(x);
+        return out;
+    }
+
+    std::string defaultPolicy(const Trace& t, std::string& origin)
+    {
+        const auto& meta = t.metadata();
+        const std::string format = meta.value("source_format", std::string());
+        if (format == "xplane") {
+            origin = "recorded by the trace: an XLA profile, BFC";
+            return "tf-bfc";
+        }
+        if (format == "rmm-csv") {
+            origin = "recorded by the trace: an RMM log";
+            return "rmm-pool";
+        }
+        if (auto it = meta.find("allocator_settings"); it != meta.end() && it->is_object()) {
+            origin = "the trace's recorded allocator_settings";
+            return "pytorch";
+        }
+        origin = "default: the trace records no allocator";
+        return "pytorch";
+    }
+
+    const replay::PolicySpec& innermost(const replay::PolicySpec& s)
+    {
+        const replay::PolicySpec* b = &s;
+        while (b->inner)
+            b = b->inner.get();
+        return *b;
+    }
+
+    // Options of a spec as "k:v,…" with `key` set to `value` ("" removes it).
+    std::string withOption(const std::string& policy, std::vector<replay::ConfOption> options, const std::string& key,
+        const std::string& value)
+    {
+        std::erase_if(options, [&](const auto& o) { return o.first == key; });
+        if (!value.empty())
+            options.emplace_back(key, value);
+        std::string s = policy;
+        for (std::size_t i = 0; i < options.size(); ++i)
+            s += (i ? "," : ":") + options[i].first + ":" + options[i].second;
+        return s;
+    }
+
+    std::vector<replay::ConfOption> effectivePytorchOptions(const replay::PyTorchConfig& config)
+    {
+        const std::string text = config.toString();
+        return text.empty() ? std::vector<replay::ConfOption> {} : replay::splitAllocConf(text);
+    }
+
+    std::string settingFor(const replay::PolicySpec& spec)
+    {
+        if (spec.policy == "pytorch" && spec.version.empty() && !spec.inner) {
+            std::string conf;
+            for (std::size_t i = 0; i < spec.options.size(); ++i)
+                conf += (i ? "," : "") + spec.options[i].first + ":" + spec.options[i].second;
+            return conf.empty() ? "PYTORCH_CUDA_ALLOC_CONF unset (PyTorch's defaults)" : "PYTORCH_CUDA_ALLOC_CONF=" + conf;
+        }
+        return "--policy " + spec.text;
+    }
+
+    std::vector<std::string> wrap(const std::string& text, std::size_t width)
+    {
+        std::vector<std::string> lines;
+        std::string line;
+        std::istringstream words(text);
+        for (std::string w; words >> w;) {
+            if (!line.empty() && line.size() + 1 + w.size() > width) {
+                lines.push_back(line);
+                line.clear();
+            }
+            line += (line.empty() ? "" : " ") + w;
+        }
+        if (!line.empty())
+            lines.push_back(line);
+        return lines;
+    }
+
+    std::optional<std::int64_t> counterValue(const Trace& t, DeviceId dev, std::string_view name)
+    {
+        const auto series = t.counterSeries();
+        std::optional<std::int64_t> out;
+        for (const auto& sample : t.counterSamples()) {
+            const auto& s = series[sample.series];
+            if ((s.device == dev || s.device == kNoDevice) && t.str(s.name) == name)
+                out = sample.value; // the last sample (these traces have one)
+        }
+        return out;
+    }
+
+    bool hasRequests(const Trace& t, DeviceId dev)
+    {
+        const auto& m = t.memory();
+        for (std::size_t i = 0; i < m.count(); ++i)
+            if (m.device[i] == dev && m.kind[i] == EventKind::Alloc)
+                return true;
+        return false;
+    }
+
+    void rank(Diagnosis& d)
+    {
+        std::stable_sort(d.findings.begin(), d.findings.end(), [](const Finding& a, const Finding& b) { return a.bytes > b.bytes; });
+    }
+
+    // ---- counters only (an OOM message, a memory_summary) ----
+
+    Diagnosis diagnoseCounters(const Trace& trace, DeviceId dev, Diagnosis d)
+    {
+        d.countersOnly = true;
+        MemoryLayers L;
+        auto get = [&](std::string_view n) -> std::optional<Bytes> {
+            auto v = counterValue(trace, dev, n);
+            return v && *v >= 0 ? std::optional<Bytes>(Bytes(*v)) : std::nullopt;
+        };
+        L.allocated = get(kAllocatedCounter);
+        L.reserved = get(kReservedCounter);
+        L.process = get(kProcessCounter);
+        L.deviceFree = get(kDeviceFreeCounter);
+        if (trace.devices()[dev].totalMemory)
+            L.deviceTotal = trace.devices()[dev].totalMemory;
+        const auto& m = trace.memory();
+        for (std::size_t i = 0; i < m.count(); ++i)
+            if (m.device[i] == dev && m.kind[i] == EventKind::Oom) {
+                L.request = m.size[i];
+                d.moment.kind = Moment::Kind::RecordedOom;
+                d.moment.time = m.time[i];
+                d.moment.event = i;
+                d.moment.request = m.size[i];
+                break;
+            }
+        d.moment.reserved = L.reserved.value_or(0);
+        d.moment.allocated = L.allocated.value_or(0);
+        d.moment.deviceFree = L.deviceFree;
+        d.capacity = L.deviceTotal.value_or(0);
+        d.capacityOrigin = L.deviceTotal ? "the device's total memory" : "unknown";
+        d.policyName = "pytorch (counters only: no allocator state to replay)";
+        d.layers = L;
+
+        const Bytes request = L.request.value_or(0);
+        const Bytes cachedFree = L.reserved && L.allocated && *L.reserved > *L.allocated ? *L.reserved - *L.allocated : 0;
+        const Bytes devFree = L.deviceFree.value_or(0);
+        if (L.process && L.reserved && *L.process > *L.reserved) {
+            Finding f;
+            f.id = "outside_allocator";
+            f.bytes = *L.process - *L.reserved;
+            f.statement = formatBytes(f.bytes) + " of this process's " + formatBytes(*L.process)
+                + " is outside PyTorch's allocator (CUDA context, cuBLAS/cuDNN workspaces, NCCL buffers, other "
+                  "allocators): no PYTORCH_CUDA_ALLOC_CONF setting touches it.";
+            f.cause = formatBytes(f.bytes) + " held outside PyTorch's allocator";
+            f.rule = "process in use − reserved by PyTorch = memory this process took without the caching allocator";
+            f.source = "PyTorch c10/cuda/CUDACachingAllocator.cpp, the OutOfMemoryError message (\"Including non-PyTorch "
+                       "memory, this process has … in use\")";
+            f.evidence.push_back("process in use " + formatBytes(*L.process) + " − reserved by PyTorch "
+                + formatBytes(*L.reserved) + " = " + formatBytes(f.bytes));
+            if (L.deviceTotal && L.deviceFree && *L.deviceTotal > *L.process + *L.deviceFree)
+                f.evidence.push_back("other processes (or the driver) hold "
+                    + formatBytes(*L.deviceTotal - *L.process - *L.deviceFree) + " of the " + formatBytes(*L.deviceTotal)
+                    + " device");
+            d.findings.push_back(std::move(f));
+        }
+        if (request > 0 && request > devFree + cachedFree && L.deviceFree) {
+            Finding f;
+            f.id = "capacity";
+            f.bytes = request - devFree - cachedFree;
+            f.statement = "The " + formatBytes(request) + " request exceeds the device's free " + formatBytes(devFree)
+                + " plus PyTorch's cached free " + formatBytes(cachedFree) + " by " + formatBytes(f.bytes)
+                + ": no allocator setting can serve it; that much live memory must go (or a larger GPU).";
+            f.cause = "the request exceeds all free memory by " + formatBytes(f.bytes);
+            f.rule = "a request larger than device free + reserved-but-unallocated cannot be served by any placement";
+            f.source = "allocators.md §6.1 (the lower bound); §1.8 (malloc path)";
+            f.proven = true;
+            d.noSettingHelps = true;
+            d.findings.push_back(std::move(f));
+        } else if (request > 0 && cachedFree > 0 && request > devFree) {
+            Finding f;
+            f.id = "external_fragmentation";
+            f.bytes = cachedFree;
+            f.proven = false;
+            f.statement = formatBytes(cachedFree) + " is reserved by PyTorch but unallocated, enough with the device's free "
+                + formatBytes(devFree) + " for the " + formatBytes(request)
+                + " request, yet no free block was large enough: fragmentation. expandable_segments:True or "
+                  "max_split_size_mb are candidates, but without a trace no replay can prove either.";
+            f.cause = formatBytes(cachedFree) + " cached but unallocated (fragmentation, unproven)";
+            f.rule = "an OOM with reserved − allocated + device free ≥ the request means the free memory is split "
+                     "into blocks too small (external fragmentation)";
+            f.source = "allocators.md §5.4 (reserved-but-unallocated), §1.5–1.6 (best fit, splitting), §1.11";
+            d.findings.push_back(std::move(f));
+        }
+        rank(d);
+        d.lowerBounds.push_back("an OOM message has no blocks, segments or stacks: the findings rest on its counters");
+        d.recordNext = kRecordSnapshot;
+        std::string v = request ? "A " + formatBytes(request) + " request failed" : "Memory counters only";
+        if (L.deviceFree)
+            v += " with " + formatBytes(devFree) + " free";
+        if (L.deviceTotal)
+            v += " on a " + formatBytes(*L.deviceTotal) + " GPU";
+        if (L.allocated && L.reserved)
+            v += " (PyTorch: " + formatBytes(*L.allocated) + " allocated of " + formatBytes(*L.reserved) + " reserved)";
+        if (!d.findings.empty())
+            v += ": " + d.findings.front().cause + " (" + d.findings.front().id + ")";
+        if (d.findings.size() > 1)
+            v += "; " + d.findings[1].cause + " (" + d.findings[1].id + ")";
+        v += d.noSettingHelps ? "; no allocator setting can help" : "; record a memory snapshot so a fix can be proven";
+        d.verdict = v + ".";
+        return d;
+    }
+
+} // namespace
+
+Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
+{
+    Diagnosis d;
+    auto device = options.device ? options.device : replay::defaultReplayDevice(trace);
+    if (!device && !trace.counterSeries().empty())
+        device = trace.counterSeries().front().device == kNoDevice ? DeviceId(0) : trace.counterSeries().front().device;
+    if (!device || *device >= trace.devices().size())
+        throw UsageError(device ? "device " + std::to_string(*device) + " does not exist; the trace has "
+                    + std::to_string(trace.devices().size()) + " devices"
+                                : std::string("the trace has no memory events and no memory counters: nothing to explain"));
+    const DeviceId dev = *device;
+    d.device = dev;
+    d.deviceLabel = deviceLabel(trace.devices()[dev]);
+    const TimeNs start = traceSpan(trace).start;
+
+    d.policy = options.policy;
+    d.policyOrigin = "given";
+    if (d.policy.empty())
+        d.policy = defaultPolicy(trace, d.policyOrigin);
+    const replay::PolicySpec spec = replay::parsePolicySpec(d.policy);
+    replay::validatePolicySpec(spec);
+
+    if (!hasRequests(trace, dev)) {
+        if (counterValue(trace, dev, kReservedCounter) || counterValue(trace, dev, kAllocatedCounter)
+            || counterValue(trace, dev, kProcessCounter))
+            return diagnoseCounters(trace, dev, std::move(d));
+        throw Error("device " + d.deviceLabel + " has no allocations and no memory counters: nothing to explain");
+    }
+
+    const auto& m = trace.memory();
+    std::optional<std::uint64_t> recordedOom;
+    for (std::size_t i = 0; i < m.count(); ++i)
+        if (m.device[i] == dev && m.kind[i] == EventKind::Oom) {
+            recordedOom = i;
+            break;
+        }
+    const Bytes total = trace.devices()[dev].totalMemory;
+    d.capacity = options.capacity;
+    d.capacityOrigin = options.capacity ? "given" : "unlimited";
+    if (!d.capacity && recordedOom && total) {
+        d.capacity = total;
+        d.capacityOrigin = "the device's total memory: the trace records an OOM";
+    }
+
+    replay::ReplayOptions ro;
+    ro.capacity = d.capacity;
+    ro.totalMemory = options.capacity; // a given capacity is the GPU's size, as `gpumem fit` probes it
+    ro.device = dev;
+    ro.onOom = replay::OnOom::Stop;
+    ro.keepFinalState = true;
+    ro.recordSegmentEvents = true;
+    const replay::ReplayResult r0 = replay::Replayer(ro).run(trace, spec);
+    d.policyName = r0.policy;
+    d.ooms = r0.ooms;
+    d.peakReserved = r0.peakReserved.bytes;
+    d.finalReserved = r0.finalReserved;
+    d.finalAllocated = r0.finalAllocated;
+    d.deviceCalls = r0.deviceCalls();
+    d.allocRetries = r0.allocRetries;
+    d.lowerBound = options.analysis ? options.analysis->fragmentation.lowerBound : replay::livePeak(trace, dev);
+
+    // The moment and the state there.
+    replay::ReplayResult r1;
+    const replay::ReplayResult* at = &r0;
+    auto stateAt = [&](std::uint64_t event) {
+        replay::ReplayOptions o = ro;
+        o.stopAfterEvent = event;
+        o.onOom = replay::OnOom::Skip;
+        o.recordSegmentEvents = false;
+        r1 = replay::Replayer(o).run(trace, spec);
+        at = &r1;
+    };
+    const replay::FailureDetail* failure = nullptr;
+    if (options.at) {
+        std::uint64_t last = kNoIndex;
+        for (std::size_t i = 0; i < m.count() && m.time[i] <= *options.at; ++i)
+            if (m.device[i] == dev)
+                last = i;
+        if (last == kNoIndex)
+            throw UsageError("--at " + formatOffsetBetween(start, *options.at) + " is before the first memory event of "
+                + d.deviceLabel);
+        stateAt(last);
+        d.moment.kind = Moment::Kind::Time;
+        d.moment.time = *options.at;
+        d.moment.event = last;
+    } else if (!r0.failures.empty()) {
+        const auto& f = r0.failures.front();
+        d.moment.kind = Moment::Kind::ReplayedOom;
+        d.moment.time = f.time;
+        d.moment.event = f.event;
+        d.moment.request = f.size;
+        d.moment.stream = f.stream;
+        d.moment.reserved = f.reserved;
+        d.moment.allocated = f.allocated;
+        if (d.capacity)
+            d.moment.deviceFree = f.deviceFree;
+        d.moment.refusedBy = f.refusedBy;
+        if (!r0.failureDetails.empty())
+            failure = &r0.failureDetails.front();
+    } else if (recordedOom) {
+        stateAt(*recordedOom);
+        d.moment.kind = Moment::Kind::RecordedOom;
+        d.moment.time = m.time[*recordedOom];
+        d.moment.event = *recordedOom;
+        d.moment.request = m.size[*recordedOom];
+        d.moment.stream = trace.streams()[m.stream[*recordedOom]].handle;
+    } else {
+        stateAt(r0.peakReserved.event);
+        d.moment.kind = Moment::Kind::PeakReserved;
+        d.moment.time = r0.peakReserved.time;
+        d.moment.event = r0.peakReserved.event;
+    }
+    if (at != &r0) {
+        d.moment.reserved = at->finalReserved;
+        d.moment.allocated = at->finalAllocated;
+        if (d.capacity)
+            d.moment.deviceFree = d.capacity - std::min(d.capacity, at->finalReserved);
+    }
+
+    Context c { trace, dev, start, options.analysis, {}, nullptr, 0 };
+    if (const std::uint64_t rebuilt = replay::initialStateEventCount(trace, dev); rebuilt > 0)
+        for (std::size_t i = 0, seen = 0; i < m.count(); ++i)
+            if (m.device[i] == dev && seen++ == rebuilt) {
+                c.firstWindowEvent = i;
+                break;
+            }
+    for (const auto& [a, addr] : at->liveAllocations)
+        c.allocationAt.emplace(addr, a);
+    static const PolicyState kEmpty;
+    const PolicyState& state = at->finalState ? *at->finalState : kEmpty;
+    c.state = &state;
+
+    const replay::PolicySpec& base = innermost(spec);
+    const bool pytorch = base.policy == "pytorch" || base.policy == "gmlake";
+    replay::PolicyContext pctx;
+    if (auto it = trace.metadata().find("allocator_settings"); it != trace.metadata().end() && it->is_object())
+        pctx.recordedSettings = &*it;
+    std::optional<replay::PyTorchConfig> config;
+    if (base.policy == "pytorch")
+        config = replay::pytorchConfigFor(base, pctx);
+
+    const bool oom = d.moment.isOom();
+    const Bytes request = d.moment.request;
+    const Bytes rounded = config && request ? config->roundSize(request) : request;
+    const Bytes devFree = d.moment.deviceFree.value_or(0);
+
+    // Totals of the state.
+    Bytes freeCached = 0, largestFree = 0, live = 0, pending = 0, roundingOverhead = 0, allocatedBytes = 0;
+    std::vector<EvidenceSegment> splitSegments; // segments with free blocks and live blocks
+    for (const auto& seg : state.segments) {
+        bool hasFree = false, hasLive = false;
+        for (const auto& b : seg.blocks) {
+            if (b.state == BlockState::Free) {
+                freeCached += b.size;
+                largestFree = std::max(largestFree, b.size);
+                hasFree = true;
+            } else if (b.state == BlockState::Allocated) {
+                live += b.requested ? b.requested : b.size;
+                allocatedBytes += b.size;
+                if (b.requested && b.size > b.requested)
+                    roundingOverhead += b.size - b.requested;
+                hasLive = true;
+            } else if (b.state == BlockState::PendingFree) {
+                pending += b.size;
+                hasLive = true;
+            }
+        }
+        if (hasFree && hasLive)
+            splitSegments.push_back(segmentEvidence(c, seg));
+    }
+    const auto streams = replay::streamMemory(state);
+
+    // capacity
+    if (oom && d.capacity) {
+        const Bytes need = live + pending + request;
+        const bool beforeWindow = !r0.failures.empty() && r0.failures.front().beforeWindow;
+        if (need > d.capacity || beforeWindow || d.lowerBound > d.capacity) {
+            Finding f;
+            f.id = "capacity";
+            const Bytes over = need > d.capacity ? need - d.capacity : (d.lowerBound > d.capacity ? d.lowerBound - d.capacity : 0);
+            f.bytes = over;
+            if (need > d.capacity)
+                f.statement = "The live memory at the failure (" + formatBytes(live + pending) + ") plus the "
+                    + formatBytes(request) + " request exceeds the " + formatBytes(d.capacity) + " capacity by "
+                    + formatBytes(over) + ": no allocator setting can help; that much live memory must go.";
+            else
+                f.statement = "The run's live bytes peak at " + formatBytes(d.lowerBound) + ", above the "
+                    + formatBytes(d.capacity) + " capacity: no allocator setting can make it fit; "
+                    + formatBytes(over) + " of live memory must go.";
+            f.cause = "the live memory exceeds the capacity by " + formatBytes(over);
+            f.rule = "no placement holds more live bytes than the device has: the lower bound max live bytes "
+                     "exceeds the capacity";
+            f.source = "allocators.md §6.1 (offline optimum and lower bound)";
+            f.contributors = contributors(c, 5);
+            for (const auto& x : f.contributors)
+                f.evidence.push_back("live by " + x.by + ": " + x.label + " " + formatBytes(x.bytes) + " in "
+                    + counted(x.blocks, "block", "blocks"));
+            d.noSettingHelps = true;
+            d.findings.push_back(std::move(f));
+        }
+    }
+
+    // external_fragmentation
+    if (freeCached > 0 && !d.noSettingHelps && (!oom || (largestFree < rounded && freeCached + devFree >= rounded))) {
+        Finding f;
+        f.id = "external_fragmentation";
+        Bytes pinned = 0;
+        for (const auto& s : splitSegments)
+            pinned += s.freeBytes;
+        f.bytes = oom ? freeCached : pinned;
+        if (oom)
+            f.statement = formatBytes(freeCached) + " was cached free when the " + formatBytes(request)
+                + " request failed, but the largest free block was " + formatBytes(largestFree)
+                + (freeCached >= rounded ? "" : " (with the device's free " + formatBytes(devFree) + " enough in total)")
+                + ": the free memory is split across segments that live blocks pin.";
+        else
+            f.statement = formatBytes(pinned) + " of the " + formatBytes(d.moment.reserved)
+                + " reserved at this moment is free but held in segments that live blocks pin, so it cannot be "
+                  "released or reused for larger requests (external fragmentation "
+                + percent(freeCached ? double(freeCached - largestFree) / double(freeCached) : 0) + ").";
+        f.cause = oom ? formatBytes(freeCached) + " cached free but no block of " + formatBytes(rounded)
+                      : formatBytes(pinned) + " free in pinned segments";
+        f.rule = "external fragmentation = (free − largest_free)/free; a request fails when no single free block "
+                 "fits it although the free bytes would";
+        f.source = "allocators.md §5.4; PyTorch CUDACachingAllocator.cpp get_free_block, release_cached_blocks "
+                   "(only wholly free segments are released, §1.10)";
+        f.evidence.push_back("free blocks: " + std::to_string(failure ? failure->freeBlockCount : 0) + (failure ? "" : " (see segments)")
+            + "; largest " + formatBytes(largestFree) + "; external fragmentation "
+            + percent(freeCached ? double(freeCached - largestFree) / double(freeCached) : 0));
+        if (!failure)
+            f.evidence.pop_back();
+        addSegmentEvidence(c, f, splitSegments);
+        if (f.bytes > 0 && (oom || pinned >= kMiB))
+            d.findings.push_back(std::move(f));
+    }
+
+    // oversize_split: a segment large enough for the request carved by smaller requests (PyTorch large pool).
+    if (oom && config && !d.noSettingHelps && rounded > kMiB && rounded < config->maxSplitSize && !config->expandableSegments) {
+        Finding f;
+        f.id = "oversize_split";
+        std::vector<EvidenceSegment> carved;
+        for (const auto& seg : state.segments) {
+            if (seg.expandable || seg.smallPool || seg.size < rounded)
+                continue;
+            bool smallOnly = true, anyLive = false;
+            for (const auto& b : seg.blocks)
+                if (b.state == BlockState::Allocated || b.state == BlockState::PendingFree) {
+                    anyLive = true;
+                    smallOnly = smallOnly && b.size < rounded;
+                }
+            if (anyLive && smallOnly) {
+                carved.push_back(segmentEvidence(c, seg));
+                f.bytes += seg.size;
+            }
+        }
+        if (!carved.empty()) {
+            f.statement = counted(carved.size(), "segment", "segments") + " of at least " + formatBytes(rounded)
+                + " (" + formatBytes(f.bytes) + (carved.size() == 1 ? ") was" : ") were")
+                + " carved up by smaller requests, so the "
+                + formatBytes(request) + " request found no block: max_split_size_mb is "
+                + (config->maxSplitSize == replay::kUnlimited ? "not set" : "above the request")
+                + ", so large cached blocks are split for small requests.";
+            f.cause = "large segments carved by smaller requests";
+            f.rule = "without max_split_size_mb a large-pool block of any size is split for a smaller request; "
+                     "with it, blocks ≥ max_split_size are never split or handed to smaller requests";
+            f.source = "allocators.md §1.5 step 4, §1.6; PyTorch CUDACachingAllocator.cpp get_free_block, should_split";
+            addSegmentEvidence(c, f, carved, 4);
+            d.findings.push_back(std::move(f));
+        }
+    }
+
+    // stream_stranded
+    if (streams.size() > 1) {
+        const StreamKey mine = oom ? d.moment.stream : 0;
+        Bytes otherFree = 0, otherLargest = 0;
+        for (const auto& seg : state.segments)
+            if (seg.stream != mine)
+                for (const auto& b : seg.blocks)
+                    if (b.state == BlockState::Free) {
+                        otherFree += b.size;
+                        otherLargest = std::max(otherLargest, b.size);
+                    }
+        if (otherFree > 0 && (!oom || otherLargest >= rounded || otherFree + devFree >= rounded || otherFree >= kMiB)) {
+            Finding f;
+            f.id = "stream_stranded";
+            f.bytes = otherFree;
+            f.streams = streams;
+            f.statement = formatBytes(otherFree) + " is cached free on streams other than "
+                + (oom ? "the failing request's (" + std::to_string(mine) + ")" : "the default stream")
+                + "; PyTorch reuses a free block only for requests on its own stream"
+                + (oom && otherLargest >= rounded ? ", and one of them (" + formatBytes(otherLargest) + ") would have fit"
+                                                   : "")
+                + ".";
+            f.cause = formatBytes(otherFree) + " cached on other streams";
+            f.rule = "free blocks are keyed by (stream, size, address): a request never takes another stream's "
+                     "cached block; only empty_cache or the OOM recovery returns whole free segments";
+            f.source = "allocators.md §1.12, §1.5; PyTorch CUDACachingAllocator.cpp get_free_block (BlockComparatorSize)";
+            for (const auto& s : streams)
+                f.evidence.push_back("stream " + std::to_string(s.stream) + ": reserved " + formatBytes(s.reserved)
+                    + ", free " + formatBytes(s.free));
+            d.findings.push_back(std::move(f));
+        }
+    }
+
+    // pending_frees
+    if (pending > 0) {
+        Finding f;
+        f.id = "pending_frees";
+        f.bytes = pending;
+        std::uint64_t count = 0;
+        TimeNs longest = 0;
+        for (const auto& seg : state.segments)
+            for (const auto& b : seg.blocks)
+                if (b.state == BlockState::PendingFree) {
+                    ++count;
+                    EvidenceBlock e = c.block(b, seg.stream);
+                    std::string line = "pending " + c.blockText(e);
+                    if (auto it = c.allocationAt.find(b.address); it != c.allocationAt.end()) {
+                        const auto& al = trace.allocations()[it->second];
+                        if (al.freeEvent != kNoIndex && al.freeCompletedEvent != kNoIndex) {
+                            const TimeNs wait = m.time[al.freeCompletedEvent] - m.time[al.freeEvent];
+                            longest = std::max(longest, wait);
+                            line += "; freed " + formatOffsetBetween(start, m.time[al.freeEvent]) + ", reusable after "
+                                + formatSeconds(wait);
+                        }
+                    }
+                    if (f.blocks.size() < 6) {
+                        f.blocks.push_back(e);
+                        f.evidence.push_back(line);
+                    }
+                }
+        f.statement = counted(count, "block", "blocks") + " (" + formatBytes(pending)
+            + ") had been freed by the program but were not reusable yet: they were used on another stream "
+              "(record_stream) and wait for its work to finish"
+            + (longest > 0 ? " (the longest for " + formatSeconds(longest) + ")" : std::string()) + ".";
+        f.cause = formatBytes(pending) + " freed but pending on stream events";
+        f.rule = "a block freed after record_stream(s) returns to the pool only when the events on s complete "
+                 "(free_completed)";
+        f.source = "allocators.md §1.7 steps 2 and 4; PyTorch CUDACachingAllocator.cpp free, process_events";
+        d.findings.push_back(std::move(f));
+    }
+
+    // allocator_limit
+    if (oom && failure && failure->refusedByPolicy) {
+        Finding f;
+        f.id = "allocator_limit";
+        f.bytes = d.moment.reserved;
+        f.statement = "The request was refused by " + d.moment.refusedBy + ", not by the device"
+            + (d.capacity ? std::string(" (") + formatBytes(devFree) + " of the device was still free)" : std::string())
+            + ".";
+        f.cause = "refused by " + d.moment.refusedBy;
+        f.rule = "an allocator limit below the device refuses growth without asking the driver";
+        f.source = "allocators.md §1.8 step 4b (per_process_memory_fraction), §3.2 (RMM maximum_pool_size), §2.4 "
+                   "(BFC memory_limit)";
+        f.evidence.push_back("reserved " + formatBytes(d.moment.reserved) + " when the " + formatBytes(request)
+            + " request failed");
+        d.findings.push_back(std::move(f));
+    }
+
+    // expandable_max_split (PyTorch issue 123548)
+    if (config && config->expandableSegments && config->maxSplitSize != replay::kUnlimited) {
+        Finding f;
+        f.id = "expandable_max_split";
+        std::vector<EvidenceSegment> segs;
+        for (const auto& seg : state.segments) {
+            if (!seg.expandable)
+                continue;
+            Bytes oversize = 0;
+            for (const auto& b : seg.blocks)
+                if (b.state == BlockState::Free && b.size >= config->maxSplitSize)
+                    oversize += b.size;
+            if (oversize) {
+                f.bytes += oversize;
+                segs.push_back(segmentEvidence(c, seg));
+            }
+        }
+        if (f.bytes > 0 && (!oom || rounded < config->maxSplitSize)) {
+            f.statement = formatBytes(f.bytes) + " of mapped free memory inside expandable segments is in blocks of at "
+                "least max_split_size (" + formatBytes(config->maxSplitSize)
+                + "), which the oversize rule keeps from smaller requests: the two settings together leave mapped "
+                  "holes unusable.";
+            f.cause = formatBytes(f.bytes) + " of expandable holes barred by max_split_size_mb";
+            f.rule = "a request below max_split_size never takes a free block of max_split_size or more, also inside "
+                     "an expandable segment";
+            f.source = "allocators.md §1.5 step 4, §1.11; PyTorch issue 123548";
+            addSegmentEvidence(c, f, segs, 4);
+            d.findings.push_back(std::move(f));
+        }
+    }
+
+    // segment_churn: cudaFree bursts in the replay and retries after freeing the cache
+    {
+        std::uint64_t bursts = 0, frees = 0;
+        Bytes freedBytes = 0;
+        std::vector<std::string> times;
+        std::uint64_t lastEvent = kNoIndex;
+        for (const auto& rec : r0.segmentEvents) {
+            if (rec.call.kind != EventKind::SegmentFree && rec.call.kind != EventKind::SegmentUnmap)
+                continue;
+            ++frees;
+            freedBytes += rec.call.size;
+            if (rec.event != lastEvent) {
+                ++bursts;
+                if (times.size() < 5)
+                    times.push_back(formatOffsetBetween(start, rec.time));
+            }
+            lastEvent = rec.event;
+        }
+        std::uint64_t retries = r0.allocRetries;
+        if (!r0.failures.empty() && pytorch && retries > 0)
+            --retries; // the failing request's own retry
+        if (retries > 0 || bursts >= 2) {
+            Finding f;
+            f.id = "segment_churn";
+            f.bytes = freedBytes;
+            f.statement = counted(retries, "cudaMalloc retry", "cudaMalloc retries")
+                + " after freeing the whole cache (num_alloc_retries) and " + counted(frees, "cudaFree", "cudaFree calls")
+                + " of " + formatBytes(freedBytes) + " in " + counted(bursts, "burst", "bursts")
+                + ": the allocator gave memory back and took it again, a synchronising speed cost"
+                + (oom ? " before the failure." : ".");
+            f.cause = counted(retries, "cache flush", "cache flushes") + " and " + counted(frees, "cudaFree", "cudaFrees");
+            f.rule = "when cudaMalloc fails PyTorch frees every wholly free cached segment and retries "
+                     "(num_alloc_retries; DeepSpeed warns of these \"cache flushes\")";
+            f.source = "allocators.md §1.8 step 4e, §1.10; PyTorch CUDACachingAllocator.cpp release_cached_blocks";
+            if (!times.empty()) {
+                std::string t = "cudaFree bursts at";
+                for (const auto& x : times)
+                    t += " " + x;
+                f.evidence.push_back(t + (bursts > times.size() ? " …" : ""));
+            }
+            f.evidence.push_back(counted(r0.deviceCounters.mallocCalls, "cudaMalloc", "cudaMalloc calls") + ", "
+                + counted(r0.deviceCounters.freeCalls, "cudaFree", "cudaFree calls") + " in the replay");
+            d.findings.push_back(std::move(f));
+        }
+    }
+
+    // growth_across_steps
+    if (options.analysis && options.analysis->leaks.leaking) {
+        const auto& lk = options.analysis->leaks;
+        Finding f;
+        f.id = "growth_across_steps";
+        f.bytes = 0;
+        for (const auto& s : lk.sites)
+            f.bytes += s.bytes;
+        f.statement = "Live memory grows by " + formatBytes(Bytes(std::max(0.0, lk.growthPerStep)))
+            + " per step: " + lk.reason;
+        f.cause = "growth of " + formatBytes(Bytes(std::max(0.0, lk.growthPerStep))) + " per step";
+        f.rule = "with ≥ 3 steps, the allocated bytes at each step start strictly increase; the sites are those "
+                 "whose blocks from ≥ 2 earlier steps are still live";
+        f.source = "docs/analysis.md (leak rule), analyze/steps.h detectLeaks";
+        for (std::size_t i = 0; i < lk.sites.size() && i < 5; ++i)
+            f.evidence.push_back(lk.sites[i].label + ": " + formatBytes(lk.sites[i].bytes) + " in "
+                + counted(lk.sites[i].blocks, "block", "blocks") + " from "
+                + std::to_string(lk.sites[i].stepsWithSurvivors) + " steps");
+        d.findings.push_back(std::move(f));
+    }
+
+    // rounding_overhead
+    if (roundingOverhead >= kMiB && allocatedBytes > 0 && double(roundingOverhead) >= 0.01 * double(allocatedBytes)) {
+        Finding f;
+        f.id = "rounding_overhead";
+        f.bytes = roundingOverhead;
+        std::map<Bytes, std::pair<Bytes, std::uint64_t>> bySize; // requested size → overhead, blocks
+        for (const auto& seg : state.segments)
+            for (const auto& b : seg.blocks)
+                if (b.state == BlockState::Allocated && b.requested && b.size > b.requested) {
+                    auto& x = bySize[b.requested];
+                    x.first += b.size - b.requested;
+                    ++x.second;
+                }
+        std::vector<std::pair<Bytes, std::pair<Bytes, std::uint64_t>>> sizes(bySize.begin(), bySize.end());
+        std::stable_sort(sizes.begin(), sizes.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+        f.statement = formatBytes(roundingOverhead) + " (" + percent(double(roundingOverhead) / double(allocatedBytes))
+            + " of the allocated bytes) is rounding and unsplit padding: blocks larger than their requests.";
+        f.cause = formatBytes(roundingOverhead) + " of rounding";
+        f.rule = "allocated − requested (round_size to 512 B or power-of-two divisions; blocks not split when the "
+                 "remainder is ≤ 1 MiB)";
+        f.source = "allocators.md §1.2, §1.6, §5.4 (internal fragmentation)";
+        for (std::size_t i = 0; i < sizes.size() && i < 4; ++i)
+            f.evidence.push_back("requests of " + std::to_string(sizes[i].first) + " B: "
+                + formatBytes(sizes[i].second.first) + " over " + counted(sizes[i].second.second, "block", "blocks"));
+        d.findings.push_back(std::move(f));
+    }
+
+    // outside_allocator: the trace records an OOM that the replay on the whole device does not reproduce,
+    // so part of the device was not this allocator's to take.
+    const bool unreproduced = d.moment.kind == Moment::Kind::RecordedOom && d.capacity != 0;
+    if (unreproduced && d.capacity > d.moment.reserved + rounded) {
+        Finding f;
+        f.id = "outside_allocator";
+        f.bytes = d.capacity - d.moment.reserved - rounded;
+        f.statement = "The replay on the whole " + formatBytes(d.capacity) + " device serves this "
+            + formatBytes(request) + " request with " + formatBytes(d.moment.reserved)
+            + " reserved, yet the run recorded an OOM: at least " + formatBytes(f.bytes)
+            + " of the device was held outside this allocator (other processes, the CUDA context, NCCL or "
+              "cuBLAS workspaces, another allocator) or before the trace.";
+        f.cause = "at least " + formatBytes(f.bytes) + " of the device held outside the allocator";
+        f.rule = "an OOM with reserved + request below the device's memory means the rest was not free to the "
+                 "allocator";
+        f.source = "allocators.md §1.8 step 5 (the oom entry's device_free), §1.17 (driver free memory is not in "
+                   "the trace)";
+        f.evidence.push_back("device " + formatBytes(d.capacity) + " − reserved " + formatBytes(d.moment.reserved)
+            + " − request " + formatBytes(rounded) + " = " + formatBytes(f.bytes));
+        d.findings.push_back(std::move(f));
+    }
+
+    // before_trace: what the window leaves unknown
+    {
+        const Bytes opening = replay::openingAllocated(trace, dev);
+        const std::string format = trace.metadata().value("source_format", std::string());
+        const bool profiler = format == "kineto" || format == "pytorch-memory-timeline" || format == "xplane"
+            || format == "nsys-sqlite";
+        const bool reconstructed = replay::initialStateEventCount(trace, dev) > 0;
+        if (opening > 0 || profiler || (r0.unmatchedFrees > 0 && !reconstructed)) {
+            Finding f;
+            f.id = "before_trace";
+            f.bytes = opening;
+            std::string what;
+            if (opening > 0) {
+                what = formatBytes(opening) + " was already allocated when the trace began and is not in it";
+                d.lowerBounds.push_back(formatBytes(opening) + " allocated before the trace is not in it");
+            }
+            if (r0.unmatchedFrees > 0 && !reconstructed) {
+                what += std::string(what.empty() ? "" : "; ") + counted(r0.unmatchedFrees, "free", "frees")
+                    + " of blocks allocated before the window";
+                d.lowerBounds.push_back("blocks from before the window are missing until freed");
+            }
+            if (profiler) {
+                what += std::string(what.empty() ? "" : "; ")
+                    + "a profiler window records no segments and no allocator settings, so reserved memory is "
+                      "simulated with " + d.policyName + " from an empty cache";
+                d.lowerBounds.push_back("the cache held before the profiler window is unknown");
+            }
+            f.statement = "The trace window starts mid-run: " + what + ".";
+            f.cause = opening > 0 ? formatBytes(opening) + " from before the trace not in it" : "the profiler window starts mid-run";
+            f.rule = "a profiler trace or ring-buffer snapshot starts after the model loaded: memory live before it "
+                     "appears only as its first counter sample or as frees without allocs";
+            f.source = "design.md §3 (ring buffers, ImportStats); allocators.md §1.17 (ring-buffer truncation)";
+            d.findings.push_back(std::move(f));
+            d.recordNext = kRecordSnapshot;
+        }
+    }
+    rank(d);
+
+    // Remedies proven by replay.
+    if (unreproduced)
+        d.lowerBounds.push_back("the replay does not reproduce the recorded OOM; give --capacity (the memory the "
+                                "process had) to prove a setting");
+    if (options.remedies && !d.noSettingHelps && !unreproduced) {
+        std::vector<std::pair<std::string, std::vector<std::string>>> candidates; // spec, finding ids
+        auto has = [&](std::string_view id) {
+            return std::any_of(d.findings.begin(), d.findings.end(), [&](const Finding& f) { return f.id == id; });
+        };
+        auto add = [&](std::string s, std::vector<std::string> ids) {
+            if (s == d.policy || std::any_of(candidates.begin(), candidates.end(), [&](const auto& c2) { return c2.first == s; }))
+                return;
+            candidates.emplace_back(std::move(s), std::move(ids));
+        };
+        if (config && base.version.empty() && !spec.inner) {
+            const auto opts = effectivePytorchOptions(*config);
+            if (!config->expandableSegments)
+                add(withOption("pytorch", opts, "expandable_segments", "True"),
+                    { "external_fragmentation", "oversize_split" });
+            if (config->maxSplitSize == replay::kUnlimited || has("oversize_split"))
+                // The oversize rule helps a request only from a threshold below it (allocators.md §1.5 step 4).
+                for (int mb : { 32, 64, 128, 256, 512, 1024 })
+                    if (!oom || Bytes(mb) * kMiB < rounded)
+                        add(withOption("pytorch", opts, "max_split_size_mb", std::to_string(mb)),
+                            { "oversize_split", "external_fragmentation" });
+            if (config->expandableSegments && config->maxSplitSize != replay::kUnlimited)
+                add(withOption("pytorch", opts, "max_split_size_mb", ""), { "expandable_max_split" });
+            add(withOption("pytorch", opts, "roundup_power2_divisions", "4"), { "external_fragmentation", "rounding_overhead" });
+            if (config->fractionSet) {
+                add(withOption("pytorch", opts, "garbage_collection_threshold", "0.8"), { "segment_churn", "allocator_limit" });
+                add(withOption("pytorch", opts, "per_process_memory_fraction", ""), { "allocator_limit" });
+            }
+        } else if (base.policy == "rmm-pool" || base.policy == "rmm-binning") {
+            add(withOption(base.policy, base.options, "maximum_pool_size", ""), { "allocator_limit" });
+            add("rmm-arena", { "external_fragmentation", "stream_stranded" });
+            add(base.policy == "rmm-pool" ? "rmm-binning" : "rmm-pool", { "external_fragmentation" });
+        } else if (base.policy == "tf-bfc") {
+            add(withOption("tf-bfc", base.options, "memory_limit", ""), { "allocator_limit" });
+            add(withOption("tf-bfc", base.options, "allow_growth", "true"), { "external_fragmentation" });
+            add(withOption("tf-bfc", base.options, "allow_growth", "false"), { "external_fragmentation" });
+            add(withOption("tf-bfc", base.options, "garbage_collection", "true"), { "segment_churn" });
+        }
+        std::vector<replay::PolicySpec> specs;
+        for (const auto& [text, ids] : candidates)
+            specs.push_back(replay::parsePolicySpec(text));
+        std::vector<replay::ReplayResult> results(specs.size());
+        replay::ReplayOptions co = ro;
+        co.keepFinalState = false;
+        co.recordSegmentEvents = false;
+        replay::parallelFor(specs.size(), options.jobs,
+            [&](std::size_t i) { results[i] = replay::Replayer(co).run(trace, specs[i]); });
+        for (std::size_t i = 0; i < specs.size(); ++i) {
+            const auto& r = results[i];
+            const bool noOom = r.failures.empty();
+            const bool lower = r.peakReserved.bytes < d.peakReserved
+                && double(d.peakReserved - r.peakReserved.bytes) >= 0.01 * double(d.peakReserved);
+            // Confirmed: removes the failure (an OOM moment), or lowers the peak by ≥ 1 % without failing.
+            const bool confirmed = noOom && (r0.failures.empty() ? lower : true);
+            if (!confirmed) {
+                std::string why = !noOom
+                    ? "fails at " + formatOffsetBetween(start, r.failures.front().time)
+                    : "peak reserved " + formatBytes(r.peakReserved.bytes) + ", not 1 % below "
+                        + formatBytes(d.peakReserved);
+                d.rejected.push_back({ specs[i].text, why });
+                continue;
+            }
+            Remedy rm;
+            rm.spec = specs[i].text;
+            rm.setting = settingFor(specs[i]);
+            rm.addresses = candidates[i].second;
+            rm.removesOom = !r0.failures.empty();
+            rm.ooms = r.ooms;
+            rm.peakReserved = r.peakReserved.bytes;
+            rm.deviceCalls = r.deviceCalls();
+            rm.allocRetries = r.allocRetries;
+            rm.changes = std::string(rm.removesOom ? "no OOM" : "no OOM, as before") + "; peak reserved "
+                + formatBytes(rm.peakReserved) + " (was " + formatBytes(d.peakReserved) + (rm.removesOom ? " at the failure" : "")
+                + "); " + counted(rm.deviceCalls, "device call", "device calls") + " (was " + std::to_string(d.deviceCalls) + ")"
+                + (r0.initialAdopted && !r.initialAdopted ? "; the state from before the window is replayed as requests under it"
+                                                          : "");
+            d.remedies.push_back(std::move(rm));
+        }
+        std::stable_sort(d.remedies.begin(), d.remedies.end(), [](const Remedy& a, const Remedy& b) {
+            return a.peakReserved != b.peakReserved ? a.peakReserved < b.peakReserved : a.deviceCalls < b.deviceCalls;
+        });
+        // The smallest GPU the best fix fits, where the search is cheap (gpumem fit: a few rounds of parallel probes).
+        if (!d.remedies.empty() && m.count() <= kFitEventLimit) {
+            replay::FitOptions fo;
+            fo.jobs = options.jobs;
+            fo.device = dev;
+            const auto fit = replay::fitCapacity(trace, replay::parsePolicySpec(d.remedies.front().spec), fo);
+            if (fit.fits && fit.capacity) {
+                d.remedies.front().fitsIn = fit.capacity;
+                d.remedies.front().changes += "; fits a GPU of " + formatBytes(fit.capacity) + " (gpumem fit)";
+            }
+        }
+    }
+
+    // The verdict: one sentence.
+    std::string v;
+    if (oom) {
+        v = (d.moment.kind == Moment::Kind::RecordedOom ? "The recorded OOM at " : "At ")
+            + formatOffsetBetween(start, d.moment.time) + " a " + formatBytes(request) + " request "
+            + (d.moment.kind == Moment::Kind::RecordedOom ? "failed" : "fails")
+            + (d.capacity ? " at " + formatBytes(d.capacity) : std::string()) + " with " + formatBytes(d.moment.reserved)
+            + " reserved";
+    } else if (d.moment.kind == Moment::Kind::Time) {
+        v = "At " + formatOffsetBetween(start, d.moment.time) + " " + formatBytes(d.moment.reserved) + " is reserved for "
+            + formatBytes(d.moment.allocated) + " allocated";
+    } else {
+        v = "No OOM" + (d.capacity ? " at " + formatBytes(d.capacity) : std::string(" (unlimited device)"))
+            + "; the reserved peak is " + formatBytes(d.peakReserved) + " at " + formatOffsetBetween(start, d.moment.time)
+            + " for " + formatBytes(d.moment.allocated) + " allocated";
+    }
+    if (!d.findings.empty()) {
+        v += ": " + d.findings.front().cause + " (" + d.findings.front().id + ")";
+        if (d.findings.size() > 1 && d.findings[1].bytes > 0)
+            v += "; " + d.findings[1].cause + " (" + d.findings[1].id + ")";
+    }
+    if (d.noSettingHelps)
+        v += "; no allocator setting can help";
+    else if (!d.remedies.empty())
+        v += "; " + d.remedies.front().setting
+            + (oom ? " removes the OOM" : " lowers the peak to " + formatBytes(d.remedies.front().peakReserved))
+            + " (proven by replay)";
+    else if (options.remedies)
+        v += oom ? "; no candidate setting removed the OOM in replay" : "; no candidate setting lowered the peak in replay";
+    if (!d.lowerBounds.empty())
+        v += " (figures are lower bounds: " + d.lowerBounds.front() + ")";
+    d.verdict = v + ".";
+    return d;
+}
+
+// ---- writers ----
+
+namespace {
+    nlohmann::json blockJson(const EvidenceBlock& b, TimeNs start)
+    {
+        nlohmann::json j = { { "address", b.address }, { "size", b.size }, { "requested", b.requested },
+            { "state", b.state }, { "stream", b.stream }, { "site", b.site }, { "category", b.category } };
+        j["alloc_time_ns"] = b.allocTime ? nlohmann::json(*b.allocTime - start) : nlohmann::json(nullptr);
+        return j;
+    }
+
+    const char* momentKind(Moment::Kind k)
+    {
+        switch (k) {
+        case Moment::Kind::ReplayedOom:
+            return "replayed_oom";
+        case Moment::Kind::RecordedOom:
+            return "recorded_oom";
+        case Moment::Kind::PeakReserved:
+            return "peak_reserved";
+        case Moment::Kind::Time:
+            return "time";
+        }
+        return "peak_reserved";
+    }
+
+    std::string momentText(const Diagnosis& d, TimeNs start)
+    {
+        const auto& mo = d.moment;
+        std::string s;
+        switch (mo.kind) {
+        case Moment::Kind::ReplayedOom:
+            s = "the first OOM of the replay";
+            break;
+        case Moment::Kind::RecordedOom:
+            s = "the OOM the trace records";
+            break;
+        case Moment::Kind::PeakReserved:
+            s = "the reserved peak (no OOM)";
+            break;
+        case Moment::Kind::Time:
+            s = "the time asked for";
+            break;
+        }
+        s += ", " + formatOffsetBetween(start, mo.time);
+        if (mo.isOom())
+            s += ": request " + formatBytes(mo.request) + " on stream " + std::to_string(mo.stream);
+        s += "; reserved " + formatBytes(mo.reserved) + ", allocated " + formatBytes(mo.allocated);
+        if (mo.deviceFree)
+            s += ", device free " + formatBytes(*mo.deviceFree);
+        if (!mo.refusedBy.empty())
+            s += "; refused by " + mo.refusedBy;
+        return s;
+    }
+} // namespace
+
+nlohmann::json diagnosisToJson(const Diagnosis& d, TimeNs start)
+{
+    nlohmann::json findings = nlohmann::json::array();
+    for (const auto& f : d.findings) {
+        nlohmann::json segs = nlohmann::json::array(), blocks = nlohmann::json::array(), contrib = nlohmann::json::array();
+        for (const auto& s : f.segments) {
+            nlohmann::json pins = nlohmann::json::array();
+            for (const auto& b : s.pinning)
+                pins.push_back(blockJson(b, start));
+            segs.push_back({ { "address", s.address }, { "size", s.size }, { "stream", s.stream },
+                { "expandable", s.expandable }, { "free_bytes", s.freeBytes }, { "free_blocks", s.freeBlocks },
+                { "pinning", pins }, { "pinning_blocks", s.pinningBlocks } });
+        }
+        for (const auto& b : f.blocks)
+            blocks.push_back(blockJson(b, start));
+        for (const auto& x : f.contributors)
+            contrib.push_back({ { "by", x.by }, { "label", x.label }, { "bytes", x.bytes }, { "blocks", x.blocks } });
+        findings.push_back({ { "id", f.id }, { "statement", f.statement }, { "bytes", f.bytes }, { "rule", f.rule },
+            { "source", f.source }, { "proven", f.proven }, { "evidence", f.evidence }, { "segments", segs },
+            { "blocks", blocks }, { "contributors", contrib }, { "streams", streamsToJson(f.streams) } });
+    }
+    nlohmann::json remedies = nlohmann::json::array();
+    for (const auto& r : d.remedies)
+        remedies.push_back({ { "spec", r.spec }, { "setting", r.setting }, { "addresses", r.addresses },
+            { "removes_oom", r.removesOom }, { "ooms", r.ooms }, { "peak_reserved", r.peakReserved },
+            { "device_calls", r.deviceCalls }, { "alloc_retries", r.allocRetries }, { "changes", r.changes },
+            { "fits_in", r.fitsIn ? nlohmann::json(*r.fitsIn) : nlohmann::json(nullptr) } });
+    nlohmann::json rejected = nlohmann::json::array();
+    for (const auto& r : d.rejected)
+        rejected.push_back({ { "spec", r.spec }, { "why", r.why } });
+    const auto& mo = d.moment;
+    nlohmann::json j = {
+        { "verdict", d.verdict },
+        { "device", d.device },
+        { "device_label", d.deviceLabel },
+        { "policy", d.policy },
+        { "policy_name", d.policyName },
+        { "policy_origin", d.policyOrigin },
+        { "capacity", d.capacity },
+        { "capacity_origin", d.capacityOrigin },
+        { "counters_only", d.countersOnly },
+        { "moment",
+            { { "kind", momentKind(mo.kind) }, { "time_ns", mo.time - start },
+                { "event", mo.event == kNoIndex ? nlohmann::json(nullptr) : nlohmann::json(mo.event) },
+                { "request", mo.request }, { "stream", mo.stream }, { "reserved", mo.reserved },
+                { "allocated", mo.allocated },
+                { "device_free", mo.deviceFree ? nlohmann::json(*mo.deviceFree) : nlohmann::json(nullptr) },
+                { "refused_by", mo.refusedBy } } },
+        { "ooms", d.ooms },
+        { "peak_reserved", d.peakReserved },
+        { "lower_bound", d.lowerBound },
+        { "final_reserved", d.finalReserved },
+        { "final_allocated", d.finalAllocated },
+        { "device_calls", d.deviceCalls },
+        { "alloc_retries", d.allocRetries },
+        { "findings", findings },
+        { "remedies", remedies },
+        { "rejected", rejected },
+        { "no_setting_helps", d.noSettingHelps },
+        { "lower_bounds", d.lowerBounds },
+        { "record_next", d.recordNext },
+    };
+    if (d.layers) {
+        auto opt = [](const std::optional<Bytes>& b) { return b ? nlohmann::json(*b) : nlohmann::json(nullptr); };
+        j["layers"] = { { "allocated", opt(d.layers->allocated) }, { "reserved", opt(d.layers->reserved) },
+            { "process", opt(d.layers->process) }, { "device_free", opt(d.layers->deviceFree) },
+            { "device_total", opt(d.layers->deviceTotal) }, { "request", opt(d.layers->request) } };
+    } else
+        j["layers"] = nullptr;
+    return j;
+}
+
+std::optional<std::string> verdictFor(const Trace& trace, const Analysis& analysis)
+{
+    if (analysis.empty && !analysis.countersOnly)
+        return std::nullopt;
+    try {
+        DiagnosisOptions o;
+        o.device = analysis.device;
+        if (!analysis.countersOnly)
+            o.analysis = &analysis;
+        return diagnose(trace, o).verdict;
+    } catch (const Error&) {
+        return std::nullopt;
+    }
+}
+
+std::string verdictLines(const Diagnosis& d, std::size_t width)
+{
+    std::string out;
+    bool first = true;
+    for (const auto& l : wrap(textForTerminal(d.verdict), width - 9)) {
+        out += (first ? "verdict: " : "         ") + l + '\n';
+        first = false;
+    }
+    return out;
+}
+
+void writeDiagnosis(const Diagnosis& d, std::string_view format, TimeNs start, std::ostream& out)
+{
+    if (format == "json") {
+        out << diagnosisToJson(d, start).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+        return;
+    }
+    const bool md = format == "markdown";
+    if (!md && format != "text")
+        throw UsageError("--format '" + std::string(format) + "' is not one of: text, json, markdown");
+    auto t = [](const std::string& s) { return textForTerminal(s); };
+    if (md) {
+        out << "**Verdict:** " << t(d.verdict) << "\n\n";
+        out << "- device " << t(d.deviceLabel) << ", policy `" << t(d.policyName) << "` (" << t(d.policyOrigin)
+            << "), capacity " << (d.capacity ? formatBytes(d.capacity) + " (" + d.capacityOrigin + ")" : "unlimited") << '\n';
+        if (!d.countersOnly)
+            out << "- moment: " << t(momentText(d, start)) << "\n";
+        out << "\n### Findings (ranked by bytes)\n\n";
+        for (std::size_t i = 0; i < d.findings.size(); ++i) {
+            const auto& f = d.findings[i];
+            out << i + 1 << ". **`" << f.id << "`** (" << formatBytes(f.bytes) << (f.proven ? "" : ", unproven")
+                << "): " << t(f.statement) << "\n";
+            for (const auto& e : f.evidence) {
+                const std::size_t indent = e.find_first_not_of(' ');
+                out << (indent == 0 || indent == std::string::npos ? "   - " : "     - ")
+                    << t(indent == std::string::npos ? e : e.substr(indent)) << '\n';
+            }
+            out << "   - rule: " << t(f.rule) << " (" << t(f.source) << ")\n";
+        }
+        out << "\n### Proven fixes\n\n";
+        if (d.noSettingHelps)
+            out << "No allocator setting can help: the live memory itself must shrink (see `capacity`).\n";
+        for (const auto& r : d.remedies)
+            out << "- `" << t(r.setting) << "`: " << t(r.changes) << '\n';
+        if (!d.noSettingHelps && d.remedies.empty())
+            out << "None of the candidate settings was confirmed by replay.\n";
+        if (!d.rejected.empty()) {
+            out << "\nTried, not confirmed:";
+            for (std::size_t i = 0; i < d.rejected.size(); ++i)
+                out << (i ? "; `" : " `") << t(d.rejected[i].spec) << "` (" << t(d.rejected[i].why) << ")";
+            out << ".\n";
+        }
+        if (!d.recordNext.empty())
+            out << "\n### What to record next\n\n```python\n" << d.recordNext << "\n```\n";
+        return;
+    }
+    constexpr std::size_t kWidth = 100;
+    out << verdictLines(d, kWidth) << '\n';
+    // The first line after `prefix`, the rest indented to its width.
+    auto para = [&](const std::string& prefix, const std::string& text) {
+        bool first = true;
+        for (const auto& l : wrap(t(text), kWidth - displayWidth(prefix))) {
+            out << (first ? prefix : std::string(displayWidth(prefix), ' ')) << l << '\n';
+            first = false;
+        }
+    };
+    para("", "device " + d.deviceLabel + "; policy " + d.policyName + " (" + d.policyOrigin + "); capacity "
+            + (d.capacity ? formatBytes(d.capacity) + " (" + d.capacityOrigin + ")" : std::string("unlimited")));
+    if (d.layers) {
+        const auto& L = *d.layers;
+        auto b = [](const std::optional<Bytes>& x) { return x ? formatBytes(*x) : std::string("?"); };
+        out << "layers: allocated " << b(L.allocated) << " ⊂ reserved " << b(L.reserved) << " ⊂ process "
+            << b(L.process) << " ⊂ device " << b(L.deviceTotal) << '\n'
+            << "        device free " << b(L.deviceFree) << "; the failed request " << b(L.request) << '\n';
+    } else
+        para("", "moment: " + momentText(d, start));
+    out << '\n' << "findings, ranked by bytes:\n";
+    if (d.findings.empty())
+        out << "  (none)\n";
+    for (std::size_t i = 0; i < d.findings.size(); ++i) {
+        const auto& f = d.findings[i];
+        std::string head = std::to_string(i + 1) + ". " + f.id + "  " + formatBytes(f.bytes) + (f.proven ? "" : "  (unproven)");
+        out << head << '\n';
+        para("   ", f.statement);
+        for (const auto& e : f.evidence)
+            para("   - ", e);
+        para("   rule: ", f.rule + " [" + f.source + "]");
+    }
+    out << '\n';
+    if (d.noSettingHelps) {
+        out << "fixes: no allocator setting can help; only less live memory (see capacity above) or a larger GPU.\n";
+    } else if (!d.remedies.empty()) {
+        out << "proven fixes (replayed on this trace" << (d.capacity ? " at " + formatBytes(d.capacity) : std::string())
+            << "):\n";
+        for (const auto& r : d.remedies) {
+            out << "  " << t(r.setting) << '\n';
+            para("      ", r.changes);
+        }
+    } else if (!d.countersOnly)
+        out << "fixes: no candidate setting was confirmed by replay.\n";
+    if (!d.rejected.empty()) {
+        std::string s = "tried, not confirmed:";
+        for (std::size_t i = 0; i < d.rejected.size(); ++i)
+            s += std::string(i ? "; " : " ") + d.rejected[i].spec + " (" + d.rejected[i].why + ")";
+        para("", s + ".");
+    }
+    if (!d.recordNext.empty()) {
+        out << "\nwhat to record next (a memory snapshot has every block, segment and stack):\n";
+        std::istringstream code(d.recordNext);
+        for (std::string l; std::getline(code, l);)
+            out << "    " << l << '\n';
+    }
+}
+
+} // namespace gpumem::analyze

@@ -1,0 +1,103 @@
+// gpumem explain TRACE — why the run ran out of memory (or wasted it) and the settings that fix it, each
+// proven by replaying the trace under it (analyze/diagnosis.h, docs/explain.md).
+#include "analyze/analysis.h"
+#include "analyze/diagnosis.h"
+#include "analyze/trace_summary.h"
+#include "cli/command.h"
+#include "cli/whatif_options.h"
+#include "core/error.h"
+#include "core/importer.h"
+#include "core/units.h"
+
+#include <ostream>
+
+namespace gpumem::cli {
+
+namespace {
+    class ExplainCommand final : public Command {
+    public:
+        std::string_view name() const override { return "explain"; }
+        std::string_view summary() const override
+        {
+            return "why it ran out of memory or wasted it, and the settings that fix it, proven by replay";
+        }
+        std::string_view synopsis() const override
+        {
+            return "explain [--policy SPEC] [--capacity BYTES] [--at TIME] [--device D]\n"
+                   "               [--format text|json|markdown] [--fail-if-oom] [--jobs N] TRACE";
+        }
+        std::string_view details() const override
+        {
+            return "The moment explained: the first OOM (one the trace records, or one the replay at --capacity\n"
+                   "hits), else the reserved peak, or --at TIME (after the trace start: 1.5s, 250ms; @<ns>).\n"
+                   "The verdict comes first, then the findings ranked by the bytes they account for, then the\n"
+                   "settings that a replay of this trace at the same capacity confirms (the exact\n"
+                   "PYTORCH_CUDA_ALLOC_CONF to paste). --policy defaults to the allocator the trace records (its\n"
+                   "allocator_settings; tf-bfc for an XLA profile; rmm-pool for an RMM log), else pytorch.\n"
+                   "A trace with only memory counters (an OOM message, a memory_summary) gets the layered\n"
+                   "breakdown and what to record next. --fail-if-oom exits 3 when the moment is an OOM.\n"
+                   "Finding ids, rules and the JSON schema: docs/explain.md. Example:\n"
+                   "  gpumem explain memory_snapshot.pickle --capacity 13GiB";
+        }
+        void setup(po::options_description& o, po::positional_options_description& p) override
+        {
+            o.add_options()("policy", po::value<std::string>(),
+                "allocator policy SPEC (default: the trace's recorded allocator, else pytorch)")(
+                "capacity", po::value<std::string>(),
+                "device capacity, e.g. 13GiB (default: the device's memory when the trace records an OOM, else "
+                "unlimited)")("at", po::value<std::string>(), "explain the state at TIME instead of the OOM or peak")(
+                "device", po::value<std::string>(), kDeviceOptionHelp)(
+                "format", po::value<std::string>()->default_value("text"), "output: text, json or markdown")(
+                "fail-if-oom", po::bool_switch(), "exit 3 when the moment explained is an OOM")(
+                "no-remedies", "skip the remedy replays (findings only)");
+            addJobsOption(o);
+            o.add_options()("trace", po::value<std::string>()->required(), "trace file (positional)");
+            p.add("trace", 1);
+        }
+        int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
+        {
+            const std::string format = checkedChoice(vm, "format", { "text", "json", "markdown" });
+            const std::string path = vm["trace"].as<std::string>();
+            analyze::DiagnosisOptions options;
+            if (vm.count("policy")) {
+                options.policy = vm["policy"].as<std::string>();
+                checkedPolicySpecs({ options.policy });
+            }
+            options.capacity = readCapacity(vm);
+            options.jobs = readJobs(vm);
+            options.remedies = !vm.count("no-remedies");
+            Trace trace = loadTrace(path);
+            options.device = deviceOption(vm, trace, path);
+            const TimeNs start = analyze::traceSpan(trace).start;
+            if (vm.count("at")) {
+                const auto spec = analyze::InstantSpec::parse(vm["at"].as<std::string>(), start);
+                if (spec.kind != analyze::InstantSpec::Kind::Time)
+                    throw UsageError("--at '" + vm["at"].as<std::string>()
+                        + "': explain takes a TIME (1.5s, 250ms, @<ns>); the OOM or the reserved peak is the default");
+                options.at = spec.time;
+            }
+            analyze::AnalysisOptions ao;
+            ao.device = options.device;
+            std::optional<analyze::Analysis> analysis;
+            if (!trace.memory().time.empty()) {
+                analysis = analyze::analyzeTrace(trace, ao);
+                if (!analysis->empty && !analysis->countersOnly)
+                    options.analysis = &*analysis;
+                if (!options.device && !analysis->empty)
+                    options.device = analysis->device;
+            }
+            const auto d = analyze::diagnose(trace, options);
+            analyze::writeDiagnosis(d, format, start, out);
+            if (vm["fail-if-oom"].as<bool>() && d.moment.isOom()) {
+                err << "gpumem explain: gate: the moment explained is an OOM ("
+                    << formatBytes(d.moment.request) << " request)\n";
+                return kExitGate;
+            }
+            return kExitOk;
+        }
+    };
+} // namespace
+
+std::unique_ptr<Command> makeExplainCommand() { return std::make_unique<ExplainCommand>(); }
+
+} // namespace gpumem::cli

@@ -1,0 +1,439 @@
+// gpumem explain's diagnosis (analyze/diagnosis.h): one hand-written trace per mechanism
+// (tests/data/explain/*.jsonl, each described in its header), asserting the finding, its evidence and
+// its bytes; every listed remedy replayed again must do what the diagnosis says; public traces where present.
+#include "analyze/analysis.h"
+#include "analyze/diagnosis.h"
+#include "core/display_width.h"
+#include "core/importer.h"
+#include "replay/replayer.h"
+#include "tests/analyze/public_trace_support.h"
+
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+using namespace gpumem;
+using analyze::Diagnosis;
+using analyze::DiagnosisOptions;
+using analyze::Finding;
+
+namespace {
+
+constexpr Bytes MiB = Bytes(1) << 20;
+constexpr Bytes GiB = Bytes(1) << 30;
+
+Trace load(const std::string& name) { return loadTrace(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/explain/" + name); }
+
+Diagnosis run(const Trace& t, Bytes capacity, std::string policy = "", std::optional<TimeNs> at = {})
+{
+    DiagnosisOptions o;
+    o.capacity = capacity;
+    o.policy = std::move(policy);
+    o.at = at;
+    o.jobs = 2;
+    return analyze::diagnose(t, o);
+}
+
+const Finding* find(const Diagnosis& d, std::string_view id)
+{
+    for (const auto& f : d.findings)
+        if (f.id == id)
+            return &f;
+    return nullptr;
+}
+
+bool anyEvidence(const Finding& f, std::string_view text)
+{
+    return std::any_of(f.evidence.begin(), f.evidence.end(), [&](const auto& e) { return e.find(text) != std::string::npos; });
+}
+
+// Replays every remedy the diagnosis lists with the same options and checks what it says.
+void expectRemediesHold(const Trace& t, const Diagnosis& d)
+{
+    for (const auto& r : d.remedies) {
+        replay::ReplayOptions o;
+        o.capacity = d.capacity;
+        o.totalMemory = d.capacityOrigin == "given" ? d.capacity : 0;
+        o.device = d.device;
+        o.onOom = replay::OnOom::Stop;
+        const auto res = replay::Replayer(o).run(t, replay::parsePolicySpec(r.spec));
+        EXPECT_EQ(res.ooms, r.ooms) << r.spec;
+        if (r.removesOom)
+            EXPECT_TRUE(res.failures.empty()) << r.spec << " was listed as removing the OOM";
+        else
+            EXPECT_LT(res.peakReserved.bytes, d.peakReserved) << r.spec << " was listed as lowering the peak";
+        EXPECT_EQ(res.peakReserved.bytes, r.peakReserved) << r.spec;
+        EXPECT_EQ(res.deviceCalls(), r.deviceCalls) << r.spec;
+    }
+}
+
+} // namespace
+
+TEST(Diagnosis, CapacityWhenLiveBytesExceedTheDevice)
+{
+    const Trace t = load("capacity.jsonl");
+    const auto d = run(t, 100 * MiB);
+    ASSERT_TRUE(d.moment.isOom());
+    EXPECT_EQ(d.moment.request, 50 * MiB);
+    ASSERT_FALSE(d.findings.empty());
+    EXPECT_EQ(d.findings.front().id, "capacity");
+    EXPECT_EQ(d.findings.front().bytes, 10 * MiB);
+    EXPECT_TRUE(d.noSettingHelps);
+    EXPECT_TRUE(d.remedies.empty());
+    const auto& c = d.findings.front().contributors;
+    ASSERT_FALSE(c.empty());
+    EXPECT_EQ(c.front().bytes, 60 * MiB);
+    EXPECT_TRUE(anyEvidence(d.findings.front(), "load_weights (model.py:12) 60.00 MiB"));
+    EXPECT_TRUE(anyEvidence(d.findings.front(), "category: parameter 60.00 MiB"));
+    EXPECT_NE(d.verdict.find("no allocator setting can help"), std::string::npos) << d.verdict;
+    EXPECT_NE(d.verdict.find("(capacity)"), std::string::npos) << d.verdict;
+}
+
+TEST(Diagnosis, ExternalFragmentationListsFreeBlocksPerSegmentAndThePinningBlocks)
+{
+    const Trace t = load("external_fragmentation.jsonl");
+    const auto d = run(t, 100 * MiB);
+    ASSERT_TRUE(d.moment.isOom());
+    EXPECT_EQ(d.moment.request, 30 * MiB);
+    const Finding* f = find(d, "external_fragmentation");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->bytes, 70 * MiB);
+    EXPECT_EQ(d.findings.front().id, "external_fragmentation");
+    ASSERT_EQ(f->segments.size(), 5u);
+    for (const auto& s : f->segments) {
+        EXPECT_EQ(s.size, 20 * MiB);
+        EXPECT_EQ(s.freeBlocks, (std::vector<Bytes> { 8 * MiB, 6 * MiB }));
+        ASSERT_EQ(s.pinning.size(), 1u);
+        EXPECT_EQ(s.pinning.front().size, 6 * MiB);
+        EXPECT_EQ(s.pinning.front().site, "keep (train.py:9)");
+    }
+    EXPECT_TRUE(anyEvidence(*f, "free blocks: 10; largest 8.00 MiB"));
+    EXPECT_EQ(find(d, "capacity"), nullptr);
+    expectRemediesHold(t, d);
+}
+
+TEST(Diagnosis, OversizeSplitAndTheMaxSplitSizeRemedyProvenByReplay)
+{
+    const Trace t = load("oversize_split.jsonl");
+    const auto d = run(t, 100 * MiB);
+    const Finding* f = find(d, "oversize_split");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->bytes, 60 * MiB);
+    ASSERT_EQ(f->segments.size(), 1u);
+    EXPECT_EQ(f->segments.front().pinningBlocks, 4u);
+    EXPECT_EQ(f->segments.front().pinning.front().site, "small_op (model.py:60)");
+    ASSERT_NE(find(d, "external_fragmentation"), nullptr);
+    EXPECT_EQ(find(d, "external_fragmentation")->bytes, 40 * MiB);
+    std::vector<std::string> settings;
+    for (const auto& r : d.remedies)
+        settings.push_back(r.setting);
+    EXPECT_NE(std::find(settings.begin(), settings.end(), "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:32"), settings.end());
+    EXPECT_NE(std::find(settings.begin(), settings.end(), "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+        settings.end());
+    for (const auto& r : d.remedies) {
+        EXPECT_TRUE(r.removesOom);
+        EXPECT_EQ(r.peakReserved, 80 * MiB) << r.spec;
+    }
+    expectRemediesHold(t, d);
+    EXPECT_NE(d.verdict.find("removes the OOM (proven by replay)"), std::string::npos) << d.verdict;
+}
+
+TEST(Diagnosis, StreamStrandedNamesPerStreamReservedAndFree)
+{
+    const Trace t = load("stream_stranded.jsonl");
+    const auto d = run(t, 60 * MiB);
+    ASSERT_TRUE(d.moment.isOom());
+    EXPECT_EQ(d.moment.stream, 0u);
+    const Finding* f = find(d, "stream_stranded");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->bytes, 14 * MiB);
+    ASSERT_EQ(f->streams.size(), 2u);
+    EXPECT_EQ(f->streams[0], (replay::StreamMemory { 0, 30 * MiB, 0 }));
+    EXPECT_EQ(f->streams[1], (replay::StreamMemory { 7, 20 * MiB, 14 * MiB }));
+    EXPECT_TRUE(anyEvidence(*f, "stream 7: reserved 20.00 MiB, free 14.00 MiB"));
+    EXPECT_EQ(find(d, "capacity"), nullptr);
+}
+
+TEST(Diagnosis, PendingFreesSayHowLongTheBlockWaited)
+{
+    // At the free: the block waits on the comm stream. (The 12 MiB request after it does not fail: PyTorch's
+    // OOM recovery synchronises the pending frees first, allocators.md §1.10, and the replay does so too.)
+    const Trace t = load("pending_frees.jsonl");
+    const TimeNs freed = t.memory().time[3];
+    ASSERT_EQ(t.memory().kind[3], EventKind::Free);
+    const auto d = run(t, 50 * MiB, "", freed);
+    EXPECT_EQ(d.moment.kind, analyze::Moment::Kind::Time);
+    const Finding* f = find(d, "pending_frees");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->bytes, 20 * MiB);
+    EXPECT_EQ(d.findings.front().id, "pending_frees");
+    ASSERT_EQ(f->blocks.size(), 1u);
+    EXPECT_EQ(f->blocks.front().site, "all_reduce_buffer (ddp.py:88)");
+    EXPECT_TRUE(anyEvidence(*f, "freed +0.000003 s, reusable after 0.005001 s")) << f->evidence.front();
+    EXPECT_EQ(find(d, "capacity"), nullptr);
+}
+
+TEST(Diagnosis, AllocatorLimitNamesTheFractionAndItsValue)
+{
+    const Trace t = load("allocator_limit.jsonl");
+    const auto d = run(t, 0, "pytorch:per_process_memory_fraction:0.5");
+    ASSERT_TRUE(d.moment.isOom());
+    EXPECT_EQ(d.moment.refusedBy, "pytorch's per_process_memory_fraction 0.5, 100.00 MiB of the device's 200.00 MiB");
+    const Finding* f = find(d, "allocator_limit");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->bytes, 60 * MiB);
+    ASSERT_FALSE(d.remedies.empty());
+    EXPECT_EQ(d.remedies.front().spec, "pytorch");
+    EXPECT_EQ(d.remedies.front().setting, "PYTORCH_CUDA_ALLOC_CONF unset (PyTorch's defaults)");
+    expectRemediesHold(t, d);
+}
+
+TEST(Diagnosis, RefusedByNamesRmmMaximumPoolSizeAndBfcMemoryLimit)
+{
+    const Trace t = load("capacity.jsonl");
+    replay::ReplayOptions o;
+    o.onOom = replay::OnOom::Stop;
+    auto r = replay::Replayer(o).run(t, replay::parsePolicySpec("rmm-pool:initial_pool_size:0,maximum_pool_size:64MiB"));
+    ASSERT_EQ(r.failures.size(), 1u);
+    EXPECT_EQ(r.failures.front().refusedBy, "rmm-pool's maximum_pool_size, 64.00 MiB");
+    ASSERT_EQ(r.failureDetails.size(), 1u);
+    EXPECT_TRUE(r.failureDetails.front().refusedByPolicy);
+    r = replay::Replayer(o).run(t, replay::parsePolicySpec("tf-bfc:memory_limit:100MiB"));
+    ASSERT_EQ(r.failures.size(), 1u);
+    EXPECT_EQ(r.failures.front().refusedBy, "tf-bfc's memory_limit, 100.00 MiB");
+}
+
+TEST(Diagnosis, SegmentChurnCountsRetriesAndCudaFreeBursts)
+{
+    const Trace t = load("segment_churn.jsonl");
+    const auto d = run(t, 40 * MiB);
+    EXPECT_FALSE(d.moment.isOom());
+    EXPECT_EQ(d.allocRetries, 3u);
+    const Finding* f = find(d, "segment_churn");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->bytes, (20 + 30 + 36) * MiB);
+    EXPECT_EQ(f->statement.rfind("3 cudaMalloc retries", 0), 0u) << f->statement;
+    EXPECT_NE(f->statement.find("3 cudaFree calls of 86.00 MiB in 3 bursts"), std::string::npos) << f->statement;
+}
+
+TEST(Diagnosis, ExpandableSegmentsWithMaxSplitSizeLeaveHolesUnusable)
+{
+    const Trace t = load("expandable_max_split.jsonl");
+    const TimeNs afterFree = t.memory().time.back();
+    const auto d = run(t, 0, "pytorch:expandable_segments:True,max_split_size_mb:32", afterFree);
+    const Finding* f = find(d, "expandable_max_split");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->bytes, 40 * MiB);
+    ASSERT_EQ(f->segments.size(), 1u);
+    EXPECT_TRUE(f->segments.front().expandable);
+    EXPECT_EQ(f->segments.front().freeBlocks.front(), 40 * MiB);
+}
+
+TEST(Diagnosis, RoundingOverheadNamesTheRequestSizes)
+{
+    const Trace t = load("rounding_overhead.jsonl");
+    const auto d = run(t, 0);
+    const Finding* f = find(d, "rounding_overhead");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->bytes, 4 * MiB);
+    EXPECT_TRUE(anyEvidence(*f, "requests of 15728640 B: 4.00 MiB over 4 blocks"));
+}
+
+TEST(Diagnosis, GrowthAcrossStepsNamesTheGrowingSite)
+{
+    const Trace t = load("growth_across_steps.jsonl");
+    const auto analysis = analyze::analyzeTrace(t);
+    ASSERT_TRUE(analysis.leaks.leaking) << analysis.leaks.reason;
+    DiagnosisOptions o;
+    o.analysis = &analysis;
+    const auto d = analyze::diagnose(t, o);
+    const Finding* f = find(d, "growth_across_steps");
+    ASSERT_NE(f, nullptr);
+    EXPECT_TRUE(anyEvidence(*f, "cache_append (train.py:14)"));
+    EXPECT_GE(f->bytes, 3 * MiB);
+}
+
+TEST(Diagnosis, BeforeTraceMakesTheVerdictSayLowerBounds)
+{
+    const Trace t = load("before_trace.jsonl");
+    const auto d = run(t, 0);
+    const Finding* f = find(d, "before_trace");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->bytes, GiB);
+    EXPECT_NE(d.verdict.find("figures are lower bounds"), std::string::npos) << d.verdict;
+    EXPECT_NE(d.recordNext.find("_record_memory_history"), std::string::npos);
+}
+
+TEST(Diagnosis, CountersOnlyGivesLayersOutsideAllocatorAndUnprovenFragmentation)
+{
+    const Trace t = load("counters_fragmented.jsonl");
+    const auto d = run(t, 0);
+    EXPECT_TRUE(d.countersOnly);
+    ASSERT_TRUE(d.layers);
+    EXPECT_EQ(d.layers->allocated, 70 * GiB);
+    EXPECT_EQ(d.layers->reserved, 75 * GiB);
+    EXPECT_EQ(d.layers->process, 78 * GiB);
+    EXPECT_EQ(d.layers->deviceFree, 1 * GiB);
+    EXPECT_EQ(d.layers->request, 2 * GiB);
+    const Finding* out = find(d, "outside_allocator");
+    ASSERT_NE(out, nullptr);
+    EXPECT_EQ(out->bytes, 3 * GiB);
+    const Finding* frag = find(d, "external_fragmentation");
+    ASSERT_NE(frag, nullptr);
+    EXPECT_EQ(frag->bytes, 5 * GiB);
+    EXPECT_FALSE(frag->proven);
+    EXPECT_NE(frag->statement.find("without a trace no replay can prove"), std::string::npos);
+    EXPECT_EQ(find(d, "capacity"), nullptr);
+    EXPECT_TRUE(d.remedies.empty());
+    EXPECT_NE(d.recordNext.find("torch.cuda.memory._dump_snapshot"), std::string::npos);
+}
+
+TEST(Diagnosis, CountersOnlyCapacityWhenTheRequestExceedsAllFreeMemory)
+{
+    const Trace t = load("counters_capacity.jsonl");
+    const auto d = run(t, 0);
+    const Finding* f = find(d, "capacity");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->bytes, 4 * GiB); // 10 GiB − 1 GiB device free − 5 GiB reserved but unallocated
+    EXPECT_TRUE(d.noSettingHelps);
+}
+
+TEST(Diagnosis, JsonCarriesEveryFindingWithItsRuleAndSource)
+{
+    const Trace t = load("oversize_split.jsonl");
+    const auto d = run(t, 100 * MiB);
+    const auto j = analyze::diagnosisToJson(d, 0);
+    EXPECT_EQ(j["verdict"], d.verdict);
+    ASSERT_EQ(j["findings"].size(), d.findings.size());
+    for (const auto& f : j["findings"]) {
+        EXPECT_FALSE(f["rule"].get<std::string>().empty());
+        EXPECT_FALSE(f["source"].get<std::string>().empty());
+    }
+    EXPECT_EQ(j["moment"]["kind"], "replayed_oom");
+    EXPECT_EQ(j["remedies"].size(), d.remedies.size());
+}
+
+TEST(Diagnosis, TextFitsOneHundredColumns)
+{
+    for (const char* name : { "oversize_split.jsonl", "external_fragmentation.jsonl", "counters_fragmented.jsonl" }) {
+        const Trace t = load(name);
+        const auto d = run(t, 100 * MiB);
+        std::ostringstream out;
+        analyze::writeDiagnosis(d, "text", 0, out);
+        std::istringstream lines(out.str());
+        for (std::string l; std::getline(lines, l);)
+            EXPECT_LE(displayWidth(l), 100u) << name << ": " << l;
+    }
+}
+
+// ---- public traces (skipped where absent) ----
+
+namespace {
+Diagnosis publicAtFractionOfPeak(const std::string& relative, double fraction, const Trace& t)
+{
+    replay::ReplayOptions o;
+    const auto unlimited = replay::Replayer(o).run(t, replay::parsePolicySpec("pytorch"));
+    const Bytes capacity = Bytes(double(unlimited.peakReserved.bytes) * fraction) / MiB * MiB;
+    (void)relative;
+    return run(t, capacity);
+}
+} // namespace
+
+TEST(DiagnosisPublic, Magma27At13GiBNamesTheMechanismAndAFixOrCapacity)
+{
+    const std::string path = test::publicTrace("cs336-magma27/memory_snapshot.pickle");
+    REQUIRE_PUBLIC_TRACE(path);
+    const Trace t = loadTrace(path);
+    const auto d = run(t, 13 * GiB);
+    ASSERT_TRUE(d.moment.isOom());
+    EXPECT_EQ(d.moment.kind, analyze::Moment::Kind::ReplayedOom);
+    ASSERT_FALSE(d.findings.empty());
+    EXPECT_NE(d.verdict.find("(" + d.findings.front().id + ")"), std::string::npos) << d.verdict;
+    EXPECT_TRUE(!d.remedies.empty() || d.noSettingHelps) << d.verdict;
+    expectRemediesHold(t, d);
+}
+
+TEST(DiagnosisPublic, Cs336SnapshotsBelowTheirPeaks)
+{
+    for (const char* rel : { "cs336-bcrafton/memory_snapshot.pickle", "cs336-silmont2000/memory_forward_bf16_128.pickle" }) {
+        const std::string path = test::publicTrace(rel);
+        REQUIRE_PUBLIC_TRACE(path);
+        const Trace t = loadTrace(path);
+        const auto d = publicAtFractionOfPeak(rel, 0.9, t);
+        ASSERT_TRUE(d.moment.isOom()) << rel << ": " << d.verdict;
+        ASSERT_FALSE(d.findings.empty()) << rel;
+        EXPECT_NE(d.verdict.find("(" + d.findings.front().id + ")"), std::string::npos) << d.verdict;
+        EXPECT_TRUE(!d.remedies.empty() || d.noSettingHelps) << rel << ": " << d.verdict;
+        expectRemediesHold(t, d);
+    }
+}
+
+TEST(DiagnosisPublic, ProfilerWindowsSayWhatTheyLeaveUnknown)
+{
+    for (const char* rel : { "tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz",
+             "hta/memory_timeline.raw.gz" }) {
+        const std::string path = test::publicTrace(rel);
+        REQUIRE_PUBLIC_TRACE(path);
+        const Trace t = loadTrace(path);
+        DiagnosisOptions o;
+        o.remedies = false;
+        const auto d = analyze::diagnose(t, o);
+        EXPECT_NE(find(d, "before_trace"), nullptr) << rel;
+        EXPECT_NE(d.verdict.find("figures are lower bounds"), std::string::npos) << rel << ": " << d.verdict;
+    }
+}
+
+TEST(Diagnosis, DocsExplainNamesEveryJsonFieldAndFindingId)
+{
+    std::ifstream in(std::string(GPUMEM_SOURCE_DIR) + "/docs/explain.md");
+    std::stringstream buf;
+    buf << in.rdbuf();
+    const std::string doc = buf.str();
+    auto documented = [&](const std::string& key) {
+        for (const std::string& form : { "`" + key + "`", "." + key + "`", "." + key + "[]`", "`" + key + ",", " `" + key })
+            if (doc.find(form) != std::string::npos)
+                return true;
+        return false;
+    };
+    for (const char* name : { "oversize_split.jsonl", "counters_fragmented.jsonl", "pending_frees.jsonl" }) {
+        const Trace t = load(name);
+        const auto j = analyze::diagnosisToJson(run(t, 100 * MiB), 0);
+        for (const auto& [key, value] : j.items()) {
+            EXPECT_TRUE(documented(key)) << key;
+            if (value.is_object()) {
+                for (const auto& [sub, v2] : value.items()) {
+                    EXPECT_TRUE(documented(sub)) << key << "." << sub;
+                }
+            }
+        }
+        for (const auto& f : j["findings"]) {
+            EXPECT_TRUE(documented(f["id"].get<std::string>())) << f["id"];
+            for (const auto& [key, value] : f.items()) {
+                EXPECT_TRUE(documented(key)) << "findings[]." << key;
+            }
+        }
+        for (const auto& r : j["remedies"]) {
+            for (const auto& [key, value] : r.items()) {
+                EXPECT_TRUE(documented(key)) << "remedies[]." << key;
+            }
+        }
+    }
+}
+
+TEST(Diagnosis, ARecordedOomTheReplayDoesNotReproduceIsMemoryOutsideTheAllocator)
+{
+    const Trace t = load("recorded_oom.jsonl");
+    const auto d = run(t, 0);
+    EXPECT_EQ(d.moment.kind, analyze::Moment::Kind::RecordedOom);
+    EXPECT_EQ(d.moment.request, 40 * GiB);
+    EXPECT_EQ(d.capacity, 80 * GiB); // the device's total memory
+    const Finding* f = find(d, "outside_allocator");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->bytes, 80 * GiB - 110 * MiB - 40 * GiB);
+    EXPECT_TRUE(d.remedies.empty());
+    EXPECT_TRUE(d.rejected.empty());
+}
