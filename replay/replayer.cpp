@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/importer.h"
 #include "replay/adaptors/pending_free_adaptor.h"
+#include "replay/fidelity.h"
 #include "replay/policy_registry.h"
 #include "replay/request_feeder.h"
 #include "core/units.h"
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <unordered_map>
 
 namespace gpumem::replay {
 
@@ -325,8 +327,9 @@ ReplayResult replayTrace(
         sim.setObserver(&segmentRecorder);
 
     // The initial state of the window.
-    std::uint64_t initialEvents
-        = options.initialState == InitialStateMode::Ignore ? 0 : initialStateEventCount(trace, dev);
+    const std::uint64_t rebuiltEvents = initialStateEventCount(trace, dev);
+    std::uint64_t initialEvents = options.initialState == InitialStateMode::Ignore ? 0 : rebuiltEvents;
+    const bool emptyStart = options.initialState == InitialStateMode::Empty; // the rebuilt events are not fed
     // A wrapper (compaction:INNER) adopts as its innermost policy would, so that INNER alone is its baseline.
     const PolicySpec* base = &spec;
     while (base->inner)
@@ -368,9 +371,43 @@ ReplayResult replayTrace(
     // Allocated): one opaque block that stays live [choice].
     if (recorder)
         recorder->initial = true;
-    if (options.openingAllocated > 0
-        && (!feeder.admits(options.openingAllocated) || !top.allocate(options.openingAllocated, 0)))
-        ++result.ooms;
+    // The blocks the window frees without an alloc were among them: each is its own block until its
+    // free (ReplayOptions::openingAllocated); the event → simulated block of each.
+    std::unordered_map<std::size_t, Address> openingBlocks;
+    if (options.openingAllocated > 0) {
+        // A free the trace paired with no alloc (Allocation::allocEvent missing) is freed by the feeder
+        // once its allocation has a simulated block; one it did not pair at all is an UnmatchedFree.
+        std::vector<std::size_t> freedInWindow;
+        Bytes freedBytes = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            if (m.device[i] != dev || m.kind[i] != EventKind::Free)
+                continue;
+            const std::uint32_t a = feeder.allocationOf(i);
+            if (a == RequestFeeder::kNoAllocation || (allocs[a].allocEvent == kNoIndex && allocs[a].freeEvent == i)) {
+                freedInWindow.push_back(i);
+                freedBytes += m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
+            }
+        }
+        Bytes opaque = options.openingAllocated;
+        if (freedBytes <= opaque)
+            opaque -= freedBytes;
+        else
+            freedInWindow.clear(); // the counter and the frees disagree: hold the counter's bytes as one block
+        if (opaque > 0 && (!feeder.admits(opaque) || !top.allocate(opaque, 0)))
+            ++result.ooms;
+        for (std::size_t i : freedInWindow) {
+            const Bytes size = m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
+            std::optional<Address> addr;
+            if (size > 0 && feeder.admits(size))
+                addr = top.allocate(size, feeder.streamOf(i));
+            if (addr && feeder.allocationOf(i) != RequestFeeder::kNoAllocation)
+                feeder.setSimulatedAddress(feeder.allocationOf(i), *addr);
+            else if (addr)
+                openingBlocks.emplace(i, *addr);
+            else if (size > 0)
+                ++result.ooms;
+        }
+    }
     bool stop = false;
     std::uint64_t deviceEvents = 0;
     // The pre-window events happen once: a later pass starts at the window, with the initial state
@@ -422,6 +459,8 @@ ReplayResult replayTrace(
                     break;
                 }
             }
+            if (initial && emptyStart)
+                continue;
             const EventKind kind = m.kind[i];
             clock.time = m.time[i];
             clock.event = i;
@@ -479,8 +518,13 @@ ReplayResult replayTrace(
                 const auto step = feeder.feed(i);
                 if (step.outcome == RequestFeeder::Outcome::ZeroSize)
                     ++result.zeroSizeRequests;
-                else if (step.outcome == RequestFeeder::Outcome::UnmatchedFree)
+                else if (step.outcome == RequestFeeder::Outcome::UnmatchedFree) {
                     ++result.unmatchedFrees;
+                    if (auto it = openingBlocks.find(i); it != openingBlocks.end()) {
+                        top.deallocate(it->second, step.request, step.stream);
+                        openingBlocks.erase(it);
+                    }
+                }
                 else if (step.outcome == RequestFeeder::Outcome::Freed)
                     compactor.freed(*step.address);
                 else if (step.outcome == RequestFeeder::Outcome::Allocated) {
@@ -556,6 +600,9 @@ ReplayResult replayTrace(
     if (stats.peaksPaused())
         stats.resetPeaks(); // a trace with no event after its pre-window state: the peaks are that state's
 
+    result.openingAllocated = options.openingAllocated;
+    result.reservedIsLowerBound = options.openingAllocated > 0 || (emptyStart && rebuiltEvents > 0)
+        || (!record && openingAllocated(trace, dev) > 0);
     result.peakReserved = stats.peakReserved();
     result.peakAllocated = stats.peakAllocated();
     result.peakRequested = stats.peakRequested();
