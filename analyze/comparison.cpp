@@ -130,20 +130,29 @@ std::string shortenMiddle(const std::string& text, std::size_t width)
 
 std::string wrapText(const std::string& text, std::size_t width, const std::string& indent)
 {
-    std::string out, line;
-    std::size_t start = 0;
-    while (start <= text.size()) {
+    // The text's own leading blanks stay (an indented line of a report); words are split at single blanks,
+    // so runs of blanks inside a line survive as they are.
+    const std::size_t lead = std::min(text.find_first_not_of(' '), text.size());
+    std::string out, line = text.substr(0, lead);
+    bool atStart = true; // no word on `line` yet
+    std::size_t start = lead;
+    while (start < text.size()) {
         std::size_t end = text.find(' ', start);
         if (end == std::string::npos)
             end = text.size();
         const std::string word = text.substr(start, end - start);
-        if (!line.empty() && width != 0 && displayWidth(line) + 1 + displayWidth(word) > width) {
+        if (!atStart && width != 0 && !word.empty() && displayWidth(line) + 1 + displayWidth(word) > width) {
+            while (!line.empty() && line.back() == ' ')
+                line.pop_back();
             out += line + '\n';
             line = indent + word;
         } else
-            line += (line.empty() || line == indent ? "" : " ") + word;
+            line += (atStart ? "" : " ") + word;
+        atStart = false;
         start = end + 1;
     }
+    while (!line.empty() && line.back() == ' ')
+        line.pop_back();
     if (!line.empty())
         out += line + '\n';
     return out;

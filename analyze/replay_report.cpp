@@ -241,6 +241,13 @@ void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::str
         if (r.failures.empty())
             continue;
         const auto& f = r.failures.front();
+        if (f.beforeWindow && !f.refusedBy.empty()) {
+            tail << textForTerminal(r.policy) << ": the state before the trace does not fit: its block of "
+                 << formatBytes(f.size) << " (trace event " << f.event << ") was refused with "
+                 << formatBytes(f.allocated) << " of it allocated and " << formatBytes(f.reserved)
+                 << " reserved; refused by " << f.refusedBy << '\n';
+            continue;
+        }
         if (f.beforeWindow) {
             tail << textForTerminal(r.policy) << ": the state before the trace holds " << formatBytes(f.allocated) << " (" << f.allocated
                 << " B) in live blocks, in segments of " << formatBytes(f.reserved)

@@ -40,8 +40,8 @@ namespace {
                 "title", po::value<std::string>()->default_value("gpumem report"), "page title")(
                 "device", po::value<std::string>(), kDeviceOptionHelp)(
                 "strict", "treat import anomalies of warning or error severity as failures")(
-                "start", po::value<std::string>()->default_value("recorded"),
-                "what every policy row starts from: recorded (the memory from before the trace) or empty")(
+                "start", po::value<std::string>(),
+                "what every policy row starts from: recorded (default: the memory from before the trace) or empty")(
                 "trace", po::value<std::vector<std::string>>()->required(), "trace files (positional)");
             p.add("trace", -1);
         }

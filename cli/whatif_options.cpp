@@ -101,8 +101,8 @@ void warnAboutMemoryBeforeTheWindow(
 
 void addStartOptions(po::options_description& options)
 {
-    options.add_options()("start", po::value<std::string>()->default_value("recorded"),
-        "what every row starts from: recorded (the memory from before the trace) or empty")(
+    options.add_options()("start", po::value<std::string>(),
+        "what every row starts from: recorded (default: the memory from before the trace) or empty")(
         "wide", po::bool_switch(), "text tables not held to 100 columns");
 }
 

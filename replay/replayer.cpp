@@ -540,8 +540,15 @@ ReplayResult replayTrace(
                     const bool deviceRefused = sim.counters().failedCalls > failedCallsBefore || !feeder.admits(step.request);
                     FailedRequest f { m.time[i], i, step.request, step.stream, st.reserved, st.allocated, free, false, {} };
                     f.refusedBy = deviceRefused ? deviceLimitText(sim) : policyLimitText(spec, sim, totalMemory == 0);
+                    // A block of the state before the window (allocated as a request) that does not fit: the
+                    // run could not have started, whatever --on-oom says (as for an adopted state).
+                    f.beforeWindow = initial;
                     result.failures.push_back(std::move(f));
-                    if (measured && options.onOom == OnOom::Stop) {
+                    if (initial) {
+                        result.stopped = true;
+                        stop = true;
+                        stateDoesNotFit = true;
+                    } else if (measured && options.onOom == OnOom::Stop) {
                         result.stopped = true;
                         stop = true;
                     }

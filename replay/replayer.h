@@ -85,9 +85,11 @@ struct FailedRequest {
     Bytes reserved = 0; // reserved when it failed
     Bytes allocated = 0;
     Bytes deviceFree = 0; // capacity − reserved (the simulator's 4 EiB limit, kMaxDeviceBytes, when unlimited)
-    // True when no request failed but the adopted state before the window does not fit: its segments
-    // with live blocks hold `reserved` bytes, more than the capacity, `allocated` (= size) of them in
-    // live blocks; time and event are the first window event's.
+    // True when the state before the window does not fit: either the adopted state (no request failed;
+    // its segments with live blocks hold `reserved` bytes, more than the capacity, `allocated` (= size) of
+    // them in live blocks; time and event are the first window event's; refusedBy empty), or one of its
+    // rebuilt blocks allocated as a request was refused (event: that block's; refusedBy says by what).
+    // Either way the replay stops there, whatever onOom says.
     bool beforeWindow = false;
     // The limit that refused the request, in words: the device capacity, the simulator's 4 EiB device
     // limit, or the policy's own limit by name (a stream heap, or pools sized from the device's total

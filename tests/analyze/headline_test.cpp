@@ -2,7 +2,7 @@
 // beyond the live bytes at the moment that matters — the first OOM, else the reserved peak after a
 // snapshot's opening state — and the breakdown at the reserved peak only when it is another moment.
 #include "analyze/analysis.h"
-#include "analyze/public_trace_support.h"
+#include "tests/analyze/public_trace_support.h"
 #include "core/importer.h"
 #include "core/trace_builder.h"
 #include "core/units.h"

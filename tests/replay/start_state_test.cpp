@@ -101,9 +101,11 @@ TEST(StartState, OnEveryPublicSnapshotEveryRowStartsFromTheRebuiltLiveBlocks)
             EXPECT_FALSE(r.reservedIsLowerBound) << rel << ' ' << spec;
             EXPECT_GE(r.peakReserved.bytes, bound) << rel << ' ' << spec;
         }
-        EXPECT_EQ(replayFrom(t, StartState::Recorded, "ideal").peakReserved.bytes, bound) << rel;
-        // Left out, the rebuilt blocks are missing from every row.
-        EXPECT_LT(replayFrom(t, StartState::Empty, "ideal").peakReserved.bytes, bound) << rel;
+        EXPECT_EQ(replayFrom(t, StartState::Recorded, "ideal:alignment:1").peakReserved.bytes, bound) << rel;
+        // Left out, the rebuilt blocks are missing from every row (silmont's mem_snapshot has none).
+        if (initialStateEventCount(t, dev) > 0) {
+            EXPECT_LT(replayFrom(t, StartState::Empty, "ideal:alignment:1").peakReserved.bytes, bound) << rel;
+        }
     }
     if (seen == 0)
         GTEST_SKIP() << "public snapshots absent under " << GPUMEM_PUBLIC_TRACES;
