@@ -311,6 +311,10 @@ nlohmann::json fidelityToJson(const replay::FidelityReport& r, std::string_view 
     return j;
 }
 
+namespace {
+    void writeFidelityText(const replay::FidelityReport& r, std::string_view label, TimeNs start, std::ostream& out);
+} // namespace
+
 void writeFidelityReport(
     const replay::FidelityReport& r, std::string_view label, std::string_view format, TimeNs start, std::ostream& out)
 {
@@ -320,6 +324,17 @@ void writeFidelityReport(
     }
     if (format != "text")
         throw UsageError("--format '" + std::string(format) + "' is not one of: text, json (for --fidelity)");
+    // Every line within 100 columns, a continued one under the value column (issue 16 item 5).
+    std::ostringstream report;
+    writeFidelityText(r, label, start, report);
+    std::istringstream lines(report.str());
+    for (std::string line; std::getline(lines, line);)
+        out << (line.find_first_not_of(' ') == 2 ? wrapText(line, 100, std::string(20, ' ')) : line + '\n');
+}
+
+namespace {
+void writeFidelityText(const replay::FidelityReport& r, std::string_view label, TimeNs start, std::ostream& out)
+{
     out << textForTerminal(label) << '\n';
     out << "  policy            " << textForTerminal(r.policy) << '\n';
     out << "  initial state     " << counted(r.initialSegments, "segment", "segments") << ", "
@@ -380,5 +395,7 @@ void writeFidelityReport(
             << " recorded release bursts replayed as empty_cache()\n";
     out << "  result            " << (r.exact() ? "exact" : "not exact") << '\n';
 }
+
+} // namespace
 
 } // namespace gpumem::analyze

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <numeric>
 #include <ostream>
+#include <sstream>
 
 namespace gpumem::analyze {
 
@@ -249,6 +250,11 @@ void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view 
     }
 }
 
+namespace {
+    void writeFirstFailure(const replay::ColocatedResult& r, const replay::ColocatedFailure& f,
+        const replay::ColocatedProcessResult& p, std::ostream& out);
+} // namespace
+
 void writeColocatedReport(const replay::ColocatedResult& r, std::string_view format, std::ostream& out)
 {
     checkFormat(format);
@@ -301,20 +307,21 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
     }
     out << "colocated on one device of " << (r.capacity ? formatBytes(r.capacity) : std::string("unlimited memory"))
         << ": " << r.processes.size() << " processes, each trace from its first event (+ offset)\n";
+    // Peak figures under short headings, so that a process name keeps its columns within 100 (issue 16).
     std::vector<std::vector<std::string>> table { { "process", "policy", "limit", "start", "peak reserved", "at",
-        "peak allocated", "OOMs", "first OOM" } };
+        "allocated", "OOMs", "first OOM" } };
     for (const auto& p : r.processes)
         table.push_back({ p.name, p.policy, bytesOrUnlimited(p.limit), formatOffset(p.offset),
             formatBytes(p.peakReserved.bytes), formatOffset(p.peakReserved.time),
             formatBytes(p.peakAllocated.bytes), std::to_string(p.ooms),
             p.failures.empty() ? std::string("-") : formatOffset(p.failures.front().time) });
-    writeColumns(table, 2, out);
+    writeColumns(table, 2, out, 100, 0); // the process names give up columns first (issue 16 item 5)
     std::string before;
     for (const auto& p : r.processes)
         if (p.openingAllocated > 0)
             before += (before.empty() ? "" : ", ") + textForTerminal(p.name) + " " + formatBytes(p.openingAllocated);
     if (!before.empty())
-        out << "allocated before the profiler trace began, held live from the process's start: " << before << '\n';
+        out << wrapText("allocated before the profiler trace began, held live from the process's start: " + before, 100);
     out << "combined peak reserved: " << formatBytes(r.combinedPeakReserved) << " at +"
         << formatSeconds(r.combinedPeakTime) << '\n';
     if (!r.firstFailure) {
@@ -323,6 +330,15 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
     }
     const auto& f = *r.firstFailure;
     const auto& p = r.processes[f.process];
+    std::ostringstream failure;
+    writeFirstFailure(r, f, p, failure);
+    out << wrapText(failure.str(), 100);
+}
+
+namespace {
+void writeFirstFailure(const replay::ColocatedResult& r, const replay::ColocatedFailure& f,
+    const replay::ColocatedProcessResult& p, std::ostream& out)
+{
     out << "first failure: " << textForTerminal(p.name) << " at +" << formatSeconds(f.request.time) << ": ";
     if (f.beforeTrace)
         out << "the " << formatBytes(f.request.size) << " (" << f.request.size << " B) allocated before its trace began";
@@ -333,7 +349,8 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
         << ", all processes " << formatBytes(f.combinedReserved) << "; refused by "
         << (f.byLimit ? textForTerminal(p.name) + "'s limit of " + formatBytes(p.limit)
                       : "the device (" + bytesOrUnlimited(r.capacity) + ")")
-        << (r.stopped ? "; the run stopped there" : "") << '\n';
+        << (r.stopped ? "; the run stopped there" : "");
 }
+} // namespace
 
 } // namespace gpumem::analyze

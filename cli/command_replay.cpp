@@ -221,12 +221,13 @@ namespace {
                         std::string name = counter;
                         std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
                         if (name.find("reserved") != std::string::npos && peak.bytes > p.peakReserved.bytes)
-                            err << "note: " << textForTerminal(p.name) << " recorded " << formatBytes(peak.bytes)
-                                << " reserved (" << textForTerminal(counter) << "), more than the "
-                                << formatBytes(p.peakReserved.bytes) << " its replay reserved: the "
-                                << formatBytes(p.openingAllocated)
-                                << " allocated before its trace is held, the cache its allocator reserved then is "
-                                   "not known, so the combined figures may undercount\n";
+                            err << analyze::wrapText("note: " + textForTerminal(p.name) + " recorded "
+                                    + formatBytes(peak.bytes) + " reserved (" + textForTerminal(counter)
+                                    + "), more than the " + formatBytes(p.peakReserved.bytes)
+                                    + " its replay reserved: the " + formatBytes(p.openingAllocated)
+                                    + " allocated before its trace is held, the cache its allocator reserved then is "
+                                      "not known, so the combined figures may undercount (≥)",
+                                100);
                     }
         }
         std::vector<GateSubject> subjects;
