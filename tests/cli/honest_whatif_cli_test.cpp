@@ -3,6 +3,7 @@
 // absent) and tests/data.
 #include "tests/cli/cli_runner.h"
 #include "core/display_width.h"
+#include "tests/public_snapshots.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -21,9 +22,7 @@ std::string publicTrace(const std::string& rel) { return std::string(GPUMEM_PUBL
 
 const char* const kOwl = "tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz";
 const char* const kHta = "hta/df_index_resolver.json.gz";
-const char* const kSnapshots[] = { "cs336-magma27/memory_snapshot.pickle", "cs336-bcrafton/memory_snapshot.pickle",
-    "cs336-silmont2000/mem_snapshot.pickle", "cs336-silmont2000/memory_forward_bf16_128.pickle",
-    "flexgen-llm-inference/1.3b_snapshot.pickle" };
+const auto& kSnapshots = gpumem::test::kPublicSnapshots;
 
 // The widest line, leaving out lines that echo the trace's path as given (a file name is not shortened).
 std::size_t widestLine(const std::string& text, const std::string& path = "\x01")

@@ -210,9 +210,10 @@ TEST(ColocateCli, ReportsWhichProcessFailsFirstAndWhen)
 {
     auto r = runCli("replay " + kPair + " --colocate --capacity 32MiB");
     ASSERT_EQ(r.exitCode, 0) << r.err;
+    // Wrapped at 100 columns (issue 16 item 5).
     EXPECT_NE(r.out.find("first failure: colocate_a at +0.000003 s: request 12.00 MiB (12582912 B) on stream 0, trace "
-                         "event 1; colocate_a reserved 12.00 MiB, all processes 28.00 MiB; refused by the device "
-                         "(32.00 MiB); the run stopped there\n"),
+                         "event 1;\n  colocate_a reserved 12.00 MiB, all processes 28.00 MiB; refused by the device "
+                         "(32.00 MiB); the run\n  stopped there\n"),
         std::string::npos)
         << r.out;
     EXPECT_NE(r.out.find("combined peak reserved: 28.00 MiB at +0.000000 s\n"), std::string::npos) << r.out;

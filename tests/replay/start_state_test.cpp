@@ -8,6 +8,8 @@
 #include "replay/policy_spec.h"
 #include "replay/start_state.h"
 
+#include "tests/public_snapshots.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -85,9 +87,7 @@ TEST(StartState, ParsesItsTwoNamesAndRefusesOthers)
 TEST(StartState, OnEveryPublicSnapshotEveryRowStartsFromTheRebuiltLiveBlocks)
 {
     int seen = 0;
-    for (const char* rel : { "cs336-magma27/memory_snapshot.pickle", "cs336-bcrafton/memory_snapshot.pickle",
-             "cs336-silmont2000/mem_snapshot.pickle", "cs336-silmont2000/memory_forward_bf16_128.pickle",
-             "flexgen-llm-inference/1.3b_snapshot.pickle" }) {
+    for (const char* rel : gpumem::test::kPublicSnapshots) {
         const std::string path = std::string(GPUMEM_PUBLIC_TRACES) + "/" + rel;
         if (!std::filesystem::exists(path))
             continue;
