@@ -329,7 +329,7 @@ void writeFidelityReport(
     writeFidelityText(r, label, start, report);
     std::istringstream lines(report.str());
     for (std::string line; std::getline(lines, line);)
-        out << (line.find_first_not_of(' ') == 2 ? wrapText(line, 100, std::string(20, ' ')) : line + '\n');
+        out << (line.starts_with(" ") ? wrapText(line, 100, std::string(20, ' ')) : line + '\n');
 }
 
 namespace {

@@ -374,6 +374,23 @@ ReplayResult replayTrace(
     // The blocks the window frees without an alloc were among them: each is its own block until its
     // free (ReplayOptions::openingAllocated); the event → simulated block of each.
     std::unordered_map<std::size_t, Address> openingBlocks;
+    // The first opening block refused: the run cannot start (FailedRequest::beforeWindow), whatever onOom says.
+    std::optional<FailedRequest> openingFailure;
+    auto refuseOpening = [&](Bytes size, std::uint64_t event) {
+        ++result.ooms;
+        if (openingFailure)
+            return;
+        const auto& st = top.stats();
+        const std::size_t at = std::min<std::size_t>(event, n ? n - 1 : 0);
+        openingFailure = FailedRequest { n ? m.time[at] : 0, event, size, 0, st.reserved, st.allocated,
+            sim.limit() - std::min(sim.limit(), st.reserved), true, {} };
+        openingFailure->refusedBy = !feeder.admits(size) || sim.counters().failedCalls > 0
+            ? deviceLimitText(sim)
+            : policyLimitText(spec, sim, totalMemory == 0);
+    };
+    std::size_t firstDeviceEvent = 0;
+    while (firstDeviceEvent < n && m.device[firstDeviceEvent] != dev)
+        ++firstDeviceEvent;
     if (options.openingAllocated > 0) {
         // A free the trace paired with no alloc (Allocation::allocEvent missing) is freed by the feeder
         // once its allocation has a simulated block; one it did not pair at all is an UnmatchedFree.
@@ -394,7 +411,7 @@ ReplayResult replayTrace(
         else
             freedInWindow.clear(); // the counter and the frees disagree: hold the counter's bytes as one block
         if (opaque > 0 && (!feeder.admits(opaque) || !top.allocate(opaque, 0)))
-            ++result.ooms;
+            refuseOpening(opaque, firstDeviceEvent);
         for (std::size_t i : freedInWindow) {
             const Bytes size = m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
             std::optional<Address> addr;
@@ -405,7 +422,7 @@ ReplayResult replayTrace(
             else if (addr)
                 openingBlocks.emplace(i, *addr);
             else if (size > 0)
-                ++result.ooms;
+                refuseOpening(size, i);
         }
     }
     bool stop = false;
@@ -423,7 +440,12 @@ ReplayResult replayTrace(
     if (adopt && initialEvents > 0)
         stats.pausePeaks();
     std::uint64_t skip = 0;
-    bool stateDoesNotFit = false; // the adopted state before the window exceeds the capacity
+    bool stateDoesNotFit = false; // the state before the window exceeds the capacity
+    if (openingFailure) {
+        result.failures.push_back(*openingFailure);
+        result.stopped = true;
+        stateDoesNotFit = true;
+    }
     auto pass = [&](bool measured) {
         for (std::size_t i = 0; i < n && !stop; ++i) {
             if ((i & 0xFFFF) == 0 && options.cancel && options.cancel->load(std::memory_order_relaxed))
@@ -577,7 +599,7 @@ ReplayResult replayTrace(
             }
         }
     };
-    for (int w = 0; w < options.warmupPasses; ++w) {
+    for (int w = 0; w < options.warmupPasses && !stateDoesNotFit; ++w) {
         // A warm-up pass fills the cache the way earlier iterations did; what it leaves live is freed.
         pass(false);
         if (stateDoesNotFit)

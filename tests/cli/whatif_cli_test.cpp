@@ -118,7 +118,7 @@ TEST(FitCli, ReportsTheSmallestCapacityWithoutOom)
     EXPECT_EQ(text.out,
         "policy                                fits in  reserved there  unlimited reserved  live peak  probes\n"
         "direct                              24.00 MiB       24.00 MiB           24.00 MiB  24.00 MiB       1\n"
-        "pytorch:per_pro…memory_fraction:0.5  48.00 MiB       24.00 MiB           24.00 MiB  24.00 MiB      11\n");
+        "pytorch:per…ss_memory_fraction:0.5  48.00 MiB       24.00 MiB           24.00 MiB  24.00 MiB      11\n");
     auto json = nlohmann::json::parse(runCli("fit traces/mlp_train.jsonl --format json").out);
     ASSERT_EQ(json.size(), 2u); // and the recorded row (mlp_train records its segments)
     EXPECT_EQ(json[0]["spec"], "pytorch");
@@ -128,8 +128,7 @@ TEST(FitCli, ReportsTheSmallestCapacityWithoutOom)
     EXPECT_EQ(csv.out,
         "spec,policy,fits,capacity,peak_reserved_at_capacity,live_peak,unlimited_peak_reserved,probes,monotone,"
         "reserved_is_lower_bound\n"
-        "ideal,ideal,1,25165824,25165824,25165824,25165824,1,1,0\n"
-        "recorded,recorded,,,25165824,,,,,0\n");
+        "ideal,ideal,1,25165824,25165824,25165824,25165824,1,1,0\n");
 }
 
 TEST(FitCli, GateAndBadInput)
@@ -298,6 +297,8 @@ TEST(ReplayCli, EveryPolicyReservesAtLeastTheIdealPeakOnEveryPublicTrace)
             // Every row holds the memory from before a profiler trace now (vLLM graph capture: 178 GiB of KV
             // cache): a policy whose own pool is sized from the device may refuse it, said as its own limit.
             if (row["ooms"].get<std::uint64_t>() > 0) {
+                ASSERT_FALSE(row["failures"].empty()) << entry.path() << " " << row["policy"];
+                EXPECT_TRUE(row["failures"][0]["before_window"].get<bool>()) << entry.path() << " " << row["policy"];
                 EXPECT_NE(row["failures"][0]["refused_by"].get<std::string>().find("own limit"), std::string::npos)
                     << entry.path() << " " << row["policy"];
                 continue;
@@ -330,9 +331,9 @@ TEST(FitCli, ATraceThatAllocatesNothingNeedsNoMemory)
     auto text = runCli("fit tests/data/zero_byte_alloc.jsonl --policy pytorch --policy direct");
     ASSERT_EQ(text.exitCode, 0) << text.err;
     EXPECT_EQ(text.out,
-        "policy   fits in  peak reserved there  unlimited peak reserved  live peak  probes\n"
-        "pytorch      0 B                  0 B                      0 B        0 B       0\n"
-        "direct       0 B                  0 B                      0 B        0 B       0\n"
+        "policy   fits in  reserved there  unlimited reserved  live peak  probes\n"
+        "pytorch      0 B             0 B                 0 B        0 B       0\n"
+        "direct       0 B             0 B                 0 B        0 B       0\n"
         "pytorch: needs no memory (0 B): nothing is reserved on the device\n"
         "direct: needs no memory (0 B): nothing is reserved on the device\n");
     auto json = nlohmann::json::parse(runCli("fit tests/data/zero_byte_alloc.jsonl --format json").out);
