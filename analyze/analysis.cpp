@@ -4,7 +4,9 @@
 #include "core/byte_total.h"
 #include "core/error.h"
 #include "core/importer.h"
+#include "core/units.h"
 #include "replay/capacity_fit.h"
+#include "replay/fidelity.h"
 
 #include <algorithm>
 
@@ -108,7 +110,11 @@ namespace {
         // (allocators.md §6.1). It is not peakRequested: that drops at free_requested (PyTorch's rule),
         // while a block pending its free still holds its memory. Rounded block sizes (peakAllocated)
         // already include the allocator's own rounding, so a policy rounding less could hold less.
-        f.lowerBound = replay::livePeak(trace, dev.device);
+        // The memory from before a profiler trace is live from the start (the rule every comparison uses,
+        // replay/start_state.h), so the overhead divides the recorded reserved, which holds it, by a bound
+        // that holds it too (the earlier rule left the ratio out instead).
+        f.openingAllocated = replay::openingAllocated(trace, dev.device);
+        f.lowerBound = replay::livePeak(trace, dev.device, f.openingAllocated);
         if (auto p = dev.peakPoint(SeriesKind::Allocated))
             f.internalAtPeakAllocated = dev.internal(*p);
         // The reserved peak as the breakdown sees it: after every event of that nanosecond (resolveInstant).
@@ -146,6 +152,49 @@ namespace {
         if (!dev.inactiveSplit.empty())
             f.maxInactiveSplit = *std::max_element(dev.inactiveSplit.begin(), dev.inactiveSplit.end());
         return f;
+    }
+    // FragmentationSummary::headline: the first OOM event of the device, else the reserved peak over the
+    // points after the rebuilt pre-window state (replay::initialStateEventCount), at its fullest instant.
+    std::optional<FragmentationSummary::Headline> headlineOf(const Trace& trace, const DeviceTimeline& dev)
+    {
+        if (!dev.has(SeriesKind::Reserved) || dev.size() == 0)
+            return std::nullopt;
+        const auto& m = trace.memory();
+        FragmentationSummary::Headline h;
+        std::optional<std::size_t> point;
+        for (std::size_t i = 0; i < m.count() && !point; ++i)
+            if (m.device[i] == dev.device && m.kind[i] == EventKind::Oom) {
+                point = dev.pointAt(m.time[i]);
+                h.moment = "first OOM";
+            }
+        if (!point) {
+            const std::uint64_t rebuilt = replay::initialStateEventCount(trace, dev.device);
+            std::uint64_t firstWindowEvent = 0;
+            for (std::uint64_t seen = 0; firstWindowEvent < m.count(); ++firstWindowEvent)
+                if (m.device[firstWindowEvent] == dev.device && seen++ == rebuilt)
+                    break;
+            std::size_t from = 0;
+            if (rebuilt > 0)
+                while (from < dev.size() && (dev.eventIndex[from] == kNoIndex || dev.eventIndex[from] < firstWindowEvent))
+                    ++from;
+            if (from == dev.size()) // nothing after the opening state: it is the only moment
+                from = 0;
+            // While reserved stays at its peak, the fullest instant (the most allocated, as ReplayResult::atPeak):
+            // a cache reserved before the window and never grown is at its peak from t = 0 on.
+            for (std::size_t i = from; i < dev.size(); ++i)
+                if (!point || dev.reserved[i] > dev.reserved[*point]
+                    || (dev.reserved[i] == dev.reserved[*point] && dev.allocated[i] > dev.allocated[*point]))
+                    point = i;
+            h.moment = rebuilt > 0 && from > 0 ? "peak after opening state" : "reserved peak";
+        }
+        if (!point || dev.reserved[*point] == 0)
+            return std::nullopt;
+        h.point = *point;
+        h.time = dev.time[*point];
+        h.reserved = dev.reserved[*point];
+        // A recorded allocated counter counts the blocks from before a profiler trace, as its reserved does.
+        h.live = dev.has(SeriesKind::RecordedAllocated) ? dev.recordedAllocated[*point] : dev.allocated[*point];
+        return h;
     }
 } // namespace
 
@@ -198,6 +247,7 @@ Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options)
     a.deviceLabel = dev->label;
     a.stats = computeStats(trace, *dev);
     a.fragmentation = computeFragmentation(trace, *dev, a.stats);
+    a.fragmentation.headline = headlineOf(trace, *dev);
     a.steps = detectSteps(trace, *dev);
     a.leaks = detectLeaks(trace, *dev, a.steps);
     step(0.6);
@@ -207,14 +257,37 @@ Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options)
     a.categories = a.categoriesRecorded ? recordedCategories(trace) : a.inferred;
 
     auto instants = options.instants;
-    if (instants.empty()) {
+    const bool defaults = instants.empty();
+    if (defaults)
         instants.push_back({ InstantSpec::Kind::PeakAllocated, 0 });
-        if (dev->has(SeriesKind::Reserved))
-            instants.push_back({ InstantSpec::Kind::PeakReserved, 0 });
-    }
     for (const auto& spec : instants)
         if (auto instant = resolveInstant(*dev, spec))
             a.breakdowns.push_back(breakdownAt(trace, *instant, a.categories, !a.categoriesRecorded));
+    // The default second breakdown: at the headline's moment, when it is another moment than the allocated
+    // peak and holds a live set worth breaking down (at least 1 % of the allocated peak [choice]).
+    if (defaults && a.fragmentation.headline) {
+        const auto& h = *a.fragmentation.headline;
+        const auto peak = resolveInstant(*dev, { InstantSpec::Kind::PeakAllocated, 0 });
+        if (peak && (peak->point == h.point || dev->time[peak->point] == h.time))
+            a.reservedBreakdownOmitted = "the " + h.moment + " is the moment of the allocated peak";
+        else if (peak && peak->allocated == dev->allocated[h.point] && peak->reserved == dev->reserved[h.point])
+            a.reservedBreakdownOmitted = "the " + h.moment + " holds the same live bytes and reserved as the allocated peak";
+        else if (h.live * 100 < a.fragmentation.peakAllocated)
+            a.reservedBreakdownOmitted = "only " + formatBytes(h.live) + " is live at the " + h.moment
+                + ", under 1 % of the allocated peak";
+        else {
+            Instant at;
+            at.label = h.moment == "first OOM" ? "first OOM" : "peak reserved";
+            at.device = dev->device;
+            at.point = h.point;
+            at.eventIndex = dev->eventIndex[h.point];
+            at.time = h.time;
+            at.allocated = dev->allocated[h.point];
+            at.active = dev->active[h.point];
+            at.reserved = dev->reserved[h.point];
+            a.breakdowns.push_back(breakdownAt(trace, at, a.categories, !a.categoriesRecorded));
+        }
+    }
 
     if (a.categoriesRecorded) {
         if (auto peak = resolveInstant(*dev, { InstantSpec::Kind::PeakAllocated, 0 })) {

@@ -40,8 +40,26 @@ struct FragmentationSummary {
     std::optional<double> externalAtPeakReserved; // 1 − largest_free/free at the reserved peak (TF BFC)
     std::optional<Bytes> maxInactiveSplit;      // PyTorch inactive_split_bytes, maximum over time
     Bytes internalAtPeakAllocated = 0;          // allocated − requested at the allocated peak
-    Bytes lowerBound = 0;                       // replay::livePeak: requested bytes held alloc..free_completed (`ideal:alignment:1`; allocators.md §6.1)
+    // replay::livePeak: requested bytes held alloc..free_completed (`ideal:alignment:1`; allocators.md
+    // §6.1), with the bytes allocated before a profiler trace (openingAllocated) live from the start, the
+    // bound `gpumem replay`, fit and report measure against (analyze/comparison.h).
+    Bytes lowerBound = 0;
+    Bytes openingAllocated = 0; // replay::openingAllocated, included in lowerBound
     std::optional<double> overheadVsLowerBound; // peakReserved / lowerBound, the two printed figures
+
+    // The headline fragmentation figure, defined once (docs/analysis.md "The headline"): the reserved
+    // memory beyond the live (allocated) bytes at the moment that matters — the first recorded OOM, else
+    // the reserved peak after the opening state (a snapshot's rebuilt pre-window state is its t = 0,
+    // not a moment of the run). Absent without a reserved series.
+    struct Headline {
+        std::string moment; // "first OOM", "reserved peak", "peak after opening state" (after a snapshot's rebuilt state)
+        std::size_t point = 0; // index into the device's timeline
+        TimeNs time = 0;
+        Bytes reserved = 0, live = 0;
+        Bytes beyond() const { return reserved > live ? reserved - live : 0; }
+        double share() const { return reserved ? double(beyond()) / double(reserved) : 0.0; }
+    };
+    std::optional<Headline> headline;
 };
 
 // torch.cuda.memory_stats()-like counters for the analyzed device (current = at the trace end).
@@ -79,6 +97,10 @@ struct Analysis {
     // over every allocation of the device.
     std::optional<CategoryAgreement> agreementAtPeak, agreementAll;
     std::vector<Breakdown> breakdowns; // one per resolvable instant, in the order asked
+    // With the default instants: why the breakdown at the reserved peak (the headline's moment) is left
+    // out — the same moment as the allocated peak, or a live set too small to break down; "" when shown
+    // or not asked.
+    std::string reservedBreakdownOmitted;
 };
 
 // Throws UsageError for a device index the trace does not have, Cancelled when progress says so.

@@ -189,10 +189,16 @@ bool bytesSaturated(const Analysis& a)
     return false;
 }
 
-std::vector<std::pair<std::string, std::string>> fragmentationRows(const FragmentationSummary& f)
+std::vector<std::pair<std::string, std::string>> fragmentationRows(const FragmentationSummary& f, bool details)
 {
     std::vector<std::pair<std::string, std::string>> rows;
-    rows.emplace_back("Lower bound: max live requested bytes", formatByteTotalShort(f.lowerBound));
+    if (f.headline) {
+        rows.emplace_back("Reserved beyond live (the headline)",
+            formatBytes(f.headline->beyond()) + " (" + percent(f.headline->share()) + ")");
+        rows.emplace_back("  at the", f.headline->moment);
+    }
+    rows.emplace_back(f.openingAllocated ? "Lower bound: max live, with pre-trace bytes" : "Lower bound: max live requested bytes",
+        formatByteTotalShort(f.lowerBound));
     if (f.peakRecordedAllocated)
         rows.emplace_back("Peak of the recorded allocated counter", formatBytes(*f.peakRecordedAllocated));
     if (f.peakReserved) {
@@ -201,6 +207,10 @@ std::vector<std::pair<std::string, std::string>> fragmentationRows(const Fragmen
             char buf[32];
             std::snprintf(buf, sizeof buf, "%.3f x", *f.overheadVsLowerBound);
             rows.emplace_back("Peak reserved / lower bound", buf);
+        }
+        if (!details) {
+            rows.emplace_back("Internal: allocated - requested at peak", formatByteTotalShort(f.internalAtPeakAllocated));
+            return rows;
         }
         rows.emplace_back("peak_active / peak_reserved (GMLake)", percent(*f.utilizationActive));
         rows.emplace_back("max_allocated / max_reserved (STAlloc)", percent(*f.utilizationAllocated));
@@ -339,8 +349,12 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     const auto& f = a.fragmentation;
     line(out, center("Fragmentation (definitions: docs/analysis.md)", kWidth), true);
     rule(out, '-');
-    for (const auto& [name, value] : fragmentationRows(f))
+    for (const auto& [name, value] : fragmentationRows(f, options.details))
         kv(out, name, value);
+    if (!options.details && f.peakReserved)
+        line(out, " more definitions (GMLake, STAlloc, TF, inactive split): --details");
+    if (!a.reservedBreakdownOmitted.empty())
+        line(out, " no breakdown at the reserved peak: " + a.reservedBreakdownOmitted);
     if (!f.peakReserved)
         line(out, " no reserved series (no segment events or reserved counter): replay to get one");
     rule(out, '=');
@@ -436,7 +450,14 @@ nlohmann::json analysisToJson(const Trace& trace, const Analysis& a, std::string
         { "utilization_active_gmlake", opt(f.utilizationActive) }, { "utilization_allocated_stalloc", opt(f.utilizationAllocated) },
         { "waste_at_peak_reserved", opt(f.wasteAtPeakReserved) }, { "waste_time_weighted", opt(f.timeWeightedWaste) },
         { "external_at_peak_reserved", opt(f.externalAtPeakReserved) }, { "max_inactive_split_bytes", opt(f.maxInactiveSplit) },
-        { "internal_at_peak_allocated", f.internalAtPeakAllocated }, { "overhead_vs_lower_bound", opt(f.overheadVsLowerBound) } };
+        { "internal_at_peak_allocated", f.internalAtPeakAllocated }, { "overhead_vs_lower_bound", opt(f.overheadVsLowerBound) },
+        { "opening_allocated", f.openingAllocated },
+        { "headline",
+            f.headline ? json { { "moment", f.headline->moment }, { "time_ns", f.headline->time - a.origin },
+                { "reserved", f.headline->reserved }, { "live", f.headline->live },
+                { "reserved_beyond_live", f.headline->beyond() }, { "share", f.headline->share() } }
+                       : json() },
+        { "reserved_breakdown_omitted", a.reservedBreakdownOmitted.empty() ? json() : json(a.reservedBreakdownOmitted) } };
     json steps = json::array();
     for (const auto& s : a.steps.steps)
         steps.push_back({ { "number", s.number }, { "start_ns", s.start }, { "end_ns", s.end }, { "backward_start_ns", s.backwardStart },

@@ -14,6 +14,9 @@ namespace gpumem::analyze {
 struct ReportOptions {
     std::vector<GroupBy> groups { GroupBy::Module, GroupBy::Category, GroupBy::Site, GroupBy::SizeClass, GroupBy::Stream };
     std::size_t top = 10; // rows per grouping (the module tree keeps whole ancestor chains)
+    // Text: the other fragmentation definitions (GMLake, STAlloc, TF, PyTorch inactive split, waste at
+    // the reserved peak and over time) beside the headline (`analyze --details`); JSON always has them.
+    bool details = false;
 };
 
 // The rows of a grouping to show: the first `top` by bytes; for the module tree the rows whose total
@@ -34,7 +37,9 @@ void writeAnalysisCsv(const Analysis& a, std::string_view label, const ReportOpt
 // "≥ 16 EiB", the JSON says "bytes_saturated": true.
 bool bytesSaturated(const Analysis& a);
 // The fragmentation figures to show, as (label, value) rows in a fixed order (text and HTML reports).
-std::vector<std::pair<std::string, std::string>> fragmentationRows(const FragmentationSummary& f);
+// The headline first ("Reserved beyond live" at its moment), the lower bound, peak reserved and the one
+// overhead figure; with `details` also the other definitions (docs/analysis.md).
+std::vector<std::pair<std::string, std::string>> fragmentationRows(const FragmentationSummary& f, bool details = true);
 // "12.5 %" with one decimal.
 std::string percent(double fraction);
 // CSV field quoting (RFC 4180), of the text made fit for a terminal line first (textForTerminal,

@@ -230,16 +230,13 @@ code{font-size:12px})";
         // "Peak reserved / lower bound 10917.070 x" for a counter holding a preallocated KV cache).
         if (auto note = memoryBeforeTheTraceNote(before))
             out << "<p class='note'>Note: " << htmlEscape(*note)
-                << ": peak allocated, peak active, the breakdowns and the lower bound cover what was allocated "
-                   "inside the trace; the recorded counters (peak reserved, the recorded allocated counter) include "
-                   "it, so peak reserved / lower bound is left out.</p>";
+                << ": peak allocated, peak active and the breakdowns cover what was allocated inside the trace; "
+                   "the recorded counters (peak reserved, the recorded allocated counter) and the lower bound "
+                   "include it.</p>";
         out << "<table>";
         kvRow(out, "Peak allocated", formatByteTotalShort(f.peakAllocated));
         kvRow(out, "Peak active", formatByteTotalShort(f.peakActive));
-        FragmentationSummary shown = f;
-        if (before > 0)
-            shown.overheadVsLowerBound.reset(); // as `gpumem analyze` leaves it out (cli/command_analyze.cpp)
-        for (const auto& [label, value] : fragmentationRows(shown))
+        for (const auto& [label, value] : fragmentationRows(f))
             kvRow(out, label, value);
         kvRow(out, "Allocations / OOMs", std::to_string(a.stats.allocations.allocated) + " / " + std::to_string(a.stats.ooms));
         out << "</table>";
@@ -413,6 +410,8 @@ void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const Po
                 << " of bytes at the peak.</p>";
         for (const auto& b : a.breakdowns)
             breakdownTables(out, b, a, options.top);
+        if (!a.reservedBreakdownOmitted.empty())
+            out << "<p class='muted'>No breakdown at the reserved peak: " << htmlEscape(a.reservedBreakdownOmitted) << ".</p>";
         out << '\n';
     }
     out << "<h2>Policy comparison</h2>\n";
@@ -421,7 +420,7 @@ void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const Po
     } else if (policies.empty()) {
     } else {
         out << "<table><tr><th>trace</th><th>policy</th><th class='n'>peak reserved</th><th class='n'>peak allocated</th>"
-               "<th class='n'>reserved / lower bound</th><th class='n'>device calls</th><th class='n'>failed requests</th><th>note</th></tr>";
+               "<th class='n'>reserved / lower bound</th><th class='n'>device calls</th><th class='n'>failed requests</th><th class='n'>rank</th><th>note</th></tr>";
         for (const auto& p : policies) {
             std::string overhead = "–";
             if (p.overheadVsLowerBound) {
@@ -430,11 +429,16 @@ void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const Po
                 overhead = buf;
             }
             out << "<tr><td>" << htmlEscape(p.trace) << "</td><td><code>" << htmlEscape(p.policy) << "</code></td><td class='n'>"
-                << htmlEscape(formatBytes(p.peakReserved)) << "</td><td class='n'>" << htmlEscape(formatBytes(p.peakAllocated))
-                << "</td><td class='n'>" << overhead << "</td><td class='n'>" << p.deviceCalls << "</td><td class='n'>" << p.failedRequests
-                << "</td><td>" << htmlEscape(p.note) << "</td></tr>";
+                << htmlEscape((p.reservedIsLowerBound ? "≥ " : "") + formatBytes(p.peakReserved)) << "</td><td class='n'>"
+                << (p.recorded && p.peakAllocated == 0 ? std::string("–") : htmlEscape(formatBytes(p.peakAllocated)))
+                << "</td><td class='n'>" << overhead << "</td><td class='n'>"
+                << (p.recorded ? std::string("–") : std::to_string(p.deviceCalls)) << "</td><td class='n'>"
+                << (p.recorded ? std::string("–") : std::to_string(p.failedRequests)) << "</td><td class='n'>"
+                << (p.rank ? std::to_string(p.rank) : std::string("–")) << "</td><td>" << htmlEscape(p.note) << "</td></tr>";
         }
         out << "</table>\n";
+        for (const auto& note : options.policyNotes)
+            out << "<p class='muted'>" << htmlEscape(note) << "</p>\n";
     }
     for (const auto& note : options.policySkipped)
         out << "<p class='muted'>" << htmlEscape(note) << "</p>\n";

@@ -21,6 +21,9 @@ struct PolicyRow {
     std::uint64_t failedRequests = 0; // simulated OOMs
     std::optional<double> overheadVsLowerBound; // peak reserved / the lower bound (max live requested bytes)
     std::string note;
+    bool reservedIsLowerBound = false; // shown "≥" (replay::ReplayResult::reservedIsLowerBound)
+    bool recorded = false; // the run's own peak reserved (analyze::recordedReserved), not a policy
+    std::size_t rank = 0; // analyze::rankReplays among the trace's policies, 1 = best; 0 = none (recorded)
 };
 
 struct HtmlReportInput {
@@ -40,6 +43,9 @@ struct HtmlOptions {
     std::vector<std::string> policySkipped;
     // gpumem explain's verdict per input (analyze::verdictFor), shown first in its section; "" or absent = none.
     std::vector<std::string> verdicts;
+    // Sentences shown under the policy comparison (the start every row shares, why the recorded row
+    // differs; comparison.h).
+    std::vector<std::string> policyNotes;
 };
 
 void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const PolicyRow> policies, const HtmlOptions& options, std::ostream& out);

@@ -5,6 +5,7 @@
 #include "core/byte_total.h"
 #include "core/error.h"
 #include "core/units.h"
+#include "replay/replayer.h"
 
 #include <algorithm>
 #include <bit>
@@ -245,6 +246,21 @@ Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<cons
     std::unordered_map<SiteId, std::pair<Bytes, std::uint64_t>> sites;
     std::array<std::pair<Bytes, std::uint64_t>, 65> sizes {};
     std::unordered_map<StreamId, std::pair<Bytes, std::uint64_t>> streams;
+    // Blocks a snapshot importer rebuilt from before the window (the first initialStateEventCount events
+    // of the device) were not allocated at a stack the trace shows: grouped by site as "allocated before
+    // the trace", with the stack the importer took from their later free named as such (bcrafton:
+    // "step (optimizer.py:72)" was where 580 MiB were freed, not allocated).
+    std::size_t firstWindowEvent = 0;
+    if (const std::uint64_t rebuilt = replay::initialStateEventCount(trace, instant.device); rebuilt > 0)
+        for (std::uint64_t seen = 0; firstWindowEvent < m.count(); ++firstWindowEvent)
+            if (m.device[firstWindowEvent] == instant.device && seen++ == rebuilt)
+                break;
+    struct BeforeSite {
+        SiteId site = 0;
+        bool fromFree = false;
+        bool operator==(const BeforeSite&) const = default;
+    };
+    std::vector<std::pair<BeforeSite, std::pair<Bytes, std::uint64_t>>> before;
 
     for (std::size_t i = 0; i < allocations.size(); ++i) {
         const auto& a = allocations[i];
@@ -271,9 +287,19 @@ Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<cons
         const auto c = static_cast<std::size_t>(i < categories.size() ? categories[i] : Category::Unknown);
         catBytes[c] = addSaturated(catBytes[c], size);
         ++catBlocks[c];
-        auto& st = sites[m.site[ev]];
-        st.first = addSaturated(st.first, size);
-        ++st.second;
+        if (ev < firstWindowEvent) {
+            const bool fromFree = a.freeEvent != kNoIndex && m.site[a.freeEvent] == m.site[ev] && m.site[ev] != 0;
+            const BeforeSite key { m.site[ev], fromFree };
+            auto it = std::find_if(before.begin(), before.end(), [&](const auto& p) { return p.first == key; });
+            if (it == before.end())
+                it = before.insert(before.end(), { key, { 0, 0 } });
+            it->second.first = addSaturated(it->second.first, size);
+            ++it->second.second;
+        } else {
+            auto& st = sites[m.site[ev]];
+            st.first = addSaturated(st.first, size);
+            ++st.second;
+        }
         auto& sz = sizes[size ? std::bit_width(size) : 0];
         sz.first = addSaturated(sz.first, size);
         ++sz.second;
@@ -337,6 +363,15 @@ Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<cons
         siteRows.push_back(flatRow(std::move(key), std::move(label), t.first, t.second));
     }
     disambiguateSiteLabels(trace, siteRows, rowSite);
+    for (const auto& [where, t] : before) {
+        const std::string label = siteLabel(trace, where.site);
+        const std::string key = "(allocated before the trace)" + (label.empty() ? std::string() : " " + siteKey(trace, where.site));
+        siteRows.push_back(flatRow(key,
+            label.empty()         ? std::string("allocated before the trace")
+                : where.fromFree ? "allocated before the trace; freed at " + label
+                                 : "allocated before the trace at " + label,
+            t.first, t.second));
+    }
     sortByBytes(siteRows);
 
     auto& sizeRows = b.groups[static_cast<std::size_t>(GroupBy::SizeClass)];

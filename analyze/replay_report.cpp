@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ostream>
+#include <sstream>
 
 namespace gpumem::analyze {
 
@@ -110,6 +111,8 @@ nlohmann::json replayResultToJson(const replay::ReplayResult& r, TimeNs start)
         { "unmatched_frees", r.unmatchedFrees },
         { "initial_segments", r.initialSegments },
         { "initial_blocks", r.initialBlocks },
+        { "opening_allocated", r.openingAllocated },
+        { "reserved_is_lower_bound", r.reservedIsLowerBound },
     };
     if (r.peakReservedWithoutCompaction) {
         j["compactions"] = r.compactions;
@@ -138,20 +141,51 @@ namespace {
     }
 } // namespace
 
-void writeReplayTable(
-    const std::vector<replay::ReplayResult>& results, std::string_view format, TimeNs start, std::ostream& out)
+void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::string_view format, TimeNs start,
+    std::ostream& out, const ComparisonContext& context)
 {
+    std::vector<const replay::ReplayResult*> pointers;
+    for (const auto& r : results)
+        pointers.push_back(&r);
+    const auto order = rankReplays(pointers);
+    std::vector<std::size_t> rank(results.size());
+    for (std::size_t k = 0; k < order.size(); ++k)
+        rank[order[k]] = k + 1;
+    const std::string startName(replay::toString(context.start));
+    const auto& recorded = context.recorded;
     if (format == "json") {
         nlohmann::json all = nlohmann::json::array();
-        for (const auto& r : results)
-            all.push_back(replayResultToJson(r, start));
+        for (std::size_t i = 0; i < results.size(); ++i) {
+            auto j = replayResultToJson(results[i], start);
+            j["recorded"] = false;
+            j["start"] = startName;
+            j["rank"] = rank[i];
+            j["lower_bound"] = context.lowerBound;
+            j["reserved_vs_bound"] = context.lowerBound ? nlohmann::json(overBound(results[i].peakReserved.bytes, context.lowerBound))
+                                                        : nlohmann::json(nullptr);
+            all.push_back(std::move(j));
+        }
+        if (recorded)
+            all.push_back({ { "policy", "recorded" }, { "recorded", true }, { "source", recorded->source },
+                { "peak_reserved", recorded->bytes }, { "peak_reserved_time_ns", recorded->time - start },
+                { "peak_allocated", recorded->allocatedPeak ? nlohmann::json(*recorded->allocatedPeak) : nlohmann::json(nullptr) },
+                { "reserved_is_lower_bound", false }, { "start", startName },
+                { "reserved_vs_bound", context.lowerBound ? nlohmann::json(overBound(recorded->bytes, context.lowerBound))
+                                                          : nlohmann::json(nullptr) } });
         out << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
         return;
     }
     if (format == "csv") {
         out << "policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns,alloc_retries,"
-               "final_reserved,final_allocated,first_oom_largest_free,first_oom_free_cached\n";
-        for (const auto& r : results) {
+               "final_reserved,final_allocated,first_oom_largest_free,first_oom_free_cached,start,"
+               "reserved_is_lower_bound,reserved_vs_bound,rank\n";
+        auto ratio = [&](Bytes reserved) {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%.6f", overBound(reserved, context.lowerBound));
+            return context.lowerBound ? std::string(buf) : std::string();
+        };
+        for (std::size_t i = 0; i < results.size(); ++i) {
+            const auto& r = results[i];
             char waste[32];
             std::snprintf(waste, sizeof waste, "%.6f", r.atPeak.waste());
             out << csvField(rowLabel(r)) << ',' << r.peakReserved.bytes << ',' << r.peakAllocated.bytes << ',' << waste
@@ -161,31 +195,81 @@ void writeReplayTable(
                 << (r.failureDetails.empty() ? std::string() : std::to_string(r.failureDetails.front().largestFree))
                 << ','
                 << (r.failureDetails.empty() ? std::string() : std::to_string(r.failureDetails.front().freeCached))
-                << '\n';
+                << ',' << startName << ',' << (r.reservedIsLowerBound ? 1 : 0) << ',' << ratio(r.peakReserved.bytes) << ','
+                << rank[i] << '\n';
         }
+        if (recorded)
+            out << "recorded," << recorded->bytes << ','
+                << (recorded->allocatedPeak ? std::to_string(*recorded->allocatedPeak) : std::string()) << ",,,,,,,,,,"
+                << startName << ",0," << ratio(recorded->bytes) << ",\n";
         return;
     }
     if (format != "text")
         throw UsageError("--format '" + std::string(format) + "' is not one of: text, json, csv");
-    std::size_t w = 6;
-    for (const auto& r : results)
-        w = std::max(w, displayWidth(textForTerminal(rowLabel(r))));
-    out << pad("policy", w, true) << "  " << pad("peak reserved", 13) << "  " << pad("peak allocated", 14) << "  "
-        << pad("waste at peak", 13) << "  " << pad("device calls", 12) << "  " << pad("OOMs", 5) << "  "
-        << pad("first OOM", 13) << '\n';
-    for (const auto& r : results)
-        out << pad(textForTerminal(rowLabel(r)), w, true) << "  " << pad(formatBytes(r.peakReserved.bytes), 13) << "  "
-            << pad(formatBytes(r.peakAllocated.bytes), 14) << "  " << pad(percent(r.atPeak.waste()), 13) << "  "
-            << pad(std::to_string(r.deviceCalls()), 12) << "  " << pad(std::to_string(r.ooms), 5) << "  "
-            << pad(firstOomText(r, start), 13) << '\n';
+    const std::size_t width = context.width;
+    if (context.before.any() || context.start == replay::StartState::Empty)
+        out << wrapText(replay::startStateSentence(context.start, context.before), width);
+    // One unit per column: the unit of the column's largest figure.
+    Bytes reservedMax = recorded ? recorded->bytes : 0, allocatedMax = recorded ? recorded->allocatedPeak.value_or(0) : 0;
+    for (const auto& r : results) {
+        reservedMax = std::max(reservedMax, r.peakReserved.bytes);
+        allocatedMax = std::max(allocatedMax, r.peakAllocated.bytes);
+    }
+    std::vector<std::vector<std::string>> rows { { "rank", "policy", "peak reserved", "vs bound", "peak allocated",
+        "device calls", "OOMs", "first OOM" } };
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        const auto& r = results[i];
+        rows.push_back({ std::to_string(rank[i]), textForTerminal(rowLabel(r)),
+            (r.reservedIsLowerBound ? "≥ " : "") + bytesInUnitOf(r.peakReserved.bytes, reservedMax),
+            overBoundText(r.peakReserved.bytes, context.lowerBound), bytesInUnitOf(r.peakAllocated.bytes, allocatedMax),
+            std::to_string(r.deviceCalls()), std::to_string(r.ooms), firstOomText(r, start) });
+    }
+    if (recorded)
+        rows.push_back({ "-", "recorded", bytesInUnitOf(recorded->bytes, reservedMax),
+            overBoundText(recorded->bytes, context.lowerBound),
+            recorded->allocatedPeak ? bytesInUnitOf(*recorded->allocatedPeak, allocatedMax) : std::string("-"), "-", "-",
+            "-" });
+    std::vector<std::size_t> w(rows.front().size(), 0);
+    for (const auto& row : rows)
+        for (std::size_t c = 0; c < row.size(); ++c)
+            w[c] = std::max(w[c], displayWidth(row[c]));
+    // The policy column takes what the others leave of the width (at least its heading).
+    std::size_t others = 0;
+    for (std::size_t c = 0; c < w.size(); ++c)
+        others += c == 1 ? 0 : w[c] + 2;
+    if (width != 0 && others + w[1] > width)
+        w[1] = std::max<std::size_t>(6, width > others ? width - others : 6);
+    for (const auto& row : rows) {
+        std::string line;
+        for (std::size_t c = 0; c < row.size(); ++c) {
+            const std::string cell = c == 1 ? shortenMiddle(row[c], w[c]) : row[c];
+            line += (c ? "  " : "") + pad(cell, w[c], c == 1);
+        }
+        while (!line.empty() && line.back() == ' ')
+            line.pop_back();
+        out << line << '\n';
+    }
     if (std::any_of(results.begin(), results.end(), [](const auto& r) { return r.initialAdopted; }))
-        out << "(recorded state): started from the segments and blocks the trace holds from before its window, at "
-               "their recorded addresses; the other rows allocate that state as requests first\n";
+        out << wrapText("(recorded state): started from the segments and blocks the trace holds from before its window, "
+                        "at their recorded addresses; the other rows allocate that state as requests first",
+            width);
+    if (context.lowerBound)
+        out << wrapText("vs bound: peak reserved / the lower bound, " + formatBytes(context.lowerBound)
+                + " (the most bytes live at once, with the memory from before the window of this start; no policy "
+                  "holds them in less). rank: fewer OOMs, then less reserved, then fewer device calls.",
+            width);
+    if (recorded) {
+        Bytes best = ~Bytes(0);
+        for (const auto& r : results)
+            best = std::min(best, r.peakReserved.bytes);
+        out << wrapText(recordedRowNote(context, results.empty() ? 0 : best), width);
+    }
+    std::ostringstream tail;
     for (const auto& r : results) {
         if (!r.peakReservedWithoutCompaction)
             continue;
         const std::int64_t saving = r.compactionSaving();
-        out << textForTerminal(r.policy) << ": " << r.compactions << " compaction" << (r.compactions == 1 ? "" : "s") << " moved "
+        tail << textForTerminal(r.policy) << ": " << r.compactions << " compaction" << (r.compactions == 1 ? "" : "s") << " moved "
             << r.blocksMoved << " block" << (r.blocksMoved == 1 ? "" : "s") << " (" << formatBytes(r.bytesMoved)
             << "); peak reserved " << formatBytes(r.peakReserved.bytes) << " vs "
             << formatBytes(*r.peakReservedWithoutCompaction) << " without compaction: "
@@ -195,13 +279,20 @@ void writeReplayTable(
         if (r.failures.empty())
             continue;
         const auto& f = r.failures.front();
+        if (f.beforeWindow && !f.refusedBy.empty()) {
+            tail << textForTerminal(r.policy) << ": the state before the trace does not fit: its block of "
+                 << formatBytes(f.size) << " (trace event " << f.event << ") was refused with "
+                 << formatBytes(f.allocated) << " of it allocated and " << formatBytes(f.reserved)
+                 << " reserved; refused by " << f.refusedBy << '\n';
+            continue;
+        }
         if (f.beforeWindow) {
-            out << textForTerminal(r.policy) << ": the state before the trace holds " << formatBytes(f.allocated) << " (" << f.allocated
+            tail << textForTerminal(r.policy) << ": the state before the trace holds " << formatBytes(f.allocated) << " (" << f.allocated
                 << " B) in live blocks, in segments of " << formatBytes(f.reserved)
                 << " that cannot be released, more than the capacity\n";
             continue;
         }
-        out << textForTerminal(r.policy) << ": " << (r.stopped ? "stopped at the first OOM" : "first OOM") << ": +"
+        tail << textForTerminal(r.policy) << ": " << (r.stopped ? "stopped at the first OOM" : "first OOM") << ": +"
             << formatSeconds(f.time - start) << ", request " << formatBytes(f.size) << " (" << f.size
             << " B) on stream " << f.stream << ", reserved " << formatBytes(f.reserved) << ", device free "
             << (f.deviceFree == ~Bytes(0) ? std::string("unlimited") : formatBytes(f.deviceFree)) << ", trace event "
@@ -210,6 +301,10 @@ void writeReplayTable(
             out << "  then: " << failureFreeText(r.failureDetails.front()) << "; num_alloc_retries "
                 << r.allocRetries << '\n';
     }
+    // Each note within the width, continued lines indented.
+    std::istringstream lines(tail.str());
+    for (std::string line; std::getline(lines, line);)
+        out << wrapText(line, width);
 }
 
 nlohmann::json fidelityToJson(const replay::FidelityReport& r, std::string_view label, TimeNs start)
@@ -257,6 +352,10 @@ nlohmann::json fidelityToJson(const replay::FidelityReport& r, std::string_view 
     return j;
 }
 
+namespace {
+    void writeFidelityText(const replay::FidelityReport& r, std::string_view label, TimeNs start, std::ostream& out);
+} // namespace
+
 void writeFidelityReport(
     const replay::FidelityReport& r, std::string_view label, std::string_view format, TimeNs start, std::ostream& out)
 {
@@ -266,6 +365,17 @@ void writeFidelityReport(
     }
     if (format != "text")
         throw UsageError("--format '" + std::string(format) + "' is not one of: text, json (for --fidelity)");
+    // Every line within 100 columns, a continued one under the value column (issue 16 item 5).
+    std::ostringstream report;
+    writeFidelityText(r, label, start, report);
+    std::istringstream lines(report.str());
+    for (std::string line; std::getline(lines, line);)
+        out << (line.starts_with(" ") ? wrapText(line, 100, std::string(20, ' ')) : line + '\n');
+}
+
+namespace {
+void writeFidelityText(const replay::FidelityReport& r, std::string_view label, TimeNs start, std::ostream& out)
+{
     out << textForTerminal(label) << '\n';
     out << "  policy            " << textForTerminal(r.policy) << '\n';
     out << "  initial state     " << counted(r.initialSegments, "segment", "segments") << ", "
@@ -326,5 +436,7 @@ void writeFidelityReport(
             << " recorded release bursts replayed as empty_cache()\n";
     out << "  result            " << (r.exact() ? "exact" : "not exact") << '\n';
 }
+
+} // namespace
 
 } // namespace gpumem::analyze

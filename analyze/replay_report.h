@@ -3,6 +3,7 @@
 // reserved, peak allocated, waste at the peak, device calls, OOMs, first OOM time) as text, JSON or
 // CSV, and the fidelity report of `gpumem replay --fidelity`. Deterministic (golden tests compare
 // them byte for byte). Times are shown relative to `start` (the trace's first event).
+#include "analyze/comparison.h"
 #include "replay/fidelity.h"
 #include "replay/replayer.h"
 
@@ -23,12 +24,18 @@ std::optional<std::string> memoryBeforeTheTraceNote(Bytes before);
 
 // format: "text", "json" or "csv" (anything else throws UsageError listing them). Waste at peak is
 // PyTorch-style 1 − allocated/reserved at the fullest instant of the peak reservation (allocators.md §5.4).
+// With a context (comparison.h): text opens with the start state every row shares, ranks the rows
+// (rankReplays) with a `rank` column, gives reserved / lower bound as the overhead ("vs bound"), marks a
+// reserved figure that is a lower bound with "≥", adds a `recorded` row (the run's own peak reserved)
+// and a sentence on why it differs, and keeps within context.width columns (policy names shortened in
+// the middle; one unit per column). JSON and CSV carry the same as fields (start, lower_bound,
+// reserved_vs_bound, is_lower_bound / reserved_is_lower_bound, rank; a "recorded" row).
 // Text and JSON also give the first failed request of each policy (time, size, stream, reserved and
 // device free then), and for a compaction:INNER policy the passes, blocks and bytes moved, and the peak
 // reserved of INNER alone with the saving (JSON: compactions, blocks_moved, bytes_moved,
 // peak_reserved_without_compaction, compaction_saving — present only for compaction policies).
-void writeReplayTable(
-    const std::vector<replay::ReplayResult>& results, std::string_view format, TimeNs start, std::ostream& out);
+void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::string_view format, TimeNs start,
+    std::ostream& out, const ComparisonContext& context = {});
 nlohmann::json replayResultToJson(const replay::ReplayResult& result, TimeNs start);
 // [{stream, reserved, free}] per stream (ReplayResult::finalStreams, FailureDetail::streams).
 nlohmann::json streamsToJson(const std::vector<replay::StreamMemory>& streams);

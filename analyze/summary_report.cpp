@@ -1,5 +1,6 @@
 #include "analyze/summary_report.h"
 
+#include "analyze/comparison.h" // wrapText
 #include "core/byte_total.h"
 #include "core/counter_units.h"
 #include "core/message_quote.h"
@@ -107,15 +108,18 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
         for (const auto& [name, peak] : d.recordedPeaks)
             out << "    recorded peak   " << textForTerminal(name) << ": " << counterPeakText(name, peak, s.start) << '\n';
         if (d.allocatedBeforeTrace)
-            out << "    before trace    " << formatBytes(d.allocatedBeforeTrace)
-                << " already allocated when the trace began: in the recorded peaks, not in peak allocated\n";
+            out << wrapText("    before trace    " + formatBytes(d.allocatedBeforeTrace)
+                    + " already allocated when the trace began: in the recorded peaks, not in peak allocated",
+                100, std::string(20, ' '));
     }
     if (s.anomalies.empty()) {
         out << "  anomalies       none\n";
     } else {
         out << "  anomalies\n";
         for (const auto& a : s.anomalies)
-            out << "    " << toString(a.severity) << ' ' << textForTerminal(a.code) << " ×" << a.count << ": " << messageForTerminal(a.detail) << '\n';
+            out << wrapText("    " + std::string(toString(a.severity)) + ' ' + textForTerminal(a.code) + " ×" + std::to_string(a.count) + ": "
+                    + messageForTerminal(a.detail),
+                100, "      ");
     }
 }
 

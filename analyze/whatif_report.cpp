@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <numeric>
 #include <ostream>
+#include <sstream>
 
 namespace gpumem::analyze {
 
@@ -24,7 +25,10 @@ namespace {
 
     // A text table: a header row and data rows; the first `leftColumns` columns are left-aligned. The
     // cells (policy specs, process names) are made fit for a terminal line here (textForTerminal).
-    void writeColumns(std::vector<std::vector<std::string>> rows, std::size_t leftColumns, std::ostream& out)
+    // Within `limit` columns (0 = unlimited): column `shrink` gives up what the others leave, its
+    // cells shortened in the middle (comparison.h, shortenMiddle).
+    void writeColumns(std::vector<std::vector<std::string>> rows, std::size_t leftColumns, std::ostream& out,
+        std::size_t limit = 0, std::size_t shrink = std::string::npos)
     {
         for (auto& r : rows)
             for (auto& cell : r)
@@ -35,6 +39,18 @@ namespace {
                 width.resize(std::max(width.size(), r.size()));
                 width[c] = std::max(width[c], displayWidth(r[c]));
             }
+        if (limit != 0 && shrink < width.size()) {
+            std::size_t others = 0;
+            for (std::size_t c = 0; c < width.size(); ++c)
+                others += c == shrink ? 0 : width[c] + (c ? 2 : 0);
+            others += shrink ? 2 : 0;
+            if (others + width[shrink] > limit) {
+                width[shrink] = std::max<std::size_t>(8, limit > others ? limit - others : 8);
+                for (auto& r : rows)
+                    if (shrink < r.size())
+                        r[shrink] = shortenMiddle(r[shrink], width[shrink]);
+            }
+        }
         for (const auto& r : rows) {
             std::string line;
             for (std::size_t c = 0; c < r.size(); ++c) {
@@ -57,16 +73,12 @@ namespace {
 
 std::vector<std::size_t> sweepOrder(const std::vector<SweepRow>& rows)
 {
-    std::vector<std::size_t> order(rows.size());
-    std::iota(order.begin(), order.end(), 0);
-    // bestSweepRow's key, so the best row is the first (review finding: a row with a failed request
-    // and a low peak sorted above every configuration that worked).
-    auto key = [&](std::size_t i) {
-        const auto& r = rows[i].result;
-        return std::make_tuple(r.ooms, r.peakReserved.bytes, r.deviceCalls());
-    };
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
-    return order;
+    // The one ranking (comparison.h), so the best row is the first (review finding: a row with a failed
+    // request and a low peak sorted above every configuration that worked).
+    std::vector<const replay::ReplayResult*> results;
+    for (const auto& r : rows)
+        results.push_back(&r.result);
+    return rankReplays(results);
 }
 
 std::size_t bestSweepRow(const std::vector<SweepRow>& rows)
@@ -82,7 +94,8 @@ std::size_t bestSweepRow(const std::vector<SweepRow>& rows)
     return best;
 }
 
-void writeSweepTable(const std::vector<SweepRow>& rows, std::string_view format, TimeNs start, std::ostream& out)
+void writeSweepTable(const std::vector<SweepRow>& rows, std::string_view format, TimeNs start, std::ostream& out,
+    const ComparisonContext& context)
 {
     checkFormat(format);
     const auto order = sweepOrder(rows);
@@ -93,13 +106,25 @@ void writeSweepTable(const std::vector<SweepRow>& rows, std::string_view format,
             auto j = replayResultToJson(rows[i].result, start);
             j["spec"] = rows[i].spec;
             j["best"] = i == best;
+            j["start"] = std::string(replay::toString(context.start));
+            j["recorded"] = false;
+            j["lower_bound"] = context.lowerBound;
+            j["reserved_vs_bound"] = context.lowerBound
+                ? nlohmann::json(overBound(rows[i].result.peakReserved.bytes, context.lowerBound))
+                : nlohmann::json(nullptr);
             all.push_back(std::move(j));
         }
+        if (context.recorded)
+            all.push_back({ { "spec", "recorded" }, { "policy", "recorded" }, { "recorded", true },
+                { "source", context.recorded->source }, { "peak_reserved", context.recorded->bytes },
+                { "reserved_is_lower_bound", false }, { "best", false },
+                { "start", std::string(replay::toString(context.start)) } });
         dump(all, out);
         return;
     }
     if (format == "csv") {
-        out << "best,spec,policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns\n";
+        out << "best,spec,policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns,"
+               "reserved_is_lower_bound\n";
         for (std::size_t i : order) {
             const auto& r = rows[i].result;
             char waste[32];
@@ -107,25 +132,45 @@ void writeSweepTable(const std::vector<SweepRow>& rows, std::string_view format,
             out << (i == best ? "1" : "0") << ',' << csvField(rows[i].spec) << ',' << csvField(r.policy) << ','
                 << r.peakReserved.bytes << ',' << r.peakAllocated.bytes << ',' << waste << ',' << r.deviceCalls() << ','
                 << r.ooms << ','
-                << (r.failures.empty() ? std::string() : std::to_string(r.failures.front().time - start)) << '\n';
+                << (r.failures.empty() ? std::string() : std::to_string(r.failures.front().time - start)) << ','
+                << (r.reservedIsLowerBound ? 1 : 0) << '\n';
         }
+        if (context.recorded)
+            out << "0,recorded,recorded," << context.recorded->bytes << ",,,,,,0\n";
         return;
     }
-    std::vector<std::vector<std::string>> table { { "", "configuration", "peak reserved", "peak allocated",
-        "waste at peak", "device calls", "OOMs" } };
+    if (context.before.any() || context.start == replay::StartState::Empty)
+        out << wrapText(replay::startStateSentence(context.start, context.before), context.width);
+    Bytes reservedMax = context.recorded ? context.recorded->bytes : 0, allocatedMax = 0;
+    for (const auto& row : rows) {
+        reservedMax = std::max(reservedMax, row.result.peakReserved.bytes);
+        allocatedMax = std::max(allocatedMax, row.result.peakAllocated.bytes);
+    }
+    std::vector<std::vector<std::string>> table { { "", "configuration", "peak reserved", "vs bound",
+        "peak allocated", "device calls", "OOMs" } };
     for (std::size_t i : order) {
         const auto& r = rows[i].result;
-        table.push_back(
-            { i == best ? "*" : "", rows[i].spec, formatBytes(r.peakReserved.bytes), formatBytes(r.peakAllocated.bytes),
-                percent(r.atPeak.waste()), std::to_string(r.deviceCalls()), std::to_string(r.ooms) });
+        table.push_back({ i == best ? "*" : "", rows[i].spec,
+            (r.reservedIsLowerBound ? "≥ " : "") + bytesInUnitOf(r.peakReserved.bytes, reservedMax),
+            overBoundText(r.peakReserved.bytes, context.lowerBound), bytesInUnitOf(r.peakAllocated.bytes, allocatedMax),
+            std::to_string(r.deviceCalls()), std::to_string(r.ooms) });
     }
-    writeColumns(table, 2, out);
+    if (context.recorded)
+        table.push_back({ "", "recorded", bytesInUnitOf(context.recorded->bytes, reservedMax),
+            overBoundText(context.recorded->bytes, context.lowerBound), "-", "-", "-" });
+    writeColumns(table, 2, out, context.width, 1);
     if (best < rows.size())
-        out << "* best: " << textForTerminal(rows[best].spec)
-            << (rows[best].result.ooms ? " (every configuration had a failed request)" : "") << '\n';
+        out << wrapText("* best: " + textForTerminal(rows[best].spec)
+                + (rows[best].result.ooms ? " (every configuration had a failed request)" : ""),
+            context.width);
+    if (context.recorded) {
+        Bytes bestReserved = best < rows.size() ? rows[best].result.peakReserved.bytes : 0;
+        out << wrapText(recordedRowNote(context, bestReserved), context.width);
+    }
 }
 
-void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view format, std::ostream& out)
+void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view format, std::ostream& out,
+    const ComparisonContext& context)
 {
     checkFormat(format);
     if (format == "json") {
@@ -144,28 +189,53 @@ void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view 
                     f.nonMonotone
                         ? nlohmann::json { { "fits_at", f.nonMonotone->first }, { "fails_at", f.nonMonotone->second } }
                         : nlohmann::json(nullptr) },
-                { "probes", probes } });
+                { "probes", probes }, { "start", std::string(replay::toString(context.start)) },
+                { "opening_allocated", f.openingAllocated }, { "reserved_is_lower_bound", f.lowerBoundMark },
+                { "recorded", false } });
         }
+        if (context.recorded)
+            all.push_back({ { "spec", "recorded" }, { "policy", "recorded" }, { "recorded", true },
+                { "source", context.recorded->source }, { "peak_reserved", context.recorded->bytes },
+                { "reserved_is_lower_bound", false }, { "start", std::string(replay::toString(context.start)) } });
         dump(all, out);
         return;
     }
     if (format == "csv") {
         out << "spec,policy,fits,capacity,peak_reserved_at_capacity,live_peak,unlimited_peak_reserved,probes,"
-               "monotone\n";
+               "monotone,reserved_is_lower_bound\n";
         for (const auto& f : fits)
             out << csvField(f.spec) << ',' << csvField(f.policy) << ',' << (f.fits ? 1 : 0) << ','
                 << (f.fits ? std::to_string(f.capacity) : std::string()) << ',' << f.peakReservedAtFit << ','
                 << f.lowerBound << ',' << f.unlimitedPeakReserved << ',' << f.probes.size() << ','
-                << (f.nonMonotone ? 0 : 1) << '\n';
+                << (f.nonMonotone ? 0 : 1) << ',' << (f.lowerBoundMark ? 1 : 0) << '\n';
+        if (context.recorded)
+            out << "recorded,recorded,,," << context.recorded->bytes << ",,,,,0\n";
         return;
     }
-    std::vector<std::vector<std::string>> table { { "policy", "fits in", "peak reserved there",
-        "unlimited peak reserved", "live peak", "probes" } };
+    if (context.before.any() || context.start == replay::StartState::Empty)
+        out << wrapText(replay::startStateSentence(context.start, context.before), context.width);
+    // Short headings, so that the policy column keeps most of the 100 columns (issue 16 item 5).
+    std::vector<std::vector<std::string>> table { { "policy", "fits in", "reserved there", "unlimited reserved",
+        "live peak", "probes" } };
     for (const auto& f : fits)
-        table.push_back({ f.spec, f.fits ? formatBytes(f.capacity) : std::string("no fit"),
-            f.fits ? formatBytes(f.peakReservedAtFit) : std::string("-"), formatBytes(f.unlimitedPeakReserved),
-            formatBytes(f.lowerBound), std::to_string(f.probes.size()) });
-    writeColumns(table, 1, out);
+        table.push_back({ f.spec, f.fits ? markedBytes(f.capacity, f.lowerBoundMark) : std::string("no fit"),
+            f.fits ? markedBytes(f.peakReservedAtFit, f.lowerBoundMark) : std::string("-"),
+            markedBytes(f.unlimitedPeakReserved, f.lowerBoundMark), formatBytes(f.lowerBound),
+            std::to_string(f.probes.size()) });
+    if (context.recorded)
+        table.push_back({ "recorded", "-", formatBytes(context.recorded->bytes), "-", "-", "-" });
+    writeColumns(table, 1, out, context.width, 0);
+    if (std::any_of(fits.begin(), fits.end(), [](const auto& f) { return f.lowerBoundMark; }))
+        out << wrapText("≥: a lower bound: the probes hold the memory from before the trace, not the cache the "
+                        "allocator had reserved around it then, which the trace does not show",
+            context.width);
+    if (context.recorded) {
+        Bytes best = ~Bytes(0);
+        for (const auto& f : fits)
+            if (f.fits)
+                best = std::min(best, f.capacity);
+        out << wrapText(recordedRowNote(context, best == ~Bytes(0) ? 0 : best), context.width);
+    }
     for (const auto& f : fits) {
         if (!f.fits) {
             out << textForTerminal(f.spec) << ": no capacity up to " << formatBytes(f.maxCapacity) << " runs without OOM\n";
@@ -179,6 +249,11 @@ void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view 
                 << f.nonMonotone->second << " B); the capacity shown is the smallest that fits\n";
     }
 }
+
+namespace {
+    void writeFirstFailure(const replay::ColocatedResult& r, const replay::ColocatedFailure& f,
+        const replay::ColocatedProcessResult& p, std::ostream& out);
+} // namespace
 
 void writeColocatedReport(const replay::ColocatedResult& r, std::string_view format, std::ostream& out)
 {
@@ -232,20 +307,21 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
     }
     out << "colocated on one device of " << (r.capacity ? formatBytes(r.capacity) : std::string("unlimited memory"))
         << ": " << r.processes.size() << " processes, each trace from its first event (+ offset)\n";
+    // Peak figures under short headings, so that a process name keeps its columns within 100 (issue 16).
     std::vector<std::vector<std::string>> table { { "process", "policy", "limit", "start", "peak reserved", "at",
-        "peak allocated", "OOMs", "first OOM" } };
+        "allocated", "OOMs", "first OOM" } };
     for (const auto& p : r.processes)
         table.push_back({ p.name, p.policy, bytesOrUnlimited(p.limit), formatOffset(p.offset),
             formatBytes(p.peakReserved.bytes), formatOffset(p.peakReserved.time),
             formatBytes(p.peakAllocated.bytes), std::to_string(p.ooms),
             p.failures.empty() ? std::string("-") : formatOffset(p.failures.front().time) });
-    writeColumns(table, 2, out);
+    writeColumns(table, 2, out, 100, 0); // the process names give up columns first (issue 16 item 5)
     std::string before;
     for (const auto& p : r.processes)
         if (p.openingAllocated > 0)
             before += (before.empty() ? "" : ", ") + textForTerminal(p.name) + " " + formatBytes(p.openingAllocated);
     if (!before.empty())
-        out << "allocated before the profiler trace began, held live from the process's start: " << before << '\n';
+        out << wrapText("allocated before the profiler trace began, held live from the process's start: " + before, 100);
     out << "combined peak reserved: " << formatBytes(r.combinedPeakReserved) << " at +"
         << formatSeconds(r.combinedPeakTime) << '\n';
     if (!r.firstFailure) {
@@ -254,6 +330,15 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
     }
     const auto& f = *r.firstFailure;
     const auto& p = r.processes[f.process];
+    std::ostringstream failure;
+    writeFirstFailure(r, f, p, failure);
+    out << wrapText(failure.str(), 100);
+}
+
+namespace {
+void writeFirstFailure(const replay::ColocatedResult& r, const replay::ColocatedFailure& f,
+    const replay::ColocatedProcessResult& p, std::ostream& out)
+{
     out << "first failure: " << textForTerminal(p.name) << " at +" << formatSeconds(f.request.time) << ": ";
     if (f.beforeTrace)
         out << "the " << formatBytes(f.request.size) << " (" << f.request.size << " B) allocated before its trace began";
@@ -264,7 +349,8 @@ void writeColocatedReport(const replay::ColocatedResult& r, std::string_view for
         << ", all processes " << formatBytes(f.combinedReserved) << "; refused by "
         << (f.byLimit ? textForTerminal(p.name) + "'s limit of " + formatBytes(p.limit)
                       : "the device (" + bytesOrUnlimited(r.capacity) + ")")
-        << (r.stopped ? "; the run stopped there" : "") << '\n';
+        << (r.stopped ? "; the run stopped there" : "");
 }
+} // namespace
 
 } // namespace gpumem::analyze

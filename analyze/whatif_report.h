@@ -4,6 +4,7 @@
 // table (`gpumem fit`: the smallest capacity without OOM per policy) and the colocated report
 // (`gpumem replay --colocate`). Text, JSON or CSV; deterministic (golden tests compare them).
 // Times are shown relative to `start` where the results carry trace times.
+#include "analyze/comparison.h"
 #include "replay/capacity_fit.h"
 #include "replay/colocated_replay.h"
 #include "replay/replayer.h"
@@ -29,8 +30,15 @@ std::vector<std::size_t> sweepOrder(const std::vector<SweepRow>& rows);
 std::size_t bestSweepRow(const std::vector<SweepRow>& rows);
 
 // format: "text", "json" or "csv"; throws UsageError otherwise.
-void writeSweepTable(const std::vector<SweepRow>& rows, std::string_view format, TimeNs start, std::ostream& out);
-void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view format, std::ostream& out);
+// With a context (comparison.h): the start sentence, "≥" on lower-bound figures, reserved / lower bound
+// ("vs bound"), a `recorded` row, within context.width columns; JSON/CSV: the same as fields.
+void writeSweepTable(const std::vector<SweepRow>& rows, std::string_view format, TimeNs start, std::ostream& out,
+    const ComparisonContext& context = {});
+// fit: the capacity a probe holds the opening bytes in is marked "≥" (and lower_bound in JSON/CSV) when
+// FitResult::lowerBoundMark; with a context, a `recorded` row (the run's own peak reserved: a GPU of
+// less did hold the run only if the recorded cache was not needed).
+void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view format, std::ostream& out,
+    const ComparisonContext& context = {});
 void writeColocatedReport(const replay::ColocatedResult& result, std::string_view format, std::ostream& out);
 
 } // namespace gpumem::analyze

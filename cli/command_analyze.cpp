@@ -139,6 +139,7 @@ namespace {
                 "device", po::value<std::string>(), kDeviceOptionHelp)(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
                 "strict", "treat import anomalies of warning or error severity as failures")(
+                "details", po::bool_switch(), "every fragmentation definition, not only the headline (JSON has them all)")(
                 "trace", po::value<std::string>()->required(), "trace file (positional)");
             p.add("trace", 1);
         }
@@ -148,6 +149,7 @@ namespace {
             analyze::ReportOptions report;
             report.groups = groupBys(vm);
             report.top = topOption(vm);
+            report.details = vm.count("details") && vm["details"].as<bool>();
             const std::string path = vm["trace"].as<std::string>();
             LoadOptions load;
             load.strict = vm.count("strict") > 0;
@@ -161,14 +163,11 @@ namespace {
             checkInstantsOnDevice(analysis, at, options.instants);
             // A profiler trace starts after the model was loaded: say how much the breakdowns cannot see.
             if (!analysis.empty)
-                if (auto note = analyze::memoryBeforeTheTraceNote(replay::openingAllocated(trace, analysis.device))) {
-                    err << "note: " << *note
-                        << ": the breakdowns and the lower bound cover what was allocated inside the trace; the "
-                           "recorded counters include it, so peak reserved / lower bound is left out\n";
-                    // The ratio would divide a counter holding that memory by a bound without it (vLLM's 178 GiB
-                    // KV cache: "10917 x"); the HTML report leaves it out for the same reason.
-                    analysis.fragmentation.overheadVsLowerBound.reset();
-                }
+                if (auto note = analyze::memoryBeforeTheTraceNote(analysis.fragmentation.openingAllocated))
+                    err << analyze::wrapText("note: " + *note
+                            + ": the breakdowns cover what was allocated inside the trace; the lower bound holds it "
+                              "from the start, as the recorded counters do",
+                        100);
             if (format == "json")
                 out << analyze::analysisToJson(trace, analysis, path, report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
             else if (format == "csv")

@@ -36,6 +36,9 @@ namespace {
                    "--jobs threads (the answer does not depend on --jobs). If some capacity fits while a larger probe "
                    "failed, the OOM is not monotone in the\n"
                    "capacity for this trace and policy; the table says so under it.\n"
+                   "Every probe starts from --start (recorded, the default: the memory the trace shows from before\n"
+                   "its window is live from the start, and the live peak counts it; a profiler trace's opening bytes\n"
+                   "make the answer a lower bound, marked >=; empty: nothing before the window).\n"
                    "--max-reserved BYTES exits 3 when some policy needs more than BYTES (or fits nowhere up to a\n"
                    "--max-capacity of at least BYTES).\n"
                    "Exit 4 when some policy fits nowhere up to --max-capacity (1 TiB by default) and no gate could\n"
@@ -53,6 +56,7 @@ namespace {
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
                 "device", po::value<std::string>(), kDeviceOptionHelp);
             addJobsOption(o);
+            addStartOptions(o);
             addGateOptions(o, false, "some policy");
             o.add_options()("trace", po::value<std::string>()->required(), "trace file (positional)");
             p.add("trace", 1);
@@ -80,11 +84,14 @@ namespace {
             // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
             if (!options.device)
                 options.device = replay::defaultReplayDevice(trace);
+            options.start = readStart(vm);
             std::vector<replay::FitResult> fits;
             for (const auto& s : specs)
                 fits.push_back(replay::fitCapacity(trace, s, options));
-            analyze::writeFitTable(fits, format, out);
-            warnAboutMemoryBeforeTheWindow(trace, options.device.value_or(0), err);
+            auto context = analyze::comparisonContext(trace, options.device.value_or(0), options.start);
+            context.width = readTableWidth(vm);
+            analyze::writeFitTable(fits, format, out, context);
+            warnAboutMemoryBeforeTheWindow(trace, options.device.value_or(0), err, options.start, context.width);
             // A policy that fits nowhere up to --max-capacity has no answer in the table. A --max-reserved
             // gate at or below --max-capacity has judged it (it needs more than the gate): exit 3.
             // Otherwise exit 4, so that a script cannot take the table for a result.

@@ -1,5 +1,6 @@
 // gpumem replay TRACE --policy SPEC… — what-if: the trace's requests through allocator policies, one row
 // per policy; --fidelity replays with the recorded policy and compares with the recorded segment events.
+#include "analyze/comparison.h"
 #include "analyze/replay_report.h"
 #include "analyze/trace_summary.h"
 #include "analyze/whatif_report.h"
@@ -20,6 +21,7 @@
 #include <algorithm>
 #include <cctype>
 #include <ostream>
+#include <sstream>
 
 namespace gpumem::cli {
 
@@ -63,10 +65,12 @@ namespace {
             return;
         const replay::SimulatedDevice assumed;
         const std::string label = dev < trace.devices().size() ? analyze::deviceLabel(trace.devices()[dev]) : std::to_string(dev);
-        err << "gpumem replay: note: the trace records no memory size for device " << textForTerminal(label) << " and no --capacity was"
+        std::ostringstream note;
+        note << "gpumem replay: note: the trace records no memory size for device " << textForTerminal(label) << " and no --capacity was"
             << " given: the device is taken to have " << formatBytes(assumed.totalMemory())
             << " (the simulator's default), which rmm-pool, rmm-arena, tf-bfc and pytorch's"
-            << " per_process_memory_fraction and expandable segments size from; give --capacity to set it\n";
+            << " per_process_memory_fraction and expandable segments size from; give --capacity to set it";
+        err << analyze::wrapText(note.str(), 100);
     }
 
     // The origin of the "+x s" offsets: the trace start, as `gpumem info` and `analyze` use.
@@ -217,12 +221,13 @@ namespace {
                         std::string name = counter;
                         std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
                         if (name.find("reserved") != std::string::npos && peak.bytes > p.peakReserved.bytes)
-                            err << "note: " << textForTerminal(p.name) << " recorded " << formatBytes(peak.bytes)
-                                << " reserved (" << textForTerminal(counter) << "), more than the "
-                                << formatBytes(p.peakReserved.bytes) << " its replay reserved: the "
-                                << formatBytes(p.openingAllocated)
-                                << " allocated before its trace is held, the cache its allocator reserved then is "
-                                   "not known, so the combined figures may undercount\n";
+                            err << analyze::wrapText("note: " + textForTerminal(p.name) + " recorded "
+                                    + formatBytes(peak.bytes) + " reserved (" + textForTerminal(counter)
+                                    + "), more than the " + formatBytes(p.peakReserved.bytes)
+                                    + " its replay reserved: the " + formatBytes(p.openingAllocated)
+                                    + " allocated before its trace is held, the cache its allocator reserved then is "
+                                      "not known, so the combined figures may undercount (≥)",
+                                100);
                     }
         }
         std::vector<GateSubject> subjects;
@@ -263,6 +268,10 @@ namespace {
                   "compaction[every=N,at=GLOB,order=address|size]:SPEC compacts SPEC's live blocks at every annotation\n"
                   "boundary matching GLOB (default ProfilerStep*) and/or every N request events, and reports the bytes\n"
                   "moved and the peak saved against SPEC alone. optimal plans the whole trace offline (greedy by size).\n"
+                  "--start recorded (the default) starts every row with the memory the trace shows from before its\n"
+                  "window (a snapshot's rebuilt live blocks, laid out by each policy; a profiler trace's opening Total\n"
+                  "Allocated, held as opaque blocks, which makes reserved a lower bound, marked >=); --start empty\n"
+                  "starts every row on an empty device. A `recorded` row gives the run's own peak reserved.\n"
                   "--on-oom stop ends a replay at its first failed request and reports it (time, request, reserved "
                   "and\n"
                   "free then); skip (the default, except with --colocate) counts it, drops that allocation and its\n"
@@ -313,6 +322,7 @@ namespace {
                 "exit 3 when a policy's peak reserved (with --colocate: the combined peak of all processes) is "
                 "above BYTES, e.g. 40GiB");
             addJobsOption(o);
+            addStartOptions(o);
             o.add_options()("trace", po::value<std::vector<std::string>>()->required(), "trace files (positional)");
             p.add("trace", -1);
         }
@@ -367,11 +377,16 @@ namespace {
             // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
             if (!options.device)
                 options.device = replay::defaultReplayDevice(trace);
+            // Every row starts from the same state (--start; replay/start_state.h).
+            const replay::StartState start = readStart(vm);
+            replay::applyStartState(options, trace, start);
             std::vector<replay::ReplayResult> results(specs.size());
             replay::parallelFor(specs.size(), jobs,
                 [&](std::size_t i) { results[i] = replay::Replayer(options).run(trace, specs[i]); });
-            analyze::writeReplayTable(results, format, traceStart(trace), out);
-            warnAboutMemoryBeforeTheWindow(trace, options.device.value_or(0), err);
+            auto context = analyze::comparisonContext(trace, options.device.value_or(0), start);
+            context.width = readTableWidth(vm);
+            analyze::writeReplayTable(results, format, traceStart(trace), out, context);
+            warnAboutMemoryBeforeTheWindow(trace, options.device.value_or(0), err, start, context.width);
             noteAssumedDeviceMemory(trace, options, err);
             std::vector<GateSubject> subjects;
             for (const auto& r : results)

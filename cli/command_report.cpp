@@ -3,6 +3,7 @@
 #include "analyze/html_report.h"
 #include "cli/command.h"
 #include "cli/output_file.h"
+#include "analyze/comparison.h"
 #include "cli/whatif_options.h"
 #include "replay/policy_registry.h"
 #include "replay/policy_spec.h"
@@ -11,6 +12,7 @@
 #include "core/message_quote.h"
 #include "core/importer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <unistd.h>
@@ -39,6 +41,8 @@ namespace {
                 "title", po::value<std::string>()->default_value("gpumem report"), "page title")(
                 "device", po::value<std::string>(), kDeviceOptionHelp)(
                 "strict", "treat import anomalies of warning or error severity as failures")(
+                "start", po::value<std::string>(),
+                "what every policy row starts from: recorded (default: the memory from before the trace) or empty")(
                 "trace", po::value<std::vector<std::string>>()->required(), "trace files (positional)");
             p.add("trace", -1);
         }
@@ -48,6 +52,7 @@ namespace {
             load.strict = vm.count("strict") > 0;
             const auto paths = vm["trace"].as<std::vector<std::string>>();
             const std::size_t top = topOption(vm);
+            const replay::StartState start = readStart(vm);
             if (top == 0) // every breakdown table would be a header alone (review finding)
                 throw UsageError("--top 0 leaves the breakdown tables empty; give the rows per table, 1 or more");
             const std::string outPath = vm["output"].as<std::string>();
@@ -83,19 +88,47 @@ namespace {
                     replay::ReplayOptions replayOptions;
                     replayOptions.device = analyses[i].device;
                     replayOptions.source = paths[i];
+                    // Every row from the same start, measured and ranked as replay does (comparison.h).
+                    replay::applyStartState(replayOptions, traces[i], start);
+                    const auto context = analyze::comparisonContext(traces[i], analyses[i].device, start);
+                    std::vector<replay::ReplayResult> results;
+                    for (const auto& spec : specs)
+                        results.push_back(replay::Replayer(replayOptions).run(traces[i], spec));
+                    std::vector<const replay::ReplayResult*> pointers;
+                    for (const auto& r : results)
+                        pointers.push_back(&r);
+                    const auto order = analyze::rankReplays(pointers);
+                    Bytes bestReserved = results.empty() ? 0 : results[order.front()].peakReserved.bytes;
                     for (std::size_t k = 0; k < specs.size(); ++k) {
-                        auto r = replay::Replayer(replayOptions).run(traces[i], specs[k]);
+                        const auto& r = results[k];
                         analyze::PolicyRow row;
+                        row.reservedIsLowerBound = r.reservedIsLowerBound;
+                        row.rank = std::size_t(std::find(order.begin(), order.end(), k) - order.begin()) + 1;
                         row.trace = paths[i];
                         row.policy = vm["policy"].as<std::vector<std::string>>()[k];
                         row.peakReserved = r.peakReserved.bytes;
                         row.peakAllocated = r.peakAllocated.bytes;
                         row.deviceCalls = r.deviceCalls();
                         row.failedRequests = r.ooms;
-                        if (analyses[i].fragmentation.lowerBound > 0)
-                            row.overheadVsLowerBound = double(r.peakReserved.bytes) / double(analyses[i].fragmentation.lowerBound);
+                        if (context.lowerBound > 0)
+                            row.overheadVsLowerBound = analyze::overBound(r.peakReserved.bytes, context.lowerBound);
                         policies.push_back(std::move(row));
                     }
+                    if (context.recorded) {
+                        analyze::PolicyRow row;
+                        row.trace = paths[i];
+                        row.policy = "recorded";
+                        row.recorded = true;
+                        row.peakReserved = context.recorded->bytes;
+                        row.peakAllocated = context.recorded->allocatedPeak.value_or(0);
+                        if (context.lowerBound > 0)
+                            row.overheadVsLowerBound = analyze::overBound(context.recorded->bytes, context.lowerBound);
+                        row.note = "the run's own peak reserved (" + context.recorded->source + ")";
+                        policies.push_back(std::move(row));
+                        options.policyNotes.push_back(paths[i] + ": " + analyze::recordedRowNote(context, bestReserved));
+                    }
+                    if (context.before.any() || start == replay::StartState::Empty)
+                        options.policyNotes.push_back(paths[i] + ": " + replay::startStateSentence(start, context.before));
                 }
             }
             {

@@ -45,6 +45,7 @@ namespace {
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
                 "device", po::value<std::string>(), kDeviceOptionHelp);
             addJobsOption(o);
+            addStartOptions(o);
             addGateOptions(o, true, "the best configuration");
             o.add_options()("trace", po::value<std::string>()->required(), "trace file (positional)");
             p.add("trace", 1);
@@ -74,13 +75,17 @@ namespace {
             // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
             if (!options.device)
                 options.device = replay::defaultReplayDevice(trace);
+            const replay::StartState start = readStart(vm);
+            replay::applyStartState(options, trace, start);
             std::vector<analyze::SweepRow> rows(specs.size());
             replay::parallelFor(specs.size(), jobs, [&](std::size_t i) {
                 rows[i].spec = specs[i].text;
                 rows[i].result = replay::Replayer(options).run(trace, specs[i]);
             });
-            analyze::writeSweepTable(rows, format, trace.memory().time.front(), out);
-            warnAboutMemoryBeforeTheWindow(trace, options.device.value_or(0), err);
+            auto context = analyze::comparisonContext(trace, options.device.value_or(0), start);
+            context.width = readTableWidth(vm);
+            analyze::writeSweepTable(rows, format, trace.memory().time.front(), out, context);
+            warnAboutMemoryBeforeTheWindow(trace, options.device.value_or(0), err, start, context.width);
             const std::size_t best = analyze::bestSweepRow(rows);
             if (best == rows.size())
                 return kExitOk;

@@ -1,5 +1,6 @@
 #include "cli/whatif_options.h"
 
+#include "analyze/comparison.h"
 #include "analyze/replay_report.h"
 #include "core/error.h"
 #include "core/message_quote.h"
@@ -11,6 +12,8 @@
 #include "replay/replayer.h"
 
 #include <charconv>
+#include <sys/ioctl.h>
+#include <unistd.h>
 #include <ostream>
 
 namespace gpumem::cli {
@@ -82,11 +85,40 @@ unsigned readJobs(const po::variables_map& vm)
     return jobs;
 }
 
-void warnAboutMemoryBeforeTheWindow(const Trace& trace, DeviceId device, std::ostream& err)
+void warnAboutMemoryBeforeTheWindow(
+    const Trace& trace, DeviceId device, std::ostream& err, replay::StartState start, std::size_t width)
 {
-    if (auto note = analyze::memoryBeforeTheTraceNote(replay::openingAllocated(trace, device)))
-        err << "note: " << *note
-            << ", so these replays undercount; `gpumem replay --fidelity` replays from a warm start that holds it\n";
+    auto note = analyze::memoryBeforeTheTraceNote(replay::openingAllocated(trace, device));
+    if (!note)
+        return;
+    const std::string text = "note: " + *note
+        + (start == replay::StartState::Recorded
+                ? "; every replay holds it from the start (--start recorded), but the cache the allocator had "
+                  "reserved around it is not known, so the reserved figures are lower bounds (≥)"
+                : "; --start empty leaves it out, so these replays undercount the run (≥)");
+    err << analyze::wrapText(text, width);
+}
+
+void addStartOptions(po::options_description& options)
+{
+    options.add_options()("start", po::value<std::string>(),
+        "what every row starts from: recorded (default: the memory from before the trace) or empty")(
+        "wide", po::bool_switch(), "text tables not held to 100 columns");
+}
+
+replay::StartState readStart(const po::variables_map& vm)
+{
+    return vm.count("start") ? replay::parseStartState(vm["start"].as<std::string>()) : replay::StartState::Recorded;
+}
+
+std::size_t readTableWidth(const po::variables_map& vm)
+{
+    if (vm.count("wide") && vm["wide"].as<bool>())
+        return 0;
+    struct winsize ws {};
+    if (::isatty(STDOUT_FILENO) && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 100)
+        return ws.ws_col;
+    return 100;
 }
 
 Trace loadReplayableTrace(const std::string& path)

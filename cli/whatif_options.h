@@ -6,6 +6,7 @@
 #include "core/trace.h"
 #include "core/types.h"
 #include "replay/policy_spec.h"
+#include "replay/start_state.h"
 
 #include <iosfwd>
 #include <optional>
@@ -45,9 +46,21 @@ unsigned readJobs(const po::variables_map& vm);
 Trace loadReplayableTrace(const std::string& path);
 
 // A profiler trace starts after the model was loaded: its recorded "Total Allocated" is already above
-// zero at the first sample, and those bytes are not in the trace, so a replay undercounts. Says so on
-// `err` (one "note:" line) when the trace shows such bytes for `device`.
-void warnAboutMemoryBeforeTheWindow(const Trace& trace, DeviceId device, std::ostream& err);
+// zero at the first sample, and those bytes are not in the trace. With --start recorded every replay
+// holds them (replay/start_state.h) and the cache around them is unknown; with --start empty the
+// replays undercount. Says which on `err` (one "note:" paragraph, wrapped to `width` columns, 0 = not
+// wrapped) when the trace shows such bytes for `device`.
+void warnAboutMemoryBeforeTheWindow(
+    const Trace& trace, DeviceId device, std::ostream& err, replay::StartState start, std::size_t width);
+
+// --start recorded|empty (the state every row starts from; default recorded) and --wide (text tables
+// not held to 100 columns).
+void addStartOptions(po::options_description& options);
+// UsageError for a --start that is neither.
+replay::StartState readStart(const po::variables_map& vm);
+// The columns a text table may use: 0 (unlimited) with --wide, else the terminal's width when stdout
+// is a terminal wider than 100 columns, else 100.
+std::size_t readTableWidth(const po::variables_map& vm);
 
 // Parses and validates each spec (UsageError, exit 2, before any work).
 std::vector<replay::PolicySpec> checkedPolicySpecs(const std::vector<std::string>& texts);

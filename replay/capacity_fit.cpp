@@ -10,13 +10,12 @@
 namespace gpumem::replay {
 
 namespace {
-    FitProbe probe(const Trace& trace, const PolicySpec& spec, Bytes capacity, std::optional<DeviceId> device)
+    FitProbe probe(const Trace& trace, const PolicySpec& spec, Bytes capacity, const ReplayOptions& start)
     {
-        ReplayOptions options;
+        ReplayOptions options = start;
         options.capacity = capacity;
         options.totalMemory = capacity;
         options.onOom = OnOom::Stop;
-        options.device = device;
         ReplayResult r = Replayer(options).run(trace, spec);
         FitProbe p { capacity, r.ooms == 0, r.peakReserved.bytes, std::nullopt };
         if (!r.failures.empty())
@@ -25,7 +24,7 @@ namespace {
     }
 } // namespace
 
-Bytes livePeak(const Trace& trace, std::optional<DeviceId> device)
+Bytes livePeak(const Trace& trace, std::optional<DeviceId> device, Bytes opening, bool withRebuilt)
 {
     // A sweep over the device's events in trace order (what `ideal:alignment:1` holds on an unlimited
     // device, without the replay engine's 4 EiB limit): + requested at the alloc, − at the
@@ -37,8 +36,24 @@ Bytes livePeak(const Trace& trace, std::optional<DeviceId> device)
     const auto& m = trace.memory();
     __extension__ typedef __int128 Wide; // GCC and Clang have it; -Wpedantic stays quiet
     std::vector<Wide> delta(m.count(), 0);
+    // The index of the first window event: the blocks allocated before it are the rebuilt state.
+    std::size_t firstWindowEvent = 0;
+    if (!withRebuilt)
+        for (std::uint64_t rebuilt = initialStateEventCount(trace, *device), seen = 0;
+             firstWindowEvent < m.count() && seen < rebuilt; ++firstWindowEvent)
+            seen += m.device[firstWindowEvent] == *device;
+    std::vector<bool> paired(m.count(), false);
+    // The blocks freed in the window without an alloc: (the event they leave at, bytes).
+    std::vector<std::pair<std::size_t, Bytes>> freedBefore;
+    auto requestOf = [&](std::size_t i) { return m.requestedSize[i] ? m.requestedSize[i] : m.size[i]; };
     for (const Allocation& a : trace.allocations()) {
-        if (a.allocEvent == kNoIndex || m.device[a.allocEvent] != *device)
+        for (std::uint64_t e : { a.allocEvent, a.freeEvent, a.freeCompletedEvent })
+            if (e != kNoIndex)
+                paired[e] = true;
+        if (a.allocEvent == kNoIndex && a.freeEvent != kNoIndex && m.device[a.freeEvent] == *device)
+            freedBefore.emplace_back(a.freeCompletedEvent != kNoIndex ? a.freeCompletedEvent : a.freeEvent,
+                requestOf(a.freeEvent));
+        if (a.allocEvent == kNoIndex || m.device[a.allocEvent] != *device || a.allocEvent < firstWindowEvent)
             continue;
         const Bytes request = m.requestedSize[a.allocEvent] ? m.requestedSize[a.allocEvent] : m.size[a.allocEvent];
         delta[a.allocEvent] += request;
@@ -46,7 +61,21 @@ Bytes livePeak(const Trace& trace, std::optional<DeviceId> device)
         if (end != kNoIndex)
             delta[end] -= request;
     }
-    Wide live = 0, peak = 0;
+    Wide live = 0;
+    if (opening > 0) {
+        // The rule of ReplayOptions::openingAllocated: the blocks freed without an alloc leave at their free.
+        for (std::size_t i = 0; i < m.count(); ++i)
+            if (m.device[i] == *device && m.kind[i] == EventKind::Free && !paired[i])
+                freedBefore.emplace_back(i, requestOf(i));
+        Wide freed = 0;
+        for (const auto& [i, size] : freedBefore)
+            freed += size;
+        live = opening;
+        if (freed <= Wide(opening))
+            for (const auto& [i, size] : freedBefore)
+                delta[i] -= size;
+    }
+    Wide peak = live;
     for (std::size_t i = 0; i < delta.size(); ++i) {
         live += delta[i];
         peak = std::max(peak, live);
@@ -65,18 +94,23 @@ FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptio
     result.spec = spec.text;
     const unsigned jobs = options.jobs == 0 ? defaultJobs() : options.jobs;
     std::uint64_t unlimitedOoms = 0;
+    ReplayOptions start; // what every replay of the search starts from
+    start.device = options.device;
+    start.source = options.source; // an initial state a probe cannot adopt names the file
+    applyStartState(start, trace, options.start);
+    result.openingAllocated = start.openingAllocated;
+    const ReplayOptions& unlimited = start;
 
     // The bounds: the policy on an unlimited device, and the live bytes (two replays, in parallel).
     parallelFor(2, jobs, [&](std::size_t i) {
         if (i == 1) {
-            result.lowerBound = livePeak(trace, options.device);
+            result.lowerBound = livePeak(trace, options.device, start.openingAllocated,
+                options.start == StartState::Recorded);
             return;
         }
-        ReplayOptions unlimited;
-        unlimited.device = options.device;
-        unlimited.source = options.source; // the first replay: an initial state it cannot adopt names the file
         ReplayResult free = Replayer(unlimited).run(trace, spec);
         result.policy = free.policy;
+        result.lowerBoundMark = free.reservedIsLowerBound;
         result.unlimitedPeakReserved = free.peakReserved.bytes;
         unlimitedOoms = free.ooms;
         if (!free.failures.empty())
@@ -95,7 +129,7 @@ FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptio
     auto run = [&](const std::vector<Bytes>& capacities) {
         std::vector<FitProbe> got(capacities.size());
         parallelFor(capacities.size(), jobs,
-            [&](std::size_t i) { got[i] = probe(trace, spec, capacities[i], options.device); });
+            [&](std::size_t i) { got[i] = probe(trace, spec, capacities[i], start); });
         probes.insert(probes.end(), got.begin(), got.end());
         return got;
     };

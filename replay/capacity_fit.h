@@ -19,7 +19,7 @@
 // is kept, and a probe that fits below a larger probe that fails is reported as non-monotone, since then
 // "C fits" does not promise that every larger capacity does.
 // Thread-safe: fitCapacity() shares nothing between calls.
-#include "replay/replayer.h"
+#include "replay/start_state.h"
 
 #include <optional>
 #include <string>
@@ -36,6 +36,8 @@ struct FitOptions {
     unsigned jobs = 0; // threads for the probes of a round; 0 = defaultJobs()
     std::optional<DeviceId> device; // as ReplayOptions::device
     std::string source; // as ReplayOptions::source: the trace's file name in errors
+    // Every probe starts from it (replay/start_state.h); the lower bound counts the same memory.
+    StartState start = StartState::Recorded;
 };
 
 struct FitProbe {
@@ -53,7 +55,9 @@ struct FitResult {
     // trace needs no memory (nothing reserved on an unlimited device; no probes then).
     Bytes capacity = 0;
     Bytes peakReservedAtFit = 0; // peak reserved of the replay at `capacity`
-    Bytes lowerBound = 0; // peak live requested bytes
+    Bytes lowerBound = 0; // peak live requested bytes, with the memory from before the window of `start`
+    Bytes openingAllocated = 0; // bytes allocated before a profiler trace, held by every probe
+    bool lowerBoundMark = false; // the capacity is a lower bound (ReplayResult::reservedIsLowerBound)
     Bytes unlimitedPeakReserved = 0; // the policy's peak reserved on an unlimited device
     Bytes maxCapacity = 0; // the largest capacity the search was allowed to try
     bool belowProbed = false; // capacity − step was probed (else it is below the lower bound)
@@ -69,7 +73,11 @@ struct FitResult {
 // time of the requested bytes of the blocks held from alloc to free_completed (a block pending its free
 // still occupies its memory), i.e. the `ideal:alignment:1` peak on an unlimited device, but without the
 // replay engine's 4 EiB limit: 2^64 − 1 when saturated. device: default defaultReplayDevice(trace).
-Bytes livePeak(const Trace& trace, std::optional<DeviceId> device = {});
+// With opening > 0 (bytes allocated before a profiler trace, ReplayOptions::openingAllocated) they are
+// live from the start, less each block the window frees without an alloc, at its free (the rule of
+// ReplayOptions::openingAllocated). withRebuilt = false leaves out the blocks a snapshot importer
+// rebuilt from before the window (StartState::Empty).
+Bytes livePeak(const Trace& trace, std::optional<DeviceId> device = {}, Bytes opening = 0, bool withRebuilt = true);
 
 // Throws UsageError for a bad spec, a zero step or a maxCapacity below the step.
 FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptions& options = {});

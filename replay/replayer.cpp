@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/importer.h"
 #include "replay/adaptors/pending_free_adaptor.h"
+#include "replay/fidelity.h"
 #include "replay/policy_registry.h"
 #include "replay/request_feeder.h"
 #include "core/units.h"
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <unordered_map>
 
 namespace gpumem::replay {
 
@@ -387,8 +389,9 @@ ReplayResult replayTrace(
         sim.setObserver(&segmentRecorder);
 
     // The initial state of the window.
-    std::uint64_t initialEvents
-        = options.initialState == InitialStateMode::Ignore ? 0 : initialStateEventCount(trace, dev);
+    const std::uint64_t rebuiltEvents = initialStateEventCount(trace, dev);
+    std::uint64_t initialEvents = options.initialState == InitialStateMode::Ignore ? 0 : rebuiltEvents;
+    const bool emptyStart = options.initialState == InitialStateMode::Empty; // the rebuilt events are not fed
     // A wrapper (compaction:INNER) adopts as its innermost policy would, so that INNER alone is its baseline.
     const PolicySpec* base = &spec;
     while (base->inner)
@@ -430,9 +433,60 @@ ReplayResult replayTrace(
     // Allocated): one opaque block that stays live [choice].
     if (recorder)
         recorder->initial = true;
-    if (options.openingAllocated > 0
-        && (!feeder.admits(options.openingAllocated) || !top.allocate(options.openingAllocated, 0)))
+    // The blocks the window frees without an alloc were among them: each is its own block until its
+    // free (ReplayOptions::openingAllocated); the event → simulated block of each.
+    std::unordered_map<std::size_t, Address> openingBlocks;
+    // The first opening block refused: the run cannot start (FailedRequest::beforeWindow), whatever onOom says.
+    std::optional<FailedRequest> openingFailure;
+    auto refuseOpening = [&](Bytes size, std::uint64_t event) {
         ++result.ooms;
+        if (openingFailure)
+            return;
+        const auto& st = top.stats();
+        const std::size_t at = std::min<std::size_t>(event, n ? n - 1 : 0);
+        openingFailure = FailedRequest { n ? m.time[at] : 0, event, size, 0, st.reserved, st.allocated,
+            sim.limit() - std::min(sim.limit(), st.reserved), true, {} };
+        openingFailure->refusedBy = !feeder.admits(size) || sim.counters().failedCalls > 0
+            ? deviceLimitText(sim)
+            : policyLimitText(spec, sim, totalMemory == 0);
+    };
+    std::size_t firstDeviceEvent = 0;
+    while (firstDeviceEvent < n && m.device[firstDeviceEvent] != dev)
+        ++firstDeviceEvent;
+    if (options.openingAllocated > 0) {
+        // A free the trace paired with no alloc (Allocation::allocEvent missing) is freed by the feeder
+        // once its allocation has a simulated block; one it did not pair at all is an UnmatchedFree.
+        std::vector<std::size_t> freedInWindow;
+        Bytes freedBytes = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            if (m.device[i] != dev || m.kind[i] != EventKind::Free)
+                continue;
+            const std::uint32_t a = feeder.allocationOf(i);
+            if (a == RequestFeeder::kNoAllocation || (allocs[a].allocEvent == kNoIndex && allocs[a].freeEvent == i)) {
+                freedInWindow.push_back(i);
+                freedBytes += m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
+            }
+        }
+        Bytes opaque = options.openingAllocated;
+        if (freedBytes <= opaque)
+            opaque -= freedBytes;
+        else
+            freedInWindow.clear(); // the counter and the frees disagree: hold the counter's bytes as one block
+        if (opaque > 0 && (!feeder.admits(opaque) || !top.allocate(opaque, 0)))
+            refuseOpening(opaque, firstDeviceEvent);
+        for (std::size_t i : freedInWindow) {
+            const Bytes size = m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
+            std::optional<Address> addr;
+            if (size > 0 && feeder.admits(size))
+                addr = top.allocate(size, feeder.streamOf(i));
+            if (addr && feeder.allocationOf(i) != RequestFeeder::kNoAllocation)
+                feeder.setSimulatedAddress(feeder.allocationOf(i), *addr);
+            else if (addr)
+                openingBlocks.emplace(i, *addr);
+            else if (size > 0)
+                refuseOpening(size, i);
+        }
+    }
     bool stop = false;
     std::uint64_t deviceEvents = 0;
     // The pre-window events happen once: a later pass starts at the window, with the initial state
@@ -448,7 +502,12 @@ ReplayResult replayTrace(
     if (adopt && initialEvents > 0)
         stats.pausePeaks();
     std::uint64_t skip = 0;
-    bool stateDoesNotFit = false; // the adopted state before the window exceeds the capacity
+    bool stateDoesNotFit = false; // the state before the window exceeds the capacity
+    if (openingFailure) {
+        result.failures.push_back(*openingFailure);
+        result.stopped = true;
+        stateDoesNotFit = true;
+    }
     auto pass = [&](bool measured) {
         for (std::size_t i = 0; i < n && !stop; ++i) {
             if ((i & 0xFFFF) == 0 && options.cancel && options.cancel->load(std::memory_order_relaxed))
@@ -489,6 +548,8 @@ ReplayResult replayTrace(
                     break;
                 }
             }
+            if (initial && emptyStart)
+                continue;
             const EventKind kind = m.kind[i];
             clock.time = m.time[i];
             clock.event = i;
@@ -555,8 +616,13 @@ ReplayResult replayTrace(
                 const auto step = feeder.feed(i);
                 if (step.outcome == RequestFeeder::Outcome::ZeroSize)
                     ++result.zeroSizeRequests;
-                else if (step.outcome == RequestFeeder::Outcome::UnmatchedFree)
+                else if (step.outcome == RequestFeeder::Outcome::UnmatchedFree) {
                     ++result.unmatchedFrees;
+                    if (auto it = openingBlocks.find(i); it != openingBlocks.end()) {
+                        top.deallocate(it->second, step.request, step.stream);
+                        openingBlocks.erase(it);
+                    }
+                }
                 else if (step.outcome == RequestFeeder::Outcome::Freed)
                     compactor.freed(*step.address);
                 else if (step.outcome == RequestFeeder::Outcome::Allocated) {
@@ -572,10 +638,17 @@ ReplayResult replayTrace(
                     const bool deviceRefused = sim.counters().failedCalls > failedCallsBefore || !feeder.admits(step.request);
                     FailedRequest f { m.time[i], i, step.request, step.stream, st.reserved, st.allocated, free, false, {} };
                     f.refusedBy = deviceRefused ? deviceLimitText(sim) : policyLimitText(spec, sim, totalMemory == 0);
+                    // A block of the state before the window (allocated as a request) that does not fit: the
+                    // run could not have started, whatever --on-oom says (as for an adopted state).
+                    f.beforeWindow = initial;
                     result.failures.push_back(std::move(f));
                     if (result.failureDetails.size() < kDetailedFailures)
                         result.failureDetails.push_back(failureDetail(top, !deviceRefused));
-                    if (measured && options.onOom == OnOom::Stop) {
+                    if (initial) {
+                        result.stopped = true;
+                        stop = true;
+                        stateDoesNotFit = true;
+                    } else if (measured && options.onOom == OnOom::Stop) {
                         result.stopped = true;
                         stop = true;
                     }
@@ -604,7 +677,7 @@ ReplayResult replayTrace(
             }
         }
     };
-    for (int w = 0; w < options.warmupPasses; ++w) {
+    for (int w = 0; w < options.warmupPasses && !stateDoesNotFit; ++w) {
         // A warm-up pass fills the cache the way earlier iterations did; what it leaves live is freed.
         pass(false);
         if (stateDoesNotFit)
@@ -634,6 +707,9 @@ ReplayResult replayTrace(
     if (stats.peaksPaused())
         stats.resetPeaks(); // a trace with no event after its pre-window state: the peaks are that state's
 
+    result.openingAllocated = options.openingAllocated;
+    result.reservedIsLowerBound = options.openingAllocated > 0 || (emptyStart && rebuiltEvents > 0)
+        || (!record && openingAllocated(trace, dev) > 0);
     result.peakReserved = stats.peakReserved();
     result.peakAllocated = stats.peakAllocated();
     result.peakRequested = stats.peakRequested();

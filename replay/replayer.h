@@ -47,7 +47,11 @@
 namespace gpumem::replay {
 
 enum class OnOom : std::uint8_t { Stop = 0, Skip = 1 };
-enum class InitialStateMode : std::uint8_t { Auto = 0, Adopt = 1, Allocate = 2, Ignore = 3 };
+// Auto: adopt where the policy can (pytorch with the recorded settings), else allocate; Adopt; Allocate
+// (the rebuilt events are fed as requests); Ignore (not told apart from the window: fed as requests,
+// without the adopted state's peak reset); Empty (the rebuilt events are not fed: the window starts on
+// an empty device, replay/start_state.h).
+enum class InitialStateMode : std::uint8_t { Auto = 0, Adopt = 1, Allocate = 2, Ignore = 3, Empty = 4 };
 
 struct ReplayOptions {
     Bytes capacity = 0; // bytes the simulated device may hand out; 0 = unlimited
@@ -64,8 +68,10 @@ struct ReplayOptions {
     // keepFinalState. kNoIndex = replay to the end. Not a failure: `stopped` stays false.
     std::uint64_t stopAfterEvent = kNoIndex;
     InitialStateMode initialState = InitialStateMode::Auto;
-    // Bytes allocated before the window that the trace does not list, held as one opaque live block
-    // from the start (a profiler trace's opening Total Allocated) [choice]; 0 = none.
+    // Bytes allocated before the window that the trace does not list (a profiler trace's opening Total
+    // Allocated), live from the start [choice]: each block the window frees without an alloc is one
+    // block until that free (when their sizes add up to at most these bytes), the rest one opaque block
+    // that stays live; 0 = none. replay/start_state.h sets it for a comparison.
     Bytes openingAllocated = 0;
     // Passes over the window before the measured one, to start from a warm cache as a steady-state
     // training step does [choice]; blocks a pass leaves live are freed before the next.
@@ -86,9 +92,11 @@ struct FailedRequest {
     Bytes reserved = 0; // reserved when it failed
     Bytes allocated = 0;
     Bytes deviceFree = 0; // capacity − reserved (the simulator's 4 EiB limit, kMaxDeviceBytes, when unlimited)
-    // True when no request failed but the adopted state before the window does not fit: its segments
-    // with live blocks hold `reserved` bytes, more than the capacity, `allocated` (= size) of them in
-    // live blocks; time and event are the first window event's.
+    // True when the state before the window does not fit: either the adopted state (no request failed;
+    // its segments with live blocks hold `reserved` bytes, more than the capacity, `allocated` (= size) of
+    // them in live blocks; time and event are the first window event's; refusedBy empty), or one of its
+    // rebuilt blocks allocated as a request was refused (event: that block's; refusedBy says by what).
+    // Either way the replay stops there, whatever onOom says.
     bool beforeWindow = false;
     // The limit that refused the request, in words: the device capacity, the simulator's 4 EiB device
     // limit, or the policy's own limit by name (a stream heap, or pools sized from the device's total
@@ -143,6 +151,12 @@ struct ReplayResult {
     std::uint64_t initialSegments = 0, initialBlocks = 0; // adopted initial state
     std::uint64_t initialNotAdopted = 0; // initial-state items the policy could not adopt
     bool initialAdopted = false;
+    // Memory from before the window (replay/start_state.h): the opening bytes held from the start, and
+    // whether peakReserved (and what depends on it) is a lower bound of what the run needed: true when
+    // opening bytes were held (the cache around them is unknown) or when memory the trace shows from
+    // before its window was left out (InitialStateMode::Empty, or openingAllocated 0 on such a trace).
+    Bytes openingAllocated = 0;
+    bool reservedIsLowerBound = false;
     PeakAt peakReserved, peakAllocated, peakRequested;
     FragmentationSample atPeak; // at the peak reservation, when the most of it was allocated
     Bytes finalReserved = 0, finalAllocated = 0;

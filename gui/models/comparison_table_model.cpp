@@ -35,8 +35,10 @@ void ComparisonTableModel::setTrace(const LoadedTrace& t)
     m_orders.clear();
     m_recorded.reset();
     const auto& frag = t.analysis.fragmentation;
-    m_lowerBound = frag.lowerBound;
     m_openingAllocated = t.analysis.empty ? 0 : replay::openingAllocated(t.trace, t.analysis.device);
+    m_context = t.analysis.empty ? analyze::ComparisonContext {}
+                                 : analyze::comparisonContext(t.trace, t.analysis.device, replay::StartState::Recorded);
+    m_lowerBound = t.analysis.empty ? frag.lowerBound : m_context.lowerBound;
     m_start = t.analysis.origin; // offsets from the trace start, as the other pages and `gpumem replay`
     if (!t.analysis.empty && frag.peakReserved) {
         Recorded r;
@@ -93,7 +95,7 @@ void ComparisonTableModel::clearResults()
 
 void ComparisonTableModel::writeCsv(std::ostream& out) const
 {
-    analyze::writeReplayTable(m_results, "csv", m_start, out);
+    analyze::writeReplayTable(m_results, "csv", m_start, out, m_context);
 }
 
 int ComparisonTableModel::rowCount(const QModelIndex& parent) const
@@ -105,9 +107,7 @@ int ComparisonTableModel::columnCount(const QModelIndex& parent) const { return 
 
 std::optional<Bytes> ComparisonTableModel::idealPeak() const
 {
-    for (std::size_t i = 0; i < m_results.size(); ++i)
-        if (isIdeal(m_specs[i]) && m_results[i].ooms == 0) // an ideal that ran out is no baseline
-            return m_results[i].peakReserved.bytes;
+    // The one overhead figure (analyze/comparison.h): over the lower bound, not over an `ideal` row.
     if (m_lowerBound > 0)
         return m_lowerBound;
     return std::nullopt;
@@ -181,8 +181,9 @@ QVariant ComparisonTableModel::data(const QModelIndex& index, int role) const
                        "not a saving.")
             .arg(m_results[std::size_t(row - (m_recorded ? 1 : 0))].ooms);
     if (role == Qt::ToolTipRole && column == VsRecorded && m_openingAllocated > 0)
-        return QString("Not comparable: %1 was already allocated when this profiler trace began; the recorded "
-                       "reserved includes it, the replays do not.")
+        return QString("Not comparable: %1 was already allocated when this profiler trace began; the replays hold "
+                       "it, but not the cache the allocator had reserved around it then, which the trace does not "
+                       "show: their peak reserved is a lower bound (≥).")
             .arg(bytesText(m_openingAllocated));
     if (role == Qt::ToolTipRole && column == FirstOom && !recordedRow) {
         const auto& r = m_results[std::size_t(row - (m_recorded ? 1 : 0))];
@@ -213,6 +214,9 @@ QVariant ComparisonTableModel::data(const QModelIndex& index, int role) const
     case Policy:
         return v;
     case PeakReserved:
+        if (!recordedRow && m_results[std::size_t(row - (m_recorded ? 1 : 0))].reservedIsLowerBound)
+            return QString::fromUtf8("≥ ") + bytesText(v.toULongLong());
+        return bytesText(v.toULongLong());
     case PeakAllocated:
         return bytesText(v.toULongLong());
     case VsRecorded:
@@ -235,12 +239,13 @@ QVariant ComparisonTableModel::headerData(int section, Qt::Orientation orientati
 {
     if (orientation != Qt::Horizontal || section < 0 || section >= ColumnCount)
         return {};
-    static const char* const titles[] = { "policy", "peak reserved", "vs recorded", "vs ideal", "peak allocated",
+    static const char* const titles[] = { "policy", "peak reserved", "vs recorded", "vs bound", "peak allocated",
         "waste at peak", "device calls", "OOMs", "first OOM" };
     static const char* const tips[] = { "the policy spec as run (hover a row for its effective options)",
         "the most bytes the policy held from the device",
         "peak reserved relative to the peak reserved the trace recorded",
-        "peak reserved over the ideal policy's (when run), else over the maximum of live bytes (the lower bound)",
+        "peak reserved over the lower bound: the most bytes live at once, with the memory from before the trace "
+        "(the overhead figure `gpumem replay` and `gpumem report` give)",
         "the most bytes allocated to the program",
         "1 − allocated/reserved at the fullest instant of the peak reservation (PyTorch's reserved-but-unallocated)",
         "simulated cudaMalloc + cudaFree (+ map/unmap); recorded: segment events",

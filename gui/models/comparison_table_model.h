@@ -3,6 +3,7 @@
 // reserved series) and one per replayed policy, with the columns of `gpumem replay` plus two ratios.
 // A QAbstractTableModel without widgets; lives on the UI thread. Its CSV export is the CLI's
 // (analyze::writeReplayTable, format "csv"), so `gpumem replay --format csv` and the viewer agree.
+#include "analyze/comparison.h"
 #include "gui/models/what_if_engine.h"
 
 #include <QAbstractTableModel>
@@ -19,7 +20,7 @@ public:
         Policy, // the spec; DecorationRole: its curve's colour
         PeakReserved, // bytes
         VsRecorded, // peak reserved / the recorded peak reserved − 1 (a signed fraction); empty, shown "— (N OOMs)", for a run with OOMs
-        VsIdeal, // peak reserved / the ideal's (the `ideal` row if run without OOMs, else max live bytes); as VsRecorded for OOMs
+        VsIdeal, // "vs bound": peak reserved / the lower bound (analyze::ComparisonContext::lowerBound, the one overhead figure of every front end); as VsRecorded for OOMs
         PeakAllocated, // bytes
         WasteAtPeak, // 1 − allocated/reserved at the fullest instant of the peak reservation (PyTorch; allocators.md §5.4)
         DeviceCalls, // cudaMalloc + cudaFree (+ map/unmap); recorded: segment events
@@ -34,7 +35,8 @@ public:
     explicit ComparisonTableModel(QObject* parent = nullptr);
 
     // Bytes allocated before a profiler trace began (replay::openingAllocated of the trace's analysed
-    // device): the replays lack them, so "vs recorded" stays empty when it is not 0.
+    // device): the replays hold them but not the cache around them, so "vs recorded" stays empty when it
+    // is not 0 and the replays' peak reserved is shown as a lower bound ("≥").
     Bytes openingAllocated() const { return m_openingAllocated; }
     // A new trace: drops every row, adds the recorded row when the trace has a reserved series.
     void setTrace(const LoadedTrace& trace);
@@ -69,6 +71,7 @@ private:
     std::vector<QColor> m_colors;
     std::vector<int> m_orders; // WhatIfResult::order of each row, ascending
     Bytes m_lowerBound = 0;
+    analyze::ComparisonContext m_context; // as `gpumem replay` builds it (start recorded)
     Bytes m_openingAllocated = 0;
     TimeNs m_start = 0;
 };

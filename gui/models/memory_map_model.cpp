@@ -390,8 +390,15 @@ QString describeBlock(const LoadedTrace& loaded, const MemoryMapIndex& index, st
     if (frames.empty()) {
         lines << "stack: not recorded";
     } else {
-        lines << QString(rebuilt ? "stack of its free (%1 frames, innermost first; the alloc was not recorded):"
-                                 : "stack (%1 frames, innermost first):")
+        // A rebuilt block has the stack of its later free only where the importer inferred it from that
+        // free (the two events share the site); one the snapshot's `segments` list carries its alloc's
+        // stack, and one never freed cannot have a free's (issue 16 item 4).
+        const auto allocs = trace.allocations();
+        const std::uint64_t freeEvent = b.allocation < allocs.size() ? allocs[b.allocation].freeEvent : kNoIndex;
+        const bool fromFree = rebuilt && freeEvent != kNoIndex && mem.site[freeEvent] == mem.site[ev];
+        lines << QString(fromFree ? "stack of its free (%1 frames, innermost first; the alloc was not recorded):"
+                : rebuilt         ? "stack of its alloc (%1 frames, innermost first; from the snapshot's segments):"
+                                  : "stack of its alloc (%1 frames, innermost first):")
                      .arg(frames.size());
         for (FrameId f : frames) {
             const Frame& fr = trace.frames()[f];

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/importer.h"
 #include "replay/policy_registry.h"
+#include "replay/start_state.h"
 
 #include <QCoreApplication>
 #include <QPointer>
@@ -127,6 +128,8 @@ void WhatIfEngine::start(std::shared_ptr<const LoadedTrace> trace, const QString
                     options.cancel = cancelFlag.get();
                     if (!trace->analysis.empty)
                         options.device = trace->analysis.device;
+                    // The start `gpumem replay` uses by default: the memory from before the trace is live.
+                    replay::applyStartState(options, trace->trace, replay::StartState::Recorded);
                     out.result = replay::Replayer(options).run(trace->trace, spec);
                     out.curve = curveOf(std::move(out.result.timeline), out.result.device);
                     out.reservedLod = std::make_shared<const SeriesLod>(out.curve->time, out.curve->reserved);

@@ -239,7 +239,8 @@ void WhatIfPage::runEnded()
     // The same note `gpumem replay` prints: a profiler trace starts after the model was loaded.
     if (auto note = analyze::memoryBeforeTheTraceNote(m_table.openingAllocated()))
         text += "\nNote: " + QString::fromStdString(*note)
-            + ", so these replays undercount (`gpumem replay --fidelity` replays from a warm start that holds it).";
+            + "; every replay holds it from the start, as `gpumem replay` does, but not the cache the allocator had "
+              "reserved around it, which the trace does not show: their peak reserved figures are lower bounds (≥).";
     m_status->setText(text);
     emit finished();
 }

@@ -26,19 +26,23 @@ TEST(SweepCli, ExpandsGridsAndMarksTheBestRowInEveryFormat)
     auto text = runCli("sweep traces/mlp_train.jsonl --policy 'pytorch:max_split_size_mb:{64,128}' --policy "
                        "'{direct,pytorch:expandable_segments:True}' --jobs 2");
     ASSERT_EQ(text.exitCode, 0) << text.err;
-    EXPECT_EQ(lines(text.out), 6u) << text.out; // header, 4 rows, the best line
+    // Issue 16: header, 4 rows, the recorded row, the best line and the two-line note on the recorded row;
+    // "vs bound" is the overhead column.
+    EXPECT_EQ(lines(text.out), 9u) << text.out;
     // Sorted by peak reserved: direct (640.72 MiB) first and best, expandable segments (722 MiB) last.
-    EXPECT_NE(text.out.find("\n*  direct                               640.72 MiB      640.72 MiB          0.0 %       "
-                            "    192     0\n"),
+    EXPECT_NE(text.out.find("\n*  direct                               640.72 MiB   1.000 x      640.72 MiB           192 "
+                            "    0\n"),
         std::string::npos)
         << text.out;
-    EXPECT_NE(text.out.find("   pytorch:expandable_segments:True     722.00 MiB      640.72 MiB         11.3 %         "
-                            "   14     0\n* best: direct\n"),
+    EXPECT_NE(text.out.find("   pytorch:expandable_segments:True     722.00 MiB   1.127 x      640.72 MiB            14 "
+                            "    0\n   recorded                             730.00 MiB   1.139 x               -         "
+                            "    -     -\n* best: direct\n"),
         std::string::npos)
         << text.out;
     auto json = nlohmann::json::parse(
         runCli("sweep traces/mlp_train.jsonl --policy 'pytorch:max_split_size_mb:{64,128}' --format json").out);
-    ASSERT_EQ(json.size(), 2u);
+    ASSERT_EQ(json.size(), 3u); // and the recorded row
+    EXPECT_EQ(json[2]["recorded"], true);
     EXPECT_EQ(json[0]["spec"], "pytorch:max_split_size_mb:64");
     EXPECT_EQ(json[0]["best"], true);
     EXPECT_EQ(json[1]["best"], false);
@@ -46,9 +50,11 @@ TEST(SweepCli, ExpandsGridsAndMarksTheBestRowInEveryFormat)
     auto csv = runCli("sweep traces/mlp_train.jsonl --policy '{ideal,direct}' --format csv");
     ASSERT_EQ(csv.exitCode, 0);
     EXPECT_EQ(csv.out,
-        "best,spec,policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns\n"
-        "1,ideal,ideal,671843328,671843328,0.000000,0,0,\n"
-        "0,direct,direct,671843328,671843328,0.000000,192,0,\n");
+        "best,spec,policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns,"
+        "reserved_is_lower_bound\n"
+        "1,ideal,ideal,671843328,671843328,0.000000,0,0,,0\n"
+        "0,direct,direct,671843328,671843328,0.000000,192,0,,0\n"
+        "0,recorded,recorded,765460480,,,,,,0\n");
 }
 
 TEST(SweepCli, BadGridsExitTwoWithOneLine)
@@ -108,22 +114,21 @@ TEST(FitCli, ReportsTheSmallestCapacityWithoutOom)
     auto text
         = runCli("fit tests/data/colocate_a.jsonl --policy direct --policy pytorch:per_process_memory_fraction:0.5");
     ASSERT_EQ(text.exitCode, 0) << text.err;
+    // Issue 16: shorter headings, the policy shortened in the middle to stay within 100 columns.
     EXPECT_EQ(text.out,
-        "policy                                     fits in  peak reserved there  unlimited peak reserved  live peak  "
-        "probes\n"
-        "direct                                   24.00 MiB            24.00 MiB                24.00 MiB  24.00 MiB  "
-        "     1\n"
-        "pytorch:per_process_memory_fraction:0.5  48.00 MiB            24.00 MiB                24.00 MiB  24.00 MiB  "
-        "    11\n");
+        "policy                                fits in  reserved there  unlimited reserved  live peak  probes\n"
+        "direct                              24.00 MiB       24.00 MiB           24.00 MiB  24.00 MiB       1\n"
+        "pytorch:per…ss_memory_fraction:0.5  48.00 MiB       24.00 MiB           24.00 MiB  24.00 MiB      11\n");
     auto json = nlohmann::json::parse(runCli("fit traces/mlp_train.jsonl --format json").out);
-    ASSERT_EQ(json.size(), 1u);
+    ASSERT_EQ(json.size(), 2u); // and the recorded row (mlp_train records its segments)
     EXPECT_EQ(json[0]["spec"], "pytorch");
     EXPECT_EQ(json[0]["capacity"], 698351616u); // 666 MiB
     EXPECT_EQ(json[0]["monotone"], true);
     auto csv = runCli("fit tests/data/colocate_a.jsonl --policy ideal --format csv");
     EXPECT_EQ(csv.out,
-        "spec,policy,fits,capacity,peak_reserved_at_capacity,live_peak,unlimited_peak_reserved,probes,monotone\n"
-        "ideal,ideal,1,25165824,25165824,25165824,25165824,1,1\n");
+        "spec,policy,fits,capacity,peak_reserved_at_capacity,live_peak,unlimited_peak_reserved,probes,monotone,"
+        "reserved_is_lower_bound\n"
+        "ideal,ideal,1,25165824,25165824,25165824,25165824,1,1,0\n");
 }
 
 TEST(FitCli, GateAndBadInput)
@@ -204,9 +209,10 @@ TEST(ColocateCli, ReportsWhichProcessFailsFirstAndWhen)
 {
     auto r = runCli("replay " + kPair + " --colocate --capacity 32MiB");
     ASSERT_EQ(r.exitCode, 0) << r.err;
+    // Wrapped at 100 columns (issue 16 item 5).
     EXPECT_NE(r.out.find("first failure: colocate_a at +0.000003 s: request 12.00 MiB (12582912 B) on stream 0, trace "
-                         "event 1; colocate_a reserved 12.00 MiB, all processes 28.00 MiB; refused by the device "
-                         "(32.00 MiB); the run stopped there\n"),
+                         "event 1;\n  colocate_a reserved 12.00 MiB, all processes 28.00 MiB; refused by the device "
+                         "(32.00 MiB); the run\n  stopped there\n"),
         std::string::npos)
         << r.out;
     EXPECT_NE(r.out.find("combined peak reserved: 28.00 MiB at +0.000000 s\n"), std::string::npos) << r.out;
@@ -286,8 +292,18 @@ TEST(ReplayCli, EveryPolicyReservesAtLeastTheIdealPeakOnEveryPublicTrace)
         const std::uint64_t ideal = rows[0]["peak_reserved"];
         EXPECT_GT(ideal, 0u) << entry.path();
         for (const auto& row : rows) {
+            if (row["recorded"].get<bool>())
+                continue; // the run's own peak reserved (issue 16), not a policy
+            // Every row holds the memory from before a profiler trace now (vLLM graph capture: 178 GiB of KV
+            // cache): a policy whose own pool is sized from the device may refuse it, said as its own limit.
+            if (row["ooms"].get<std::uint64_t>() > 0) {
+                ASSERT_FALSE(row["failures"].empty()) << entry.path() << " " << row["policy"];
+                EXPECT_TRUE(row["failures"][0]["before_window"].get<bool>()) << entry.path() << " " << row["policy"];
+                EXPECT_NE(row["failures"][0]["refused_by"].get<std::string>().find("own limit"), std::string::npos)
+                    << entry.path() << " " << row["policy"];
+                continue;
+            }
             EXPECT_GE(row["peak_reserved"].get<std::uint64_t>(), ideal) << entry.path() << " " << row["policy"];
-            EXPECT_EQ(row["ooms"], 0u) << entry.path() << " " << row["policy"];
         }
         ++tables;
     }
@@ -315,9 +331,9 @@ TEST(FitCli, ATraceThatAllocatesNothingNeedsNoMemory)
     auto text = runCli("fit tests/data/zero_byte_alloc.jsonl --policy pytorch --policy direct");
     ASSERT_EQ(text.exitCode, 0) << text.err;
     EXPECT_EQ(text.out,
-        "policy   fits in  peak reserved there  unlimited peak reserved  live peak  probes\n"
-        "pytorch      0 B                  0 B                      0 B        0 B       0\n"
-        "direct       0 B                  0 B                      0 B        0 B       0\n"
+        "policy   fits in  reserved there  unlimited reserved  live peak  probes\n"
+        "pytorch      0 B             0 B                 0 B        0 B       0\n"
+        "direct       0 B             0 B                 0 B        0 B       0\n"
         "pytorch: needs no memory (0 B): nothing is reserved on the device\n"
         "direct: needs no memory (0 B): nothing is reserved on the device\n");
     auto json = nlohmann::json::parse(runCli("fit tests/data/zero_byte_alloc.jsonl --format json").out);

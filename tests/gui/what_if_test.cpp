@@ -1,6 +1,8 @@
 // The What-if page: spec parsing, the background engine against the Replayer, the comparison table
 // (QAbstractItemModelTester, values, CSV), chart export to SVG/PNG and the page's rendering.
+#include "analyze/replay_report.h"
 #include "core/error.h"
+#include "replay/capacity_fit.h"
 #include "core/importer.h"
 #include "core/units.h"
 #include "gui/models/byte_text.h"
@@ -19,6 +21,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QXmlStreamReader>
+#include "tests/public_snapshots.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -70,11 +74,14 @@ bool openOnPage(MainWindow& w, const QString& page, const QString& path)
     return loaded.wait(30000) && loaded.takeFirst().at(0).toBool();
 }
 
+// As `gpumem replay` runs it: from the recorded start (issue 16: the memory from before the window is
+// live in every row, the viewer's included).
 replay::ReplayResult direct(const LoadedTrace& t, const std::string& spec, Bytes capacity = 0)
 {
     replay::ReplayOptions options;
     options.capacity = capacity;
     options.device = t.analysis.device;
+    replay::applyStartState(options, t.trace, replay::StartState::Recorded);
     return replay::Replayer(options).run(t.trace, replay::parsePolicySpec(spec));
 }
 } // namespace
@@ -140,18 +147,23 @@ TEST(WhatIfEngine, TableValuesEqualTheReplayersOnAMicroTrace)
     EXPECT_EQ(raw(1, ComparisonTableModel::PeakReserved).toULongLong(), 23068672u);
     EXPECT_EQ(raw(2, ComparisonTableModel::PeakReserved).toULongLong(), 4196352u);
     EXPECT_DOUBLE_EQ(raw(1, ComparisonTableModel::VsRecorded).toDouble(), 0.0);
-    EXPECT_DOUBLE_EQ(raw(1, ComparisonTableModel::VsIdeal).toDouble(), 23068672.0 / 4196352.0);
-    EXPECT_DOUBLE_EQ(raw(2, ComparisonTableModel::VsIdeal).toDouble(), 1.0);
+    // "vs bound" (issue 16): over the lower bound, the live requested bytes (`replay` and `report` divide
+    // by it too), not over the ideal row's 512-byte-aligned blocks.
+    const double bound = double(replay::livePeak(t->trace, t->analysis.device));
+    EXPECT_DOUBLE_EQ(raw(1, ComparisonTableModel::VsIdeal).toDouble(), 23068672.0 / bound);
+    EXPECT_DOUBLE_EQ(raw(2, ComparisonTableModel::VsIdeal).toDouble(), 4196352.0 / bound);
     EXPECT_EQ(table.index(1, ComparisonTableModel::WasteAtPeak).data().toString(), "81.8 %");
     EXPECT_EQ(table.index(1, ComparisonTableModel::FirstOom).data().toString(), "—");
-    // The CSV is the CLI's, byte for byte.
-    std::ostringstream csv;
+    // The CSV is the CLI's, byte for byte: the same writer with the same comparison context (start,
+    // lower bound, recorded row; issue 16).
+    std::ostringstream csv, cli;
     table.writeCsv(csv);
-    EXPECT_EQ(csv.str(),
-        "policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns,alloc_retries,"
-        "final_reserved,final_allocated,first_oom_largest_free,first_oom_free_cached\n"
-        "pytorch,23068672,4196352,0.818093,2,0,,0,23068672,0,,\n"
-        "ideal,4196352,4196352,0.000000,0,0,,0,0,0,,\n");
+    analyze::writeReplayTable({ direct(*t, "pytorch"), direct(*t, "ideal") }, "csv", t->analysis.origin, cli,
+        analyze::comparisonContext(t->trace, t->analysis.device, replay::StartState::Recorded));
+    EXPECT_EQ(csv.str(), cli.str());
+    EXPECT_NE(csv.str().find("\npytorch,23068672,4196352,0.818093,2,0,,0,23068672,0,,,recorded,0,5.498422,2\n"), std::string::npos)
+        << csv.str();
+    EXPECT_NE(csv.str().find("\nrecorded,23068672,"), std::string::npos) << csv.str();
     // The curves overlay the memory lane: one more series each, peaking at the replay's peak.
     auto frame = computeFrame(*t, fullRangeOf(*t), 300, { engine.curves(), false });
     ASSERT_FALSE(frame.lanes.empty());
@@ -197,6 +209,38 @@ TEST(WhatIfEngine, CancelDropsTheRunningBatch)
     EXPECT_EQ(results.count(), 0);
     EXPECT_EQ(done.count(), 1);
     EXPECT_TRUE(engine.results().empty());
+}
+
+// Issue 16 acceptance: on every public snapshot the viewer's what-if rows start from the state `gpumem
+// replay` uses and rank alike (analyze::rankReplays over the same figures).
+TEST(WhatIfEngine, OnEveryPublicSnapshotTheViewerRanksThePoliciesAsReplayDoes)
+{
+    int seen = 0;
+    for (const char* rel : gpumem::test::kPublicSnapshots) {
+        const std::string path = std::string(GPUMEM_PUBLIC_TRACES) + "/" + rel;
+        if (!std::filesystem::exists(path))
+            continue;
+        ++seen;
+        auto t = load(path);
+        WhatIfEngine engine;
+        ASSERT_TRUE(runAll(engine, t, { "pytorch", "pytorch:expandable_segments:True", "tf-bfc", "ideal" }));
+        ASSERT_EQ(engine.results().size(), 4u) << rel;
+        std::vector<replay::ReplayResult> viewer(4), cli(4);
+        for (const auto& r : engine.results()) {
+            viewer[std::size_t(r.order)] = r.result;
+            cli[std::size_t(r.order)] = direct(*t, r.spec.toStdString());
+            EXPECT_FALSE(r.result.initialAdopted) << rel; // every row from the same state
+            EXPECT_EQ(r.result.peakReserved.bytes, cli[std::size_t(r.order)].peakReserved.bytes) << rel;
+        }
+        std::vector<const replay::ReplayResult*> a, b;
+        for (std::size_t i = 0; i < 4; ++i) {
+            a.push_back(&viewer[i]);
+            b.push_back(&cli[i]);
+        }
+        EXPECT_EQ(analyze::rankReplays(a), analyze::rankReplays(b)) << rel;
+    }
+    if (seen == 0)
+        GTEST_SKIP() << "public snapshots absent";
 }
 
 TEST(WhatIfEngine, ExpandableSegmentsOnARealSnapshotMatchTheReplayer)
@@ -287,10 +331,11 @@ TEST(WhatIfPage, RunsTheDefaultComparisonAndRendersItsCurves)
     QFile csv(csvPath);
     ASSERT_TRUE(csv.open(QIODevice::ReadOnly));
     const QStringList lines = QString::fromUtf8(csv.readAll()).split('\n', Qt::SkipEmptyParts);
-    ASSERT_EQ(lines.size(), 4); // header + the three replays
+    ASSERT_EQ(lines.size(), 5); // header + the three replays + the recorded row (issue 16)
     // mlp_train records segment events: ideal holds exactly the peak allocated bytes.
     EXPECT_EQ(lines[1].section(',', 0, 0), "pytorch");
     EXPECT_EQ(lines[2].section(',', 0, 6), "ideal,671843328,671843328,0.000000,0,0,");
+    EXPECT_EQ(lines[4].section(',', 0, 0), "recorded");
     EXPECT_EQ(lines[3].section(',', 0, 0), "pytorch:expandable_segments:True");
     EXPECT_EQ(lines[3].section(',', 2, 2), "671843328");
 }

@@ -41,13 +41,17 @@ TEST(DeviceLimit, OpeningAllocationAndRequestsAreRefusedByTheSameLimitAboveA4EiB
         EXPECT_EQ(request.ooms, 1u) << spec;
         EXPECT_EQ(request.allocations, 0u) << spec;
         // The same bytes as the opening allocation: refused the same way (it was handed to the policy, the
-        // replayer's limit being the 5 EiB capacity); the window's 512 B request still runs.
+        // replayer's limit being the 5 EiB capacity). Since issue 16 memory from before the window that does
+        // not fit means the run cannot start: a before-window failure, and the window is not replayed.
         ReplayOptions opening = options;
         opening.openingAllocated = kMaxDeviceBytes + 512;
         ReplayResult r = Replayer(opening).run(small, parsePolicySpec(spec));
         EXPECT_EQ(r.ooms, 1u) << spec;
-        EXPECT_EQ(r.allocations, 1u) << spec;
-        EXPECT_EQ(r.peakRequested.bytes, 512u) << spec;
+        EXPECT_EQ(r.allocations, 0u) << spec;
+        ASSERT_EQ(r.failures.size(), 1u) << spec;
+        EXPECT_TRUE(r.failures[0].beforeWindow) << spec;
+        EXPECT_EQ(r.failures[0].size, kMaxDeviceBytes + 512) << spec;
+        EXPECT_TRUE(r.stopped) << spec;
     }
     // Exactly 4 EiB opening bytes are held (and then no room is left for the 512 B request).
     ReplayOptions opening = options;

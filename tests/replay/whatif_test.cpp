@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/importer.h"
 #include "replay/capacity_fit.h"
+#include "replay/start_state.h"
 #include "replay/colocated_replay.h"
 #include "replay/parallel_runs.h"
 #include "replay/policy_grid.h"
@@ -42,9 +43,12 @@ std::vector<std::string> plainPolicies()
     return names;
 }
 
+// From the start fit's probes use (FitOptions::start, recorded: annotated_step.jsonl's 4 KiB from before
+// its window are live; issue 16 item 1 made that fit's default).
 ReplayResult replayAt(const Trace& trace, const std::string& spec, Bytes capacity)
 {
     ReplayOptions o;
+    applyStartState(o, trace, StartState::Recorded);
     o.capacity = capacity;
     o.totalMemory = capacity;
     o.onOom = OnOom::Stop;

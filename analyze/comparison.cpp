@@ -1,0 +1,182 @@
+#include "analyze/comparison.h"
+
+#include "analyze/trace_summary.h"
+#include "core/display_width.h"
+#include "core/units.h"
+#include "replay/capacity_fit.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdio>
+#include <numeric>
+#include <tuple>
+
+namespace gpumem::analyze {
+
+std::optional<RecordedReserved> recordedReserved(const Trace& trace, DeviceId device)
+{
+    const TraceSummary summary = summarize(trace);
+    for (const auto& d : summary.devices) {
+        if (d.device != device)
+            continue;
+        std::optional<RecordedReserved> out;
+        std::optional<Bytes> allocated;
+        for (const auto& [name, peak] : d.recordedPeaks) {
+            std::string lower = name;
+            std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+            if (lower.find("reserved") != std::string::npos && (!out || peak.bytes > out->bytes))
+                out = RecordedReserved { peak.bytes, peak.time, name, std::nullopt };
+            if (lower.find("allocated") != std::string::npos)
+                allocated = std::max(allocated.value_or(0), peak.bytes);
+        }
+        if (d.peakReserved && d.peakReserved->bytes > 0)
+            out = RecordedReserved { d.peakReserved->bytes, d.peakReserved->time, "segment events", std::nullopt };
+        if (out)
+            out->allocatedPeak = allocated ? allocated : (d.peakAllocated ? std::optional<Bytes>(d.peakAllocated->bytes) : std::nullopt);
+        return out;
+    }
+    return std::nullopt;
+}
+
+ComparisonContext comparisonContext(const Trace& trace, DeviceId device, replay::StartState start)
+{
+    ComparisonContext c;
+    c.start = start;
+    c.before = replay::memoryBeforeWindow(trace, device);
+    c.lowerBound = replay::livePeak(trace, device, start == replay::StartState::Recorded ? c.before.openingAllocated : 0,
+        start == replay::StartState::Recorded);
+    c.recorded = recordedReserved(trace, device);
+    return c;
+}
+
+std::vector<std::size_t> rankReplays(const std::vector<const replay::ReplayResult*>& results)
+{
+    std::vector<std::size_t> order(results.size());
+    std::iota(order.begin(), order.end(), 0);
+    auto key = [&](std::size_t i) {
+        const auto& r = *results[i];
+        return std::make_tuple(r.ooms, r.peakReserved.bytes, r.deviceCalls());
+    };
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
+    return order;
+}
+
+double overBound(Bytes reserved, Bytes lowerBound) { return lowerBound == 0 ? 0.0 : double(reserved) / double(lowerBound); }
+
+std::string overBoundText(Bytes reserved, Bytes lowerBound)
+{
+    if (lowerBound == 0)
+        return "-";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f x", overBound(reserved, lowerBound));
+    return buf;
+}
+
+std::string markedBytes(Bytes bytes, bool lowerBound) { return (lowerBound ? "≥ " : "") + formatBytes(bytes); }
+
+std::string bytesInUnitOf(Bytes bytes, Bytes unitOf)
+{
+    if (unitOf < 1024)
+        return std::to_string(bytes) + " B";
+    static constexpr std::array<const char*, 6> kUnits = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+    double scale = 1024.0, top = double(unitOf) / 1024.0;
+    std::size_t unit = 0;
+    while (top >= 1024.0 && unit + 1 < kUnits.size()) {
+        top /= 1024.0;
+        scale *= 1024.0;
+        ++unit;
+    }
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.2f %s", double(bytes) / scale, kUnits[unit]);
+    return buf;
+}
+
+std::string shortenMiddle(const std::string& text, std::size_t width)
+{
+    if (displayWidth(text) <= width)
+        return text;
+    // Code points, so that a cut never splits a UTF-8 sequence.
+    std::vector<std::string> chars;
+    for (std::size_t i = 0; i < text.size();) {
+        const std::size_t len = std::max<std::size_t>(1, characterLength(text, i));
+        chars.push_back(text.substr(i, len));
+        i += len;
+    }
+    if (width < 5) {
+        std::string out;
+        for (const auto& c : chars) {
+            if (displayWidth(out + c) > width)
+                break;
+            out += c;
+        }
+        return out;
+    }
+    const std::size_t keep = width - 1; // one column for "…"
+    const std::size_t tailWidth = keep - keep / 3; // the end carries the file:line
+    std::string tail, head;
+    for (std::size_t i = chars.size(); i-- > 0;) {
+        if (displayWidth(chars[i] + tail) > tailWidth)
+            break;
+        tail = chars[i] + tail;
+    }
+    for (const auto& c : chars) {
+        if (displayWidth(head + c) + displayWidth(tail) > keep)
+            break;
+        head += c;
+    }
+    return head + "…" + tail;
+}
+
+std::string wrapText(const std::string& text, std::size_t width, const std::string& indent)
+{
+    // The text's own leading blanks stay (an indented line of a report); words are split at single blanks,
+    // so runs of blanks inside a line survive as they are.
+    const std::size_t lead = std::min(text.find_first_not_of(' '), text.size());
+    std::string out, line = text.substr(0, lead);
+    bool atStart = true; // no word on `line` yet
+    std::size_t start = lead;
+    while (start < text.size()) {
+        std::size_t end = text.find(' ', start);
+        if (end == std::string::npos)
+            end = text.size();
+        const std::string word = text.substr(start, end - start);
+        if (!atStart && width != 0 && !word.empty() && displayWidth(line) + 1 + displayWidth(word) > width) {
+            while (!line.empty() && line.back() == ' ')
+                line.pop_back();
+            out += line + '\n';
+            line = indent + word;
+        } else
+            line += (atStart ? "" : " ") + word;
+        atStart = false;
+        start = end + 1;
+    }
+    while (!line.empty() && line.back() == ' ')
+        line.pop_back();
+    if (!line.empty())
+        out += line + '\n';
+    return out;
+}
+
+std::string recordedRowNote(const ComparisonContext& c, Bytes bestSimulatedReserved)
+{
+    if (!c.recorded)
+        return {};
+    std::string s = "recorded: the peak reserved the run itself reached (" + c.recorded->source + "), "
+        + formatBytes(c.recorded->bytes) + ". ";
+    if (c.start == replay::StartState::Empty && c.before.any())
+        return s + "The simulated rows leave out the memory from before the trace (--start empty), so they are below it.";
+    if (c.before.openingAllocated > 0)
+        return s + "The simulated rows hold the " + formatBytes(c.before.openingAllocated)
+            + " allocated before the trace, but not the cache the allocator had reserved around it then, which the "
+              "trace does not show: their reserved figures are lower bounds (≥)"
+            + (bestSimulatedReserved < c.recorded->bytes ? ", and the run reserved "
+                        + formatBytes(c.recorded->bytes - bestSimulatedReserved) + " more than the best of them."
+                                                         : ".");
+    if (c.before.rebuiltEvents > 0)
+        return s + "The simulated rows start from the same live blocks, each laid out by its policy; the recorded "
+                   "allocator's cache also held what it had kept from before the window.";
+    return s + "The simulated rows replay the same requests from an empty device.";
+}
+
+} // namespace gpumem::analyze

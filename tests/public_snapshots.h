@@ -1,0 +1,11 @@
+#pragma once
+// The PyTorch snapshots among the shared public traces (../shared/traces/public/SOURCES.md), relative to
+// GPUMEM_PUBLIC_TRACES: the tests that must hold "on every public snapshot" loop over these and skip
+// those absent.
+#include <array>
+
+namespace gpumem::test {
+inline constexpr std::array<const char*, 5> kPublicSnapshots = { "cs336-magma27/memory_snapshot.pickle",
+    "cs336-bcrafton/memory_snapshot.pickle", "cs336-silmont2000/mem_snapshot.pickle",
+    "cs336-silmont2000/memory_forward_bf16_128.pickle", "flexgen-llm-inference/1.3b_snapshot.pickle" };
+} // namespace gpumem::test
