@@ -1,28 +1,31 @@
 #!/usr/bin/env bash
-# scripts/fresh-check.sh [--mirror URL] [--keep] [--with-cuda] [COMMIT]: the README's two commands on a
+# scripts/fresh-check.sh [--mirror URL] [--keep] [--with-cuda] [--nice N] [COMMIT]: the README's two commands on a
 # bare Debian 12. Builds a minimal bookworm root with debootstrap (Debian's packages only) in
 # build/fresh-root/root, copies in a clean clone of COMMIT (default HEAD: committed work only) and
 # ../shared/traces/public (read-only, where the tests look for it), and runs scripts/demo.sh, then
 # scripts/test.sh inside it with chroot, as a user with sudo (install-deps.sh installs what they
 # need, as on a newcomer's machine). Fails on any error; prints the time of each step and test.sh's
 # last lines. Needs root (debootstrap, chroot, mount) and a reachable Debian mirror. Slow: a full
-# build without ccache (about an hour on 2 cores); it runs under `nice`, not in CI.
+# build without ccache (about an hour on 2 idle cores); it runs under `nice`, not in CI.
 #   --mirror URL  Debian mirror (default http://deb.debian.org/debian; security updates come from
 #                 the matching debian-security)
 #   --keep        leave the root in place afterwards (it is removed at the start of the next run anyway)
 #   --with-cuda   bind /usr/local/cuda (NVIDIA's toolkit, not a Debian package) read-only into the
 #                 root, so the tracer is built and tested too
+#   --nice N      the niceness the two commands run at (default 10: the machine stays usable)
 # Logs: build/fresh-root/{debootstrap,demo,test}.log.
 set -euo pipefail
 mirror=http://deb.debian.org/debian
 keep=0
 with_cuda=0
+niceness=10
 commit=HEAD
 while [ $# -gt 0 ]; do
   case "$1" in
     --mirror) mirror=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --with-cuda) with_cuda=1; shift ;;
+    --nice) niceness=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fresh-check: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) commit=$1; shift ;;
@@ -69,7 +72,7 @@ done_step() {
 in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"; }
 as_user() { in_root /usr/sbin/runuser -u "$user" -- /usr/bin/env HOME="$home" USER="$user" TERM=dumb \
-  nice -n 10 bash -c "$1"; }
+  nice -n "$niceness" bash -c "$1"; }
 
 total_start=$(date +%s)
 mkdir -p "$work"
