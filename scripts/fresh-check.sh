@@ -6,7 +6,7 @@
 # scripts/test.sh inside it with chroot, as a user with sudo (install-deps.sh installs what they
 # need, as on a newcomer's machine). Fails on any error; prints the time of each step and test.sh's
 # last lines. Needs root (debootstrap, chroot, mount) and a reachable Debian mirror. Slow: a full
-# build without ccache (about an hour on 2 idle cores); it runs under `nice`, not in CI.
+# build without ccache (48 min on 2 shared cores, docs/install.md); it runs under `nice`, not in CI.
 #   --mirror URL  Debian mirror (default http://deb.debian.org/debian; security updates come from
 #                 the matching debian-security)
 #   --keep        leave the root in place afterwards (it is removed at the start of the next run anyway)
@@ -42,18 +42,24 @@ user=newcomer
 home=/home/$user
 traces=$src/../shared/traces/public
 
+# The mounts at or below the root, innermost first (from /proc/self/mounts: `findmnt -R` lists
+# nothing when the root itself is no mount point, and so missed them all in the first run).
+mounts_below_root() {
+  awk -v r="$root" '$2 == r || index($2, r "/") == 1 { print $2 }' /proc/self/mounts | sort -r
+}
 unmount_all() {
-  # Innermost first; lazily if something still holds a mount.
   local m
-  for m in $(findmnt -R -n -l -o TARGET "$root" 2>/dev/null | sort -r); do
-    [ "$m" = "$root" ] && continue
-    umount "$m" 2>/dev/null || umount -l "$m"
+  for m in $(mounts_below_root); do
+    umount "$m" 2>/dev/null || umount -l "$m" # lazily if something still holds it
   done
 }
 cleanup() {
   local rc=$?
   unmount_all
-  if [ "$keep" -eq 0 ] && [ -d "$root" ] && ! findmnt -R -n "$root" >/dev/null 2>&1; then
+  if [ -n "$(mounts_below_root)" ]; then
+    echo "fresh-check: still mounted below $root (not removed):" $(mounts_below_root) >&2
+    [ "$rc" -ne 0 ] || rc=1
+  elif [ "$keep" -eq 0 ] && [ -d "$root" ]; then
     rm -rf --one-file-system "$root"
   fi
   exit "$rc"
@@ -78,6 +84,7 @@ total_start=$(date +%s)
 mkdir -p "$work"
 if [ -e "$root" ]; then
   unmount_all
+  [ -z "$(mounts_below_root)" ] || { echo "fresh-check: cannot unmount below $root:" $(mounts_below_root) >&2; exit 1; }
   rm -rf --one-file-system "$root"
 fi
 
