@@ -46,6 +46,13 @@ public:
 // Every verb, in the order `gpumem help` lists them (cli/commands.cpp: one line per verb).
 std::vector<std::unique_ptr<Command>> makeCommands();
 
+// The options `gpumem VERB` parses: -h/--help, then those the verb's setup() declares (its
+// positionals go into `positionals`).
+po::options_description optionsOf(Command& c, po::positional_options_description& positionals);
+// Whether option `name` stands for a positional argument (a verb's TRACE), which `gpumem help VERB`
+// and the completion leave out of the option list.
+bool isPositional(const po::positional_options_description& positionals, const std::string& name);
+
 // Shared option helpers.
 // --device D, declared as po::value<std::string>(): a bare integer is the device's position in
 // `gpumem info`'s list (0, 1, …; not the ordinal of `hip:3`), anything else a device label as info

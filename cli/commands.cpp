@@ -31,6 +31,23 @@ std::vector<std::unique_ptr<Command>> makeCommands()
     return v;
 }
 
+po::options_description optionsOf(Command& c, po::positional_options_description& positionals)
+{
+    po::options_description opts(std::string("options of 'gpumem ") + std::string(c.name()) + "'");
+    opts.add_options()("help,h", "show this help and exit");
+    c.setup(opts, positionals);
+    return opts;
+}
+
+bool isPositional(const po::positional_options_description& positionals, const std::string& name)
+{
+    // max_total_count() is unbounded (~0u) for a trailing TRACE...: one position per name is enough.
+    for (unsigned i = 0; i < positionals.max_total_count() && i < 64; ++i)
+        if (positionals.name_for_position(i) == name)
+            return true;
+    return false;
+}
+
 std::string checkedChoice(const po::variables_map& vm, const char* option, const std::vector<std::string>& allowed)
 {
     std::string value = vm[option].as<std::string>();

@@ -1,5 +1,6 @@
 // gpumem — the command-line front end. Dispatches to one Command per verb (cli/commands.cpp).
 #include "cli/command.h"
+#include "cli/completion.h"
 
 #include "core/error.h"
 #include "core/message_quote.h"
@@ -69,14 +70,6 @@ void printOverview(std::ostream& out, const std::vector<std::unique_ptr<Command>
            "4 fit found no capacity up to --max-capacity on which the trace runs without OOM.\n";
 }
 
-po::options_description optionsOf(Command& c, po::positional_options_description& pos)
-{
-    po::options_description opts(std::string("options of 'gpumem ") + std::string(c.name()) + "'");
-    opts.add_options()("help,h", "show this help and exit");
-    c.setup(opts, pos);
-    return opts;
-}
-
 void printVerbHelp(std::ostream& out, Command& c)
 {
     po::positional_options_description pos;
@@ -84,13 +77,9 @@ void printVerbHelp(std::ostream& out, Command& c)
     // The positional arguments are shown by the synopsis; listing them as --trace/--input options too
     // would only confuse.
     po::options_description opts(std::string("options of 'gpumem ") + std::string(c.name()) + "'");
-    for (const auto& o : all.options()) {
-        bool positional = false;
-        for (unsigned i = 0; i < pos.max_total_count() && i < 64; ++i)
-            positional |= pos.name_for_position(i) == o->long_name();
-        if (!positional)
+    for (const auto& o : all.options())
+        if (!isPositional(pos, o->long_name()))
             opts.add(o);
-    }
     out << "usage: gpumem " << c.synopsis() << "\n\n" << c.summary() << "\n\n" << opts;
     if (!c.details().empty())
         out << '\n' << c.details() << '\n';
@@ -197,6 +186,10 @@ int main(int argc, char** argv)
             return kExitUsage;
         }
         std::cout << "gpumem " GPUMEM_VERSION "\n";
+        return kExitOk;
+    }
+    if (verb == "__complete") { // the bash completion's question (cli/completion.h); not in the help
+        printCompletions({ args.begin() + 1, args.end() }, commands, std::cout);
         return kExitOk;
     }
     if (verb == "help" || verb == "--help" || verb == "-h")

@@ -9,7 +9,10 @@ packages=(
   nlohmann-json3-dev libboost-program-options-dev zlib1g-dev libdeflate-dev libsimdjson-dev
   libprotobuf-dev protobuf-compiler libsqlite3-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  qt6-base-dev qt6-charts-dev qt6-svg-dev
+  # the viewer; Qt6Charts loads Qt6OpenGL, which is libqt6opengl6-dev (only a Recommends of qt6-base-dev)
+  qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev
+  # man pages from the help text; the .deb's Depends (dpkg-shlibdeps is in dpkg-dev; CPack needs file)
+  help2man dpkg-dev file
   clang libclang-rt-14-dev
   # tests that drive real peers: the module helper under Debian's CPU PyTorch, the HTML report in Chromium
   python3-torch chromium

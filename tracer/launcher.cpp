@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 #include <dirent.h>
+#include <filesystem>
 #include <iostream>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -82,10 +83,10 @@ std::string locateTracerLibrary()
     if (const char* env = std::getenv("GPUMEM_TRACER_LIBRARY"); env && *env)
         return isFile(env) ? absolute(env) : std::string();
     const std::string dir = exeDir();
-    for (const std::string& candidate : { dir + "/libgpumem_tracer.so", dir + "/../lib/libgpumem_tracer.so",
+    for (const std::string& candidate : { dir + "/libgpumem_tracer.so", dir + "/" GPUMEM_LIBDIR_FROM_BINDIR "/libgpumem_tracer.so",
              std::string(GPUMEM_TRACER_BUILD_PATH), std::string(GPUMEM_TRACER_INSTALL_PATH) })
         if (isFile(candidate))
-            return candidate;
+            return std::filesystem::path(candidate).lexically_normal().string(); // bin/../lib → lib
     return {};
 }
 
@@ -94,9 +95,9 @@ std::string locatePythonHelperDir()
     if (const char* env = std::getenv("GPUMEM_PYTHON_HELPER_DIR"); env && *env)
         return isFile(std::string(env) + "/sitecustomize.py") ? absolute(env) : std::string();
     const std::string dir = exeDir();
-    for (const std::string& candidate : { dir + "/../share/gpumem/python", std::string(GPUMEM_PYTHON_HELPER_SOURCE_DIR) })
+    for (const std::string& candidate : { dir + "/" GPUMEM_PYTHON_HELPER_FROM_BINDIR, std::string(GPUMEM_PYTHON_HELPER_SOURCE_DIR) })
         if (isFile(candidate + "/sitecustomize.py"))
-            return candidate;
+            return std::filesystem::path(candidate).lexically_normal().string();
     return {};
 }
 

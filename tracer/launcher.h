@@ -30,12 +30,14 @@ struct RecordOptions {
 int runRecorded(const RecordOptions& options);
 
 // The tracer library, first found of: $GPUMEM_TRACER_LIBRARY; libgpumem_tracer.so next to the
-// running executable; ../lib/libgpumem_tracer.so relative to it (an install); the build tree's
-// library (path baked in at build time); the install prefix's lib directory. Returns "" if none exists.
+// running executable; the install's library folder relative to it (GPUMEM_LIBDIR_FROM_BINDIR, the
+// path from CMAKE_INSTALL_BINDIR to CMAKE_INSTALL_LIBDIR, "../lib" by default), so an installed
+// tree works wherever it is unpacked (DESTDIR, dpkg -x); the build tree's library (path baked in at
+// build time); the install prefix's lib directory. Returns "" if none exists.
 std::string locateTracerLibrary();
-// The folder holding sitecustomize.py for --annotate-modules: $GPUMEM_PYTHON_HELPER_DIR;
-// ../share/gpumem/python next to the executable (an install); the source tree's tracer/python
-// (baked in at build time). Returns "" if none exists.
+// The folder holding sitecustomize.py for --annotate-modules: $GPUMEM_PYTHON_HELPER_DIR; the
+// install's share/gpumem/python relative to the executable (GPUMEM_PYTHON_HELPER_FROM_BINDIR); the
+// source tree's tracer/python (baked in at build time). Returns "" if none exists.
 std::string locatePythonHelperDir();
 
 // A listing of the .gmt files in `dir` (path → modification time and size), to tell afterwards
