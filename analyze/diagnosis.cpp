@@ -459,11 +459,15 @@ namespace {
             f.evidence.push_back(retry);
             f.evidence.push_back("another process allocating at the same moment (and freeing before the figure was "
                                  "read) makes cudaMalloc fail with the free figure larger");
-            if (auto it = meta.find("allowed_bytes"); it != meta.end() && it->is_number_integer())
-                f.evidence.push_back("a per-process memory fraction allows "
-                    + formatBytes(Bytes(it->get<std::int64_t>()))
-                    + " (\"allowed\"): PyTorch refuses to reserve beyond it whatever the device has free");
-            else
+            if (auto it = meta.find("allowed_bytes"); it != meta.end() && it->is_number_integer()) {
+                const Bytes allowed = Bytes(it->get<std::int64_t>());
+                std::string e = "a per-process memory fraction allows " + formatBytes(allowed)
+                    + " (\"allowed\"): PyTorch refuses to reserve beyond it whatever the device has free";
+                if (L.reserved && *L.reserved + request > allowed)
+                    e += "; reserved " + formatBytes(*L.reserved) + " + the request > " + formatBytes(allowed)
+                        + ": the fraction refused it";
+                f.evidence.push_back(e);
+            } else
                 f.evidence.push_back("no \"allowed\" figure: no per-process memory fraction limited it (PyTorch "
                                      "prints \"X allowed;\" when set_per_process_memory_fraction is in force)");
             const Bytes held = L.reserved.value_or(L.allocated.value_or(0));

@@ -5,6 +5,7 @@
 #include "analyze/diagnosis.h"
 #include "core/display_width.h"
 #include "core/importer.h"
+#include "core/importers/oom_text_importer.h"
 #include "replay/replayer.h"
 #include "tests/analyze/public_trace_support.h"
 
@@ -528,4 +529,23 @@ TEST(Diagnosis, CountersWithoutARequestSayWhatWasHeld)
     EXPECT_EQ(f.bytes, 12420 * MiB);
     EXPECT_NE(f.statement.find("(11.09 GiB of it cached but unallocated)"), std::string::npos) << f.statement;
     EXPECT_TRUE(anyEvidence(f, "cudaMalloc retries: 1"));
+}
+
+TEST(Diagnosis, FreeAboveTheRequestUnderAMemoryFractionNamesTheAllowedLimit)
+{
+    // Written from CUDACachingAllocator.cpp's malloc (no issue has one): "X allowed; " is printed when
+    // set_per_process_memory_fraction is in force, and alloc_block refuses reserved + size > allowed.
+    const Trace t = importTorchOomMessage("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+                                          "of 79.15 GiB of which 40.00 GiB is free. Including non-PyTorch memory, "
+                                          "this process has 39.00 GiB memory in use. 39.57 GiB allowed; Of the "
+                                          "allocated memory 37.00 GiB is allocated by PyTorch, and 1.00 GiB is "
+                                          "reserved by PyTorch but unallocated.",
+        "allowed.txt");
+    const auto d = run(t, 0);
+    const Finding* f = find(d, "free_exceeds_request");
+    ASSERT_NE(f, nullptr) << d.verdict;
+    EXPECT_EQ(f->bytes, 2 * GiB);
+    EXPECT_TRUE(anyEvidence(*f, "a per-process memory fraction allows 39.57 GiB (\"allowed\")"));
+    EXPECT_TRUE(anyEvidence(*f, "reserved 38.00 GiB + the request > 39.57 GiB: the fraction refused it"));
+    EXPECT_FALSE(anyEvidence(*f, "no \"allowed\" figure"));
 }
