@@ -50,6 +50,17 @@ namespace {
           "    torch.cuda.memory._dump_snapshot(\"oom_snapshot.pickle\")\n"
           "    torch.cuda.memory._record_memory_history(enabled=None)\n"
           "# then: gpumem explain oom_snapshot.pickle";
+    // What to record next for TensorFlow: the BFC allocator logs its chunks and Stats at INFO level ("I
+    // …bfc_allocator.cc:645] Sum Total of in-use chunks", tests/data/oom/tf_bfc_stats_deepspeech1940.txt),
+    // which TF_CPP_MIN_LOG_LEVEL above 0 hides; tf.config.experimental.get_memory_info gives 'current'
+    // and 'peak' bytes (TensorFlow API docs); a profile has every allocation.
+    constexpr const char* kRecordTfLog
+        = "# keep TensorFlow's INFO log: the BFC allocator dumps its chunks and Stats at the OOM\n"
+          "#   TF_CPP_MIN_LOG_LEVEL=0 python train.py 2> tf_log.txt; then: gpumem explain tf_log.txt\n"
+          "options = tf.compat.v1.RunOptions(report_tensor_allocations_upon_oom=True)  # TF1 sessions\n"
+          "print(tf.config.experimental.get_memory_info(\"GPU:0\"))  # {'current', 'peak'} in bytes\n"
+          "# or a profile with every allocation: tf.profiler.experimental.start(\"logdir\") ... stop()\n"
+          "# then: gpumem explain logdir/plugins/profile/<run>/<host>.xplane.pb";
 
     std::string hex(Address a)
     {
@@ -353,6 +364,120 @@ namespace {
         const Bytes request = L.request.value_or(0);
         const Bytes cachedFree = L.reserved && L.allocated && *L.reserved > *L.allocated ? *L.reserved - *L.allocated : 0;
         const Bytes devFree = L.deviceFree.value_or(0);
+        const auto& meta = trace.metadata();
+        const bool tf = meta.value("source_format", std::string()) == "tf-oom-report";
+        const bool noFigures = !L.allocated && !L.reserved && !L.process && !L.deviceFree;
+        if (L.request && noFigures) {
+            // no_memory_figures: an OOM message that names the request and nothing else (TF's "OOM when
+            // allocating tensor", a PyTorch message cut after "Tried to allocate").
+            Finding f;
+            f.id = "no_memory_figures";
+            f.bytes = request;
+            f.proven = false;
+            std::string what = "A " + formatBytes(request) + " request failed";
+            std::vector<std::string> parts;
+            if (auto it = meta.find("tensor_shape"); it != meta.end() && it->is_array()) {
+                std::string shape = "shape[";
+                for (std::size_t i = 0; i < it->size(); ++i)
+                    shape += (i ? "," : "") + std::to_string((*it)[i].get<std::uint64_t>());
+                parts.push_back(shape + "]");
+            }
+            if (auto it = meta.find("tensor_dtype"); it != meta.end() && it->is_string())
+                parts.push_back("type " + it->get<std::string>());
+            if (auto it = meta.find("allocator"); it != meta.end() && it->is_string())
+                parts.push_back("allocator " + it->get<std::string>());
+            for (std::size_t i = 0; i < parts.size(); ++i)
+                what += (i ? ", " : " (a tensor of ") + parts[i];
+            if (!parts.empty())
+                what += ")";
+            f.statement = what + ", but the message has no memory figures (allocated, reserved, free): what held the "
+                + "device, and so why it failed, cannot be said from it; record what is below.";
+            f.cause = "the message has no memory figures";
+            f.rule = "an OOM message without allocated, reserved or free figures names the request only";
+            f.source = tf ? "TensorFlow's \"OOM when allocating tensor with shape[…] and type … by allocator …\" "
+                            "(docs/importers.md, OOM text)"
+                          : "PyTorch's OutOfMemoryError message, cut after \"Tried to allocate\" (docs/importers.md)";
+            if (auto it = meta.find("oom_message_line"); it != meta.end() && it->is_string())
+            {
+                std::string line = it->get<std::string>();
+                if (line.size() > 240) // the evidence quotes its start; the metadata keeps it whole
+                    line = line.substr(0, 240) + " …";
+                f.evidence.push_back("the message: " + line);
+            }
+            d.findings.push_back(std::move(f));
+        }
+        if (!L.request) {
+            // no_request: counters without a failed request (a memory_summary or a BFC dump alone).
+            Finding f;
+            f.id = "no_request";
+            f.bytes = L.reserved ? *L.reserved : L.allocated.value_or(0);
+            f.proven = false;
+            std::string held = L.allocated ? formatBytes(*L.allocated) + " allocated" : std::string();
+            if (L.reserved)
+                held += (held.empty() ? "" : " of ") + formatBytes(*L.reserved) + " reserved";
+            if (cachedFree)
+                held += " (" + formatBytes(cachedFree) + " of it cached but unallocated)";
+            f.statement = "The text names no failed request, only the memory held" + (held.empty() ? "" : ": " + held)
+                + "; which request failed and why cannot be said without the OOM message itself.";
+            f.cause = "no failed request in the text";
+            f.rule = "a memory_summary or an allocator dump alone records what was held, not what was asked for";
+            f.source = tf ? "TensorFlow/TSL bfc_allocator.cc DumpMemoryLog (docs/importers.md, OOM text)"
+                          : "torch/cuda/memory.py memory_summary (docs/importers.md, OOM text)";
+            if (auto n = counterValue(trace, dev, "num_ooms (count)"))
+                f.evidence.push_back("CUDA OOMs: " + std::to_string(*n) + " (num_ooms)");
+            if (auto n = counterValue(trace, dev, "num_alloc_retries (count)"))
+                f.evidence.push_back("cudaMalloc retries: " + std::to_string(*n)
+                    + " (num_alloc_retries: each freed the cached blocks and retried cudaMalloc)");
+            if (auto it = meta.find("memory_limit"); it != meta.end() && it->is_number_integer())
+                f.evidence.push_back("the BFC allocator's limit: " + formatBytes(Bytes(it->get<std::int64_t>())));
+            d.findings.push_back(std::move(f));
+        }
+        if (request > 0 && L.deviceFree && devFree >= request) {
+            // free_exceeds_request: PyTorch reads the message's free figure (cudaMemGetInfo) only after the
+            // failed cudaMalloc, after release_cached_blocks freed every unsplit cached block and the
+            // retry failed too (DeviceCachingAllocator::malloc). Free ≥ the request then means the free
+            // bytes changed between the failed call and the reading, or a limit other than free memory
+            // refused (a memory fraction refuses in alloc_block without calling cudaMalloc).
+            Finding f;
+            f.id = "free_exceeds_request";
+            f.bytes = request;
+            f.proven = false;
+            f.statement = "The device reported " + formatBytes(devFree) + " free, more than the " + formatBytes(request)
+                + " request: the failed cudaMalloc was not for want of free bytes as the message measured them.";
+            f.cause = formatBytes(devFree) + " free ≥ the " + formatBytes(request) + " request";
+            f.rule = "the free figure is read after the failure (after the cache release and retry): free ≥ the "
+                     "request means the memory changed meanwhile or a limit refused";
+            f.source = "PyTorch c10/cuda/CUDACachingAllocator.cpp, DeviceCachingAllocator::malloc "
+                       "(release_cached_blocks, the retry, then cudaMemGetInfo for the message); alloc_block";
+            f.evidence.push_back("device free " + formatBytes(devFree) + " − request " + formatBytes(request) + " = "
+                + formatBytes(devFree - request) + " more than asked for");
+            std::string retry = "the free figure is taken after PyTorch released its cached blocks "
+                                "(release_cached_blocks) and retried cudaMalloc";
+            if (auto n = counterValue(trace, dev, "num_alloc_retries (count)"))
+                retry += "; num_alloc_retries " + std::to_string(*n) + ": the run did so " + std::to_string(*n)
+                    + (*n == 1 ? " time" : " times");
+            f.evidence.push_back(retry);
+            f.evidence.push_back("another process allocating at the same moment (and freeing before the figure was "
+                                 "read) makes cudaMalloc fail with the free figure larger");
+            if (auto it = meta.find("allowed_bytes"); it != meta.end() && it->is_number_integer()) {
+                const Bytes allowed = Bytes(it->get<std::int64_t>());
+                std::string e = "a per-process memory fraction allows " + formatBytes(allowed)
+                    + " (\"allowed\"): PyTorch refuses to reserve beyond it whatever the device has free";
+                if (L.reserved && *L.reserved + request > allowed)
+                    e += "; reserved " + formatBytes(*L.reserved) + " + the request > " + formatBytes(allowed)
+                        + ": the fraction refused it";
+                f.evidence.push_back(e);
+            } else
+                f.evidence.push_back("no \"allowed\" figure: no per-process memory fraction limited it (PyTorch "
+                                     "prints \"X allowed;\" when set_per_process_memory_fraction is in force)");
+            const Bytes held = L.reserved.value_or(L.allocated.value_or(0));
+            if (L.deviceTotal && (L.reserved || L.allocated) && held * 100 <= *L.deviceTotal)
+                f.evidence.push_back("PyTorch holds " + formatBytes(held) + " (" + formatBytes(L.allocated.value_or(0))
+                    + " allocated) of an almost empty " + formatBytes(*L.deviceTotal)
+                    + " GPU: a broken CUDA setup (driver and runtime mismatched, a device in a bad state), not memory, "
+                      "is likely");
+            d.findings.push_back(std::move(f));
+        }
         if (L.process && L.reserved && *L.process > *L.reserved) {
             Finding f;
             f.id = "outside_allocator";
@@ -385,24 +510,41 @@ namespace {
             f.proven = true;
             d.noSettingHelps = true;
             d.findings.push_back(std::move(f));
-        } else if (request > 0 && cachedFree > 0 && request > devFree) {
+        } else if (request > 0 && cachedFree > 0 && (cachedFree >= request || request > devFree)) {
+            // The rule: PyTorch looks in its cache (get_free_block) before it calls cudaMalloc, and the
+            // message's reserved is read after release_cached_blocks freed every unsplit cached block. So
+            // reserved − allocated that remains lies in segments live blocks split: when it alone is ≥ the
+            // request, no single free block there was large enough; when it is smaller but with the device's
+            // free it would be enough (and the device's free alone is not), only a layout that joins free
+            // memory (expandable segments) could have served it. Either way the free bytes are fragmented.
             Finding f;
             f.id = "external_fragmentation";
             f.bytes = cachedFree;
             f.proven = false;
-            f.statement = formatBytes(cachedFree) + " is reserved by PyTorch but unallocated, enough with the device's free "
-                + formatBytes(devFree) + " for the " + formatBytes(request)
-                + " request, yet no free block was large enough: fragmentation. expandable_segments:True or "
+            f.statement = formatBytes(cachedFree) + " is reserved by PyTorch but unallocated, "
+                + (cachedFree >= request ? "more than the " + formatBytes(request) + " request by itself"
+                                         : "enough with the device's free " + formatBytes(devFree) + " for the "
+                                 + formatBytes(request) + " request")
+                + ", yet no free block was large enough: fragmentation. expandable_segments:True or "
                   "max_split_size_mb are candidates, but without a trace no replay can prove either.";
             f.cause = formatBytes(cachedFree) + " cached but unallocated (fragmentation, unproven)";
-            f.rule = "an OOM with reserved − allocated + device free ≥ the request means the free memory is split "
-                     "into blocks too small (external fragmentation)";
+            f.rule = "an OOM with reserved − allocated ≥ the request, or with reserved − allocated + device free ≥ the "
+                     "request > device free, means the free memory is split into blocks too small (external "
+                     "fragmentation)";
             f.source = "allocators.md §5.4 (reserved-but-unallocated), §1.5–1.6 (best fit, splitting), §1.11";
             d.findings.push_back(std::move(f));
         }
         rank(d);
         d.lowerBounds.push_back("an OOM message has no blocks, segments or stacks: the findings rest on its counters");
-        d.recordNext = kRecordSnapshot;
+        d.recordNext = tf ? kRecordTfLog : kRecordSnapshot;
+        if (tf) {
+            d.recordNextWhy = "the allocator's log or a profile says what held the memory";
+            if (d.policyOrigin != "given") {
+                d.policy = "tf-bfc";
+                d.policyOrigin = "a TensorFlow OOM report: BFC";
+            }
+            d.policyName = d.policy + " (counters only: no allocator state to replay)";
+        }
         std::string v = request ? "A " + formatBytes(request) + " request failed" : "Memory counters only";
         if (L.deviceFree)
             v += " with " + formatBytes(devFree) + " free";
@@ -414,7 +556,9 @@ namespace {
             v += ": " + d.findings.front().cause + " (" + d.findings.front().id + ")";
         if (d.findings.size() > 1)
             v += "; " + d.findings[1].cause + " (" + d.findings[1].id + ")";
-        v += d.noSettingHelps ? "; no allocator setting can help" : "; record a memory snapshot so a fix can be proven";
+        v += d.noSettingHelps ? "; no allocator setting can help"
+            : tf              ? "; record the allocator's log or a profile (below)"
+                              : "; record a memory snapshot so a fix can be proven";
         d.verdict = v + ".";
         return d;
     }
@@ -444,7 +588,12 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
     replay::validatePolicySpec(spec);
 
     if (!hasRequests(trace, dev)) {
-        if (counterValue(trace, dev, kReservedCounter) || counterValue(trace, dev, kAllocatedCounter)
+        // An OOM event without counters (a message that names only the request) is explained too.
+        const auto& mem = trace.memory();
+        bool oom = false;
+        for (std::size_t i = 0; i < mem.count() && !oom; ++i)
+            oom = mem.device[i] == dev && mem.kind[i] == EventKind::Oom;
+        if (oom || counterValue(trace, dev, kReservedCounter) || counterValue(trace, dev, kAllocatedCounter)
             || counterValue(trace, dev, kProcessCounter))
             return diagnoseCounters(trace, dev, std::move(d));
         throw Error("device " + d.deviceLabel + " has no allocations and no memory counters: nothing to explain");
@@ -1309,7 +1458,10 @@ void writeDiagnosis(const Diagnosis& d, std::string_view format, TimeNs start, s
     };
     para("", "device " + d.deviceLabel + "; policy " + d.policyName + " (" + d.policyOrigin + "); capacity "
             + (d.capacity ? formatBytes(d.capacity) + " (" + d.capacityOrigin + ")" : std::string("unlimited")));
-    if (d.layers) {
+    if (d.layers && !d.layers->allocated && !d.layers->reserved && !d.layers->process && !d.layers->deviceFree) {
+        out << "the failed request " << (d.layers->request ? formatBytes(*d.layers->request) : std::string("?"))
+            << "; the message has no memory figures\n";
+    } else if (d.layers) {
         const auto& L = *d.layers;
         auto b = [](const std::optional<Bytes>& x) { return x ? formatBytes(*x) : std::string("?"); };
         out << "layers: allocated " << b(L.allocated) << " ⊂ reserved " << b(L.reserved) << " ⊂ process "
@@ -1330,6 +1482,8 @@ void writeDiagnosis(const Diagnosis& d, std::string_view format, TimeNs start, s
         para("   rule: ", f.rule + " [" + f.source + "]");
     }
     out << '\n';
+    // Whether a fixes or rejected block follows the findings' blank line (what to record next then needs one).
+    const bool printedAfterFindings = d.noSettingHelps || !d.remedies.empty() || !d.countersOnly || !d.rejected.empty();
     if (d.noSettingHelps) {
         out << "fixes: no allocator setting can help; only less live memory (see capacity above) or a larger GPU.\n";
     } else if (!d.remedies.empty()) {
@@ -1348,7 +1502,10 @@ void writeDiagnosis(const Diagnosis& d, std::string_view format, TimeNs start, s
         para("", s + ".");
     }
     if (!d.recordNext.empty()) {
-        out << "\nwhat to record next (a memory snapshot has every block, segment and stack):\n";
+        // One blank line before it: the findings end with one; a fixes block adds none after itself.
+        if (printedAfterFindings)
+            out << '\n';
+        out << "what to record next (" << d.recordNextWhy << "):\n";
         std::istringstream code(d.recordNext);
         for (std::string l; std::getline(code, l);)
             out << "    " << l << '\n';

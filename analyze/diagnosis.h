@@ -147,6 +147,7 @@ struct Diagnosis {
     bool noSettingHelps = false; // a capacity finding: only less live memory (or a bigger GPU) helps
     std::vector<std::string> lowerBounds; // figures that are lower bounds, and why
     std::string recordNext; // code to record what a next diagnosis needs ("" when the trace has it)
+    std::string recordNextWhy = "a memory snapshot has every block, segment and stack"; // why that record
 };
 
 // Throws UsageError for a bad policy spec or device, or a trace with neither memory events nor memory

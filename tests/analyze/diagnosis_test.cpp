@@ -5,6 +5,7 @@
 #include "analyze/diagnosis.h"
 #include "core/display_width.h"
 #include "core/importer.h"
+#include "core/importers/oom_text_importer.h"
 #include "replay/replayer.h"
 #include "tests/analyze/public_trace_support.h"
 
@@ -13,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -436,4 +438,114 @@ TEST(Diagnosis, ARecordedOomTheReplayDoesNotReproduceIsMemoryOutsideTheAllocator
     EXPECT_EQ(f->bytes, 80 * GiB - 110 * MiB - 40 * GiB);
     EXPECT_TRUE(d.remedies.empty());
     EXPECT_TRUE(d.rejected.empty());
+}
+
+// ---- OOM messages from issues (tests/data/oom, verbatim; SOURCES.md) ----
+
+namespace {
+Trace loadOom(const std::string& name) { return loadTrace(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/oom/" + name); }
+// A figure as the OOM-message importer stores it: the nearest byte (docs/importers.md, Rounding).
+Bytes figure(double value, Bytes unit) { return Bytes(std::llround(value * double(unit))); }
+} // namespace
+
+TEST(Diagnosis, FreeAboveTheRequestWithRetriesAndCachedFreeAboveTheRequest)
+{
+    // fairseq#2442: 246.00 MiB request, 460.38 MiB free, 26.00 GiB allocated of 27.88 GiB reserved,
+    // and its memory_summary's "cudaMalloc retries: 6".
+    const auto d = run(loadOom("message_and_summary_fairseq2442.txt"), 0);
+    const Finding* f = find(d, "free_exceeds_request");
+    ASSERT_NE(f, nullptr) << d.verdict;
+    EXPECT_EQ(f->bytes, 246 * MiB);
+    EXPECT_FALSE(f->proven);
+    EXPECT_NE(f->statement.find("The device reported 460.38 MiB free, more than the 246.00 MiB request: the "
+                                "failed cudaMalloc was not for want of free bytes"),
+        std::string::npos)
+        << f->statement;
+    EXPECT_TRUE(anyEvidence(*f, "release_cached_blocks"));
+    EXPECT_TRUE(anyEvidence(*f, "num_alloc_retries 6: the run did so 6 times"));
+    EXPECT_TRUE(anyEvidence(*f, "another process allocating at the same moment"));
+    EXPECT_TRUE(anyEvidence(*f, "no \"allowed\" figure"));
+    EXPECT_FALSE(anyEvidence(*f, "broken CUDA setup")); // 27.88 GiB of a 31.75 GiB GPU is not almost empty
+    EXPECT_NE(f->source.find("DeviceCachingAllocator::malloc"), std::string::npos);
+    // 1.88 GiB reserved but unallocated ≥ the request: the cache had the bytes, not one block of them.
+    const Finding* frag = find(d, "external_fragmentation");
+    ASSERT_NE(frag, nullptr) << d.verdict;
+    EXPECT_EQ(frag->bytes, figure(27.88, GiB) - 26 * GiB);
+    EXPECT_NE(frag->statement.find("more than the 246.00 MiB request by itself"), std::string::npos) << frag->statement;
+    EXPECT_EQ(d.findings.front().id, "external_fragmentation"); // ranked by bytes: 1.88 GiB, then 246 MiB
+    EXPECT_NE(d.verdict.find("(free_exceeds_request)"), std::string::npos) << d.verdict;
+}
+
+TEST(Diagnosis, FreeAboveTheRequestOnAnAlmostEmptyGpuPointsToTheSetup)
+{
+    // pytorch#16417's title: 12.50 MiB request; 10.92 GiB total; 8.57 MiB allocated; 9.28 GiB free; 4.68 MiB cached.
+    const auto d = run(loadOom("old_cached_issue16417.txt"), 0);
+    ASSERT_EQ(d.findings.size(), 1u) << d.verdict;
+    const Finding& f = d.findings.front();
+    EXPECT_EQ(f.id, "free_exceeds_request");
+    EXPECT_EQ(f.bytes, figure(12.50, MiB));
+    EXPECT_NE(f.statement.find("reported 9.28 GiB free, more than the 12.50 MiB request"), std::string::npos);
+    EXPECT_TRUE(anyEvidence(f, "PyTorch holds 13.25 MiB (8.57 MiB allocated) of an almost empty 10.92 GiB GPU: a "
+                               "broken CUDA setup"));
+    EXPECT_FALSE(anyEvidence(f, "num_alloc_retries")); // the message alone has no summary
+    EXPECT_EQ(find(d, "external_fragmentation"), nullptr); // 4.68 MiB cached < 12.50 MiB, and free suffices
+}
+
+TEST(Diagnosis, AnOomWithoutMemoryFiguresNamesTheRequestAndWhatToRecord)
+{
+    // Azure/MachineLearningNotebooks#880: TF "OOM when allocating tensor with shape[16,112,112,147] and
+    // type float … by allocator GPU_0_bfc", no figures. 16·112·112·147 floats of 4 bytes.
+    const auto d = run(loadOom("tf_oom_azure880.txt"), 0);
+    EXPECT_TRUE(d.countersOnly);
+    EXPECT_EQ(d.moment.kind, analyze::Moment::Kind::RecordedOom);
+    ASSERT_EQ(d.findings.size(), 1u);
+    const Finding& f = d.findings.front();
+    EXPECT_EQ(f.id, "no_memory_figures");
+    EXPECT_EQ(f.bytes, Bytes(16) * 112 * 112 * 147 * 4);
+    EXPECT_NE(f.statement.find("A 112.55 MiB request failed (a tensor of shape[16,112,112,147], type float, "
+                               "allocator GPU_0_bfc), but the message has no memory figures"),
+        std::string::npos)
+        << f.statement;
+    EXPECT_EQ(d.policy, "tf-bfc");
+    EXPECT_NE(d.recordNext.find("TF_CPP_MIN_LOG_LEVEL=0"), std::string::npos);
+    EXPECT_NE(d.recordNext.find("tf.config.experimental.get_memory_info(\"GPU:0\")"), std::string::npos);
+    EXPECT_NE(d.recordNext.find("tf.profiler.experimental.start"), std::string::npos);
+    EXPECT_EQ(d.recordNext.find("torch."), std::string::npos);
+    // A PyTorch message cut after "Tried to allocate 3725.29 GiB. GPU" (pytorch#126766).
+    const auto cut = run(loadOom("truncated_issue126766.txt"), 0);
+    ASSERT_EQ(cut.findings.size(), 1u);
+    EXPECT_EQ(cut.findings.front().id, "no_memory_figures");
+    EXPECT_EQ(cut.findings.front().bytes, figure(3725.29, GiB));
+    EXPECT_NE(cut.recordNext.find("torch.cuda.memory._dump_snapshot"), std::string::npos);
+}
+
+TEST(Diagnosis, CountersWithoutARequestSayWhatWasHeld)
+{
+    // pytorch#35901: a memory_summary alone, 1062 MB allocated of 12420 MB reserved, 1 OOM, 1 retry.
+    const auto d = run(loadOom("summary_cut_issue35901.txt"), 0);
+    ASSERT_EQ(d.findings.size(), 1u);
+    const Finding& f = d.findings.front();
+    EXPECT_EQ(f.id, "no_request");
+    EXPECT_EQ(f.bytes, 12420 * MiB);
+    EXPECT_NE(f.statement.find("(11.09 GiB of it cached but unallocated)"), std::string::npos) << f.statement;
+    EXPECT_TRUE(anyEvidence(f, "cudaMalloc retries: 1"));
+}
+
+TEST(Diagnosis, FreeAboveTheRequestUnderAMemoryFractionNamesTheAllowedLimit)
+{
+    // Written from CUDACachingAllocator.cpp's malloc (no issue has one): "X allowed; " is printed when
+    // set_per_process_memory_fraction is in force, and alloc_block refuses reserved + size > allowed.
+    const Trace t = importTorchOomMessage("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+                                          "of 79.15 GiB of which 40.00 GiB is free. Including non-PyTorch memory, "
+                                          "this process has 39.00 GiB memory in use. 39.57 GiB allowed; Of the "
+                                          "allocated memory 37.00 GiB is allocated by PyTorch, and 1.00 GiB is "
+                                          "reserved by PyTorch but unallocated.",
+        "allowed.txt");
+    const auto d = run(t, 0);
+    const Finding* f = find(d, "free_exceeds_request");
+    ASSERT_NE(f, nullptr) << d.verdict;
+    EXPECT_EQ(f->bytes, 2 * GiB);
+    EXPECT_TRUE(anyEvidence(*f, "a per-process memory fraction allows 39.57 GiB (\"allowed\")"));
+    EXPECT_TRUE(anyEvidence(*f, "reserved 38.00 GiB + the request > 39.57 GiB: the fraction refused it"));
+    EXPECT_FALSE(anyEvidence(*f, "no \"allowed\" figure"));
 }

@@ -7,6 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+#include <vector>
+
 using gpumem::test::runCli;
 
 TEST(ExplainCli, OpensWithTheVerdictAndListsTheProvenFix)
@@ -96,4 +101,57 @@ TEST(ExplainCli, TheHtmlReportOpensWithTheSameVerdict)
     const std::string html = gpumem::test::slurp(out);
     std::filesystem::remove(out);
     EXPECT_NE(html.find("<p class='verdict'><strong>Verdict:</strong> " + verdict + "</p>"), std::string::npos) << html;
+}
+
+// Every out-of-memory text in tests/data/oom (verbatim from issues, SOURCES.md) explains: exit 0, the
+// verdict first, at least one finding, nothing wider than 100 columns, one blank line before "what to
+// record next".
+TEST(ExplainCli, EveryOomTextExplains)
+{
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/oom"))
+        if (e.path().extension() == ".txt")
+            files.push_back(e.path().filename().string());
+    std::sort(files.begin(), files.end());
+    ASSERT_GE(files.size(), 12u);
+    for (const auto& name : files) {
+        const auto r = runCli("explain tests/data/oom/" + name);
+        ASSERT_EQ(r.exitCode, 0) << name << ": " << r.err;
+        EXPECT_EQ(r.out.rfind("verdict: ", 0), 0u) << name << ":\n" << r.out;
+        EXPECT_NE(r.out.find("findings, ranked by bytes:\n1. "), std::string::npos) << name << ":\n" << r.out;
+        EXPECT_EQ(r.out.find("\n\n\n"), std::string::npos) << name << ":\n" << r.out;
+        EXPECT_NE(r.out.find("\n\nwhat to record next ("), std::string::npos) << name << ":\n" << r.out;
+        std::istringstream lines(r.out);
+        for (std::string l; std::getline(lines, l);)
+            EXPECT_LE(gpumem::displayWidth(l), 100u) << name << ": " << l;
+    }
+}
+
+TEST(ExplainCli, CurrentWordingFromIssue16417)
+{
+    // 23.60 GiB in use by the process − (22.90 GiB allocated + 194.87 MiB reserved but unallocated)
+    // = 521.93 MiB outside the allocator; the 194.87 MiB cached free exceeds the 22.00 MiB request.
+    const auto r = runCli("explain tests/data/oom/current_issue16417.txt");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("1. outside_allocator  521.93 MiB\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("process in use 23.60 GiB − reserved by PyTorch 23.09 GiB = 521.93 MiB"), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("2. external_fragmentation  194.87 MiB  (unproven)\n"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("free_exceeds_request"), std::string::npos) << r.out; // 11.06 MiB free < 22.00 MiB
+}
+
+TEST(ExplainCli, TensorFlowOomWithoutFiguresExplains)
+{
+    const auto r = runCli("explain tests/data/oom/tf_oom_azure880.txt");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.out.rfind("verdict: A 112.55 MiB request failed: the message has no memory figures "
+                          "(no_memory_figures)",
+                  0),
+        0u)
+        << r.out;
+    EXPECT_NE(r.out.find("the failed request 112.55 MiB; the message has no memory figures\n"), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("what to record next (the allocator's log or a profile says what held the memory):"),
+        std::string::npos)
+        << r.out;
 }
