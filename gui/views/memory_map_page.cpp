@@ -64,7 +64,10 @@ MemoryMapPage::MemoryMapPage(QWidget* parent)
     connect(m_colouring, &QComboBox::currentIndexChanged, this, [this](int i) { m_view->setColouring(static_cast<MapColouring>(i)); });
     connect(m_view, &MemoryMapView::frameRequested, &m_model, &MemoryMapModel::request);
     connect(&m_model, &MemoryMapModel::frameReady, this, &MemoryMapPage::frameArrived);
-    connect(m_view, &MemoryMapView::blockClicked, this, &MemoryMapPage::selectBlock);
+    connect(m_view, &MemoryMapView::blockClicked, this, [this](std::size_t block) {
+        m_view->setHighlightedBlocks({});
+        selectBlock(block);
+    });
     connect(m_view, &MemoryMapView::instantPicked, this, &MemoryMapPage::instantPicked);
     // Choosing a segment in the table zooms the address axis to it.
     connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex& current) {
@@ -97,6 +100,28 @@ void MemoryMapPage::setTrace(std::shared_ptr<const LoadedTrace> trace)
 }
 
 void MemoryMapPage::setInstant(TimeNs time)
+{
+    m_view->setHighlightedBlocks({});
+    showInstant(time);
+}
+
+void MemoryMapPage::highlightAllocations(TimeNs time, const std::vector<std::uint32_t>& allocations)
+{
+    if (!m_trace || !m_trace->memoryMap || m_trace->memoryMap->empty())
+        return;
+    const MemoryMapIndex& index = *m_trace->memoryMap;
+    std::vector<std::size_t> blocks;
+    for (std::uint32_t a : allocations)
+        if (a < index.blockOfAllocation.size() && index.blockOfAllocation[a] >= 0)
+            blocks.push_back(std::size_t(index.blockOfAllocation[a]));
+    showInstant(time);
+    m_selectOnFrame = false; // the named block, not the largest, is the one to show
+    if (!blocks.empty())
+        selectBlock(blocks.front());
+    m_view->setHighlightedBlocks(std::move(blocks));
+}
+
+void MemoryMapPage::showInstant(TimeNs time)
 {
     if (!m_trace || !m_trace->memoryMap || m_trace->memoryMap->empty())
         return;
