@@ -65,9 +65,10 @@ MemoryMapPage::MemoryMapPage(QWidget* parent)
     connect(m_view, &MemoryMapView::frameRequested, &m_model, &MemoryMapModel::request);
     connect(&m_model, &MemoryMapModel::frameReady, this, &MemoryMapPage::frameArrived);
     connect(m_view, &MemoryMapView::blockClicked, this, [this](std::size_t block) {
-        m_view->setHighlightedBlocks({});
+        clearHighlight();
         selectBlock(block);
     });
+    connect(m_view, &MemoryMapView::instantPicked, this, [this] { m_segments.setMarkedBlocks({}); });
     connect(m_view, &MemoryMapView::instantPicked, this, &MemoryMapPage::instantPicked);
     // Choosing a segment in the table zooms the address axis to it.
     connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex& current) {
@@ -101,8 +102,14 @@ void MemoryMapPage::setTrace(std::shared_ptr<const LoadedTrace> trace)
 
 void MemoryMapPage::setInstant(TimeNs time)
 {
-    m_view->setHighlightedBlocks({});
+    clearHighlight();
     showInstant(time);
+}
+
+void MemoryMapPage::clearHighlight()
+{
+    m_view->setHighlightedBlocks({});
+    m_segments.setMarkedBlocks({});
 }
 
 void MemoryMapPage::highlightAllocations(TimeNs time, const std::vector<std::uint32_t>& allocations)
@@ -118,6 +125,10 @@ void MemoryMapPage::highlightAllocations(TimeNs time, const std::vector<std::uin
     m_selectOnFrame = false; // the named block, not the largest, is the one to show
     if (!blocks.empty())
         selectBlock(blocks.front());
+    std::vector<Address> addresses;
+    for (std::size_t b : blocks)
+        addresses.push_back(index.blocks[b].address);
+    m_segments.setMarkedBlocks(std::move(addresses));
     m_view->setHighlightedBlocks(std::move(blocks));
 }
 

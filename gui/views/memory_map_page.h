@@ -32,8 +32,9 @@ public:
 
     // Opens the map at `time` with the blocks of these trace allocations (trace.allocations() indexes,
     // as analyze::EvidenceBlock::allocation carries them) outlined and the first of them on the map
-    // selected, its details shown. Allocations not on the map (another device) are skipped. The
-    // outline stays until the user picks another instant or block.
+    // selected, its details shown; the segment table marks the rows holding them. Allocations not on
+    // the map (another device) are skipped. The outline stays until the user picks another instant or
+    // block.
     void highlightAllocations(gpumem::TimeNs time, const std::vector<std::uint32_t>& allocations);
 
 public slots:
@@ -48,6 +49,7 @@ signals:
 
 private:
     void showInstant(gpumem::TimeNs time);
+    void clearHighlight();
     void frameArrived(const std::shared_ptr<const MemoryMapFrame>& frame);
 
     MemoryMapModel m_model;

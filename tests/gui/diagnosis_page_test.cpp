@@ -122,11 +122,19 @@ TEST(DiagnosisPage, AFindingOpensTheMemoryMapAtTheMomentWithItsBlocksOutlined)
         return n;
     };
     EXPECT_GT(highlightPixels(), 0);
+    // The segment table (address ranges: no segment events) marks the five ranges holding them, not
+    // the 30 MiB block's.
+    const auto& table = map->segmentTable();
+    ASSERT_EQ(table.rowCount(), 6);
+    for (int r = 0; r < 6; ++r)
+        EXPECT_EQ(table.marked(r), table.rows()[std::size_t(r)].size == 6 * MiB) << r;
+    EXPECT_TRUE(table.data(table.index(0, 0), Qt::BackgroundRole).isValid());
 
     // Picking another block (a click on the map) clears the outline; so does another instant.
     emit map->view()->blockClicked(0);
     EXPECT_TRUE(map->view()->highlightedBlocks().empty());
     EXPECT_EQ(highlightPixels(), 0);
+    EXPECT_FALSE(table.marked(0));
     page->showFinding(0);
     EXPECT_EQ(map->view()->highlightedBlocks().size(), 5u);
     map->setInstant(d.moment.time - 1000); // the Timeline's pick
