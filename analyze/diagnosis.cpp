@@ -117,6 +117,8 @@ namespace {
             e.stream = stream;
             if (b.state == BlockState::Allocated || b.state == BlockState::PendingFree) {
                 e.category = categoryOf(b.address);
+                if (auto it = allocationAt.find(b.address); it != allocationAt.end())
+                    e.allocation = it->second;
                 if (auto ev = allocEvent(b.address)) {
                     e.site = siteOf(*ev);
                     if (*ev >= firstWindowEvent) // the rebuilt state before a snapshot's window has no time

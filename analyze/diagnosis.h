@@ -54,6 +54,9 @@ struct EvidenceBlock {
     std::string site; // analyze::siteLabel, else the scope path, else ""
     std::string category;
     std::optional<TimeNs> allocTime; // absolute ns; none for a block from before the trace
+    // The live block's index into trace.allocations() (whose address is the recorded one: the viewer's
+    // memory map finds the block by it); none for a free block.
+    std::optional<std::uint32_t> allocation;
 };
 struct EvidenceSegment {
     Address address = 0;

@@ -555,6 +555,21 @@ void SegmentTableModel::setRows(std::vector<SegmentRow> rows, bool segments)
     endResetModel();
 }
 
+void SegmentTableModel::setMarkedBlocks(std::vector<Address> addresses)
+{
+    beginResetModel();
+    m_marked = std::move(addresses);
+    endResetModel();
+}
+
+bool SegmentTableModel::marked(int row) const
+{
+    if (row < 0 || row >= int(m_rows.size()))
+        return false;
+    const SegmentRow& r = m_rows[std::size_t(row)];
+    return std::any_of(m_marked.begin(), m_marked.end(), [&](Address a) { return a >= r.address && a - r.address < r.size; });
+}
+
 int SegmentTableModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(m_rows.size()); }
 int SegmentTableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : 5; }
 
@@ -569,6 +584,8 @@ QVariant SegmentTableModel::data(const QModelIndex& index, int role) const
         return QVariant::fromValue<qulonglong>(v);
     if (role == Qt::TextAlignmentRole)
         return QVariant::fromValue(Qt::Alignment(index.column() == 0 ? Qt::AlignLeft | Qt::AlignVCenter : Qt::AlignRight | Qt::AlignVCenter));
+    if (role == Qt::BackgroundRole)
+        return marked(index.row()) ? QVariant(QColor(245, 190, 245)) : QVariant();
     if (role != Qt::DisplayRole)
         return {};
     switch (index.column()) {

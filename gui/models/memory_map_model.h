@@ -183,6 +183,10 @@ public:
     using QAbstractTableModel::QAbstractTableModel;
     void setRows(std::vector<SegmentRow> rows, bool segments);
     const std::vector<SegmentRow>& rows() const { return m_rows; }
+    // Addresses of the blocks a Diagnosis finding names: rows holding one get a magenta background
+    // (Qt::BackgroundRole) and marked() true. Kept across setRows(); {} clears.
+    void setMarkedBlocks(std::vector<Address> addresses);
+    bool marked(int row) const;
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role) const override;
@@ -190,6 +194,7 @@ public:
 
 private:
     std::vector<SegmentRow> m_rows;
+    std::vector<Address> m_marked;
     bool m_segments = true;
 };
 

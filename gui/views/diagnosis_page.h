@@ -2,7 +2,8 @@
 // The viewer's Diagnosis page: gpumem explain's verdict, findings and proven fixes (analyze::diagnose, the
 // one core behind the CLI, docs/explain.md) for the loaded trace, computed on a worker thread (design.md
 // §7) and shown as rendered Markdown. A link under the verdict jumps to the memory map at the moment
-// explained (instantPicked). Lives on the UI thread; owns its widgets.
+// explained (instantPicked); each finding's id that names live blocks links to the memory map at that
+// moment with those blocks outlined (findingPicked). Lives on the UI thread; owns its widgets.
 #include "analyze/diagnosis.h"
 #include "gui/models/trace_session.h"
 
@@ -11,6 +12,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 class QTextBrowser;
 
@@ -28,12 +30,21 @@ public:
     QTextBrowser* browser() const { return m_browser; }
     // What a click on the moment link does (also for tests): emits instantPicked with the moment's time.
     void showMoment();
+    // What a click on finding `finding`'s id does (also for tests): emits findingPicked with the moment's
+    // time and namedAllocations() of the finding; nothing for a finding that names no live block.
+    void showFinding(std::size_t finding);
+    // The trace allocations (trace.allocations() indexes) of the live blocks a finding names: its blocks,
+    // then those pinning its segments, each once, in that order.
+    static std::vector<std::uint32_t> namedAllocations(const analyze::Finding& finding);
 
 signals:
     // The diagnosis is shown; `oom` when its moment is an OOM (the window then opens this page first).
     void ready(bool oom);
     // The moment explained (absolute ns), for the memory map.
     void instantPicked(gpumem::TimeNs time);
+    // A finding clicked: the moment (absolute ns) and the allocations it names, for
+    // MemoryMapPage::highlightAllocations.
+    void findingPicked(gpumem::TimeNs time, std::vector<std::uint32_t> allocations);
 
 private:
     struct Outcome {

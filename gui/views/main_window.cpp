@@ -76,6 +76,12 @@ MainWindow::MainWindow(QWidget* parent)
         m_timeline->setSelectedInstant(t);
         m_tabs->setCurrentWidget(m_memoryMap);
     });
+    // A finding's id: the same moment with the blocks it names outlined, the first selected.
+    connect(diagnosis, &DiagnosisPage::findingPicked, this, [this](TimeNs t, const std::vector<std::uint32_t>& allocations) {
+        m_memoryMap->highlightAllocations(t, allocations);
+        m_timeline->setSelectedInstant(t);
+        m_tabs->setCurrentWidget(m_memoryMap);
+    });
     m_timeline->setWindowTitle("timeline");
     addChartExportActions(*m_timeline, "timeline.png");
     m_memoryMap->view()->setWindowTitle("memory-map");

@@ -64,7 +64,11 @@ MemoryMapPage::MemoryMapPage(QWidget* parent)
     connect(m_colouring, &QComboBox::currentIndexChanged, this, [this](int i) { m_view->setColouring(static_cast<MapColouring>(i)); });
     connect(m_view, &MemoryMapView::frameRequested, &m_model, &MemoryMapModel::request);
     connect(&m_model, &MemoryMapModel::frameReady, this, &MemoryMapPage::frameArrived);
-    connect(m_view, &MemoryMapView::blockClicked, this, &MemoryMapPage::selectBlock);
+    connect(m_view, &MemoryMapView::blockClicked, this, [this](std::size_t block) {
+        clearHighlight();
+        selectBlock(block);
+    });
+    connect(m_view, &MemoryMapView::instantPicked, this, [this] { m_segments.setMarkedBlocks({}); });
     connect(m_view, &MemoryMapView::instantPicked, this, &MemoryMapPage::instantPicked);
     // Choosing a segment in the table zooms the address axis to it.
     connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex& current) {
@@ -97,6 +101,38 @@ void MemoryMapPage::setTrace(std::shared_ptr<const LoadedTrace> trace)
 }
 
 void MemoryMapPage::setInstant(TimeNs time)
+{
+    clearHighlight();
+    showInstant(time);
+}
+
+void MemoryMapPage::clearHighlight()
+{
+    m_view->setHighlightedBlocks({});
+    m_segments.setMarkedBlocks({});
+}
+
+void MemoryMapPage::highlightAllocations(TimeNs time, const std::vector<std::uint32_t>& allocations)
+{
+    if (!m_trace || !m_trace->memoryMap || m_trace->memoryMap->empty())
+        return;
+    const MemoryMapIndex& index = *m_trace->memoryMap;
+    std::vector<std::size_t> blocks;
+    for (std::uint32_t a : allocations)
+        if (a < index.blockOfAllocation.size() && index.blockOfAllocation[a] >= 0)
+            blocks.push_back(std::size_t(index.blockOfAllocation[a]));
+    showInstant(time);
+    m_selectOnFrame = false; // the named block, not the largest, is the one to show
+    if (!blocks.empty())
+        selectBlock(blocks.front());
+    std::vector<Address> addresses;
+    for (std::size_t b : blocks)
+        addresses.push_back(index.blocks[b].address);
+    m_segments.setMarkedBlocks(std::move(addresses));
+    m_view->setHighlightedBlocks(std::move(blocks));
+}
+
+void MemoryMapPage::showInstant(TimeNs time)
 {
     if (!m_trace || !m_trace->memoryMap || m_trace->memoryMap->empty())
         return;

@@ -30,7 +30,15 @@ public:
     QString instantText() const;
     void setColouring(MapColouring colouring);
 
+    // Opens the map at `time` with the blocks of these trace allocations (trace.allocations() indexes,
+    // as analyze::EvidenceBlock::allocation carries them) outlined and the first of them on the map
+    // selected, its details shown; the segment table marks the rows holding them. Allocations not on
+    // the map (another device) are skipped. The outline stays until the user picks another instant or
+    // block.
+    void highlightAllocations(gpumem::TimeNs time, const std::vector<std::uint32_t>& allocations);
+
 public slots:
+    // Moves the instant (the Timeline's pick) and clears a Diagnosis highlight.
     void setInstant(gpumem::TimeNs time);
     void setTimeRange(gpumem::gui::TimeRange range);
     void selectBlock(std::size_t block);
@@ -40,6 +48,8 @@ signals:
     void instantPicked(gpumem::TimeNs time);
 
 private:
+    void showInstant(gpumem::TimeNs time);
+    void clearHighlight();
     void frameArrived(const std::shared_ptr<const MemoryMapFrame>& frame);
 
     MemoryMapModel m_model;

@@ -68,6 +68,7 @@ void MemoryMapView::setTrace(std::shared_ptr<const LoadedTrace> trace)
     m_trace = std::move(trace);
     m_frame.reset();
     m_selected.reset();
+    m_highlighted.clear();
     m_instant.reset();
     m_window = {};
     m_range = m_trace && m_trace->memoryMap ? m_trace->memoryMap->time : TimeRange {};
@@ -102,6 +103,12 @@ void MemoryMapView::setColouring(MapColouring colouring)
 void MemoryMapView::setSelectedBlock(std::optional<std::size_t> block)
 {
     m_selected = block;
+    update();
+}
+
+void MemoryMapView::setHighlightedBlocks(std::vector<std::size_t> blocks)
+{
+    m_highlighted = std::move(blocks);
     update();
 }
 
@@ -207,8 +214,9 @@ void MemoryMapView::paintEvent(QPaintEvent*)
         const double x = xOf(*m_instant);
         p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()));
     }
-    if (m_selected && *m_selected < index->blocks.size()) {
-        const auto& b = index->blocks[*m_selected];
+    // A block's outline over its lifetime and in the at-instant column.
+    auto outline = [&](std::size_t block, const QPen& pen) {
+        const auto& b = index->blocks[block];
         const TimeNs end = b.freeCompletedTime == kNeverFreed ? m_range.end : b.freeCompletedTime;
         QRectF r(QPointF(std::max<double>(xOf(b.allocTime), plot.left()), yOf(b.offset + b.size)),
             QPointF(std::min<double>(xOf(end), plot.right()), yOf(b.offset)));
@@ -217,11 +225,16 @@ void MemoryMapView::paintEvent(QPaintEvent*)
             r.adjust(0, -1.5, 0, 1.5);
         if (r.width() < 3)
             r.adjust(-1.5, 0, 1.5, 0);
-        p.setPen(QPen(Qt::black, 2));
+        p.setPen(pen);
         p.setBrush(Qt::NoBrush);
         p.drawRect(r);
         p.drawRect(QRectF(col.left(), r.top(), col.width(), r.height()));
-    }
+    };
+    for (std::size_t block : m_highlighted) // a Diagnosis finding's blocks
+        if (block < index->blocks.size())
+            outline(block, QPen(QColor(kHighlightColour), 3));
+    if (m_selected && *m_selected < index->blocks.size())
+        outline(*m_selected, QPen(Qt::black, 2));
     // Legend.
     p.setPen(palette().color(QPalette::WindowText));
     const auto legend = index->legend(m_colouring);
@@ -270,6 +283,7 @@ void MemoryMapView::mousePressEvent(QMouseEvent* event)
     TimeNs t = 0;
     const auto block = blockUnder(event->position().toPoint(), &t);
     if (plotRect().contains(event->position().toPoint())) {
+        m_highlighted.clear(); // the user picks something else
         setInstant(t);
         emit instantPicked(t);
     }

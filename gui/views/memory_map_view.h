@@ -4,7 +4,8 @@
 // axis, with a legend below. It draws a MemoryMapFrame rasterized on a worker thread and owns no
 // trace data: it asks for a new frame with frameRequested() whenever the range, size, colouring or
 // instant change. A click selects the block under the cursor (blockClicked) and moves the instant to
-// the clicked time (instantPicked); the wheel zooms the address axis, a double-click resets it.
+// the clicked time (instantPicked), clearing the outline of the blocks a Diagnosis finding named
+// (setHighlightedBlocks); the wheel zooms the address axis, a double-click resets it.
 // Lives on the UI thread.
 #include "gui/models/memory_map_model.h"
 
@@ -13,6 +14,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 namespace gpumem::gui {
 
@@ -27,6 +29,11 @@ public:
     void setInstant(std::optional<TimeNs> t);
     void setColouring(MapColouring colouring);
     void setSelectedBlock(std::optional<std::size_t> block);
+    std::optional<std::size_t> selectedBlock() const { return m_selected; }
+    // Blocks (indexes into the index's blocks) outlined in kHighlightColour over their lifetime and in
+    // the at-instant column: those a Diagnosis finding names. A click on the map clears them.
+    void setHighlightedBlocks(std::vector<std::size_t> blocks);
+    const std::vector<std::size_t>& highlightedBlocks() const { return m_highlighted; }
     // The visible part of the packed address axis ({} = all). The wheel over the map zooms it about
     // the cursor; a double-click shows all again.
     void setAddressWindow(OffsetWindow window);
@@ -41,6 +48,8 @@ public:
     static constexpr int kLeftMargin = 84;
     static constexpr int kTopMargin = 24;
     static constexpr int kInstantWidth = 90;
+    // Magenta: in none of the palette's colours (palette.h) nor the instant's red.
+    static constexpr QRgb kHighlightColour = qRgb(230, 0, 230);
     QSize sizeHint() const override { return { 900, 600 }; }
 
 public slots:
@@ -71,6 +80,7 @@ private:
     std::optional<TimeNs> m_instant;
     MapColouring m_colouring = MapColouring::Category;
     std::optional<std::size_t> m_selected;
+    std::vector<std::size_t> m_highlighted;
     OffsetWindow m_window; // the visible address window ({} = all)
     // Hover tooltips wait for the mouse to rest (finding a block is O(blocks)).
     QTimer m_hoverTimer;

@@ -106,13 +106,22 @@ TEST(Diagnosis, ExternalFragmentationListsFreeBlocksPerSegmentAndThePinningBlock
     EXPECT_EQ(f->bytes, 70 * MiB);
     EXPECT_EQ(d.findings.front().id, "external_fragmentation");
     ASSERT_EQ(f->segments.size(), 5u);
+    // The pinning blocks are the five `keep` allocations (the 2nd, 5th, … of the trace): their allocation
+    // index leads to the recorded address the viewer's memory map draws (0x7f0000800000 + k · 24 MiB).
+    std::vector<Address> recorded;
     for (const auto& s : f->segments) {
         EXPECT_EQ(s.size, 20 * MiB);
         EXPECT_EQ(s.freeBlocks, (std::vector<Bytes> { 8 * MiB, 6 * MiB }));
         ASSERT_EQ(s.pinning.size(), 1u);
         EXPECT_EQ(s.pinning.front().size, 6 * MiB);
         EXPECT_EQ(s.pinning.front().site, "keep (train.py:9)");
+        ASSERT_TRUE(s.pinning.front().allocation);
+        const auto& al = t.allocations()[*s.pinning.front().allocation];
+        recorded.push_back(t.memory().address[al.allocEvent]);
     }
+    std::sort(recorded.begin(), recorded.end());
+    EXPECT_EQ(recorded, (std::vector<Address> { 0x7f0000800000, 0x7f0002000000, 0x7f0003800000, 0x7f0005000000,
+                            0x7f0006800000 }));
     EXPECT_TRUE(anyEvidence(*f, "free blocks: 10; largest 8.00 MiB"));
     EXPECT_EQ(find(d, "capacity"), nullptr);
     expectRemediesHold(t, d);
