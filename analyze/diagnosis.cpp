@@ -1,5 +1,7 @@
 #include "analyze/diagnosis.h"
 
+#include "analyze/comparison.h"
+
 #include "analyze/analysis_report.h" // percent
 #include "analyze/category_inference.h"
 #include "analyze/replay_report.h"
@@ -13,6 +15,7 @@
 #include "replay/fidelity.h"
 #include "replay/parallel_runs.h"
 #include "replay/policy_registry.h"
+#include "replay/start_state.h"
 
 #include <nlohmann/json.hpp>
 
@@ -623,6 +626,9 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
     ro.onOom = replay::OnOom::Stop;
     ro.keepFinalState = true;
     ro.recordSegmentEvents = true;
+    // The start every what-if comparison uses (replay/start_state.h, issue 16): memory the trace shows
+    // from before its window is live from the start, so explain agrees with replay, fit and sweep.
+    replay::applyStartState(ro, trace, replay::StartState::Recorded);
     const replay::ReplayResult r0 = replay::Replayer(ro).run(trace, spec);
     d.policyName = r0.policy;
     d.ooms = r0.ooms;
@@ -631,7 +637,10 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
     d.finalAllocated = r0.finalAllocated;
     d.deviceCalls = r0.deviceCalls();
     d.allocRetries = r0.allocRetries;
-    d.lowerBound = options.analysis ? options.analysis->fragmentation.lowerBound : replay::livePeak(trace, dev);
+    d.lowerBound = options.analysis ? options.analysis->fragmentation.lowerBound
+                                    : replay::livePeak(trace, dev, ro.openingAllocated, true);
+    if (const auto rec = recordedReserved(trace, dev))
+        d.recordedPeakReserved = rec->bytes;
 
     // The moment and the state there.
     replay::ReplayResult r1;
@@ -1091,8 +1100,9 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
             f.bytes = opening;
             std::string what;
             if (opening > 0) {
-                what = formatBytes(opening) + " was already allocated when the trace began and is not in it";
-                d.lowerBounds.push_back(formatBytes(opening) + " allocated before the trace is not in it");
+                what = formatBytes(opening) + " was already allocated when the trace began: every replay holds it"
+                       " from the start, but not how the cache around it was laid out";
+                d.lowerBounds.push_back(formatBytes(opening) + " allocated before the trace is held, its cache unknown");
             }
             if (r0.unmatchedFrees > 0 && !reconstructed) {
                 what += std::string(what.empty() ? "" : "; ") + counted(r0.unmatchedFrees, "free", "frees")
@@ -1102,11 +1112,11 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
             if (profiler) {
                 what += std::string(what.empty() ? "" : "; ")
                     + "a profiler window records no segments and no allocator settings, so reserved memory is "
-                      "simulated with " + d.policyName + " from an empty cache";
+                      "simulated with " + d.policyName + (opening > 0 ? " around the bytes held from before it" : " from an empty cache");
                 d.lowerBounds.push_back("the cache held before the profiler window is unknown");
             }
             f.statement = "The trace window starts mid-run: " + what + ".";
-            f.cause = opening > 0 ? formatBytes(opening) + " from before the trace not in it" : "the profiler window starts mid-run";
+            f.cause = opening > 0 ? formatBytes(opening) + " allocated before the trace" : "the profiler window starts mid-run";
             f.rule = "a profiler trace or ring-buffer snapshot starts after the model loaded: memory live before it "
                      "appears only as its first counter sample or as frees without allocs";
             f.source = "design.md §3 (ring buffers, ImportStats); allocators.md §1.17 (ring-buffer truncation)";
@@ -1192,7 +1202,7 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
             rm.deviceCalls = r.deviceCalls();
             rm.allocRetries = r.allocRetries;
             rm.changes = std::string(rm.removesOom ? "no OOM" : "no OOM, as before") + "; peak reserved "
-                + formatBytes(rm.peakReserved) + " (was " + formatBytes(d.peakReserved) + (rm.removesOom ? " at the failure" : "")
+                + formatBytes(rm.peakReserved) + " (was " + formatBytes(d.peakReserved) + (rm.removesOom ? " up to the failure" : "")
                 + "); " + counted(rm.deviceCalls, "device call", "device calls") + " (was " + std::to_string(d.deviceCalls) + ")"
                 + (r0.initialAdopted && !r.initialAdopted ? "; the state from before the window is replayed as requests under it"
                                                           : "");
@@ -1228,7 +1238,10 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
     } else {
         v = "No OOM" + (d.capacity ? " at " + formatBytes(d.capacity) : std::string(" (unlimited device)"))
             + "; the reserved peak is " + formatBytes(d.peakReserved) + " at " + formatOffsetBetween(start, d.moment.time)
-            + " for " + formatBytes(d.moment.allocated) + " allocated";
+            + " for " + formatBytes(d.moment.allocated) + " allocated"
+            + (d.recordedPeakReserved && *d.recordedPeakReserved != d.peakReserved
+                    ? " in replay (the run recorded " + formatBytes(*d.recordedPeakReserved) + ")"
+                    : std::string());
     }
     if (!d.findings.empty()) {
         v += ": " + d.findings.front().cause + " (" + d.findings.front().id + ")";
@@ -1356,6 +1369,8 @@ nlohmann::json diagnosisToJson(const Diagnosis& d, TimeNs start)
         { "ooms", d.ooms },
         { "peak_reserved", d.peakReserved },
         { "lower_bound", d.lowerBound },
+        { "recorded_peak_reserved",
+            d.recordedPeakReserved ? nlohmann::json(*d.recordedPeakReserved) : nlohmann::json(nullptr) },
         { "final_reserved", d.finalReserved },
         { "final_allocated", d.finalAllocated },
         { "device_calls", d.deviceCalls },

@@ -143,6 +143,7 @@ struct Diagnosis {
     // The baseline replay at the capacity (OnOom::Stop): its figures, for the remedies to compare with.
     std::uint64_t ooms = 0;
     Bytes peakReserved = 0, lowerBound = 0, finalReserved = 0, finalAllocated = 0;
+    std::optional<Bytes> recordedPeakReserved; // the run's own peak reserved where the trace records it
     std::uint64_t deviceCalls = 0, allocRetries = 0;
     std::vector<Finding> findings; // ranked by bytes, descending (ties: detection order)
     std::vector<Remedy> remedies; // confirmed by replay, best first

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <vector>
 
@@ -154,4 +155,34 @@ TEST(ExplainCli, TensorFlowOomWithoutFiguresExplains)
     EXPECT_NE(r.out.find("what to record next (the allocator's log or a profile says what held the memory):"),
         std::string::npos)
         << r.out;
+}
+
+// The README shows one real `explain` output (its ```text block after the three commands): every line of
+// that block, but the "..." standing for what it leaves out, is a line of today's output.
+TEST(ExplainCli, TheReadmeExcerptIsRealOutput)
+{
+    std::ifstream readme(std::string(GPUMEM_SOURCE_DIR) + "/README.md");
+    ASSERT_TRUE(readme) << "README.md not found";
+    std::vector<std::string> excerpt;
+    bool inBlock = false;
+    for (std::string l; std::getline(readme, l);) {
+        if (!inBlock && l == "```text" && excerpt.empty()) {
+            inBlock = true;
+            continue;
+        }
+        if (inBlock && l == "```")
+            break;
+        if (inBlock && l != "...")
+            excerpt.push_back(l);
+    }
+    ASSERT_GE(excerpt.size(), 5u) << "the README has no ```text block with explain's output";
+    const auto r = runCli("explain traces/mlp_train.jsonl --capacity 660MiB");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    std::vector<std::string> out;
+    std::istringstream lines(r.out);
+    for (std::string l; std::getline(lines, l);)
+        out.push_back(l);
+    for (const auto& l : excerpt)
+        EXPECT_NE(std::find(out.begin(), out.end(), l), out.end()) << "README line not in the output: " << l << "\n"
+                                                                   << r.out;
 }
