@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <ostream>
 #include <sstream>
@@ -293,8 +294,22 @@ namespace {
     {
         std::vector<std::string> lines;
         std::string line;
+        // A size's unit stays on the line of its number ("630.00 MiB", never "630.00\nMiB").
+        std::vector<std::string> ws;
         std::istringstream words(text);
         for (std::string w; words >> w;) {
+            std::string_view unit(w);
+            while (!unit.empty() && (unit.back() == ',' || unit.back() == ';' || unit.back() == ')' || unit.back() == '.'
+                       || unit.back() == ':'))
+                unit.remove_suffix(1);
+            static const std::string_view kUnits[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "s", "ms", "%" };
+            if (!ws.empty() && !ws.back().empty() && std::isdigit(static_cast<unsigned char>(ws.back().back()))
+                && std::find(std::begin(kUnits), std::end(kUnits), unit) != std::end(kUnits))
+                ws.back() += " " + w;
+            else
+                ws.push_back(w);
+        }
+        for (const std::string& w : ws) {
             if (!line.empty() && line.size() + 1 + w.size() > width) {
                 lines.push_back(line);
                 line.clear();

@@ -298,7 +298,7 @@ void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::str
             << (f.deviceFree == ~Bytes(0) ? std::string("unlimited") : formatBytes(f.deviceFree)) << ", trace event "
             << f.event << (f.refusedBy.empty() ? std::string() : "; refused by " + f.refusedBy) << '\n';
         if (!r.failureDetails.empty())
-            out << "  then: " << failureFreeText(r.failureDetails.front()) << "; num_alloc_retries "
+            tail << "  then: " << failureFreeText(r.failureDetails.front()) << "; num_alloc_retries "
                 << r.allocRetries << '\n';
     }
     // Each note within the width, continued lines indented.

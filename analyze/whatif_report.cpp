@@ -1,5 +1,7 @@
 #include "analyze/whatif_report.h"
 
+#include "analyze/comparison.h"
+
 #include "analyze/analysis_report.h"
 #include "analyze/replay_report.h"
 #include "core/error.h"
@@ -244,9 +246,10 @@ void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view 
         if (f.capacity == 0)
             out << textForTerminal(f.spec) << ": needs no memory (0 B): nothing is reserved on the device\n";
         if (f.nonMonotone)
-            out << textForTerminal(f.spec) << ": non-monotone: fits at " << formatBytes(f.nonMonotone->first) << " ("
-                << f.nonMonotone->first << " B) but fails at " << formatBytes(f.nonMonotone->second) << " ("
-                << f.nonMonotone->second << " B); the capacity shown is the smallest that fits\n";
+            out << wrapText(textForTerminal(f.spec) + ": non-monotone: fits at " + formatBytes(f.nonMonotone->first) + " ("
+                    + std::to_string(f.nonMonotone->first) + " B) but fails at " + formatBytes(f.nonMonotone->second)
+                    + " (" + std::to_string(f.nonMonotone->second) + " B); the capacity shown is the smallest that fits",
+                100);
     }
 }
 

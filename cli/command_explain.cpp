@@ -24,7 +24,7 @@ namespace {
         std::string_view synopsis() const override
         {
             return "explain [--policy SPEC] [--capacity BYTES] [--at TIME] [--device D]\n"
-                   "               [--format text|json|markdown] [--fail-if-oom] [--jobs N] TRACE";
+                   "               [--format text|json|markdown] [--fail-if-oom] [--no-remedies] [--jobs N] TRACE";
         }
         std::string_view details() const override
         {
