@@ -47,7 +47,7 @@ namespace {
 
     // What to record next: a snapshot has every block, segment and stack (allocators.md §1.15).
     constexpr const char* kRecordSnapshot
-        = "torch.cuda.memory._record_memory_history(max_entries=1000000)\n"
+        = "torch.cuda.memory._record_memory_history(max_entries=100_000)\n"
           "try:\n"
           "    train()  # the code that ran out of memory\n"
           "finally:\n"
@@ -677,6 +677,13 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
         if (last == kNoIndex)
             throw UsageError("--at " + formatOffsetBetween(start, *options.at) + " is before the first memory event of "
                 + d.deviceLabel);
+        TimeNs end = m.time[last];
+        for (std::size_t i = last + 1; i < m.count(); ++i)
+            if (m.device[i] == dev)
+                end = std::max(end, m.time[i]);
+        if (*options.at > end)
+            throw UsageError("--at " + formatOffsetBetween(start, *options.at) + " is after the last memory event of "
+                + d.deviceLabel + " (" + formatOffsetBetween(start, end) + "); give a time within the trace");
         stateAt(last);
         d.moment.kind = Moment::Kind::Time;
         d.moment.time = *options.at;
@@ -1234,7 +1241,8 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
             const auto fit = replay::fitCapacity(trace, replay::parsePolicySpec(d.remedies.front().spec), fo);
             if (fit.fits && fit.capacity) {
                 d.remedies.front().fitsIn = fit.capacity;
-                d.remedies.front().changes += "; fits a GPU of " + formatBytes(fit.capacity) + " (gpumem fit)";
+                d.remedies.front().changes += "; fits a GPU of " + formatBytes(fit.capacity) + " (--capacity "
+                    + std::to_string(fit.capacity) + "B; gpumem fit)";
             }
         }
     }

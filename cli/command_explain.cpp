@@ -1,12 +1,14 @@
 // gpumem explain TRACE — why the run ran out of memory (or wasted it) and the settings that fix it, each
 // proven by replaying the trace under it (analyze/diagnosis.h, docs/explain.md).
 #include "analyze/analysis.h"
+#include "analyze/comparison.h"
 #include "analyze/diagnosis.h"
 #include "analyze/trace_summary.h"
 #include "cli/command.h"
 #include "cli/whatif_options.h"
 #include "core/error.h"
 #include "core/importer.h"
+#include "core/message_quote.h"
 #include "core/units.h"
 
 #include <ostream>
@@ -67,6 +69,14 @@ namespace {
             options.jobs = readJobs(vm);
             options.remedies = !vm.count("no-remedies");
             Trace trace = loadTrace(path);
+            // A damaged or cut trace is explained as far as it reads, and said so first (review finding:
+            // a truncated .json.gz was explained without a word).
+            for (const auto& a : trace.stats().anomalies())
+                if (a.severity == Severity::Error)
+                    err << analyze::wrapText("gpumem explain: note: " + textForTerminal(path) + " is damaged ("
+                                   + textForTerminal(a.code) + " ×" + std::to_string(a.count)
+                                   + "): the answer covers what could be read; " + messageForTerminal(a.detail),
+                        100);
             options.device = deviceOption(vm, trace, path);
             const TimeNs start = analyze::traceSpan(trace).start;
             if (vm.count("at")) {

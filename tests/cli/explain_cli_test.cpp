@@ -186,3 +186,21 @@ TEST(ExplainCli, TheReadmeExcerptIsRealOutput)
         EXPECT_NE(std::find(out.begin(), out.end(), l), out.end()) << "README line not in the output: " << l << "\n"
                                                                    << r.out;
 }
+
+// Review findings: a cut trace was explained without a word, and an --at past the trace's end was
+// explained as if the state there were known.
+TEST(ExplainCli, SaysTheTraceIsCutAndRefusesAnInstantAfterItsEnd)
+{
+    const std::string whole = gpumem::test::slurp(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/kineto/prewarm_a.json");
+    const auto cut = gpumem::test::scratchDir("explain_cut") / "cut.json";
+    std::ofstream(cut) << whole.substr(0, whole.size() * 7 / 10);
+    auto r = runCli("explain --no-remedies '" + cut.string() + "'");
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.err.rfind("gpumem explain: note: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("is damaged (truncated ×1)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("in a string inside traceEvents[1]"), std::string::npos) << r.err;
+    r = runCli("explain traces/mlp_train.jsonl --at 999s");
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_NE(r.err.find("--at +999.000000 s is after the last memory event of cuda:0 (+0.004185 s)"), std::string::npos)
+        << r.err;
+}
