@@ -1,4 +1,5 @@
 // gpumem-gui [TRACE] — the desktop viewer.
+#include "gui/views/diagnosis_page.h"
 #include "gui/views/main_window.h"
 #include "gui/views/what_if_page.h"
 
@@ -33,7 +34,7 @@ int main(int argc, char** argv)
     parser.addVersionOption();
     parser.addPositionalArgument("trace", "trace file to open (any format gpumem reads)");
     QCommandLineOption screenshot("screenshot",
-        "render PAGE (summary, timeline, memory-map, breakdown, what-if) of TRACE to OUT.png offscreen and exit: --screenshot PAGE OUT.png TRACE", "PAGE");
+        "render PAGE (diagnosis, summary, timeline, memory-map, breakdown, what-if) of TRACE to OUT.png offscreen and exit: --screenshot PAGE OUT.png TRACE", "PAGE");
     parser.addOption(screenshot);
     QCommandLineOption policy("policy",
         "replay TRACE with policy SPEC on the What-if page (repeatable; SPEC or a PYTORCH_CUDA_ALLOC_CONF string); "
@@ -66,7 +67,7 @@ int main(int argc, char** argv)
         window.setQuietErrors(true);
         window.resize(1400, 900);
         if (!window.showPage(parser.value(screenshot))) {
-            std::fprintf(stderr, "gpumem-gui: unknown page '%s'; pages: summary, timeline, memory-map, breakdown, what-if\n", qPrintable(parser.value(screenshot)));
+            std::fprintf(stderr, "gpumem-gui: unknown page '%s'; pages: diagnosis, summary, timeline, memory-map, breakdown, what-if\n", qPrintable(parser.value(screenshot)));
             return 2;
         }
         window.show();
@@ -76,6 +77,11 @@ int main(int argc, char** argv)
         if (specs.isEmpty() && parser.value(screenshot) == "what-if")
             specs = gpumem::gui::WhatIfPage::defaultSpecs();
         auto* whatIf = window.whatIfPage();
+        // The Diagnosis page is computed on a worker thread after the load: wait for it.
+        const bool diagnosisShot = parser.value(screenshot) == "diagnosis";
+        if (auto* diagnosis = window.findChild<gpumem::gui::DiagnosisPage*>("diagnosisPage"); diagnosis && diagnosisShot)
+            QObject::connect(diagnosis, &gpumem::gui::DiagnosisPage::ready, &loop,
+                [&] { QTimer::singleShot(300, &loop, &QEventLoop::quit); });
         QObject::connect(whatIf, &gpumem::gui::WhatIfPage::finished, &loop,
             [&] { QTimer::singleShot(500, &loop, &QEventLoop::quit); }); // the curves' frames arrive
         QObject::connect(&window, &gpumem::gui::MainWindow::loadFinished, &loop, [&](bool success) {
@@ -89,7 +95,9 @@ int main(int argc, char** argv)
                 ok = false;
                 badSpec = true;
             }
-            QTimer::singleShot(500, &loop, &QEventLoop::quit); // let the worker-thread frame arrive
+            // A diagnosis quits the loop when it is ready (at most 2 minutes: a trace it cannot explain
+            // still emits ready, this only bounds the wait).
+            QTimer::singleShot(success && diagnosisShot ? 120000 : 500, &loop, &QEventLoop::quit);
         });
         window.openTrace(args[1], deviceIndex);
         loop.exec();

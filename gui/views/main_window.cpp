@@ -68,7 +68,7 @@ MainWindow::MainWindow(QWidget* parent)
     diagnosis->setObjectName("diagnosisPage");
     m_tabs->insertTab(1, diagnosis, "Diagnosis");
     connect(diagnosis, &DiagnosisPage::ready, this, [this, diagnosis](bool oom) {
-        if (oom)
+        if (oom && !m_pageChosen) // a page asked for (showPage, --screenshot) stays
             m_tabs->setCurrentWidget(diagnosis);
     });
     connect(diagnosis, &DiagnosisPage::instantPicked, this, [this](TimeNs t) {
@@ -186,7 +186,11 @@ QString MainWindow::summaryText() const { return m_summary->toPlainText(); }
 
 bool MainWindow::showPage(const QString& name)
 {
-    if (name == "summary")
+    m_pageChosen = true;
+    if (name == "diagnosis") {
+        if (auto* diagnosis = findChild<DiagnosisPage*>("diagnosisPage"))
+            m_tabs->setCurrentWidget(diagnosis);
+    } else if (name == "summary")
         m_tabs->setCurrentWidget(m_summary);
     else if (name == "timeline")
         m_tabs->setCurrentWidget(m_timeline);
@@ -196,8 +200,10 @@ bool MainWindow::showPage(const QString& name)
         m_tabs->setCurrentWidget(m_breakdown);
     else if (name == "what-if")
         m_tabs->setCurrentWidget(m_whatIf);
-    else
+    else {
+        m_pageChosen = false;
         return false;
+    }
     return true;
 }
 

@@ -69,6 +69,7 @@ private:
     QMenu* m_recent = nullptr;
     QMenu* m_devices = nullptr;
     bool m_quietErrors = false;
+    bool m_pageChosen = false; // showPage() was called: an OOM does not switch to the Diagnosis page
     QString m_lastError;
 
 public:
