@@ -42,6 +42,8 @@ namespace {
     // The counters a counters-only trace carries (the OOM-message and memory_summary importers write them).
     constexpr std::string_view kAllocatedCounter = "Total Allocated";
     constexpr std::string_view kReservedCounter = "Total Reserved";
+    // A PyTorch <= 1.9 profiler trace's running sum of [memory] Bytes (core/importers/kineto_importer.cpp).
+    constexpr std::string_view kLegacyAllocatedCounter = "Allocated (sum of Bytes)";
     constexpr std::string_view kProcessCounter = "Process In Use";
     constexpr std::string_view kDeviceFreeCounter = "Device Free";
 
@@ -426,7 +428,37 @@ namespace {
             }
             d.findings.push_back(std::move(f));
         }
-        if (!L.request) {
+        const auto legacyPeak = [&]() -> std::optional<std::pair<std::int64_t, TimeNs>> {
+            const auto series = trace.counterSeries();
+            std::optional<std::pair<std::int64_t, TimeNs>> peak;
+            for (const auto& sample : trace.counterSamples()) {
+                const auto& sr = series[sample.series];
+                if ((sr.device == dev || sr.device == kNoDevice) && trace.str(sr.name) == kLegacyAllocatedCounter
+                    && (!peak || sample.value > peak->first))
+                    peak = std::pair { sample.value, sample.time };
+            }
+            return peak;
+        }();
+        if (!L.request && !L.allocated && !L.reserved && legacyPeak) {
+            // no_addresses: a PyTorch <= 1.9 profiler trace, whose [memory] events have sizes but no addresses.
+            Finding f;
+            f.id = "no_addresses";
+            f.bytes = Bytes(std::max<std::int64_t>(0, legacyPeak->first));
+            f.proven = false;
+            f.statement = "This profiler trace's memory events record sizes but no addresses (PyTorch <= 1.9): no "
+                          "block can be paired, placed or replayed, so neither fragmentation nor a fix can be "
+                          "shown; the allocated bytes peak at "
+                + formatBytes(f.bytes) + " at " + formatOffsetBetween(traceSpan(trace).start, legacyPeak->second)
+                + ". Profile again with PyTorch 1.10 or later (profile_memory=True), or record a memory snapshot.";
+            f.cause = "sizes without addresses (PyTorch <= 1.9 profiler)";
+            f.rule = "pairing allocations with frees and replaying them needs each block's address";
+            f.source = "docs/kineto-import.md (the 2021 schema, no_addresses); the running sum of Bytes is the counter "
+                       "\"Allocated (sum of Bytes)\"";
+            d.moment.kind = Moment::Kind::PeakReserved;
+            d.moment.time = legacyPeak->second;
+            d.moment.allocated = f.bytes;
+            d.findings.push_back(std::move(f));
+        } else if (!L.request) {
             // no_request: counters without a failed request (a memory_summary or a BFC dump alone).
             Finding f;
             f.id = "no_request";
@@ -589,8 +621,23 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
 {
     Diagnosis d;
     auto device = options.device ? options.device : replay::defaultReplayDevice(trace);
-    if (!device && !trace.counterSeries().empty())
-        device = trace.counterSeries().front().device == kNoDevice ? DeviceId(0) : trace.counterSeries().front().device;
+    if (!device && !trace.counterSeries().empty()) {
+        // The device whose recorded counter peaks highest, a GPU before the host (a PyTorch <= 1.9 profiler
+        // trace counts the CPU's allocations too), as the viewer opens such a trace.
+        const auto series = trace.counterSeries();
+        std::optional<std::pair<bool, std::int64_t>> best;
+        for (const auto& sample : trace.counterSamples()) {
+            const auto& sr = series[sample.series];
+            const DeviceId on = sr.device == kNoDevice ? DeviceId(0) : sr.device;
+            if (on >= trace.devices().size())
+                continue;
+            const std::pair<bool, std::int64_t> key { trace.devices()[on].type != DeviceType::Cpu, sample.value };
+            if (!best || key > *best) {
+                best = key;
+                device = on;
+            }
+        }
+    }
     if (!device || *device >= trace.devices().size())
         throw UsageError(device ? "device " + std::to_string(*device) + " does not exist; the trace has "
                     + std::to_string(trace.devices().size()) + " devices"
@@ -614,7 +661,7 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
         for (std::size_t i = 0; i < mem.count() && !oom; ++i)
             oom = mem.device[i] == dev && mem.kind[i] == EventKind::Oom;
         if (oom || counterValue(trace, dev, kReservedCounter) || counterValue(trace, dev, kAllocatedCounter)
-            || counterValue(trace, dev, kProcessCounter))
+            || counterValue(trace, dev, kProcessCounter) || counterValue(trace, dev, kLegacyAllocatedCounter))
             return diagnoseCounters(trace, dev, std::move(d));
         throw Error("device " + d.deviceLabel + " has no allocations and no memory counters: nothing to explain");
     }
@@ -1498,7 +1545,9 @@ void writeDiagnosis(const Diagnosis& d, std::string_view format, TimeNs start, s
     };
     para("", "device " + d.deviceLabel + "; policy " + d.policyName + " (" + d.policyOrigin + "); capacity "
             + (d.capacity ? formatBytes(d.capacity) + " (" + d.capacityOrigin + ")" : std::string("unlimited")));
-    if (d.layers && !d.layers->allocated && !d.layers->reserved && !d.layers->process && !d.layers->deviceFree) {
+    if (d.layers && !d.layers->request && !d.findings.empty() && d.findings.front().id == "no_addresses") {
+        out << "recorded: the allocated bytes (a running sum of sizes), no addresses, no reserved memory\n";
+    } else if (d.layers && !d.layers->allocated && !d.layers->reserved && !d.layers->process && !d.layers->deviceFree) {
         out << "the failed request " << (d.layers->request ? formatBytes(*d.layers->request) : std::string("?"))
             << "; the message has no memory figures\n";
     } else if (d.layers) {

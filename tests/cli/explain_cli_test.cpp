@@ -204,3 +204,16 @@ TEST(ExplainCli, SaysTheTraceIsCutAndRefusesAnInstantAfterItsEnd)
     EXPECT_NE(r.err.find("--at +999.000000 s is after the last memory event of cuda:0 (+0.004185 s)"), std::string::npos)
         << r.err;
 }
+
+// Review finding: a PyTorch <= 1.9 profiler trace (sizes, no addresses) was "device cpu has no allocations
+// and no memory counters" (exit 1). tests/data/kineto/legacy_counters_only.json: cuda:0's counter peaks
+// highest, so it is explained, from its counter.
+TEST(ExplainCli, AProfilerTraceWithoutAddressesIsExplainedFromItsCounter)
+{
+    const auto r = runCli("explain tests/data/kineto/legacy_counters_only.json");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("device cuda:0;"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("1. no_addresses  5.00 MiB  (unproven)"), std::string::npos) << r.out; // info: peak 5242880 B
+    EXPECT_NE(r.out.find("bytes peak at 5.00 MiB at +0.000040 s"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("(no_addresses); record a memory snapshot"), std::string::npos) << r.out;
+}
