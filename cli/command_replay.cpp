@@ -242,7 +242,7 @@ namespace {
         std::string_view name() const override { return "replay"; }
         std::string_view summary() const override
         {
-            return "what-if: replay a trace through allocator policies (peak reserved, waste, device calls, OOMs)";
+            return "what-if: replay a trace under allocator policies (peak reserved, device calls, OOMs)";
         }
         std::string_view synopsis() const override
         {

@@ -1,12 +1,15 @@
 // gpumem — the command-line front end. Dispatches to one Command per verb (cli/commands.cpp).
+#include "analyze/comparison.h"
 #include "cli/command.h"
 #include "cli/completion.h"
 
+#include "core/display_width.h"
 #include "core/error.h"
 #include "core/message_quote.h"
 
 #include <algorithm>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -44,7 +47,6 @@ public:
     std::streambuf* sinkOf() const { return m_sink; }
 
 protected:
-
 private:
     static char clean(char c)
     {
@@ -70,7 +72,54 @@ void printOverview(std::ostream& out, const std::vector<std::unique_ptr<Command>
            "4 fit found no capacity up to --max-capacity on which the trace runs without OOM.\n";
 }
 
+// Help text within 100 display columns (the house rule for text output; help2man makes the man pages
+// from it): a longer line is wrapped at blanks, a table row ("  name   description") under its
+// description column, an example command ("  gpumem …") with a trailing " \\" so it still pastes.
+std::string fitHelp(const std::string& text)
+{
+    constexpr std::size_t kWidth = 100;
+    std::string out;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+        if (gpumem::displayWidth(line) <= kWidth) {
+            out += line + '\n';
+            continue;
+        }
+        const std::size_t lead = std::min(line.find_first_not_of(' '), line.size());
+        if (line.compare(lead, 7, "gpumem ") == 0) {
+            std::string wrapped = gpumem::analyze::wrapText(line, kWidth - 2, std::string(lead + 4, ' '));
+            std::string joined;
+            std::istringstream parts(wrapped);
+            std::string part, next;
+            std::getline(parts, part);
+            while (std::getline(parts, next)) {
+                joined += part + " \\\n";
+                part = next;
+            }
+            out += joined + part + '\n';
+            continue;
+        }
+        std::size_t column = lead + 4; // continuation: under the description of a table row, else indented
+        if (const std::size_t gap = line.find("  ", lead); gap != std::string::npos && gap < 40) {
+            const std::size_t desc = line.find_first_not_of(' ', gap);
+            if (desc != std::string::npos && desc < 48)
+                column = desc;
+        }
+        out += gpumem::analyze::wrapText(line, kWidth, std::string(column, ' '));
+    }
+    return out;
+}
+
+void printVerbHelpRaw(std::ostream& out, Command& c);
+
 void printVerbHelp(std::ostream& out, Command& c)
+{
+    std::ostringstream raw;
+    printVerbHelpRaw(raw, c);
+    out << fitHelp(raw.str());
+}
+
+void printVerbHelpRaw(std::ostream& out, Command& c)
 {
     po::positional_options_description pos;
     auto all = optionsOf(c, pos);
@@ -118,7 +167,7 @@ void checkPositionals(const Command& c, const po::options_description& opts,
         const po::option_description* o = opts.find_nothrow(name, false);
         if (o && o->semantic()->is_required() && !vm.count(name))
             throw gpumem::UsageError(std::string(name == "trace" && c.name() == "diff" ? "give two trace files A and B"
-                                                                                         : "give a trace file")
+                                                                                       : "give a trace file")
                 + " (usage: gpumem " + oneLineSynopsis(c) + ")");
     }
 }
@@ -132,17 +181,24 @@ namespace {
 int help(const std::vector<std::string>& args, const std::vector<std::unique_ptr<Command>>& commands)
 {
     if (args.empty()) {
-        printOverview(std::cout, commands);
+        {
+            std::ostringstream raw;
+            printOverview(raw, commands);
+            std::cout << fitHelp(raw.str());
+        }
         return kExitOk;
     }
     if (args[0] == "help") {
-        std::cout << "usage: gpumem help [VERB | formats]\n"
-                     "Without a verb: the list of verbs. With one: its options and details (the same as gpumem VERB -h).\n"
-                     "formats: the trace formats gpumem reads and how it detects them.\n";
+        std::cout
+            << "usage: gpumem help [VERB | formats]\n"
+               "Without a verb: the list of verbs. With one: its options and details (the same as gpumem VERB -h).\n"
+               "formats: the trace formats gpumem reads and how it detects them.\n";
         return kExitOk;
     }
     if (args[0] == "formats") {
-        gpumem::cli::printFormats(std::cout);
+        std::ostringstream raw;
+        gpumem::cli::printFormats(raw);
+        std::cout << fitHelp(raw.str());
         return kExitOk;
     }
     for (const auto& c : commands)
@@ -150,7 +206,8 @@ int help(const std::vector<std::string>& args, const std::vector<std::unique_ptr
             printVerbHelp(std::cout, *c);
             return kExitOk;
         }
-    std::cerr << "gpumem help: unknown verb '" << gpumem::textForTerminal(args[0]) << "'; run 'gpumem help' for the list\n";
+    std::cerr << "gpumem help: unknown verb '" << gpumem::textForTerminal(args[0])
+              << "'; run 'gpumem help' for the list\n";
     return kExitUsage;
 }
 } // namespace
@@ -175,7 +232,11 @@ int main(int argc, char** argv)
     auto commands = makeCommands();
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.empty()) {
-        printOverview(std::cerr, commands);
+        {
+            std::ostringstream raw;
+            printOverview(raw, commands);
+            std::cerr << fitHelp(raw.str());
+        }
         return kExitUsage;
     }
     const std::string verb = args[0];
@@ -200,7 +261,8 @@ int main(int argc, char** argv)
         if (c->name() == verb)
             command = c.get();
     if (!command) {
-        std::cerr << "gpumem: unknown verb '" << gpumem::textForTerminal(verb) << "'; run 'gpumem help' for the list of verbs\n";
+        std::cerr << "gpumem: unknown verb '" << gpumem::textForTerminal(verb)
+                  << "'; run 'gpumem help' for the list of verbs\n";
         return kExitUsage;
     }
     try {
@@ -223,11 +285,12 @@ int main(int argc, char** argv)
     } catch (const po::too_many_positional_options_error&) {
         // Boost says "too many positional options have been specified on the command line" (review finding).
         std::cerr << "gpumem " << verb << ": " << verb << " takes "
-                  << (verb == "diff" ? "two trace files, A and B" : "one trace file")
-                  << " (usage: gpumem " << oneLineSynopsis(*command) << ")\n";
+                  << (verb == "diff" ? "two trace files, A and B" : "one trace file") << " (usage: gpumem "
+                  << oneLineSynopsis(*command) << ")\n";
         return kExitUsage;
     } catch (const po::error& e) {
-        std::cerr << "gpumem " << verb << ": " << gpumem::messageForTerminal(e.what()) << "\nRun 'gpumem help " << verb << "' for its options.\n";
+        std::cerr << "gpumem " << verb << ": " << gpumem::messageForTerminal(e.what()) << "\nRun 'gpumem help " << verb
+                  << "' for its options.\n";
         return kExitUsage;
     } catch (const gpumem::UsageError& e) {
         std::cerr << "gpumem " << verb << ": " << gpumem::messageForTerminal(e.what()) << '\n';
@@ -239,7 +302,8 @@ int main(int argc, char** argv)
         std::cerr << "gpumem " << verb << ": error: out of memory\n";
         return kExitFailed;
     } catch (const std::exception& e) {
-        std::cerr << "gpumem " << verb << ": internal error: " << gpumem::messageForTerminal(e.what()) << " — please report it with the input\n";
+        std::cerr << "gpumem " << verb << ": internal error: " << gpumem::messageForTerminal(e.what())
+                  << " — please report it with the input\n";
         return kExitFailed;
     }
 }

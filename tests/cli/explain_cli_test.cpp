@@ -217,3 +217,23 @@ TEST(ExplainCli, AProfilerTraceWithoutAddressesIsExplainedFromItsCounter)
     EXPECT_NE(r.out.find("bytes peak at 5.00 MiB at +0.000040 s"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("(no_addresses); record a memory snapshot"), std::string::npos) << r.out;
 }
+
+// Review finding: the help of replay, sweep, fit, analyze, diff and report and `help formats` ran to
+// 101-141 columns. Every verb's help (the verbs `gpumem help` lists) and `help formats` keep within 100.
+TEST(HelpText, EveryVerbsHelpAndTheFormatsFitOneHundredColumns)
+{
+    const auto list = runCli("help");
+    ASSERT_EQ(list.exitCode, 0) << list.err;
+    std::vector<std::string> topics { "formats", "" };
+    std::istringstream in(list.out.substr(list.out.find("verbs:\n") + 7));
+    for (std::string l; std::getline(in, l) && l.rfind("  ", 0) == 0;)
+        topics.push_back(l.substr(2, l.find(' ', 2) - 2));
+    ASSERT_GE(topics.size(), 12u) << list.out;
+    for (const auto& topic : topics) {
+        const auto r = runCli("help " + topic);
+        ASSERT_EQ(r.exitCode, 0) << topic << ": " << r.err;
+        std::istringstream lines(r.out);
+        for (std::string l; std::getline(lines, l);)
+            EXPECT_LE(gpumem::displayWidth(l), 100u) << "help " << topic << ": " << l;
+    }
+}
