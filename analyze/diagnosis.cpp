@@ -262,17 +262,23 @@ namespace {
         return *b;
     }
 
-    // Options of a spec as "k:v,…" with `key` set to `value` ("" removes it).
+    // Options as PyTorch's PYTORCH_CUDA_ALLOC_CONF writes them: "k:v,k:v" ("" for none).
+    std::string joinOptions(const std::vector<replay::ConfOption>& options)
+    {
+        std::string s;
+        for (std::size_t i = 0; i < options.size(); ++i)
+            s += (i ? "," : "") + options[i].first + ":" + options[i].second;
+        return s;
+    }
+
+    // A spec "policy:k:v,…" with `key` set to `value` ("" removes it).
     std::string withOption(const std::string& policy, std::vector<replay::ConfOption> options, const std::string& key,
         const std::string& value)
     {
         std::erase_if(options, [&](const auto& o) { return o.first == key; });
         if (!value.empty())
             options.emplace_back(key, value);
-        std::string s = policy;
-        for (std::size_t i = 0; i < options.size(); ++i)
-            s += (i ? "," : ":") + options[i].first + ":" + options[i].second;
-        return s;
+        return options.empty() ? policy : policy + ":" + joinOptions(options);
     }
 
     std::vector<replay::ConfOption> effectivePytorchOptions(const replay::PyTorchConfig& config)
@@ -284,9 +290,7 @@ namespace {
     std::string settingFor(const replay::PolicySpec& spec)
     {
         if (spec.policy == "pytorch" && spec.version.empty() && !spec.inner) {
-            std::string conf;
-            for (std::size_t i = 0; i < spec.options.size(); ++i)
-                conf += (i ? "," : "") + spec.options[i].first + ":" + spec.options[i].second;
+            const std::string conf = joinOptions(spec.options);
             return conf.empty() ? "PYTORCH_CUDA_ALLOC_CONF unset (PyTorch's defaults)" : "PYTORCH_CUDA_ALLOC_CONF=" + conf;
         }
         return "--policy " + spec.text;

@@ -110,13 +110,19 @@ std::string fitHelp(const std::string& text)
     return out;
 }
 
+// What `write` prints, within 100 columns (fitHelp).
+template <class Write> void printFitted(std::ostream& out, Write&& write)
+{
+    std::ostringstream raw;
+    write(raw);
+    out << fitHelp(raw.str());
+}
+
 void printVerbHelpRaw(std::ostream& out, Command& c);
 
 void printVerbHelp(std::ostream& out, Command& c)
 {
-    std::ostringstream raw;
-    printVerbHelpRaw(raw, c);
-    out << fitHelp(raw.str());
+    printFitted(out, [&](std::ostream& raw) { printVerbHelpRaw(raw, c); });
 }
 
 void printVerbHelpRaw(std::ostream& out, Command& c)
@@ -181,11 +187,7 @@ namespace {
 int help(const std::vector<std::string>& args, const std::vector<std::unique_ptr<Command>>& commands)
 {
     if (args.empty()) {
-        {
-            std::ostringstream raw;
-            printOverview(raw, commands);
-            std::cout << fitHelp(raw.str());
-        }
+        printFitted(std::cout, [&](std::ostream& raw) { printOverview(raw, commands); });
         return kExitOk;
     }
     if (args[0] == "help") {
@@ -196,9 +198,7 @@ int help(const std::vector<std::string>& args, const std::vector<std::unique_ptr
         return kExitOk;
     }
     if (args[0] == "formats") {
-        std::ostringstream raw;
-        gpumem::cli::printFormats(raw);
-        std::cout << fitHelp(raw.str());
+        printFitted(std::cout, [](std::ostream& raw) { gpumem::cli::printFormats(raw); });
         return kExitOk;
     }
     for (const auto& c : commands)
@@ -232,11 +232,7 @@ int main(int argc, char** argv)
     auto commands = makeCommands();
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.empty()) {
-        {
-            std::ostringstream raw;
-            printOverview(raw, commands);
-            std::cerr << fitHelp(raw.str());
-        }
+        printFitted(std::cerr, [&](std::ostream& raw) { printOverview(raw, commands); });
         return kExitUsage;
     }
     const std::string verb = args[0];
