@@ -489,8 +489,7 @@ namespace {
                 || !expect(" is free."))
                 return;
             m_m.end = m_s.pos();
-            while (true) {
-                const std::size_t mark = m_s.pos();
+            while (true) { // literal() moves the cursor only on a match
                 if (m_s.literal(" Process ") == Scanner::Step::Ok) {
                     auto pid = m_s.integer();
                     if (!pid) {
@@ -505,14 +504,12 @@ namespace {
                     m_m.end = m_s.pos();
                     continue;
                 }
-                m_s.seek(mark);
                 if (m_s.literal(" Including non-PyTorch memory, this process has ") == Scanner::Step::Ok) {
                     if (!(m_m.self = figure("this process has")) || !expect(" memory in use."))
                         return;
                     m_m.end = m_s.pos();
                     continue;
                 }
-                m_s.seek(mark);
                 break;
             }
             const std::size_t mark = m_s.pos();
@@ -529,13 +526,10 @@ namespace {
                 || !expect(" is allocated by PyTorch,"))
                 return;
             m_m.end = m_s.pos();
-            const std::size_t poolMark = m_s.pos();
             if (m_s.literal(" with ") == Scanner::Step::Ok) {
                 if (!(m_m.privatePools = figure("allocated in private pools"))
                     || !expect(" allocated in private pools (e.g., CUDA Graphs),"))
                     return;
-            } else {
-                m_s.seek(poolMark);
             }
             if (!expect(" and ") || !(m_m.unallocated = figure("reserved by PyTorch but unallocated"))
                 || !expect(" is reserved by PyTorch but unallocated."))
@@ -598,10 +592,8 @@ namespace {
         void hint(std::string_view opening)
         {
             const std::size_t mark = m_s.pos();
-            if (m_s.literal(opening) != Scanner::Step::Ok) {
-                m_s.seek(mark);
+            if (m_s.literal(opening) != Scanner::Step::Ok)
                 return;
-            }
             const std::size_t settingStart = m_s.pos();
             const std::string_view rest = m_s.text().substr(settingStart, 400);
             std::size_t end = rest.find(" to avoid");
