@@ -7,6 +7,7 @@
 #include "core/units.h"
 #include "replay/capacity_fit.h"
 #include "replay/fidelity.h"
+#include "replay/start_state.h"
 
 #include <algorithm>
 
@@ -169,13 +170,10 @@ namespace {
             }
         if (!point) {
             const std::uint64_t rebuilt = replay::initialStateEventCount(trace, dev.device);
-            std::uint64_t firstWindowEvent = 0;
-            for (std::uint64_t seen = 0; firstWindowEvent < m.count(); ++firstWindowEvent)
-                if (m.device[firstWindowEvent] == dev.device && seen++ == rebuilt)
-                    break;
+            const std::size_t firstWindow = replay::firstWindowEvent(trace, dev.device);
             std::size_t from = 0;
             if (rebuilt > 0)
-                while (from < dev.size() && (dev.eventIndex[from] == kNoIndex || dev.eventIndex[from] < firstWindowEvent))
+                while (from < dev.size() && (dev.eventIndex[from] == kNoIndex || dev.eventIndex[from] < firstWindow))
                     ++from;
             if (from == dev.size()) // nothing after the opening state: it is the only moment
                 from = 0;

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "replay/replayer.h"
+#include "replay/start_state.h"
 
 #include <algorithm>
 #include <bit>
@@ -250,11 +251,9 @@ Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<cons
     // of the device) were not allocated at a stack the trace shows: grouped by site as "allocated before
     // the trace", with the stack the importer took from their later free named as such (bcrafton:
     // "step (optimizer.py:72)" was where 580 MiB were freed, not allocated).
-    std::size_t firstWindowEvent = 0;
-    if (const std::uint64_t rebuilt = replay::initialStateEventCount(trace, instant.device); rebuilt > 0)
-        for (std::uint64_t seen = 0; firstWindowEvent < m.count(); ++firstWindowEvent)
-            if (m.device[firstWindowEvent] == instant.device && seen++ == rebuilt)
-                break;
+    const std::size_t firstWindow = replay::initialStateEventCount(trace, instant.device) > 0
+        ? replay::firstWindowEvent(trace, instant.device)
+        : 0;
     struct BeforeSite {
         SiteId site = 0;
         bool fromFree = false;
@@ -287,7 +286,7 @@ Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<cons
         const auto c = static_cast<std::size_t>(i < categories.size() ? categories[i] : Category::Unknown);
         catBytes[c] = addSaturated(catBytes[c], size);
         ++catBlocks[c];
-        if (ev < firstWindowEvent) {
+        if (ev < firstWindow) {
             const bool fromFree = a.freeEvent != kNoIndex && m.site[a.freeEvent] == m.site[ev] && m.site[ev] != 0;
             const BeforeSite key { m.site[ev], fromFree };
             auto it = std::find_if(before.begin(), before.end(), [&](const auto& p) { return p.first == key; });

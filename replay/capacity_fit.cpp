@@ -37,11 +37,7 @@ Bytes livePeak(const Trace& trace, std::optional<DeviceId> device, Bytes opening
     __extension__ typedef __int128 Wide; // GCC and Clang have it; -Wpedantic stays quiet
     std::vector<Wide> delta(m.count(), 0);
     // The index of the first window event: the blocks allocated before it are the rebuilt state.
-    std::size_t firstWindowEvent = 0;
-    if (!withRebuilt)
-        for (std::uint64_t rebuilt = initialStateEventCount(trace, *device), seen = 0;
-             firstWindowEvent < m.count() && seen < rebuilt; ++firstWindowEvent)
-            seen += m.device[firstWindowEvent] == *device;
+    const std::size_t firstWindow = withRebuilt ? 0 : firstWindowEvent(trace, *device);
     std::vector<bool> paired(m.count(), false);
     // The blocks freed in the window without an alloc: (the event they leave at, bytes).
     std::vector<std::pair<std::size_t, Bytes>> freedBefore;
@@ -53,9 +49,9 @@ Bytes livePeak(const Trace& trace, std::optional<DeviceId> device, Bytes opening
         if (a.allocEvent == kNoIndex && a.freeEvent != kNoIndex && m.device[a.freeEvent] == *device)
             freedBefore.emplace_back(a.freeCompletedEvent != kNoIndex ? a.freeCompletedEvent : a.freeEvent,
                 requestOf(a.freeEvent));
-        if (a.allocEvent == kNoIndex || m.device[a.allocEvent] != *device || a.allocEvent < firstWindowEvent)
+        if (a.allocEvent == kNoIndex || m.device[a.allocEvent] != *device || a.allocEvent < firstWindow)
             continue;
-        const Bytes request = m.requestedSize[a.allocEvent] ? m.requestedSize[a.allocEvent] : m.size[a.allocEvent];
+        const Bytes request = requestOf(a.allocEvent);
         delta[a.allocEvent] += request;
         const std::uint64_t end = a.freeCompletedEvent != kNoIndex ? a.freeCompletedEvent : a.freeEvent;
         if (end != kNoIndex)

@@ -36,6 +36,17 @@ MemoryBeforeWindow memoryBeforeWindow(const Trace& trace, DeviceId device)
     return { openingAllocated(trace, device), initialStateEventCount(trace, device) };
 }
 
+std::size_t firstWindowEvent(const Trace& trace, DeviceId device)
+{
+    const auto& m = trace.memory();
+    const std::uint64_t rebuilt = initialStateEventCount(trace, device);
+    std::size_t first = 0;
+    for (std::uint64_t seen = 0; first < m.count(); ++first)
+        if (m.device[first] == device && seen++ == rebuilt)
+            break;
+    return first;
+}
+
 std::string startStateSentence(StartState start, const MemoryBeforeWindow& before)
 {
     if (!before.any())

@@ -40,6 +40,10 @@ struct MemoryBeforeWindow {
 };
 MemoryBeforeWindow memoryBeforeWindow(const Trace& trace, DeviceId device);
 
+// The index of the first event of `device` after the rebuilt ones (initialStateEventCount): the
+// device's events before it are the rebuilt state. The trace's event count when none follows them.
+std::size_t firstWindowEvent(const Trace& trace, DeviceId device);
+
 // One sentence for the header of a comparison: "start: recorded — every row starts with the 874.94 MiB
 // allocated before the trace (held as opaque blocks; the cache reserved around them is not known, so
 // reserved is a lower bound, ≥)", "start: recorded — every row first allocates the 118 blocks live

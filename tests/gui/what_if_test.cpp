@@ -215,12 +215,10 @@ TEST(WhatIfEngine, CancelDropsTheRunningBatch)
 // replay` uses and rank alike (analyze::rankReplays over the same figures).
 TEST(WhatIfEngine, OnEveryPublicSnapshotTheViewerRanksThePoliciesAsReplayDoes)
 {
-    int seen = 0;
-    for (const char* rel : gpumem::test::kPublicSnapshots) {
-        const std::string path = std::string(GPUMEM_PUBLIC_TRACES) + "/" + rel;
-        if (!std::filesystem::exists(path))
-            continue;
-        ++seen;
+    const auto snapshots = gpumem::test::presentPublicSnapshots();
+    if (snapshots.empty())
+        GTEST_SKIP() << "public snapshots absent";
+    for (const auto& [rel, path] : snapshots) {
         auto t = load(path);
         WhatIfEngine engine;
         ASSERT_TRUE(runAll(engine, t, { "pytorch", "pytorch:expandable_segments:True", "tf-bfc", "ideal" }));
@@ -239,8 +237,6 @@ TEST(WhatIfEngine, OnEveryPublicSnapshotTheViewerRanksThePoliciesAsReplayDoes)
         }
         EXPECT_EQ(analyze::rankReplays(a), analyze::rankReplays(b)) << rel;
     }
-    if (seen == 0)
-        GTEST_SKIP() << "public snapshots absent";
 }
 
 TEST(WhatIfEngine, ExpandableSegmentsOnARealSnapshotMatchTheReplayer)
