@@ -6,6 +6,8 @@
 #include "cli/whatif_options.h"
 #include "core/error.h"
 #include "core/message_quote.h"
+#include "mpi/process_group.h"
+#include "mpi/rank_summaries.h"
 
 #include <nlohmann/json.hpp>
 
@@ -49,6 +51,7 @@ namespace {
                 "trace", po::value<std::vector<std::string>>()->required(), "rank traces or folders of them (positional)");
             p.add("trace", -1);
         }
+        bool spreadsOverProcesses() const override { return true; }
         int run(const po::variables_map& vm, std::ostream& out, std::ostream&) override
         {
             const std::string format = checkedChoice(vm, "format", { "text", "json", "csv" });
@@ -72,9 +75,18 @@ namespace {
             }
             const auto paths = analyze::rankTracePaths(vm["trace"].as<std::vector<std::string>>());
             std::optional<OutputFile> output;
-            if (vm.count("output"))
-                output.emplace(vm["output"].as<std::string>(), paths); // checks the destination before the work
-            const auto view = analyze::buildJobView(analyze::summarizeRanks(paths, load, options, jobs));
+            // Rank 0 checks the destination before the work (item 0 runs there); a refusal reaches every
+            // process, none is left waiting for it.
+            mpi::processGroup().mapGather(1, [&](std::size_t) {
+                if (vm.count("output"))
+                    output.emplace(vm["output"].as<std::string>(), paths);
+                return std::string();
+            });
+            // Spread over the MPI processes under mpirun/srun, else threads (docs/mpi.md); rank 0 reports.
+            auto summaries = mpi::summarizeRanks(paths, load, options, vm.count("jobs") ? jobs : 0);
+            if (!mpi::processGroup().isRoot())
+                return kExitOk;
+            const auto view = analyze::buildJobView(std::move(summaries));
             auto write = [&](std::ostream& o) {
                 if (format == "json")
                     o << analyze::jobViewToJson(view).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';

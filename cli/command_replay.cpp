@@ -5,6 +5,7 @@
 #include "analyze/trace_summary.h"
 #include "analyze/whatif_report.h"
 #include "cli/command.h"
+#include "cli/job_whatif.h"
 #include "cli/whatif_options.h"
 #include "core/error.h"
 #include "core/importer.h"
@@ -252,7 +253,8 @@ namespace {
                    "NAME=BYTES]...\n"
                    "              [--offset NAME=DURATION]... [--on-oom stop|skip] [--format text|json|csv] TRACE "
                    "TRACE...\n"
-                   "       gpumem replay --fidelity [--policy SPEC] [--format text|json] TRACE";
+                   "       gpumem replay --fidelity [--policy SPEC] [--format text|json] TRACE\n"
+                   "       gpumem replay [--policy SPEC]... [options] TRACE TRACE... | DIR   (a job: one trace per rank)";
         }
         std::string_view details() const override
         {
@@ -286,6 +288,12 @@ namespace {
                   "Gates (for CI): --fail-if-oom exits 3 when any policy had a failed request; --max-reserved BYTES\n"
                   "exits 3 when any policy's peak reserved is above BYTES (with --colocate: any process failed; the\n"
                   "combined peak above BYTES). The table is printed first, the violations go to stderr.\n"
+                  "\n"
+                  "Several traces without --colocate (or a DIR of them) are the ranks of one job, each on its own GPU:\n"
+                  "a policy fits the job only if no rank has a failed request; one row per policy gives the ranks\n"
+                  "with an OOM, the worst rank (the most failed requests, then the highest peak reserved), its peak\n"
+                  "reserved and the median rank's. Under mpirun or srun the ranks are spread over the MPI processes\n"
+                  "and rank 0 prints the same table (docs/mpi.md).\n"
                   "\n"
                   "--colocate replays several processes' traces on one GPU of --capacity bytes, each with its own\n"
                   "allocator. A process is named after its file without its trace extensions (.json.gz, .gmt, …;\n"
@@ -326,6 +334,7 @@ namespace {
             o.add_options()("trace", po::value<std::vector<std::string>>()->required(), "trace files (positional)");
             p.add("trace", -1);
         }
+        bool spreadsOverProcesses() const override { return true; }
         int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
         {
             const bool fidelity = vm.count("fidelity") > 0;
@@ -338,9 +347,9 @@ namespace {
             for (const char* option : { "limit", "offset" })
                 if (vm.count(option))
                     throw UsageError(std::string("--") + option + " is for --colocate");
-            if (paths.size() != 1)
-                throw UsageError("replay takes one trace (" + std::to_string(paths.size())
-                    + " given); several traces sharing one GPU need --colocate");
+            const bool job = isJobArguments(paths); // one trace per rank (cli/job_whatif.h)
+            if (job && fidelity)
+                throw UsageError("--fidelity takes one trace (" + std::to_string(paths.size()) + " given)");
             std::string format = checkedChoice(vm, "format",
                 fidelity ? std::vector<std::string> { "text", "json" }
                          : std::vector<std::string> { "text", "json", "csv" });
@@ -359,6 +368,11 @@ namespace {
             replay::ReplayOptions options;
             options.capacity = readCapacity(vm);
             options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
+            if (job) {
+                JobWhatIf w = readJobWhatIf(vm, paths, specs, gates, format);
+                w.options = options;
+                return runJobReplay(vm, w, out, err);
+            }
             const std::string& path = paths.front();
             options.source = path;
             if (fidelity) {

@@ -2,6 +2,7 @@
 // several braces = cartesian product) replayed in parallel, one row each, best first (no failed
 // request, then peak reserved), the best row marked.
 #include "analyze/whatif_report.h"
+#include "cli/job_whatif.h"
 #include "cli/whatif_options.h"
 #include "core/error.h"
 #include "core/importer.h"
@@ -25,7 +26,7 @@ namespace {
         {
             return "sweep --policy GRID... [--capacity BYTES] [--on-oom stop|skip] [--jobs N] [--format "
                    "text|json|csv]\n"
-                   "             [--fail-if-oom] [--max-reserved BYTES] TRACE";
+                   "             [--fail-if-oom] [--max-reserved BYTES] TRACE [TRACE... | DIR]";
         }
         std::string_view details() const override
         {
@@ -35,7 +36,11 @@ namespace {
                    "                          --policy 'pytorch:expandable_segments:{True,False}'\n"
                    "Rows are sorted best first: those without a failed request first (then fewer failed requests), then\n"
                    "by peak reserved, then by device calls; '*' marks the best (the first row). Gates: --fail-if-oom and --max-reserved exit 3\n"
-                   "when even the best configuration violates them (a sweep asks whether some configuration works).";
+                   "when even the best configuration violates them (a sweep asks whether some configuration works).\n"
+                   "Several traces (or a DIR of them) are the ranks of one job: a configuration fits only if no rank has\n"
+                   "a failed request, and its row gives the worst rank and its peak reserved; rows sort by the ranks\n"
+                   "with an OOM, then the worst rank's peak. Under mpirun or srun the ranks are spread over the MPI\n"
+                   "processes (docs/mpi.md).";
         }
         void setup(po::options_description& o, po::positional_options_description& p) override
         {
@@ -47,9 +52,10 @@ namespace {
             addJobsOption(o);
             addStartOptions(o);
             addGateOptions(o, true, "the best configuration");
-            o.add_options()("trace", po::value<std::string>()->required(), "trace file (positional)");
-            p.add("trace", 1);
+            o.add_options()("trace", po::value<std::vector<std::string>>()->required(), "trace files (positional)");
+            p.add("trace", -1);
         }
+        bool spreadsOverProcesses() const override { return true; }
         int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
         {
             const std::string format = checkedChoice(vm, "format", { "text", "json", "csv" });
@@ -67,8 +73,13 @@ namespace {
             replay::ReplayOptions options;
             options.capacity = readCapacity(vm);
             options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
-
-            const std::string path = vm["trace"].as<std::string>();
+            const auto paths = vm["trace"].as<std::vector<std::string>>();
+            if (isJobArguments(paths)) { // one trace per rank (cli/job_whatif.h)
+                JobWhatIf w = readJobWhatIf(vm, paths, specs, gates, format);
+                w.options = options;
+                return runJobSweep(vm, w, out, err);
+            }
+            const std::string path = paths.front();
             options.source = path;
             Trace trace = loadReplayableTrace(path);
             options.device = deviceOption(vm, trace, path);
