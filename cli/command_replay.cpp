@@ -8,7 +8,7 @@
 #include "cli/job_whatif.h"
 #include "cli/whatif_options.h"
 #include "core/error.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/message_quote.h"
 #include "core/units.h"
 #include "replay/colocated_replay.h"
