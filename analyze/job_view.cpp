@@ -5,6 +5,7 @@
 #include "core/byte_total.h"
 #include "core/display_width.h"
 #include "core/error.h"
+#include "importers/importer_registry.h"
 #include "core/message_quote.h"
 #include "core/units.h"
 

@@ -5,7 +5,7 @@
 #include "bench/job_generator.h"
 #include "core/display_width.h"
 #include "core/error.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/trace_builder.h"
 
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 #include "bench/job_generator.h"
 #include "cli_runner.h"
 #include "core/display_width.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
