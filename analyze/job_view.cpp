@@ -5,6 +5,7 @@
 #include "core/byte_total.h"
 #include "core/display_width.h"
 #include "core/error.h"
+#include "importers/importer_registry.h"
 #include "core/message_quote.h"
 #include "core/units.h"
 
@@ -174,8 +175,25 @@ namespace {
             std::size_t end = text.find(' ', start);
             if (end == std::string_view::npos)
                 end = text.size();
-            const std::string_view word = text.substr(start, end - start);
+            std::string_view word = text.substr(start, end - start);
             start = end + 1;
+            if (word.empty())
+                continue;
+            // A word wider than a line (a long stack frame) is cut at character boundaries.
+            const std::size_t room = width > indent.size() + 10 ? width - indent.size() : 10;
+            while (displayWidth(word) > room) {
+                std::size_t cut = characterLength(word, 0);
+                while (cut < word.size() && displayWidth(word.substr(0, cut + characterLength(word, cut))) <= room)
+                    cut += characterLength(word, cut);
+                if (!fresh) {
+                    out << line << '\n';
+                    line = std::string(indent);
+                }
+                out << line << word.substr(0, cut) << '\n';
+                line = std::string(indent);
+                fresh = true;
+                word.remove_prefix(cut);
+            }
             if (word.empty())
                 continue;
             if (!fresh && displayWidth(line) + 1 + displayWidth(word) > width) {
@@ -188,7 +206,8 @@ namespace {
             line += word;
             fresh = false;
         }
-        out << line << '\n';
+        if (!fresh)
+            out << line << '\n';
     }
 
     // Columns as wide as their widest cell, two spaces apart: figures right-aligned, the last column as it is,
@@ -676,8 +695,9 @@ std::string jobViewHeadline(const JobView& v)
     auto name = [](GroupBy g, const DiffRow& r) {
         return std::string(toString(g)) + " " + textForTerminal(g == GroupBy::Module ? r.key : r.label) + " " + formatByteChange(r.before, r.after);
     };
+    // "(no stack)" and "(no scope)" say nothing of where; the category then does.
     for (GroupBy g : { GroupBy::Site, GroupBy::Module })
-        if (const DiffRow* r = largestGrowth(d, g))
+        if (const DiffRow* r = largestGrowth(d, g); r && !r->label.starts_with("(no ") && !r->key.starts_with("(no "))
             why.push_back(name(g, *r));
     if (why.empty())
         if (const DiffRow* r = largestGrowth(d, GroupBy::Category))
@@ -687,33 +707,37 @@ std::string jobViewHeadline(const JobView& v)
         for (std::size_t i = 0; i < why.size(); ++i)
             s += (i ? ", " : "") + why[i];
     }
-    const std::size_t others = im.outliers.size() - (std::count(im.outliers.begin(), im.outliers.end(), im.maxRank) ? 1 : 0);
-    if (others)
-        s += "; " + counted(others, "other outlier rank", "other outlier ranks") + " below";
+    std::string others;
+    std::size_t listed = 0;
+    for (auto o : im.outliers)
+        if (o != im.maxRank && listed++ < 8)
+            others += (others.empty() ? "" : ", ") + rankName(v, o);
+    if (listed > 8)
+        others += " and " + std::to_string(listed - 8) + " more";
+    if (!others.empty())
+        s += "; " + std::string(listed == 1 ? "the other outlier: " : "the other outliers: ") + others;
     return s + ".";
 }
 
-void writeJobViewText(const JobView& v, std::size_t top, std::ostream& out)
+std::string rankNumbersNote(const JobView& v)
 {
-    constexpr std::size_t kWidth = 100;
-    const auto& im = *v.allocated;
-    std::string from;
     if (v.ranksFromOrder)
-        from = "rank numbers from the order given: some traces name no rank";
-    else {
-        std::set<std::string> sources;
-        for (const auto& r : v.ranks)
-            sources.insert(r.rankSource);
-        for (const auto& src : sources)
-            from += (from.empty() ? "rank numbers from " : ", ") + src;
-    }
-    out << "gpumem ranks: " << counted(v.ranks.size(), "rank", "ranks") << " (" << from << ")\n";
-    writeWrapped(jobViewHeadline(v), kWidth, "  ", out);
-    out << '\n';
+        return "rank numbers from the order given: some traces name no rank";
+    std::set<std::string> sources;
+    for (const auto& r : v.ranks)
+        sources.insert(r.rankSource);
+    std::string from;
+    for (const auto& src : sources)
+        from += (from.empty() ? "rank numbers from " : ", ") + src;
+    return from;
+}
 
+JobViewTable rankTable(const JobView& v)
+{
+    const auto& im = *v.allocated;
+    JobViewTable t;
+    t.header = { "rank", "peak alloc", "step", "peak reserved", "lower bound", "beyond live", "steps", "first OOM" };
     std::set<std::size_t> outliers(im.outliers.begin(), im.outliers.end());
-    const std::vector<std::string> header { "rank", "peak alloc", "step", "peak reserved", "lower bound", "beyond live", "steps", "first OOM" };
-    std::vector<std::vector<std::string>> cells;
     bool anyBound = false;
     for (std::size_t r = 0; r < v.ranks.size(); ++r) {
         const auto& s = v.ranks[r];
@@ -724,65 +748,88 @@ void writeJobViewText(const JobView& v, std::size_t top, std::ostream& out)
             const Bytes b = s.headlineReserved > s.headlineLive ? s.headlineReserved - s.headlineLive : 0;
             beyond = formatBytes(b) + " (" + percent(s.headlineReserved ? double(b) / double(s.headlineReserved) : 0.0) + ")";
         }
-        cells.push_back({ std::to_string(v.rankNumbers[r]) + (mark.empty() ? "" : " " + mark),
+        t.rows.push_back({ std::to_string(v.rankNumbers[r]) + (mark.empty() ? "" : " " + mark),
             (s.peakIsBound ? "≥ " : "") + formatByteTotalShort(s.peakAllocated), s.peakStep ? std::to_string(*s.peakStep) : "-",
             s.peakReserved ? formatByteTotalShort(*s.peakReserved) : "-", "≥ " + formatByteTotalShort(s.lowerBound), beyond,
             std::to_string(s.steps.size()), s.firstOom ? oomCell(*s.firstOom) : "-" });
     }
-    writeTable(header, cells, "", true, out);
-    std::string legend = "* outlier (peak allocated more than " + formatBytes(im.threshold) + " from the median); L leaking (detectLeaks:"
+    t.legend = "* outlier (peak allocated more than " + formatBytes(im.threshold) + " from the median); L leaking (detectLeaks:"
         " allocated grows every step); ≥ a lower bound";
     if (anyBound)
-        legend += " (≥ on a peak: the trace began mid-run, blocks allocated before it are not seen)";
-    legend += "; lower bound: the most requested bytes live at once, no allocator needs less; beyond live: reserved"
-              " beyond allocated at the fragmentation headline's moment; first OOM: time from the rank's start, #step,"
-              " the request";
-    writeWrapped(legend, kWidth, "  ", out);
+        t.legend += " (≥ on a peak: the trace began mid-run, blocks allocated before it are not seen)";
+    t.legend += "; lower bound: the most requested bytes live at once, no allocator needs less; beyond live: reserved"
+                " beyond allocated at the fragmentation headline's moment; first OOM: time from the rank's start, #step,"
+                " the request";
+    return t;
+}
 
-    char ratio[32];
-    std::snprintf(ratio, sizeof ratio, "%.2f", im.ratio);
-    out << "\nimbalance of peak allocated: max/median " << ratio << " (" << rankName(v, im.maxRank) << " "
-        << formatByteTotalShort(im.max) << ", median " << rankName(v, im.medianRank) << " " << formatByteTotalShort(im.median) << ")\n";
-    if (v.reserved) {
-        std::snprintf(ratio, sizeof ratio, "%.2f", v.reserved->ratio);
-        out << "imbalance of peak reserved:  max/median " << ratio << " (" << rankName(v, v.reserved->maxRank) << " "
-            << formatByteTotalShort(v.reserved->max) << ", median " << rankName(v, v.reserved->medianRank) << " "
-            << formatByteTotalShort(v.reserved->median) << ")\n";
+JobViewTable stepTable(const JobView& v, std::size_t keep)
+{
+    JobViewTable t;
+    if (v.steps.empty()) {
+        t.legend = "no rank has training steps (docs/analysis.md, Steps)";
+        return t;
     }
+    std::size_t onEvery = 0;
+    for (const auto& s : v.steps)
+        onEvery += s.ranksWithStep == v.ranks.size() ? 1 : 0;
+    t.legend = "aligned by " + v.stepAlignment + " (" + counted(v.steps.size(), "step", "steps") + ", " + std::to_string(onEvery)
+        + " on every rank); peak allocated per step";
+    t.header = { "step", "min", "median", "max", "max on" };
+    for (std::size_t i = 0; i < v.steps.size(); ++i) {
+        if (keep && v.steps.size() > keep && i == keep / 2) {
+            t.rows.push_back({ "...", "", "", "", "" });
+            i = v.steps.size() - keep / 2;
+        }
+        const auto& s = v.steps[i];
+        t.rows.push_back({ std::to_string(s.number), formatByteTotalShort(s.min), formatByteTotalShort(s.median), formatByteTotalShort(s.max),
+            rankName(v, s.maxRank) + (s.ranksWithStep == v.ranks.size() ? "" : " (" + std::to_string(s.ranksWithStep) + " ranks have it)") });
+    }
+    return t;
+}
+
+std::vector<std::string> imbalanceLines(const JobView& v)
+{
+    const auto& im = *v.allocated;
+    std::vector<std::string> lines;
+    auto line = [&](std::string_view what, const RankImbalance& x) {
+        char ratio[32];
+        std::snprintf(ratio, sizeof ratio, "%.2f", x.ratio);
+        lines.push_back("imbalance of " + std::string(what) + "max/median " + ratio + " (" + rankName(v, x.maxRank) + " "
+            + formatByteTotalShort(x.max) + ", median " + rankName(v, x.medianRank) + " " + formatByteTotalShort(x.median) + ")");
+    };
+    line("peak allocated: ", im);
+    if (v.reserved)
+        line("peak reserved:  ", *v.reserved);
+    std::string o = "outliers:";
     if (im.outliers.empty())
-        out << "outliers: none\n";
-    else {
-        std::string o = "outliers:";
-        for (auto r : im.outliers) {
-            const Bytes p = v.ranks[r].peakAllocated;
-            char share[32];
-            std::snprintf(share, sizeof share, "%+.1f%%", im.median ? (double(p) - double(im.median)) * 100.0 / double(im.median) : 0.0);
-            o += " " + rankName(v, r) + " (" + share + ")" + (r == im.outliers.back() ? "" : ",");
-        }
-        writeWrapped(o, kWidth, "  ", out);
+        o += " none";
+    for (auto r : im.outliers) {
+        const Bytes p = v.ranks[r].peakAllocated;
+        char share[32];
+        std::snprintf(share, sizeof share, "%+.1f%%", im.median ? (double(p) - double(im.median)) * 100.0 / double(im.median) : 0.0);
+        o += " " + rankName(v, r) + " (" + share + ")" + (r == im.outliers.back() ? "" : ",");
     }
+    lines.push_back(o);
+    return lines;
+}
 
-    if (!v.steps.empty()) {
-        std::size_t onEvery = 0;
-        for (const auto& s : v.steps)
-            onEvery += s.ranksWithStep == v.ranks.size() ? 1 : 0;
-        out << "\nsteps, aligned by " << v.stepAlignment << " (" << counted(v.steps.size(), "step", "steps") << ", " << onEvery
-            << " on every rank); peak allocated per step:\n";
-        std::vector<std::vector<std::string>> rows;
-        const std::size_t keep = 24;
-        for (std::size_t i = 0; i < v.steps.size(); ++i) {
-            if (v.steps.size() > keep && i == keep / 2) {
-                rows.push_back({ "...", "", "", "", "" });
-                i = v.steps.size() - keep / 2;
-            }
-            const auto& s = v.steps[i];
-            rows.push_back({ std::to_string(s.number), formatByteTotalShort(s.min), formatByteTotalShort(s.median), formatByteTotalShort(s.max),
-                rankName(v, s.maxRank) + (s.ranksWithStep == v.ranks.size() ? "" : " (" + std::to_string(s.ranksWithStep) + " ranks have it)") });
-        }
-        const std::vector<std::string> h { "step", "min", "median", "max", "max on" };
-        writeTable(h, rows, "  ", false, out);
-    } else
-        out << "\nsteps: no rank has training steps (docs/analysis.md, Steps)\n";
+void writeJobViewText(const JobView& v, std::size_t top, std::ostream& out)
+{
+    constexpr std::size_t kWidth = 100;
+    out << "gpumem ranks: " << counted(v.ranks.size(), "rank", "ranks") << " (" << rankNumbersNote(v) << ")\n";
+    writeWrapped(jobViewHeadline(v), kWidth, "  ", out);
+    out << '\n';
+    const JobViewTable ranks = rankTable(v);
+    writeTable(ranks.header, ranks.rows, "", true, out);
+    writeWrapped(ranks.legend, kWidth, "  ", out);
+    out << '\n';
+    for (const auto& l : imbalanceLines(v))
+        writeWrapped(l, kWidth, "  ", out);
+    const JobViewTable steps = stepTable(v, 24);
+    out << "\nsteps" << (v.steps.empty() ? ": " : ", ") << steps.legend << (v.steps.empty() ? "\n" : ":\n");
+    if (!v.steps.empty())
+        writeTable(steps.header, steps.rows, "  ", false, out);
 
     for (std::size_t k = 0; k < v.differences.size(); ++k) {
         const auto& d = v.differences[k];
@@ -813,19 +860,26 @@ void writeJobViewText(const JobView& v, std::size_t top, std::ostream& out)
         }
     }
 
-    bool leaks = false;
+    const auto leaks = leakLines(v);
+    if (!leaks.empty())
+        out << "\nleaks (allocated at each step start grows, analyze/steps.h):\n";
+    for (const auto& l : leaks)
+        writeWrapped("  " + textForTerminal(l), kWidth, "    ", out);
+}
+
+std::vector<std::string> leakLines(const JobView& v)
+{
+    std::vector<std::string> lines;
     for (std::size_t r = 0; r < v.ranks.size(); ++r) {
         const auto& s = v.ranks[r];
         if (!s.leaking)
             continue;
-        if (!leaks)
-            out << "\nleaks (allocated at each step start grows, analyze/steps.h):\n";
-        leaks = true;
-        std::string l = "  " + rankName(v, r) + ": +" + formatBytes(static_cast<Bytes>(std::max(0.0, s.leakGrowthPerStep))) + " a step";
+        std::string l = rankName(v, r) + ": +" + formatBytes(static_cast<Bytes>(std::max(0.0, s.leakGrowthPerStep))) + " a step";
         if (!s.leakSites.empty())
-            l += "; surviving blocks from " + textForTerminal(s.leakSites.front().label) + " (" + formatBytes(s.leakSites.front().bytes) + ")";
-        writeWrapped(l, kWidth, "    ", out);
+            l += "; surviving blocks from " + s.leakSites.front().label + " (" + formatBytes(s.leakSites.front().bytes) + ")";
+        lines.push_back(std::move(l));
     }
+    return lines;
 }
 
 json jobViewToJson(const JobView& v)

@@ -187,6 +187,23 @@ nlohmann::json jobViewToJson(const JobView& view);
 // lower_bound_bytes,ooms,first_oom_time_ns,first_oom_step,first_oom_request_bytes,headline_moment,
 // headline_reserved_bytes,headline_live_bytes,steps,step_source,leaking,leak_growth_per_step_bytes,outlier
 void writeJobViewCsv(const JobView& view, std::ostream& out);
+// The pieces the text and the HTML report share: the rank table (cells as the text prints them, the legend
+// under it), the step table (legend: how the steps are aligned; "" rows when no rank has steps; `keep` > 0 keeps
+// the first and last keep/2 steps), the imbalance lines, and where the rank numbers come from.
+struct JobViewTable {
+    std::vector<std::string> header;
+    std::vector<std::vector<std::string>> rows;
+    std::string legend;
+};
+JobViewTable rankTable(const JobView& view);
+JobViewTable stepTable(const JobView& view, std::size_t keep);
+std::vector<std::string> imbalanceLines(const JobView& view);
+std::string rankNumbersNote(const JobView& view);
+// One sentence per leaking rank: its growth per step and the site of its surviving blocks (raw labels).
+std::vector<std::string> leakLines(const JobView& view);
+// The ranks section of `gpumem report` (an <h2> and what follows; analyze/html_report.h calls it).
+void writeJobViewHtml(const JobView& view, std::size_t top, std::ostream& out);
+
 // The answer in one sentence (the text report's first line, the HTML section's lead).
 std::string jobViewHeadline(const JobView& view);
 

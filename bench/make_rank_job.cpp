@@ -5,7 +5,7 @@
 // Prints one line per rank file and a last line naming the leak and extra-buffer ranks.
 #include "bench/job_generator.h"
 #include "core/error.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 
 #include <charconv>
 #include <cstdio>

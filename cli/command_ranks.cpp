@@ -22,7 +22,7 @@ namespace {
         std::string_view name() const override { return "ranks"; }
         std::string_view summary() const override
         {
-            return "one table of every rank of a job: peaks, OOMs, steps aligned, imbalance and why the worst rank holds more";
+            return "one table of a job's ranks, aligned by step: who peaks or runs out first, and why";
         }
         std::string_view synopsis() const override
         {

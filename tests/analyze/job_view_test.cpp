@@ -5,7 +5,7 @@
 #include "bench/job_generator.h"
 #include "core/display_width.h"
 #include "core/error.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/trace_builder.h"
 
 #include <gtest/gtest.h>
@@ -241,4 +241,32 @@ TEST(JobView, HtaRankOneAndAPerturbedCopyAsRankZeroAlignByProfilerStep)
     const std::string text = textOf(v);
     EXPECT_NE(text.find("steps, aligned by ProfilerStep# number"), std::string::npos) << text;
     EXPECT_NE(text.find("rank numbers from RANK, distributedInfo"), std::string::npos) << text;
+}
+
+// Two hand-written ranks (tests/data/ranks/): rank 1 runs out in step 2, rank 0 only in step 3, although rank 1's
+// clock is 100 ms later: "first" is by aligned step, then by time from each rank's start.
+TEST(JobView, TheRankThatRunsOutFirstIsTheOneWhoseOomComesInTheEarliestStep)
+{
+    const std::string a = GPUMEM_SOURCE_DIR "/tests/data/ranks/oom_rank_a.jsonl", b = GPUMEM_SOURCE_DIR "/tests/data/ranks/oom_rank_b.jsonl";
+    const JobView v = buildJobView(summarizeRanks({ a, b }, {}, {}, 2));
+    ASSERT_EQ(v.rankNumbers, (std::vector<std::int64_t> { 0, 1 }));
+    ASSERT_TRUE(v.ranks[0].firstOom && v.ranks[1].firstOom);
+    EXPECT_EQ(v.ranks[0].firstOom->step, 3);
+    EXPECT_EQ(v.ranks[0].firstOom->request, 6ull << 30);
+    EXPECT_EQ(v.ranks[0].firstOom->time, 3'200'000 - 900'000); // from the rank's start (its first step begins at 0.9 ms)
+    EXPECT_EQ(v.ranks[1].firstOom->step, 2);
+    EXPECT_EQ(v.ranks[1].firstOom->request, 7ull << 30);
+    ASSERT_TRUE(v.firstOom);
+    EXPECT_EQ(*v.firstOom, 1u);
+    EXPECT_EQ(jobViewHeadline(v).rfind("rank 1 runs out of memory first (+0.001800 s, step 2, a 7.00 GiB request); ", 0), 0u)
+        << jobViewHeadline(v);
+    EXPECT_EQ(v.stepAlignment, "ProfilerStep# number");
+    ASSERT_EQ(v.steps.size(), 3u);
+    EXPECT_EQ(v.steps[0].number, 1);
+    EXPECT_EQ(v.steps[0].max, 2ull << 30);
+    EXPECT_EQ(v.steps[0].min, 1ull << 30);
+    EXPECT_EQ(v.allocated->ratio, 2.0);
+    const std::string text = textOf(v);
+    EXPECT_NE(text.find("+0.002s #3 6.00 GiB"), std::string::npos) << text;
+    EXPECT_NE(text.find("+0.002s #2 7.00 GiB"), std::string::npos) << text;
 }

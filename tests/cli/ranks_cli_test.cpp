@@ -3,7 +3,7 @@
 #include "bench/job_generator.h"
 #include "cli_runner.h"
 #include "core/display_width.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -119,4 +119,28 @@ TEST(RanksCli, BadInputStopsWithAnErrorNamingTheFile)
     const auto help = runCli("help ranks");
     EXPECT_EQ(help.exitCode, 0);
     EXPECT_NE(help.out.find("ranks [--format text|json|csv] [--jobs N]"), std::string::npos) << help.out;
+}
+
+TEST(RanksCli, TheReportOfAJobsTracesOpensWithTheRanksSection)
+{
+    std::string traces;
+    for (std::size_t r = 0; r < 8; ++r)
+        traces += " " + q(jobDir() / bench::RankJobGenerator::fileName(r, "gmt"));
+    const auto html = scratchDir("ranks-report") / "job.html";
+    const auto r = runCli("report" + traces + " -o " + q(html));
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const std::string page = slurp(html);
+    const auto ranks = page.find("<h2 id='ranks'>Ranks of one job</h2>");
+    ASSERT_NE(ranks, std::string::npos);
+    EXPECT_LT(ranks, page.find("<h2>", ranks + 1)); // before the first trace's section
+    EXPECT_NE(page.find("<strong>Answer:</strong> rank 7 peaks highest"), std::string::npos);
+    EXPECT_NE(page.find("<h3>rank 4 against the median rank"), std::string::npos);
+    EXPECT_NE(page.find("allocate_extra_buffer (extra_buffer.py:9)"), std::string::npos);
+    // One trace is no job; --ranks adds the section anyway.
+    const auto one = runCli("report " + q(jobDir() / bench::RankJobGenerator::fileName(0, "gmt")) + " -o " + q(html));
+    ASSERT_EQ(one.exitCode, 0) << one.err;
+    EXPECT_EQ(slurp(html).find("Ranks of one job"), std::string::npos);
+    const auto forced = runCli("report --ranks " + q(jobDir() / bench::RankJobGenerator::fileName(0, "gmt")) + " -o " + q(html));
+    ASSERT_EQ(forced.exitCode, 0) << forced.err;
+    EXPECT_NE(slurp(html).find("Ranks of one job"), std::string::npos);
 }
