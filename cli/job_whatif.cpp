@@ -4,7 +4,6 @@
 #include "analyze/job_whatif.h"
 #include "analyze/trace_summary.h"
 #include "core/error.h"
-#include "core/importer.h"
 #include "core/message_quote.h"
 #include "core/units.h"
 #include "mpi/process_group.h"

@@ -1,6 +1,7 @@
 #include "mpi/rank_summaries.h"
 
 #include "core/error.h"
+#include "importers/importer_registry.h"
 #include "mpi/process_group.h"
 
 #include <nlohmann/json.hpp>
