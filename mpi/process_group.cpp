@@ -129,6 +129,7 @@ LaunchEnvironment readLaunchEnvironment()
     env.size = envInt("OMPI_COMM_WORLD_SIZE");
     if (env.size == 0)
         env.size = envInt("PMI_SIZE");
+    env.slurmTasks = envInt("SLURM_STEP_NUM_TASKS");
     env.localSize = envInt("OMPI_COMM_WORLD_LOCAL_SIZE");
     if (env.localSize == 0)
         env.localSize = envInt("SLURM_NTASKS_PER_NODE");
@@ -251,6 +252,10 @@ ProcessGroup& processGroup()
 MpiSession::MpiSession([[maybe_unused]] int& argc, [[maybe_unused]] char**& argv)
 {
     const LaunchEnvironment env = readLaunchEnvironment();
+    if (!env.launched && env.slurmTasks > 1)
+        throw Error("started by srun as one of " + std::to_string(env.slurmTasks)
+            + " tasks without an MPI launch (no PMIx or PMI variables): every task would run the whole command; "
+              "give srun --mpi=pmix (srun --mpi=list shows the plugins), or run it as one task");
     if (!env.launched)
         return;
 #ifdef GPUMEM_HAVE_MPI

@@ -47,6 +47,9 @@ struct LaunchEnvironment {
     std::string variable; // the first of them that is set, for messages
     int size = 0; // the job's process count where the environment says it (0 = not said)
     int localSize = 0; // processes on this node (OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE), 0 = not said
+    // The tasks of a Slurm job step (SLURM_STEP_NUM_TASKS; 0 = not under srun): srun without an MPI
+    // plugin (--mpi=none) starts that many copies without any of the variables above.
+    int slurmTasks = 0;
 };
 LaunchEnvironment readLaunchEnvironment();
 
@@ -101,8 +104,9 @@ ProcessGroup& processGroup();
 // (readLaunchEnvironment().launched): MPI_Init_thread (funneled: only this thread calls MPI) and
 // MPI_Finalize at destruction; otherwise does nothing and the group stays threads-only. One per
 // process, made in main() before any command runs.
-// Throws gpumem::Error when launched as one of several processes by a launcher but built without MPI
-// (each process would otherwise run the whole command and print it again).
+// Throws gpumem::Error when launched as one of several processes by a launcher but built without MPI,
+// or as one of several srun tasks without an MPI plugin (each process would otherwise run the whole
+// command and print it again).
 class MpiSession {
 public:
     MpiSession(int& argc, char**& argv);

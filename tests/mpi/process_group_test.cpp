@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <new>
 #include <set>
 #include <string>
@@ -129,6 +130,27 @@ TEST(ProcessGroup, IsOneProcessWithoutALauncher)
     EXPECT_EQ(processGroup().size(), 1);
     EXPECT_FALSE(processGroup().usesMpi());
     EXPECT_GE(processGroup().defaultJobs(), 1u);
+}
+
+TEST(ProcessGroup, RefusesSeveralSrunTasksWithoutAnMpiPlugin)
+{
+    if (gpumem::mpi::readLaunchEnvironment().launched)
+        GTEST_SKIP() << "started by an MPI launcher";
+    // What `srun -n 4 --mpi=none` sets (and none of the PMI variables).
+    ::setenv("SLURM_STEP_NUM_TASKS", "4", 1);
+    int argc = 1;
+    char name[] = "test_mpi";
+    char* args[] = { name, nullptr };
+    char** argv = args;
+    try {
+        gpumem::mpi::MpiSession session(argc, argv);
+        ADD_FAILURE() << "no error";
+    } catch (const gpumem::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("srun --mpi=pmix"), std::string::npos) << e.what();
+    }
+    ::setenv("SLURM_STEP_NUM_TASKS", "1", 1); // one task: nothing to spread, no error
+    EXPECT_NO_THROW({ gpumem::mpi::MpiSession one(argc, argv); });
+    ::unsetenv("SLURM_STEP_NUM_TASKS");
 }
 
 TEST(ProcessGroup, JoinsTheWholeJobUnderALauncher)
