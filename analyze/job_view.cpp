@@ -350,11 +350,11 @@ RankSummary summarizeRank(const Trace& trace, const std::string& path, std::size
     s.leakGrowthPerStep = a.leaks.growthPerStep;
     for (std::size_t i = 0; i < a.leaks.sites.size() && i < 3; ++i)
         s.leakSites.push_back(RankLeakSite { a.leaks.sites[i].label, a.leaks.sites[i].bytes });
-    if (!a.breakdowns.empty())
+    if (!a.breakdowns.empty()) {
         s.groupsLive = a.breakdowns.front().liveBytes;
-    if (!a.breakdowns.empty())
         for (std::size_t g = 0; g < kRankGroups.size(); ++g)
             s.groups[g] = keptRows(a.breakdowns.front(), kRankGroups[g], options.topRows);
+    }
     return s;
 }
 
