@@ -175,6 +175,18 @@ namespace {
             std::size_t end = text.find(' ', start);
             if (end == std::string_view::npos)
                 end = text.size();
+            // A figure keeps its unit on its line ("+135.36 MiB", "12.2 %", "+0.5 s,").
+            if (end + 1 < text.size() && end > start && std::isdigit(static_cast<unsigned char>(text[end - 1]))) {
+                std::size_t after = text.find(' ', end + 1);
+                if (after == std::string_view::npos)
+                    after = text.size();
+                const std::string_view unit = text.substr(end + 1, after - end - 1);
+                static constexpr std::string_view kUnits[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "%", "s" };
+                if (std::any_of(std::begin(kUnits), std::end(kUnits), [&](std::string_view u) {
+                        return unit == u || (unit.size() > u.size() && unit.starts_with(u) && std::ispunct(static_cast<unsigned char>(unit[u.size()])));
+                    }))
+                    end = after;
+            }
             std::string_view word = text.substr(start, end - start);
             start = end + 1;
             if (word.empty())
@@ -350,11 +362,11 @@ RankSummary summarizeRank(const Trace& trace, const std::string& path, std::size
     s.leakGrowthPerStep = a.leaks.growthPerStep;
     for (std::size_t i = 0; i < a.leaks.sites.size() && i < 3; ++i)
         s.leakSites.push_back(RankLeakSite { a.leaks.sites[i].label, a.leaks.sites[i].bytes });
-    if (!a.breakdowns.empty())
+    if (!a.breakdowns.empty()) {
         s.groupsLive = a.breakdowns.front().liveBytes;
-    if (!a.breakdowns.empty())
         for (std::size_t g = 0; g < kRankGroups.size(); ++g)
             s.groups[g] = keptRows(a.breakdowns.front(), kRankGroups[g], options.topRows);
+    }
     return s;
 }
 

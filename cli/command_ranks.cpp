@@ -46,7 +46,7 @@ namespace {
                 "jobs,j", po::value<std::string>(), "traces summarised at once (default: the hardware threads)")(
                 "top", po::value<long long>()->default_value(5), "rows per grouping in the worst rank's difference")(
                 "output,o", po::value<std::string>(), "write to FILE instead of standard output")(
-                "device", po::value<std::string>(), "device of every rank, by position in 'gpumem info' (0, 1, …); default: each trace's busiest")(
+                "device", po::value<std::string>(), "device of every rank, by position in 'gpumem info' (0, 1, ...); default: each trace's busiest")(
                 "strict", "treat import anomalies of warning or error severity as failures")(
                 "trace", po::value<std::vector<std::string>>()->required(), "rank traces or folders of them (positional)");
             p.add("trace", -1);
@@ -70,7 +70,7 @@ namespace {
                     used = 0;
                 }
                 if (used == 0 || used != d.size() || d.front() == '-')
-                    throw UsageError("--device '" + d + "': give the device's position in 'gpumem info' (0, 1, …); labels differ between ranks");
+                    throw UsageError("--device '" + d + "': give the device's position in 'gpumem info' (0, 1, ...); labels differ between ranks");
                 options.device = static_cast<DeviceId>(value);
             }
             const auto paths = analyze::rankTracePaths(vm["trace"].as<std::vector<std::string>>());

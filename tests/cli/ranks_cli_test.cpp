@@ -144,3 +144,17 @@ TEST(RanksCli, TheReportOfAJobsTracesOpensWithTheRanksSection)
     ASSERT_EQ(forced.exitCode, 0) << forced.err;
     EXPECT_NE(slurp(html).find("Ranks of one job"), std::string::npos);
 }
+
+// docs/ranks.md shows the start of this output: it must stay what `gpumem ranks` prints.
+TEST(RanksCli, TheOutputShownInTheDocsIsWhatItPrints)
+{
+    const std::string doc = slurp(GPUMEM_SOURCE_DIR "/docs/ranks.md");
+    const std::string open = "which opens with\n\n```\n";
+    const auto from = doc.find(open);
+    ASSERT_NE(from, std::string::npos);
+    const auto to = doc.find("```", from + open.size());
+    const std::string shown = doc.substr(from + open.size(), to - from - open.size());
+    const auto r = runCli("ranks " + q(jobDir()));
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.out.substr(0, shown.size()), shown);
+}
