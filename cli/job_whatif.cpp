@@ -42,53 +42,64 @@ namespace {
         return run;
     }
 
-    // Threads for the ranks of this process (each holds one trace) and, inside a rank, for its settings.
+    // Threads for the items of this process (each holds one trace) and, inside an item, for its settings.
     struct Threads {
         unsigned ranks = 1;
         unsigned perRank = 1;
     };
-    Threads splitThreads(unsigned jobs, std::size_t ranks)
+    Threads splitThreads(unsigned jobs, std::size_t items)
     {
         const auto& g = mpi::processGroup();
         if (jobs == 0)
             jobs = g.defaultJobs();
-        const std::size_t mine = (ranks + std::size_t(g.size()) - 1) / std::size_t(g.size());
+        const std::size_t mine = (items + std::size_t(g.size()) - 1) / std::size_t(g.size());
         const unsigned outer = unsigned(std::clamp<std::size_t>(mine, 1, jobs));
         return { outer, std::max(1u, jobs / outer) };
     }
 
-    // Every spec on every rank; on rank 0 one JobSetting per spec, elsewhere none.
+    // Every spec on every rank; on rank 0 one JobSetting per spec, elsewhere none. An item is one rank
+    // and a slice of the specs: one slice when the ranks are at least the processes, else as many
+    // slices as it takes to give every process work (each slice imports its rank's trace again).
     std::vector<analyze::JobSetting> replayEveryRank(
         const po::variables_map& vm, const JobWhatIf& job, std::vector<std::string>& names)
     {
-        const Threads threads = splitThreads(job.jobs, job.paths.size());
+        const std::size_t ranks = job.paths.size(), specs = job.specs.size();
+        const auto processes = std::size_t(mpi::processGroup().size());
+        const std::size_t slices = std::clamp<std::size_t>((processes + ranks - 1) / std::max<std::size_t>(ranks, 1), 1,
+            std::max<std::size_t>(specs, 1));
+        auto sliceOf = [&](std::size_t c) { return std::make_pair(specs * c / slices, specs * (c + 1) / slices); };
+        const Threads threads = splitThreads(job.jobs, ranks * slices);
         mpi::MapOptions spread;
         spread.jobs = threads.ranks;
         const auto gathered = mpi::processGroup().mapGather(
-            job.paths.size(),
-            [&](std::size_t r) {
-                const RankRun run = prepareRank(vm, job.paths[r], job.options, job.start);
-                analyze::RankRows<analyze::RankReplay> rows { run.namedRank, std::vector<analyze::RankReplay>(job.specs.size()) };
-                replay::parallelFor(job.specs.size(), threads.perRank, [&](std::size_t i) {
-                    rows.rows[i] = analyze::rankReplayOf(replay::Replayer(run.options).run(run.trace, job.specs[i]), run.start);
+            ranks * slices,
+            [&](std::size_t item) {
+                const RankRun run = prepareRank(vm, job.paths[item / slices], job.options, job.start);
+                const auto [first, end] = sliceOf(item % slices);
+                analyze::RankRows<analyze::RankReplay> rows { run.namedRank, std::vector<analyze::RankReplay>(end - first) };
+                replay::parallelFor(end - first, threads.perRank, [&](std::size_t k) {
+                    rows.rows[k] = analyze::rankReplayOf(
+                        replay::Replayer(run.options).run(run.trace, job.specs[first + k]), run.start);
                 });
                 return analyze::toBytes(rows);
             },
             spread);
         if (gathered.empty())
             return {};
-        std::vector<analyze::JobSetting> settings(job.specs.size());
-        for (std::size_t i = 0; i < settings.size(); ++i)
+        std::vector<analyze::JobSetting> settings(specs);
+        for (std::size_t i = 0; i < specs; ++i)
             settings[i].spec = job.specs[i].text;
         std::vector<std::optional<std::int64_t>> named;
-        for (const auto& bytes : gathered) {
-            auto rank = analyze::rankReplaysFromBytes(bytes);
-            if (rank.rows.size() != settings.size())
-                throw Error("job what-if: a rank returned " + std::to_string(rank.rows.size()) + " results for "
-                    + std::to_string(settings.size()) + " settings (internal error)");
-            for (std::size_t i = 0; i < rank.rows.size(); ++i)
-                settings[i].ranks.push_back(std::move(rank.rows[i]));
-            named.push_back(rank.namedRank);
+        for (std::size_t item = 0; item < gathered.size(); ++item) {
+            auto part = analyze::rankReplaysFromBytes(gathered[item]);
+            const auto [first, end] = sliceOf(item % slices);
+            if (part.rows.size() != end - first)
+                throw Error("job what-if: a rank returned " + std::to_string(part.rows.size()) + " results for "
+                    + std::to_string(end - first) + " settings (internal error)");
+            for (std::size_t k = 0; k < part.rows.size(); ++k)
+                settings[first + k].ranks.push_back(std::move(part.rows[k]));
+            if (item % slices == 0)
+                named.push_back(part.namedRank);
         }
         names = analyze::jobRankNames(named);
         return settings;

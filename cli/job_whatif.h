@@ -2,8 +2,9 @@
 // `gpumem replay|sweep|fit` over the rank traces of a job (several TRACE arguments, or a DIR): each
 // rank's trace is imported and replayed by one process of mpi::processGroup() (an MPI process under
 // mpirun/srun, else this one, on threads), which returns the small per-rank summaries of
-// analyze/job_whatif.h; rank 0 builds the job table from them (docs/mpi.md). One item per rank, so a
-// trace is imported once per process that replays it and a process holds at most --jobs traces at once.
+// analyze/job_whatif.h; rank 0 builds the job table from them (docs/mpi.md). One item per rank (replay
+// and sweep: per rank and slice of the settings when there are fewer ranks than processes), so a trace is
+// imported once per item and a process holds at most --jobs traces at once.
 #include "cli/command.h"
 #include "cli/whatif_options.h"
 #include "replay/capacity_fit.h"
