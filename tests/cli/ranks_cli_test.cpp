@@ -116,6 +116,15 @@ TEST(RanksCli, BadInputStopsWithAnErrorNamingTheFile)
     EXPECT_EQ(unreadable.exitCode, 1);
     EXPECT_NE(unreadable.err.find("rank1.jsonl"), std::string::npos) << unreadable.err;
 
+    // --device takes a position (labels differ between ranks); the job's one device is 0, the default.
+    EXPECT_EQ(runCli("ranks --device 0 " + q(jobDir())).out, runCli("ranks " + q(jobDir())).out);
+    const auto label = runCli("ranks --device cuda:0 " + q(jobDir()));
+    EXPECT_EQ(label.exitCode, 2);
+    EXPECT_NE(label.err.find("--device 'cuda:0': give the device's position"), std::string::npos) << label.err;
+    const auto past = runCli("ranks --device 3 " + q(rank3));
+    EXPECT_EQ(past.exitCode, 2) << past.err;
+    EXPECT_NE(past.err.find(rank3.filename().string()), std::string::npos) << past.err;
+
     const auto help = runCli("help ranks");
     EXPECT_EQ(help.exitCode, 0);
     EXPECT_NE(help.out.find("ranks [--format text|json|csv] [--jobs N]"), std::string::npos) << help.out;
