@@ -242,3 +242,37 @@ TEST(Pools, APolicyWithoutPoolsReplaysAsIfMerged)
     EXPECT_EQ(apart.deviceCounters.mallocCalls, merged.deviceCounters.mallocCalls);
     EXPECT_TRUE(apart.pools.empty());
 }
+
+// empty_cache_burst.json (a snapshot's JSON twin): a 16 MiB block fills its own 16 MiB segment (>= 10 MiB:
+// no 20 MiB segment, no rest); an 8 MiB block takes a 20 MiB segment and is freed; then one segment_free of
+// that segment (the program's empty_cache(): release_cached_blocks frees the only wholly free segment)
+// followed by the 16 MiB block's free, not by a retried cudaMalloc.
+TEST(EmptyCache, ASnapshotReleaseBurstBecomesAnEmptyCacheEventAndFidelityStaysExact)
+{
+    const std::string path = std::string(GPUMEM_SOURCE_DIR) + "/tests/data/snapshot/empty_cache_burst.json";
+    const Trace t = importPytorchSnapshot(path);
+    std::size_t calls = 0, at = 0;
+    for (std::size_t i = 0; i < t.memory().count(); ++i)
+        if (t.memory().kind[i] == EventKind::EmptyCache) {
+            ++calls;
+            at = i;
+        }
+    ASSERT_EQ(calls, 1u);
+    ASSERT_LT(at + 1, t.memory().count());
+    EXPECT_EQ(t.memory().kind[at + 1], EventKind::SegmentFree); // right before the burst
+    EXPECT_EQ(t.metadata()["reconstruction"][0]["empty_cache_calls"], 1);
+    EXPECT_EQ(t.metadata()["reconstruction"][0]["oom_recovery_bursts"], 0);
+
+    // Fidelity: the event releases the 20 MiB segment (the burst is not replayed a second time).
+    const auto rep = checkFidelityFile(path, parsePolicySpec("pytorch"));
+    EXPECT_TRUE(rep.exact()) << rep.matched << "/" << rep.recordedSegmentEvents;
+    EXPECT_EQ(rep.emptyCacheCalls, 1u);
+    EXPECT_EQ(rep.emptyCacheDirectives, 0u);
+    EXPECT_EQ(rep.recordedPeakReserved, 36 * MiB);
+
+    // What-if: kept, the replay ends with the 16 MiB segment alone; dropped, the 20 MiB one stays too.
+    EXPECT_EQ(run(t, "pytorch").finalReserved, 16 * MiB);
+    ReplayOptions drop;
+    drop.emptyCache = EmptyCacheMode::Drop;
+    EXPECT_EQ(run(t, "pytorch", drop).finalReserved, 36 * MiB);
+}
