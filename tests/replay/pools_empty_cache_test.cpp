@@ -10,6 +10,7 @@
 #include "replay/replayer.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <string>
 
@@ -260,8 +261,9 @@ TEST(EmptyCache, ASnapshotReleaseBurstBecomesAnEmptyCacheEventAndFidelityStaysEx
     ASSERT_EQ(calls, 1u);
     ASSERT_LT(at + 1, t.memory().count());
     EXPECT_EQ(t.memory().kind[at + 1], EventKind::SegmentFree); // right before the burst
-    EXPECT_EQ(t.metadata()["reconstruction"][0]["empty_cache_calls"], 1);
-    EXPECT_EQ(t.metadata()["reconstruction"][0]["oom_recovery_bursts"], 0);
+    const auto& rec = t.metadata().at("reconstruction").at(0);
+    EXPECT_EQ(rec.at("empty_cache_calls"), 1);
+    EXPECT_EQ(rec.at("oom_recovery_bursts"), 0);
 
     // Fidelity: the event releases the 20 MiB segment (the burst is not replayed a second time).
     const auto rep = checkFidelityFile(path, parsePolicySpec("pytorch"));
