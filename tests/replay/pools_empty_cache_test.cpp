@@ -4,7 +4,7 @@
 // §1.8 the malloc order, §1.10 release_cached_blocks): an 8 MiB request (1 MiB < 8 MiB < 10 MiB) takes a
 // 20 MiB segment and splits 8 + 12 MiB; a 30 MiB request (>= 10 MiB) takes a 30 MiB segment; a free
 // whole segment is one cached free block of its pool.
-#include "core/importers/snapshot_importer.h"
+#include "importers/snapshot_importer.h"
 #include "core/jsonl_format.h"
 #include "replay/fidelity.h"
 #include "replay/replayer.h"
