@@ -274,6 +274,10 @@ namespace {
                   "window (a snapshot's rebuilt live blocks, laid out by each policy; a profiler trace's opening Total\n"
                   "Allocated, held as opaque blocks, which makes reserved a lower bound, marked >=); --start empty\n"
                   "starts every row on an empty device. A `recorded` row gives the run's own peak reserved.\n"
+                  "--empty-cache drop leaves out the empty_cache calls the trace records (kept by default);\n"
+                  "--empty-cache-at step-end|annotation GLOB|every N adds them (after every step annotation, after\n"
+                  "every annotation matching GLOB, before every N-th request event); --merge-pools replays the\n"
+                  "private pools (CUDA graphs, torch.cuda.MemPool) as if they were the default pool.\n"
                   "--on-oom stop ends a replay at its first failed request and reports it (time, request, reserved "
                   "and\n"
                   "free then); skip (the default, except with --colocate) counts it, drops that allocation and its\n"
@@ -331,6 +335,7 @@ namespace {
                 "above BYTES, e.g. 40GiB");
             addJobsOption(o);
             addStartOptions(o);
+            addCacheOptions(o);
             o.add_options()("trace", po::value<std::vector<std::string>>()->required(), "trace files (positional)");
             p.add("trace", -1);
         }
@@ -376,6 +381,11 @@ namespace {
             const std::string& path = paths.front();
             options.source = path;
             if (fidelity) {
+                for (const char* option : { "empty-cache", "empty-cache-at" })
+                    if (vm.count(option))
+                        throw UsageError(std::string("--") + option + " changes a what-if replay; --fidelity replays what the trace recorded");
+                if (vm.count("merge-pools") && vm["merge-pools"].as<bool>())
+                    throw UsageError("--merge-pools changes a what-if replay; --fidelity replays what the trace recorded");
                 if (specs.size() > 1)
                     throw UsageError("--fidelity takes at most one --policy (the recorded one by default)");
                 if (gates.failIfOom || gates.maxReserved)
@@ -394,6 +404,7 @@ namespace {
             // Every row starts from the same state (--start; replay/start_state.h).
             const replay::StartState start = readStart(vm);
             replay::applyStartState(options, trace, start);
+            readCacheOptions(vm, options);
             std::vector<replay::ReplayResult> results(specs.size());
             replay::parallelFor(specs.size(), jobs,
                 [&](std::size_t i) { results[i] = replay::Replayer(options).run(trace, specs[i]); });

@@ -1,11 +1,14 @@
 // gpumem sweep TRACE --policy GRID… — a grid of policy configurations (brace alternatives expanded,
 // several braces = cartesian product) replayed in parallel, one row each, best first (no failed
 // request, then peak reserved), the best row marked.
+#include "analyze/comparison.h"
+#include "analyze/replay_report.h"
 #include "analyze/whatif_report.h"
 #include "cli/job_whatif.h"
 #include "cli/whatif_options.h"
 #include "core/error.h"
 #include "core/importer.h"
+#include "core/message_quote.h"
 #include "core/units.h"
 #include "replay/parallel_runs.h"
 #include "replay/policy_grid.h"
@@ -51,6 +54,7 @@ namespace {
                 "device", po::value<std::string>(), kDeviceOptionHelp);
             addJobsOption(o);
             addStartOptions(o);
+            addCacheOptions(o);
             addGateOptions(o, true, "the best configuration");
             o.add_options()("trace", po::value<std::vector<std::string>>()->required(), "trace files (positional)");
             p.add("trace", -1);
@@ -88,14 +92,29 @@ namespace {
                 options.device = replay::defaultReplayDevice(trace);
             const replay::StartState start = readStart(vm);
             replay::applyStartState(options, trace, start);
-            std::vector<analyze::SweepRow> rows(specs.size());
-            replay::parallelFor(specs.size(), jobs, [&](std::size_t i) {
-                rows[i].spec = specs[i].text;
-                rows[i].result = replay::Replayer(options).run(trace, specs[i]);
+            readCacheOptions(vm, options);
+            // --empty-cache-at tries the calls as a remedy: every configuration is replayed without and
+            // with them, side by side, and the effect each time is said under the table.
+            const replay::EmptyCacheSchedule schedule = options.addEmptyCache;
+            const std::size_t variants = schedule.any() ? 2 : 1;
+            replay::ReplayOptions plain = options;
+            plain.addEmptyCache = {};
+            std::vector<analyze::SweepRow> rows(specs.size() * variants);
+            replay::parallelFor(rows.size(), jobs, [&](std::size_t k) {
+                const std::size_t i = k / variants;
+                const bool with = k % variants == 1;
+                rows[k].spec = with ? specs[i].text + " + empty_cache " + schedule.text() : specs[i].text;
+                rows[k].result = replay::Replayer(with ? options : plain).run(trace, specs[i]);
             });
             auto context = analyze::comparisonContext(trace, options.device.value_or(0), start);
             context.width = readTableWidth(vm);
             analyze::writeSweepTable(rows, format, trace.memory().time.front(), out, context);
+            if (variants == 2 && format == "text")
+                for (std::size_t i = 0; i < specs.size(); ++i)
+                    out << analyze::wrapText(textForTerminal(specs[i].text) + ": "
+                            + analyze::emptyCacheEffectText(rows[2 * i].result, rows[2 * i + 1].result, schedule)
+                            + " (proven by replay)",
+                        context.width);
             warnAboutMemoryBeforeTheWindow(trace, options.device.value_or(0), err, start, context.width);
             const std::size_t best = analyze::bestSweepRow(rows);
             if (best == rows.size())

@@ -15,6 +15,7 @@
 #include <cctype>
 #include <limits>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -1362,6 +1363,47 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                     + ": " + what);
         };
 
+        // Pools (segment_pool_id). The trace entries carry none: an event takes the pool of the recorded
+        // segment it falls in, for the segment that lives to the dump (the last incarnation at its address;
+        // an earlier one, freed in the trace, is of an unknown pool and counted as the default one).
+        std::map<Address, std::pair<Bytes, PoolId>> dumpPool; // non-expandable segments of a private pool
+        std::map<Address, std::pair<Bytes, PoolId>> dumpMappedPool; // expandable ranges of a private pool
+        for (const DumpSegment* s : segs) {
+            const auto [first, second] = s->seg.poolId;
+            if (first == 0 && second == 0)
+                continue;
+            const PoolKind kind = first != 0 && second == 0 ? PoolKind::Graph
+                : first == 0 && second != 0                 ? PoolKind::MemPool
+                                                            : PoolKind::Other;
+            (s->seg.expandable ? dumpMappedPool : dumpPool)[s->seg.address] = { s->seg.totalSize, b.pool(kind, first, second) };
+        }
+        const bool pools = !dumpPool.empty() || !dumpMappedPool.empty();
+        // Per segment_alloc entry: whether its segment lives to the dump (no segment_free at its address later).
+        std::vector<std::uint8_t> survives(pools ? list.size() : 0, 0);
+        std::set<Address> freedInTrace;
+        if (pools)
+            for (std::size_t k = list.size(); k-- > 0;) {
+                if (list[k].action == Action::SegmentFree)
+                    freedInTrace.insert(list[k].addr);
+                else if (list[k].action == Action::SegmentAlloc && !freedInTrace.count(list[k].addr))
+                    survives[k] = 1;
+            }
+        std::map<Address, std::pair<Bytes, PoolId>> livePool; // live segments of a private pool, by base
+        auto containingPool = [](const std::map<Address, std::pair<Bytes, PoolId>>& m, Address a) -> PoolId {
+            auto it = m.upper_bound(a);
+            if (it == m.begin())
+                return 0;
+            --it;
+            return a - it->first < it->second.first ? it->second.second : 0;
+        };
+        auto poolAt = [&](Address a) -> PoolId {
+            if (!pools)
+                return 0;
+            if (PoolId p = containingPool(livePool, a))
+                return p;
+            return containingPool(dumpMappedPool, a);
+        };
+
         // Backward walk over segments.
         struct PreSegment {
             Bytes size;
@@ -1458,8 +1500,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             ? list.front().time // a saturated (corrupt) first time: no earlier instant exists
             : list.front().time - 1;
         std::uint64_t preSequence = 0; // also the number of events before the trace
-        auto preEvent
-            = [&](EventKind kind, Address addr, Bytes size, Bytes requested, std::uint64_t stream, SiteId site) {
+        auto preEvent = [&](EventKind kind, Address addr, Bytes size, Bytes requested, std::uint64_t stream, SiteId site,
+                            PoolId pool = 0) {
                   MemoryEvent ev;
                   ev.time = preTime;
                   ev.kind = kind;
@@ -1470,18 +1512,24 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                   ev.requestedSize = requested;
                   ev.site = site;
                   ev.sequence = preSequence++;
+                  ev.pool = pool;
                   b.add(ev); // in this order: what the builder does with it does not depend on the map
               };
         for (const auto& [addr, s] : segLive) {
             if (auto code = state.addSegment(addr, s.size, false, detail); !code.empty())
                 warn(code, nullptr, detail);
-            preEvent(EventKind::SegmentAlloc, addr, s.size, 0, s.stream, 0);
+            PoolId pool = 0;
+            if (auto it = dumpPool.find(addr); it != dumpPool.end() && !freedInTrace.count(addr)) {
+                pool = it->second.second;
+                livePool[addr] = { s.size, pool };
+            }
+            preEvent(EventKind::SegmentAlloc, addr, s.size, 0, s.stream, 0, pool);
         }
         for (const auto& [start, end] : mapped.ranges()) {
             if (auto code = state.addSegment(start, end - start, true, detail); !code.empty())
                 warn(code, nullptr, detail);
             auto st = mappedStream.find(start);
-            preEvent(EventKind::SegmentMap, start, end - start, 0, st == mappedStream.end() ? 0 : st->second, 0);
+            preEvent(EventKind::SegmentMap, start, end - start, 0, st == mappedStream.end() ? 0 : st->second, 0, poolAt(start));
         }
         std::vector<std::pair<Address, PreBlock*>> preBlocks;
         preBlocks.reserve(live.size());
@@ -1514,15 +1562,15 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
         std::uint64_t pending = 0;
         for (auto& [addr, blk] : preBlocks)
             if (blk->state == SnapshotBlockState::ActivePendingFree) {
-                preEvent(EventKind::Alloc, addr, blk->size, blk->requested, blk->stream, r.site(blk->frames));
-                preEvent(EventKind::Free, addr, blk->size, blk->requested, blk->stream, 0);
+                preEvent(EventKind::Alloc, addr, blk->size, blk->requested, blk->stream, r.site(blk->frames), poolAt(addr));
+                preEvent(EventKind::Free, addr, blk->size, blk->requested, blk->stream, 0, poolAt(addr));
                 if (auto code = state.freeRequested(addr, detail); !code.empty())
                     warn(code, nullptr, detail);
                 ++pending;
             }
         for (auto& [addr, blk] : preBlocks)
             if (blk->state != SnapshotBlockState::ActivePendingFree)
-                preEvent(EventKind::Alloc, addr, blk->size, blk->requested, blk->stream, r.site(blk->frames));
+                preEvent(EventKind::Alloc, addr, blk->size, blk->requested, blk->stream, r.site(blk->frames), poolAt(addr));
         if (preSequence != 0)
             b.stats().add("reconstructed_initial_state", Severity::Info,
                 "device " + std::to_string(ordinal) + ": "
@@ -1546,8 +1594,10 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
 
         // Forward: the recorded events, with block sizes from the allocator's rule.
         TimeNs last = std::numeric_limits<TimeNs>::min();
-        std::uint64_t backwards = 0, unsplit = 0;
-        for (const Entry& e : list) {
+        std::uint64_t backwards = 0, unsplit = 0, emptyCacheCalls = 0, oomRecoveries = 0;
+        auto releases = [](Action a) { return a == Action::SegmentFree || a == Action::SegmentUnmap; };
+        for (std::size_t k = 0; k < list.size(); ++k) {
+            const Entry& e = list[k];
             MemoryEvent ev;
             ev.time = e.time;
             if (ev.time < last) {
@@ -1555,6 +1605,29 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 ev.time = last; // keep the entries' order: a replay depends on it
             }
             last = ev.time;
+            if (releases(e.action) && (k == 0 || !releases(list[k - 1].action))) {
+                // A burst of releases. empty_cache() is not recorded (allocators.md §1.17); the burst is one,
+                // unless the next entry is the retry of an OOM recovery (release_cached_blocks before
+                // alloc_block(isRetry): a segment_alloc, segment_map or oom follows at once) [choice].
+                std::size_t after = k;
+                while (after < list.size() && releases(list[after].action))
+                    ++after;
+                const bool retry = after < list.size()
+                    && (list[after].action == Action::SegmentAlloc || list[after].action == Action::SegmentMap
+                        || list[after].action == Action::Oom);
+                if (retry)
+                    ++oomRecoveries;
+                else {
+                    MemoryEvent call;
+                    call.time = ev.time;
+                    call.kind = EventKind::EmptyCache;
+                    call.device = device;
+                    call.stream = streamOf(e.stream);
+                    call.sequence = e.index; // ties with the burst's first release, and added before it
+                    b.add(call);
+                    ++emptyCacheCalls;
+                }
+            }
             ev.kind = kindOf(e.action);
             ev.device = device;
             ev.stream = streamOf(e.stream);
@@ -1588,10 +1661,12 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                         "alloc at " + std::to_string(e.addr) + " is not the start of a free block in a known segment");
                 }
                 code = state.allocate(e.addr, ev.size, ev.requestedSize, detail);
+                ev.pool = poolAt(e.addr);
                 break;
             }
             case Action::FreeRequested:
             case Action::FreeCompleted: {
+                ev.pool = poolAt(e.addr);
                 ev.requestedSize = e.size;
                 const SnapshotBlock* blk = state.activeBlock(e.addr);
                 ev.size = blk ? blk->size : pytorchRoundSize(e.size, rounding.divisions);
@@ -1601,12 +1676,23 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             }
             case Action::SegmentAlloc:
                 code = state.addSegment(e.addr, e.size, false, detail);
+                if (pools && survives[k])
+                    if (auto it = dumpPool.find(e.addr); it != dumpPool.end()) {
+                        ev.pool = it->second.second;
+                        livePool[e.addr] = { e.size, ev.pool };
+                    }
                 break;
             case Action::SegmentFree:
                 code = state.removeSegment(e.addr, e.size, false, detail);
+                if (pools)
+                    if (auto it = livePool.find(e.addr); it != livePool.end()) {
+                        ev.pool = it->second.second;
+                        livePool.erase(it);
+                    }
                 break;
             case Action::SegmentMap:
                 code = state.addSegment(e.addr, e.size, true, detail);
+                ev.pool = poolAt(e.addr);
                 break;
             case Action::SegmentUnmap:
                 code = state.removeSegment(e.addr, e.size, true, detail);
@@ -1625,6 +1711,11 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             b.add(ev);
         }
         reconstruction.back()["trace_allocs_unsplit"] = unsplit;
+        // Release bursts of the trace: replayed as empty_cache calls, or left to the replay's own OOM recovery.
+        if (emptyCacheCalls + oomRecoveries > 0) {
+            reconstruction.back()["empty_cache_calls"] = emptyCacheCalls;
+            reconstruction.back()["oom_recovery_bursts"] = oomRecoveries;
+        }
         if (backwards)
             b.stats().add("time_goes_backwards", Severity::Warning,
                 "device " + std::to_string(ordinal)
