@@ -3,7 +3,7 @@
 #include "analyze/analysis.h"
 #include "analyze/category_rules.h"
 #include "core/error.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/units.h"
 #include "tests/analyze/public_trace_support.h"
 
