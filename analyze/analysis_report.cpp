@@ -1,4 +1,6 @@
 #include "analyze/analysis_report.h"
+
+#include "analyze/frame_folding.h"
 #include "analyze/trace_summary.h"
 
 #include "core/byte_total.h"
@@ -428,7 +430,6 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
 
 nlohmann::json analysisToJson(const Trace& trace, const Analysis& a, std::string_view label, const ReportOptions& options)
 {
-    (void)trace;
     using nlohmann::json;
     json j;
     j["trace"] = label;
@@ -495,9 +496,17 @@ nlohmann::json analysisToJson(const Trace& trace, const Analysis& a, std::string
             { "categories_inferred", b.categoriesInferred } };
         for (auto g : options.groups) {
             json rows = json::array();
-            for (const auto* r : topRows(b, g, options.top))
+            for (const auto* r : topRows(b, g, options.top)) {
                 rows.push_back({ { "key", r->key }, { "label", r->label }, { "depth", r->depth }, { "self_bytes", r->selfBytes },
                     { "total_bytes", r->totalBytes }, { "self_blocks", r->selfBlocks }, { "total_blocks", r->totalBlocks } });
+                // A site row's folded stack, outermost first (docs/stacks.md); the key keeps every recorded frame.
+                if (g == GroupBy::Site && r->site && r->site < trace.siteCount()) {
+                    json stack = json::array();
+                    for (FrameId frame : foldStack(trace, trace.siteFrames(r->site)))
+                        stack.push_back(stackFrameLabel(trace, trace.frames()[frame]));
+                    rows.back()["stack"] = std::move(stack);
+                }
+            }
             bj["by_" + std::string(toString(g))] = rows;
         }
         bds.push_back(std::move(bj));

@@ -225,3 +225,20 @@ TEST(StacksCli, HtmlReportDrawsTheFlameGraphWithoutScript)
     EXPECT_EQ(text.find("<script"), std::string::npos);
     EXPECT_EQ(text.find("CachingAllocator"), std::string::npos);
 }
+
+TEST(StacksCli, JsonSiteRowsCarryTheFoldedStack)
+{
+    auto r = runCli("analyze tests/data/stacks/line_trace.jsonl --by site --format json");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    bool found = false;
+    const auto j = nlohmann::json::parse(r.out);
+    for (const auto& row : j["breakdowns"][0]["by_site"])
+        if (row["total_bytes"] == 4194304) {
+            found = true;
+            EXPECT_EQ(row["label"], "mm in MmBackward0"); // the autograd thread's label stays
+            EXPECT_EQ(row["stack"], nlohmann::json::parse(R"j(["torch::autograd::generated::MmBackward0::apply", "at::_ops::mm::call"])j"));
+            // The key keeps every recorded frame (diff matches on it).
+            EXPECT_NE(row["key"].get<std::string>().find("DeviceCachingAllocator::malloc"), std::string::npos);
+        }
+    EXPECT_TRUE(found) << r.out;
+}
