@@ -15,6 +15,7 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <optional>
 #include <utility>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -452,25 +453,57 @@ std::string readContentHead(const std::string& path, std::size_t limit)
     return inflateAll(raw, path, limit, OnDamage::ReturnPrefix);
 }
 
+// The file as stored is mapped, not read: its pages are read as the lines reach them, and every
+// kReleaseBytes of it that has been handed out (or inflated) is given back to the kernel
+// (MADV_DONTNEED: a private read-only file mapping rereads a page from the file if it is touched
+// again), so resident memory stays near one window of the file however large it is. A file that
+// cannot be mapped (a pipe) is read whole, as before.
 struct LineReader::Impl {
+    static constexpr std::size_t kReleaseBytes = std::size_t(8) << 20;
     std::string path;
-    std::string raw; // the file as stored
+    std::optional<MappedFile> map;
+    std::string whole; // the file read whole where it cannot be mapped
+    std::string_view raw; // the file as stored (the map or `whole`)
+    std::size_t released = 0; // raw[0, released) has been given back to the kernel
     std::unique_ptr<Inflater> inflater; // null for a plain file
-    std::string text; // inflated, not yet handed out (from `pos`); a plain file's whole content
+    std::string inflated; // gzip: inflated, not yet handed out (from `pos`)
+    std::string_view text; // what lines are cut from: `raw` for a plain file, `inflated` for gzip
     std::size_t pos = 0;
     std::size_t searched = 0; // text[pos, searched) holds no '\n': a long line is scanned once, not per step
     bool streamEnded = false;
+
+    // Gives back the pages of raw[0, done) once a whole window of them has been read.
+    void release(std::size_t done)
+    {
+        if (!map || done < released + kReleaseBytes)
+            return;
+        const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+        const std::size_t end = done / page * page;
+        if (end > released)
+            ::madvise(const_cast<char*>(raw.data()) + released, end - released, MADV_DONTNEED);
+        released = std::max(released, end);
+    }
 };
 
 LineReader::LineReader(const std::string& path)
     : m_impl(std::make_unique<Impl>())
 {
-    m_impl->path = path;
-    m_impl->raw = readRaw(path, std::string::npos);
-    if (isGzip(m_impl->raw))
-        m_impl->inflater = std::make_unique<Inflater>(m_impl->raw, m_impl->path);
-    else
-        m_impl->text = std::move(m_impl->raw), m_impl->streamEnded = true;
+    Impl& m = *m_impl;
+    m.path = path;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+        m.map.emplace(path);
+        m.raw = m.map->bytes();
+    } else {
+        m.whole = readRaw(path, std::string::npos);
+        m.raw = m.whole;
+    }
+    if (isGzip(m.raw)) {
+        m.inflater = std::make_unique<Inflater>(m.raw, m.path);
+        m.text = m.inflated;
+    } else {
+        m.text = m.raw, m.streamEnded = true;
+    }
 }
 
 LineReader::~LineReader() = default;
@@ -480,9 +513,10 @@ LineReader& LineReader::operator=(LineReader&&) noexcept = default;
 bool LineReader::next(std::string_view& line)
 {
     Impl& m = *m_impl;
+    m.release(m.inflater ? m.inflater->consumed() : m.pos);
     for (;;) {
         if (const std::size_t nl = m.text.find('\n', std::max(m.pos, m.searched)); nl != std::string::npos) {
-            line = std::string_view(m.text).substr(m.pos, nl - m.pos);
+            line = m.text.substr(m.pos, nl - m.pos);
             m.pos = nl + 1;
             m.searched = m.pos;
             return true;
@@ -491,15 +525,17 @@ bool LineReader::next(std::string_view& line)
         if (m.streamEnded) {
             if (m.pos >= m.text.size())
                 return false;
-            line = std::string_view(m.text).substr(m.pos);
+            line = m.text.substr(m.pos);
             m.pos = m.text.size();
             return true;
         }
-        m.text.erase(0, m.pos); // what was handed out; the partial line stays
+        m.inflated.erase(0, m.pos); // what was handed out; the partial line stays
         m.searched -= m.pos;
         m.pos = 0;
         std::string message;
-        switch (m.inflater->step(m.text, message)) {
+        const Inflater::Status status = m.inflater->step(m.inflated, message);
+        m.text = m.inflated;
+        switch (status) {
         case Inflater::Status::More:
             break;
         case Inflater::Status::End:

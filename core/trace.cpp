@@ -1,11 +1,11 @@
 #include "core/trace.h"
 
+#include "core/detail/address_map.h"
 #include "core/detail/trace_body.h"
 
 #include <algorithm>
 #include <array>
 #include <set>
-#include <unordered_map>
 
 namespace gpumem {
 
@@ -70,49 +70,62 @@ namespace detail {
     {
         stats = importStats;
         const auto& m = memory;
-        std::unordered_map<std::uint64_t, std::uint64_t> live; // (device, address) → allocation index
-        std::unordered_map<std::uint64_t, std::uint64_t> awaitingCompletion;
-        live.reserve(m.count() / 4 + 16);
+        const std::size_t n = m.count();
+        // One pass over the kind column first: how many allocations there will be (the vector is sized
+        // once), and whether the trace has segment_free or free_completed events at all (most
+        // request-level traces have neither, and then their bookkeeping is skipped).
+        std::size_t allocs = 0;
+        bool segmentFrees = false, completions = false;
+        for (const EventKind k : m.kind) {
+            allocs += k == EventKind::Alloc;
+            segmentFrees |= k == EventKind::SegmentFree;
+            completions |= k == EventKind::FreeCompleted;
+        }
+        allocations.reserve(allocs);
+        // (device, address) → allocation index of the live block there, and of the freed block whose
+        // free_completed is still to come. Sized for the blocks live at once, not the events: addresses
+        // recur, and the table grows when a trace holds more.
+        AddressMap live;
+        AddressMap awaitingCompletion;
+        live.reserve(std::min<std::size_t>(allocs, 1u << 16));
         auto key = [&](std::size_t i) { return (std::uint64_t(m.device[i]) << 52) ^ m.address[i]; };
         // Live blocks in address order, per device, for the segment_free check; kept only when the trace
-        // has segment_free events (most request-level traces have none).
-        const bool segmentFrees = std::find(m.kind.begin(), m.kind.end(), EventKind::SegmentFree) != m.kind.end();
+        // has segment_free events.
         std::set<std::pair<DeviceId, Address>> liveByAddress;
-        for (std::size_t i = 0; i < m.count(); ++i) {
+        for (std::size_t i = 0; i < n; ++i) {
             switch (m.kind[i]) {
             case EventKind::Alloc: {
                 if (segmentFrees)
                     liveByAddress.emplace(m.device[i], m.address[i]);
-                auto [it, inserted] = live.try_emplace(key(i), allocations.size());
-                if (!inserted) {
+                const auto index = static_cast<std::uint32_t>(allocations.size());
+                const std::uint32_t earlier = live.exchange(key(i), index);
+                if (earlier != AddressMap::kNone)
                     stats.add("alloc_at_live_address", Severity::Warning,
                         "memory event " + std::to_string(i) + ": alloc at address " + std::to_string(m.address[i])
-                            + " which is still live since event " + std::to_string(allocations[it->second].allocEvent)
+                            + " which is still live since event " + std::to_string(allocations[earlier].allocEvent)
                             + "; the earlier block is treated as never freed");
-                    it->second = allocations.size();
-                }
                 allocations.push_back(Allocation { i, kNoIndex, kNoIndex });
                 break;
             }
             case EventKind::Free: {
-                auto it = live.find(key(i));
-                if (it == live.end()) {
+                const std::uint32_t index = live.take(key(i));
+                if (index == AddressMap::kNone) {
                     stats.add("unmatched_free", Severity::Info,
                         "memory event " + std::to_string(i) + ": free of address " + std::to_string(m.address[i])
                             + " with no alloc in the trace (allocated before the recording began)");
                     break;
                 }
                 // A free's size is the block's (0: not known); another size means one of the two is wrong.
-                const std::size_t allocEvent = allocations[it->second].allocEvent;
+                const std::size_t allocEvent = allocations[index].allocEvent;
                 if (m.size[i] != 0 && m.size[i] != m.size[allocEvent])
                     stats.add("free_size_mismatch", Severity::Warning,
                         "memory event " + std::to_string(i) + ": free of " + std::to_string(m.size[i])
                             + " bytes at address " + std::to_string(m.address[i]) + ", whose alloc (event "
                             + std::to_string(allocEvent) + ") was of " + std::to_string(m.size[allocEvent])
                             + " bytes");
-                allocations[it->second].freeEvent = i;
-                awaitingCompletion[key(i)] = it->second;
-                live.erase(it);
+                allocations[index].freeEvent = i;
+                if (completions)
+                    awaitingCompletion.exchange(key(i), index);
                 if (segmentFrees)
                     liveByAddress.erase({ m.device[i], m.address[i] });
                 break;
@@ -127,8 +140,8 @@ namespace detail {
                 if (inside == liveByAddress.end() || inside->first != m.device[i]
                     || !(inside->second < end || inside->second == m.address[i]))
                     break;
-                const auto block = live.find((std::uint64_t(inside->first) << 52) ^ inside->second);
-                const Bytes blockSize = block == live.end() ? 0 : m.size[allocations[block->second].allocEvent];
+                const std::uint32_t block = live.find((std::uint64_t(inside->first) << 52) ^ inside->second);
+                const Bytes blockSize = block == AddressMap::kNone ? 0 : m.size[allocations[block].allocEvent];
                 stats.add("segment_free_with_live_block", Severity::Warning,
                     "memory event " + std::to_string(i) + ": segment_free of " + std::to_string(m.size[i])
                         + " bytes at address " + std::to_string(m.address[i]) + " while the block of "
@@ -137,11 +150,10 @@ namespace detail {
                 break;
             }
             case EventKind::FreeCompleted: {
-                auto it = awaitingCompletion.find(key(i));
-                if (it == awaitingCompletion.end())
+                const std::uint32_t index = awaitingCompletion.take(key(i));
+                if (index == AddressMap::kNone)
                     break; // completion of a free before the window: the unmatched free was already counted
-                allocations[it->second].freeCompletedEvent = i;
-                awaitingCompletion.erase(it);
+                allocations[index].freeCompletedEvent = i;
                 break;
             }
             default:

@@ -112,3 +112,42 @@ TEST(LineReader, AGzipJsonlIsReadWithoutHoldingItsInflatedText)
     EXPECT_EQ(WEXITSTATUS(status), 0) << "1: peak memory grew by more than a quarter of the " << inflated
                                       << " inflated bytes; 2: no records read";
 }
+
+// A plain .jsonl is mapped and given back to the kernel as it is read (issue 22: `convert` of a 12 GB
+// .jsonl held the whole file): 64 MiB of records (unknown types, so the trace stays empty) are read in
+// a child whose peak memory grows by less than a quarter of the file.
+TEST(LineReader, APlainJsonlIsReadWithoutHoldingTheWholeFile)
+{
+    const auto path = std::filesystem::temp_directory_path() / ("gpumem-stream-" + std::to_string(::getpid()) + ".jsonl");
+    const std::size_t bytes = std::size_t(64) << 20;
+    pid_t writer = ::fork();
+    ASSERT_GE(writer, 0);
+    if (writer == 0) {
+        std::ofstream out(path, std::ios::binary);
+        out << "{\"format\":\"gpumem-jsonl\",\"version\":1,\"metadata\":{}}\n";
+        for (std::size_t written = 0; written < bytes;) {
+            const std::string line = "{\"type\":\"future_record\",\"n\":" + std::to_string(written) + "}\n";
+            out << line;
+            written += line.size();
+        }
+        ::_exit(0);
+    }
+    ::waitpid(writer, nullptr, 0);
+    pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        rusage before {};
+        ::getrusage(RUSAGE_SELF, &before);
+        Trace t = readJsonl(path.string());
+        rusage after {};
+        ::getrusage(RUSAGE_SELF, &after);
+        const std::size_t grown = static_cast<std::size_t>(after.ru_maxrss - before.ru_maxrss) * 1024;
+        ::_exit(t.stats().count("unknown_record") == 0 ? 2 : grown > bytes / 4 ? 1 : 0);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    std::filesystem::remove(path);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "1: peak memory grew by more than a quarter of the " << bytes
+                                      << "-byte file; 2: no records read";
+}

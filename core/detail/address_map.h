@@ -1,0 +1,125 @@
+#pragma once
+// Internal to core: the map from a live block's key ((device, address) folded into 64 bits) to its
+// allocation index that Trace pairing (TraceBody::pair) keeps while it walks the memory events.
+//
+// Why not std::unordered_map: pairing does one insert and one erase per block, and a node-based map
+// allocates and frees a node for each (half of `gpumem analyze`'s time on a 10 M-event trace went
+// there). Addresses recur — an allocator hands the same few thousand addresses out again and again —
+// so the table stays as small as the set of blocks live at once, not the event count.
+//
+// Linear probing in a power-of-two table kept at most half full; erase shifts the following entries
+// back (Knuth's algorithm R, TAOCP vol. 3 §6.4), so there are no tombstones and a long run of
+// alloc/free pairs never degrades the probes. 16 bytes a slot; grows by doubling, never shrinks.
+// heaptrack (src/util/pointermap.h) splits pointers into a page and a 16-bit offset to save memory
+// per live pointer; gpumem keeps one flat table because it holds only the live blocks.
+//
+// Values are 32-bit (TraceBuilder::build refuses traces of 2^32 events or more); 0xffffffff is the
+// empty slot. Value type; not thread-safe.
+#include "core/detail/flat_id_index.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace gpumem::detail {
+
+class AddressMap {
+public:
+    static constexpr std::uint32_t kNone = 0xffffffffu;
+
+    // Room for `entries` live keys without growing (the table is at least twice that, a power of two).
+    void reserve(std::size_t entries)
+    {
+        std::size_t capacity = 16;
+        while (capacity < 2 * entries)
+            capacity *= 2;
+        if (capacity > m_slots.size())
+            rehash(capacity);
+    }
+
+    // The value stored under `key`, or kNone.
+    std::uint32_t find(std::uint64_t key) const
+    {
+        if (m_slots.empty())
+            return kNone;
+        for (std::size_t i = home(key);; i = (i + 1) & m_mask) {
+            const Slot& s = m_slots[i];
+            if (s.value == kNone || s.key == key)
+                return s.value;
+        }
+    }
+
+    // Stores `value` under `key` when the key is absent and returns kNone; otherwise returns the value
+    // already stored and replaces it with `value`.
+    std::uint32_t exchange(std::uint64_t key, std::uint32_t value)
+    {
+        if (2 * (m_count + 1) > m_slots.size())
+            rehash(m_slots.empty() ? 16 : 2 * m_slots.size());
+        for (std::size_t i = home(key);; i = (i + 1) & m_mask) {
+            Slot& s = m_slots[i];
+            if (s.value == kNone) {
+                s = Slot { key, value };
+                ++m_count;
+                return kNone;
+            }
+            if (s.key == key) {
+                const std::uint32_t old = s.value;
+                s.value = value;
+                return old;
+            }
+        }
+    }
+
+    // Removes `key` and returns its value, or kNone when it is absent.
+    std::uint32_t take(std::uint64_t key)
+    {
+        if (m_slots.empty())
+            return kNone;
+        std::size_t i = home(key);
+        while (m_slots[i].value != kNone && m_slots[i].key != key)
+            i = (i + 1) & m_mask;
+        const std::uint32_t value = m_slots[i].value;
+        if (value == kNone)
+            return kNone;
+        // Shift back every later entry of the run whose home does not lie cyclically in (i, j].
+        for (std::size_t j = (i + 1) & m_mask; m_slots[j].value != kNone; j = (j + 1) & m_mask) {
+            const std::size_t h = home(m_slots[j].key);
+            const bool stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
+            if (!stays) {
+                m_slots[i] = m_slots[j];
+                i = j;
+            }
+        }
+        m_slots[i].value = kNone;
+        --m_count;
+        return value;
+    }
+
+    std::size_t size() const { return m_count; }
+
+private:
+    struct Slot {
+        std::uint64_t key = 0;
+        std::uint32_t value = kNone;
+    };
+    std::size_t home(std::uint64_t key) const { return static_cast<std::size_t>(mix64(key)) & m_mask; }
+    void rehash(std::size_t capacity)
+    {
+        std::vector<Slot> old(capacity);
+        old.swap(m_slots);
+        m_mask = capacity - 1;
+        for (const Slot& s : old) {
+            if (s.value == kNone)
+                continue;
+            std::size_t i = home(s.key);
+            while (m_slots[i].value != kNone)
+                i = (i + 1) & m_mask;
+            m_slots[i] = s;
+        }
+    }
+
+    std::vector<Slot> m_slots;
+    std::size_t m_mask = 0;
+    std::size_t m_count = 0;
+};
+
+} // namespace gpumem::detail
