@@ -285,6 +285,11 @@ MemoryMapState memoryMapStateAt(const MemoryMapIndex& index, TimeNs t)
             live.push_back({ b.offset, b.size });
             state.allocated += b.size;
             ++state.blocks;
+            if (b.requested > 0 && b.requested < b.size)
+                state.roundingWaste += b.size - b.requested;
+        } else if (b.pendingAt(t)) {
+            state.pending += b.size;
+            ++state.pendingBlocks;
         }
     }
     std::sort(live.begin(), live.end(), [](const Live& x, const Live& y) { return x.offset < y.offset; });

@@ -117,6 +117,12 @@ struct MemoryMapState {
     std::vector<SegmentRow> segments; // by address
     Bytes allocated = 0;
     std::uint64_t blocks = 0;
+    // Freed blocks not yet reusable (free_requested, free_completed later: cross-stream use).
+    Bytes pending = 0;
+    std::uint64_t pendingBlocks = 0;
+    // Rounding waste: Σ (size − requested) over the allocated blocks whose requested size is known
+    // (PyTorch rounds requests up, round_size in c10/cuda/CUDACachingAllocator.cpp; allocators.md §5).
+    Bytes roundingWaste = 0;
     // The largest block allocated at the instant, preferring those allocated after the window start.
     std::optional<std::size_t> largestBlock;
 };
