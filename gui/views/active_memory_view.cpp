@@ -2,6 +2,7 @@
 
 #include "gui/models/byte_text.h"
 #include "gui/models/palette.h"
+#include "gui/views/time_ticks.h"
 
 #include <QMouseEvent>
 #include <QPainter>
@@ -100,14 +101,7 @@ void ActiveMemoryView::paintEvent(QPaintEvent*)
     const QColor grid = palette().mid().color();
     const QColor text = palette().text().color();
     const QRect box = plotRect();
-    for (const auto& t : m_axis.ticks()) {
-        const int x = box.left() + int(std::lround(t.x));
-        p.setPen(grid);
-        p.drawLine(x, kTopMargin - 6, x, box.bottom());
-        p.setPen(text);
-        if (x + 3 + p.fontMetrics().horizontalAdvance(t.label) <= width())
-            p.drawText(x + 3, kTopMargin - 8, t.label);
-    }
+    drawTimeTicks(p, m_axis, box.left(), kTopMargin, box.bottom(), width(), grid, text);
     p.setPen(grid);
     p.drawRect(box.adjusted(-1, -1, 0, 0));
     if (!m_frame) {

@@ -1,4 +1,5 @@
 #include "gui/views/timeline_view.h"
+#include "gui/views/time_ticks.h"
 #include "gui/models/byte_text.h"
 
 #include "core/units.h"
@@ -315,16 +316,7 @@ void TimelineView::paintEvent(QPaintEvent*)
     const int w = plotWidth();
     p.setRenderHint(QPainter::Antialiasing, false);
 
-    // Time axis with ticks.
-    p.setPen(text);
-    for (const auto& t : m_axis.ticks()) {
-        int x = kLeftMargin + int(std::lround(t.x));
-        p.setPen(grid);
-        p.drawLine(x, kAxisHeight - 6, x, height());
-        p.setPen(text);
-        if (x + 3 + p.fontMetrics().horizontalAdvance(t.label) <= width())
-            p.drawText(x + 3, kAxisHeight - 8, t.label);
-    }
+    drawTimeTicks(p, m_axis, kLeftMargin, kAxisHeight, height(), width(), grid, text);
     int y = kAxisHeight;
     for (std::size_t laneIndex = 0; laneIndex < m_frame.lanes.size(); ++laneIndex) {
         const auto& lane = m_frame.lanes[laneIndex];
