@@ -73,6 +73,7 @@ namespace {
         std::uint64_t index = 0; // position in device_traces[d]
         PickleValue frames;
         std::uint32_t framesClass = 0; // SnapshotReader::listClass(frames)
+        PickleValue compileContext;    // a str; "N/A" outside torch.compile (generation D)
     };
 
     // A recorded segment plus what the Trace needs beyond SnapshotSegment.
@@ -1108,6 +1109,45 @@ Trace importPytorchSnapshot(const std::string& path, const LoadOptions& options)
     return importPytorchSnapshot(doc, options);
 }
 
+namespace {
+    // Annotation ranges (external_annotations: "AdamW.step", a user's record_function on the allocator's
+    // side) and compile_context become scopes (issue 18), so the peak breakdown by module says what was
+    // running: an event inside a range gets the range's scope, nested as the ranges are (an outer range
+    // first, by start, then by the longer); an entry's compile_context (other than "N/A") is a scope below
+    // them. The rebuilt blocks from before the trace are dated before every range and keep scope 0.
+    // Ranges of events numbered by index (no time_us) are not compared with them (`ranges` is empty then).
+    struct ScopeRange {
+        TimeNs start = 0, end = 0;
+        DeviceId device = 0;
+        std::string name;
+    };
+    void applySnapshotScopes(TraceBuilder& b, std::span<const ScopeRange> ranges,
+        const std::vector<std::pair<std::size_t, std::string>>& compileContexts)
+    {
+        if (ranges.empty() && compileContexts.empty())
+            return;
+        auto& m = b.memoryColumns();
+        const std::size_t n = m.count();
+        std::vector<std::size_t> byTime(n);
+        for (std::size_t i = 0; i < n; ++i)
+            byTime[i] = i;
+        std::stable_sort(byTime.begin(), byTime.end(), [&](std::size_t x, std::size_t y) { return m.time[x] < m.time[y]; });
+        std::vector<ScopeRange> sorted(ranges.begin(), ranges.end());
+        std::stable_sort(sorted.begin(), sorted.end(), [](const ScopeRange& x, const ScopeRange& y) {
+            return x.start != y.start ? x.start < y.start : x.end > y.end;
+        });
+        for (const auto& a : sorted) {
+            auto first = std::lower_bound(byTime.begin(), byTime.end(), a.start, [&](std::size_t i, TimeNs t) { return m.time[i] < t; });
+            for (auto it = first; it != byTime.end() && m.time[*it] <= a.end; ++it)
+                if (m.device[*it] == a.device)
+                    m.scope[*it] = b.scope(m.scope[*it], a.name, ScopeKind::Range);
+        }
+        for (const auto& [event, context] : compileContexts)
+            if (event < n)
+                m.scope[event] = b.scope(m.scope[event], context, ScopeKind::Range);
+    }
+} // namespace
+
 Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& options)
 {
     TraceBuilder b;
@@ -1187,7 +1227,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 };
                 const PickleValue *addr = at(EntryField::Addr), *size = at(EntryField::Size),
                                   *act = at(EntryField::Action), *stream = at(EntryField::Stream),
-                                  *frames = at(EntryField::Frames), *time = at(EntryField::TimeUs);
+                                  *frames = at(EntryField::Frames), *time = at(EntryField::TimeUs),
+                                  *context = at(EntryField::CompileContext);
                 auto intOf = [&](const PickleValue* v) { return v ? static_cast<std::int64_t>(v->bits) : 0; }; // Int
                 entry.addr = static_cast<Address>(intOf(addr));
                 entry.size = static_cast<Bytes>(intOf(size)); // not negative: anyNotInt
@@ -1198,6 +1239,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 }
                 if (frames)
                     entry.frames = *frames;
+                if (context)
+                    entry.compileContext = *context;
                 if (act) {
                     action = doc.text(*act);
                     actionValue = act;
@@ -1259,6 +1302,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                         break;
                     case EntryField::CompileContext:
                         anyCompileContext = true;
+                        entry.compileContext = v;
                         break;
                     case EntryField::Other:
                         break;
@@ -1324,6 +1368,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             ordinals.push_back(ordinal);
 
     nlohmann::json reconstruction = nlohmann::json::array();
+    // (builder event index, compile_context) of the recorded entries made under torch.compile: scopes below.
+    std::vector<std::pair<std::size_t, std::string>> compileContexts;
     {
         // One event per entry, plus the rebuilt segments and blocks (the recorded ones; blocks known
         // only from a free may add more): reserved once instead of growing twelve columns step by step.
@@ -1562,6 +1608,9 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             ev.size = e.size;
             ev.sequence = e.index;
             ev.site = r.siteOfClass(e.framesClass);
+            if (e.compileContext.kind == PickleKind::Str)
+                if (const auto text = doc.text(e.compileContext); !text.empty() && text != "N/A")
+                    compileContexts.emplace_back(b.memoryEventCount(), r.utf8(e.compileContext));
             std::string code;
             switch (e.action) {
             case Action::Alloc: {
@@ -1676,6 +1725,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
     }
 
     // ---- external annotations ----------------------------------------------------------------------
+    std::vector<ScopeRange> ranges; // the annotation ranges, which become scopes below
     if (const PickleValue* ann = doc.find(root, "external_annotations")) {
         std::map<std::pair<std::int64_t, std::string>, std::vector<TimeNs>> open;
         TimeNs firstTime = std::numeric_limits<TimeNs>::max(), lastTime = std::numeric_limits<TimeNs>::min();
@@ -1710,17 +1760,21 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 start = stack.back();
                 stack.pop_back();
             }
-            b.add(Annotation { start, t, b.intern(name), AnnotationKind::Range,
-                b.device(DeviceType::Cuda, static_cast<std::int32_t>(dev)), 0 });
+            const DeviceId deviceId = b.device(DeviceType::Cuda, static_cast<std::int32_t>(dev));
+            b.add(Annotation { start, t, b.intern(name), AnnotationKind::Range, deviceId, 0 });
+            ranges.push_back({ start, t, deviceId, name });
         }
         for (auto& [key, stack] : open)
-            for (TimeNs start : stack)
-                b.add(Annotation { start, std::max(start, lastTime), b.intern(key.second), AnnotationKind::Range,
-                    b.device(DeviceType::Cuda, static_cast<std::int32_t>(key.first)), 0 });
+            for (TimeNs start : stack) {
+                const DeviceId deviceId = b.device(DeviceType::Cuda, static_cast<std::int32_t>(key.first));
+                b.add(Annotation { start, std::max(start, lastTime), b.intern(key.second), AnnotationKind::Range, deviceId, 0 });
+                ranges.push_back({ start, std::max(start, lastTime), deviceId, key.second });
+            }
         if (skipped)
             b.stats().add("annotation_without_time", Severity::Info,
                 "external_annotations entries without time_us or stage were skipped", skipped);
     }
+    applySnapshotScopes(b, timestamps ? std::span<const ScopeRange>(ranges) : std::span<const ScopeRange>(), compileContexts);
     progress(1.0);
     return b.build();
 }
