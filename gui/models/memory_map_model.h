@@ -134,7 +134,8 @@ MemoryMapState memoryMapStateAt(const MemoryMapIndex& index, TimeNs t);
 std::optional<std::size_t> blockAt(const MemoryMapIndex& index, TimeNs t, Bytes offset, TimeNs nsTolerance, Bytes bytesTolerance);
 
 // A multi-line description of a block: size, requested size, lifetime (alloc/free times relative
-// to the trace start), stream, module path, category and the frames of its site.
+// to the trace start), stream, module path, category and the frames of its site, folded to read like
+// Python and outermost first (analyze::foldStack, docs/stacks.md).
 QString describeBlock(const LoadedTrace& trace, const MemoryMapIndex& index, std::size_t block);
 
 // The visible part [lo, hi) of the packed address axis; hi == 0 means all of it.

@@ -225,6 +225,10 @@ bool MainWindow::showPage(const QString& name)
         m_tabs->setCurrentWidget(m_memoryMap);
     else if (name == "breakdown")
         m_tabs->setCurrentWidget(m_breakdown);
+    else if (name == "code-tree") { // the Peak breakdown page's code tree, flame graph and per-line view
+        m_breakdown->setCallStackTree(true);
+        m_tabs->setCurrentWidget(m_breakdown);
+    }
     else if (name == "what-if")
         m_tabs->setCurrentWidget(m_whatIf);
     else {

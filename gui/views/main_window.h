@@ -41,7 +41,7 @@ public:
     // The page shown now (tests: the viewer opens on the Timeline, or the Diagnosis page on an OOM).
     QWidget* currentPage() const;
     // Shows a page by name: "diagnosis", "timeline", "active-memory", "memory-map", "breakdown",
-    // "what-if" or "summary". Returns
+    // "code-tree" (the breakdown by call stack), "what-if" or "summary". Returns
     // false for an unknown name.
     bool showPage(const QString& name);
     // The last load error (the importer's one-line message), empty after a successful load.

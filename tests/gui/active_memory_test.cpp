@@ -90,7 +90,9 @@ TEST(ActiveMemory, PageHoverShowsTheBlocksStackAndClickOpensItOnTheMemoryMap)
     ASSERT_TRUE(point);
     QTest::mouseMove(view, *point);
     QTRY_VERIFY_WITH_TIMEOUT(page->detailsText().contains("size: 1.00 MiB"), 5000);
-    EXPECT_TRUE(page->detailsText().contains("linear  layers.py:5")) << page->detailsText().toStdString();
+    // Outermost first (analyze's folding): the caller, then the frame that allocated.
+    EXPECT_TRUE(page->detailsText().contains("stack of its alloc (outermost first):\n  forward (model.py:10)\n  linear (layers.py:5)"))
+        << page->detailsText().toStdString();
     EXPECT_TRUE(page->detailsText().contains("freed: ")) << page->detailsText().toStdString();
     QTest::mouseClick(view, Qt::LeftButton, {}, *point);
     EXPECT_EQ(w.currentPage(), w.memoryMapPage());
