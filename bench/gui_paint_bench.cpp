@@ -16,7 +16,7 @@
 // The Active memory page (issue #18: the N = 500 largest blocks as stacked bands, the rest summarized)
 // is timed the same way, on the same moves, and given as a ratio to the Timeline's figure of the same
 // run (first paint ≤ 2 s and redraw ≤ 50 ms are its targets too).
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/trace_builder.h"
 #include "gui/models/active_memory_model.h"
 #include "gui/models/memory_map_model.h"

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/message_quote.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/units.h"
 
 #include <nlohmann/json.hpp>

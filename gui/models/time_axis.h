@@ -52,7 +52,7 @@ public:
     std::vector<Tick> ticks(double minSpacingPx = 80) const;
 
     // An event-index axis: a snapshot without timestamps places entry i at i + 1 ns (the importer's
-    // "no_timestamps" anomaly, core/importers/snapshot_importer.h), so its axis counts entries instead
+    // "no_timestamps" anomaly, importers/snapshot_importer.h), so its axis counts entries instead
     // of showing an invented duration. Labels read "event 1200".
     void setEventIndex(bool eventIndex) { m_eventIndex = eventIndex; }
     bool eventIndex() const { return m_eventIndex; }

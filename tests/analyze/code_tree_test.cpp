@@ -3,7 +3,7 @@
 #include "analyze/analysis.h"
 #include "analyze/code_tree.h"
 #include "analyze/source_lines.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "tests/analyze/public_trace_support.h"
 #include "tests/public_snapshots.h"
 
