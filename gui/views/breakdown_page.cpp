@@ -54,14 +54,19 @@ BreakdownPage::BreakdownPage(QWidget* parent)
     bar->addSpacing(16);
     bar->addWidget(m_headline, 1);
 
-    m_tree = new QTreeView(this);
-    m_tree->setModel(&m_modules);
-    m_tree->setUniformRowHeights(true);
-    m_tree->setAlternatingRowColors(true);
-    m_tree->header()->setStretchLastSection(false);
-    m_tree->header()->setSectionResizeMode(0, QHeaderView::Stretch);
-    for (int c = 1; c < 5; ++c)
-        m_tree->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+    // Both trees: the name column stretches, the five figures fit their contents.
+    auto treeView = [this](QAbstractItemModel* model) {
+        auto* view = new QTreeView(this);
+        view->setModel(model);
+        view->setUniformRowHeights(true);
+        view->setAlternatingRowColors(true);
+        view->header()->setStretchLastSection(false);
+        view->header()->setSectionResizeMode(0, QHeaderView::Stretch);
+        for (int c = 1; c < 5; ++c)
+            view->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+        return view;
+    };
+    m_tree = treeView(&m_modules);
     m_treemap = new TreemapView(this);
 
     auto* tables = new QTabWidget(this);
@@ -79,14 +84,7 @@ BreakdownPage::BreakdownPage(QWidget* parent)
         tables->addTab(view, name);
     }
 
-    m_codeTree = new QTreeView(this);
-    m_codeTree->setModel(&m_codeModel);
-    m_codeTree->setUniformRowHeights(true);
-    m_codeTree->setAlternatingRowColors(true);
-    m_codeTree->header()->setStretchLastSection(false);
-    m_codeTree->header()->setSectionResizeMode(0, QHeaderView::Stretch);
-    for (int c = 1; c < 5; ++c)
-        m_codeTree->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+    m_codeTree = treeView(&m_codeModel);
     m_flame = new FlameGraphView(this);
     m_flame->setWindowTitle("flame-graph");
     m_linesLabel = new QLabel("Select a frame of a source file in the code tree to see the live bytes per line of that file.", this);
