@@ -159,7 +159,7 @@ void MemoryMapPage::showInstant(TimeNs time)
 {
     if (!m_trace || !m_trace->memoryMap || m_trace->memoryMap->empty())
         return;
-    m_instantLabel->setText(QString("At +%1: computing…").arg(QString::fromStdString(formatSeconds(time - m_trace->analysis.origin))));
+    m_instantLabel->setText(QString("At %1: computing…").arg(momentText(time)));
     m_view->setInstant(time);
     // The event list shows the last event at or before the instant (unless it was the one stepped to).
     if (m_events.rowCount() > 0) {
@@ -172,6 +172,13 @@ void MemoryMapPage::showInstant(TimeNs time)
             m_followingInstant = false;
         }
     }
+}
+
+QString MemoryMapPage::momentText(TimeNs time) const
+{
+    if (eventIndexAxis(m_trace->trace))
+        return QString("event %1").arg(time - 1); // entry i at i + 1 ns
+    return "+" + QString::fromStdString(formatSeconds(time - m_trace->analysis.origin));
 }
 
 void MemoryMapPage::stepToEvent(int row)
@@ -202,8 +209,8 @@ void MemoryMapPage::frameArrived(const std::shared_ptr<const MemoryMapFrame>& fr
         extra += QString("; rounding waste %1").arg(bytesText(s.roundingWaste));
     const int row = m_eventTable->currentIndex().isValid() ? m_eventTable->currentIndex().row() : -1;
     const QString eventText = row >= 0 && m_events.timeOf(row) == s.time ? QString(" (after event #%1%2)").arg(row).arg(m_events.isOom(row) ? ", an OOM" : "") : QString();
-    m_instantLabel->setText(QString("At +%1%6: %2 allocated in %3, %4%5%7")
-                                .arg(QString::fromStdString(formatSeconds(s.time - m_trace->analysis.origin)),
+    m_instantLabel->setText(QString("At %1%6: %2 allocated in %3, %4%5%7")
+                                .arg(momentText(s.time),
                                     bytesText(s.allocated), QString::fromStdString(counted(s.blocks, "block", "blocks")),
                                     QString::fromStdString(index.hasSegments
                                             ? counted(s.segments.size(), "segment", "segments")

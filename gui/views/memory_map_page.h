@@ -55,6 +55,8 @@ signals:
     void instantPicked(gpumem::TimeNs time);
 
 private:
+    // "+0.025380 s" from the trace start, or "event 12" on a snapshot without timestamps.
+    QString momentText(gpumem::TimeNs time) const;
     void showInstant(gpumem::TimeNs time);
     void clearHighlight();
     void frameArrived(const std::shared_ptr<const MemoryMapFrame>& frame);

@@ -173,6 +173,7 @@ TEST(AllocatorEvents, ArrowKeysStepTheMemoryMapEventByEvent)
     MemoryMapPage* page = w.memoryMapPage();
     page->stepToEvent(3);
     QTRY_VERIFY_WITH_TIMEOUT(page->instantText().contains("after event #3"), 5000);
+    EXPECT_TRUE(page->instantText().startsWith("At event 3 (after event #3)")) << page->instantText().toStdString();
     EXPECT_TRUE(page->instantText().contains("1.50 MiB allocated in 3 blocks, 1 segment")) << page->instantText().toStdString();
     EXPECT_TRUE(page->instantText().contains("rounding waste 24 B")) << page->instantText().toStdString();
     page->eventTable()->setFocus();
