@@ -389,7 +389,13 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     }
     rule(out, '=');
 
-    if (a.agreementAtPeak) {
+    if (!a.categorySources.empty()) {
+        // --categories: the rows below say "rule", "recorded" or "inferred" for each category (docs/stacks.md).
+        line(out, std::string(" categories: rules first (--categories), then ") + (a.categoriesRecorded ? "recorded" : "inferred")
+                + (a.agreementAtPeak ? "; rules and inference agree with the recording on " + percent(a.agreementAtPeak->share())
+                            + " of bytes at peak, " + percent(a.agreementAll->share()) + " overall"
+                                     : std::string()));
+    } else if (a.agreementAtPeak) {
         line(out, " categories: recorded; inference agrees on " + percent(a.agreementAtPeak->share()) + " of bytes at peak, "
                 + percent(a.agreementAll->share()) + " overall");
     } else {
@@ -472,7 +478,9 @@ nlohmann::json analysisToJson(const Trace& trace, const Analysis& a, std::string
             { "steps_with_survivors", s.stepsWithSurvivors } });
     j["leaks"] = { { "leaking", a.leaks.leaking }, { "reason", a.leaks.reason }, { "live_at_step_start", a.leaks.liveAtStepStart },
         { "growth_per_step", a.leaks.growthPerStep }, { "sites", sites } };
-    j["categories"] = a.categoriesRecorded ? "recorded" : "inferred";
+    j["categories"] = !a.categorySources.empty() ? (a.categoriesRecorded ? "rules, then recorded" : "rules, then inferred")
+        : a.categoriesRecorded                    ? "recorded"
+                                                  : "inferred";
     if (a.agreementAtPeak) {
         auto agree = [](const CategoryAgreement& c) {
             return json { { "compared_bytes", c.comparedBytes }, { "agreeing_bytes", c.agreeingBytes }, { "share", c.share() },

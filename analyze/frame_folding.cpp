@@ -182,6 +182,16 @@ std::span<const FrameId> StackFolder::stack(SiteId site)
     return it->second;
 }
 
+std::string foldedStackText(const Trace& trace, SiteId site, const FoldOptions& options)
+{
+    if (site == 0 || site >= trace.siteCount())
+        return {};
+    std::string s;
+    for (FrameId f : foldStack(trace, trace.siteFrames(site), options))
+        s += (s.empty() ? "" : " → ") + stackFrameLabel(trace, trace.frames()[f]);
+    return s;
+}
+
 std::string cleanFrameName(std::string_view name)
 {
     std::string s(name);

@@ -61,6 +61,10 @@ private:
     std::unordered_map<SiteId, std::vector<FrameId>> m_cache;
 };
 
+// The folded stack of a site as one line, outermost first: "<module> (train.py:9) → forward (model.py:40)";
+// "" for site 0.
+std::string foldedStackText(const Trace& trace, SiteId site, const FoldOptions& options = {});
+
 // A frame name without the object addresses Python writes into some ("<built-in method bmm of type
 // object at 0x7ce6…>" → "<built-in method bmm of type object>"), which change from run to run.
 std::string cleanFrameName(std::string_view name);

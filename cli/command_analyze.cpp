@@ -1,6 +1,7 @@
 // gpumem analyze TRACE — memory summary (torch.cuda.memory_summary() layout), fragmentation, steps and
 // leaks, and what was live at the peak grouped by module, category, site, size class and stream.
 #include "analyze/analysis_report.h"
+#include "analyze/category_rules.h"
 #include "analyze/code_tree.h"
 #include "analyze/diagnosis.h"
 #include "analyze/peak_breakdown.h"
@@ -142,7 +143,9 @@ namespace {
                    "--format folded writes it as folded stacks for flamegraph.pl, speedscope or inferno (one\n"
                    "instant). --by line SOURCE.py prints that file with the live bytes of each line (the innermost\n"
                    "frame in it). Allocator, unwinder and dispatcher frames are folded away (--fold-rules lists\n"
-                   "the patterns; --all-frames keeps every frame). Stacks: docs/stacks.md.";
+                   "the patterns; --all-frames keeps every frame). --categories RULES: lines 'CATEGORY\n"
+                   "frame|file|module REGEX', the first match wins over recorded and inferred categories. Stacks:\n"
+                   "docs/stacks.md.";
         }
         void setup(po::options_description& o, po::positional_options_description& p) override
         {
@@ -155,6 +158,7 @@ namespace {
                 "details", po::bool_switch(), "every fragmentation definition, not only the headline (JSON has them all)")(
                 "all-frames", po::bool_switch(), "keep every frame of a stack (no folding)")(
                 "fold-rules", po::bool_switch(), "print the frame folding patterns and exit")(
+                "categories", po::value<std::string>(), "file of first-match category rules, applied before the recorded or inferred ones")(
                 "trace", po::value<std::string>(), "trace file (positional)")(
                 "source", po::value<std::string>(), "source file for --by line (positional, after TRACE)");
             p.add("trace", 1);
@@ -207,6 +211,9 @@ namespace {
             analyze::AnalysisOptions options;
             options.device = deviceOption(vm, trace, path);
             const auto at = vm.count("at") ? vm["at"].as<std::vector<std::string>>() : std::vector<std::string> {};
+            if (vm.count("categories"))
+                options.categoryRules = std::make_shared<const analyze::CategoryRules>(
+                    analyze::CategoryRules::load(vm["categories"].as<std::string>()));
             if (!at.empty())
                 options.instants = instantSpecs(at, trace);
             else if (byStack || byLine)

@@ -157,3 +157,71 @@ TEST(StacksCli, FoldRulesPrintTheTableWithoutATrace)
     EXPECT_NE(r.out.find("  nn.Module call            _call_impl  [*torch/nn/modules/module.py]\n"), std::string::npos) << r.out;
     EXPECT_TRUE(withinColumns(r.out, 100));
 }
+
+TEST(StacksCli, SnapshotAnnotationsAndCompileContextBecomeModules)
+{
+    // tests/data/snapshot/annotated_scopes.json: four allocs at 10, 20, 25 and 40 us; AdamW.step runs from
+    // 15 to 30 us; the alloc at 25 us has compile_context "0/1".
+    auto r = runCli("analyze tests/data/snapshot/annotated_scopes.json --by module --format json");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const auto rows = nlohmann::json::parse(r.out)["breakdowns"][0]["by_module"];
+    ASSERT_EQ(rows.size(), 3u) << rows.dump();
+    EXPECT_EQ(rows[0]["key"], "AdamW.step");
+    EXPECT_EQ(rows[0]["self_bytes"], 2048);
+    EXPECT_EQ(rows[0]["total_bytes"], 2560);
+    EXPECT_EQ(rows[1]["key"], "AdamW.step/0/1");
+    EXPECT_EQ(rows[1]["depth"], 1);
+    EXPECT_EQ(rows[1]["total_bytes"], 512);
+    EXPECT_EQ(rows[2]["key"], "(no scope)");
+    EXPECT_EQ(rows[2]["total_bytes"], 1536); // before and after the range, "N/A" compile context
+}
+
+TEST(StacksCli, CategoriesRulesFileSaysRuleRecordedOrInferredPerCategory)
+{
+    const auto dir = gpumem::test::scratchDir("category-rules");
+    const auto rules = (dir / "rules.txt").string();
+    {
+        std::ofstream f(rules);
+        f << "# the autograd thread's matmul output, then everything the model file made\n"
+             "gradient frame Backward0::apply\n"
+             "activation file /proj/model\\.py$\n";
+    }
+    auto r = runCli("analyze tests/data/stacks/line_trace.jsonl --by category --categories '" + rules + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find(" categories: rules first (--categories), then inferred"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("| gradient (rule)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("| activation (rule)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" (inferred)"), std::string::npos) << r.out; // the block without a stack
+    // On a trace that records categories the others say "recorded".
+    auto recorded = runCli("analyze traces/mlp_train.jsonl --by category --format json --categories '" + rules + "'");
+    ASSERT_EQ(recorded.exitCode, 0) << recorded.err;
+    const auto j = nlohmann::json::parse(recorded.out);
+    EXPECT_EQ(j["categories"], "rules, then recorded");
+    for (const auto& row : j["breakdowns"][0]["by_category"])
+        EXPECT_TRUE(row["label"].get<std::string>().ends_with(" (recorded)")) << row.dump(); // no frame matches there
+    // A bad rule names the file and line.
+    {
+        std::ofstream f(rules);
+        f << "gradient frame ok\nweights frame x\n";
+    }
+    auto bad = runCli("analyze tests/data/stacks/line_trace.jsonl --categories '" + rules + "'");
+    EXPECT_EQ(bad.exitCode, 1);
+    EXPECT_NE(bad.err.find(rules + ":2: 'weights' is not a category"), std::string::npos) << bad.err;
+}
+
+TEST(StacksCli, HtmlReportDrawsTheFlameGraphWithoutScript)
+{
+    const auto dir = gpumem::test::scratchDir("flame");
+    const auto html = (dir / "r.html").string();
+    auto r = runCli("report tests/data/stacks/line_trace.jsonl -o '" + html + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const std::string text = gpumem::test::slurp(html);
+    EXPECT_NE(text.find("<svg xmlns='http://www.w3.org/2000/svg' class='flame'"), std::string::npos);
+    EXPECT_NE(text.find("<title>train (model.py:11) — 3.75 MiB (48.4 %) in 4 blocks, 512.00 KiB allocated here; "
+                        "/home/u/proj/model.py:11</title>"),
+        std::string::npos);
+    EXPECT_NE(text.find("<title>torch::autograd::generated::MmBackward0::apply — 4.00 MiB (51.6 %) in 1 block</title>"),
+        std::string::npos);
+    EXPECT_EQ(text.find("<script"), std::string::npos);
+    EXPECT_EQ(text.find("CachingAllocator"), std::string::npos);
+}
