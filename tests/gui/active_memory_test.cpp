@@ -4,6 +4,7 @@
 // a public snapshot; event stepping on the memory map.
 #include "gui/models/active_memory_model.h"
 #include "gui/models/allocator_event_model.h"
+#include "gui/models/byte_text.h"
 #include "gui/views/active_memory_page.h"
 #include "gui/views/active_memory_view.h"
 #include "gui/views/memory_map_page.h"
@@ -195,4 +196,30 @@ TEST(AllocatorEvents, ViewerOpensOnTheTimelineNotOnTheSummary)
     w.openTrace(GPUMEM_SOURCE_DIR "/traces/mlp_train.jsonl");
     ASSERT_TRUE(waitLoaded(w));
     EXPECT_EQ(w.currentPage(), static_cast<QWidget*>(w.timelineView()));
+}
+
+TEST(AllocatorEvents, SteppingThroughAPublicSnapshotShowsTheStateAfterEachEvent)
+{
+    const std::string path = publicTrace("cs336-bcrafton/memory_snapshot.pickle");
+    REQUIRE_PUBLIC(path);
+    MainWindow w;
+    showPage(w, "memory-map", QSize(1400, 900));
+    w.openTrace(QString::fromStdString(path));
+    ASSERT_TRUE(waitLoaded(w));
+    MemoryMapPage* page = w.memoryMapPage();
+    const auto& index = *w.session().current()->memoryMap;
+    // The event of the peak allocated, then the next one: the line gives the state after each.
+    const TimeNs peak = w.session().current()->analysis.breakdowns.front().instant.time;
+    const int row = page->events().rowAt(peak);
+    ASSERT_GT(page->events().rowCount(), row + 1);
+    for (int r : { row, row + 1 }) {
+        if (r == row)
+            page->stepToEvent(r);
+        else
+            QTest::keyClick(page->eventTable(), Qt::Key_Down);
+        const MemoryMapState s = memoryMapStateAt(index, page->events().timeOf(r));
+        const QString want = QString("%1 allocated in %2 block").arg(bytesText(s.allocated)).arg(s.blocks);
+        QTRY_VERIFY_WITH_TIMEOUT(page->instantText().contains(QString("after event #%1").arg(r)), 5000);
+        EXPECT_TRUE(page->instantText().contains(want)) << page->instantText().toStdString() << " / " << want.toStdString();
+    }
 }
