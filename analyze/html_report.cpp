@@ -1,5 +1,7 @@
 #include "analyze/html_report.h"
 
+#include "analyze/job_view.h"
+
 #include "analyze/analysis_report.h"
 #include "analyze/flame_graph.h"
 #include "analyze/replay_report.h"
@@ -391,6 +393,8 @@ void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const Po
     out << "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>" << htmlEscape(options.title)
         << "</title><style>" << kStyle << "</style></head><body>\n<h1>" << htmlEscape(options.title) << "</h1>\n";
     out << "<p class='muted'>Definitions of every figure: docs/analysis.md. Times are offsets from each trace's start, its earliest record of any kind, as in gpumem info.</p>\n";
+    if (options.jobView)
+        writeJobViewHtml(*options.jobView, options.top, out);
     for (const auto& in : inputs) {
         const Analysis& a = *in.analysis;
         out << "<h2>" << htmlEscape(in.label) << " — " << htmlEscape(a.deviceLabel) << "</h2>\n";
