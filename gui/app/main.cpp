@@ -37,7 +37,7 @@ int main(int argc, char** argv)
     parser.addPositionalArgument("trace", "trace file to open (any format gpumem reads); several traces or a folder of them "
                                           "open the Ranks page of one job (gpumem ranks), a double click opens a rank");
     QCommandLineOption screenshot("screenshot",
-        "render PAGE (diagnosis, summary, timeline, memory-map, breakdown, what-if) of TRACE to OUT.png offscreen and exit: --screenshot PAGE OUT.png TRACE", "PAGE");
+        "render PAGE (diagnosis, timeline, active-memory, memory-map, breakdown, code-tree, what-if, summary) of TRACE to OUT.png offscreen and exit: --screenshot PAGE OUT.png TRACE", "PAGE");
     parser.addOption(screenshot);
     QCommandLineOption policy("policy",
         "replay TRACE with policy SPEC on the What-if page (repeatable; SPEC or a PYTORCH_CUDA_ALLOC_CONF string); "
@@ -70,7 +70,7 @@ int main(int argc, char** argv)
         window.setQuietErrors(true);
         window.resize(1400, 900);
         if (!window.showPage(parser.value(screenshot))) {
-            std::fprintf(stderr, "gpumem-gui: unknown page '%s'; pages: diagnosis, summary, timeline, memory-map, breakdown, what-if\n", qPrintable(parser.value(screenshot)));
+            std::fprintf(stderr, "gpumem-gui: unknown page '%s'; pages: diagnosis, timeline, active-memory, memory-map, breakdown, code-tree, what-if, summary\n", qPrintable(parser.value(screenshot)));
             return 2;
         }
         window.show();
@@ -100,7 +100,9 @@ int main(int argc, char** argv)
             }
             // A diagnosis quits the loop when it is ready (at most 2 minutes: a trace it cannot explain
             // still emits ready, this only bounds the wait).
-            QTimer::singleShot(success && diagnosisShot ? 120000 : 500, &loop, &QEventLoop::quit);
+            // The Active memory page picks its bands on a worker thread before its first frame.
+            const bool bandsShot = parser.value(screenshot) == "active-memory" || parser.value(screenshot) == "code-tree";
+            QTimer::singleShot(success && diagnosisShot ? 120000 : bandsShot ? 2000 : 500, &loop, &QEventLoop::quit);
         });
         window.openTrace(args[1], deviceIndex);
         loop.exec();

@@ -1,5 +1,6 @@
 #include "gui/models/memory_map_model.h"
 
+#include "analyze/frame_folding.h"
 #include "analyze/trace_summary.h"
 #include "core/units.h"
 #include "gui/models/byte_text.h"
@@ -285,6 +286,11 @@ MemoryMapState memoryMapStateAt(const MemoryMapIndex& index, TimeNs t)
             live.push_back({ b.offset, b.size });
             state.allocated += b.size;
             ++state.blocks;
+            if (b.requested > 0 && b.requested < b.size)
+                state.roundingWaste += b.size - b.requested;
+        } else if (b.pendingAt(t)) {
+            state.pending += b.size;
+            ++state.pendingBlocks;
         }
     }
     std::sort(live.begin(), live.end(), [](const Live& x, const Live& y) { return x.offset < y.offset; });
@@ -396,17 +402,18 @@ QString describeBlock(const LoadedTrace& loaded, const MemoryMapIndex& index, st
         const auto allocs = trace.allocations();
         const std::uint64_t freeEvent = b.allocation < allocs.size() ? allocs[b.allocation].freeEvent : kNoIndex;
         const bool fromFree = rebuilt && freeEvent != kNoIndex && mem.site[freeEvent] == mem.site[ev];
-        lines << QString(fromFree ? "stack of its free (%1 frames, innermost first; the alloc was not recorded):"
-                : rebuilt         ? "stack of its alloc (%1 frames, innermost first; from the snapshot's segments):"
-                                  : "stack of its alloc (%1 frames, innermost first):")
-                     .arg(frames.size());
-        for (FrameId f : frames) {
-            const Frame& fr = trace.frames()[f];
-            QString where = QString::fromUtf8(trace.str(fr.file));
-            if (fr.line)
-                where += ":" + QString::number(fr.line);
-            lines << QString("  %1  %2").arg(QString::fromUtf8(trace.str(fr.name)), where);
-        }
+        // Read like Python (analyze/frame_folding.h, as every front end shows stacks): the unwinder,
+        // allocator, dispatcher and interpreter frames folded away, outermost first.
+        const auto folded = analyze::foldStack(trace, frames);
+        const QString folds = folded.size() < frames.size()
+            ? QString(", %1 allocator/interpreter frames folded").arg(frames.size() - folded.size())
+            : QString();
+        lines << QString(fromFree ? "stack of its free (outermost first%1; the alloc was not recorded):"
+                : rebuilt         ? "stack of its alloc (outermost first%1; from the snapshot's segments):"
+                                  : "stack of its alloc (outermost first%1):")
+                     .arg(folds);
+        for (FrameId f : folded)
+            lines << "  " + QString::fromStdString(analyze::stackFrameLabel(trace, trace.frames()[f]));
     }
     return lines.join('\n');
 }

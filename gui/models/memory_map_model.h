@@ -117,6 +117,12 @@ struct MemoryMapState {
     std::vector<SegmentRow> segments; // by address
     Bytes allocated = 0;
     std::uint64_t blocks = 0;
+    // Freed blocks not yet reusable (free_requested, free_completed later: cross-stream use).
+    Bytes pending = 0;
+    std::uint64_t pendingBlocks = 0;
+    // Rounding waste: Σ (size − requested) over the allocated blocks whose requested size is known
+    // (PyTorch rounds requests up, round_size in c10/cuda/CUDACachingAllocator.cpp; allocators.md §5).
+    Bytes roundingWaste = 0;
     // The largest block allocated at the instant, preferring those allocated after the window start.
     std::optional<std::size_t> largestBlock;
 };
@@ -128,7 +134,8 @@ MemoryMapState memoryMapStateAt(const MemoryMapIndex& index, TimeNs t);
 std::optional<std::size_t> blockAt(const MemoryMapIndex& index, TimeNs t, Bytes offset, TimeNs nsTolerance, Bytes bytesTolerance);
 
 // A multi-line description of a block: size, requested size, lifetime (alloc/free times relative
-// to the trace start), stream, module path, category and the frames of its site.
+// to the trace start), stream, module path, category and the frames of its site, folded to read like
+// Python and outermost first (analyze::foldStack, docs/stacks.md).
 QString describeBlock(const LoadedTrace& trace, const MemoryMapIndex& index, std::size_t block);
 
 // The visible part [lo, hi) of the packed address axis; hi == 0 means all of it.

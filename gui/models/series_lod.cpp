@@ -99,7 +99,7 @@ void IntervalLane::finish()
     *this = std::move(sorted);
 }
 
-TimelineLod::TimelineLod(const Trace& trace, const analyze::DeviceTimeline* d, DeviceId device)
+TimelineLod::TimelineLod(const Trace& trace, const analyze::DeviceTimeline* d, DeviceId device, const analyze::StepSet* stepSet)
 {
     using analyze::SeriesKind;
     if (d)
@@ -126,9 +126,24 @@ TimelineLod::TimelineLod(const Trace& trace, const analyze::DeviceTimeline* d, D
             counter.lod = SeriesLod(counter.time, counter.value);
     }
     const auto annotations = trace.annotations();
-    for (std::size_t i = 0; i < annotations.size(); ++i)
-        (annotations[i].kind == AnnotationKind::Step ? steps : ranges)
-            .add(std::uint32_t(i), annotations[i].start, annotations[i].end);
+    const bool analysed = stepSet && !stepSet->steps.empty();
+    if (analysed)
+        for (std::size_t i = 0; i < stepSet->steps.size(); ++i) {
+            const analyze::Step& st = stepSet->steps[i];
+            steps.add(std::uint32_t(i), st.start, st.end);
+            stepLabels.push_back((stepSet->source == analyze::StepSource::ProfilerStep ? "ProfilerStep#" : "step ")
+                + std::to_string(st.number));
+        }
+    for (std::size_t i = 0; i < annotations.size(); ++i) {
+        const bool step = annotations[i].kind == AnnotationKind::Step;
+        if (step && analysed)
+            continue; // the analysis' steps stand for them
+        (step ? steps : ranges).add(std::uint32_t(i), annotations[i].start, annotations[i].end);
+    }
+    const auto& mem = trace.memory();
+    for (std::size_t i = 0; i < mem.count(); ++i)
+        if (mem.kind[i] == EventKind::Oom && mem.device[i] == device)
+            ooms.push_back(mem.time[i]);
     steps.finish();
     ranges.finish();
     const auto kernels = trace.kernels();

@@ -7,6 +7,7 @@
 // Immutable after construction; safe to read from many threads. It points into the series' columns
 // (no copy of 10 M times per series): the DeviceTimeline must outlive it (LoadedTrace and
 // SimulatedCurve own both).
+#include "analyze/steps.h"
 #include "analyze/timeline.h"
 
 #include <span>
@@ -71,11 +72,20 @@ struct RecordedCounter {
 // and the trace's annotations (steps, other ranges); for a trace without memory events, the device's
 // recorded counters instead. O(points + intervals · log intervals).
 struct TimelineLod {
-    TimelineLod(const Trace& trace, const analyze::DeviceTimeline* timeline, DeviceId device);
+    // `steps`: the analysis' steps (analyze::detectSteps, what `gpumem analyze` prints) fill the steps
+    // lane, so both front ends show the same steps. Where the analysis found none (or without `steps`),
+    // the trace's Step annotations are the lane, as recorded.
+    TimelineLod(const Trace& trace, const analyze::DeviceTimeline* timeline, DeviceId device,
+        const analyze::StepSet* steps = nullptr);
     // nullptr when the timeline has no such series.
     const SeriesLod* series(analyze::SeriesKind kind) const;
 
     IntervalLane steps, ranges;
+    // With the analysis' steps: the label of each (items of `steps` index it), "step N" or
+    // "ProfilerStep#N"; empty when `steps` holds annotation indexes.
+    std::vector<std::string> stepLabels;
+    // The device's recorded OOM events (EventKind::Oom), by time: the memory lane marks them.
+    std::vector<TimeNs> ooms;
     std::vector<IntervalLane> kernelStreams; // by stream id
     // Only when the trace has no memory events (memory counters only): the device's counters in the
     // trace's series order, "(ppm)" ratios left out.

@@ -74,11 +74,20 @@ std::vector<Tick> TimeAxis::ticks(double minSpacingPx) const
     }
     auto stepNs = std::max<TimeNs>(1, static_cast<TimeNs>(step));
     // Ticks are placed at multiples of the step counted from the trace start, so labels read 0, 5 ms, 10 ms…
-    TimeNs rel = m_visible.start - m_full.start;
-    TimeNs first = (rel + stepNs - 1) / stepNs * stepNs;
-    for (TimeNs t = first; m_full.start + t <= m_visible.end && out.size() < 1000; t += stepNs)
-        out.push_back(Tick { m_full.start + t, toX(m_full.start + t), formatDuration(t) });
+    // (from entry 0, at 1 ns, on an event-index axis: event 0, 100, 200…).
+    const TimeNs origin = m_eventIndex ? 1 : m_full.start;
+    TimeNs rel = m_visible.start - origin;
+    TimeNs first = rel <= 0 ? 0 : (rel + stepNs - 1) / stepNs * stepNs;
+    for (TimeNs t = first; origin + t <= m_visible.end && out.size() < 1000; t += stepNs)
+        out.push_back(Tick { origin + t, toX(origin + t), label(origin + t) });
     return out;
+}
+
+QString TimeAxis::label(TimeNs time) const
+{
+    if (m_eventIndex)
+        return QString("event %1").arg(time - 1);
+    return formatDuration(time - m_full.start);
 }
 
 QString formatDuration(TimeNs ns)

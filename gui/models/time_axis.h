@@ -51,12 +51,22 @@ public:
     // Ticks at a 1-2-5 step chosen so that labels are at least `minSpacingPx` apart.
     std::vector<Tick> ticks(double minSpacingPx = 80) const;
 
+    // An event-index axis: a snapshot without timestamps places entry i at i + 1 ns (the importer's
+    // "no_timestamps" anomaly, importers/snapshot_importer.h), so its axis counts entries instead
+    // of showing an invented duration. Labels read "event 1200".
+    void setEventIndex(bool eventIndex) { m_eventIndex = eventIndex; }
+    bool eventIndex() const { return m_eventIndex; }
+    // The label of a time on this axis: the duration since the full range's start ("12.5 ms"), or
+    // "event N" on an event-index axis.
+    QString label(TimeNs time) const;
+
     static constexpr TimeNs kMinSpanNs = 1000; // 1 µs: below this nothing in a trace is resolvable
 
 private:
     TimeRange m_full;
     TimeRange m_visible;
     int m_width;
+    bool m_eventIndex = false;
 };
 
 // "0 s", "250 µs", "12.5 ms", "3.2 s": a duration with three significant digits at most.

@@ -7,6 +7,7 @@
 #include <QColor>
 #include <QString>
 
+#include <optional>
 #include <vector>
 
 namespace gpumem::gui {
@@ -34,6 +35,17 @@ struct ValueLane {
     double maxValue = 0;   // the vertical scale's top (over the visible range)
     std::vector<PixelSeries> series;
     QString note; // drawn under the legend: why the lane shows what it shows (a trace with counters only)
+    double relativeHeight = 1.0; // of the memory lane's height (the fragmentation lane: half)
+    // A horizontal line at this value (the what-if device capacity), with its label.
+    std::optional<double> capacity;
+    QString capacityLabel;
+    // Vertical marks: each out-of-memory event in the range, recorded or simulated.
+    struct Mark {
+        double x = 0; // pixels
+        QColor color;
+        QString label; // "OOM (recorded)", "OOM (pytorch)"
+    };
+    std::vector<Mark> marks {};
 };
 
 // Named intervals (kernels per stream, annotations, steps) drawn as boxes; pixel-sized boxes merge.

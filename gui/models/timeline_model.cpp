@@ -1,5 +1,6 @@
 #include "gui/models/timeline_model.h"
 
+#include "gui/models/byte_text.h"
 #include "gui/models/latest_request.h"
 
 #include <QCoreApplication>
@@ -133,7 +134,7 @@ TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width, con
     std::optional<TimelineLod> local;
     const TimelineLod* lod = t.lod.get();
     if (!lod)
-        lod = &local.emplace(t.trace, d, t.analysis.device);
+        lod = &local.emplace(t.trace, d, t.analysis.device, &t.analysis.steps);
     auto seriesLod = [&](analyze::SeriesKind kind) { return lod->series(kind); };
     if (d && d->size() > 0) {
         ValueLane memory;
@@ -156,6 +157,20 @@ TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width, con
                     "reserved (" + curve.name + ")", curve.color, false, curve.reservedLod.get()));
                 memory.series.back().dashed = true;
             }
+        if (content.capacity > 0) {
+            memory.capacity = double(content.capacity);
+            memory.capacityLabel = "capacity " + bytesText(content.capacity);
+            memory.maxValue = double(content.capacity); // the line stays in view
+        }
+        auto mark = [&](TimeNs time, QColor color, const QString& label) {
+            if (time >= range.start && time < range.end) // on the buckets' scale: width pixels over range
+                memory.marks.push_back({ double(time - range.start) * width / double(range.length()), color, label });
+        };
+        for (TimeNs time : lod->ooms)
+            mark(time, QColor(200, 0, 0), "OOM (recorded)");
+        for (const auto& curve : content.simulated)
+            for (TimeNs time : curve.ooms)
+                mark(time, curve.color, "OOM (" + curve.name + ")");
         fitScale(memory);
         const std::size_t recordedReserved = d->has(analyze::SeriesKind::Reserved) ? 2 + (recordedAllocated ? 1 : 0) : 0;
         f.lanes.push_back(std::move(memory));
@@ -166,6 +181,7 @@ TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width, con
             frag.title = "fragmentation";
             frag.fraction = true;
             frag.maxValue = 1.0;
+            frag.relativeHeight = 0.5;
             PixelSeries waste { "waste: 1 − allocated/reserved", QColor(140, 70, 170), true, {} };
             for (std::size_t i = 0; i < alloc.size() && i < res.size(); ++i) {
                 PixelBucket b;
@@ -192,8 +208,11 @@ TimelineFrame computeFrame(const LoadedTrace& t, TimeRange range, int width, con
     };
     const auto annotations = t.trace.annotations();
     auto annotationName = [&](std::uint32_t i) { return t.trace.str(annotations[i].name); };
-    addRow(lod->steps, "steps", annotationName,
-        [](const IntervalRow& row) { return QColor(row.boxes.size() % 2 ? 230 : 200, 200, 120); });
+    auto stepColour = [](const IntervalRow& row) { return QColor(row.boxes.size() % 2 ? 230 : 200, 200, 120); };
+    if (!lod->stepLabels.empty())
+        addRow(lod->steps, "steps", [&](std::uint32_t i) { return std::string_view(lod->stepLabels[i]); }, stepColour);
+    else
+        addRow(lod->steps, "steps", annotationName, stepColour);
     addRow(lod->ranges, "annotations", annotationName, [](const IntervalRow&) { return QColor(150, 190, 230); });
     const auto kernels = t.trace.kernels();
     for (const auto& lane : lod->kernelStreams)

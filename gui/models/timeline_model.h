@@ -21,17 +21,21 @@ struct SimulatedCurve {
     QColor color;
     std::shared_ptr<const analyze::DeviceTimeline> timeline;
     std::shared_ptr<const SeriesLod> reservedLod; // into timeline->reserved; optional (faster frames)
+    std::vector<TimeNs> ooms {}; // the replay's failed requests (ReplayResult::failures), marked on the lane
 };
 
 // What a frame shows besides the trace's own series.
 struct FrameContent {
     std::vector<SimulatedCurve> simulated; // drawn in the memory lane as "reserved (NAME)", per-pixel min/max
     bool memoryLaneOnly = false;           // the what-if page: no fragmentation lane, no kernel/annotation rows
+    Bytes capacity = 0;                    // the what-if device capacity, drawn as a line (0 = unlimited: none)
 };
 
 // The pure computation (unit-tested): lanes "memory" (allocated, active, reserved, then the simulated
-// reserved curves of `content`) and "fragmentation" (1 − allocated/reserved at each pixel's end,
-// PyTorch's waste; allocators.md §5.4), rows per kernel stream and for annotations (steps first).
+// reserved curves of `content`; the capacity line and a mark at each OOM, recorded or simulated) and
+// "fragmentation" (half the memory lane's height; 1 − allocated/reserved at each pixel's end,
+// PyTorch's waste; allocators.md §5.4), rows per kernel stream and for annotations (steps first: the
+// analysis' steps, as `gpumem analyze` prints them).
 TimelineFrame computeFrame(const LoadedTrace& trace, TimeRange range, int width, const FrameContent& content = {});
 
 // The full time range to show for a trace (its memory events, kernels and annotations).

@@ -19,6 +19,8 @@ QString countersOnlyText(const Trace& trace, const QString& rest)
     return text + rest;
 }
 
+bool eventIndexAxis(const Trace& trace) { return trace.stats().find("no_timestamps") != nullptr; }
+
 TraceSession::TraceSession(QObject* parent)
     : QObject(parent)
 {
@@ -86,7 +88,8 @@ void TraceSession::open(const QString& path, std::optional<DeviceId> device)
                 analysisOptions.device = analyze::busiestCounterDevice(loadedTrace->summary);
             loadedTrace->analysis = analyze::analyzeTrace(loadedTrace->trace, analysisOptions);
             loadedTrace->lod = std::make_shared<const TimelineLod>(loadedTrace->trace,
-                loadedTrace->analysis.timeline.device(loadedTrace->analysis.device), loadedTrace->analysis.device);
+                loadedTrace->analysis.timeline.device(loadedTrace->analysis.device), loadedTrace->analysis.device,
+                &loadedTrace->analysis.steps);
             loadedTrace->memoryMap = std::make_shared<const MemoryMapIndex>(buildMemoryMapIndex(
                 loadedTrace->trace, loadedTrace->analysis.device, loadedTrace->analysis.categories));
             o.trace = std::move(loadedTrace);

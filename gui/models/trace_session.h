@@ -35,6 +35,10 @@ struct LoadedTrace {
 // staying blank.
 QString countersOnlyText(const Trace& trace, const QString& rest);
 
+// True for a trace whose memory events carry no timestamps (a snapshot of generation A/B: the
+// importer places entry i at i + 1 ns and records "no_timestamps"): its time axes count events.
+bool eventIndexAxis(const Trace& trace);
+
 class TraceSession : public QObject {
     Q_OBJECT
 public:

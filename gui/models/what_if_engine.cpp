@@ -86,8 +86,11 @@ std::vector<SimulatedCurve> WhatIfEngine::curves() const
         ordered.push_back(&r);
     std::sort(ordered.begin(), ordered.end(), [](auto* a, auto* b) { return a->order < b->order; });
     std::vector<SimulatedCurve> out;
-    for (const auto* r : ordered)
-        out.push_back({ r->spec, r->color, r->curve, r->reservedLod });
+    for (const auto* r : ordered) {
+        out.push_back({ r->spec, r->color, r->curve, r->reservedLod, {} });
+        for (const auto& f : r->result.failures)
+            out.back().ooms.push_back(f.time);
+    }
     return out;
 }
 
@@ -104,6 +107,7 @@ void WhatIfEngine::start(std::shared_ptr<const LoadedTrace> trace, const QString
     }
     cancel();
     m_results.clear();
+    m_capacity = capacity;
     m_requested = int(parsed.size());
     if (!trace || parsed.empty())
         return;

@@ -53,6 +53,8 @@ public:
     void cancel();
     bool isRunning() const { return m_pending > 0; }
     int requested() const { return m_requested; }
+    // The capacity of the current batch (0 = unlimited).
+    Bytes capacity() const { return m_capacity; }
     const std::vector<WhatIfResult>& results() const { return m_results; }
     // The curves of the results so far, in request order (for TimelineModel::setContent).
     std::vector<SimulatedCurve> curves() const;
@@ -68,6 +70,7 @@ private:
     std::uint64_t m_generation = 0;
     int m_pending = 0;
     int m_requested = 0;
+    Bytes m_capacity = 0;
 };
 
 } // namespace gpumem::gui

@@ -3,9 +3,16 @@
 
 #include "core/units.h"
 #include "gui/models/latest_request.h"
+#include "gui/views/flame_graph_view.h"
 #include "gui/views/treemap_view.h"
 
 #include <QButtonGroup>
+#include <QComboBox>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QStackedWidget>
+#include <QTextStream>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -37,17 +44,29 @@ BreakdownPage::BreakdownPage(QWidget* parent)
     auto* bar = new QHBoxLayout;
     bar->addWidget(m_atPeak);
     bar->addWidget(m_atPicked);
+    m_treeKind = new QComboBox(this);
+    m_treeKind->addItems({ "module", "call stack" });
+    m_treeKind->setToolTip("module: the scope tree and treemap; call stack: the code tree (folded stacks, outermost "
+                           "frame first) and its flame graph");
+    bar->addSpacing(16);
+    bar->addWidget(new QLabel("Tree:", this));
+    bar->addWidget(m_treeKind);
     bar->addSpacing(16);
     bar->addWidget(m_headline, 1);
 
-    m_tree = new QTreeView(this);
-    m_tree->setModel(&m_modules);
-    m_tree->setUniformRowHeights(true);
-    m_tree->setAlternatingRowColors(true);
-    m_tree->header()->setStretchLastSection(false);
-    m_tree->header()->setSectionResizeMode(0, QHeaderView::Stretch);
-    for (int c = 1; c < 5; ++c)
-        m_tree->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+    // Both trees: the name column stretches, the five figures fit their contents.
+    auto treeView = [this](QAbstractItemModel* model) {
+        auto* view = new QTreeView(this);
+        view->setModel(model);
+        view->setUniformRowHeights(true);
+        view->setAlternatingRowColors(true);
+        view->header()->setStretchLastSection(false);
+        view->header()->setSectionResizeMode(0, QHeaderView::Stretch);
+        for (int c = 1; c < 5; ++c)
+            view->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+        return view;
+    };
+    m_tree = treeView(&m_modules);
     m_treemap = new TreemapView(this);
 
     auto* tables = new QTabWidget(this);
@@ -65,9 +84,37 @@ BreakdownPage::BreakdownPage(QWidget* parent)
         tables->addTab(view, name);
     }
 
+    m_codeTree = treeView(&m_codeModel);
+    m_flame = new FlameGraphView(this);
+    m_flame->setWindowTitle("flame-graph");
+    m_linesLabel = new QLabel("Select a frame of a source file in the code tree to see the live bytes per line of that file.", this);
+    m_linesLabel->setWordWrap(true);
+    m_lines = new QTableView(this);
+    m_lines->setModel(&m_lineModel);
+    m_lines->verticalHeader()->hide();
+    m_lines->setWordWrap(false);
+    m_lines->setShowGrid(false);
+    m_lines->verticalHeader()->setDefaultSectionSize(m_lines->fontMetrics().height() + 2);
+    m_lines->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_lines->horizontalHeader()->setStretchLastSection(true);
+    auto* linesBox = new QWidget(this);
+    auto* linesLayout = new QVBoxLayout(linesBox);
+    linesLayout->setContentsMargins(0, 0, 0, 0);
+    linesLayout->addWidget(m_linesLabel);
+    linesLayout->addWidget(m_lines, 1);
+    auto* codeRight = new QSplitter(Qt::Vertical, this);
+    codeRight->addWidget(m_flame);
+    codeRight->addWidget(linesBox);
+    m_left = new QStackedWidget(this);
+    m_left->addWidget(m_tree);
+    m_left->addWidget(m_codeTree);
+    m_right = new QStackedWidget(this);
+    m_right->addWidget(m_treemap);
+    m_right->addWidget(codeRight);
+
     auto* top = new QSplitter(Qt::Horizontal, this);
-    top->addWidget(m_tree);
-    top->addWidget(m_treemap);
+    top->addWidget(m_left);
+    top->addWidget(m_right);
     top->setSizes({ 560, 640 });
     auto* split = new QSplitter(Qt::Vertical, this);
     split->addWidget(top);
@@ -87,6 +134,74 @@ BreakdownPage::BreakdownPage(QWidget* parent)
     });
     connect(m_tree->selectionModel(), &QItemSelectionModel::currentChanged, this,
         [this](const QModelIndex& current) { m_treemap->setSelectedRow(m_modules.rowOf(current)); });
+    connect(m_treeKind, &QComboBox::activated, this, [this](int i) { setCallStackTree(i == 1); });
+    // The flame graph's click selects the frame in the code tree; a frame of a file shows its lines.
+    connect(m_flame, &FlameGraphView::nodeClicked, this, [this](analyze::CodeNodeId node) {
+        const QModelIndex i = m_codeModel.indexOfNode(node);
+        if (i.isValid()) {
+            m_codeTree->scrollTo(i);
+            m_codeTree->setCurrentIndex(i);
+        }
+    });
+    connect(m_codeTree->selectionModel(), &QItemSelectionModel::currentChanged, this, [this](const QModelIndex& current) {
+        const auto& tree = m_codeModel.tree();
+        if (!tree || !current.isValid())
+            return;
+        const auto& node = tree->node(m_codeModel.nodeOf(current));
+        if (!node.file.empty() && (m_lineModel.lines() == nullptr || m_lineModel.lines()->given != node.file))
+            showLinesOf(QString::fromStdString(node.file));
+        if (const int row = m_lineModel.rowOfLine(node.line); row >= 0 && m_lineModel.lines() && m_lineModel.lines()->given == node.file)
+            m_lines->scrollTo(m_lineModel.index(row, 0), QAbstractItemView::PositionAtCenter);
+    });
+}
+
+void BreakdownPage::setCallStackTree(bool callStack)
+{
+    m_treeKindChosen = true;
+    showTreeKind(callStack);
+}
+
+void BreakdownPage::showTreeKind(bool callStack)
+{
+    m_treeKind->setCurrentIndex(callStack ? 1 : 0);
+    m_left->setCurrentIndex(callStack ? 1 : 0);
+    m_right->setCurrentIndex(callStack ? 1 : 0);
+}
+
+bool BreakdownPage::callStackTree() const { return m_left->currentIndex() == 1; }
+
+void BreakdownPage::showLinesOf(const QString& file)
+{
+    if (!m_trace || !m_shown)
+        return;
+    auto trace = m_trace;
+    auto shown = m_shown;
+    const std::string path = file.toStdString();
+    m_linesLabel->setText("Computing the live bytes per line of " + file + "…");
+    runLatest(
+        this, m_linesGeneration, ++*m_linesGeneration,
+        [trace, shown, path, file] {
+            auto lines = std::make_shared<const analyze::SourceLines>(analyze::attributeSourceLines(trace->trace, shown->liveAllocations, path));
+            QStringList text;
+            // The recorded path, else a file of that name beside the trace (a model file kept with it).
+            QFile f(file);
+            if (!f.exists())
+                f.setFileName(QFileInfo(trace->path).dir().filePath(QFileInfo(file).fileName()));
+            if (f.open(QIODevice::ReadOnly | QIODevice::Text)) {
+                QTextStream in(&f);
+                while (!in.atEnd())
+                    text << in.readLine().replace('\t', "    ");
+            }
+            return std::make_pair(lines, text);
+        },
+        [file](BreakdownPage* self, std::pair<std::shared_ptr<const analyze::SourceLines>, QStringList> result) {
+            const auto& l = *result.first;
+            self->m_lineModel.setLines(result.first, result.second);
+            self->m_linesLabel->setText(QString("%1: %2 of %3 live attributed to its lines (the innermost frame in the file)%4")
+                                            .arg(file, bytesText(l.attributedBytes), bytesText(l.liveBytes))
+                                            .arg(result.second.isEmpty() ? QString("; the file is not on this machine, so only its line numbers show") : QString()));
+            emit self->sourceLinesShown();
+        });
 }
 
 void BreakdownPage::setTrace(std::shared_ptr<const LoadedTrace> trace)
@@ -171,6 +286,38 @@ void BreakdownPage::showBreakdown(std::shared_ptr<const analyze::Breakdown> brea
     for (QModelIndex i = largestChild({}); i.isValid(); i = largestChild(i))
         m_tree->expand(i);
     m_headline->setText(headline());
+    // A trace without module scopes opens on the code tree rather than one "(no scope)" row.
+    if (!m_treeKindChosen && m_shown) {
+        const auto& rows = m_shown->by(GroupBy::Module);
+        showTreeKind(rows.empty() || (rows.size() == 1 && rows.front().label == "(no scope)"));
+    }
+    m_codeModel.setTree(nullptr);
+    m_flame->setTree(nullptr);
+    m_lineModel.setLines(nullptr, {});
+    ++*m_linesGeneration;
+    if (m_trace && m_shown) {
+        auto trace = m_trace;
+        auto shown = m_shown;
+        runLatest(
+            this, m_codeGeneration, ++*m_codeGeneration,
+            [trace, shown] { return std::make_shared<const analyze::CodeTree>(analyze::buildCodeTree(trace->trace, shown->liveAllocations)); },
+            [](BreakdownPage* self, std::shared_ptr<const analyze::CodeTree> tree) {
+                self->m_codeModel.setTree(tree);
+                self->m_flame->setTree(tree);
+                // Open the path of the largest child, as the module tree does, and select its deepest frame
+                // of the program's own code (not torch/ or site-packages/): its file's lines show below.
+                QModelIndex own;
+                for (QModelIndex i = self->m_codeModel.index(0, 0); i.isValid(); i = self->m_codeModel.index(0, 0, i)) {
+                    self->m_codeTree->expand(i);
+                    const QString file = QString::fromStdString(tree->node(self->m_codeModel.nodeOf(i)).file).replace('\\', '/');
+                    if (!file.isEmpty() && !file.contains("/torch/") && !file.contains("-packages/"))
+                        own = i;
+                }
+                if (own.isValid())
+                    self->m_codeTree->setCurrentIndex(own);
+                emit self->codeTreeShown();
+            });
+    }
     emit breakdownShown();
 }
 

@@ -3,6 +3,8 @@
 #include "analyze/trace_summary.h"
 
 #include "analyze/summary_report.h"
+#include "gui/views/active_memory_page.h"
+#include "gui/views/active_memory_view.h"
 #include "gui/views/breakdown_page.h"
 #include "gui/views/chart_export.h"
 #include "gui/views/diagnosis_page.h"
@@ -49,8 +51,11 @@ MainWindow::MainWindow(QWidget* parent)
     m_timeline = new TimelineView(this);
     m_timeline->setFillHeight(true); // lanes share the window height below the kernel and annotation rows
     m_tabs = new QTabWidget(this);
-    m_tabs->addTab(m_summary, "Summary");
+    // Pictures first: the viewer opens on the Timeline (the Diagnosis page where the trace has an
+    // OOM), the text summary is the last tab (issue #18 item 6).
     m_tabs->addTab(m_timeline, "Timeline");
+    m_activeMemory = new ActiveMemoryPage(this);
+    m_tabs->addTab(m_activeMemory, "Active memory");
     m_memoryMap = new MemoryMapPage(this);
     m_tabs->addTab(m_memoryMap, "Memory map");
     m_breakdown = new BreakdownPage(this);
@@ -61,12 +66,29 @@ MainWindow::MainWindow(QWidget* parent)
     connect(m_timeline, &TimelineView::visibleRangeChanged, m_memoryMap, &MemoryMapPage::setTimeRange);
     connect(m_memoryMap, &MemoryMapPage::instantPicked, m_breakdown, &BreakdownPage::setPickedInstant);
     connect(m_memoryMap, &MemoryMapPage::instantPicked, this, [this](TimeNs t) { m_timeline->setSelectedInstant(t); });
+    // The active-memory timeline and the Timeline page show the same range; a band's block opens on the map.
+    connect(m_timeline, &TimelineView::visibleRangeChanged, m_activeMemory->view(), &ActiveMemoryView::setVisibleRange);
+    connect(m_activeMemory->view(), &ActiveMemoryView::visibleRangeChanged, this, [this](TimeRange r) {
+        if (r == m_timeline->axis().visible())
+            return;
+        m_timeline->axis().setVisible(r);
+        m_timeline->refresh();
+    });
+    connect(m_activeMemory, &ActiveMemoryPage::blockPicked, this, [this](std::size_t block, TimeNs t) {
+        m_memoryMap->setInstant(t);
+        m_memoryMap->selectBlock(block);
+        m_timeline->setSelectedInstant(t);
+        m_breakdown->setPickedInstant(t);
+        m_tabs->setCurrentWidget(m_memoryMap);
+    });
     m_whatIf = new WhatIfPage(this);
     m_tabs->addTab(m_whatIf, "What-if");
+    m_tabs->addTab(m_summary, "Summary");
     // Diagnosis (gpumem explain): opened first when the trace has an OOM; its moment link opens the memory map.
     auto* diagnosis = new DiagnosisPage(this);
     diagnosis->setObjectName("diagnosisPage");
-    m_tabs->insertTab(1, diagnosis, "Diagnosis");
+    m_tabs->insertTab(0, diagnosis, "Diagnosis");
+    m_tabs->setCurrentWidget(m_timeline);
     connect(diagnosis, &DiagnosisPage::ready, this, [this, diagnosis](bool oom) {
         if (oom && !m_pageChosen) // a page asked for (showPage, --screenshot) stays
             m_tabs->setCurrentWidget(diagnosis);
@@ -86,6 +108,7 @@ MainWindow::MainWindow(QWidget* parent)
     addChartExportActions(*m_timeline, "timeline.png");
     m_memoryMap->view()->setWindowTitle("memory-map");
     addChartExportActions(*m_memoryMap->view(), "memory-map.png");
+    addChartExportActions(*m_activeMemory->view(), "active-memory.png");
     m_breakdown->treemap()->setWindowTitle("breakdown");
     addChartExportActions(*m_breakdown->treemap(), "breakdown.png");
     // The what-if curves overlay the Timeline page's memory lane as well as the page's own chart.
@@ -112,6 +135,7 @@ MainWindow::MainWindow(QWidget* parent)
         QWidget* chart = page == m_whatIf ? static_cast<QWidget*>(m_whatIf->chart())
             : page == m_memoryMap         ? static_cast<QWidget*>(m_memoryMap->view())
             : page == m_breakdown         ? static_cast<QWidget*>(m_breakdown->treemap())
+            : page == m_activeMemory      ? static_cast<QWidget*>(m_activeMemory->view())
             : page == m_summary           ? nullptr
                                           : page;
         if (chart)
@@ -183,6 +207,7 @@ void MainWindow::rebuildDeviceMenu(const LoadedTrace& t)
 }
 
 QString MainWindow::summaryText() const { return m_summary->toPlainText(); }
+QWidget* MainWindow::currentPage() const { return m_tabs->currentWidget(); }
 
 bool MainWindow::showPage(const QString& name)
 {
@@ -194,10 +219,16 @@ bool MainWindow::showPage(const QString& name)
         m_tabs->setCurrentWidget(m_summary);
     else if (name == "timeline")
         m_tabs->setCurrentWidget(m_timeline);
+    else if (name == "active-memory")
+        m_tabs->setCurrentWidget(m_activeMemory);
     else if (name == "memory-map")
         m_tabs->setCurrentWidget(m_memoryMap);
     else if (name == "breakdown")
         m_tabs->setCurrentWidget(m_breakdown);
+    else if (name == "code-tree") { // the Peak breakdown page's code tree, flame graph and per-line view
+        m_breakdown->setCallStackTree(true);
+        m_tabs->setCurrentWidget(m_breakdown);
+    }
     else if (name == "what-if")
         m_tabs->setCurrentWidget(m_whatIf);
     else {
@@ -220,7 +251,11 @@ void MainWindow::showLoaded(const std::shared_ptr<const LoadedTrace>& t)
     m_summary->setPlainText(countersOnly + QString::fromStdString(text.str()));
     m_timelineModel.setTrace(t);
     m_timelineModel.setContent({});
+    m_timeline->axis().setEventIndex(eventIndexAxis(t->trace));
     m_timeline->setFullRange(fullRangeOf(*t));
+    if (!m_pageChosen) // not a text page; the Diagnosis page takes over when it finds an OOM
+        m_tabs->setCurrentWidget(m_timeline);
+    m_activeMemory->setTrace(t);
     m_whatIf->setTrace(t);
     m_memoryMap->setTrace(t);
     m_breakdown->setTrace(t);

@@ -20,6 +20,7 @@ class TimelineView;
 class WhatIfPage;
 class MemoryMapPage;
 class BreakdownPage;
+class ActiveMemoryPage;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -36,7 +37,11 @@ public:
     WhatIfPage* whatIfPage() const { return m_whatIf; }
     MemoryMapPage* memoryMapPage() const { return m_memoryMap; }
     BreakdownPage* breakdownPage() const { return m_breakdown; }
-    // Shows a page by name: "summary", "timeline", "memory-map", "breakdown" or "what-if". Returns
+    ActiveMemoryPage* activeMemoryPage() const { return m_activeMemory; }
+    // The page shown now (tests: the viewer opens on the Timeline, or the Diagnosis page on an OOM).
+    QWidget* currentPage() const;
+    // Shows a page by name: "diagnosis", "timeline", "active-memory", "memory-map", "breakdown",
+    // "code-tree" (the breakdown by call stack), "what-if" or "summary". Returns
     // false for an unknown name.
     bool showPage(const QString& name);
     // The last load error (the importer's one-line message), empty after a successful load.
@@ -64,6 +69,7 @@ private:
     WhatIfPage* m_whatIf = nullptr;
     MemoryMapPage* m_memoryMap = nullptr;
     BreakdownPage* m_breakdown = nullptr;
+    ActiveMemoryPage* m_activeMemory = nullptr;
     QProgressBar* m_progress = nullptr;
     QPushButton* m_cancel = nullptr;
     QMenu* m_recent = nullptr;

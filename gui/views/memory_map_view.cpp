@@ -201,6 +201,7 @@ void MemoryMapView::paintEvent(QPaintEvent*)
             : m_range,
         plot.width());
     axis.setVisible(m_range);
+    axis.setEventIndex(eventIndexAxis(m_trace->trace)); // a snapshot without timestamps: "event N"
     for (const Tick& t : axis.ticks(90)) {
         const int x = plot.left() + int(t.x);
         p.drawLine(x, plot.bottom() + 1, x, plot.bottom() + 4);

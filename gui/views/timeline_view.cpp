@@ -1,4 +1,5 @@
 #include "gui/views/timeline_view.h"
+#include "gui/views/time_ticks.h"
 #include "gui/models/byte_text.h"
 
 #include "core/units.h"
@@ -104,11 +105,21 @@ TimelineView::TimelineView(QWidget* parent)
     setContextMenuPolicy(Qt::PreventContextMenu);
 }
 
+namespace {
+    double laneWeights(const TimelineFrame& frame)
+    {
+        double sum = 0;
+        for (const auto& lane : frame.lanes)
+            sum += lane.relativeHeight;
+        return sum;
+    }
+} // namespace
+
 QSize TimelineView::sizeHint() const
 {
-    int lanes = std::max<int>(2, int(m_frame.lanes.size()));
+    const double lanes = std::max(1.5, laneWeights(m_frame));
     int rows = std::max<int>(2, int(m_frame.rows.size()));
-    return { 1000, kAxisHeight + lanes * kLaneHeight + rows * kRowHeight + 8 };
+    return { 1000, kAxisHeight + int(lanes * kLaneHeight) + rows * kRowHeight + 8 };
 }
 
 int TimelineView::laneHeight() const
@@ -116,7 +127,13 @@ int TimelineView::laneHeight() const
     if (!m_fillHeight || m_frame.lanes.empty())
         return kLaneHeight;
     const int spare = height() - kAxisHeight - int(m_frame.rows.size()) * kRowHeight - 8;
-    return std::max(kLaneHeight, spare / int(m_frame.lanes.size()));
+    return std::max(kLaneHeight, int(spare / laneWeights(m_frame)));
+}
+
+int TimelineView::laneHeight(std::size_t lane) const
+{
+    const double weight = lane < m_frame.lanes.size() ? m_frame.lanes[lane].relativeHeight : 1.0;
+    return std::max(kRowHeight * 3, int(std::lround(laneHeight() * weight)));
 }
 
 int TimelineView::plotWidth() const { return std::max(1, width() - kLeftMargin - 8); }
@@ -281,7 +298,7 @@ void TimelineView::leaveEvent(QEvent*)
 
 QString TimelineView::hoverText(double x) const
 {
-    QString text = formatDuration(m_axis.toTime(x) - m_axis.full().start);
+    QString text = m_axis.label(m_axis.toTime(x));
     int col = int(x);
     for (const auto& lane : m_frame.lanes)
         for (const auto& s : lane.series)
@@ -299,19 +316,11 @@ void TimelineView::paintEvent(QPaintEvent*)
     const int w = plotWidth();
     p.setRenderHint(QPainter::Antialiasing, false);
 
-    // Time axis with ticks.
-    p.setPen(text);
-    for (const auto& t : m_axis.ticks()) {
-        int x = kLeftMargin + int(std::lround(t.x));
-        p.setPen(grid);
-        p.drawLine(x, kAxisHeight - 6, x, height());
-        p.setPen(text);
-        if (x + 3 + p.fontMetrics().horizontalAdvance(t.label) <= width())
-            p.drawText(x + 3, kAxisHeight - 8, t.label);
-    }
-    const int laneHeight = this->laneHeight();
+    drawTimeTicks(p, m_axis, kLeftMargin, kAxisHeight, height(), width(), grid, text);
     int y = kAxisHeight;
-    for (const auto& lane : m_frame.lanes) {
+    for (std::size_t laneIndex = 0; laneIndex < m_frame.lanes.size(); ++laneIndex) {
+        const auto& lane = m_frame.lanes[laneIndex];
+        const int laneHeight = this->laneHeight(laneIndex);
         // The legend goes above the plot (wrapped onto more lines when simulated curves make it wider
         // than the lane) so it never hides the curves near the top of the scale.
         const int lineHeight = p.fontMetrics().height() + 2;
@@ -396,6 +405,31 @@ void TimelineView::paintEvent(QPaintEvent*)
             p.translate(0, -1);
             p.drawLines(bands[i].segments.data(), int(bands[i].segments.size()));
             p.translate(0, 1);
+        }
+        if (lane.capacity && scale > 0) {
+            const int yc = box.bottom() - int(std::lround(*lane.capacity * scale));
+            p.setPen(QPen(QColor(200, 0, 0), 0, Qt::DashDotLine));
+            p.drawLine(box.left(), yc, box.right(), yc);
+            p.setPen(QColor(200, 0, 0));
+            p.drawText(QRect(box.right() - 300, yc + 2, 296, 16), Qt::AlignRight | Qt::AlignTop, lane.capacityLabel);
+        }
+        // OOM marks: a vertical line and a triangle on the top edge in the curve's colour; one label per
+        // distinct label (the legend of the marks), at its first mark.
+        QStringList markLabels;
+        for (const auto& m : lane.marks) {
+            const int x = kLeftMargin + int(std::lround(m.x));
+            p.setPen(QPen(m.color, 0, Qt::DotLine));
+            p.drawLine(x, box.top(), x, box.bottom());
+            p.setPen(Qt::NoPen);
+            p.setBrush(m.color);
+            const QPoint tri[3] = { QPoint(x - 5, box.top()), QPoint(x + 5, box.top()), QPoint(x, box.top() + 8) };
+            p.drawPolygon(tri, 3);
+            p.setBrush(Qt::NoBrush);
+            if (!markLabels.contains(m.label)) {
+                markLabels << m.label;
+                p.setPen(m.color);
+                p.drawText(x + 6, box.top() + 10 + 14 * int(markLabels.size() - 1), m.label);
+            }
         }
         if (!lane.note.isEmpty()) {
             p.setPen(text);

@@ -38,7 +38,10 @@ public:
     QSize sizeHint() const override;
     // Value lanes share the height left by the rows instead of kLaneHeight each (the what-if chart).
     void setFillHeight(bool fill) { m_fillHeight = fill; update(); }
+    // The height of a lane of relativeHeight 1 (the memory lane); lane k gets laneHeight(k) =
+    // laneHeight() × its relativeHeight (the fragmentation lane is half as tall).
     int laneHeight() const;
+    int laneHeight(std::size_t lane) const;
 
 signals:
     void frameRequested(gpumem::gui::TimeRange range, int width);

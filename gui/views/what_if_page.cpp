@@ -128,8 +128,10 @@ void WhatIfPage::setTrace(std::shared_ptr<const LoadedTrace> trace)
         m_table.setTrace(*m_trace);
     m_timelineModel.setTrace(m_trace);
     m_timelineModel.setContent({ {}, true });
-    if (m_trace)
+    if (m_trace) {
+        m_chart->axis().setEventIndex(eventIndexAxis(m_trace->trace));
         m_chart->setFullRange(fullRangeOf(*m_trace));
+    }
     m_exportCsv->setEnabled(false);
     m_run->setEnabled(canReplay() || !m_trace);
     m_status->setText(!m_trace ? QString("Open a trace, choose policies and run.")
@@ -202,7 +204,7 @@ bool WhatIfPage::run()
     }
     m_failures.clear();
     m_table.clearResults();
-    m_timelineModel.setContent({ {}, true });
+    m_timelineModel.setContent({ {}, true, capacity });
     emit curvesChanged({});
     m_run->setEnabled(false);
     m_cancel->setEnabled(true);
@@ -218,7 +220,7 @@ void WhatIfPage::resultArrived(int index)
 {
     m_table.addResult(m_engine.results()[std::size_t(index)]);
     auto curves = m_engine.curves();
-    m_timelineModel.setContent({ curves, true });
+    m_timelineModel.setContent({ curves, true, m_engine.capacity() });
     m_status->setText(QString("%1 of %2 replays done…").arg(m_engine.results().size()).arg(m_engine.requested()));
     emit curvesChanged(std::move(curves));
 }

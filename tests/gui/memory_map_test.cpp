@@ -7,6 +7,7 @@
 #include "core/importer.h"
 #include "core/trace_builder.h"
 #include "core/units.h"
+#include "analyze/frame_folding.h"
 #include "gui/models/memory_map_model.h"
 #include "gui/views/main_window.h"
 #include "gui/views/memory_map_page.h"
@@ -214,8 +215,16 @@ TEST(MemoryMapIndex, PicksABlockAndDescribesItsLifetimeModuleAndStack)
     EXPECT_TRUE(text.contains("category: "));
     EXPECT_TRUE(text.contains("module: "));
     const auto& al = t->trace.allocations()[b.allocation];
-    const Frame& inner = t->trace.frames()[t->trace.siteFrames(mem.site[al.allocEvent]).front()];
-    EXPECT_TRUE(text.contains(QString::fromUtf8(t->trace.str(inner.name)))) << text.toStdString();
+    // The stack reads like Python (issue #18): outermost first, allocator and unwinder frames folded.
+    const auto frames = t->trace.siteFrames(mem.site[al.allocEvent]);
+    const auto folded = analyze::foldStack(t->trace, frames);
+    ASSERT_FALSE(folded.empty());
+    QString stack;
+    for (FrameId f : folded)
+        stack += "\n  " + QString::fromStdString(analyze::stackFrameLabel(t->trace, t->trace.frames()[f]));
+    EXPECT_TRUE(text.endsWith(stack)) << text.toStdString();
+    EXPECT_LT(folded.size(), frames.size());
+    EXPECT_TRUE(text.contains(QString("%1 allocator/interpreter frames folded").arg(frames.size() - folded.size()))) << text.toStdString();
     // Blocks the importer rebuilt from the end state sit at the window start, and say so.
     ASSERT_EQ(index.blocks.front().allocTime, index.time.start);
     EXPECT_TRUE(describeBlock(*t, index, 0).contains("allocated before the recording began")) << describeBlock(*t, index, 0).toStdString();
