@@ -253,6 +253,14 @@ void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::str
         out << wrapText("(recorded state): started from the segments and blocks the trace holds from before its window, "
                         "at their recorded addresses; the other rows allocate that state as requests first",
             width);
+    for (const auto& r : results)
+        if (!r.approximation.empty())
+            out << wrapText("(approx.): " + textForTerminal(r.policy) + " approximates its allocator: " + r.approximation, width);
+    if (const auto it = std::find_if(results.begin(), results.end(), [](const auto& r) { return r.outsideBytes != 0; });
+        it != results.end())
+        out << wrapText("outside the allocator: " + formatBytes(it->outsideBytes)
+                + " of the device (CUDA context, NCCL, other processes) taken from the capacity in every row",
+            width);
     if (context.lowerBound)
         out << wrapText("vs bound: peak reserved / the lower bound, " + formatBytes(context.lowerBound)
                 + " (the most bytes live at once, with the memory from before the window of this start; no policy "

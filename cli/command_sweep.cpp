@@ -44,6 +44,7 @@ namespace {
                 "on-oom", po::value<std::string>()->default_value("skip"), "stop or skip at a failed request")(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
                 "device", po::value<std::string>(), kDeviceOptionHelp);
+            addOutsideOption(o);
             addJobsOption(o);
             addStartOptions(o);
             addGateOptions(o, true, "the best configuration");
@@ -66,6 +67,7 @@ namespace {
             const unsigned jobs = readJobs(vm);
             replay::ReplayOptions options;
             options.capacity = readCapacity(vm);
+            options.outsideBytes = readOutside(vm);
             options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
 
             const std::string path = vm["trace"].as<std::string>();
