@@ -297,7 +297,7 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     if (a.empty) {
         if (trace.memory().count() == 0 && !trace.counterSamples().empty()) {
             // A PyTorch <= 1.9 profiler trace (sizes without addresses, imported as counters), or the figures
-            // of an out-of-memory report such as a memory_summary() table (core/importers/oom_text_importer.h).
+            // of an out-of-memory report such as a memory_summary() table (importers/oom_text_importer.h).
             line(out, " no memory events with addresses: this trace records memory counters only");
             line(out, trace.stats().find("no_addresses") ? " (PyTorch <= 1.9 profiler); nothing to break down. Recorded peaks:"
                                                          : " nothing to break down. Recorded peaks:");

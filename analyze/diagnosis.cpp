@@ -43,7 +43,7 @@ namespace {
     // The counters a counters-only trace carries (the OOM-message and memory_summary importers write them).
     constexpr std::string_view kAllocatedCounter = "Total Allocated";
     constexpr std::string_view kReservedCounter = "Total Reserved";
-    // A PyTorch <= 1.9 profiler trace's running sum of [memory] Bytes (core/importers/kineto_importer.cpp).
+    // A PyTorch <= 1.9 profiler trace's running sum of [memory] Bytes (importers/kineto_importer.cpp).
     constexpr std::string_view kLegacyAllocatedCounter = "Allocated (sum of Bytes)";
     constexpr std::string_view kProcessCounter = "Process In Use";
     constexpr std::string_view kDeviceFreeCounter = "Device Free";

@@ -13,7 +13,7 @@
 // Frame computation runs on a worker thread in the viewer and painting on the UI thread; both are
 // timed and reported separately and together (median and p95). The baseline is one pass that merely
 // reads every memory event's time and size: each figure is also given as a multiple of it.
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/trace_builder.h"
 #include "gui/models/timeline_model.h"
 #include "gui/models/what_if_engine.h"

@@ -9,7 +9,7 @@
 //   bench_kineto_import [--repeat N] file.json.gz...
 #include "bench/bench_clock.h"
 #include "core/file_io.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 
 #include <nlohmann/json.hpp>
 

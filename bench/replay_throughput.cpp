@@ -11,7 +11,7 @@
 // used (weights, forward activations freed in reverse in backward, temporaries, gradients).
 // Single-threaded; the best of R runs per policy is reported.
 #include "bench/repeated_trace.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "replay/replayer.h"
 
 #include <algorithm>

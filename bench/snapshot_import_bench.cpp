@@ -12,7 +12,7 @@
 // "forward" (the replay through the SegmentBlockMap and the events), "metadata" (segments_at_dump and
 // annotations, to 1.0), "build" (TraceBuilder::build), "free_trace" and "free_document".
 #include "bench/bench_clock.h"
-#include "core/importers/snapshot_importer.h"
+#include "importers/snapshot_importer.h"
 #include "core/trace.h"
 
 #include <nlohmann/json.hpp>

@@ -8,7 +8,7 @@
 // Best of R runs (default 3) for each mode; the runs alternate sequential/parallel so drifting load
 // affects both alike. The results of both modes are compared (they must be identical).
 #include "bench/repeated_trace.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "replay/parallel_runs.h"
 #include "replay/policy_grid.h"
 #include "replay/policy_registry.h"

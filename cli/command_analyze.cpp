@@ -8,7 +8,7 @@
 #include "replay/fidelity.h"
 #include "cli/command.h"
 #include "core/error.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/units.h"
 
 #include <nlohmann/json.hpp>

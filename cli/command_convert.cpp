@@ -4,7 +4,7 @@
 #include "core/error.h"
 #include "core/message_quote.h"
 #include "core/gmt_format.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/jsonl_format.h"
 #include "core/units.h"
 

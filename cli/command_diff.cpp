@@ -2,7 +2,7 @@
 #include "analyze/trace_diff.h"
 #include "cli/command.h"
 #include "core/error.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 
 #include <nlohmann/json.hpp>
 

@@ -3,7 +3,7 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/message_quote.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 
 #include <nlohmann/json.hpp>
 

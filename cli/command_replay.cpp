@@ -7,7 +7,7 @@
 #include "cli/command.h"
 #include "cli/whatif_options.h"
 #include "core/error.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/message_quote.h"
 #include "core/units.h"
 #include "replay/colocated_replay.h"

@@ -10,7 +10,7 @@
 #include "replay/replayer.h"
 #include "core/error.h"
 #include "core/message_quote.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -4,7 +4,7 @@
 #include "analyze/replay_report.h"
 #include "core/error.h"
 #include "core/message_quote.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/units.h"
 #include "replay/fidelity.h"
 #include "replay/parallel_runs.h"

@@ -1,7 +1,7 @@
 #pragma once
-// The importer interface and the format registry. Every input format (the native .gmt and .jsonl
-// and the foreign traces) is an Importer; loadTrace() picks one by content, never by extension
-// (design.md §4). Importers follow Perfetto's staged ingest: read → sort → pair → store, counting
+// The importer interface. Every input format (the native .gmt and .jsonl here in core, and the
+// foreign traces in importers/) is an Importer; loadTrace() (importers/importer_registry.h) picks one
+// by content, never by extension (design.md §4). Importers follow Perfetto's staged ingest: read → sort → pair → store, counting
 // anomalies in ImportStats and throwing FormatError only when nothing sensible can be read.
 #include "core/error.h"
 #include "core/trace.h"
@@ -50,17 +50,5 @@ public:
     // Sets metadata "source_format" to name().
     virtual Trace load(const std::string& path, const LoadOptions& options) const = 0;
 };
-
-// All registered importers, in the order they are asked to sniff.
-const std::vector<std::unique_ptr<Importer>>& importers();
-
-// The importer for this file, or nullptr when no importer recognises it. Throws IoError, and
-// FormatError for an empty file.
-const Importer* detectFormat(const std::string& path);
-
-// Detects the format and loads the file; with options.strict, anomalies of warning or error
-// severity become a FormatError. Throws FormatError listing the formats when none matches.
-// `used`, when given, receives the importer that read the file (for "format: …" lines).
-Trace loadTrace(const std::string& path, const LoadOptions& options = {}, const Importer** used = nullptr);
 
 } // namespace gpumem

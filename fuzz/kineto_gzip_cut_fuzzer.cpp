@@ -4,7 +4,7 @@
 // gpumem::Error is a bug.
 #include "core/error.h"
 #include "core/file_io.h"
-#include "core/importers/kineto_importer.h"
+#include "importers/kineto_importer.h"
 
 #include <cstddef>
 #include <cstdint>

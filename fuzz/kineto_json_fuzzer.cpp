@@ -1,7 +1,7 @@
 // libFuzzer harness for the Kineto JSON importer: arbitrary bytes as the decompressed trace. Any
 // crash, sanitizer report, hang or exception other than gpumem::Error is a bug.
 #include "core/error.h"
-#include "core/importers/kineto_importer.h"
+#include "importers/kineto_importer.h"
 
 #include <cstddef>
 #include <cstdint>

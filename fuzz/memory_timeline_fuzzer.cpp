@@ -1,6 +1,6 @@
 // libFuzzer harness for the PyTorch memory-timeline raw importer ([[ts, action, bytes, category], …]).
 #include "core/error.h"
-#include "core/importers/memory_timeline_importer.h"
+#include "importers/memory_timeline_importer.h"
 
 #include <cstddef>
 #include <cstdint>

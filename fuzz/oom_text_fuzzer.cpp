@@ -1,7 +1,7 @@
-// libFuzzer harness for the out-of-memory text importers (core/importers/oom_text_importer.h): the same
+// libFuzzer harness for the out-of-memory text importers (importers/oom_text_importer.h): the same
 // bytes as a PyTorch OutOfMemoryError message, a memory_summary() table and a TensorFlow/XLA report.
 // A gpumem::Error is the expected answer to bad input; anything else is a bug.
-#include "core/importers/oom_text_importer.h"
+#include "importers/oom_text_importer.h"
 #include "fuzz/fuzz_common.h"
 
 #include <cstddef>

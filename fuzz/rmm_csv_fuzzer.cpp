@@ -1,6 +1,6 @@
-// libFuzzer harness for the RMM logging_resource_adaptor CSV importer (core/importers/rmm_importer.h).
+// libFuzzer harness for the RMM logging_resource_adaptor CSV importer (importers/rmm_importer.h).
 // A gpumem::Error is the expected answer to bad input; anything else is a bug.
-#include "core/importers/rmm_importer.h"
+#include "importers/rmm_importer.h"
 
 #include <cstddef>
 #include <cstdint>

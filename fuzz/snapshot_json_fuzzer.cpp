@@ -1,5 +1,5 @@
 // libFuzzer harness for a PyTorch snapshot saved as JSON: PickleDocument::fromJsonText (simdjson
-// On-Demand, core/importers/pickle_json.cpp) against nlohmann::json::parse, which it replaced, on the
+// On-Demand, importers/pickle_json.cpp) against nlohmann::json::parse, which it replaced, on the
 // same bytes, then the snapshot importer on the document.
 //
 // Differential: fromJsonText must accept exactly what nlohmann accepts (except nesting deeper than
@@ -8,7 +8,7 @@
 // and report errors as FormatError naming the byte offset. A mismatch traps; a gpumem::Error from the
 // importer is the expected answer to a bad snapshot; anything else escaping, a sanitizer report or a
 // hang is a bug.
-#include "core/importers/snapshot_importer.h"
+#include "importers/snapshot_importer.h"
 
 #include "fuzz/fuzz_common.h"
 

@@ -1,8 +1,8 @@
-// libFuzzer harness for the PyTorch snapshot importer (core/importers/snapshot_importer.h) and the
+// libFuzzer harness for the PyTorch snapshot importer (importers/snapshot_importer.h) and the
 // plain-data unpickler under it: arbitrary bytes are parsed as a pickle, rendered as JSON (depth-bounded)
 // and imported, including the pre-window reconstruction, pairing and the replay check. A gpumem::Error
 // is the expected answer to bad input; anything else escaping, a sanitizer report or a hang is a bug.
-#include "core/importers/snapshot_importer.h"
+#include "importers/snapshot_importer.h"
 
 #include <nlohmann/json.hpp>
 

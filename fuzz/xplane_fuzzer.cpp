@@ -1,7 +1,7 @@
-// libFuzzer harness for the .xplane.pb importer (core/importers/xplane_importer.h): the sniff and the
+// libFuzzer harness for the .xplane.pb importer (importers/xplane_importer.h): the sniff and the
 // whole import, including pairing, on arbitrary bytes. A gpumem::Error is the expected answer to bad
 // input; anything else escaping, a sanitizer report or a hang is a bug.
-#include "core/importers/xplane_importer.h"
+#include "importers/xplane_importer.h"
 
 #include <cstddef>
 #include <cstdint>

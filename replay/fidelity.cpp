@@ -1,8 +1,8 @@
 #include "replay/fidelity.h"
 
 #include "core/error.h"
-#include "core/importer.h"
-#include "core/importers/snapshot_importer.h"
+#include "importers/importer_registry.h"
+#include "importers/snapshot_importer.h"
 #include "replay/snapshot_state.h"
 
 #include <nlohmann/json.hpp>

@@ -1,8 +1,8 @@
 #pragma once
-// Bridges the snapshot importer's view of the allocator state (core/importers/snapshot_state.h:
+// Bridges the snapshot importer's view of the allocator state (importers/snapshot_state.h:
 // a PyTorch snapshot's `segments`) and the replay engine's (PolicyState), so that a fidelity check
 // can compare the simulated final state with the recorded one. Pure functions; thread-safe.
-#include "core/importers/snapshot_state.h"
+#include "importers/snapshot_state.h"
 #include "replay/allocator_policy.h"
 
 namespace gpumem::replay {

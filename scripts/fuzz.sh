@@ -68,7 +68,7 @@ extra_seeds() { # prints one folder
   case $name in
     xplane_fuzzer)
       for f in "$root"/fuzz/seeds/xplane_fuzzer/*.textproto; do
-        protoc -I"$root/core/importers" --encode=gpumem.xplane.XSpace "$root/core/importers/xplane.proto" \
+        protoc -I"$root/importers" --encode=gpumem.xplane.XSpace "$root/importers/xplane.proto" \
           <"$f" >"$dir/$(basename "$f" .textproto).pb"
       done
       [[ -d $pub/tracelens/jax-xplane ]] && cp "$pub"/tracelens/jax-xplane/*.pb "$dir"/ ;;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds gpumem with the ci preset (Release, warnings as errors) and runs the whole test suite, then
-# core's tests once more in a build without libdeflate (the zlib fallback, preset ci-zlib).
+# core's and the importers' tests once more in a build without libdeflate (the zlib fallback, preset ci-zlib).
 # Tests labelled `gpu` run only where nvidia-smi sees a GPU. Then builds the .deb and runs it from a
 # temporary root (scripts/package-check.sh). Exits non-zero on any failure; the last lines say which
 # parts were built and how many tests of each passed (scripts/test_summary.py).
@@ -25,14 +25,17 @@ if [ "$ctest_rc" -ne 0 ]; then
   exit "$ctest_rc"
 fi
 # The zlib fallback (a build without libdeflate-dev: gunzip, the cut-gzip recovery and .gmt checksums
-# take other code paths) is built too, with core's tests only.
+# take other code paths) is built too, with core's and the importers' tests only.
 cmake --preset ci-zlib >build-configure.log 2>&1 || { cat build-configure.log; exit 1; }
 rm -f build-configure.log
 cmake --build --preset ci-zlib -j "$(nproc)"
-build/ci-zlib/tests/test_core --gtest_brief=1 | tee build/ci-zlib/test_core.log
-zlib=$(grep -o '\[  PASSED  \] [0-9]* tests\?' build/ci-zlib/test_core.log | grep -o '[0-9]*' || echo 0)
+zlib=""
+for suite in test_core test_importers; do
+  build/ci-zlib/tests/$suite --gtest_brief=1 | tee build/ci-zlib/$suite.log
+  zlib+="${zlib:+, }$suite $(grep -o '\[  PASSED  \] [0-9]* tests\?' build/ci-zlib/$suite.log | grep -o '[0-9]*' || echo 0)"
+done
 # The .deb, unpacked into a temporary root and run from there.
 scripts/package-check.sh build/ci
 python3 scripts/test_summary.py build/ci "$junit" \
-  "zlib fallback (build/ci-zlib): test_core $zlib passed" \
+  "zlib fallback (build/ci-zlib): $zlib passed" \
   "package: $(cd build/ci && ls gpumem_*.deb) unpacked into a temporary root and run (scripts/package-check.sh)"

@@ -6,7 +6,7 @@ usage: scripts/test_summary.py BUILD_DIR JUNIT_XML [NOTE...]
 BUILD_DIR is a configured and built CMake folder (its CMakeCache.txt says which parts were ON);
 JUNIT_XML is what `ctest --output-junit` wrote for the run; each NOTE is printed as one more line
 (the zlib build, the package check). Tests are counted by their first CTest label, which is their
-test binary's folder (core, replay, analyze, cli, gui, tracer) for the GoogleTest suites. A test
+test binary's folder (core, importers, replay, analyze, cli, gui, tracer) for the GoogleTest suites. A test
 counts as skipped when CTest did not run it or reported it skipped (GTEST_SKIP, SKIP_RETURN_CODE).
 Exits 0; the caller decides what failed.
 """
@@ -79,7 +79,7 @@ def main(argv):
         label = (labels.get(name) or ["(no label)"])[0]
         counts.setdefault(label, {"passed": 0, "skipped": 0, "failed": 0})[result] += 1
         totals[result] += 1
-    order = ["core", "replay", "analyze", "cli", "gui", "tracer"]
+    order = ["core", "importers", "replay", "analyze", "cli", "gui", "tracer"]
     ran = sorted(counts, key=lambda l: (order.index(l) if l in order else len(order), l))
     per_label = []
     for label in ran:

@@ -8,7 +8,7 @@ namespace gpumem::detail {
 
 // Appends `cp` (at most U+10FFFF; the caller replaces larger values) in 1–4 bytes. A surrogate
 // (U+D800–U+DFFF) is encoded as its 3 bytes, which is not valid UTF-8: readers that need valid text
-// sanitize it (sanitizeUtf8, core/importers/pickle_reader.h).
+// sanitize it (sanitizeUtf8, importers/pickle_reader.h).
 inline void appendUtf8(std::string& out, std::uint32_t cp)
 {
     if (cp < 0x80) {

@@ -370,7 +370,7 @@ QString describeBlock(const LoadedTrace& loaded, const MemoryMapIndex& index, st
     lines << QString("size: %1 (%2 B)").arg(bytesText(b.size)).arg(b.size);
     lines << QString("requested: %1").arg(b.requested ? QString("%1 (%2 B)").arg(bytesText(b.requested)).arg(b.requested) : QString("unknown"));
     // Snapshot importers place blocks live before the recorded window at its start (one ns before the
-    // first entry; core/importers/snapshot_importer.h), so say so rather than show a false alloc time.
+    // first entry; importers/snapshot_importer.h), so say so rather than show a false alloc time.
     const bool rebuilt = !b.allocatedBeforeWindow && b.allocTime == index.time.start && trace.metadata().contains("reconstruction");
     lines << QString("allocated: %1").arg(b.allocatedBeforeWindow ? QString("before the trace window")
             : rebuilt ? at(b.allocTime) + " (the window start: allocated before the recording began, rebuilt from the snapshot's end state)"

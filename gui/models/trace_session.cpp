@@ -1,7 +1,7 @@
 #include "gui/models/trace_session.h"
 
 #include "core/error.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "gui/models/memory_map_model.h"
 
 #include <QPointer>

@@ -2,7 +2,7 @@
 // 4,110 CUDA allocs and 4,110 frees): the recorded counter of cuda:0 instead of "No memory events".
 #include "analyze/analysis.h"
 #include "analyze/html_report.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "tests/analyze/public_trace_support.h"
 
 #include <gtest/gtest.h>

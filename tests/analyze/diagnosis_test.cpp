@@ -4,8 +4,8 @@
 #include "analyze/analysis.h"
 #include "analyze/diagnosis.h"
 #include "core/display_width.h"
-#include "core/importer.h"
-#include "core/importers/oom_text_importer.h"
+#include "importers/importer_registry.h"
+#include "importers/oom_text_importer.h"
 #include "replay/replayer.h"
 #include "tests/analyze/public_trace_support.h"
 

@@ -3,7 +3,7 @@
 // snapshot's opening state — and the breakdown at the reserved peak only when it is another moment.
 #include "analyze/analysis.h"
 #include "tests/analyze/public_trace_support.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/trace_builder.h"
 #include "core/units.h"
 

@@ -4,7 +4,7 @@
 // snapshot's 2 external_annotations records, one START/END pair).
 #include "analyze/summary_report.h"
 #include "analyze/trace_summary.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/trace_builder.h"
 
 #include <gtest/gtest.h>

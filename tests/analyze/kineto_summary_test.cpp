@@ -2,7 +2,7 @@
 // (what `gpumem convert X -o x.gmt && gpumem info x.gmt` does, at library level).
 #include "analyze/trace_summary.h"
 #include "core/gmt_format.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 
 #include <gtest/gtest.h>
 

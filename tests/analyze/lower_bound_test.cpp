@@ -2,7 +2,7 @@
 // (free_requested seen, free_completed not yet) no longer counts in requested bytes (PyTorch's rule) but
 // still holds its memory, so the bound counts it until free_completed; the figure is reachable.
 #include "analyze/analysis.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/jsonl_format.h"
 #include "replay/capacity_fit.h"
 #include "replay/replayer.h"

@@ -2,7 +2,7 @@
 #include "analyze/analysis.h"
 #include "analyze/trace_summary.h"
 #include "core/file_io.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "tests/analyze/public_trace_support.h"
 
 #include <gtest/gtest.h>

@@ -8,7 +8,7 @@
 #include "analyze/summary_report.h"
 #include "analyze/trace_summary.h"
 #include "core/error.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "tests/analyze/public_trace_support.h"
 #include "core/units.h"
 #include "core/trace_builder.h"

@@ -1,7 +1,7 @@
 // How a call stack is named in the site breakdowns (analyze/steps.h siteLabel).
 #include "analyze/analysis.h"
 #include "analyze/steps.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/trace_builder.h"
 #include "tests/analyze/public_trace_support.h"
 

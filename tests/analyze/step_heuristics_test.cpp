@@ -3,7 +3,7 @@
 #include "analyze/analysis.h"
 #include "analyze/analysis_report.h"
 #include "analyze/trace_summary.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/trace_builder.h"
 #include "micro_traces.h"
 #include "tests/analyze/public_trace_support.h"

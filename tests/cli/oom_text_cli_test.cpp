@@ -1,4 +1,4 @@
-// `gpumem info` on the out-of-memory texts (core/importers/oom_text_importer.h): a counters-only trace with
+// `gpumem info` on the out-of-memory texts (importers/oom_text_importer.h): a counters-only trace with
 // one OOM event reads as such, with the counters the message gives (tests/data/oom/SOURCES.md).
 #include "tests/cli/cli_runner.h"
 

@@ -3,7 +3,7 @@
 #include "tests/cli/cli_runner.h"
 
 #include "core/error.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "replay/policy_registry.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,5 @@
 #include "core/error.h"
 #include "core/file_io.h"
-#include "core/importers/pickle_reader.h"
 #include "tests/core/gzip_test_support.h"
 
 #include <gtest/gtest.h>
@@ -187,24 +186,4 @@ TEST(ReadContentHead, ReadsThePlainHeadOnceAndInflatesAGzipHead)
     EXPECT_EQ(readContentHead(plain, 1), "{");
     std::filesystem::remove(plain);
     std::filesystem::remove(gz);
-}
-
-TEST(PickleInput, ReadsPlainAndGzipPicklesOnceAndKeepsTheirBytesAlive)
-{
-    // pickle.dumps({'a': [1, 'xy']}, protocol=4)
-    const std::string pickle("\x80\x04\x95\x13\x00\x00\x00\x00\x00\x00\x00\x7d\x94\x8c\x01\x61\x94\x5d\x94"
-                             "\x28\x4b\x01\x8c\x02\x78\x79\x94\x65\x73\x2e",
-        30);
-    const std::string plain = writeTemp("doc.pickle", pickle);
-    const std::string gz = writeTemp("doc.pickle.gz", gzipOf(pickle));
-    EXPECT_EQ(PickleDocument::readInput(plain).bytes, pickle);
-    EXPECT_EQ(PickleDocument::readInput(gz).bytes, pickle);
-    PickleDocument a = PickleDocument::readFile(plain);
-    PickleDocument b = PickleDocument::parse(PickleDocument::readInput(gz), gz);
-    std::filesystem::remove(plain);
-    std::filesystem::remove(gz);
-    const auto expected = nlohmann::json::parse(R"({"a": [1, "xy"]})");
-    EXPECT_EQ(a.toJson(a.root()), expected);
-    EXPECT_EQ(b.toJson(b.root()), expected);
-    EXPECT_EQ(b.source(), gz);
 }

@@ -1,7 +1,7 @@
 #pragma once
 // Helpers shared by the GUI tests: public trace paths (skip when absent), loading a trace the way
 // TraceSession does, waiting for the main window, and image checks.
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "gui/models/memory_map_model.h"
 #include "gui/views/main_window.h"
 

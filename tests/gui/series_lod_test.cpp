@@ -1,6 +1,6 @@
 // Levels of detail: the per-pixel buckets and interval boxes drawn through them are those of a
 // walk over every point (analyze::DeviceTimeline::buckets) and every kernel.
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "gui/models/series_lod.h"
 #include "gui/models/timeline_model.h"
 

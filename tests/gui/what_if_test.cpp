@@ -3,7 +3,7 @@
 #include "analyze/replay_report.h"
 #include "core/error.h"
 #include "replay/capacity_fit.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/units.h"
 #include "gui/models/byte_text.h"
 #include "gui/models/comparison_table_model.h"

@@ -5,7 +5,7 @@
 #include "replay_test_support.h"
 
 #include "core/error.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "replay/policies/rmm_pool_policy.h"
 #include "replay/policy_grid.h"
 

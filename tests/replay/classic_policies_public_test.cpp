@@ -2,7 +2,7 @@
 // trace with addresses to the end without a failed request, and none reserves less than the `ideal`
 // lower bound (allocators.md §6.1: every policy's peak reserved ≥ max live bytes). The figures are
 // printed for docs/policies.md.
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/units.h"
 #include "replay/replayer.h"
 #include "replay_test_support.h"

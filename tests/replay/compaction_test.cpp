@@ -2,7 +2,7 @@
 // peak it saves on hand-made traces (tests/data/compaction_*.jsonl) where the saving is known exactly.
 #include "replay_test_support.h"
 
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/jsonl_format.h"
 #include "replay/replayer.h"
 

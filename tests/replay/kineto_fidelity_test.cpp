@@ -3,7 +3,7 @@
 // before the profiling window, so only a warm start (the opening Total Allocated held as one block and
 // one unmeasured pass over the window) can approach them. The figures asserted are the measured ones;
 // docs/policies.md explains the HTA gap.
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "replay/fidelity.h"
 
 #include <gtest/gtest.h>

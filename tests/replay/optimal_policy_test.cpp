@@ -4,7 +4,7 @@
 #include "replay_test_support.h"
 
 #include "core/error.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/trace_builder.h"
 #include "replay/offset_planner.h"
 #include "replay/policies/optimal_policy.h"

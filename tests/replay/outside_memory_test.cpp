@@ -3,7 +3,7 @@
 #include "replay_test_support.h"
 
 #include "core/gmt_format.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "core/outside_memory.h"
 #include "replay/colocated_replay.h"
 

@@ -2,7 +2,7 @@
 // CUDACachingAllocator.cpp free(): requested and allocated bytes drop at the user's free, the block's
 // memory stays occupied until free_completed): a hand-made trace fed step by step to three policies (every policy:
 // policy_conformance_test.cpp), and the flexgen snapshot whose pre-window state holds a block pending a free.
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "replay_test_support.h"
 
 #include <filesystem>

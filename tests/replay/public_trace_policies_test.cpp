@@ -2,7 +2,7 @@
 // (SOURCES.md: the PyTorch snapshots, the Kineto traces with `Addr`, the XLA xplane): each replay
 // runs without an out-of-memory on an unlimited device, holds the same requests as the lower bound,
 // never reserves less than it at the peak, and ends with a state whose blocks add up to its stats.
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "replay/replayer.h"
 
 #include <gtest/gtest.h>

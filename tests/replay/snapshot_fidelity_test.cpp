@@ -2,7 +2,7 @@
 // the recorded request events from the reconstructed initial state with the `pytorch` policy and the
 // recorded settings must reproduce the recorded segment events in order, put every block at its
 // recorded address, and end in the recorded `segments`, block for block.
-#include "core/importers/snapshot_importer.h"
+#include "importers/snapshot_importer.h"
 #include "replay/fidelity.h"
 #include "replay/snapshot_state.h"
 

@@ -2,7 +2,7 @@
 // comparison row (--start recorded), or left out (--start empty); the reserved figures say when they are
 // lower bounds (issue 16 item 1).
 #include "core/error.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "replay/capacity_fit.h"
 #include "replay/fidelity.h"
 #include "replay/policy_spec.h"

@@ -2,7 +2,7 @@
 // runner, the capacity search (checked by replaying at the reported capacity and 2 MiB below, for every
 // registered policy) and colocated replay on hand-written micro traces and the public traces.
 #include "core/error.h"
-#include "core/importer.h"
+#include "importers/importer_registry.h"
 #include "replay/capacity_fit.h"
 #include "replay/start_state.h"
 #include "replay/colocated_replay.h"

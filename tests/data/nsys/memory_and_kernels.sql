@@ -1,5 +1,5 @@
 -- A hand-written Nsight Systems SQLite export (schema per shared/traces/public/SOURCES.md §F), turned
--- into a .sqlite by tests/core/nsys_importer_test.cpp with the sqlite3 API. Values are invented.
+-- into a .sqlite by tests/importers/nsys_importer_test.cpp with the sqlite3 API. Values are invented.
 CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL);
 INSERT INTO StringIds VALUES (1, 'void gemm_kernel<float>(float const*, float*)'), (2, 'gemm_kernel'), (3, 'relu'), (4, 'x_buffer');
 
