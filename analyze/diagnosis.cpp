@@ -1562,7 +1562,7 @@ void writeDiagnosis(const Diagnosis& d, std::string_view format, TimeNs start, s
             + (d.capacity ? formatBytes(d.capacity) + " (" + d.capacityOrigin + ")" : std::string("unlimited")));
     if (d.outside)
         para("", "outside the allocator: " + outsideMemoryText(*d.outside)
-                + (d.capacity ? "; taken from the capacity in every replay" : ""));
+                + (d.capacity && !d.countersOnly ? "; taken from the capacity in every replay" : ""));
     if (d.layers && !d.layers->request && !d.findings.empty() && d.findings.front().id == "no_addresses") {
         out << "recorded: the allocated bytes (a running sum of sizes), no addresses, no reserved memory\n";
     } else if (d.layers && !d.layers->allocated && !d.layers->reserved && !d.layers->process && !d.layers->deviceFree) {

@@ -22,7 +22,7 @@ namespace {
 std::string outsideMemoryText(const OutsideMemory& outside)
 {
     std::string s = formatBytes(outside.process)
-        + " in this process outside the allocator (CUDA context, NCCL, libraries' own cudaMalloc)";
+        + " in this process (CUDA context, NCCL, libraries' own cudaMalloc)";
     if (outside.otherProcesses != 0)
         s += ", " + formatBytes(outside.otherProcesses) + " in other processes";
     const std::string from = sourceText(outside.source);

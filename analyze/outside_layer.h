@@ -11,7 +11,7 @@
 
 namespace gpumem::analyze {
 
-// "521.93 MiB in this process outside the allocator (CUDA context, NCCL, libraries' own cudaMalloc),
+// "521.93 MiB in this process (CUDA context, NCCL, libraries' own cudaMalloc),
 // 1.00 GiB in other processes; from the out-of-memory message".
 std::string outsideMemoryText(const OutsideMemory& outside);
 

@@ -114,6 +114,11 @@ nlohmann::json replayResultToJson(const replay::ReplayResult& r, TimeNs start)
         { "opening_allocated", r.openingAllocated },
         { "reserved_is_lower_bound", r.reservedIsLowerBound },
     };
+    // Only when set, so that the rows of policies that follow their source read as before.
+    if (!r.approximation.empty())
+        j["approximation"] = r.approximation;
+    if (r.outsideBytes != 0)
+        j["outside_allocator"] = r.outsideBytes;
     if (r.peakReservedWithoutCompaction) {
         j["compactions"] = r.compactions;
         j["blocks_moved"] = r.blocksMoved;
@@ -135,9 +140,11 @@ namespace {
     // The row label: the policy with its effective options, marked when the replay started from the
     // state the trace recorded before its window (bare `pytorch` on a snapshot) — that row and the same
     // settings written out (which allocate that state as requests) differ, and must not look alike.
+    // An approximated policy (replay::approximationOf) says so in its row: " (approx.)", explained below.
     std::string rowLabel(const replay::ReplayResult& r)
     {
-        return r.initialAdopted ? r.policy + " (recorded state)" : r.policy;
+        std::string label = r.initialAdopted ? r.policy + " (recorded state)" : r.policy;
+        return r.approximation.empty() ? label : label + " (approx.)";
     }
 } // namespace
 

@@ -22,7 +22,7 @@ TEST(OutsideVersionsCli, RmmMaximumBelowFortyGiBIsNoLongerRefusedAtParse)
 
 TEST(OutsideVersionsCli, TheAsyncBackendIsAcceptedByPyTorchsNameAndMarkedApproximate)
 {
-    auto r = runCli("replay tests/data/tiny_alloc_free.jsonl --policy pytorch:backend:cudaMallocAsync --policy pytorch");
+    auto r = runCli("replay tests/data/tiny_alloc_free.jsonl --policy pytorch:backend:cudaMallocAsync --policy pytorch --wide");
     ASSERT_EQ(r.exitCode, 0) << r.err;
     EXPECT_NE(r.out.find("pytorch:backend:cudaMallocAsync (approx.)"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("(approx.): pytorch:backend:cudaMallocAsync approximates its allocator"), std::string::npos)
@@ -49,7 +49,7 @@ TEST(OutsideVersionsCli, ASweepOverPyTorchVersionsAnswersWouldAnUpgradeFragmentT
 TEST(OutsideVersionsCli, TheOutsideFigureIsTakenFromTheCapacity)
 {
     // 64 MiB device, 30 MiB outside: a 40 MiB segment does not fit; --outside 0 replaces the figure.
-    auto r = runCli("replay tests/data/outside_30mib.jsonl --capacity 64MiB --policy pytorch");
+    auto r = runCli("replay tests/data/outside_30mib.jsonl --capacity 64MiB --policy pytorch --wide");
     ASSERT_EQ(r.exitCode, 0) << r.err;
     EXPECT_NE(r.out.find("outside the allocator: 30.00 MiB of the device"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("refused by the device capacity, 64.00 MiB less 30.00 MiB outside the allocator"),
@@ -70,7 +70,7 @@ TEST(OutsideVersionsCli, InfoAnalyzeAndExplainShowTheLayer)
     // (tests/core/oom_text_importer_test.cpp).
     auto info = runCli("info tests/data/oom/current_issue16417.txt");
     ASSERT_EQ(info.exitCode, 0) << info.err;
-    EXPECT_NE(info.out.find("    outside         521.93 MiB in this process outside the allocator"), std::string::npos)
+    EXPECT_NE(info.out.find("    outside         521.93 MiB in this process (CUDA context, NCCL"), std::string::npos)
         << info.out;
     auto explain = runCli("explain tests/data/oom/current_issue16417.txt");
     EXPECT_NE(explain.out.find("outside the allocator: 521.93 MiB in this process"), std::string::npos) << explain.out;
