@@ -1,5 +1,7 @@
 #include "analyze/analysis.h"
 
+#include "analyze/category_rules.h"
+
 #include "analyze/trace_summary.h"
 #include "core/byte_total.h"
 #include "core/error.h"
@@ -253,6 +255,14 @@ Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options)
     step(0.8);
     a.categoriesRecorded = hasRecordedCategories(trace);
     a.categories = a.categoriesRecorded ? recordedCategories(trace) : a.inferred;
+    const std::vector<Category> recorded = a.categoriesRecorded ? a.categories : std::vector<Category> {};
+    std::vector<Category> said = a.inferred; // what gpumem says without the recording: the rules, then inference
+    if (options.categoryRules) {
+        a.categorySources = applyCategoryRules(trace, *options.categoryRules, a.categories, a.categoriesRecorded);
+        for (std::size_t i = 0; i < said.size() && i < a.categorySources.size(); ++i)
+            if (a.categorySources[i] == CategorySource::Rule)
+                said[i] = a.categories[i];
+    }
 
     auto instants = options.instants;
     const bool defaults = instants.empty();
@@ -287,10 +297,15 @@ Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options)
         }
     }
 
+    if (options.categoryRules)
+        for (auto& b : a.breakdowns) {
+            b.groups[static_cast<std::size_t>(GroupBy::Category)] = categoryRowsBySource(b.liveAllocations, trace, a.categories, a.categorySources);
+            b.categoriesInferred = false; // each row says its source
+        }
     if (a.categoriesRecorded) {
         if (auto peak = resolveInstant(*dev, { InstantSpec::Kind::PeakAllocated, 0 })) {
             auto b = breakdownAt(trace, *peak, a.categories, false);
-            a.agreementAtPeak = compareCategories(trace, a.categories, a.inferred, b.liveAllocations);
+            a.agreementAtPeak = compareCategories(trace, recorded, said, b.liveAllocations);
         }
         std::vector<std::size_t> all;
         const auto& m = trace.memory();
@@ -298,7 +313,7 @@ Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options)
         for (std::size_t i = 0; i < allocations.size(); ++i)
             if (allocations[i].allocEvent != kNoIndex && m.device[allocations[i].allocEvent] == a.device)
                 all.push_back(i);
-        a.agreementAll = compareCategories(trace, a.categories, a.inferred, all);
+        a.agreementAll = compareCategories(trace, recorded, said, all);
     }
     step(1.0);
     return a;

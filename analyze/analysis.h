@@ -10,11 +10,15 @@
 #include "analyze/timeline.h"
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace gpumem::analyze {
+
+class CategoryRules;                         // analyze/category_rules.h
+enum class CategorySource : std::uint8_t;    // analyze/category_rules.h
 
 struct AnalysisOptions {
     std::optional<DeviceId> device; // default: the device with the largest peak allocated
@@ -23,6 +27,9 @@ struct AnalysisOptions {
     // Called between stages with the fraction done (0–1), on the calling thread; return false to
     // cancel (analyzeTrace then throws gpumem::Cancelled). For the GUI's worker thread.
     std::function<bool(double)> progress;
+    // First-match category rules (`--categories RULES`), applied before the recorded and inferred
+    // categories; null for none.
+    std::shared_ptr<const CategoryRules> categoryRules;
 };
 
 // The figures of allocators.md §5.4 for the analyzed device. Optional ones need a reserved series
@@ -91,10 +98,15 @@ struct Analysis {
     StepSet steps;
     LeakReport leaks;
     bool categoriesRecorded = false;
-    std::vector<Category> categories; // per trace.allocations(): recorded if the trace has any, else inferred
+    // Per trace.allocations(): a rule's where AnalysisOptions::categoryRules match, else recorded if the
+    // trace has any, else inferred.
+    std::vector<Category> categories;
+    // With category rules: where each entry of `categories` came from, and the breakdowns' category rows
+    // are split by it ("activation (rule)"); empty without rules.
+    std::vector<CategorySource> categorySources;
     std::vector<Category> inferred;   // per trace.allocations(), always
-    // Where recorded categories exist: how often inference agrees (bytes), at the allocated peak and
-    // over every allocation of the device.
+    // Where recorded categories exist: how often inference (with the category rules over it, where given)
+    // agrees with them (bytes), at the allocated peak and over every allocation of the device.
     std::optional<CategoryAgreement> agreementAtPeak, agreementAll;
     std::vector<Breakdown> breakdowns; // one per resolvable instant, in the order asked
     // With the default instants: why the breakdown at the reserved peak (the headline's moment) is left

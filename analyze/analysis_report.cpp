@@ -1,5 +1,7 @@
 #include "analyze/analysis_report.h"
 #include "analyze/outside_layer.h"
+
+#include "analyze/frame_folding.h"
 #include "analyze/trace_summary.h"
 
 #include "core/byte_total.h"
@@ -401,7 +403,13 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     }
     rule(out, '=');
 
-    if (a.agreementAtPeak) {
+    if (!a.categorySources.empty()) {
+        // --categories: the rows below say "rule", "recorded" or "inferred" for each category (docs/stacks.md).
+        line(out, std::string(" categories: rules first (--categories), then ") + (a.categoriesRecorded ? "recorded" : "inferred")
+                + (a.agreementAtPeak ? "; rules and inference agree with the recording on " + percent(a.agreementAtPeak->share())
+                            + " of bytes at peak, " + percent(a.agreementAll->share()) + " overall"
+                                     : std::string()));
+    } else if (a.agreementAtPeak) {
         line(out, " categories: recorded; inference agrees on " + percent(a.agreementAtPeak->share()) + " of bytes at peak, "
                 + percent(a.agreementAll->share()) + " overall");
     } else {
@@ -485,7 +493,9 @@ nlohmann::json analysisToJson(const Trace& trace, const Analysis& a, std::string
             { "steps_with_survivors", s.stepsWithSurvivors } });
     j["leaks"] = { { "leaking", a.leaks.leaking }, { "reason", a.leaks.reason }, { "live_at_step_start", a.leaks.liveAtStepStart },
         { "growth_per_step", a.leaks.growthPerStep }, { "sites", sites } };
-    j["categories"] = a.categoriesRecorded ? "recorded" : "inferred";
+    j["categories"] = !a.categorySources.empty() ? (a.categoriesRecorded ? "rules, then recorded" : "rules, then inferred")
+        : a.categoriesRecorded                    ? "recorded"
+                                                  : "inferred";
     if (a.agreementAtPeak) {
         auto agree = [](const CategoryAgreement& c) {
             return json { { "compared_bytes", c.comparedBytes }, { "agreeing_bytes", c.agreeingBytes }, { "share", c.share() },
@@ -500,9 +510,17 @@ nlohmann::json analysisToJson(const Trace& trace, const Analysis& a, std::string
             { "categories_inferred", b.categoriesInferred } };
         for (auto g : options.groups) {
             json rows = json::array();
-            for (const auto* r : topRows(b, g, options.top))
+            for (const auto* r : topRows(b, g, options.top)) {
                 rows.push_back({ { "key", r->key }, { "label", r->label }, { "depth", r->depth }, { "self_bytes", r->selfBytes },
                     { "total_bytes", r->totalBytes }, { "self_blocks", r->selfBlocks }, { "total_blocks", r->totalBlocks } });
+                // A site row's folded stack, outermost first (docs/stacks.md); the key keeps every recorded frame.
+                if (g == GroupBy::Site && r->site && r->site < trace.siteCount()) {
+                    json stack = json::array();
+                    for (FrameId frame : foldStack(trace, trace.siteFrames(r->site)))
+                        stack.push_back(stackFrameLabel(trace, trace.frames()[frame]));
+                    rows.back()["stack"] = std::move(stack);
+                }
+            }
             bj["by_" + std::string(toString(g))] = rows;
         }
         bds.push_back(std::move(bj));

@@ -1,8 +1,11 @@
 #include "analyze/category_inference.h"
 
 #include "core/byte_total.h"
+#include "core/display_width.h"
+#include "core/units.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 
 namespace gpumem::analyze {
@@ -155,6 +158,48 @@ CategoryAgreement compareCategories(const Trace& trace, std::span<const Category
             r.agreeingBytes = addSaturated(r.agreeingBytes, size);
     }
     return r;
+}
+
+std::vector<CategoryRecall> perCategoryAgreement(const CategoryAgreement& agreement)
+{
+    std::vector<CategoryRecall> rows;
+    for (int r = 0; r < kCategoryCount; ++r) {
+        CategoryRecall row;
+        row.recorded = static_cast<Category>(r);
+        row.mostlyInferredAs = row.recorded;
+        for (int i = 0; i < kCategoryCount; ++i) {
+            const Bytes cell = agreement.confusion[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)];
+            row.bytes = addSaturated(row.bytes, cell);
+            if (i == r)
+                row.agreeing = cell;
+            else if (cell > row.mostlyInferredBytes) {
+                row.mostlyInferredBytes = cell;
+                row.mostlyInferredAs = static_cast<Category>(i);
+            }
+        }
+        if (row.bytes)
+            rows.push_back(row);
+    }
+    std::stable_sort(rows.begin(), rows.end(), [](const CategoryRecall& a, const CategoryRecall& b) {
+        if ((a.recorded == Category::Unknown) != (b.recorded == Category::Unknown))
+            return b.recorded == Category::Unknown;
+        return a.bytes > b.bytes;
+    });
+    return rows;
+}
+
+std::string categoryAgreementTable(const CategoryAgreement& agreement)
+{
+    std::string out = padRight("recorded", 17) + padLeft("bytes", 12) + padLeft("agree", 9) + "  the rest mostly inferred as\n";
+    for (const auto& r : perCategoryAgreement(agreement)) {
+        char share[32];
+        std::snprintf(share, sizeof share, "%.1f %%", 100.0 * r.share());
+        std::string rest = r.mostlyInferredBytes
+            ? std::string(toString(r.mostlyInferredAs)) + " (" + formatBytes(r.mostlyInferredBytes) + ")"
+            : std::string("-");
+        out += padRight(toString(r.recorded), 17) + padLeft(formatBytes(r.bytes), 12) + padLeft(share, 9) + "  " + rest + "\n";
+    }
+    return out;
 }
 
 } // namespace gpumem::analyze

@@ -57,6 +57,20 @@ struct CategoryAgreement {
     double share() const { return comparedBytes ? static_cast<double>(agreeingBytes) / static_cast<double>(comparedBytes) : 0.0; }
 };
 
+// Agreement for one recorded category (a row of CategoryAgreement::confusion): its bytes, those inferred
+// the same, and the other category most of the rest was inferred as.
+struct CategoryRecall {
+    Category recorded = Category::Unknown;
+    Bytes bytes = 0, agreeing = 0;
+    Category mostlyInferredAs = Category::Unknown; // among the disagreeing bytes; == recorded when none
+    Bytes mostlyInferredBytes = 0;
+    double share() const { return bytes ? static_cast<double>(agreeing) / static_cast<double>(bytes) : 0.0; }
+};
+// One row per recorded category with bytes (PyTorch's "unknown" included, last), by bytes descending.
+std::vector<CategoryRecall> perCategoryAgreement(const CategoryAgreement& agreement);
+// The rows as a text table within 100 columns: category, bytes, agreement, what the rest was inferred as.
+std::string categoryAgreementTable(const CategoryAgreement& agreement);
+
 // Compares inferred with recorded categories on the given allocations (indices into
 // trace.allocations()), weighting each by its size.
 CategoryAgreement compareCategories(const Trace& trace, std::span<const Category> recorded,

@@ -47,7 +47,17 @@ ComparisonContext comparisonContext(const Trace& trace, DeviceId device, replay:
     c.lowerBound = replay::livePeak(trace, device, start == replay::StartState::Recorded ? c.before.openingAllocated : 0,
         start == replay::StartState::Recorded);
     c.recorded = recordedReserved(trace, device);
+    for (PoolId p = 0; p < trace.pools().size(); ++p)
+        c.poolNames.push_back(poolName(trace, p));
     return c;
+}
+
+std::string poolName(const Trace& trace, PoolId pool)
+{
+    if (pool == 0 || pool >= trace.pools().size())
+        return pool == 0 ? "default" : "pool " + std::to_string(pool);
+    const MemoryPool& p = trace.pools()[pool];
+    return std::string(toString(p.kind)) + " (" + std::to_string(p.idFirst) + "," + std::to_string(p.idSecond) + ")";
 }
 
 std::vector<std::size_t> rankReplays(const std::vector<const replay::ReplayResult*>& results)

@@ -34,7 +34,11 @@ struct ComparisonContext {
     Bytes lowerBound = 0;
     std::optional<RecordedReserved> recorded;
     std::size_t width = 100; // columns a text table may use; 0 = unlimited (--wide)
+    // The trace's pools by index, as reports name them: "default", "graph (1,0)", "mem_pool (0,1)".
+    std::vector<std::string> poolNames;
 };
+// "default" for pool 0, else "KIND (a,b)" with PyTorch's MempoolId_t pair.
+std::string poolName(const Trace& trace, PoolId pool);
 // The context of a comparison of `trace` on `device` from `start`.
 ComparisonContext comparisonContext(const Trace& trace, DeviceId device, replay::StartState start);
 

@@ -1287,11 +1287,43 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
                                                           : "");
             d.remedies.push_back(std::move(rm));
         }
+        // empty_cache after each step (the periodic release of the cached segments), where the trace has
+        // steps: the same policy, with torch.cuda.empty_cache() added at every step's end.
+        const bool steps = std::any_of(trace.annotations().begin(), trace.annotations().end(),
+            [](const Annotation& a) { return a.kind == AnnotationKind::Step; });
+        if (steps) {
+            replay::ReplayOptions eo = co;
+            eo.addEmptyCache.stepEnd = true;
+            const replay::ReplayResult r = replay::Replayer(eo).run(trace, spec);
+            const std::string label = d.policy + " + empty_cache " + eo.addEmptyCache.text();
+            const bool noOom = r.failures.empty();
+            const bool lower = r.peakReserved.bytes < d.peakReserved
+                && double(d.peakReserved - r.peakReserved.bytes) >= 0.01 * double(d.peakReserved);
+            if (!(noOom && (r0.failures.empty() ? lower : true)))
+                d.rejected.push_back({ label,
+                    !noOom ? "fails at " + formatOffsetBetween(start, r.failures.front().time)
+                           : "peak reserved " + formatBytes(r.peakReserved.bytes) + ", not 1 % below " + formatBytes(d.peakReserved) });
+            else {
+                Remedy rm;
+                rm.spec = d.policy; // replayed with the calls added: emptyCacheAt
+                rm.setting = "torch.cuda.empty_cache() after each step";
+                rm.addresses = { "segment_churn", "external_fragmentation" };
+                rm.removesOom = !r0.failures.empty();
+                rm.ooms = r.ooms;
+                rm.peakReserved = r.peakReserved.bytes;
+                rm.deviceCalls = r.deviceCalls();
+                rm.allocRetries = r.allocRetries;
+                rm.emptyCacheAt = eo.addEmptyCache.text();
+                rm.changes = std::string(rm.removesOom ? "no OOM; " : "no OOM, as before; ") + emptyCacheEffectText(r0, r, eo.addEmptyCache);
+                d.remedies.push_back(std::move(rm));
+            }
+        }
         std::stable_sort(d.remedies.begin(), d.remedies.end(), [](const Remedy& a, const Remedy& b) {
             return a.peakReserved != b.peakReserved ? a.peakReserved < b.peakReserved : a.deviceCalls < b.deviceCalls;
         });
         // The smallest GPU the best fix fits, where the search is cheap (gpumem fit: a few rounds of parallel probes).
-        if (!d.remedies.empty() && m.count() <= kFitEventLimit) {
+        // (Not for the empty_cache remedy: fit replays a policy spec, without added calls.)
+        if (!d.remedies.empty() && d.remedies.front().emptyCacheAt.empty() && m.count() <= kFitEventLimit) {
             replay::FitOptions fo;
             fo.jobs = options.jobs;
             fo.device = dev;
@@ -1420,11 +1452,14 @@ nlohmann::json diagnosisToJson(const Diagnosis& d, TimeNs start)
             { "blocks", blocks }, { "contributors", contrib }, { "streams", streamsToJson(f.streams) } });
     }
     nlohmann::json remedies = nlohmann::json::array();
-    for (const auto& r : d.remedies)
+    for (const auto& r : d.remedies) {
         remedies.push_back({ { "spec", r.spec }, { "setting", r.setting }, { "addresses", r.addresses },
             { "removes_oom", r.removesOom }, { "ooms", r.ooms }, { "peak_reserved", r.peakReserved },
             { "device_calls", r.deviceCalls }, { "alloc_retries", r.allocRetries }, { "changes", r.changes },
             { "fits_in", r.fitsIn ? nlohmann::json(*r.fitsIn) : nlohmann::json(nullptr) } });
+        if (!r.emptyCacheAt.empty())
+            remedies.back()["empty_cache_at"] = r.emptyCacheAt;
+    }
     nlohmann::json rejected = nlohmann::json::array();
     for (const auto& r : d.rejected)
         rejected.push_back({ { "spec", r.spec }, { "why", r.why } });

@@ -105,6 +105,9 @@ struct Remedy {
     std::uint64_t deviceCalls = 0;
     std::uint64_t allocRetries = 0;
     std::string changes; // one sentence: what the replay showed
+    // Not a setting but calls added to the program: empty_cache at these points (EmptyCacheSchedule::text(),
+    // "step-end"; replayed with spec and ReplayOptions::addEmptyCache = parseEmptyCacheSchedule of it); "".
+    std::string emptyCacheAt;
     // The smallest GPU (a multiple of 2 MiB) with no OOM under it (replay::fitCapacity), for the best remedy
     // of a trace of at most 500,000 memory events; nullopt otherwise.
     std::optional<Bytes> fitsIn;

@@ -1,7 +1,10 @@
 #include "analyze/html_report.h"
 #include "analyze/outside_layer.h"
 
+#include "analyze/job_view.h"
+
 #include "analyze/analysis_report.h"
+#include "analyze/flame_graph.h"
 #include "analyze/replay_report.h"
 #include "core/byte_total.h"
 #include "core/counter_units.h"
@@ -255,13 +258,19 @@ code{font-size:12px})";
                 << "</p>";
     }
 
-    void breakdownTables(std::ostream& out, const Breakdown& b, const Analysis& a, std::size_t top)
+    void breakdownTables(std::ostream& out, const Breakdown& b, const Analysis& a, std::size_t top, const Trace* trace)
     {
         out << "<h3>Live at " << htmlEscape(b.instant.label) << ", +" << htmlEscape(formatSecondsBetween(a.origin, b.instant.time)) << ": "
             << htmlEscape(formatByteTotalShort(b.liveBytes)) << " in " << counted(b.liveBlocks, "block", "blocks");
         if (b.instant.reserved)
             out << " (reserved " << htmlEscape(formatByteTotalShort(*b.instant.reserved)) << ")";
         out << "</h3>";
+        // The flame graph of the code tree where the trace has stacks (docs/stacks.md): no script, hover = <title>.
+        if (trace && trace->siteCount() > 1 && b.liveBlocks > 0) {
+            out << "<p class='muted'>Live bytes by call stack (allocator and interpreter frames folded; hover a frame for "
+                   "its bytes, blocks and file:line).</p>";
+            writeFlameGraphSvg(*trace, buildCodeTree(*trace, b.liveAllocations), {}, out);
+        }
         for (int gi = 0; gi < kGroupByCount; ++gi) {
             const auto g = static_cast<GroupBy>(gi);
             const bool module = g == GroupBy::Module;
@@ -270,7 +279,9 @@ code{font-size:12px})";
                 << "<th class='n'>total</th><th class='n'>blocks</th><th>share</th></tr>";
             for (const auto* r : topRows(b, g, top)) {
                 const double share = b.liveBytes ? static_cast<double>(r->totalBytes) / static_cast<double>(b.liveBytes) : 0;
-                out << "<tr><td title='" << htmlEscape(r->key) << "' style='padding-left:" << 8 + 14 * r->depth << "px'>" << htmlEscape(r->label)
+                // A stack's tooltip is its folded stack (docs/stacks.md), not the allocator's frames of the key.
+                const std::string tip = g == GroupBy::Site && r->site && trace ? foldedStackText(*trace, r->site) : r->key;
+                out << "<tr><td title='" << htmlEscape(tip) << "' style='padding-left:" << 8 + 14 * r->depth << "px'>" << htmlEscape(r->label)
                     << "</td>";
                 if (module)
                     out << "<td class='n'>" << htmlEscape(formatByteTotalShort(r->selfBytes)) << "</td>";
@@ -392,6 +403,8 @@ void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const Po
     out << "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>" << htmlEscape(options.title)
         << "</title><style>" << kStyle << "</style></head><body>\n<h1>" << htmlEscape(options.title) << "</h1>\n";
     out << "<p class='muted'>Definitions of every figure: docs/analysis.md. Times are offsets from each trace's start, its earliest record of any kind, as in gpumem info.</p>\n";
+    if (options.jobView)
+        writeJobViewHtml(*options.jobView, options.top, out);
     for (const auto& in : inputs) {
         const Analysis& a = *in.analysis;
         out << "<h2>" << htmlEscape(in.label) << " — " << htmlEscape(a.deviceLabel) << "</h2>\n";
@@ -419,7 +432,7 @@ void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const Po
             out << "<p class='muted'>Categories recorded by the trace; inference would agree on " << percent(a.agreementAtPeak->share())
                 << " of bytes at the peak.</p>";
         for (const auto& b : a.breakdowns)
-            breakdownTables(out, b, a, options.top);
+            breakdownTables(out, b, a, options.top, in.trace);
         if (!a.reservedBreakdownOmitted.empty())
             out << "<p class='muted'>No breakdown at the reserved peak: " << htmlEscape(a.reservedBreakdownOmitted) << ".</p>";
         out << '\n';

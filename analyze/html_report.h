@@ -10,6 +10,8 @@
 
 namespace gpumem::analyze {
 
+struct JobView;
+
 // One what-if result for the policy comparison section. The replay layer fills these (one per
 // trace × policy); the report only prints them, so it does not depend on how they were computed.
 struct PolicyRow {
@@ -46,6 +48,8 @@ struct HtmlOptions {
     // Sentences shown under the policy comparison (the start every row shares, why the recorded row
     // differs; comparison.h).
     std::vector<std::string> policyNotes;
+    // The traces are the ranks of one job: their job view (analyze/job_view.h) opens the report. Not owned.
+    const JobView* jobView = nullptr;
 };
 
 void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const PolicyRow> policies, const HtmlOptions& options, std::ostream& out);

@@ -223,6 +223,7 @@ namespace {
                 auto& m = merged[i];
                 m.key = m.label + " (" + std::to_string(stacks[i]) + " stacks)"; // diff matches merged rows by label
                 m.label = m.key;
+                m.site = 0;
             }
         rows = std::move(merged);
     }
@@ -360,6 +361,7 @@ Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<cons
         }
         rowSite.push_back(key == "(no stack)" ? SiteId { 0 } : site);
         siteRows.push_back(flatRow(std::move(key), std::move(label), t.first, t.second));
+        siteRows.back().site = rowSite.back();
     }
     disambiguateSiteLabels(trace, siteRows, rowSite);
     for (const auto& [where, t] : before) {
@@ -370,6 +372,7 @@ Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<cons
                 : where.fromFree ? "allocated before the trace; freed at " + label
                                  : "allocated before the trace at " + label,
             t.first, t.second));
+        siteRows.back().site = where.site;
     }
     sortByBytes(siteRows);
 

@@ -48,6 +48,7 @@ struct GroupRow {
     std::uint32_t depth = 0; // module tree only
     Bytes selfBytes = 0, totalBytes = 0; // equal except in the module tree (total includes children)
     std::uint64_t selfBlocks = 0, totalBlocks = 0;
+    SiteId site = 0; // site rows: the stack (for showing it folded, analyze/frame_folding.h); 0 for merged rows
 };
 
 struct Breakdown {

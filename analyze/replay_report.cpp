@@ -63,6 +63,36 @@ std::string failureFreeText(const replay::FailureDetail& d)
         + ", largest " + formatBytes(d.largestFree) + " (external fragmentation " + percent(d.external()) + ")";
 }
 
+std::string emptyCacheScheduleText(const replay::EmptyCacheSchedule& schedule)
+{
+    std::string s;
+    auto add = [&](const std::string& part) { s += (s.empty() ? "" : " and ") + part; };
+    if (schedule.stepEnd)
+        add("after each step");
+    if (!schedule.annotationGlob.empty())
+        add("after each annotation " + schedule.annotationGlob);
+    if (schedule.everyRequests != 0)
+        add("every " + std::to_string(schedule.everyRequests) + " request events");
+    return s;
+}
+
+std::string emptyCacheEffectText(
+    const replay::ReplayResult& without, const replay::ReplayResult& with, const replay::EmptyCacheSchedule& schedule)
+{
+    const Bytes a = without.peakReserved.bytes, b = with.peakReserved.bytes;
+    const std::string peak = a == b ? "peak reserved unchanged"
+        : b < a                    ? "peak reserved −" + formatBytes(a - b)
+                                   : "peak reserved +" + formatBytes(b - a);
+    const std::uint64_t ma = without.deviceCounters.mallocCalls + without.deviceCounters.mapCalls;
+    const std::uint64_t mb = with.deviceCounters.mallocCalls + with.deviceCounters.mapCalls;
+    const std::string calls = mb >= ma ? std::to_string(mb - ma) + " more cudaMalloc calls"
+                                       : std::to_string(ma - mb) + " fewer cudaMalloc calls";
+    std::string s = "empty_cache " + emptyCacheScheduleText(schedule) + ": " + peak + ", " + calls;
+    if (with.ooms != without.ooms)
+        s += ", " + std::to_string(with.ooms) + " OOMs (was " + std::to_string(without.ooms) + ")";
+    return s;
+}
+
 nlohmann::json replayResultToJson(const replay::ReplayResult& r, TimeNs start)
 {
     nlohmann::json failures = nlohmann::json::array();
@@ -119,6 +149,19 @@ nlohmann::json replayResultToJson(const replay::ReplayResult& r, TimeNs start)
         j["approximation"] = r.approximation;
     if (r.outsideBytes != 0)
         j["outside_allocator"] = r.outsideBytes;
+    // Keys of the features a replay used only: a replay without them reads as before.
+    if (r.emptyCacheCalls || r.emptyCacheDropped || r.emptyCacheAdded)
+        j["empty_cache"] = { { "recorded_replayed", r.emptyCacheCalls }, { "recorded_dropped", r.emptyCacheDropped },
+            { "added", r.emptyCacheAdded } };
+    if (!r.pools.empty()) {
+        nlohmann::json pools = nlohmann::json::array();
+        for (const auto& p : r.pools)
+            pools.push_back({ { "pool", p.pool }, { "reserved", p.reserved }, { "peak_reserved", p.peakReserved },
+                { "released", p.released } });
+        j["reserved_per_pool"] = std::move(pools);
+    }
+    if (r.poolsMerged)
+        j["pools_merged"] = true;
     if (r.peakReservedWithoutCompaction) {
         j["compactions"] = r.compactions;
         j["blocks_moved"] = r.blocksMoved;
@@ -183,9 +226,19 @@ void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::str
         return;
     }
     if (format == "csv") {
+        // reserved_per_pool (peak bytes per pool, "NAME=BYTES;…") only where a replay kept pools apart.
+        const bool pools = std::any_of(results.begin(), results.end(), [](const auto& r) { return !r.pools.empty(); });
         out << "policy,peak_reserved,peak_allocated,waste_at_peak,device_calls,ooms,first_oom_time_ns,alloc_retries,"
                "final_reserved,final_allocated,first_oom_largest_free,first_oom_free_cached,start,"
-               "reserved_is_lower_bound,reserved_vs_bound,rank\n";
+               "reserved_is_lower_bound,reserved_vs_bound,rank" << (pools ? ",reserved_per_pool" : "") << "\n";
+        auto poolCell = [&](const replay::ReplayResult& r) {
+            std::string cell;
+            for (const auto& p : r.pools)
+                cell += (cell.empty() ? "" : ";")
+                    + (p.pool < context.poolNames.size() ? context.poolNames[p.pool] : std::to_string(p.pool)) + "="
+                    + std::to_string(p.peakReserved);
+            return "," + csvField(cell);
+        };
         auto ratio = [&](Bytes reserved) {
             char buf[32];
             std::snprintf(buf, sizeof buf, "%.6f", overBound(reserved, context.lowerBound));
@@ -203,12 +256,12 @@ void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::str
                 << ','
                 << (r.failureDetails.empty() ? std::string() : std::to_string(r.failureDetails.front().freeCached))
                 << ',' << startName << ',' << (r.reservedIsLowerBound ? 1 : 0) << ',' << ratio(r.peakReserved.bytes) << ','
-                << rank[i] << '\n';
+                << rank[i] << (pools ? poolCell(r) : std::string()) << '\n';
         }
         if (recorded)
             out << "recorded," << recorded->bytes << ','
                 << (recorded->allocatedPeak ? std::to_string(*recorded->allocatedPeak) : std::string()) << ",,,,,,,,,,"
-                << startName << ",0," << ratio(recorded->bytes) << ",\n";
+                << startName << ",0," << ratio(recorded->bytes) << "," << (pools ? "," : "") << "\n";
         return;
     }
     if (format != "text")
@@ -291,6 +344,29 @@ void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::str
             << (saving >= 0 ? "saves " : "costs ") << formatBytes(Bytes(saving >= 0 ? saving : -saving)) << '\n';
     }
     for (const auto& r : results) {
+        if (r.emptyCacheCalls || r.emptyCacheDropped || r.emptyCacheAdded) {
+            tail << textForTerminal(r.policy) << ": empty_cache: ";
+            std::string parts;
+            auto part = [&](std::uint64_t n, const std::string& what) {
+                if (n)
+                    parts += (parts.empty() ? "" : ", ") + counted(n, what + " call", what + " calls");
+            };
+            part(r.emptyCacheCalls, "recorded");
+            if (r.emptyCacheDropped)
+                parts += (parts.empty() ? "" : ", ")
+                    + counted(r.emptyCacheDropped, "recorded call", "recorded calls") + " dropped";
+            part(r.emptyCacheAdded, "added");
+            tail << parts << '\n';
+        }
+        for (const auto& p : r.pools)
+            tail << textForTerminal(r.policy) << ": pool "
+                 << textForTerminal(p.pool < context.poolNames.size() ? context.poolNames[p.pool] : std::to_string(p.pool))
+                 << ": reserved " << formatBytes(p.reserved) << " at the end, peak " << formatBytes(p.peakReserved)
+                 << (p.released ? " (released)" : "") << '\n';
+        if (r.poolsMerged)
+            tail << textForTerminal(r.policy) << ": --merge-pools: every private pool replayed as the default pool\n";
+    }
+    for (const auto& r : results) {
         if (r.failures.empty())
             continue;
         const auto& f = r.failures.front();
@@ -346,6 +422,8 @@ nlohmann::json fidelityToJson(const replay::FidelityReport& r, std::string_view 
         { "empty_cache_directives", r.emptyCacheDirectives },
         { "ooms", r.ooms },
     };
+    if (r.emptyCacheCalls)
+        j["empty_cache_calls"] = r.emptyCacheCalls;
     if (r.endStateDifferences)
         j["end_state"] = { { "segments_recorded", r.endSegmentsRecorded },
             { "segments_simulated", r.finalState.segments.size() }, { "differences", *r.endStateDifferences } };
@@ -446,6 +524,9 @@ void writeFidelityText(const replay::FidelityReport& r, std::string_view label, 
             << " allocated before the window held as one block, one pass first\n";
         counterText("                  ", *r.reservedCounterWarm);
     }
+    if (r.emptyCacheCalls)
+        out << "  empty_cache       " << counted(r.emptyCacheCalls, "recorded empty_cache call", "recorded empty_cache calls")
+            << " replayed\n";
     if (r.emptyCacheDirectives)
         out << "  empty_cache       " << r.emptyCacheDirectives
             << " recorded release bursts replayed as empty_cache()\n";

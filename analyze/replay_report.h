@@ -43,6 +43,14 @@ nlohmann::json streamsToJson(const std::vector<replay::StreamMemory>& streams);
 // left after a failed request, one phrase (replay's text and explain).
 std::string failureFreeText(const replay::FailureDetail& detail);
 
+// What adding empty_cache calls did, as a replay proved it: "empty_cache after each step: peak reserved
+// −1.00 GiB, 12 more cudaMalloc calls" (`with` replayed with ReplayOptions::addEmptyCache = schedule,
+// `without` the same replay without it). "+x" where the peak grew, "fewer" where calls dropped.
+std::string emptyCacheEffectText(
+    const replay::ReplayResult& without, const replay::ReplayResult& with, const replay::EmptyCacheSchedule& schedule);
+// "after each step", "after each annotation GLOB", "every N request events".
+std::string emptyCacheScheduleText(const replay::EmptyCacheSchedule& schedule);
+
 // format: "text" or "json" (csv is refused: the report is not a table).
 void writeFidelityReport(const replay::FidelityReport& report, std::string_view label, std::string_view format,
     TimeNs start, std::ostream& out);

@@ -1,5 +1,7 @@
 #include "analyze/steps.h"
 
+#include "analyze/frame_folding.h"
+
 #include "core/byte_total.h"
 
 #include <algorithm>
@@ -592,19 +594,6 @@ std::string stepSearchNote(const StepSet& set)
 }
 
 namespace {
-    // Python frame names carry object addresses ("<built-in method bmm of type object at 0x7ce6…>")
-    // that change from run to run; drop them so stacks match across traces.
-    std::string cleanFrameName(std::string_view name)
-    {
-        std::string s(name);
-        for (auto at = s.find(" at 0x"); at != std::string::npos; at = s.find(" at 0x", at)) {
-            auto end = at + 6;
-            while (end < s.size() && std::isxdigit(static_cast<unsigned char>(s[end])))
-                ++end;
-            s.erase(at, end - at);
-        }
-        return s;
-    }
     // "bmm" from "<built-in method bmm of type object>"; "" for other frames.
     std::string builtinName(std::string_view name)
     {
@@ -613,21 +602,6 @@ namespace {
             return {};
         name.remove_prefix(prefix.size());
         return std::string(name.substr(0, name.find(' ')));
-    }
-    std::string frameText(const Trace& trace, const Frame& f)
-    {
-        std::string s = cleanFrameName(trace.str(f.name));
-        auto file = trace.str(f.file);
-        if (!file.empty() && file != "??") {
-            // The file's base name keeps labels short; siteKey() has the full path.
-            if (auto slash = file.find_last_of("/\\"); slash != std::string_view::npos) // POSIX or Windows
-                file.remove_prefix(slash + 1);
-            s += " (" + std::string(file);
-            if (f.line)
-                s += ":" + std::to_string(f.line);
-            s += ")";
-        }
-        return s;
     }
 } // namespace
 
@@ -645,35 +619,6 @@ namespace {
 } // namespace
 
 namespace {
-    // The qualified function of a C++ frame name, without its return type and argument list:
-    // "void at::cuda::blas::bgemm<float>(char, …)" → "at::cuda::blas::bgemm<float>". "(anonymous namespace)"
-    // is kept as a name part, not read as the argument list.
-    std::string qualifiedName(std::string_view name)
-    {
-        constexpr std::string_view kAnon = "(anonymous namespace)";
-        std::string out;
-        int depth = 0; // template angle brackets
-        for (std::size_t i = 0; i < name.size(); ++i) {
-            const char c = name[i];
-            if (c == '(' && name.substr(i).starts_with(kAnon)) {
-                out += kAnon;
-                i += kAnon.size() - 1;
-                continue;
-            }
-            if (c == '(' && depth == 0)
-                break;
-            if (c == '<')
-                ++depth;
-            else if (c == '>' && depth > 0)
-                --depth;
-            else if (c == ' ' && depth == 0) { // a return type before the name ("void ", "at::TensorBase ")
-                out.clear();
-                continue;
-            }
-            out += c;
-        }
-        return out;
-    }
     // The last "::" part at template depth 0: "at::cuda::getNewWorkspace" → "getNewWorkspace".
     std::string unqualified(std::string_view q)
     {
@@ -740,7 +685,7 @@ namespace {
         std::string op, node, helper;
         std::size_t opIndex = frames.size();
         for (std::size_t i = 0; i < frames.size(); ++i) {
-            const std::string q = qualifiedName(cleanFrameName(trace.str(trace.frames()[frames[i]].name)));
+            const std::string q = qualifiedFunction(cleanFrameName(trace.str(trace.frames()[frames[i]].name)));
             if (op.empty()) {
                 if (auto o = atenOp(q); !o.empty()) {
                     op = o;
@@ -753,7 +698,7 @@ namespace {
         if (op.empty() && node.empty())
             return {};
         for (std::size_t i = 0; i < opIndex && helper.empty(); ++i) {
-            const std::string q = qualifiedName(cleanFrameName(trace.str(trace.frames()[frames[i]].name)));
+            const std::string q = qualifiedFunction(cleanFrameName(trace.str(trace.frames()[frames[i]].name)));
             if (!q.empty() && !isInternalFrame(q) && autogradNode(q).empty())
                 helper = unqualified(q);
         }
@@ -802,7 +747,7 @@ std::string siteLabel(const Trace& trace, SiteId site, std::size_t callers)
             return label;
     for (std::size_t i = 0; i < frames.size(); ++i) {
         const auto& f = trace.frames()[frames[i]];
-        if (!eligible(f, false) || (!hasPython && isInternalFrame(qualifiedName(cleanFrameName(trace.str(f.name))))))
+        if (!eligible(f, false) || (!hasPython && isInternalFrame(qualifiedFunction(cleanFrameName(trace.str(f.name))))))
             continue;
         const auto op = builtinName(trace.str(inner.name));
         return from(i, false, (op.empty() || i == 0 ? "" : op + " in ") + frameText(trace, f));
@@ -813,7 +758,7 @@ std::string siteLabel(const Trace& trace, SiteId site, std::size_t callers)
                 return from(i, true, frameText(trace, trace.frames()[frames[i]]));
     // C++ only, no ATen operator or autograd node: the first frame past the recorder's.
     for (std::size_t i = 0; i < frames.size(); ++i)
-        if (const auto& f = trace.frames()[frames[i]]; eligible(f, true) && !isInternalFrame(qualifiedName(cleanFrameName(trace.str(f.name)))))
+        if (const auto& f = trace.frames()[frames[i]]; eligible(f, true) && !isInternalFrame(qualifiedFunction(cleanFrameName(trace.str(f.name)))))
             return from(i, true, frameText(trace, f));
     for (std::size_t i = 0; i < frames.size(); ++i)
         if (eligible(trace.frames()[frames[i]], true))

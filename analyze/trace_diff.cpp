@@ -22,6 +22,31 @@ std::vector<DiffRow> TraceDiff::changed(GroupBy g) const
     return out;
 }
 
+std::vector<DiffRow> diffGroupRows(GroupBy g, std::span<const GroupRow> before, std::span<const GroupRow> after)
+{
+    const bool self = g == GroupBy::Module;
+    std::map<std::string, DiffRow> rows;
+    for (const auto& r : before) {
+        auto& x = rows[r.key];
+        x.group = g, x.key = r.key, x.label = r.label;
+        x.before = self ? r.selfBytes : r.totalBytes;
+    }
+    for (const auto& r : after) {
+        auto& x = rows[r.key];
+        x.group = g, x.key = r.key, x.label = r.label;
+        x.after = self ? r.selfBytes : r.totalBytes;
+    }
+    std::vector<DiffRow> changed;
+    for (auto& [key, r] : rows)
+        if (r.before != r.after)
+            changed.push_back(std::move(r));
+    std::stable_sort(changed.begin(), changed.end(), [](const DiffRow& x, const DiffRow& y) {
+        // By the exact size of the change (|delta()| of INT64_MIN would overflow).
+        return std::max(x.before, x.after) - std::min(x.before, x.after) > std::max(y.before, y.after) - std::min(y.before, y.after);
+    });
+    return changed;
+}
+
 TraceDiff diffAnalyses(const Analysis& before, const Analysis& after)
 {
     if (before.breakdowns.empty() || after.breakdowns.empty())
@@ -41,26 +66,7 @@ TraceDiff diffAnalyses(const Analysis& before, const Analysis& after)
     d.stepsAfter = after.steps.steps.size();
     for (int gi = 0; gi < kGroupByCount; ++gi) {
         const auto g = static_cast<GroupBy>(gi);
-        const bool self = g == GroupBy::Module;
-        std::map<std::string, DiffRow> rows;
-        for (const auto& r : a.by(g)) {
-            auto& x = rows[r.key];
-            x.group = g, x.key = r.key, x.label = r.label;
-            x.before = self ? r.selfBytes : r.totalBytes;
-        }
-        for (const auto& r : b.by(g)) {
-            auto& x = rows[r.key];
-            x.group = g, x.key = r.key, x.label = r.label;
-            x.after = self ? r.selfBytes : r.totalBytes;
-        }
-        std::vector<DiffRow> changed;
-        for (auto& [key, r] : rows)
-            if (r.before != r.after)
-                changed.push_back(std::move(r));
-        std::stable_sort(changed.begin(), changed.end(), [](const DiffRow& x, const DiffRow& y) {
-            // By the exact size of the change (|delta()| of INT64_MIN would overflow).
-            return std::max(x.before, x.after) - std::min(x.before, x.after) > std::max(y.before, y.after) - std::min(y.before, y.after);
-        });
+        auto changed = diffGroupRows(g, a.by(g), b.by(g));
         d.rows.insert(d.rows.end(), changed.begin(), changed.end());
     }
     return d;

@@ -31,6 +31,11 @@ struct TraceDiff {
     std::vector<DiffRow> changed(GroupBy g) const;
 };
 
+// The rows of one grouping whose bytes differ between two breakdowns' rows of it, matched by key (module
+// rows by self bytes, the others by total bytes), by |delta| descending (stable: ties in key order). A row
+// absent on one side counts 0 there. What diffAnalyses and the job view (analyze/job_view.h) compare.
+std::vector<DiffRow> diffGroupRows(GroupBy g, std::span<const GroupRow> before, std::span<const GroupRow> after);
+
 // Uses the first breakdown of each analysis (they should be taken at the same kind of instant).
 // Throws UsageError when either has no breakdown (a trace without memory events).
 TraceDiff diffAnalyses(const Analysis& before, const Analysis& after);

@@ -369,3 +369,11 @@ void writeFirstFailure(const replay::ColocatedResult& r, const replay::Colocated
 } // namespace
 
 } // namespace gpumem::analyze
+
+namespace gpumem::analyze {
+void writeTextTable(std::vector<std::vector<std::string>> rows, std::size_t leftColumns, std::ostream& out,
+    std::size_t width, std::size_t shrink)
+{
+    writeColumns(std::move(rows), leftColumns, out, width, shrink);
+}
+} // namespace gpumem::analyze

@@ -41,4 +41,11 @@ void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view 
     const ComparisonContext& context = {});
 void writeColocatedReport(const replay::ColocatedResult& result, std::string_view format, std::ostream& out);
 
+// The text tables of these writers (and of the job tables, job_whatif.h): a header row and data rows,
+// cells made fit for a terminal, columns two blanks apart, the first `leftColumns` left-aligned, the
+// rest right-aligned; within `width` display columns (0 = unlimited) column `shrink` gives up what the
+// others leave, its cells shortened in the middle (shortenMiddle).
+void writeTextTable(std::vector<std::vector<std::string>> rows, std::size_t leftColumns, std::ostream& out,
+    std::size_t width = 0, std::size_t shrink = std::string::npos);
+
 } // namespace gpumem::analyze

@@ -41,6 +41,10 @@ public:
     // Declares options and positionals. Must not do work.
     virtual void setup(po::options_description& options, po::positional_options_description& positionals) = 0;
     virtual int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) = 0;
+    // Whether the verb spreads its work with mpi::processGroup() (docs/mpi.md): started by mpirun or
+    // srun, main() then joins the MPI job before run() and only rank 0 prints. Other verbs never call
+    // MPI (so `mpirun gpumem record -- python train.py` leaves MPI to the program it runs).
+    virtual bool spreadsOverProcesses() const { return false; }
 };
 
 // Every verb, in the order `gpumem help` lists them (cli/commands.cpp: one line per verb).

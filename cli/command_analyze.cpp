@@ -1,19 +1,26 @@
 // gpumem analyze TRACE — memory summary (torch.cuda.memory_summary() layout), fragmentation, steps and
 // leaks, and what was live at the peak grouped by module, category, site, size class and stream.
 #include "analyze/analysis_report.h"
+#include "analyze/category_rules.h"
+#include "analyze/code_tree.h"
 #include "analyze/diagnosis.h"
 #include "analyze/peak_breakdown.h"
 #include "analyze/replay_report.h"
+#include "analyze/source_lines.h"
 #include "analyze/trace_summary.h"
 #include "replay/fidelity.h"
 #include "cli/command.h"
+#include "core/display_width.h"
 #include "core/error.h"
+#include "core/file_io.h"
+#include "core/message_quote.h"
 #include "importers/importer_registry.h"
 #include "core/units.h"
 
 #include <nlohmann/json.hpp>
 
 #include <ostream>
+#include <sstream>
 
 namespace gpumem::cli {
 
@@ -121,33 +128,80 @@ namespace {
         std::string_view summary() const override { return "memory summary, fragmentation, steps, leaks, and what was live at the peak"; }
         std::string_view synopsis() const override
         {
-            return "analyze [--at peak|reserved-peak|TIME]... [--by module|category|site|size|stream]... [--top N]\n"
-                   "               [--device D] [--format text|json|csv] TRACE";
+            return "analyze [--at peak|reserved-peak|TIME]... [--by module|category|site|size|stream|stack]...\n"
+                   "               [--top N] [--device D] [--all-frames] [--format text|json|csv|folded] TRACE\n"
+                   "       gpumem analyze [--at ...] --by line TRACE SOURCE.py\n"
+                   "       gpumem analyze --fold-rules";
         }
         std::string_view details() const override
         {
             return "--at may be given several times; TIME is after the trace start (1.5s, 250ms, 40us, 1200ns) or\n"
                    "@<absolute ns>. Default: the allocated peak and, when a reserved series exists, the reserved peak.\n"
                    "--by limits the groupings (default: all five). Categories are the recorded ones where the trace\n"
-                   "has them, else inferred from lifetimes and step phases. Definitions: docs/analysis.md.";
+                   "has them, else inferred from lifetimes and step phases. Definitions: docs/analysis.md.\n"
+                   "--by stack prints the code tree (live bytes by folded call stack, outermost frame first);\n"
+                   "--format folded writes it as folded stacks for flamegraph.pl, speedscope or inferno (one\n"
+                   "instant). --by line SOURCE.py prints that file with the live bytes of each line (the innermost\n"
+                   "frame in it). Allocator, unwinder and dispatcher frames are folded away (--fold-rules lists\n"
+                   "the patterns; --all-frames keeps every frame). --categories RULES: lines 'CATEGORY\n"
+                   "frame|file|module REGEX', the first match wins over recorded and inferred categories. Stacks:\n"
+                   "docs/stacks.md.";
         }
         void setup(po::options_description& o, po::positional_options_description& p) override
         {
             o.add_options()("at", po::value<std::vector<std::string>>(), "instant(s) to break down: peak, reserved-peak or TIME")(
-                "by", po::value<std::vector<std::string>>(), "grouping(s): module, category, site, size, stream")(
-                "top", po::value<long long>()->default_value(10), "rows per grouping")(
+                "by", po::value<std::vector<std::string>>(), "grouping(s): module, category, site, size, stream, stack, line")(
+                "top", po::value<long long>()->default_value(10), "rows per grouping (children per node of the code tree)")(
                 "device", po::value<std::string>(), kDeviceOptionHelp)(
-                "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
+                "format", po::value<std::string>()->default_value("text"), "output: text, json, csv or folded (--by stack)")(
                 "strict", "treat import anomalies of warning or error severity as failures")(
                 "details", po::bool_switch(), "every fragmentation definition, not only the headline (JSON has them all)")(
-                "trace", po::value<std::string>()->required(), "trace file (positional)");
+                "all-frames", po::bool_switch(), "keep every frame of a stack (no folding)")(
+                "fold-rules", po::bool_switch(), "print the frame folding patterns and exit")(
+                "categories", po::value<std::string>(), "file of first-match category rules, applied before the recorded or inferred ones")(
+                "trace", po::value<std::string>(), "trace file (positional)")(
+                "source", po::value<std::string>(), "source file for --by line (positional, after TRACE)");
             p.add("trace", 1);
+            p.add("source", 1);
         }
         int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
         {
-            const std::string format = checkedChoice(vm, "format", { "text", "json", "csv" });
+            if (vm["fold-rules"].as<bool>()) {
+                printFoldRules(out);
+                return kExitOk;
+            }
+            if (!vm.count("trace"))
+                throw UsageError("give a trace file (usage: gpumem analyze [options] TRACE [SOURCE.py]; gpumem help analyze)");
+            const std::string format = checkedChoice(vm, "format", { "text", "json", "csv", "folded" });
+            // --by stack and --by line are views of the code tree, not rows of the breakdown tables.
+            bool byStack = format == "folded", byLine = false;
+            std::vector<analyze::GroupBy> tables;
+            if (vm.count("by")) {
+                for (const auto& b : vm["by"].as<std::vector<std::string>>()) {
+                    if (b == "stack")
+                        byStack = true;
+                    else if (b == "line")
+                        byLine = true;
+                    else if (auto g = analyze::groupByFromString(b))
+                        tables.push_back(*g);
+                    else
+                        throw UsageError("--by '" + b + "' is not one of: module, category, site, size, stream, stack, line");
+                }
+            } else
+                tables = analyze::ReportOptions {}.groups;
+            if (byLine && !vm.count("source"))
+                throw UsageError("--by line needs the source file after the trace: gpumem analyze TRACE --by line model.py");
+            if (vm.count("source") && !byLine)
+                throw UsageError("a second file (" + textForTerminal(vm["source"].as<std::string>())
+                    + ") is read only with --by line");
+            if (format == "csv" && (byStack || byLine))
+                throw UsageError("--by stack and --by line print text or JSON (--format folded for folded stacks), not CSV");
+            if (format == "folded" && (byLine || !tables.empty()) && vm.count("by"))
+                throw UsageError("--format folded writes the code tree alone: give --by stack or no --by");
+            if (format == "json" && byLine && !tables.empty() && vm.count("by"))
+                throw UsageError("--by line with --format json is given alone (without other --by groupings)");
             analyze::ReportOptions report;
-            report.groups = groupBys(vm);
+            report.groups = tables;
             report.top = topOption(vm);
             report.details = vm.count("details") && vm["details"].as<bool>();
             const std::string path = vm["trace"].as<std::string>();
@@ -157,10 +211,23 @@ namespace {
             analyze::AnalysisOptions options;
             options.device = deviceOption(vm, trace, path);
             const auto at = vm.count("at") ? vm["at"].as<std::vector<std::string>>() : std::vector<std::string> {};
+            if (vm.count("categories"))
+                options.categoryRules = std::make_shared<const analyze::CategoryRules>(
+                    analyze::CategoryRules::load(vm["categories"].as<std::string>()));
             if (!at.empty())
                 options.instants = instantSpecs(at, trace);
+            else if (byStack || byLine)
+                options.instants = { analyze::InstantSpec {} }; // the code tree's default moment: the allocated peak
+            if (format == "folded" && options.instants.size() != 1)
+                throw UsageError("--format folded writes one instant: give one --at");
             auto analysis = analyze::analyzeTrace(trace, options);
             checkInstantsOnDevice(analysis, at, options.instants);
+            analyze::FoldOptions fold;
+            fold.allFrames = vm["all-frames"].as<bool>();
+            // Only the code-tree views asked for: print those alone.
+            if ((byStack || byLine) && (format == "folded" || (vm.count("by") && tables.empty())))
+                return runStackViews(trace, analysis, path, byStack, byLine ? vm["source"].as<std::string>() : std::string(), fold,
+                        report.top, format, out);
             // A profiler trace starts after the model was loaded: say how much the breakdowns cannot see.
             if (!analysis.empty)
                 if (auto note = analyze::memoryBeforeTheTraceNote(analysis.fragmentation.openingAllocated))
@@ -168,9 +235,12 @@ namespace {
                             + ": the breakdowns cover what was allocated inside the trace; the lower bound holds it "
                               "from the start, as the recorded counters do",
                         100);
-            if (format == "json")
-                out << analyze::analysisToJson(trace, analysis, path, report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
-            else if (format == "csv")
+            if (format == "json") {
+                auto j = analyze::analysisToJson(trace, analysis, path, report);
+                if (byStack)
+                    j["code_trees"] = codeTreesJson(trace, analysis, fold);
+                out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+            } else if (format == "csv")
                 analyze::writeAnalysisCsv(analysis, path, report, out);
             else {
                 // The verdict of `gpumem explain` first (issue 15), then the summary.
@@ -180,6 +250,95 @@ namespace {
                     out << analyze::verdictLines(d) << '\n';
                 }
                 analyze::writeAnalysisText(trace, analysis, path, report, out);
+                if (byStack || byLine)
+                    runStackViews(trace, analysis, path, byStack, byLine ? vm["source"].as<std::string>() : std::string(), fold,
+                        report.top, format, out);
+            }
+            return kExitOk;
+        }
+
+    private:
+        static void printFoldRules(std::ostream& out)
+        {
+            out << "Frames folded away from every stack shown (docs/stacks.md; --all-frames keeps them).\n"
+                   "A frame is folded when its function (no return type or arguments) matches the pattern and,\n"
+                   "where a file pattern is given, its file does; '*' matches any run of characters.\n"
+                   "C++ frames above the innermost Python frame are dropped whatever they are.\n\n";
+            out << analyze::cutToColumns("  what                      function pattern", 100) << "  [file pattern]\n";
+            for (const auto& r : analyze::foldRules()) {
+                std::string line = "  " + padRight(r.what, 26) + std::string(r.function.empty() ? "(empty name)" : r.function);
+                if (!r.file.empty())
+                    line += "  [" + std::string(r.file) + "]";
+                out << analyze::cutToColumns(line, 100) << '\n';
+            }
+        }
+        static nlohmann::json codeTreesJson(const Trace& trace, const analyze::Analysis& analysis, const analyze::FoldOptions& fold)
+        {
+            nlohmann::json trees = nlohmann::json::array();
+            for (const auto& b : analysis.breakdowns)
+                trees.push_back({ { "instant", b.instant.label }, { "time_ns", b.instant.time - analysis.origin },
+                    { "live_bytes", b.liveBytes }, { "live_blocks", b.liveBlocks },
+                    { "tree", analyze::codeTreeToJson(analyze::buildCodeTree(trace, b.liveAllocations, fold)) } });
+            return trees;
+        }
+        static int runStackViews(const Trace& trace, const analyze::Analysis& analysis, const std::string& path, bool byStack,
+            const std::string& source, const analyze::FoldOptions& fold, std::size_t top, const std::string& format, std::ostream& out)
+        {
+            std::string text;
+            if (!source.empty()) {
+                try {
+                    text = readFileMaybeGzip(source);
+                } catch (const Error& e) {
+                    throw IoError("--by line: cannot read the source file " + textForTerminal(source) + ": " + e.what());
+                }
+            }
+            if (format == "folded") {
+                if (!analysis.breakdowns.empty())
+                    analyze::writeFoldedStacks(analyze::buildCodeTree(trace, analysis.breakdowns.front().liveAllocations, fold), out);
+                return kExitOk;
+            }
+            nlohmann::json j;
+            if (format == "json") {
+                j["trace"] = path;
+                j["device"] = analysis.deviceLabel;
+                if (byStack)
+                    j["code_trees"] = codeTreesJson(trace, analysis, fold);
+            }
+            nlohmann::json lineViews = nlohmann::json::array();
+            for (const auto& b : analysis.breakdowns) {
+                const std::string head = "Live at " + b.instant.label + " " + formatOffsetBetween(analysis.origin, b.instant.time)
+                    + ": " + formatBytes(b.liveBytes) + " in " + counted(b.liveBlocks, "block", "blocks") + " on "
+                    + analysis.deviceLabel;
+                if (byStack && format == "text") {
+                    out << "\nBy stack. " << analyze::cutToColumns(head, 90) << '\n';
+                    analyze::writeCodeTreeText(analyze::buildCodeTree(trace, b.liveAllocations, fold), top, 100, out);
+                }
+                if (source.empty())
+                    continue;
+                const auto lines = analyze::attributeSourceLines(trace, b.liveAllocations, source);
+                if (lines.recordedFiles.empty())
+                    throw UsageError("--by line: no frame of " + textForTerminal(path) + " names " + textForTerminal(source)
+                        + " (frames name files by the path they had when recorded; give that path or its last parts)");
+                if (format == "json") {
+                    nlohmann::json perLine = nlohmann::json::array();
+                    for (const auto& [number, l] : lines.lines)
+                        perLine.push_back({ { "line", number }, { "bytes", l.bytes }, { "blocks", l.blocks } });
+                    lineViews.push_back({ { "instant", b.instant.label }, { "time_ns", b.instant.time - analysis.origin },
+                        { "source", source }, { "recorded_files", lines.recordedFiles }, { "live_bytes", lines.liveBytes },
+                        { "attributed_bytes", lines.attributedBytes }, { "lines", perLine } });
+                    continue;
+                }
+                out << "\nBy line of " << analyze::cutToColumns(source, 60) << ". " << analyze::cutToColumns(head, 90) << '\n';
+                out << analyze::cutToColumns("  " + formatBytes(lines.attributedBytes) + " in "
+                        + counted(lines.attributedBlocks, "block", "blocks") + " have a frame in the file (recorded as "
+                        + lines.recordedFiles.front() + (lines.recordedFiles.size() > 1 ? ", …" : "") + ")", 100)
+                    << '\n';
+                analyze::writeSourceLines(lines, text, 100, out);
+            }
+            if (format == "json") {
+                if (!source.empty())
+                    j["lines"] = lineViews;
+                out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
             }
             return kExitOk;
         }

@@ -1,6 +1,7 @@
 // gpumem fit TRACE --policy SPEC… — the smallest device capacity (in 2 MiB steps) at which a replay
 // has no failed request, per policy (replay/capacity_fit.h has the search).
 #include "analyze/whatif_report.h"
+#include "cli/job_whatif.h"
 #include "cli/whatif_options.h"
 #include "core/error.h"
 #include "core/message_quote.h"
@@ -23,7 +24,7 @@ namespace {
         std::string_view synopsis() const override
         {
             return "fit [--policy SPEC]... [--step BYTES] [--max-capacity BYTES] [--jobs N] [--format text|json|csv]\n"
-                   "           [--max-reserved BYTES] TRACE";
+                   "           [--max-reserved BYTES] TRACE [TRACE... | DIR]";
         }
         std::string_view details() const override
         {
@@ -44,6 +45,11 @@ namespace {
                    "Exit 4 when some policy fits nowhere up to --max-capacity (1 TiB by default) and no gate could\n"
                    "judge it: the table has no answer for that policy, and stderr says which one; raise\n"
                    "--max-capacity or look at its live peak (no capacity below it fits).\n"
+                   "Several traces (or a DIR of them) are the ranks of one job: per policy, the smallest capacity on\n"
+                   "which every rank runs without a failed request (the largest of the ranks' own), the rank that needs\n"
+                   "it and the median rank's; every other rank is replayed at that capacity to confirm it (a note names\n"
+                   "a rank that fails there). Under mpirun or srun the ranks are spread over the MPI processes\n"
+                   "(docs/mpi.md).\n"
                    "Example:\n"
                    "  gpumem fit run.pickle --policy pytorch --policy pytorch:expandable_segments:True --format json";
         }
@@ -59,9 +65,10 @@ namespace {
             addJobsOption(o);
             addStartOptions(o);
             addGateOptions(o, false, "some policy");
-            o.add_options()("trace", po::value<std::string>()->required(), "trace file (positional)");
-            p.add("trace", 1);
+            o.add_options()("trace", po::value<std::vector<std::string>>()->required(), "trace files (positional)");
+            p.add("trace", -1);
         }
+        bool spreadsOverProcesses() const override { return true; }
         int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
         {
             const std::string format = checkedChoice(vm, "format", { "text", "json", "csv" });
@@ -79,7 +86,13 @@ namespace {
                 throw UsageError("--max-capacity " + vm["max-capacity"].as<std::string>()
                     + " is below one step; fit needs a capacity of at least " + formatBytes(options.step) + " to try");
 
-            const std::string path = vm["trace"].as<std::string>();
+            const auto paths = vm["trace"].as<std::vector<std::string>>();
+            if (isJobArguments(paths)) { // one trace per rank (cli/job_whatif.h)
+                JobWhatIf w = readJobWhatIf(vm, paths, specs, gates, format);
+                w.fit = options;
+                return runJobFit(vm, w, out, err);
+            }
+            const std::string path = paths.front();
             Trace trace = loadReplayableTrace(path);
             options.device = deviceOption(vm, trace, path);
             options.source = path;

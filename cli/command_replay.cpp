@@ -5,6 +5,7 @@
 #include "analyze/trace_summary.h"
 #include "analyze/whatif_report.h"
 #include "cli/command.h"
+#include "cli/job_whatif.h"
 #include "cli/whatif_options.h"
 #include "core/error.h"
 #include "importers/importer_registry.h"
@@ -255,7 +256,8 @@ namespace {
                    "NAME=BYTES]...\n"
                    "              [--offset NAME=DURATION]... [--on-oom stop|skip] [--format text|json|csv] TRACE "
                    "TRACE...\n"
-                   "       gpumem replay --fidelity [--policy SPEC] [--format text|json] TRACE";
+                   "       gpumem replay --fidelity [--policy SPEC] [--format text|json] TRACE\n"
+                   "       gpumem replay [--policy SPEC]... [options] TRACE TRACE... | DIR   (a job: one trace per rank)";
         }
         std::string_view details() const override
         {
@@ -275,6 +277,10 @@ namespace {
                   "window (a snapshot's rebuilt live blocks, laid out by each policy; a profiler trace's opening Total\n"
                   "Allocated, held as opaque blocks, which makes reserved a lower bound, marked >=); --start empty\n"
                   "starts every row on an empty device. A `recorded` row gives the run's own peak reserved.\n"
+                  "--empty-cache drop leaves out the empty_cache calls the trace records (kept by default);\n"
+                  "--empty-cache-at step-end|annotation GLOB|every N adds them (after every step annotation, after\n"
+                  "every annotation matching GLOB, before every N-th request event); --merge-pools replays the\n"
+                  "private pools (CUDA graphs, torch.cuda.MemPool) as if they were the default pool.\n"
                   "--on-oom stop ends a replay at its first failed request and reports it (time, request, reserved "
                   "and\n"
                   "free then); skip (the default, except with --colocate) counts it, drops that allocation and its\n"
@@ -289,6 +295,12 @@ namespace {
                   "Gates (for CI): --fail-if-oom exits 3 when any policy had a failed request; --max-reserved BYTES\n"
                   "exits 3 when any policy's peak reserved is above BYTES (with --colocate: any process failed; the\n"
                   "combined peak above BYTES). The table is printed first, the violations go to stderr.\n"
+                  "\n"
+                  "Several traces without --colocate (or a DIR of them) are the ranks of one job, each on its own GPU:\n"
+                  "a policy fits the job only if no rank has a failed request; one row per policy gives the ranks\n"
+                  "with an OOM, the worst rank (the most failed requests, then the highest peak reserved), its peak\n"
+                  "reserved and the median rank's. Under mpirun or srun the ranks are spread over the MPI processes\n"
+                  "and rank 0 prints the same table (docs/mpi.md).\n"
                   "\n"
                   "--colocate replays several processes' traces on one GPU of --capacity bytes, each with its own\n"
                   "allocator. A process is named after its file without its trace extensions (.json.gz, .gmt, …;\n"
@@ -327,9 +339,11 @@ namespace {
             addOutsideOption(o);
             addJobsOption(o);
             addStartOptions(o);
+            addCacheOptions(o);
             o.add_options()("trace", po::value<std::vector<std::string>>()->required(), "trace files (positional)");
             p.add("trace", -1);
         }
+        bool spreadsOverProcesses() const override { return true; }
         int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
         {
             const bool fidelity = vm.count("fidelity") > 0;
@@ -342,9 +356,9 @@ namespace {
             for (const char* option : { "limit", "offset" })
                 if (vm.count(option))
                     throw UsageError(std::string("--") + option + " is for --colocate");
-            if (paths.size() != 1)
-                throw UsageError("replay takes one trace (" + std::to_string(paths.size())
-                    + " given); several traces sharing one GPU need --colocate");
+            const bool job = isJobArguments(paths); // one trace per rank (cli/job_whatif.h)
+            if (job && fidelity)
+                throw UsageError("--fidelity takes one trace (" + std::to_string(paths.size()) + " given)");
             std::string format = checkedChoice(vm, "format",
                 fidelity ? std::vector<std::string> { "text", "json" }
                          : std::vector<std::string> { "text", "json", "csv" });
@@ -364,9 +378,19 @@ namespace {
             options.capacity = readCapacity(vm);
             options.outsideBytes = readOutside(vm);
             options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
+            if (job) {
+                JobWhatIf w = readJobWhatIf(vm, paths, specs, gates, format);
+                w.options = options;
+                return runJobReplay(vm, w, out, err);
+            }
             const std::string& path = paths.front();
             options.source = path;
             if (fidelity) {
+                for (const char* option : { "empty-cache", "empty-cache-at" })
+                    if (vm.count(option))
+                        throw UsageError(std::string("--") + option + " changes a what-if replay; --fidelity replays what the trace recorded");
+                if (vm.count("merge-pools") && vm["merge-pools"].as<bool>())
+                    throw UsageError("--merge-pools changes a what-if replay; --fidelity replays what the trace recorded");
                 if (specs.size() > 1)
                     throw UsageError("--fidelity takes at most one --policy (the recorded one by default)");
                 if (gates.failIfOom || gates.maxReserved)
@@ -385,6 +409,7 @@ namespace {
             // Every row starts from the same state (--start; replay/start_state.h).
             const replay::StartState start = readStart(vm);
             replay::applyStartState(options, trace, start);
+            readCacheOptions(vm, options);
             std::vector<replay::ReplayResult> results(specs.size());
             replay::parallelFor(specs.size(), jobs,
                 [&](std::size_t i) { results[i] = replay::Replayer(options).run(trace, specs[i]); });

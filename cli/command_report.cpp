@@ -1,6 +1,7 @@
 // gpumem report TRACE… -o report.html — one self-contained HTML file per run, for CI artifacts and bug reports.
 #include "analyze/diagnosis.h"
 #include "analyze/html_report.h"
+#include "analyze/job_view.h"
 #include "cli/command.h"
 #include "cli/output_file.h"
 #include "analyze/comparison.h"
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <unistd.h>
 
 namespace gpumem::cli {
@@ -31,6 +33,8 @@ namespace {
             return "The file has inline SVG and CSS only (no script, no network resources), so it opens anywhere and can be\n"
                    "attached to CI runs and bug reports. --policy adds a what-if comparison row per trace and policy,\n"
                    "replayed like `gpumem replay --policy SPEC` (peak reserved, device calls, OOMs, overhead over max live bytes).\n"
+                   "Traces that each name a different rank (RANK metadata, distributedInfo, rank<N> in the name; gpumem ranks)\n"
+                   "open with a ranks section: which rank peaks and why; --ranks adds it for any traces, numbered in order.\n"
                    "An existing output file is replaced unless it is one of the traces or write-protected (then nothing is written).";
         }
         void setup(po::options_description& o, po::positional_options_description& p) override
@@ -41,6 +45,7 @@ namespace {
                 "title", po::value<std::string>()->default_value("gpumem report"), "page title")(
                 "device", po::value<std::string>(), kDeviceOptionHelp)(
                 "strict", "treat import anomalies of warning or error severity as failures")(
+                "ranks", "open with the ranks section even when the traces name no rank (ranks are then the order given)")(
                 "start", po::value<std::string>(),
                 "what every policy row starts from: recorded (default: the memory from before the trace) or empty")(
                 "trace", po::value<std::vector<std::string>>()->required(), "trace files (positional)");
@@ -73,6 +78,22 @@ namespace {
             analyze::HtmlOptions options;
             for (std::size_t i = 0; i < paths.size(); ++i) // gpumem explain's verdict opens each trace (issue 15)
                 options.verdicts.push_back(analyze::verdictFor(traces[i], analyses[i]).value_or(""));
+            // Traces that each name a different rank are one job: the ranks section opens the report (gpumem ranks).
+            std::optional<analyze::JobView> job;
+            std::set<std::int64_t> named;
+            for (std::size_t i = 0; i < paths.size(); ++i)
+                if (auto r = analyze::namedRankOf(traces[i], paths[i]))
+                    named.insert(r->first);
+            if (vm.count("ranks") || (paths.size() >= 2 && named.size() == paths.size())) {
+                std::vector<analyze::RankSummary> summaries;
+                for (std::size_t i = 0; i < paths.size(); ++i) {
+                    analyze::RankSummaryOptions rankOptions;
+                    rankOptions.device = analyses[i].device;
+                    summaries.push_back(analyze::summarizeRank(traces[i], paths[i], i, rankOptions));
+                }
+                job = analyze::buildJobView(std::move(summaries));
+                options.jobView = &*job;
+            }
             options.title = vm["title"].as<std::string>();
             options.top = top;
             std::vector<analyze::PolicyRow> policies;

@@ -1,10 +1,14 @@
 // gpumem sweep TRACE --policy GRID… — a grid of policy configurations (brace alternatives expanded,
 // several braces = cartesian product) replayed in parallel, one row each, best first (no failed
 // request, then peak reserved), the best row marked.
+#include "analyze/comparison.h"
+#include "analyze/replay_report.h"
 #include "analyze/whatif_report.h"
+#include "cli/job_whatif.h"
 #include "cli/whatif_options.h"
 #include "core/error.h"
 #include "core/importer.h"
+#include "core/message_quote.h"
 #include "core/units.h"
 #include "replay/parallel_runs.h"
 #include "replay/policy_grid.h"
@@ -25,7 +29,7 @@ namespace {
         {
             return "sweep --policy GRID... [--capacity BYTES] [--on-oom stop|skip] [--jobs N] [--format "
                    "text|json|csv]\n"
-                   "             [--fail-if-oom] [--max-reserved BYTES] TRACE";
+                   "             [--fail-if-oom] [--max-reserved BYTES] TRACE [TRACE... | DIR]";
         }
         std::string_view details() const override
         {
@@ -35,7 +39,11 @@ namespace {
                    "                          --policy 'pytorch:expandable_segments:{True,False}'\n"
                    "Rows are sorted best first: those without a failed request first (then fewer failed requests), then\n"
                    "by peak reserved, then by device calls; '*' marks the best (the first row). Gates: --fail-if-oom and --max-reserved exit 3\n"
-                   "when even the best configuration violates them (a sweep asks whether some configuration works).";
+                   "when even the best configuration violates them (a sweep asks whether some configuration works).\n"
+                   "Several traces (or a DIR of them) are the ranks of one job: a configuration fits only if no rank has\n"
+                   "a failed request, and its row gives the worst rank and its peak reserved; rows sort by the ranks\n"
+                   "with an OOM, then the worst rank's peak. Under mpirun or srun the ranks are spread over the MPI\n"
+                   "processes (docs/mpi.md).";
         }
         void setup(po::options_description& o, po::positional_options_description& p) override
         {
@@ -47,10 +55,12 @@ namespace {
             addOutsideOption(o);
             addJobsOption(o);
             addStartOptions(o);
+            addCacheOptions(o);
             addGateOptions(o, true, "the best configuration");
-            o.add_options()("trace", po::value<std::string>()->required(), "trace file (positional)");
-            p.add("trace", 1);
+            o.add_options()("trace", po::value<std::vector<std::string>>()->required(), "trace files (positional)");
+            p.add("trace", -1);
         }
+        bool spreadsOverProcesses() const override { return true; }
         int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
         {
             const std::string format = checkedChoice(vm, "format", { "text", "json", "csv" });
@@ -69,8 +79,13 @@ namespace {
             options.capacity = readCapacity(vm);
             options.outsideBytes = readOutside(vm);
             options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
-
-            const std::string path = vm["trace"].as<std::string>();
+            const auto paths = vm["trace"].as<std::vector<std::string>>();
+            if (isJobArguments(paths)) { // one trace per rank (cli/job_whatif.h)
+                JobWhatIf w = readJobWhatIf(vm, paths, specs, gates, format);
+                w.options = options;
+                return runJobSweep(vm, w, out, err);
+            }
+            const std::string path = paths.front();
             options.source = path;
             Trace trace = loadReplayableTrace(path);
             options.device = deviceOption(vm, trace, path);
@@ -79,14 +94,29 @@ namespace {
                 options.device = replay::defaultReplayDevice(trace);
             const replay::StartState start = readStart(vm);
             replay::applyStartState(options, trace, start);
-            std::vector<analyze::SweepRow> rows(specs.size());
-            replay::parallelFor(specs.size(), jobs, [&](std::size_t i) {
-                rows[i].spec = specs[i].text;
-                rows[i].result = replay::Replayer(options).run(trace, specs[i]);
+            readCacheOptions(vm, options);
+            // --empty-cache-at tries the calls as a remedy: every configuration is replayed without and
+            // with them, side by side, and the effect each time is said under the table.
+            const replay::EmptyCacheSchedule schedule = options.addEmptyCache;
+            const std::size_t variants = schedule.any() ? 2 : 1;
+            replay::ReplayOptions plain = options;
+            plain.addEmptyCache = {};
+            std::vector<analyze::SweepRow> rows(specs.size() * variants);
+            replay::parallelFor(rows.size(), jobs, [&](std::size_t k) {
+                const std::size_t i = k / variants;
+                const bool with = k % variants == 1;
+                rows[k].spec = with ? specs[i].text + " + empty_cache " + schedule.text() : specs[i].text;
+                rows[k].result = replay::Replayer(with ? options : plain).run(trace, specs[i]);
             });
             auto context = analyze::comparisonContext(trace, options.device.value_or(0), start);
             context.width = readTableWidth(vm);
             analyze::writeSweepTable(rows, format, trace.memory().time.front(), out, context);
+            if (variants == 2 && format == "text")
+                for (std::size_t i = 0; i < specs.size(); ++i)
+                    out << analyze::wrapText(textForTerminal(specs[i].text) + ": "
+                            + analyze::emptyCacheEffectText(rows[2 * i].result, rows[2 * i + 1].result, schedule)
+                            + " (proven by replay)",
+                        context.width);
             warnAboutMemoryBeforeTheWindow(trace, options.device.value_or(0), err, start, context.width);
             const std::size_t best = analyze::bestSweepRow(rows);
             if (best == rows.size())

@@ -14,6 +14,7 @@ std::unique_ptr<Command> makeReplayCommand();
 std::unique_ptr<Command> makeSweepCommand();
 std::unique_ptr<Command> makeFitCommand();
 std::unique_ptr<Command> makeExplainCommand();
+std::unique_ptr<Command> makeRanksCommand();
 
 std::vector<std::unique_ptr<Command>> makeCommands()
 {
@@ -24,6 +25,7 @@ std::vector<std::unique_ptr<Command>> makeCommands()
     v.push_back(makeAnalyzeCommand());
     v.push_back(makeDiffCommand());
     v.push_back(makeReportCommand());
+    v.push_back(makeRanksCommand());
     v.push_back(makeRecordCommand());
     v.push_back(makeReplayCommand());
     v.push_back(makeSweepCommand());

@@ -6,9 +6,11 @@
 #include "core/display_width.h"
 #include "core/error.h"
 #include "core/message_quote.h"
+#include "mpi/process_group.h"
 
 #include <algorithm>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -54,6 +56,13 @@ private:
         return ((u < 0x20 && c != '\n' && c != '\t' && c != '\r') || u == 0x7f) ? '?' : c;
     }
     std::streambuf* m_sink;
+};
+
+// Where the output of the MPI processes other than rank 0 goes.
+class NullBuffer : public std::streambuf {
+protected:
+    int_type overflow(int_type ch) override { return traits_type::not_eof(ch); }
+    std::streamsize xsputn(const char*, std::streamsize n) override { return n; }
 };
 
 void printOverview(std::ostream& out, const std::vector<std::unique_ptr<Command>>& commands)
@@ -212,6 +221,58 @@ int help(const std::vector<std::string>& args, const std::vector<std::unique_ptr
 }
 } // namespace
 
+// Parses the verb's arguments and runs it: the exit code, the diagnostics on `err`. `local` is set for a
+// failure that only this process may have met (not a usage error, which every process of an MPI job
+// meets alike, nor one mpi::ProcessGroup::mapGather() shared), so main() can end the whole job.
+static int runVerb(Command& command, const std::vector<std::string>& args, const std::string& verb, std::ostream& out,
+    std::ostream& err, bool& local)
+{
+    try {
+        po::positional_options_description pos;
+        auto opts = optionsOf(command, pos);
+        po::variables_map vm;
+        po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end()))
+                      .options(opts)
+                      .positional(pos)
+                      .style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing)
+                      .run(),
+            vm);
+        if (vm.count("help")) {
+            printVerbHelp(out, command);
+            return kExitOk;
+        }
+        checkPositionals(command, opts, pos, vm);
+        po::notify(vm);
+        return command.run(vm, out, err);
+    } catch (const po::too_many_positional_options_error&) {
+        // Boost says "too many positional options have been specified on the command line" (review finding).
+        err << "gpumem " << verb << ": " << verb << " takes "
+                  << (verb == "diff" ? "two trace files, A and B" : "one trace file") << " (usage: gpumem "
+                  << oneLineSynopsis(command) << ")\n";
+        return kExitUsage;
+    } catch (const po::error& e) {
+        err << "gpumem " << verb << ": " << gpumem::messageForTerminal(e.what()) << "\nRun 'gpumem help " << verb
+                  << "' for its options.\n";
+        return kExitUsage;
+    } catch (const gpumem::UsageError& e) {
+        err << "gpumem " << verb << ": " << gpumem::messageForTerminal(e.what()) << '\n';
+        return kExitUsage;
+    } catch (const gpumem::Error& e) {
+        local = !gpumem::mpi::processGroup().lastFailureWasShared();
+        err << "gpumem " << verb << ": error: " << gpumem::messageForTerminal(e.what()) << '\n';
+        return kExitFailed;
+    } catch (const std::bad_alloc&) {
+        local = !gpumem::mpi::processGroup().lastFailureWasShared();
+        err << "gpumem " << verb << ": error: out of memory\n";
+        return kExitFailed;
+    } catch (const std::exception& e) {
+        local = !gpumem::mpi::processGroup().lastFailureWasShared();
+        err << "gpumem " << verb << ": internal error: " << gpumem::messageForTerminal(e.what())
+                  << " — please report it with the input\n";
+        return kExitFailed;
+    }
+}
+
 int main(int argc, char** argv)
 {
     std::ios::sync_with_stdio(false);
@@ -261,45 +322,36 @@ int main(int argc, char** argv)
                   << "'; run 'gpumem help' for the list of verbs\n";
         return kExitUsage;
     }
-    try {
-        po::positional_options_description pos;
-        auto opts = optionsOf(*command, pos);
-        po::variables_map vm;
-        po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end()))
-                      .options(opts)
-                      .positional(pos)
-                      .style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing)
-                      .run(),
-            vm);
-        if (vm.count("help")) {
-            printVerbHelp(std::cout, *command);
-            return kExitOk;
+    // Verbs that spread their work join the MPI job when an MPI launcher started this process; only rank 0
+    // prints (docs/mpi.md).
+    std::optional<gpumem::mpi::MpiSession> session;
+    if (command->spreadsOverProcesses())
+        try {
+            session.emplace(argc, argv);
+        } catch (const gpumem::Error& e) {
+            std::cerr << "gpumem " << verb << ": error: " << gpumem::messageForTerminal(e.what()) << '\n';
+            return kExitFailed;
         }
-        checkPositionals(*command, opts, pos, vm);
-        po::notify(vm);
-        return command->run(vm, std::cout, std::cerr);
-    } catch (const po::too_many_positional_options_error&) {
-        // Boost says "too many positional options have been specified on the command line" (review finding).
-        std::cerr << "gpumem " << verb << ": " << verb << " takes "
-                  << (verb == "diff" ? "two trace files, A and B" : "one trace file") << " (usage: gpumem "
-                  << oneLineSynopsis(*command) << ")\n";
-        return kExitUsage;
-    } catch (const po::error& e) {
-        std::cerr << "gpumem " << verb << ": " << gpumem::messageForTerminal(e.what()) << "\nRun 'gpumem help " << verb
-                  << "' for its options.\n";
-        return kExitUsage;
-    } catch (const gpumem::UsageError& e) {
-        std::cerr << "gpumem " << verb << ": " << gpumem::messageForTerminal(e.what()) << '\n';
-        return kExitUsage;
-    } catch (const gpumem::Error& e) {
-        std::cerr << "gpumem " << verb << ": error: " << gpumem::messageForTerminal(e.what()) << '\n';
-        return kExitFailed;
-    } catch (const std::bad_alloc&) {
-        std::cerr << "gpumem " << verb << ": error: out of memory\n";
-        return kExitFailed;
-    } catch (const std::exception& e) {
-        std::cerr << "gpumem " << verb << ": internal error: " << gpumem::messageForTerminal(e.what())
-                  << " — please report it with the input\n";
-        return kExitFailed;
+    const auto& group = gpumem::mpi::processGroup();
+    // The other processes' output is dropped; their diagnostics are held, for a failure of their own.
+    NullBuffer discard;
+    std::ostream silent(&discard);
+    std::ostringstream held;
+    std::ostream& out = group.isRoot() ? std::cout : silent;
+    std::ostream& err = group.isRoot() ? static_cast<std::ostream&>(std::cerr) : held;
+    bool local = false;
+    const int code = runVerb(*command, args, verb, out, err, local);
+    if (!session || !session->active())
+        return code;
+    if (local && group.size() > 1) {
+        // The other processes may be waiting for this one in a gather: end them all, after saying why.
+        if (!group.isRoot())
+            std::cerr << "gpumem " << verb << ": MPI process " << group.rank() << " of " << group.size()
+                      << " failed on its own:\n"
+                      << held.str();
+        std::cout.flush();
+        std::cerr.flush();
+        session->abort(code);
     }
+    return session->agreeExitCode(code);
 }

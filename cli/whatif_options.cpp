@@ -119,6 +119,27 @@ void addStartOptions(po::options_description& options)
         "wide", po::bool_switch(), "text tables not held to 100 columns");
 }
 
+void addCacheOptions(po::options_description& options)
+{
+    options.add_options()("empty-cache", po::value<std::string>(),
+        "the trace's recorded empty_cache calls: keep (default) or drop")("empty-cache-at", po::value<std::string>(),
+        "add empty_cache calls: step-end, annotation GLOB or every N (request events)")("merge-pools", po::bool_switch(),
+        "replay every private pool (CUDA graph, MemPool) as the default pool");
+}
+
+void readCacheOptions(const po::variables_map& vm, replay::ReplayOptions& options)
+{
+    if (vm.count("empty-cache")) {
+        const std::string mode = vm["empty-cache"].as<std::string>();
+        if (mode != "keep" && mode != "drop")
+            throw UsageError("--empty-cache '" + mode + "': give keep (replay the recorded empty_cache calls) or drop");
+        options.emptyCache = mode == "drop" ? replay::EmptyCacheMode::Drop : replay::EmptyCacheMode::Keep;
+    }
+    if (vm.count("empty-cache-at"))
+        options.addEmptyCache = replay::parseEmptyCacheSchedule(vm["empty-cache-at"].as<std::string>());
+    options.mergePools = vm.count("merge-pools") && vm["merge-pools"].as<bool>();
+}
+
 replay::StartState readStart(const po::variables_map& vm)
 {
     return vm.count("start") ? replay::parseStartState(vm["start"].as<std::string>()) : replay::StartState::Recorded;

@@ -6,6 +6,7 @@
 #include "core/trace.h"
 #include "core/types.h"
 #include "replay/policy_spec.h"
+#include "replay/replayer.h"
 #include "replay/start_state.h"
 
 #include <iosfwd>
@@ -67,6 +68,12 @@ replay::StartState readStart(const po::variables_map& vm);
 // The columns a text table may use: 0 (unlimited) with --wide, else the terminal's width when stdout
 // is a terminal wider than 100 columns, else 100.
 std::size_t readTableWidth(const po::variables_map& vm);
+
+// --empty-cache keep|drop (the trace's recorded empty_cache calls), --empty-cache-at step-end|annotation
+// GLOB|every N (calls added) and --merge-pools (every private pool replayed as the default one).
+void addCacheOptions(po::options_description& options);
+// Sets them in `options`; UsageError for a bad value (the forms named).
+void readCacheOptions(const po::variables_map& vm, replay::ReplayOptions& options);
 
 // Parses and validates each spec (UsageError, exit 2, before any work).
 std::vector<replay::PolicySpec> checkedPolicySpecs(const std::vector<std::string>& texts);

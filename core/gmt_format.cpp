@@ -50,6 +50,13 @@ namespace {
     constexpr std::uint32_t kScopes = fourcc("SCOP");
     constexpr std::uint32_t kSeries = fourcc("CSER");
     constexpr std::uint32_t kMemory = fourcc("MEMV");
+    constexpr std::uint32_t kMemoryExtension = fourcc("MEVX"); // 1.1: pool and operation of the MEMV chunk before it
+    constexpr std::uint32_t kPools = fourcc("POOL"); // 1.1
+    // Kinds a MEMV kind column may hold: those of 1.0. empty_cache (9) is stored as a marker whose MEVX
+    // operation is 1, so that a 1.0 reader reads the chunk (as a marker) instead of refusing it (§5.1).
+    constexpr std::uint64_t kMemvKindLimit = static_cast<std::uint64_t>(EventKind::EmptyCache);
+    constexpr std::uint64_t kMevxColumns = 2; // pool, operation
+    enum MevxOperation : std::uint8_t { kAsKind = 0, kEmptyCache = 1 };
     constexpr std::uint32_t kKernels = fourcc("KERN");
     constexpr std::uint32_t kAnnotations = fourcc("ANNO");
     constexpr std::uint32_t kSamples = fourcc("CSMP");
@@ -249,7 +256,7 @@ namespace {
     template <typename Columns, typename F> void forEachColumn(Columns& m, F f)
     {
         f(m.time), f(m.kind), f(m.device), f(m.stream), f(m.address), f(m.size), f(m.requestedSize), f(m.scope), f(m.site),
-            f(m.thread), f(m.sequence), f(m.category);
+            f(m.thread), f(m.sequence), f(m.category), f(m.pool);
     }
 } // namespace
 
@@ -433,8 +440,25 @@ void GmtWriter::appendCounterSeries(std::span<const CounterSeries> series)
     writeChunk(kSeries, static_cast<std::uint32_t>(series.size()), p);
 }
 
+void GmtWriter::appendPools(std::span<const MemoryPool> pools)
+{
+    if (pools.empty())
+        return;
+    std::string p;
+    for (const auto& pool : pools) {
+        p.push_back(static_cast<char>(pool.kind));
+        putVarint(p, zigzag(pool.idFirst));
+        putVarint(p, zigzag(pool.idSecond));
+        p.push_back(static_cast<char>(pool.useOnOom ? 1 : 0));
+    }
+    writeChunk(kPools, static_cast<std::uint32_t>(pools.size()), p);
+}
+
 void GmtWriter::appendMemoryEvents(const MemoryEventColumns& m, std::size_t begin, std::size_t end)
 {
+    std::vector<EventKind> storedKinds;
+    std::vector<PoolId> pools;
+    std::vector<std::uint8_t> operations;
     while (end > begin) {
         const std::size_t n = std::min<std::size_t>(end - begin, kGmtMaxEventsPerChunk);
         const std::size_t bound = 12 * columnBound(n);
@@ -442,9 +466,28 @@ void GmtWriter::appendMemoryEvents(const MemoryEventColumns& m, std::size_t begi
             m_payload = std::make_unique_for_overwrite<char[]>(bound);
             m_payloadCapacity = bound;
         }
+        // The 1.1 columns: written only for a chunk that has a pool or an empty_cache.
+        bool extended = false;
+        for (std::size_t i = begin; i < begin + n && !extended; ++i)
+            extended = m.kind[i] == EventKind::EmptyCache || (i < m.pool.size() && m.pool[i] != 0);
+        const EventKind* kinds = m.kind.data() + begin;
+        if (extended) {
+            storedKinds.assign(kinds, kinds + n);
+            pools.assign(n, 0);
+            operations.assign(n, kAsKind);
+            for (std::size_t i = 0; i < n; ++i) {
+                if (begin + i < m.pool.size())
+                    pools[i] = m.pool[begin + i];
+                if (storedKinds[i] == EventKind::EmptyCache) {
+                    storedKinds[i] = EventKind::Marker;
+                    operations[i] = kEmptyCache;
+                }
+            }
+            kinds = storedKinds.data();
+        }
         char* p = m_payload.get();
         p = encodeColumn(p, m.time.data() + begin, n);
-        p = encodeColumn(p, m.kind.data() + begin, n);
+        p = encodeColumn(p, kinds, n);
         p = encodeColumn(p, m.device.data() + begin, n);
         p = encodeColumn(p, m.stream.data() + begin, n);
         p = encodeColumn(p, m.address.data() + begin, n);
@@ -456,6 +499,14 @@ void GmtWriter::appendMemoryEvents(const MemoryEventColumns& m, std::size_t begi
         p = encodeColumn(p, m.sequence.data() + begin, n);
         p = encodeColumn(p, m.category.data() + begin, n);
         writeChunk(kMemory, static_cast<std::uint32_t>(n), std::string_view(m_payload.get(), static_cast<std::size_t>(p - m_payload.get())));
+        if (extended) {
+            p = m_payload.get();
+            *p++ = static_cast<char>(kMevxColumns);
+            p = encodeColumn(p, pools.data(), n);
+            p = encodeColumn(p, operations.data(), n);
+            writeChunk(kMemoryExtension, static_cast<std::uint32_t>(n),
+                std::string_view(m_payload.get(), static_cast<std::size_t>(p - m_payload.get())));
+        }
         m_memoryEvents += n;
         begin += n;
     }
@@ -552,6 +603,7 @@ void writeGmt(const Trace& trace, const std::string& path, std::size_t eventsPer
     w.appendSites(trace, 1, trace.siteCount() - 1);
     w.appendScopes(trace.scopes().subspan(1));
     w.appendCounterSeries(trace.counterSeries());
+    w.appendPools(trace.pools().subspan(1));
     const auto& m = trace.memory();
     eventsPerChunk = std::clamp<std::size_t>(eventsPerChunk, 1, kGmtMaxEventsPerChunk);
     for (std::size_t i = 0; i < m.count(); i += eventsPerChunk)
@@ -576,6 +628,8 @@ namespace {
         TraceBuilder& b;
         std::size_t strings = 1;
         std::size_t series = 0;
+        bool afterMemv = false; // the chunk just decoded was MEMV, holding events [memvBegin, memvEnd)
+        std::size_t memvBegin = 0, memvEnd = 0;
 
         bool str(std::uint64_t id) const { return id < strings; }
 
@@ -585,7 +639,9 @@ namespace {
         bool decode(std::uint32_t type, std::uint32_t records, std::string_view payload, nlohmann::json& metadata)
         {
             const std::size_t kernels = b.kernels().size(), annotations = b.annotations().size(), samples = b.counterSamples().size();
-            if (decodeRecords(type, records, payload, metadata))
+            const bool ok = decodeRecords(type, records, payload, metadata);
+            afterMemv = ok && type == kMemory; // a MEVX chunk must follow its MEMV chunk directly (§5.1)
+            if (ok)
                 return true;
             b.kernels().resize(kernels);
             b.annotations().resize(annotations);
@@ -596,7 +652,7 @@ namespace {
         bool decodeRecords(std::uint32_t type, std::uint32_t records, std::string_view payload, nlohmann::json& metadata)
         {
             // Every record of the other types takes at least one payload byte: a larger count is hostile.
-            if (type == kMemory ? records > kGmtMaxEventsPerChunk : records > payload.size())
+            if (type == kMemory || type == kMemoryExtension ? records > kGmtMaxEventsPerChunk : records > payload.size())
                 return false;
             Cursor c(payload);
             switch (type) {
@@ -682,6 +738,18 @@ namespace {
                 break;
             case kMemory:
                 return decodeMemory(c, records);
+            case kMemoryExtension:
+                return decodeMemoryExtension(c, records);
+            case kPools:
+                for (std::uint32_t i = 0; i < records; ++i) {
+                    std::uint8_t kind = c.byte();
+                    std::int64_t first = unzigzag(c.varint()), second = unzigzag(c.varint());
+                    std::uint8_t flags = c.byte();
+                    if (c.failed() || kind >= kPoolKindCount || kind == static_cast<std::uint8_t>(PoolKind::Default) || flags > 1)
+                        return false;
+                    b.appendPool(MemoryPool { static_cast<PoolKind>(kind), first, second, flags == 1 });
+                }
+                break;
             case kKernels: {
                 TimeNs prev = 0;
                 for (std::uint32_t i = 0; i < records; ++i) {
@@ -773,6 +841,40 @@ namespace {
             return true;
         }
 
+        // The 1.1 columns of the MEMV chunk just read (§5.1): pool, and the operation that turns a
+        // marker into an empty_cache.
+        bool decodeMemoryExtension(Cursor& c, std::uint32_t n)
+        {
+            auto& m = b.memoryColumns();
+            if (!afterMemv || n != memvEnd - memvBegin)
+                return false;
+            const std::uint64_t columns = c.varint();
+            if (c.failed() || columns < kMevxColumns)
+                return false;
+            std::vector<PoolId> pools;
+            std::vector<std::uint8_t> operations;
+            if (!decodeColumn<true>(c, n, pools, b.poolCount()) || !decodeColumn<true>(c, n, operations, kEmptyCache + 1))
+                return false;
+            // Columns a later minor version appends are skipped: each is self-delimiting (§5).
+            for (std::uint64_t k = kMevxColumns; k < columns; ++k) {
+                c.byte();
+                c.bytes(c.varint());
+                if (c.failed())
+                    return false;
+            }
+            if (!c.atEnd())
+                return false;
+            for (std::uint32_t i = 0; i < n; ++i)
+                if (operations[i] == kEmptyCache && m.kind[memvBegin + i] != EventKind::Marker)
+                    return false;
+            for (std::uint32_t i = 0; i < n; ++i) {
+                m.pool[memvBegin + i] = pools[i];
+                if (operations[i] == kEmptyCache)
+                    m.kind[memvBegin + i] = EventKind::EmptyCache;
+            }
+            return true;
+        }
+
         bool decodeMemory(Cursor& c, std::uint32_t n)
         {
             auto& m = b.memoryColumns();
@@ -780,13 +882,18 @@ namespace {
             const std::uint64_t devices = b.deviceCount(), streams = b.streamCount(), scopes = b.scopeCount(), sites = b.siteCount();
             // Reference columns must point at table rows read before this chunk.
             bool ok = (n == 0 || (devices > 0 && streams > 0)) && decodeColumn<false>(c, n, m.time)
-                && decodeColumn<true>(c, n, m.kind, kEventKindCount) && decodeColumn<true>(c, n, m.device, devices)
+                && decodeColumn<true>(c, n, m.kind, kMemvKindLimit) && decodeColumn<true>(c, n, m.device, devices)
                 && decodeColumn<true>(c, n, m.stream, streams) && decodeColumn<false>(c, n, m.address) && decodeColumn<false>(c, n, m.size)
                 && decodeColumn<false>(c, n, m.requestedSize, 0, m.size.data() + before) && decodeColumn<true>(c, n, m.scope, scopes)
                 && decodeColumn<true>(c, n, m.site, sites) && decodeColumn<false>(c, n, m.thread)
                 && decodeColumn<false>(c, n, m.sequence) && decodeColumn<true>(c, n, m.category, kCategoryCount) && c.atEnd();
             if (!ok) // drop the partly decoded chunk so every column keeps the same length
                 forEachColumn(m, [&](auto& v) { v.resize(before); });
+            else {
+                m.pool.resize(m.count(), 0); // a MEVX chunk after this one may set them
+                memvBegin = before;
+                memvEnd = m.count();
+            }
             return ok;
         }
     };

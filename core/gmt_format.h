@@ -13,7 +13,7 @@
 namespace gpumem {
 
 inline constexpr std::uint16_t kGmtMajorVersion = 1;
-inline constexpr std::uint16_t kGmtMinorVersion = 0;
+inline constexpr std::uint16_t kGmtMinorVersion = 1; // 1.1: pools (POOL) and the MEVX columns (spec §5.1)
 inline constexpr char kGmtMagic[8] = { '\x89', 'G', 'M', 'T', '\r', '\n', '\x1a', '\n' };
 // The most memory events one MEMV chunk may hold. Constant and linear columns cost a few bytes
 // whatever the count, so readers need this bound to refuse a tiny hostile chunk that claims 4e9
@@ -41,7 +41,10 @@ public:
     void appendSite(std::span<const FrameId> frames);          // one site (ids continue from 1)
     void appendScopes(std::span<const Scope> scopes);          // ids continue from 1 (scope 0 implicit)
     void appendCounterSeries(std::span<const CounterSeries> series);
+    void appendPools(std::span<const MemoryPool> pools);        // ids continue from 1 (pool 0 implicit)
     // Memory events [begin, end) of `columns`, as one chunk (several if longer than kGmtMaxEventsPerChunk).
+    // A chunk with an event of a pool other than 0 or an empty_cache event is followed by its MEVX
+    // chunk (spec §5.1): the MEMV chunk stores empty_cache as a marker, so 1.0 readers still read it.
     void appendMemoryEvents(const MemoryEventColumns& columns, std::size_t begin, std::size_t end);
     void appendKernels(std::span<const Kernel> kernels);
     void appendAnnotations(std::span<const Annotation> annotations);

@@ -59,6 +59,13 @@ void writeJsonl(const Trace& t, std::ostream& out)
         const auto& s = t.scopes()[i];
         line(out, ojson { { "type", "scope" }, { "id", i }, { "parent", s.parent }, { "name", t.str(s.name) }, { "kind", toString(s.kind) } });
     }
+    for (std::size_t i = 1; i < t.pools().size(); ++i) {
+        const auto& p = t.pools()[i];
+        ojson j { { "type", "pool" }, { "id", i }, { "kind", toString(p.kind) }, { "source_id", { p.idFirst, p.idSecond } } };
+        if (p.useOnOom)
+            j["use_on_oom"] = true;
+        line(out, j);
+    }
     for (std::size_t i = 0; i < t.counterSeries().size(); ++i) {
         const auto& s = t.counterSeries()[i];
         ojson j { { "type", "counter_series" }, { "id", i }, { "name", t.str(s.name) } };
@@ -80,6 +87,7 @@ void writeJsonl(const Trace& t, std::ostream& out)
         putIf<std::uint64_t>(j, "seq", m.sequence[i], i); // the default is the line's position
         if (m.category[i] != Category::Unknown)
             j["category"] = toString(m.category[i]);
+        putIf<PoolId>(j, "pool", m.pool[i]);
         line(out, j);
     }
     for (const auto& k : t.kernels()) {
@@ -269,6 +277,9 @@ namespace {
             e.thread = r.num<std::uint64_t>("thread", 0);
             e.sequence = r.num<std::uint64_t>("seq", b.memoryEventCount());
             e.category = r.choice<Category>("category", categoryFromString, Category::Unknown);
+            e.pool = r.num<PoolId>("pool", 0);
+            if (e.pool >= b.poolCount())
+                r.fail("pool", "refers to no pool record above it");
             if (e.device >= b.deviceCount())
                 r.fail("device", "refers to no device record above it");
             if (e.stream >= b.streamCount())
@@ -325,6 +336,24 @@ namespace {
             s.name = b.intern(r.text("name"));
             s.kind = r.choice<ScopeKind>("kind", scopeKindFromString, ScopeKind::Range);
             b.appendScope(s);
+        } else if (type == "pool") {
+            expectId(r, b.poolCount());
+            MemoryPool p;
+            p.kind = r.choice<PoolKind>("kind", poolKindFromString);
+            if (p.kind == PoolKind::Default)
+                r.fail("kind", "must not be \"default\" (pool 0, the default pool, is implicit)");
+            if (auto id = j.find("source_id"); id != j.end()) {
+                if (!id->is_array() || id->size() != 2 || !(*id)[0].is_number_integer() || !(*id)[1].is_number_integer())
+                    r.fail("source_id", "must be an array of two integers (PyTorch's segment_pool_id)");
+                p.idFirst = (*id)[0].get<std::int64_t>();
+                p.idSecond = (*id)[1].get<std::int64_t>();
+            }
+            if (auto u = j.find("use_on_oom"); u != j.end()) {
+                if (!u->is_boolean())
+                    r.fail("use_on_oom", "must be true or false");
+                p.useOnOom = u->get<bool>();
+            }
+            b.appendPool(p);
         } else if (type == "counter_series") {
             CounterSeries s;
             s.name = b.intern(r.text("name"));

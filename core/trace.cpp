@@ -23,6 +23,7 @@ void MemoryEventColumns::reserve(std::size_t n)
     thread.reserve(n);
     sequence.reserve(n);
     category.reserve(n);
+    pool.reserve(n);
 }
 
 void MemoryEventColumns::push(const MemoryEvent& e)
@@ -39,12 +40,13 @@ void MemoryEventColumns::push(const MemoryEvent& e)
     thread.push_back(e.thread);
     sequence.push_back(e.sequence);
     category.push_back(e.category);
+    pool.push_back(e.pool);
 }
 
 MemoryEvent MemoryEventColumns::row(std::size_t i) const
 {
     return MemoryEvent { time[i], kind[i], device[i], stream[i], address[i], size[i], requestedSize[i], scope[i],
-        site[i], thread[i], sequence[i], category[i] };
+        site[i], thread[i], sequence[i], category[i], pool[i] };
 }
 
 namespace {
@@ -169,6 +171,7 @@ std::span<const Device> Trace::devices() const { return m_body->devices; }
 std::span<const Stream> Trace::streams() const { return m_body->streams; }
 std::span<const Frame> Trace::frames() const { return m_body->frames; }
 std::span<const Scope> Trace::scopes() const { return m_body->scopes; }
+std::span<const MemoryPool> Trace::pools() const { return m_body->pools; }
 std::size_t Trace::siteCount() const { return m_body->siteOffsets.size() - 1; }
 std::span<const FrameId> Trace::siteFrames(SiteId site) const
 {

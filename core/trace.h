@@ -39,6 +39,18 @@ struct Frame {
     std::int32_t line = 0; // 0 if unknown
 };
 
+// An allocator pool of the trace (PyTorch's private pools: CUDA-graph captures, torch.cuda.MemPool).
+// Pool 0 is the default pool, implicit; a memory event names its pool by index (MemoryEvent::pool).
+struct MemoryPool {
+    PoolKind kind = PoolKind::Default;
+    // The source's id: PyTorch's MempoolId_t (segment_pool_id in a snapshot); (0,0) for pool 0.
+    std::int64_t idFirst = 0, idSecond = 0;
+    // PyTorch MemPool(use_on_oom=True): a default-pool request that finds no memory may take a cached
+    // block of this pool (CUDACachingAllocator.cpp try_mempool_fallback, newest versions only).
+    bool useOnOom = false;
+    friend bool operator==(const MemoryPool&, const MemoryPool&) = default;
+};
+
 // A node of the module/range tree. Scope 0 is the root (no scope).
 struct Scope {
     ScopeId parent = 0;
@@ -61,6 +73,7 @@ struct MemoryEvent {
     std::uint64_t thread = 0;
     std::uint64_t sequence = kAutoSequence; // the source's order; TraceBuilder assigns arrival order if left auto
     Category category = Category::Unknown;
+    PoolId pool = 0; // the allocator pool of the block or segment (0 = default); see EventKind::EmptyCache
     friend bool operator==(const MemoryEvent&, const MemoryEvent&) = default;
 };
 
@@ -78,6 +91,7 @@ struct MemoryEventColumns {
     std::vector<std::uint64_t> thread;
     std::vector<std::uint64_t> sequence;
     std::vector<Category> category;
+    std::vector<PoolId> pool;
 
     std::size_t count() const { return time.size(); }
     void reserve(std::size_t n);
@@ -151,6 +165,8 @@ public:
     std::span<const Stream> streams() const;
     std::span<const Frame> frames() const;
     std::span<const Scope> scopes() const;
+    // The allocator pools; pools()[0] is the default pool (always present).
+    std::span<const MemoryPool> pools() const;
     std::size_t siteCount() const;
     // The frames of a site, innermost first.
     std::span<const FrameId> siteFrames(SiteId site) const;

@@ -152,6 +152,24 @@ SiteId TraceBuilder::appendSite(std::span<const FrameId> frames)
     return static_cast<SiteId>(b.siteOffsets.size() - 2);
 }
 
+PoolId TraceBuilder::appendPool(const MemoryPool& pool)
+{
+    auto& pools = m_impl->body->pools;
+    pools.push_back(pool);
+    return static_cast<PoolId>(pools.size() - 1);
+}
+
+PoolId TraceBuilder::pool(PoolKind kind, std::int64_t idFirst, std::int64_t idSecond)
+{
+    if (idFirst == 0 && idSecond == 0)
+        return 0;
+    const auto& pools = m_impl->body->pools;
+    for (std::size_t i = 1; i < pools.size(); ++i) // a handful of pools: a scan is enough
+        if (pools[i].kind == kind && pools[i].idFirst == idFirst && pools[i].idSecond == idSecond)
+            return static_cast<PoolId>(i);
+    return appendPool(MemoryPool { kind, idFirst, idSecond, false });
+}
+
 ScopeId TraceBuilder::appendScope(const Scope& scope)
 {
     auto& scopes = m_impl->body->scopes;
@@ -217,6 +235,7 @@ std::size_t TraceBuilder::streamCount() const { return m_impl->body->streams.siz
 std::size_t TraceBuilder::frameCount() const { return m_impl->body->frames.size(); }
 std::size_t TraceBuilder::siteCount() const { return m_impl->body->siteOffsets.size() - 1; }
 std::size_t TraceBuilder::scopeCount() const { return m_impl->body->scopes.size(); }
+std::size_t TraceBuilder::poolCount() const { return m_impl->body->pools.size(); }
 
 namespace {
     template <typename T> void permute(std::vector<T>& v, const std::vector<std::uint32_t>& order)
@@ -260,6 +279,7 @@ namespace {
         permute(m.thread, order);
         permute(m.sequence, order);
         permute(m.category, order);
+        permute(m.pool, order);
     }
 } // namespace
 
@@ -285,12 +305,16 @@ Trace TraceBuilder::build()
         throw FormatError("memory event " + std::to_string(i) + ": " + field + " " + std::to_string(static_cast<std::uint64_t>(column[i]))
             + " refers to no entry (the trace has " + std::to_string(limit) + ")");
     };
+    // Readers that fill columns directly and know no pools (a .gmt 1.0 file) leave the pool column short.
+    if (m.pool.size() != n)
+        m.pool.resize(n, 0);
     check("device", m.device, b.devices.size());
     check("stream", m.stream, b.streams.size());
     check("scope", m.scope, b.scopes.size());
     check("site", m.site, b.siteOffsets.size() - 1);
     check("kind", m.kind, kEventKindCount);
     check("category", m.category, kCategoryCount);
+    check("pool", m.pool, b.pools.size());
     sortMemory(m, b.importStats);
     std::stable_sort(b.kernels.begin(), b.kernels.end(),
         [](const Kernel& x, const Kernel& y) { return x.start < y.start; });

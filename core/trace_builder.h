@@ -39,6 +39,10 @@ public:
     FrameId appendFrame(const Frame& frame);
     SiteId appendSite(std::span<const FrameId> frames);
     ScopeId appendScope(const Scope& scope);
+    // A pool row (ids from 1; pool 0, the default pool, is implicit). pool() finds the row with this
+    // kind and source id, adding it if absent; (0,0) is pool 0.
+    PoolId appendPool(const MemoryPool& pool);
+    PoolId pool(PoolKind kind, std::int64_t idFirst, std::int64_t idSecond);
 
     void add(const MemoryEvent& event);
     void add(const Kernel& kernel) { kernels().push_back(kernel); }
@@ -62,6 +66,7 @@ public:
     std::size_t frameCount() const;
     std::size_t siteCount() const;
     std::size_t scopeCount() const;
+    std::size_t poolCount() const;
 
     // Sorts, checks references, and hands over the data; the builder is empty afterwards.
     // Out-of-range device/stream/scope/site ids are a FormatError naming the event index.

@@ -19,11 +19,12 @@ namespace {
     }
 
     constexpr std::array<std::string_view, kEventKindCount> kEventKindNames = { "alloc", "free", "free_completed",
-        "segment_alloc", "segment_free", "segment_map", "segment_unmap", "oom", "marker" };
+        "segment_alloc", "segment_free", "segment_map", "segment_unmap", "oom", "marker", "empty_cache" };
     constexpr std::array<std::string_view, kCategoryCount> kCategoryNames = { "unknown", "parameter", "gradient",
         "activation", "optimizer_state", "input", "temporary", "autograd_detail" };
     constexpr std::array<std::string_view, 5> kDeviceTypeNames = { "cuda", "hip", "cpu", "xla", "other" };
     constexpr std::array<std::string_view, 4> kScopeKindNames = { "range", "module", "op", "function" };
+    constexpr std::array<std::string_view, kPoolKindCount> kPoolKindNames = { "default", "graph", "mem_pool", "other" };
     constexpr std::array<std::string_view, 3> kSeverityNames = { "info", "warning", "error" };
 } // namespace
 
@@ -48,6 +49,8 @@ std::optional<DeviceType> deviceTypeFromString(std::string_view name)
 }
 std::string_view toString(ScopeKind kind) { return nameOf(kScopeKindNames, kind); }
 std::optional<ScopeKind> scopeKindFromString(std::string_view name) { return lookup<ScopeKind>(kScopeKindNames, name); }
+std::string_view toString(PoolKind kind) { return nameOf(kPoolKindNames, kind); }
+std::optional<PoolKind> poolKindFromString(std::string_view name) { return lookup<PoolKind>(kPoolKindNames, name); }
 std::string_view toString(Severity severity) { return nameOf(kSeverityNames, severity); }
 std::optional<Severity> severityFromString(std::string_view name) { return lookup<Severity>(kSeverityNames, name); }
 

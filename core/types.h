@@ -18,6 +18,7 @@ using SiteId = std::uint32_t;
 using FrameId = std::uint32_t;
 using StreamId = std::uint32_t; // index into Trace::streams()
 using DeviceId = std::uint16_t; // index into Trace::devices()
+using PoolId = std::uint32_t; // index into Trace::pools(); 0 = the allocator's default pool
 
 // Memory event kinds. Request level: what the program asked its allocator for. Segment level: what
 // the allocator took from the driver. Values are stored in .gmt files: never renumber, only append.
@@ -31,13 +32,28 @@ enum class EventKind : std::uint8_t {
     SegmentUnmap = 6,   // segment level: pages unmapped from an expandable segment
     Oom = 7,            // an allocation that failed; size = the request
     Marker = 8,         // a point of note (e.g. a snapshot was taken); size = allocated bytes then
+    // The program emptied the allocator's cache (torch.cuda.empty_cache(); PyTorch
+    // CUDACachingAllocator.cpp release_cached_blocks). Neither request nor segment level: an operation
+    // a replay performs. pool 0: every pool the allocator may release (the default pools and the
+    // private pools no user holds); pool p: private pool p lost its last user and is emptied (PyTorch
+    // releasePool, then emptyCache(mempool_id), as ~MemPool does). address and size are 0.
+    EmptyCache = 9,
 };
-inline constexpr int kEventKindCount = 9;
+inline constexpr int kEventKindCount = 10;
 
 bool isRequestLevel(EventKind kind);
 bool isSegmentLevel(EventKind kind);
 std::string_view toString(EventKind kind);
 std::optional<EventKind> eventKindFromString(std::string_view name);
+
+// What made an allocator pool (PyTorch CUDACachingAllocator.cpp PrivatePool; the MempoolId_t pair
+// says it: (0,0) the default pools, (n,0) a pool a CUDA-graph capture created for itself, (0,n) a
+// user-created pool: torch.cuda.MemPool or torch.cuda.graph_pool_handle(), c10 generate_mempool_id).
+// Stored in .gmt files: never renumber, only append.
+enum class PoolKind : std::uint8_t { Default = 0, Graph = 1, MemPool = 2, Other = 3 };
+inline constexpr int kPoolKindCount = 4;
+std::string_view toString(PoolKind kind);
+std::optional<PoolKind> poolKindFromString(std::string_view name);
 
 // Tensor categories, PyTorch's names (torch.profiler._memory_profiler.Category) plus unknown.
 enum class Category : std::uint8_t {

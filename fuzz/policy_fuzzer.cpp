@@ -1,6 +1,7 @@
 // libFuzzer harness for the replay engine: the first line is a policy spec (parsePolicySpec +
 // makePolicy), the rest a request stream driven through that policy on a 256 MiB device. A bad spec
-// must be a UsageError; anything else thrown, a crash, a sanitizer report or a broken invariant
+// must be a UsageError; allocations go to the default pool or one of two private pools, released at
+// times and always before the end; anything else thrown, a crash, a sanitizer report or a broken invariant
 // (allocated > reserved, overlapping live blocks, memory not returned at the end) is a bug. For a
 // compaction:INNER spec the release step also runs a compaction pass and checks its moves.
 #include "core/error.h"
@@ -62,6 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         case 0:
         case 1: {
             Bytes n = 1 + ((word >> 3) & 1 ? (word >> 4) % (Bytes(80) << 20) : (word >> 4) % (Bytes(2) << 20));
+            // Bits 28-29: the pool (0 default, 1 and 2 private pools; 3 the default too).
+            policy->selectPool(((word >> 28) & 3) % 3);
             auto a = policy->allocate(n, stream);
             if (pytorch && pytorch->counters().numSyncAllStreams != syncs) {
                 syncs = pytorch->counters().numSyncAllStreams;
@@ -97,7 +100,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             }
             break;
         default:
-            policy->releaseCached();
+            if ((word >> 29) & 1)
+                policy->releasePool(1 + ((word >> 3) & 1)); // a private pool's last user releases it
+            else
+                policy->releaseCached();
             if (pytorch) {
                 syncs = pytorch->counters().numSyncAllStreams;
                 completePending();
@@ -131,6 +137,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     for (const auto& [a, info] : live)
         policy->deallocate(a, info.first, info.second);
+    policy->releasePool(1); // private pools go back only once released
+    policy->releasePool(2);
     policy->releaseCached();
     const Bytes kept = policy->stats().reserved;
     if ((kept != 0 && kept != upFront) || device.counters().reserved != kept)

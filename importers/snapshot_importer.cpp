@@ -15,6 +15,7 @@
 #include <cctype>
 #include <limits>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -73,6 +74,7 @@ namespace {
         std::uint64_t index = 0; // position in device_traces[d]
         PickleValue frames;
         std::uint32_t framesClass = 0; // SnapshotReader::listClass(frames)
+        PickleValue compileContext;    // a str; "N/A" outside torch.compile (generation D)
     };
 
     // A recorded segment plus what the Trace needs beyond SnapshotSegment.
@@ -1108,6 +1110,45 @@ Trace importPytorchSnapshot(const std::string& path, const LoadOptions& options)
     return importPytorchSnapshot(doc, options);
 }
 
+namespace {
+    // Annotation ranges (external_annotations: "AdamW.step", a user's record_function on the allocator's
+    // side) and compile_context become scopes (issue 18), so the peak breakdown by module says what was
+    // running: an event inside a range gets the range's scope, nested as the ranges are (an outer range
+    // first, by start, then by the longer); an entry's compile_context (other than "N/A") is a scope below
+    // them. The rebuilt blocks from before the trace are dated before every range and keep scope 0.
+    // Ranges of events numbered by index (no time_us) are not compared with them (`ranges` is empty then).
+    struct ScopeRange {
+        TimeNs start = 0, end = 0;
+        DeviceId device = 0;
+        std::string name;
+    };
+    void applySnapshotScopes(TraceBuilder& b, std::span<const ScopeRange> ranges,
+        const std::vector<std::pair<std::size_t, std::string>>& compileContexts)
+    {
+        if (ranges.empty() && compileContexts.empty())
+            return;
+        auto& m = b.memoryColumns();
+        const std::size_t n = m.count();
+        std::vector<std::size_t> byTime(n);
+        for (std::size_t i = 0; i < n; ++i)
+            byTime[i] = i;
+        std::stable_sort(byTime.begin(), byTime.end(), [&](std::size_t x, std::size_t y) { return m.time[x] < m.time[y]; });
+        std::vector<ScopeRange> sorted(ranges.begin(), ranges.end());
+        std::stable_sort(sorted.begin(), sorted.end(), [](const ScopeRange& x, const ScopeRange& y) {
+            return x.start != y.start ? x.start < y.start : x.end > y.end;
+        });
+        for (const auto& a : sorted) {
+            auto first = std::lower_bound(byTime.begin(), byTime.end(), a.start, [&](std::size_t i, TimeNs t) { return m.time[i] < t; });
+            for (auto it = first; it != byTime.end() && m.time[*it] <= a.end; ++it)
+                if (m.device[*it] == a.device)
+                    m.scope[*it] = b.scope(m.scope[*it], a.name, ScopeKind::Range);
+        }
+        for (const auto& [event, context] : compileContexts)
+            if (event < n)
+                m.scope[event] = b.scope(m.scope[event], context, ScopeKind::Range);
+    }
+} // namespace
+
 Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& options)
 {
     TraceBuilder b;
@@ -1187,7 +1228,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 };
                 const PickleValue *addr = at(EntryField::Addr), *size = at(EntryField::Size),
                                   *act = at(EntryField::Action), *stream = at(EntryField::Stream),
-                                  *frames = at(EntryField::Frames), *time = at(EntryField::TimeUs);
+                                  *frames = at(EntryField::Frames), *time = at(EntryField::TimeUs),
+                                  *context = at(EntryField::CompileContext);
                 auto intOf = [&](const PickleValue* v) { return v ? static_cast<std::int64_t>(v->bits) : 0; }; // Int
                 entry.addr = static_cast<Address>(intOf(addr));
                 entry.size = static_cast<Bytes>(intOf(size)); // not negative: anyNotInt
@@ -1198,6 +1240,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 }
                 if (frames)
                     entry.frames = *frames;
+                if (context)
+                    entry.compileContext = *context;
                 if (act) {
                     action = doc.text(*act);
                     actionValue = act;
@@ -1259,6 +1303,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                         break;
                     case EntryField::CompileContext:
                         anyCompileContext = true;
+                        entry.compileContext = v;
                         break;
                     case EntryField::Other:
                         break;
@@ -1324,6 +1369,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             ordinals.push_back(ordinal);
 
     nlohmann::json reconstruction = nlohmann::json::array();
+    // (builder event index, compile_context) of the recorded entries made under torch.compile: scopes below.
+    std::vector<std::pair<std::size_t, std::string>> compileContexts;
     {
         // One event per entry, plus the rebuilt segments and blocks (the recorded ones; blocks known
         // only from a free may add more): reserved once instead of growing twelve columns step by step.
@@ -1360,6 +1407,47 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             b.stats().add(code, Severity::Warning,
                 "device " + std::to_string(ordinal) + (e ? ", trace entry " + std::to_string(e->index) : std::string())
                     + ": " + what);
+        };
+
+        // Pools (segment_pool_id). The trace entries carry none: an event takes the pool of the recorded
+        // segment it falls in, for the segment that lives to the dump (the last incarnation at its address;
+        // an earlier one, freed in the trace, is of an unknown pool and counted as the default one).
+        std::map<Address, std::pair<Bytes, PoolId>> dumpPool; // non-expandable segments of a private pool
+        std::map<Address, std::pair<Bytes, PoolId>> dumpMappedPool; // expandable ranges of a private pool
+        for (const DumpSegment* s : segs) {
+            const auto [first, second] = s->seg.poolId;
+            if (first == 0 && second == 0)
+                continue;
+            const PoolKind kind = first != 0 && second == 0 ? PoolKind::Graph
+                : first == 0 && second != 0                 ? PoolKind::MemPool
+                                                            : PoolKind::Other;
+            (s->seg.expandable ? dumpMappedPool : dumpPool)[s->seg.address] = { s->seg.totalSize, b.pool(kind, first, second) };
+        }
+        const bool pools = !dumpPool.empty() || !dumpMappedPool.empty();
+        // Per segment_alloc entry: whether its segment lives to the dump (no segment_free at its address later).
+        std::vector<std::uint8_t> survives(pools ? list.size() : 0, 0);
+        std::set<Address> freedInTrace;
+        if (pools)
+            for (std::size_t k = list.size(); k-- > 0;) {
+                if (list[k].action == Action::SegmentFree)
+                    freedInTrace.insert(list[k].addr);
+                else if (list[k].action == Action::SegmentAlloc && !freedInTrace.count(list[k].addr))
+                    survives[k] = 1;
+            }
+        std::map<Address, std::pair<Bytes, PoolId>> livePool; // live segments of a private pool, by base
+        auto containingPool = [](const std::map<Address, std::pair<Bytes, PoolId>>& m, Address a) -> PoolId {
+            auto it = m.upper_bound(a);
+            if (it == m.begin())
+                return 0;
+            --it;
+            return a - it->first < it->second.first ? it->second.second : 0;
+        };
+        auto poolAt = [&](Address a) -> PoolId {
+            if (!pools)
+                return 0;
+            if (PoolId p = containingPool(livePool, a))
+                return p;
+            return containingPool(dumpMappedPool, a);
         };
 
         // Backward walk over segments.
@@ -1458,8 +1546,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             ? list.front().time // a saturated (corrupt) first time: no earlier instant exists
             : list.front().time - 1;
         std::uint64_t preSequence = 0; // also the number of events before the trace
-        auto preEvent
-            = [&](EventKind kind, Address addr, Bytes size, Bytes requested, std::uint64_t stream, SiteId site) {
+        auto preEvent = [&](EventKind kind, Address addr, Bytes size, Bytes requested, std::uint64_t stream, SiteId site,
+                            PoolId pool = 0) {
                   MemoryEvent ev;
                   ev.time = preTime;
                   ev.kind = kind;
@@ -1470,18 +1558,24 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                   ev.requestedSize = requested;
                   ev.site = site;
                   ev.sequence = preSequence++;
+                  ev.pool = pool;
                   b.add(ev); // in this order: what the builder does with it does not depend on the map
               };
         for (const auto& [addr, s] : segLive) {
             if (auto code = state.addSegment(addr, s.size, false, detail); !code.empty())
                 warn(code, nullptr, detail);
-            preEvent(EventKind::SegmentAlloc, addr, s.size, 0, s.stream, 0);
+            PoolId pool = 0;
+            if (auto it = dumpPool.find(addr); it != dumpPool.end() && !freedInTrace.count(addr)) {
+                pool = it->second.second;
+                livePool[addr] = { s.size, pool };
+            }
+            preEvent(EventKind::SegmentAlloc, addr, s.size, 0, s.stream, 0, pool);
         }
         for (const auto& [start, end] : mapped.ranges()) {
             if (auto code = state.addSegment(start, end - start, true, detail); !code.empty())
                 warn(code, nullptr, detail);
             auto st = mappedStream.find(start);
-            preEvent(EventKind::SegmentMap, start, end - start, 0, st == mappedStream.end() ? 0 : st->second, 0);
+            preEvent(EventKind::SegmentMap, start, end - start, 0, st == mappedStream.end() ? 0 : st->second, 0, poolAt(start));
         }
         std::vector<std::pair<Address, PreBlock*>> preBlocks;
         preBlocks.reserve(live.size());
@@ -1514,15 +1608,15 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
         std::uint64_t pending = 0;
         for (auto& [addr, blk] : preBlocks)
             if (blk->state == SnapshotBlockState::ActivePendingFree) {
-                preEvent(EventKind::Alloc, addr, blk->size, blk->requested, blk->stream, r.site(blk->frames));
-                preEvent(EventKind::Free, addr, blk->size, blk->requested, blk->stream, 0);
+                preEvent(EventKind::Alloc, addr, blk->size, blk->requested, blk->stream, r.site(blk->frames), poolAt(addr));
+                preEvent(EventKind::Free, addr, blk->size, blk->requested, blk->stream, 0, poolAt(addr));
                 if (auto code = state.freeRequested(addr, detail); !code.empty())
                     warn(code, nullptr, detail);
                 ++pending;
             }
         for (auto& [addr, blk] : preBlocks)
             if (blk->state != SnapshotBlockState::ActivePendingFree)
-                preEvent(EventKind::Alloc, addr, blk->size, blk->requested, blk->stream, r.site(blk->frames));
+                preEvent(EventKind::Alloc, addr, blk->size, blk->requested, blk->stream, r.site(blk->frames), poolAt(addr));
         if (preSequence != 0)
             b.stats().add("reconstructed_initial_state", Severity::Info,
                 "device " + std::to_string(ordinal) + ": "
@@ -1546,8 +1640,10 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
 
         // Forward: the recorded events, with block sizes from the allocator's rule.
         TimeNs last = std::numeric_limits<TimeNs>::min();
-        std::uint64_t backwards = 0, unsplit = 0;
-        for (const Entry& e : list) {
+        std::uint64_t backwards = 0, unsplit = 0, emptyCacheCalls = 0, oomRecoveries = 0;
+        auto releases = [](Action a) { return a == Action::SegmentFree || a == Action::SegmentUnmap; };
+        for (std::size_t k = 0; k < list.size(); ++k) {
+            const Entry& e = list[k];
             MemoryEvent ev;
             ev.time = e.time;
             if (ev.time < last) {
@@ -1555,6 +1651,29 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 ev.time = last; // keep the entries' order: a replay depends on it
             }
             last = ev.time;
+            if (releases(e.action) && (k == 0 || !releases(list[k - 1].action))) {
+                // A burst of releases. empty_cache() is not recorded (allocators.md §1.17); the burst is one,
+                // unless the next entry is the retry of an OOM recovery (release_cached_blocks before
+                // alloc_block(isRetry): a segment_alloc, segment_map or oom follows at once) [choice].
+                std::size_t after = k;
+                while (after < list.size() && releases(list[after].action))
+                    ++after;
+                const bool retry = after < list.size()
+                    && (list[after].action == Action::SegmentAlloc || list[after].action == Action::SegmentMap
+                        || list[after].action == Action::Oom);
+                if (retry)
+                    ++oomRecoveries;
+                else {
+                    MemoryEvent call;
+                    call.time = ev.time;
+                    call.kind = EventKind::EmptyCache;
+                    call.device = device;
+                    call.stream = streamOf(e.stream);
+                    call.sequence = e.index; // ties with the burst's first release, and added before it
+                    b.add(call);
+                    ++emptyCacheCalls;
+                }
+            }
             ev.kind = kindOf(e.action);
             ev.device = device;
             ev.stream = streamOf(e.stream);
@@ -1562,6 +1681,9 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             ev.size = e.size;
             ev.sequence = e.index;
             ev.site = r.siteOfClass(e.framesClass);
+            if (e.compileContext.kind == PickleKind::Str)
+                if (const auto text = doc.text(e.compileContext); !text.empty() && text != "N/A")
+                    compileContexts.emplace_back(b.memoryEventCount(), r.utf8(e.compileContext));
             std::string code;
             switch (e.action) {
             case Action::Alloc: {
@@ -1588,10 +1710,12 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                         "alloc at " + std::to_string(e.addr) + " is not the start of a free block in a known segment");
                 }
                 code = state.allocate(e.addr, ev.size, ev.requestedSize, detail);
+                ev.pool = poolAt(e.addr);
                 break;
             }
             case Action::FreeRequested:
             case Action::FreeCompleted: {
+                ev.pool = poolAt(e.addr);
                 ev.requestedSize = e.size;
                 const SnapshotBlock* blk = state.activeBlock(e.addr);
                 ev.size = blk ? blk->size : pytorchRoundSize(e.size, rounding.divisions);
@@ -1601,12 +1725,23 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             }
             case Action::SegmentAlloc:
                 code = state.addSegment(e.addr, e.size, false, detail);
+                if (pools && survives[k])
+                    if (auto it = dumpPool.find(e.addr); it != dumpPool.end()) {
+                        ev.pool = it->second.second;
+                        livePool[e.addr] = { e.size, ev.pool };
+                    }
                 break;
             case Action::SegmentFree:
                 code = state.removeSegment(e.addr, e.size, false, detail);
+                if (pools)
+                    if (auto it = livePool.find(e.addr); it != livePool.end()) {
+                        ev.pool = it->second.second;
+                        livePool.erase(it);
+                    }
                 break;
             case Action::SegmentMap:
                 code = state.addSegment(e.addr, e.size, true, detail);
+                ev.pool = poolAt(e.addr);
                 break;
             case Action::SegmentUnmap:
                 code = state.removeSegment(e.addr, e.size, true, detail);
@@ -1625,6 +1760,11 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             b.add(ev);
         }
         reconstruction.back()["trace_allocs_unsplit"] = unsplit;
+        // Release bursts of the trace: replayed as empty_cache calls, or left to the replay's own OOM recovery.
+        if (emptyCacheCalls + oomRecoveries > 0) {
+            reconstruction.back()["empty_cache_calls"] = emptyCacheCalls;
+            reconstruction.back()["oom_recovery_bursts"] = oomRecoveries;
+        }
         if (backwards)
             b.stats().add("time_goes_backwards", Severity::Warning,
                 "device " + std::to_string(ordinal)
@@ -1676,6 +1816,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
     }
 
     // ---- external annotations ----------------------------------------------------------------------
+    std::vector<ScopeRange> ranges; // the annotation ranges, which become scopes below
     if (const PickleValue* ann = doc.find(root, "external_annotations")) {
         std::map<std::pair<std::int64_t, std::string>, std::vector<TimeNs>> open;
         TimeNs firstTime = std::numeric_limits<TimeNs>::max(), lastTime = std::numeric_limits<TimeNs>::min();
@@ -1710,17 +1851,21 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
                 start = stack.back();
                 stack.pop_back();
             }
-            b.add(Annotation { start, t, b.intern(name), AnnotationKind::Range,
-                b.device(DeviceType::Cuda, static_cast<std::int32_t>(dev)), 0 });
+            const DeviceId deviceId = b.device(DeviceType::Cuda, static_cast<std::int32_t>(dev));
+            b.add(Annotation { start, t, b.intern(name), AnnotationKind::Range, deviceId, 0 });
+            ranges.push_back({ start, t, deviceId, name });
         }
         for (auto& [key, stack] : open)
-            for (TimeNs start : stack)
-                b.add(Annotation { start, std::max(start, lastTime), b.intern(key.second), AnnotationKind::Range,
-                    b.device(DeviceType::Cuda, static_cast<std::int32_t>(key.first)), 0 });
+            for (TimeNs start : stack) {
+                const DeviceId deviceId = b.device(DeviceType::Cuda, static_cast<std::int32_t>(key.first));
+                b.add(Annotation { start, std::max(start, lastTime), b.intern(key.second), AnnotationKind::Range, deviceId, 0 });
+                ranges.push_back({ start, std::max(start, lastTime), deviceId, key.second });
+            }
         if (skipped)
             b.stats().add("annotation_without_time", Severity::Info,
                 "external_annotations entries without time_us or stage were skipped", skipped);
     }
+    applySnapshotScopes(b, timestamps ? std::span<const ScopeRange>(ranges) : std::span<const ScopeRange>(), compileContexts);
     progress(1.0);
     return b.build();
 }

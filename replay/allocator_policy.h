@@ -37,6 +37,7 @@ struct SegmentInfo {
     bool smallPool = false;
     bool expandable = false;
     std::vector<BlockInfo> blocks;
+    PoolId pool = 0; // the private pool that owns it (the trace's pool index; 0 = default), see selectPool()
 };
 
 // The whole request sequence of a replay, handed before it starts to a policy that plans offline
@@ -75,6 +76,15 @@ struct BlockMove {
 struct CompactionPass {
     std::vector<BlockMove> moves; // only the blocks whose address changed (or that were lost)
     Bytes bytesMoved = 0; // requested bytes of the blocks whose address changed (the data a compactor copies)
+};
+
+// Reserved bytes of one allocator pool (AllocatorPolicy::poolMemory()).
+struct PoolMemory {
+    PoolId pool = 0; // the trace's pool index; 0 = the default pools
+    Bytes reserved = 0; // now
+    Bytes peakReserved = 0; // the most it held at once
+    bool released = false; // its last user released it (releasePool)
+    friend bool operator==(const PoolMemory&, const PoolMemory&) = default;
 };
 
 // describeState(): every segment in address order.
@@ -123,8 +133,27 @@ public:
     // stays occupied until the free completes). For a policy that does not, the Replayer applies the rule
     // with a PendingFreeAdaptor (replay/adaptors/pending_free_adaptor.h). Default: false.
     bool countsPendingFrees() const { return doCountsPendingFrees(); }
-    // Gives every cached, wholly free segment back to the device (torch.cuda.empty_cache()).
+    // Gives every cached, wholly free segment back to the device (torch.cuda.empty_cache()). A policy
+    // with no such call (one that never caches, or whose real counterpart has no release) does nothing;
+    // docs/policies.md says which is which.
     void releaseCached() { doReleaseCached(); }
+
+    // Private pools (PyTorch CUDA-graph pools and torch.cuda.MemPool, allocators.md §1.4). A policy that
+    // keeps pools apart (keepsPoolsApart()) serves each pool from its own free blocks; every other policy
+    // ignores these calls, i.e. replays as if every pool were the default one. Pools are named by the
+    // trace's pool index (Trace::pools()); 0 is the default pool.
+    // declarePool: pool `pool` exists (PyTorch createOrIncrefPool); `useOnOom`: a request of another pool
+    // that finds no memory may take one of its cached blocks (MemPool(use_on_oom=True)).
+    void declarePool(PoolId pool, bool useOnOom) { doDeclarePool(pool, useOnOom); }
+    // The pool that the following allocate() calls serve (PyTorch beginAllocateToPool/endAllocateToPool).
+    void selectPool(PoolId pool) { doSelectPool(pool); }
+    // The pool's last user released it (PyTorch releasePool), then its cache is emptied
+    // (emptyCache(mempool_id), as ~MemPool does): its wholly free segments go back to the device, and
+    // the rest when a later releaseCached() finds them free.
+    void releasePool(PoolId pool) { doReleasePool(pool); }
+    bool keepsPoolsApart() const { return doKeepsPoolsApart(); }
+    // Reserved bytes per pool seen so far, by pool; empty for a policy that keeps no pools apart.
+    std::vector<PoolMemory> poolMemory() const { return doPoolMemory(); }
     // Initial state of a trace window: a segment that already existed, at its recorded address,
     // and a block inside it that was live. False when the policy cannot take it (no caching, or the
     // block does not fall inside a free range).
@@ -162,6 +191,11 @@ private:
     virtual void doRequestFree(Address) { }
     virtual bool doCountsPendingFrees() const { return false; }
     virtual void doReleaseCached() { }
+    virtual void doDeclarePool(PoolId, bool) { }
+    virtual void doSelectPool(PoolId) { }
+    virtual void doReleasePool(PoolId) { }
+    virtual bool doKeepsPoolsApart() const { return false; }
+    virtual std::vector<PoolMemory> doPoolMemory() const { return {}; }
     virtual bool doAdoptSegment(const SegmentInfo&) { return false; }
     virtual bool doAdoptBlock(Address, Bytes, Bytes, StreamKey) { return false; }
     virtual bool doNeedsPlan() const { return false; }

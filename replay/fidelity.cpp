@@ -120,6 +120,7 @@ FidelityReport checkFidelity(const Trace& trace, const PolicySpec& spec, ReplayO
     rep.device = res.device;
     rep.traceStart = trace.memory().count() ? trace.memory().time.front() : 0;
     rep.emptyCacheDirectives = res.emptyCacheDirectives;
+    rep.emptyCacheCalls = res.emptyCacheCalls;
     rep.initialSegments = res.initialSegments;
     rep.initialBlocks = res.initialBlocks;
     rep.initialNotAdopted = res.initialNotAdopted;

@@ -51,7 +51,8 @@ struct FidelityReport {
     std::int64_t peakReservedError = 0; // simulated − recorded, bytes
     std::uint64_t allocAddressesCompared = 0, allocAddressesMatched = 0;
     std::optional<std::uint64_t> firstAddressMismatchEvent;
-    std::uint64_t emptyCacheDirectives = 0;
+    std::uint64_t emptyCacheDirectives = 0; // release bursts without an empty_cache event, replayed as one
+    std::uint64_t emptyCacheCalls = 0; // recorded empty_cache events replayed
     std::uint64_t initialSegments = 0, initialBlocks = 0, initialNotAdopted = 0;
     std::uint64_t ooms = 0;
     // Whether the trace records segment events or an initial state: without either (a profiler trace)

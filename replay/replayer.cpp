@@ -109,6 +109,44 @@ namespace {
         detail::AddressMap<std::size_t> m_index;
     };
 
+    bool isRequest(EventKind kind)
+    {
+        return kind == EventKind::Alloc || kind == EventKind::Free || kind == EventKind::FreeCompleted;
+    }
+
+    // Per trace event: 1 where something is due before it — the first request event of the window at or
+    // after an instant that `instants` gives for an annotation (it appends the annotation's chosen start
+    // and/or end times). Shared by the compaction points and the added empty_cache calls.
+    template <typename Instants>
+    std::vector<std::uint8_t> pointsAtAnnotations(const Trace& trace, DeviceId dev, std::uint64_t initialEvents, Instants instants)
+    {
+        const auto& m = trace.memory();
+        // Request events of the window, in order, with their times (non-decreasing).
+        std::vector<std::uint64_t> events;
+        std::vector<TimeNs> times;
+        std::uint64_t seen = 0;
+        for (std::size_t i = 0; i < m.count(); ++i) {
+            if (m.device[i] != dev || seen++ < initialEvents)
+                continue;
+            if (isRequest(m.kind[i])) {
+                events.push_back(i);
+                times.push_back(m.time[i]);
+            }
+        }
+        std::vector<std::uint8_t> before(m.count(), 0);
+        std::vector<TimeNs> at;
+        for (const Annotation& an : trace.annotations()) {
+            at.clear();
+            instants(an, at);
+            for (TimeNs t : at) {
+                auto it = std::lower_bound(times.begin(), times.end(), t);
+                if (it != times.end())
+                    before[events[std::size_t(it - times.begin())]] = 1;
+            }
+        }
+        return before;
+    }
+
     // Compaction points of a compacting policy and the remapping of the trace's blocks after a pass.
     class Compactor {
     public:
@@ -117,37 +155,16 @@ namespace {
         {
             if (!schedule || schedule->annotationGlob.empty())
                 return;
-            const auto& m = trace.memory();
-            // Request events of the window, in order, with their times (non-decreasing).
-            std::vector<std::uint64_t> events;
-            std::vector<TimeNs> times;
-            std::uint64_t seen = 0;
-            for (std::size_t i = 0; i < m.count(); ++i) {
-                if (m.device[i] != dev || seen++ < initialEvents)
-                    continue;
-                if (m.kind[i] == EventKind::Alloc || m.kind[i] == EventKind::Free
-                    || m.kind[i] == EventKind::FreeCompleted) {
-                    events.push_back(i);
-                    times.push_back(m.time[i]);
-                }
-            }
-            m_before.assign(m.count(), 0);
-            for (const Annotation& an : trace.annotations()) {
-                if (!globMatch(schedule->annotationGlob, trace.str(an.name)))
-                    continue;
-                for (TimeNs t : { an.start, an.end }) {
-                    auto it = std::lower_bound(times.begin(), times.end(), t);
-                    if (it != times.end())
-                        m_before[events[std::size_t(it - times.begin())]] = 1;
-                }
-            }
+            m_before = pointsAtAnnotations(trace, dev, initialEvents, [&](const Annotation& an, std::vector<TimeNs>& at) {
+                if (globMatch(schedule->annotationGlob, trace.str(an.name)))
+                    at.insert(at.end(), { an.start, an.end });
+            });
         }
         bool active() const { return m_schedule != nullptr; }
         // Whether to compact before trace event i (a window event of the replayed device).
         bool due(std::size_t i, EventKind kind)
         {
-            if (!m_schedule
-                || !(kind == EventKind::Alloc || kind == EventKind::Free || kind == EventKind::FreeCompleted))
+            if (!m_schedule || !isRequest(kind))
                 return false;
             bool now = !m_before.empty() && m_before[i];
             if (m_schedule->everyRequests != 0 && m_requests > 0 && m_requests % m_schedule->everyRequests == 0)
@@ -204,7 +221,89 @@ namespace {
         detail::AddressMap<std::uint32_t> m_owner; // simulated address → allocation
     };
 
+    // The empty_cache() calls a what-if replay adds (ReplayOptions::addEmptyCache).
+    class CacheEmptier {
+    public:
+        CacheEmptier(const Trace& trace, DeviceId dev, std::uint64_t initialEvents, const EmptyCacheSchedule& schedule)
+            : m_schedule(schedule)
+        {
+            if (!schedule.stepEnd && schedule.annotationGlob.empty())
+                return;
+            m_before = pointsAtAnnotations(trace, dev, initialEvents, [&](const Annotation& an, std::vector<TimeNs>& at) {
+                if ((schedule.stepEnd && an.kind == AnnotationKind::Step)
+                    || (!schedule.annotationGlob.empty() && globMatch(schedule.annotationGlob, trace.str(an.name))))
+                    at.push_back(an.end);
+            });
+        }
+        // Whether to empty the cache before trace event i (a window event of the replayed device).
+        bool due(std::size_t i, EventKind kind)
+        {
+            if (!m_schedule.any() || !isRequest(kind))
+                return false;
+            bool now = !m_before.empty() && m_before[i];
+            if (m_schedule.everyRequests != 0 && m_requests > 0 && m_requests % m_schedule.everyRequests == 0)
+                now = true;
+            ++m_requests;
+            return now;
+        }
+        void newPass() { m_requests = 0; }
+
+    private:
+        const EmptyCacheSchedule& m_schedule;
+        std::vector<std::uint8_t> m_before;
+        std::uint64_t m_requests = 0;
+    };
+
 } // namespace
+
+std::string EmptyCacheSchedule::text() const
+{
+    std::string s;
+    auto add = [&](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };
+    if (stepEnd)
+        add("step-end");
+    if (!annotationGlob.empty())
+        add("annotation " + annotationGlob);
+    if (everyRequests != 0)
+        add("every " + std::to_string(everyRequests));
+    return s;
+}
+
+EmptyCacheSchedule parseEmptyCacheSchedule(std::string_view text)
+{
+    const std::string given(text);
+    auto usage = [&]() -> UsageError {
+        return UsageError("--empty-cache-at '" + given
+            + "': give step-end (after every step annotation), annotation GLOB (after every annotation whose name "
+              "matches, * and ? as wildcards) or every N (before every N-th request event)");
+    };
+    EmptyCacheSchedule s;
+    auto rest = [&](std::string_view word) -> std::optional<std::string_view> {
+        if (text.size() <= word.size() || text.substr(0, word.size()) != word
+            || (text[word.size()] != ' ' && text[word.size()] != ':' && text[word.size()] != '='))
+            return std::nullopt;
+        std::string_view r = text.substr(word.size() + 1);
+        while (!r.empty() && r.front() == ' ')
+            r.remove_prefix(1);
+        return r;
+    };
+    if (text == "step-end")
+        s.stepEnd = true;
+    else if (auto glob = rest("annotation"); glob && !glob->empty())
+        s.annotationGlob = std::string(*glob);
+    else if (auto n = rest("every"); n && !n->empty()) {
+        for (char c : *n)
+            if (c < '0' || c > '9')
+                throw usage();
+        if (n->size() > 18)
+            throw usage();
+        s.everyRequests = std::stoull(std::string(*n));
+        if (s.everyRequests == 0)
+            throw usage();
+    } else
+        throw usage();
+    return s;
+}
 
 std::vector<StreamMemory> streamMemory(const PolicyState& state)
 {
@@ -439,6 +538,15 @@ ReplayResult replayTrace(
     const auto allocs = feeder.allocations();
 
     Compactor compactor(trace, dev, initialEvents, policy->compactionSchedule());
+    CacheEmptier emptier(trace, dev, initialEvents, options.addEmptyCache);
+    // Pools: each private pool of the trace is declared, and every alloc served from its event's pool,
+    // unless they are merged into the default one.
+    const bool tracePools = trace.pools().size() > 1;
+    result.poolsMerged = options.mergePools && tracePools;
+    if (!options.mergePools)
+        for (PoolId p = 1; p < trace.pools().size(); ++p)
+            top.declarePool(p, trace.pools()[p].useOnOom);
+    PoolId currentPool = 0;
 
     if (options.followRecorded) {
         std::uint64_t seen = 0;
@@ -577,6 +685,10 @@ ReplayResult replayTrace(
             const std::uint32_t a = feeder.allocationOf(i);
             if (recorder)
                 recorder->initial = initial;
+            if (!initial && emptier.due(i, kind)) {
+                top.releaseCached();
+                ++result.emptyCacheAdded;
+            }
             if (!initial && compactor.due(i, kind)) {
                 compactor.run(top, feeder, result, clock, feeder.streamOf(i));
                 if (measured && options.onOom == OnOom::Stop && !result.failures.empty()) {
@@ -589,7 +701,7 @@ ReplayResult replayTrace(
                 switch (kind) {
                 case EventKind::SegmentAlloc: {
                     SegmentInfo seg { m.address[i], m.size[i], feeder.streamOf(i),
-                        isSmallSegment(trace, dev, m.address[i], m.size[i]), false, {} };
+                        isSmallSegment(trace, dev, m.address[i], m.size[i]), false, {}, options.mergePools ? 0 : m.pool[i] };
                     bool adopted = false;
                     try {
                         adopted = top.adoptSegment(seg);
@@ -627,6 +739,13 @@ ReplayResult replayTrace(
                     break;
                 }
                 continue;
+            }
+            if (kind == EventKind::Alloc && tracePools) {
+                const PoolId p = options.mergePools ? 0 : m.pool[i];
+                if (p != currentPool) {
+                    top.selectPool(p);
+                    currentPool = p;
+                }
             }
             switch (kind) {
             case EventKind::Alloc:
@@ -688,11 +807,26 @@ ReplayResult replayTrace(
                 std::size_t prev = i;
                 while (prev > 0 && m.device[prev - 1] != dev)
                     --prev;
+                // A burst that a recorded empty_cache event announces was released by that event.
                 if (prev > 0
-                    && (m.kind[prev - 1] == EventKind::SegmentFree || m.kind[prev - 1] == EventKind::SegmentUnmap))
+                    && (m.kind[prev - 1] == EventKind::SegmentFree || m.kind[prev - 1] == EventKind::SegmentUnmap
+                        || (m.kind[prev - 1] == EventKind::EmptyCache && options.emptyCache == EmptyCacheMode::Keep)))
                     break;
                 top.releaseCached();
                 ++result.emptyCacheDirectives;
+                break;
+            }
+            case EventKind::EmptyCache: {
+                const PoolId p = m.pool[i];
+                if (options.emptyCache == EmptyCacheMode::Drop || (p != 0 && options.mergePools)) {
+                    ++result.emptyCacheDropped;
+                    break;
+                }
+                if (p == 0)
+                    top.releaseCached();
+                else
+                    top.releasePool(p);
+                ++result.emptyCacheCalls;
                 break;
             }
             default:
@@ -715,6 +849,7 @@ ReplayResult replayTrace(
         initialEvents = 0; // the initial state is adopted once
         skip = preWindow;
         compactor.newPass();
+        emptier.newPass();
         stop = false;
         std::string name = std::move(result.policy);
         std::string approximation = std::move(result.approximation);
@@ -745,6 +880,8 @@ ReplayResult replayTrace(
     result.finalAllocated = top.stats().allocated;
     result.allocRetries = top.stats().allocRetries;
     result.deviceCounters = sim.counters();
+    if (tracePools && !options.mergePools)
+        result.pools = top.poolMemory();
     if (timeline)
         result.timeline = timeline->takePoints();
     if (options.keepFinalState) {

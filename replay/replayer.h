@@ -24,8 +24,13 @@
 //   the allocation and its frees are dropped and the replay goes on.
 // - Segment-level events of the trace are not replayed; a fidelity replay (followRecorded) hands the
 //   recorded segment_alloc addresses to the device as hints and treats each burst of recorded
-//   segment_free/unmap events as an empty_cache() directive (allocators.md §1.17: empty_cache is not
-//   recorded; an OOM recovery without max_split_size releases the same segments, §1.10).
+//   segment_free/unmap events that no empty_cache event announces as an empty_cache() directive (an
+//   OOM recovery without max_split_size releases the same segments, §1.10; allocators.md §1.17).
+// - A recorded empty_cache event is replayed (ReplayOptions::emptyCache Keep, the default): pool 0 →
+//   releaseCached() (PyTorch release_cached_blocks), a private pool → releasePool(). Drop leaves them
+//   out. ReplayOptions::addEmptyCache adds releaseCached() calls before chosen request events.
+// - Every alloc is served from its event's pool (selectPool) unless mergePools: then every pool is the
+//   default one, and an empty_cache of a private pool is dropped (that pool no longer exists).
 // - A policy that plans offline (needsPlan(): `optimal`) is first handed the whole request sequence:
 //   the Replayer runs the same replay once with a recorder that accepts every request and records
 //   each allocate() with its position, stream, trace event and the position of its deallocate()
@@ -52,6 +57,22 @@ enum class OnOom : std::uint8_t { Stop = 0, Skip = 1 };
 // without the adopted state's peak reset); Empty (the rebuilt events are not fed: the window starts on
 // an empty device, replay/start_state.h).
 enum class InitialStateMode : std::uint8_t { Auto = 0, Adopt = 1, Allocate = 2, Ignore = 3, Empty = 4 };
+
+enum class EmptyCacheMode : std::uint8_t { Keep = 0, Drop = 1 };
+
+// Where a what-if replay adds empty_cache() calls (`--empty-cache-at`): before the first request event
+// at or after the end of every step annotation (stepEnd), of every annotation whose name matches
+// annotationGlob (`*`, `?`), and before every everyRequests-th request event of the window (0 = never).
+struct EmptyCacheSchedule {
+    bool stepEnd = false;
+    std::string annotationGlob;
+    std::uint64_t everyRequests = 0;
+    bool any() const { return stepEnd || !annotationGlob.empty() || everyRequests != 0; }
+    // "step-end", "annotation GLOB", "every N": the form `--empty-cache-at` takes; "" when none.
+    std::string text() const;
+};
+// Parses `step-end`, `annotation GLOB` (or `annotation:GLOB`), `every N`; UsageError naming the forms.
+EmptyCacheSchedule parseEmptyCacheSchedule(std::string_view text);
 
 struct ReplayOptions {
     Bytes capacity = 0; // bytes the simulated device may hand out; 0 = unlimited
@@ -84,6 +105,10 @@ struct ReplayOptions {
     // own figure for the device (metadata "outside_allocator"), if any; a value (--outside BYTES)
     // replaces it. No effect on an unlimited device (capacity 0).
     std::optional<Bytes> outsideBytes;
+    // Recorded empty_cache events: replayed (Keep) or left out (Drop); added calls; pools merged.
+    EmptyCacheMode emptyCache = EmptyCacheMode::Keep;
+    EmptyCacheSchedule addEmptyCache;
+    bool mergePools = false;
     // The trace's file name, leading the FormatError of an initial state that cannot be adopted (its
     // segments overlap); empty: the message names no file.
     std::string source;
@@ -180,7 +205,14 @@ struct ReplayResult {
     std::vector<TimelinePoint> timeline;
     std::vector<SegmentEventRecord> segmentEvents; // every simulated device call, in order (if recorded)
     std::vector<std::pair<std::uint64_t, Address>> allocAddresses; // (alloc event, simulated address)
-    std::uint64_t emptyCacheDirectives = 0;
+    std::uint64_t emptyCacheDirectives = 0; // fidelity: recorded release bursts replayed as empty_cache()
+    std::uint64_t emptyCacheCalls = 0; // recorded empty_cache events replayed
+    std::uint64_t emptyCacheDropped = 0; // recorded empty_cache events left out (Drop, or a merged pool's)
+    std::uint64_t emptyCacheAdded = 0; // calls ReplayOptions::addEmptyCache added
+    // Reserved per pool (now = at the end, and the peak of each), by pool: only for a policy that keeps
+    // pools apart replaying a trace with private pools (and not mergePools).
+    std::vector<PoolMemory> pools;
+    bool poolsMerged = false; // mergePools on a trace that has private pools
     std::optional<PolicyState> finalState;
     // With keepFinalState: the trace allocations live at the end (index into Trace::allocations(), the
     // simulated address of its block in finalState), by allocation index.

@@ -14,6 +14,8 @@ packages=(
   # man pages from the help text; the .deb's Depends (dpkg-shlibdeps is in dpkg-dev; CPack needs file)
   help2man dpkg-dev file
   clang libclang-rt-14-dev
+  # MPI: ranks and multi-rank what-if over mpirun/srun processes (mpi/, docs/mpi.md)
+  openmpi-bin libopenmpi-dev
   # tests that drive real peers: the module helper under Debian's CPU PyTorch, the HTML report in Chromium
   python3-torch chromium
 )

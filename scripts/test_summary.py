@@ -59,6 +59,8 @@ def main(argv):
     for key, what, where in (("GPUMEM_BUILD_GUI", "gpumem-gui (viewer)", "gui/gpumem-gui"),
                              ("GPUMEM_BUILD_TRACER", "libgpumem_tracer.so (tracer)", "tracer/libgpumem_tracer.so")):
         (built if is_on(values, key) and os.path.exists(os.path.join(build, where)) else missing).append(what)
+    # MPI: the gpumem binary links Open MPI's library (GPUMEM_BUILD_MPI); tests labelled mpi run it.
+    (built if is_on(values, "GPUMEM_BUILD_MPI") else missing).append("MPI (mpirun/srun spreading)")
     benches = executables(os.path.join(build, "bench"))
     (built if is_on(values, "GPUMEM_BUILD_BENCHMARKS") and benches else missing).append(
         f"{len(benches)} benchmark programs" if benches else "benchmarks")
@@ -79,7 +81,7 @@ def main(argv):
         label = (labels.get(name) or ["(no label)"])[0]
         counts.setdefault(label, {"passed": 0, "skipped": 0, "failed": 0})[result] += 1
         totals[result] += 1
-    order = ["core", "importers", "replay", "analyze", "cli", "gui", "tracer"]
+    order = ["core", "importers", "replay", "analyze", "mpi", "cli", "gui", "tracer"]
     ran = sorted(counts, key=lambda l: (order.index(l) if l in order else len(order), l))
     per_label = []
     for label in ran:

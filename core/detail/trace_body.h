@@ -15,6 +15,7 @@ struct TraceBody {
     std::vector<Stream> streams;
     std::vector<Frame> frames { Frame {} };      // frame 0: unknown
     std::vector<Scope> scopes { Scope {} };      // scope 0: root
+    std::vector<MemoryPool> pools { MemoryPool {} }; // pool 0: the default pool
     std::vector<std::uint32_t> siteOffsets { 0, 0 }; // site i's frames: [siteOffsets[i], siteOffsets[i+1]); site 0 empty
     std::vector<FrameId> siteFrames;
     MemoryEventColumns memory;

@@ -1,11 +1,13 @@
 // gpumem-gui [TRACE] — the desktop viewer.
 #include "gui/views/diagnosis_page.h"
 #include "gui/views/main_window.h"
+#include "gui/views/ranks_page.h"
 #include "gui/views/what_if_page.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QEventLoop>
+#include <QFileInfo>
 #include <QTimer>
 
 #include <cstdio>
@@ -32,7 +34,8 @@ int main(int argc, char** argv)
     parser.setApplicationDescription("gpumem viewer: GPU memory traces, fragmentation and allocator what-ifs");
     parser.addHelpOption();
     parser.addVersionOption();
-    parser.addPositionalArgument("trace", "trace file to open (any format gpumem reads)");
+    parser.addPositionalArgument("trace", "trace file to open (any format gpumem reads); several traces or a folder of them "
+                                          "open the Ranks page of one job (gpumem ranks), a double click opens a rank");
     QCommandLineOption screenshot("screenshot",
         "render PAGE (diagnosis, summary, timeline, memory-map, breakdown, what-if) of TRACE to OUT.png offscreen and exit: --screenshot PAGE OUT.png TRACE", "PAGE");
     parser.addOption(screenshot);
@@ -112,6 +115,21 @@ int main(int argc, char** argv)
             return 1;
         }
         return 0;
+    }
+    // Several traces, or a folder: the ranks of one job, one row each; a rank opens in its own window.
+    if (const QStringList traces = parser.positionalArguments(); traces.size() > 1 || (traces.size() == 1 && QFileInfo(traces.front()).isDir())) {
+        gpumem::gui::RanksPage ranks;
+        ranks.setWindowTitle("gpumem-gui: ranks");
+        ranks.resize(1200, 600);
+        QObject::connect(&ranks, &gpumem::gui::RanksPage::openRank, &ranks, [&](const QString& path) {
+            auto* w = new gpumem::gui::MainWindow;
+            w->setAttribute(Qt::WA_DeleteOnClose);
+            w->show();
+            w->openTrace(path, deviceIndex);
+        });
+        ranks.show();
+        ranks.load(traces);
+        return app.exec();
     }
     window.show();
     if (parser.isSet(policy) || parser.isSet(capacity)) {

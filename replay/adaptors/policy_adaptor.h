@@ -62,6 +62,15 @@ protected:
         m_upstream->releaseCached();
         finish(PolicyCall::ReleaseCached, true);
     }
+    void doDeclarePool(PoolId pool, bool useOnOom) override { m_upstream->declarePool(pool, useOnOom); }
+    void doSelectPool(PoolId pool) override { m_upstream->selectPool(pool); }
+    void doReleasePool(PoolId pool) override
+    {
+        m_upstream->releasePool(pool);
+        finish(PolicyCall::ReleaseCached, true);
+    }
+    bool doKeepsPoolsApart() const override { return m_upstream->keepsPoolsApart(); }
+    std::vector<PoolMemory> doPoolMemory() const override { return m_upstream->poolMemory(); }
     bool doAdoptSegment(const SegmentInfo& segment) override
     {
         bool ok = m_upstream->adoptSegment(segment);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <set>
 #include <string>
 
@@ -41,21 +42,40 @@ namespace {
     using UnmappedSet = detail::KeyedBlockSet<Block, false>;
 
     struct Pool {
-        Pool(bool small, detail::NodeArena* mr)
+        Pool(bool small, detail::NodeArena* mr, PoolId ownerPool = 0)
             : blocks(mr)
             , unmapped(mr)
             , isSmall(small)
+            , owner(ownerPool)
         {
         }
         BlockSet blocks;
         UnmappedSet unmapped;
         bool isSmall;
+        PoolId owner; // 0: the default pools; else the private pool (trace pool index) it belongs to
         std::uint64_t getFreeBlocksCallCount = 0; // the GC clock (§1.9)
         void insertFree(Block* b)
         {
             b->gcCountBase = getFreeBlocksCallCount;
             blocks.insert(b);
         }
+    };
+
+    // "PrivatePool": a CUDA-graph pool or MemPool with its own small and large free sets, so that no
+    // block is shared with the default pools (CUDACachingAllocator.cpp: "BlockComparator is
+    // performance-critical though, I'd rather not add more logic to it"). freeable: its use count fell to
+    // 0 (releasePool moved it to graph_pools_freeable); only then may release_cached_blocks free its
+    // segments.
+    struct PrivatePool {
+        PrivatePool(detail::NodeArena* mr, PoolId id)
+            : small(true, mr, id)
+            , large(false, mr, id)
+        {
+        }
+        Pool small;
+        Pool large;
+        bool freeable = false;
+        bool useOnOom = false;
     };
 
     // One expandable segment: a VA reservation of whole pages, each mapped or not (§1.11).
@@ -113,6 +133,51 @@ struct PyTorchPolicy::Impl {
     std::vector<ExpandableSegment*> spareSegments;
     Bytes allowedMaximum = kUnlimited;
     PyTorchCounters counters;
+    std::map<PoolId, std::unique_ptr<PrivatePool>> privatePools; // by trace pool index
+    PoolId current = 0; // the pool allocations go to (beginAllocateToPool)
+    std::map<PoolId, PoolMemory> poolBytes; // reserved per pool, pool 0 included
+
+    PrivatePool& privatePool(PoolId id)
+    {
+        auto& p = privatePools[id];
+        if (!p)
+            p = std::make_unique<PrivatePool>(&memory, id);
+        return *p;
+    }
+    // "get_pool" (§1.4): the small or large set of the pool allocations go to.
+    Pool& poolFor(PoolId id, bool small)
+    {
+        if (id == 0)
+            return small ? smallPool : largePool;
+        PrivatePool& p = privatePool(id);
+        return small ? p.small : p.large;
+    }
+    // Reserved bytes of a pool change by `delta` (a cudaMalloc, map, cudaFree or unmap of its memory).
+    void charge(PoolId id, Bytes bytes, bool add)
+    {
+        PoolMemory& m = poolBytes[id];
+        m.pool = id;
+        m.reserved = add ? m.reserved + bytes : m.reserved - std::min(m.reserved, bytes);
+        m.peakReserved = std::max(m.peakReserved, m.reserved);
+    }
+    std::vector<Pool*> allPools()
+    {
+        std::vector<Pool*> out { &smallPool, &largePool };
+        for (auto& [id, p] : privatePools) {
+            out.push_back(&p->small);
+            out.push_back(&p->large);
+        }
+        return out;
+    }
+    std::vector<const Pool*> allPools() const
+    {
+        std::vector<const Pool*> out { &smallPool, &largePool };
+        for (const auto& [id, p] : privatePools) {
+            out.push_back(&p->small);
+            out.push_back(&p->large);
+        }
+        return out;
+    }
 
     Block* newBlock(Pool* pool, StreamKey stream, Address ptr, Bytes size)
     {
@@ -222,6 +287,7 @@ struct PyTorchPolicy::Impl {
     void releaseBlock(Block* b)
     {
         b->pool->blocks.erase(b);
+        charge(b->pool->owner, b->size, false);
         device.free(b->ptr, b->stream);
         ++counters.numDeviceFree;
         deleteBlock(b);
@@ -259,6 +325,7 @@ struct PyTorchPolicy::Impl {
         tryMerge(b, b->prev, pool);
         tryMerge(b, b->next, pool);
         pool.unmapped.insert(b);
+        charge(pool.owner, unmappedSize, false);
         device.unmap(unmappedPtr, unmappedSize, b->stream);
         ++counters.numDeviceFree;
     }
@@ -285,12 +352,13 @@ struct PyTorchPolicy::Impl {
         }
     }
 
-    // "synchronize_and_free_events": every pending free completes now.
-    void synchronizeAndFreeEvents()
+    // "synchronize_and_free_events": every pending free completes now (with a private pool given: only
+    // that pool's, as release_cached_blocks(mempool_id) does).
+    void synchronizeAndFreeEvents(std::optional<PoolId> only = std::nullopt)
     {
         std::vector<Block*> pending;
         active.forEach([&](Address, Block* b) {
-            if (b->pendingFree)
+            if (b->pendingFree && (!only || b->pool->owner == *only))
                 pending.push_back(b);
         });
         std::sort(pending.begin(), pending.end(), [](const Block* a, const Block* b) { return a->ptr < b->ptr; });
@@ -304,12 +372,31 @@ struct PyTorchPolicy::Impl {
         ++counters.numSyncAllStreams;
     }
 
-    // "release_cached_blocks" (§1.10): empty_cache() and the last OOM retry.
+    // "release_cached_blocks" (§1.10): empty_cache() and the last OOM retry: the default pools, then the
+    // private pools no user holds (graph_pools_freeable), small before large as PyTorch walks them.
     void releaseCachedBlocks()
     {
         synchronizeAndFreeEvents();
         releaseBlocks(largePool);
         releaseBlocks(smallPool);
+        for (auto& [id, p] : privatePools)
+            if (p->freeable) {
+                releaseBlocks(p->small);
+                releaseBlocks(p->large);
+            }
+    }
+
+    // "releasePool" then "release_cached_blocks(context, mempool_id)": the pool's use count falls to 0
+    // and only its own cached segments are released (~MemPool calls emptyCache(id_)).
+    void releasePool(PoolId id)
+    {
+        if (id == 0)
+            return;
+        PrivatePool& p = privatePool(id);
+        p.freeable = true;
+        synchronizeAndFreeEvents(id);
+        releaseBlocks(p.small);
+        releaseBlocks(p.large);
     }
 
     // "release_available_cached_blocks" (§1.10): only with max_split_size set.
@@ -395,6 +482,7 @@ struct PyTorchPolicy::Impl {
             return false;
         ++counters.numDeviceAlloc;
         Pool& pool = *b->pool;
+        charge(pool.owner, bytes, true);
         pool.unmapped.erase(b);
         b->mapped = true;
         if (bytes < b->size) {
@@ -493,6 +581,7 @@ struct PyTorchPolicy::Impl {
         if (!ptr)
             return nullptr;
         ++counters.numDeviceAlloc;
+        charge(pool.owner, allocSize, true);
         return newBlock(&pool, stream, *ptr, allocSize);
     }
 
@@ -500,7 +589,9 @@ struct PyTorchPolicy::Impl {
     std::optional<Address> malloc(Bytes n, StreamKey stream, bool cachedOnly = false)
     {
         Bytes rounded = config.roundSize(n);
-        Pool& pool = PyTorchConfig::isSmall(rounded) ? smallPool : largePool;
+        Pool& pool = poolFor(current, PyTorchConfig::isSmall(rounded));
+        if (current != 0)
+            privatePools[current]->freeable = false; // a new user of a released pool [choice]
         Bytes allocSize = config.allocationSize(rounded);
         Block* b = getFreeBlock(pool, stream, rounded);
         if (!b && cachedOnly)
@@ -509,6 +600,8 @@ struct PyTorchPolicy::Impl {
             if (config.gcEnabled())
                 garbageCollect();
             b = allocBlock(pool, stream, rounded, allocSize, false);
+            if (!b)
+                b = tryMempoolFallback(pool, stream, rounded);
             bool hardLimit
                 = config.throwOnCudaMallocOom && config.fractionSet && reserved() + allocSize > allowedMaximum;
             if (!b && !hardLimit && releaseAvailableCachedBlocks(pool, stream, rounded))
@@ -524,15 +617,17 @@ struct PyTorchPolicy::Impl {
             device.reportOom(rounded, stream);
             return std::nullopt;
         }
-        // "alloc_found_block" (§1.6): the lower part is handed out, the remainder stays free.
+        // "alloc_found_block" (§1.6): the lower part is handed out, the remainder stays free (in the pool
+        // the block came from: a use_on_oom fallback block stays its MemPool's).
         if (shouldSplit(b, rounded)) {
             Block* rest = b;
-            b = newBlock(&pool, stream, rest->ptr, rounded);
+            Pool& owner = *rest->pool;
+            b = newBlock(&owner, stream, rest->ptr, rounded);
             b->es = rest->es;
             linkBefore(b, rest);
             rest->ptr += rounded;
             rest->size -= rounded;
-            pool.insertFree(rest);
+            owner.insertFree(rest);
         }
         b->allocated = true;
         b->requested = n;
@@ -541,6 +636,21 @@ struct PyTorchPolicy::Impl {
         stats.requested += n;
         stats.allocRetries = counters.numAllocRetries;
         return b->ptr;
+    }
+
+    // "try_mempool_fallback" (§1.8 step 4c, newest only): a cached block of a MemPool created with
+    // use_on_oom=True, found by the plain best fit, no new memory.
+    Block* tryMempoolFallback(Pool& pool, StreamKey stream, Bytes rounded)
+    {
+        if (config.version != PyTorchVersion::Main)
+            return nullptr;
+        for (auto& [id, p] : privatePools) {
+            if (!p->useOnOom || id == pool.owner)
+                continue;
+            if (Block* b = getFreeBlock(pool.isSmall ? p->small : p->large, stream, rounded))
+                return b;
+        }
+        return nullptr;
     }
 
     Block* activeBlock(Address address)
@@ -561,7 +671,7 @@ struct PyTorchPolicy::Impl {
     {
         std::vector<const Block*> out;
         active.forEach([&](Address, Block* b) { out.push_back(b); });
-        for (const Pool* p : { &smallPool, &largePool }) {
+        for (const Pool* p : allPools()) {
             out.insert(out.end(), p->blocks.begin(), p->blocks.end());
             out.insert(out.end(), p->unmapped.begin(), p->unmapped.end());
         }
@@ -630,12 +740,44 @@ void PyTorchPolicy::doReleaseCached()
     m_stats.reserved = device().counters().reserved;
 }
 
+void PyTorchPolicy::doDeclarePool(PoolId pool, bool useOnOom)
+{
+    if (pool != 0)
+        m_impl->privatePool(pool).useOnOom = useOnOom;
+}
+
+void PyTorchPolicy::doSelectPool(PoolId pool) { m_impl->current = pool; }
+
+void PyTorchPolicy::doReleasePool(PoolId pool)
+{
+    m_impl->releasePool(pool);
+    m_stats.reserved = device().counters().reserved;
+}
+
+std::vector<PoolMemory> PyTorchPolicy::doPoolMemory() const
+{
+    // Only a replay that met a private pool reports pools: one without is the default pool alone.
+    if (m_impl->privatePools.empty())
+        return {};
+    std::vector<PoolMemory> out;
+    PoolMemory def = m_impl->poolBytes.count(0) ? m_impl->poolBytes.at(0) : PoolMemory {};
+    out.push_back(def);
+    for (const auto& [id, p] : m_impl->privatePools) {
+        PoolMemory m = m_impl->poolBytes.count(id) ? m_impl->poolBytes.at(id) : PoolMemory {};
+        m.pool = id;
+        m.released = p->freeable;
+        out.push_back(m);
+    }
+    return out;
+}
+
 bool PyTorchPolicy::doAdoptSegment(const SegmentInfo& segment)
 {
     if (segment.expandable || segment.size == 0)
         return false;
     device().adopt(segment.address, segment.size);
-    Pool& pool = segment.smallPool ? m_impl->smallPool : m_impl->largePool;
+    Pool& pool = m_impl->poolFor(segment.pool, segment.smallPool);
+    m_impl->charge(segment.pool, segment.size, true);
     Block* b = m_impl->newBlock(&pool, segment.stream, segment.address, segment.size);
     pool.insertFree(b);
     m_stats.reserved = device().counters().reserved;
@@ -645,7 +787,7 @@ bool PyTorchPolicy::doAdoptSegment(const SegmentInfo& segment)
 bool PyTorchPolicy::doAdoptBlock(Address address, Bytes size, Bytes requested, StreamKey stream)
 {
     Impl& m = *m_impl;
-    for (Pool* pool : { &m.smallPool, &m.largePool }) {
+    for (Pool* pool : m.allPools()) {
         for (auto it = pool->blocks.begin(); it != pool->blocks.end(); ++it) {
             Block* f = *it;
             if (f->stream != stream || f->es || address < f->ptr || address + size > f->ptr + f->size)
@@ -697,6 +839,7 @@ PolicyState PyTorchPolicy::describeState() const
                 seg.stream = b->stream;
                 seg.smallPool = b->pool->isSmall;
                 seg.expandable = b->es != nullptr;
+                seg.pool = b->pool->owner;
             }
             BlockState st
                 = b->allocated ? BlockState::Allocated : (b->pendingFree ? BlockState::PendingFree : BlockState::Free);
@@ -715,7 +858,7 @@ FragmentationSample PyTorchPolicy::fragmentation() const
     FragmentationSample s;
     s.reserved = device().counters().reserved;
     s.allocated = m_stats.allocated;
-    for (const Pool* p : { &m_impl->smallPool, &m_impl->largePool })
+    for (const Pool* p : m_impl->allPools())
         for (const Block* b : p->blocks) {
             s.freeBytes += b->size;
             s.largestFree = std::max(s.largestFree, b->size);

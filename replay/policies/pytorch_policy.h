@@ -7,8 +7,13 @@
 // free_requested/free_completed, and expandable segments (page mapping, segment_map/unmap).
 // Source: PyTorch c10/cuda/CUDACachingAllocator.cpp (DeviceCachingAllocator), paraphrased, never
 // copied; `PyTorchVersion::V2_0` selects the 2.0 differences (§1.14).
-// Not modelled: CUDA-graph private pools and MemPools, free-memory callbacks, the mempool OOM fallback
-// (none is visible in a trace). Owns its blocks; uses the SimulatedDevice it was given.
+// Private pools (CUDA-graph pools, torch.cuda.MemPool; selectPool/releasePool): each has its own small
+// and large free sets, never shared with the default pools; its segments are released only after its
+// last user released it (releasePool; then by it and by every later release_cached_blocks), and a
+// MemPool made with use_on_oom lends its cached blocks to other requests that find no memory
+// (try_mempool_fallback, newest only). Not modelled: free-memory callbacks, graph capture itself
+// (process_events paused, deferred record_stream frees), MemPools with their own allocator. Owns its
+// blocks; uses the SimulatedDevice it was given.
 // Not thread-safe.
 #include "replay/allocator_policy.h"
 #include "replay/policies/pytorch_config.h"
@@ -50,6 +55,11 @@ private:
     void doRequestFree(Address address) override;
     bool doCountsPendingFrees() const override { return true; } // releaseAccounting at requestFree
     void doReleaseCached() override;
+    void doDeclarePool(PoolId pool, bool useOnOom) override;
+    void doSelectPool(PoolId pool) override;
+    void doReleasePool(PoolId pool) override;
+    bool doKeepsPoolsApart() const override { return true; }
+    std::vector<PoolMemory> doPoolMemory() const override;
     bool doAdoptSegment(const SegmentInfo& segment) override;
     bool doAdoptBlock(Address address, Bytes size, Bytes requested, StreamKey stream) override;
 

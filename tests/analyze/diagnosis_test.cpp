@@ -22,6 +22,7 @@ using namespace gpumem;
 using analyze::Diagnosis;
 using analyze::DiagnosisOptions;
 using analyze::Finding;
+using analyze::Remedy;
 
 namespace {
 
@@ -62,6 +63,8 @@ void expectRemediesHold(const Trace& t, const Diagnosis& d)
         o.totalMemory = d.capacityOrigin == "given" ? d.capacity : 0;
         o.device = d.device;
         o.onOom = replay::OnOom::Stop;
+        if (!r.emptyCacheAt.empty()) // the remedy is the calls added, not a setting
+            o.addEmptyCache = replay::parseEmptyCacheSchedule(r.emptyCacheAt);
         const auto res = replay::Replayer(o).run(t, replay::parsePolicySpec(r.spec));
         EXPECT_EQ(res.ooms, r.ooms) << r.spec;
         if (r.removesOom)
@@ -557,4 +560,24 @@ TEST(Diagnosis, FreeAboveTheRequestUnderAMemoryFractionNamesTheAllowedLimit)
     EXPECT_TRUE(anyEvidence(*f, "a per-process memory fraction allows 39.57 GiB (\"allowed\")"));
     EXPECT_TRUE(anyEvidence(*f, "reserved 38.00 GiB + the request > 39.57 GiB: the fraction refused it"));
     EXPECT_FALSE(anyEvidence(*f, "no \"allowed\" figure"));
+}
+
+// tests/data/empty_cache_helps.jsonl: steps of 8 MiB, 30 MiB, 8 MiB (each freed in its step), no
+// empty_cache(). PyTorch's rules (allocators.md §1.4-1.5, §1.10): the 20 MiB segment of step 1 stays
+// cached and is too small for 30 MiB, so step 2 reserves 30 MiB more: peak 50 MiB, 2 cudaMalloc. With
+// empty_cache() after each step: before step 2 the 20 MiB segment goes, before step 3 the 30 MiB one:
+// peak 30 MiB, 3 cudaMalloc (the last 8 MiB needs a new 20 MiB segment).
+TEST(Diagnosis, EmptyCacheAfterEachStepIsARemedyWithItsProvenEffect)
+{
+    const Trace t = loadTrace(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/empty_cache_helps.jsonl");
+    const auto d = run(t, 0);
+    EXPECT_EQ(d.peakReserved, 50 * MiB);
+    const auto it = std::find_if(d.remedies.begin(), d.remedies.end(), [](const Remedy& r) { return !r.emptyCacheAt.empty(); });
+    ASSERT_NE(it, d.remedies.end());
+    EXPECT_EQ(it->emptyCacheAt, "step-end");
+    EXPECT_EQ(it->setting, "torch.cuda.empty_cache() after each step");
+    EXPECT_EQ(it->peakReserved, 30 * MiB);
+    EXPECT_NE(it->changes.find("empty_cache after each step: peak reserved −20.00 MiB, 1 more cudaMalloc calls"), std::string::npos)
+        << it->changes;
+    expectRemediesHold(t, d);
 }

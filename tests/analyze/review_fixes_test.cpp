@@ -125,7 +125,7 @@ TEST(InstantSpecParse, ATimeBetweenEventsIsTheInstantAskedForWithTheStateThen)
     b.alloc(1000, 0x1000, 512);
     b.alloc(2000, 0x2000, 1024);
     Trace t = b.build();
-    const auto a = analyzeTrace(t, { .device = {}, .instants = { InstantSpec::parse("1.5us", 0) }, .progress = {} });
+    const auto a = analyzeTrace(t, { .device = {}, .instants = { InstantSpec::parse("1.5us", 0) }, .progress = {}, .categoryRules = {} });
     ASSERT_EQ(a.breakdowns.size(), 1u);
     EXPECT_EQ(a.breakdowns[0].instant.time, 1500);
     EXPECT_EQ(a.breakdowns[0].instant.label, "t=1500 ns");
@@ -142,7 +142,7 @@ TEST(InstantSpecParse, Owlv2AbsolutePeakNanosecondShowsThePeak)
     ASSERT_FALSE(peak.breakdowns.empty());
     const TimeNs at = peak.breakdowns[0].instant.time;
     EXPECT_EQ(at, 1752829952237228068); // the reviewer's instant
-    const auto a = analyzeTrace(t, { .device = {}, .instants = { InstantSpec::parse("@" + std::to_string(at), 0) }, .progress = {} });
+    const auto a = analyzeTrace(t, { .device = {}, .instants = { InstantSpec::parse("@" + std::to_string(at), 0) }, .progress = {}, .categoryRules = {} });
     ASSERT_EQ(a.breakdowns.size(), 1u);
     EXPECT_EQ(a.breakdowns[0].instant.time, at);
     EXPECT_EQ(a.breakdowns[0].liveBytes, peak.breakdowns[0].liveBytes);

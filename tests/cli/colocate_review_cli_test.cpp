@@ -157,9 +157,6 @@ TEST(HelpReview, HelpTextsSayWhatTheCommandsDo)
 TEST(UsageReview, MisusesGetAClearMessageAndExitTwo)
 {
     const std::vector<std::pair<std::string, std::string>> cases {
-        { "sweep tests/data/colocate_a.jsonl tests/data/colocate_b.jsonl --policy pytorch",
-            "gpumem sweep: sweep takes one trace file (usage: gpumem sweep --policy GRID... [--capacity BYTES] "
-            "[--on-oom stop|skip] [--jobs N] [--format text|json|csv] [--fail-if-oom] [--max-reserved BYTES] TRACE)\n" },
         { "report tests/data/colocate_a.jsonl --policy 'pytorch:max_split_size_mb:{64,128}' -o /tmp/unused.html",
             "gpumem report: --policy 'pytorch:max_split_size_mb:{64,128}': {a,b,…} grids are for `gpumem sweep`; give "
             "one SPEC per --policy here\n" },

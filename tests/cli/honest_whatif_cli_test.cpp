@@ -157,7 +157,7 @@ TEST(HonestWhatIf, EveryVerbsTextFitsOneHundredColumns)
                  "replay " + q + " --policy pytorch --policy pytorch:expandable_segments:True,max_split_size_mb:128"
                      " --policy tf-bfc --policy ideal",
                  "sweep " + q + " --policy 'pytorch:max_split_size_mb:{64,128},garbage_collection_threshold:{0.6,0.8}'",
-                 "fit " + q + " --policy pytorch --policy pytorch:expandable_segments:True", "diff " + q + " " + q }) {
+                 "fit " + q + " --policy pytorch --policy pytorch:expandable_segments:True", "diff " + q + " " + q, "ranks " + q }) {
             const auto r = runCli(args);
             EXPECT_LE(widestLine(r.out, path), 100u) << args << "\n" << r.out;
             EXPECT_LE(widestLine(r.err, path), 100u) << args << "\n" << r.err;

@@ -100,7 +100,7 @@ std::string scanVerbs(const fs::path& path, const fs::path& dir)
     const std::vector<std::string> runs = { "info " + p, "analyze " + p, "diff " + p + " " + p,
         "replay " + p, "sweep --policy 'pytorch:max_split_size_mb:{64,128}' " + p, "fit --max-capacity 64GiB " + p,
         "report " + p + " -o '" + (dir / "r.html").string() + "'", "convert " + p + " -o '" + (dir / "c.gmt").string() + "'",
-        "info --strict " + p };
+        "info --strict " + p, "ranks " + p };
     std::string problems;
     for (const auto& args : runs) {
         const auto r = runCli(args);

@@ -702,3 +702,70 @@ TEST(GmtFormat, DamageInOrBeforeTheFirstMemoryChunkIsAnErrorWhenNoMemoryEventSur
     EXPECT_EQ(kept.memory().count(), 4u);
     EXPECT_NE(kept.importStats().find("corrupt_chunk"), nullptr);
 }
+
+// ---- 1.1: pools and empty_cache (spec §4.8, §5.1) ----
+
+// tests/data/mempool_release.jsonl holds a MemPool (pool 1), events of it and an empty_cache of it.
+TEST(GmtFormat, PoolsAndEmptyCacheGoInChunksA10ReaderSkips)
+{
+    const Trace t = readJsonl(dataFile("mempool_release.jsonl").string());
+    const std::string bytes = gmtBytes(t);
+    EXPECT_EQ(bytes[10], 1); // minor version 1
+    Layout l = layout(bytes);
+    std::vector<std::string> types;
+    for (const auto& c : l.chunks)
+        types.push_back(c.type);
+    ASSERT_NE(std::find(types.begin(), types.end(), "POOL"), types.end());
+    auto memv = std::find(types.begin(), types.end(), "MEMV");
+    ASSERT_NE(memv, types.end());
+    ASSERT_NE(memv + 1, types.end());
+    EXPECT_EQ(*(memv + 1), "MEVX"); // right after its MEMV chunk
+    // What a 1.0 reader reads: the file without the chunks it does not know. The empty_cache is a
+    // marker there and every event is of the default pool; nothing else changes.
+    std::string old = bytes;
+    for (auto c = l.chunks.rbegin(); c != l.chunks.rend(); ++c)
+        if (c->type == "POOL" || c->type == "MEVX")
+            old.erase(c->offset, c->end - c->offset);
+    const Trace read = readTraceBytes(old);
+    ASSERT_EQ(read.memory().count(), t.memory().count());
+    EXPECT_EQ(read.pools().size(), 1u);
+    for (std::size_t i = 0; i < t.memory().count(); ++i) {
+        EXPECT_EQ(read.memory().pool[i], 0u);
+        EXPECT_EQ(read.memory().kind[i], t.memory().kind[i] == EventKind::EmptyCache ? EventKind::Marker : t.memory().kind[i]);
+    }
+    // The whole file reads back exactly, also one event per chunk (a MEVX after each MEMV with a pool).
+    EXPECT_EQ(toJsonl(readTraceBytes(bytes)), toJsonl(t));
+    EXPECT_EQ(toJsonl(readTraceBytes(gmtBytes(t, 1))), toJsonl(t));
+}
+
+TEST(GmtFormat, AFileWithoutPoolsWritesNoNewChunkAndReadsAsVersion10)
+{
+    const Trace t = readJsonl(dataFile("tiny_alloc_free.jsonl").string());
+    std::string bytes = gmtBytes(t);
+    for (const auto& c : layout(bytes).chunks)
+        EXPECT_TRUE(c.type != "POOL" && c.type != "MEVX") << c.type;
+    bytes[10] = 0; // a 1.0 file: fix the header checksum, which covers the version
+    const std::size_t headerEnd = layout(bytes).headerEnd;
+    putLe32(bytes, headerEnd - 4, crc(std::string_view(bytes).substr(0, headerEnd - 4)));
+    const Trace read = readTraceBytes(bytes);
+    EXPECT_TRUE(read.importStats().empty());
+    EXPECT_EQ(toJsonl(read), toJsonl(t));
+    EXPECT_EQ(read.memory().pool.size(), read.memory().count());
+}
+
+TEST(GmtFormat, AMevxChunkNotRightAfterItsMemvChunkIsMalformed)
+{
+    const Trace t = readJsonl(dataFile("mempool_release.jsonl").string());
+    const std::string bytes = gmtBytes(t);
+    Layout l = layout(bytes);
+    std::size_t mevx = 0;
+    while (l.chunks[mevx].type != "MEVX")
+        ++mevx;
+    // Moved to just before the end chunk, after the other chunks: it no longer follows a MEMV chunk.
+    std::string moved = bytes.substr(0, l.chunks[mevx].offset) + bytes.substr(l.chunks[mevx].end);
+    const std::string mevxChunk = bytes.substr(l.chunks[mevx].offset, l.chunks[mevx].end - l.chunks[mevx].offset);
+    moved = insertBeforeEnd(moved, chunk("ZZZZ", 0, "x") + mevxChunk);
+    const Trace read = readTraceBytes(moved);
+    ASSERT_NE(read.importStats().find("corrupt_chunk"), nullptr);
+    EXPECT_NE(read.importStats().find("corrupt_chunk")->detail.find("malformed MEVX chunk"), std::string::npos);
+}

@@ -243,3 +243,31 @@ TEST(JsonlFormat, AnUnknownRecordTypeOfTwentyMegabytesGivesABoundedAnomaly)
     stats.add("x", Severity::Warning, "line 3: 2 ≤ 5 \"quoted\"");
     EXPECT_EQ(stats.find("x")->detail, "line 3: 2 ≤ 5 \"quoted\"");
 }
+
+TEST(JsonlFormat, PoolRecordsAndThePoolFieldAreChecked)
+{
+    const std::string head = "{\"format\":\"gpumem-jsonl\",\"version\":1}\n{\"type\":\"device\",\"id\":0,\"kind\":\"cuda\"}\n"
+                             "{\"type\":\"stream\",\"id\":0,\"device\":0}\n";
+    auto error = [&](const std::string& body) {
+        try {
+            parse(head + body);
+        } catch (const FormatError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_NE(error("{\"type\":\"mem\",\"t\":1,\"kind\":\"alloc\",\"addr\":1,\"size\":512,\"pool\":1}\n")
+                  .find("x.jsonl:4: field \"pool\" refers to no pool record above it"),
+        std::string::npos);
+    EXPECT_NE(error("{\"type\":\"pool\",\"id\":1,\"kind\":\"default\"}\n").find("field \"kind\" must not be \"default\""),
+        std::string::npos);
+    EXPECT_NE(error("{\"type\":\"pool\",\"id\":1,\"kind\":\"graph\",\"source_id\":[1]}\n").find("field \"source_id\""),
+        std::string::npos);
+    EXPECT_NE(error("{\"type\":\"pool\",\"id\":2,\"kind\":\"graph\"}\n").find("field \"id\" must be 1"), std::string::npos);
+    const Trace t = parse(head + "{\"type\":\"pool\",\"id\":1,\"kind\":\"graph\",\"source_id\":[3,0]}\n"
+                                 "{\"type\":\"mem\",\"t\":1,\"kind\":\"empty_cache\",\"addr\":0,\"size\":0,\"pool\":1}\n");
+    ASSERT_EQ(t.pools().size(), 2u);
+    EXPECT_EQ(t.pools()[1], (MemoryPool { PoolKind::Graph, 3, 0, false }));
+    EXPECT_EQ(t.memory().kind[0], EventKind::EmptyCache);
+    EXPECT_EQ(t.memory().pool[0], 1u);
+}
