@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <cctype>
 #include <cmath>
@@ -303,6 +304,14 @@ std::optional<std::pair<std::int64_t, std::string>> namedRankOf(const Trace& tra
 
 RankSummary summarizeRank(const Trace& trace, const std::string& path, std::size_t index, const RankSummaryOptions& options)
 {
+    // A damaged rank (an error-severity anomaly: truncation, an unreadable chunk) would enter the job's
+    // median and outliers with figures from a part of the run; refuse it, naming the anomaly.
+    if (trace.stats().worst() == Severity::Error)
+        for (const auto& an : trace.stats().anomalies())
+            if (an.severity == Severity::Error)
+                throw FormatError(path + ": the trace is damaged (" + an.code + ": " + an.detail
+                    + "); its figures would cover only part of the run: 'gpumem info " + path
+                    + "' lists the anomalies; re-export the trace or leave it out of the job");
     AnalysisOptions ao;
     ao.device = options.device;
     ao.instants = { InstantSpec {} }; // the allocated peak
@@ -514,6 +523,23 @@ std::vector<RankSummary> summarizeRanks(
     return out;
 }
 
+namespace {
+    // The endings of the trace files gpumem reads (docs/formats.md), optionally gzipped.
+    bool looksLikeTraceName(std::string name)
+    {
+        for (auto& c : name)
+            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (name.size() > 3 && name.compare(name.size() - 3, 3, ".gz") == 0)
+            name.resize(name.size() - 3);
+        for (const char* ext : { ".gmt", ".jsonl", ".json", ".pickle", ".pkl", ".pb", ".xplane", ".sqlite", ".csv" }) {
+            const std::size_t n = std::strlen(ext);
+            if (name.size() > n && name.compare(name.size() - n, n, ext) == 0)
+                return true;
+        }
+        return false;
+    }
+} // namespace
+
 std::vector<std::string> rankTracePaths(const std::vector<std::string>& arguments)
 {
     namespace fs = std::filesystem;
@@ -534,12 +560,22 @@ std::vector<std::string> rankTracePaths(const std::vector<std::string>& argument
             std::error_code fe;
             if (!entry.is_regular_file(fe))
                 continue;
+            bool recognised = false;
             try {
-                if (detectFormat(entry.path().string()))
-                    names.push_back(entry.path().filename().string());
+                recognised = detectFormat(entry.path().string()) != nullptr;
             } catch (const Error&) {
-                // An empty or unreadable file in the folder is not a trace of the job.
+                // An empty or unreadable file: judged by its name below.
             }
+            if (recognised) {
+                names.push_back(entry.path().filename().string());
+                continue;
+            }
+            // A file named like a trace that no importer reads is a damaged rank, not a stray file:
+            // leaving it out would silently shrink the job.
+            if (looksLikeTraceName(entry.path().filename().string()))
+                throw FormatError(entry.path().string()
+                    + ": named like a trace, but no format gpumem reads matches its content (damaged?); "
+                      "'gpumem info' on it says more; repair it or move it out of the folder");
         }
         if (ec)
             throw IoError(arg + ": cannot list the folder: " + ec.message());

@@ -4,6 +4,8 @@
 #include "cli_runner.h"
 
 #include <gtest/gtest.h>
+
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 namespace {
@@ -87,3 +89,25 @@ TEST(JobWhatIf, ARankThatDoesNotLoadFailsTheJobNamingItsFile)
     EXPECT_EQ(fidelity.exitCode, 2);
 }
 } // namespace
+
+// Review defect H1 (2026-12-02): in a job, --empty-cache and --empty-cache-at were silently ignored.
+// tests/data/empty_cache_steps.jsonl alone reserves 30 MiB with its recorded empty_cache calls and
+// 50 MiB without them (tests/replay/pools_empty_cache_test.cpp derives both); two copies of it as a
+// job of two ranks must give the same figures per rank.
+TEST(JobWhatIf, EmptyCacheOptionsApplyToEveryRank)
+{
+    const auto dir = gpumem::test::scratchDir("job-empty-cache");
+    for (const char* name : { "a.jsonl", "b.jsonl" })
+        std::filesystem::copy_file(GPUMEM_SOURCE_DIR "/tests/data/empty_cache_steps.jsonl", dir / name);
+    const std::string job = "'" + (dir / "a.jsonl").string() + "' '" + (dir / "b.jsonl").string() + "'";
+    auto kept = jsonOf("replay " + job + " --format json");
+    auto dropped = jsonOf("replay --empty-cache drop " + job + " --format json");
+    for (int rank = 0; rank < 2; ++rank) {
+        EXPECT_EQ(kept["settings"][0]["per_rank"][rank]["peak_reserved"], 30 * kMiB) << kept.dump();
+        EXPECT_EQ(dropped["settings"][0]["per_rank"][rank]["peak_reserved"], 50 * kMiB) << dropped.dump();
+    }
+    // A job sweep has no with/without pair of rows for --empty-cache-at: refused, not ignored.
+    auto r = runCli("sweep --empty-cache-at step-end --policy 'pytorch@{2.0,2.10}' " + job);
+    EXPECT_EQ(r.exitCode, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("--empty-cache-at in a sweep over several ranks"), std::string::npos) << r.err;
+}

@@ -8,6 +8,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 using namespace gpumem;
@@ -166,4 +169,39 @@ TEST(RanksCli, TheOutputShownInTheDocsIsWhatItPrints)
     const auto r = runCli("ranks " + q(jobDir()));
     ASSERT_EQ(r.exitCode, 0) << r.err;
     EXPECT_EQ(r.out.substr(0, shown.size()), shown);
+}
+
+// Review defect H2 (2026-12-02): a damaged rank file in a folder was skipped, so the job silently
+// shrank to the readable ranks. Smallest case: one good rank and a `rank1.gmt` of garbage.
+TEST(RanksCli, AFileNamedLikeATraceThatNoImporterReadsIsAnErrorNotASkippedRank)
+{
+    const auto dir = scratchDir("ranks-garbage");
+    std::filesystem::copy_file(GPUMEM_SOURCE_DIR "/tests/data/job/rank0.jsonl", dir / "rank0.jsonl");
+    std::ofstream(dir / "rank1.gmt") << "XXXXgarbage";
+    std::ofstream(dir / "README.txt") << "notes, not a trace"; // still skipped: not named like a trace
+    const auto r = runCli("ranks " + q(dir));
+    EXPECT_EQ(r.exitCode, 1) << r.out;
+    EXPECT_NE(r.err.find("rank1.gmt: named like a trace, but no format gpumem reads matches"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+}
+
+// Review defect H3 (2026-12-02): a truncated rank (an error-severity anomaly) entered the median and
+// the outliers with the figures of part of the run. Smallest case: rank 1 as .gmt cut 10 bytes short,
+// inside the header of its last chunk.
+TEST(RanksCli, ADamagedRankIsRefusedNamingTheAnomaly)
+{
+    const auto dir = scratchDir("ranks-truncated");
+    std::filesystem::copy_file(GPUMEM_SOURCE_DIR "/tests/data/job/rank0.jsonl", dir / "rank0.jsonl");
+    ASSERT_EQ(runCli("convert tests/data/job/rank1.jsonl -o " + q(dir / "full.gmt")).exitCode, 0);
+    {
+        std::ifstream in(dir / "full.gmt", std::ios::binary);
+        std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        ASSERT_GT(bytes.size(), 10u);
+        std::ofstream(dir / "rank1.gmt", std::ios::binary) << bytes.substr(0, bytes.size() - 10);
+    }
+    std::filesystem::remove(dir / "full.gmt");
+    const auto r = runCli("ranks " + q(dir));
+    EXPECT_EQ(r.exitCode, 1) << r.out;
+    EXPECT_NE(r.err.find("rank1.gmt: the trace is damaged (truncated: "), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
 }
