@@ -1,4 +1,5 @@
 #include "analyze/analysis_report.h"
+#include "analyze/outside_layer.h"
 
 #include "analyze/frame_folding.h"
 #include "analyze/trace_summary.h"
@@ -315,6 +316,8 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
                 line(out, "   " + (d < trace.devices().size() ? deviceLabel(trace.devices()[d]) + " " : std::string())
                         + std::string(name) + ": " + formatBytes(peak[i]));
             }
+            if (auto outside = outsideMemory(trace, a.device))
+                line(out, " outside the allocator: " + outsideMemoryText(*outside));
         } else
             line(out, " no memory events on this device");
         rule(out, '=');
@@ -347,6 +350,15 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
         line(out, " " + std::string(kSaturatedNote));
     if (dev && !dev->reservedSource.empty())
         line(out, " reserved from " + dev->reservedSource);
+    // The layer outside the allocator (core/outside_memory.h), only when the trace records it.
+    if (auto outside = outsideMemory(trace, a.device)) {
+        line(out, " outside the allocator: " + outsideMemoryText(*outside));
+        const Bytes total = a.device < trace.devices().size() ? trace.devices()[a.device].totalMemory : 0;
+        line(out, " layers at the peaks: "
+                + memoryLayersText(st.allocatedBytes.peak,
+                    dev && dev->has(SeriesKind::Reserved) ? std::optional<Bytes>(st.reservedBytes.peak) : std::nullopt,
+                    *outside, total));
+    }
 
     const auto& f = a.fragmentation;
     line(out, center("Fragmentation (definitions: docs/analysis.md)", kWidth), true);
@@ -437,6 +449,8 @@ nlohmann::json analysisToJson(const Trace& trace, const Analysis& a, std::string
     j["empty"] = a.empty;
     j["bytes_saturated"] = bytesSaturated(a); // byte fields at 18446744073709551615 mean "at least" (core/byte_total.h)
     j["origin_ns"] = a.origin; // the text's "+x s" offsets are from here (the trace start, as gpumem info)
+    if (auto outside = outsideMemory(trace, a.device))
+        j["outside_allocator"] = outsideMemoryToJson(*outside);
     j["start_ns"] = a.timeline.start();
     j["end_ns"] = a.timeline.end();
     auto stat = [](const MemoryStats::Stat& s) {

@@ -1,6 +1,7 @@
 #include "analyze/diagnosis.h"
 
 #include "analyze/comparison.h"
+#include "analyze/outside_layer.h"
 
 #include "analyze/analysis_report.h" // percent
 #include "analyze/category_inference.h"
@@ -649,6 +650,10 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
     const DeviceId dev = *device;
     d.device = dev;
     d.deviceLabel = deviceLabel(trace.devices()[dev]);
+    if (options.outsideBytes)
+        d.outside = OutsideMemory { *options.outsideBytes, 0, "command_line" };
+    else
+        d.outside = outsideMemory(trace, dev);
     const TimeNs start = traceSpan(trace).start;
 
     d.policy = options.policy;
@@ -689,6 +694,7 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
     ro.capacity = d.capacity;
     ro.totalMemory = options.capacity; // a given capacity is the GPU's size, as `gpumem fit` probes it
     ro.device = dev;
+    ro.outsideBytes = options.outsideBytes;
     ro.onOom = replay::OnOom::Stop;
     ro.keepFinalState = true;
     ro.recordSegmentEvents = true;
@@ -1491,6 +1497,9 @@ nlohmann::json diagnosisToJson(const Diagnosis& d, TimeNs start)
         { "lower_bounds", d.lowerBounds },
         { "record_next", d.recordNext },
     };
+    if (d.outside) // only when known: the JSON of a trace without the figure stays as it was
+        j["outside_allocator"] = outsideMemoryToJson(*d.outside);
+
     if (d.layers) {
         auto opt = [](const std::optional<Bytes>& b) { return b ? nlohmann::json(*b) : nlohmann::json(nullptr); };
         j["layers"] = { { "allocated", opt(d.layers->allocated) }, { "reserved", opt(d.layers->reserved) },
@@ -1541,6 +1550,8 @@ void writeDiagnosis(const Diagnosis& d, std::string_view format, TimeNs start, s
         out << "**Verdict:** " << t(d.verdict) << "\n\n";
         out << "- device " << t(d.deviceLabel) << ", policy `" << t(d.policyName) << "` (" << t(d.policyOrigin)
             << "), capacity " << (d.capacity ? formatBytes(d.capacity) + " (" + d.capacityOrigin + ")" : "unlimited") << '\n';
+        if (d.outside)
+            out << "- outside the allocator: " << t(outsideMemoryText(*d.outside)) << '\n';
         if (!d.countersOnly)
             out << "- moment: " << t(momentText(d, start)) << "\n";
         out << "\n### Findings (ranked by bytes)\n\n";
@@ -1584,6 +1595,9 @@ void writeDiagnosis(const Diagnosis& d, std::string_view format, TimeNs start, s
     };
     para("", "device " + d.deviceLabel + "; policy " + d.policyName + " (" + d.policyOrigin + "); capacity "
             + (d.capacity ? formatBytes(d.capacity) + " (" + d.capacityOrigin + ")" : std::string("unlimited")));
+    if (d.outside)
+        para("", "outside the allocator: " + outsideMemoryText(*d.outside)
+                + (d.capacity && !d.countersOnly ? "; taken from the capacity in every replay" : ""));
     if (d.layers && !d.layers->request && !d.findings.empty() && d.findings.front().id == "no_addresses") {
         out << "recorded: the allocated bytes (a running sum of sizes), no addresses, no reserved memory\n";
     } else if (d.layers && !d.layers->allocated && !d.layers->reserved && !d.layers->process && !d.layers->deviceFree) {

@@ -15,6 +15,7 @@
 //
 // The finding ids, their rules and sources and the JSON schema are in docs/explain.md.
 // diagnose() is thread-safe for shared Traces; a Diagnosis is an immutable value.
+#include "core/outside_memory.h"
 #include "analyze/analysis.h"
 #include "replay/replayer.h"
 
@@ -41,6 +42,9 @@ struct DiagnosisOptions {
     // categories come from it. Not owned; must outlive diagnose(). nullptr = recorded categories only, no
     // growth finding.
     const Analysis* analysis = nullptr;
+    // Memory outside the allocator taken from the capacity of every replay (ReplayOptions::outsideBytes,
+    // --outside); nullopt = the trace's figure (core/outside_memory.h), if any.
+    std::optional<Bytes> outsideBytes;
 };
 
 // A block named as evidence. Addresses are the replay's: the recorded ones for a state adopted from a
@@ -143,6 +147,8 @@ struct Diagnosis {
     Moment moment;
     bool countersOnly = false;
     std::optional<MemoryLayers> layers;
+    // The layer outside the allocator the replays took from the capacity (given, or the trace's), when known.
+    std::optional<OutsideMemory> outside;
     // The baseline replay at the capacity (OnOom::Stop): its figures, for the remedies to compare with.
     std::uint64_t ooms = 0;
     Bytes peakReserved = 0, lowerBound = 0, finalReserved = 0, finalAllocated = 0;

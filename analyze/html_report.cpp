@@ -1,4 +1,5 @@
 #include "analyze/html_report.h"
+#include "analyze/outside_layer.h"
 
 #include "analyze/job_view.h"
 
@@ -226,7 +227,7 @@ code{font-size:12px})";
     }
 
     // before: bytes allocated before a profiler trace began (replay::openingAllocated), 0 if none.
-    void summaryTable(std::ostream& out, const Analysis& a, Bytes before)
+    void summaryTable(std::ostream& out, const Analysis& a, Bytes before, const Trace* trace)
     {
         const auto& f = a.fragmentation;
         // The same warning `gpumem analyze` prints (review finding: the page left it out and showed
@@ -242,6 +243,15 @@ code{font-size:12px})";
         for (const auto& [label, value] : fragmentationRows(f))
             kvRow(out, label, value);
         kvRow(out, "Allocations / OOMs", std::to_string(a.stats.allocations.allocated) + " / " + std::to_string(a.stats.ooms));
+        // The layer outside the allocator (core/outside_memory.h), only when the trace records it.
+        if (auto outside = trace ? outsideMemory(*trace, a.device) : std::nullopt) {
+            kvRow(out, "Outside the allocator", outsideMemoryText(*outside));
+            const Bytes total = a.device < trace->devices().size() ? trace->devices()[a.device].totalMemory : 0;
+            kvRow(out, "Layers at the peaks",
+                memoryLayersText(a.stats.allocatedBytes.peak,
+                    a.fragmentation.peakReserved ? std::optional<Bytes>(a.stats.reservedBytes.peak) : std::nullopt,
+                    *outside, total));
+        }
         out << "</table>";
         if (bytesSaturated(a))
             out << "<p class='note'>" << htmlEscape(kSaturatedNote)
@@ -414,7 +424,7 @@ void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const Po
         out << "\n<h3>Fragmentation over time</h3>";
         fragmentationChart(out, a, *d, options.buckets);
         out << "\n<h3>Summary</h3>";
-        summaryTable(out, a, in.trace ? replay::openingAllocated(*in.trace, a.device) : 0);
+        summaryTable(out, a, in.trace ? replay::openingAllocated(*in.trace, a.device) : 0, in.trace);
         out << "\n<h3>Steps and leaks</h3>";
         stepsSection(out, a, options.top);
         out << "\n<h3>Peak breakdown</h3>";

@@ -144,6 +144,11 @@ nlohmann::json replayResultToJson(const replay::ReplayResult& r, TimeNs start)
         { "opening_allocated", r.openingAllocated },
         { "reserved_is_lower_bound", r.reservedIsLowerBound },
     };
+    // Only when set, so that the rows of policies that follow their source read as before.
+    if (!r.approximation.empty())
+        j["approximation"] = r.approximation;
+    if (r.outsideBytes != 0)
+        j["outside_allocator"] = r.outsideBytes;
     // Keys of the features a replay used only: a replay without them reads as before.
     if (r.emptyCacheCalls || r.emptyCacheDropped || r.emptyCacheAdded)
         j["empty_cache"] = { { "recorded_replayed", r.emptyCacheCalls }, { "recorded_dropped", r.emptyCacheDropped },
@@ -178,9 +183,11 @@ namespace {
     // The row label: the policy with its effective options, marked when the replay started from the
     // state the trace recorded before its window (bare `pytorch` on a snapshot) — that row and the same
     // settings written out (which allocate that state as requests) differ, and must not look alike.
+    // An approximated policy (replay::approximationOf) says so in its row: " (approx.)", explained below.
     std::string rowLabel(const replay::ReplayResult& r)
     {
-        return r.initialAdopted ? r.policy + " (recorded state)" : r.policy;
+        std::string label = r.initialAdopted ? r.policy + " (recorded state)" : r.policy;
+        return r.approximation.empty() ? label : label + " (approx.)";
     }
 } // namespace
 
@@ -305,6 +312,14 @@ void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::str
     if (std::any_of(results.begin(), results.end(), [](const auto& r) { return r.initialAdopted; }))
         out << wrapText("(recorded state): started from the segments and blocks the trace holds from before its window, "
                         "at their recorded addresses; the other rows allocate that state as requests first",
+            width);
+    for (const auto& r : results)
+        if (!r.approximation.empty())
+            out << wrapText("(approx.): " + textForTerminal(r.policy) + " approximates its allocator: " + r.approximation, width);
+    if (const auto it = std::find_if(results.begin(), results.end(), [](const auto& r) { return r.outsideBytes != 0; });
+        it != results.end())
+        out << wrapText("outside the allocator: " + formatBytes(it->outsideBytes)
+                + " of the device (CUDA context, NCCL, other processes) taken from the capacity in every row",
             width);
     if (context.lowerBound)
         out << wrapText("vs bound: peak reserved / the lower bound, " + formatBytes(context.lowerBound)

@@ -1,5 +1,7 @@
 #include "analyze/summary_report.h"
 
+#include "analyze/outside_layer.h"
+
 #include "analyze/comparison.h" // wrapText
 #include "core/byte_total.h"
 #include "core/counter_units.h"
@@ -111,6 +113,8 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
             out << wrapText("    before trace    " + formatBytes(d.allocatedBeforeTrace)
                     + " already allocated when the trace began: in the recorded peaks, not in peak allocated",
                 100, std::string(20, ' '));
+        if (d.outside)
+            out << wrapText("    outside         " + outsideMemoryText(*d.outside), 100, std::string(20, ' '));
     }
     if (s.anomalies.empty()) {
         out << "  anomalies       none\n";
@@ -162,6 +166,8 @@ nlohmann::json summaryToJson(const TraceSummary& s, std::string_view label, std:
             recorded[name] = peak(p);
         dj["recorded_peaks"] = recorded;
         dj["allocated_before_trace"] = d.allocatedBeforeTrace;
+        if (d.outside)
+            dj["outside_allocator"] = outsideMemoryToJson(*d.outside);
         // True when a byte total of this device reached 2^64 − 1 (core/byte_total.h): those fields hold
         // 18446744073709551615 and mean "at least".
         dj["bytes_saturated"] = isSaturated(d.liveBytesAtEnd) || (d.peakAllocated && isSaturated(d.peakAllocated->bytes))

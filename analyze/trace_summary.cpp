@@ -90,6 +90,7 @@ TraceSummary summarize(const Trace& trace)
         ds.label = deviceLabel(dev);
         ds.name = std::string(trace.str(dev.name));
         ds.totalMemory = dev.totalMemory;
+        ds.outside = outsideMemory(trace, static_cast<DeviceId>(d));
     }
     for (const auto& a : trace.annotations())
         if (static_cast<std::size_t>(a.kind) < s.annotationsByKind.size())

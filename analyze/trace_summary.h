@@ -1,6 +1,7 @@
 #pragma once
 // What `gpumem info` prints and the GUI's summary pane shows: counts, span, live blocks at the end
 // and peaks per device. Computed in one pass over the memory events; immutable afterwards.
+#include "core/outside_memory.h"
 #include "core/trace.h"
 
 #include <array>
@@ -43,6 +44,8 @@ struct DeviceSummary {
     // does not. 0 when the trace has no such counter, started empty, or has no alloc/free events on the
     // device to measure from (counters only).
     Bytes allocatedBeforeTrace = 0;
+    // Memory outside the traced allocator (core/outside_memory.h), when the trace records it.
+    std::optional<OutsideMemory> outside;
 };
 
 struct TraceSummary {

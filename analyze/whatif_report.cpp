@@ -152,7 +152,7 @@ void writeSweepTable(const std::vector<SweepRow>& rows, std::string_view format,
         "peak allocated", "device calls", "OOMs" } };
     for (std::size_t i : order) {
         const auto& r = rows[i].result;
-        table.push_back({ i == best ? "*" : "", rows[i].spec,
+        table.push_back({ i == best ? "*" : "", rows[i].spec + (r.approximation.empty() ? "" : " (approx.)"),
             (r.reservedIsLowerBound ? "≥ " : "") + bytesInUnitOf(r.peakReserved.bytes, reservedMax),
             overBoundText(r.peakReserved.bytes, context.lowerBound), bytesInUnitOf(r.peakAllocated.bytes, allocatedMax),
             std::to_string(r.deviceCalls()), std::to_string(r.ooms) });
@@ -165,6 +165,18 @@ void writeSweepTable(const std::vector<SweepRow>& rows, std::string_view format,
         out << wrapText("* best: " + textForTerminal(rows[best].spec)
                 + (rows[best].result.ooms ? " (every configuration had a failed request)" : ""),
             context.width);
+    for (std::size_t i : order)
+        if (!rows[i].result.approximation.empty()) {
+            out << wrapText("(approx.): " + rows[i].result.approximation, context.width);
+            break; // one sentence: every approximated policy today is the CUDA pool
+        }
+    for (const auto& row : rows)
+        if (row.result.outsideBytes != 0) {
+            out << wrapText("outside the allocator: " + formatBytes(row.result.outsideBytes)
+                    + " of the device taken from the capacity in every configuration",
+                context.width);
+            break;
+        }
     if (context.recorded) {
         Bytes bestReserved = best < rows.size() ? rows[best].result.peakReserved.bytes : 0;
         out << wrapText(recordedRowNote(context, bestReserved), context.width);

@@ -52,6 +52,7 @@ namespace {
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or markdown")(
                 "fail-if-oom", po::bool_switch(), "exit 3 when the moment explained is an OOM")(
                 "no-remedies", "skip the remedy replays (findings only)");
+            addOutsideOption(o);
             addJobsOption(o);
             o.add_options()("trace", po::value<std::string>()->required(), "trace file (positional)");
             p.add("trace", 1);
@@ -66,6 +67,7 @@ namespace {
                 checkedPolicySpecs({ options.policy });
             }
             options.capacity = readCapacity(vm);
+            options.outsideBytes = readOutside(vm);
             options.jobs = readJobs(vm);
             options.remedies = !vm.count("no-remedies");
             Trace trace = loadTrace(path);

@@ -61,6 +61,7 @@ namespace {
                 "max-capacity", po::value<std::string>()->default_value("1TiB"), "the largest capacity to try")(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
                 "device", po::value<std::string>(), kDeviceOptionHelp);
+            addOutsideOption(o);
             addJobsOption(o);
             addStartOptions(o);
             addGateOptions(o, false, "some policy");
@@ -76,6 +77,7 @@ namespace {
             const Gates gates = readGates(vm);
             replay::FitOptions options;
             options.jobs = readJobs(vm);
+            options.outsideBytes = readOutside(vm);
             options.step = parseBytes(vm["step"].as<std::string>(), "--step");
             if (options.step == 0)
                 throw UsageError("--step 0: the capacity granularity must be at least 1 byte (default 2MiB)");

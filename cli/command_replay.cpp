@@ -152,6 +152,9 @@ namespace {
             throw UsageError("--colocate needs two or more traces (one per process)");
         if (!vm.count("capacity"))
             throw UsageError("--colocate needs --capacity: the memory of the GPU the processes share, e.g. 80GiB");
+        if (vm.count("outside"))
+            throw UsageError("--outside with --colocate: each process's own figure (its trace's outside_allocator) is "
+                             "held on the shared GPU; give the other memory as a smaller --capacity");
         const auto names = processNames(paths);
         std::vector<replay::ColocatedProcess> processes(paths.size());
         std::vector<std::string> specText(paths.size());
@@ -333,6 +336,7 @@ namespace {
                 po::value<std::string>(),
                 "exit 3 when a policy's peak reserved (with --colocate: the combined peak of all processes) is "
                 "above BYTES, e.g. 40GiB");
+            addOutsideOption(o);
             addJobsOption(o);
             addStartOptions(o);
             addCacheOptions(o);
@@ -372,6 +376,7 @@ namespace {
             const unsigned jobs = readJobs(vm);
             replay::ReplayOptions options;
             options.capacity = readCapacity(vm);
+            options.outsideBytes = readOutside(vm);
             options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
             if (job) {
                 JobWhatIf w = readJobWhatIf(vm, paths, specs, gates, format);

@@ -52,6 +52,7 @@ namespace {
                 "on-oom", po::value<std::string>()->default_value("skip"), "stop or skip at a failed request")(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
                 "device", po::value<std::string>(), kDeviceOptionHelp);
+            addOutsideOption(o);
             addJobsOption(o);
             addStartOptions(o);
             addCacheOptions(o);
@@ -76,6 +77,7 @@ namespace {
             const unsigned jobs = readJobs(vm);
             replay::ReplayOptions options;
             options.capacity = readCapacity(vm);
+            options.outsideBytes = readOutside(vm);
             options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
             const auto paths = vm["trace"].as<std::vector<std::string>>();
             if (isJobArguments(paths)) { // one trace per rank (cli/job_whatif.h)

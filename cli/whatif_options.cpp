@@ -67,6 +67,19 @@ Bytes readCapacity(const po::variables_map& vm)
     return c;
 }
 
+void addOutsideOption(po::options_description& options)
+{
+    options.add_options()("outside", po::value<std::string>(),
+        "memory outside the allocator, taken from --capacity (default: the trace's figure)");
+}
+
+std::optional<Bytes> readOutside(const po::variables_map& vm)
+{
+    if (!vm.count("outside"))
+        return std::nullopt;
+    return parseBytes(vm["outside"].as<std::string>(), "--outside");
+}
+
 void addJobsOption(po::options_description& options)
 {
     options.add_options()(

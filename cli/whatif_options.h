@@ -39,6 +39,12 @@ int applyGates(const Gates& gates, const std::vector<GateSubject>& subjects, std
 // --capacity BYTES: 0 (unlimited) when absent; UsageError for a non-size or 0 (it read as "unlimited").
 Bytes readCapacity(const po::variables_map& vm);
 
+// --outside BYTES: memory on the device outside the traced allocator (CUDA context, NCCL, other
+// processes; core/outside_memory.h), taken from --capacity in every replay; it replaces the trace's own
+// figure. nullopt when absent (the trace's figure, if any, applies).
+void addOutsideOption(po::options_description& options);
+std::optional<Bytes> readOutside(const po::variables_map& vm);
+
 // --jobs N: declared with the default "hardware threads"; N >= 1 or UsageError.
 void addJobsOption(po::options_description& options);
 unsigned readJobs(const po::variables_map& vm);

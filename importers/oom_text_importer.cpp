@@ -1,5 +1,7 @@
 #include "importers/oom_text_importer.h"
 
+#include "core/outside_memory.h"
+
 #include "core/file_io.h"
 #include "core/message_quote.h"
 #include "core/trace_builder.h"
@@ -972,6 +974,19 @@ namespace {
             // PyTorch names this process by its pid (getpid() against NVML's list); in a container's pid
             // namespace the two differ and this process is listed as "Process N" instead.
             meta["self_process_listed"] = m.self.has_value();
+        // The layer outside the allocator (core/outside_memory.h): this process's memory in use less what
+        // PyTorch reserved ("Including non-PyTorch memory, this process has X memory in use" − allocated −
+        // reserved but unallocated), plus the other processes listed. Rounded figures may make the
+        // difference slightly negative: it is clamped at 0. Without the "this process" line one of the
+        // "Process N" lines may be this process (a container's pid namespace): no figure then.
+        if (m.self && reserved) {
+            OutsideMemory outside;
+            outside.source = "oom_message";
+            outside.process = m.self->bytes - std::min(m.self->bytes, reserved->bytes);
+            for (const auto& p : m.others)
+                outside.otherProcesses += p.used.bytes;
+            setOutsideMemory(meta, m.ordinal.value_or(0), outside);
+        }
         t.oom(m.request->bytes, 0);
 
         const std::string at = source + ":" + std::to_string(m.request->line) + ": ";

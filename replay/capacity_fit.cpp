@@ -93,6 +93,7 @@ FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptio
     ReplayOptions start; // what every replay of the search starts from
     start.device = options.device;
     start.source = options.source; // an initial state a probe cannot adopt names the file
+    start.outsideBytes = options.outsideBytes;
     applyStartState(start, trace, options.start);
     result.openingAllocated = start.openingAllocated;
     const ReplayOptions& unlimited = start;
@@ -131,8 +132,12 @@ FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptio
     };
 
     // Every capacity <= lo fails; hi fits (once found).
-    Bytes lo = result.lowerBound == 0 ? 0 : detail::roundUpToMultiple(result.lowerBound, step) - step;
-    Bytes hi = std::max(detail::roundUpToMultiple(std::max(result.unlimitedPeakReserved, result.lowerBound), step), lo + step);
+    // The memory outside the allocator comes on top of what the allocator needs (core/outside_memory.h).
+    const Bytes outside = outsideBytesFor(trace, options.device.value_or(defaultReplayDevice(trace).value_or(0)),
+        options.outsideBytes);
+    Bytes lo = result.lowerBound == 0 ? 0 : detail::roundUpToMultiple(result.lowerBound + outside, step) - step;
+    Bytes hi = std::max(
+        detail::roundUpToMultiple(std::max(result.unlimitedPeakReserved, result.lowerBound) + outside, step), lo + step);
     result.maxCapacity = options.maxCapacity;
     const Bytes top = detail::roundDownToMultiple(options.maxCapacity, step); // the largest capacity allowed
     auto noFit = [&] {

@@ -38,6 +38,9 @@ struct FitOptions {
     std::string source; // as ReplayOptions::source: the trace's file name in errors
     // Every probe starts from it (replay/start_state.h); the lower bound counts the same memory.
     StartState start = StartState::Recorded;
+    // As ReplayOptions::outsideBytes: held outside the allocator on every probed device, so the capacity
+    // found includes it (nullopt = the trace's figure).
+    std::optional<Bytes> outsideBytes;
 };
 
 struct FitProbe {

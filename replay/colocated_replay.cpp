@@ -1,5 +1,7 @@
 #include "replay/colocated_replay.h"
 
+#include "core/outside_memory.h"
+
 #include "core/error.h"
 #include "replay/adaptors/pending_free_adaptor.h"
 #include "replay/policy_registry.h"
@@ -67,11 +69,12 @@ ColocatedResult ColocatedReplay::run(const std::vector<ColocatedProcess>& proces
             total = trace.devices()[lane.device].totalMemory;
         lane.sim = std::make_unique<SimulatedDevice>(proc.limit, 512, total);
         lane.sim->setSharedCapacity(&shared);
-        PolicyContext context;
-        const auto& meta = trace.metadata();
-        if (auto it = meta.find("allocator_settings"); it != meta.end() && it->is_object())
-            context.recordedSettings = &*it;
+        const PolicyContext context = policyContextOf(trace.metadata());
         lane.policy = makePolicy(proc.spec, *lane.sim, context);
+        // This process's memory outside its allocator (core/outside_memory.h; not the other processes' part:
+        // those are the colocated lanes) is held on the shared device for the whole run.
+        if (auto outside = outsideMemory(trace, lane.device))
+            result.outsideBytes += outside->process;
         // Processes share the device event by event: a policy that needs the whole trace first (optimal)
         // or moves blocks between events (compaction) has no meaning here, and would fail or silently
         // act as its inner policy.
@@ -83,6 +86,8 @@ ColocatedResult ColocatedReplay::run(const std::vector<ColocatedProcess>& proces
             withPendingFreeRule(*lane.policy, RequestFeeder::requestsFrees(trace, lane.device), lane.pending),
             lane.clock);
         lane.feeder = std::make_unique<RequestFeeder>(trace, lane.device, *lane.stats);
+        if (proc.spec.policy == "pytorch") // before PR #71745: one global event queue (request_feeder.h)
+            lane.feeder->setGlobalEventQueue(pytorchConfigFor(proc.spec, context).globalEventQueue);
         const auto& m = trace.memory();
         for (std::size_t i = 0; i < m.count(); ++i)
             if (m.device[i] == lane.device)
@@ -98,6 +103,9 @@ ColocatedResult ColocatedReplay::run(const std::vector<ColocatedProcess>& proces
         lane.opening = lane.events.empty() ? 0 : proc.openingAllocated;
         out.openingAllocated = lane.opening;
     }
+
+    if (shared.capacity != 0)
+        shared.capacity = std::max<Bytes>(1, shared.capacity - std::min(shared.capacity, result.outsideBytes));
 
     // Charges what a lane's policy reserves beyond its device calls to the shared memory, so that the
     // other processes' devices see it too.
@@ -147,7 +155,7 @@ ColocatedResult ColocatedReplay::run(const std::vector<ColocatedProcess>& proces
         }
         charge(lane);
         if (step.outcome == RequestFeeder::Outcome::Allocated && m_options.capacity != 0
-            && shared.reserved > m_options.capacity) {
+            && shared.reserved > shared.capacity) {
             // A policy that reserves without device calls (ideal) went past the shared memory: undo.
             lane.stats->deallocate(*step.address, step.request, step.stream);
             if (!beforeTrace)

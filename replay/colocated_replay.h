@@ -76,6 +76,9 @@ struct ColocatedFailure {
 
 struct ColocatedResult {
     Bytes capacity = 0;
+    // The processes' memory outside their allocators (their traces' "outside_allocator" process bytes),
+    // held on the shared device from the start: the lanes share capacity − outsideBytes.
+    Bytes outsideBytes = 0;
     std::vector<ColocatedProcessResult> processes;
     Bytes combinedPeakReserved = 0;
     TimeNs combinedPeakTime = 0;

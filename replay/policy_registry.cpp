@@ -103,13 +103,21 @@ namespace {
         return std::make_unique<CompactionPolicy>(makePolicy(*spec.inner, device, context), schedule, order);
     }
 
-    PyTorchVersion pytorchVersion(const PolicySpec& spec)
+    // The named PyTorch releases a spec may give (docs/policies.md "Versions"); each maps to a rule set.
+    const std::vector<std::string> kPyTorchReleases = { "1.11", "2.0", "2.5", "2.10" };
+
+    // Fills the rule set of spec.version (or of the recorded release when the spec has none).
+    void pytorchVersion(PyTorchConfig& config, const PolicySpec& spec, const PolicyContext& context)
     {
-        if (spec.version.empty() || spec.version == "main")
-            return PyTorchVersion::Main;
-        if (spec.version == "2.0")
-            return PyTorchVersion::V2_0;
-        throw UsageError("unknown pytorch version '" + spec.version + "'; valid versions: main (default), 2.0");
+        if (spec.version.empty() || spec.version == "main") {
+            if (spec.version.empty() && !context.recordedPyTorchVersion.empty())
+                applyRelease(config, context.recordedPyTorchVersion);
+            return;
+        }
+        if (std::find(kPyTorchReleases.begin(), kPyTorchReleases.end(), spec.version) == kPyTorchReleases.end())
+            throw UsageError("unknown pytorch version '" + spec.version + "'; valid versions: main (default), "
+                + joined(kPyTorchReleases));
+        applyRelease(config, spec.version);
     }
 
     const std::vector<std::string> kFitKeys = { "alignment", "growth_chunk", "growth_chunk_mb", "min_block", "segments" };
@@ -244,13 +252,26 @@ namespace {
         return std::make_unique<TfBfcPolicy>(device, c);
     }
 
-    std::unique_ptr<AllocatorPolicy> makeRmm(const PolicySpec& spec, SimulatedDevice& device)
+    RmmPoolVersion rmmPoolVersion(const PolicySpec& spec)
+    {
+        if (spec.version.empty())
+            return RmmPoolVersion::Main;
+        if (spec.version == "23.02")
+            return RmmPoolVersion::V23_02;
+        if (spec.version == "0.15")
+            return RmmPoolVersion::V0_15;
+        throw UsageError("unknown rmm-pool version '" + spec.version + "'; valid versions: 23.02, 0.15");
+    }
+
+    std::unique_ptr<AllocatorPolicy> makeRmm(const PolicySpec& spec, SimulatedDevice& device, const PolicyContext& context)
     {
         if (spec.policy == "rmm-pool") {
-            if (!spec.version.empty() && spec.version != "23.02")
-                throw UsageError("unknown rmm-pool version '" + spec.version + "'; valid versions: 23.02");
             RmmPoolConfig c = rmmPoolConfig(detail::SpecOptions(spec, kRmmPoolKeys));
-            c.v2302 = spec.version == "23.02";
+            c.version = rmmPoolVersion(spec);
+            // Only checking the spec: the 23.02 default initial pool depends on the replay's device, which
+            // is not known yet; checking it on a scratch 80 GiB device refused every maximum below 40 GiB.
+            if (!context.deviceKnown && !c.initialPoolSize)
+                c.initialPoolSize = 0;
             return std::make_unique<RmmPoolPolicy>(device, c);
         }
         checkNoVersion(spec);
@@ -269,10 +290,35 @@ namespace {
     std::unique_ptr<AllocatorPolicy> makeCudaAsync(const PolicySpec& spec, SimulatedDevice& device)
     {
         checkNoVersion(spec);
-        detail::SpecOptions o(spec, { "release_threshold" });
+        detail::SpecOptions o(spec, { "release_threshold", "oom_retry" });
         CudaAsyncConfig c;
         if (o.raw("release_threshold") != "max")
             c.releaseThreshold = o.bytes("release_threshold", c.releaseThreshold);
+        c.oomRetry = o.flag("oom_retry", c.oomRetry);
+        return std::make_unique<CudaAsyncPolicy>(device, c);
+    }
+
+    // pytorch[@V]:backend:cudaMallocAsync (allocators.md §4, PyTorch c10/cuda/CUDAMallocAsyncAllocator.cpp):
+    // the device's default pool with the release threshold at UINT64_MAX; per_process_memory_fraction
+    // limits PyTorch's own count of live bytes; max_split_size_mb, roundup_power2_divisions,
+    // garbage_collection_threshold and expandable_segments have no effect on this backend.
+    std::unique_ptr<AllocatorPolicy> makePyTorchAsync(
+        const PolicySpec& spec, const PyTorchConfig& config, SimulatedDevice& device)
+    {
+        CudaAsyncConfig c;
+        c.oomRetry = config.asyncOomRetry;
+        if (config.fractionSet && config.perProcessMemoryFraction < 1.0)
+            c.usedLimit = std::max<Bytes>(1, Bytes(config.perProcessMemoryFraction * double(device.totalMemory())));
+        std::string name = config.release.empty() ? "pytorch" : "pytorch@" + config.release;
+        name += ":backend:cudaMallocAsync";
+        if (c.usedLimit != 0) {
+            for (const auto& [key, value] : spec.options)
+                if (key == "per_process_memory_fraction")
+                    name += ",per_process_memory_fraction:" + value;
+        }
+        if (config.asyncOomRetryGiven)
+            name += std::string(",async_oom_retry:") + (config.asyncOomRetry ? "True" : "False");
+        c.displayName = name;
         return std::make_unique<CudaAsyncPolicy>(device, c);
     }
 
@@ -282,7 +328,7 @@ const std::vector<PolicyInfo>& registeredPolicies()
 {
     static const std::vector<PolicyInfo> infos = {
         { "pytorch", "PyTorch CUDACachingAllocator (native backend); options in PYTORCH_CUDA_ALLOC_CONF syntax",
-            { "2.0" }, allocConfKeys(PyTorchVersion::Main) },
+            kPyTorchReleases, allocConfKeys(PyTorchVersion::Main) },
         { "direct", "no cache: every request is one cudaMalloc, every free one cudaFree", {}, { "alignment" } },
         { "ideal", "lower bound: reserved = live bytes at every instant", {}, { "alignment" } },
         { "first-fit", "coalescing free list; the lowest-addressed free block that fits", {}, kFitKeys },
@@ -298,13 +344,13 @@ const std::vector<PolicyInfo>& registeredPolicies()
             gmlakeKeys() },
         { "tf-bfc", "TensorFlow/XLA BFC allocator: 21 bins, 256 B rounding, region growth by Extend", {}, kTfBfcKeys },
         { "rmm-pool", "RAPIDS RMM pool_memory_resource: per-stream coalescing best-fit lists, geometric growth",
-            { "23.02" }, kRmmPoolKeys },
+            { "23.02", "0.15" }, kRmmPoolKeys },
         { "rmm-arena", "RAPIDS RMM arena_memory_resource: one arena, 1 MiB superblocks, per-stream arenas", {},
             { "arena_size" } },
         { "rmm-binning", "RAPIDS RMM binning_memory_resource: fixed-size bins 2^18..2^22 over an rmm-pool", {},
             kRmmBinningKeys },
         { "cuda-async", "cudaMallocAsync memory pool (approximation): best fit, 2 MiB-granular growth", {},
-            { "release_threshold" } },
+            { "release_threshold", "oom_retry" } },
         { "optimal", "offline plan (greedy by size over the whole trace): the arena a policy knowing the future needs",
             {}, { "alignment" } },
         { "compaction", "wrapper: compaction[every=N,at=GLOB,order=address|size]:INNER moves live blocks to close holes",
@@ -316,12 +362,43 @@ const std::vector<PolicyInfo>& registeredPolicies()
 PyTorchConfig pytorchConfigFor(const PolicySpec& spec, const PolicyContext& context)
 {
     PyTorchConfig config;
-    config.version = pytorchVersion(spec);
-    if (spec.options.empty() && context.recordedSettings && config.version == PyTorchVersion::Main)
+    pytorchVersion(config, spec, context);
+    if (spec.options.empty() && context.recordedSettings && (spec.version.empty() || spec.version == "main"))
         applyRecordedSettings(config, *context.recordedSettings);
     else
         applyAllocConf(config, spec.options);
+    // The backend came with PyTorch 2.0 (PR #82682); 1.x has none.
+    if (config.asyncBackend && config.release.starts_with("1."))
+        throw UsageError("pytorch@" + config.release + ": backend:cudaMallocAsync first appeared in PyTorch 2.0");
+    // PR #188110 (June 2026) postdates every named release: their cudaMallocAsync backend raises at once.
+    if (!config.asyncOomRetryGiven && !config.release.empty())
+        config.asyncOomRetry = false;
     return config;
+}
+
+PolicyContext policyContextOf(const nlohmann::json& metadata)
+{
+    PolicyContext context;
+    if (auto it = metadata.find("allocator_settings"); it != metadata.end() && it->is_object())
+        context.recordedSettings = &*it;
+    if (auto it = metadata.find("pytorch_version"); it != metadata.end() && it->is_string())
+        context.recordedPyTorchVersion = it->get<std::string>();
+    return context;
+}
+
+std::string approximationOf(const PolicySpec& spec)
+{
+    const PolicySpec* base = &spec;
+    while (base->inner)
+        base = base->inner.get();
+    const bool async = base->policy == "cuda-async"
+        || (base->policy == "pytorch"
+            && std::any_of(base->options.begin(), base->options.end(),
+                [](const ConfOption& o) { return o.first == "backend" && o.second == "cudaMallocAsync"; }));
+    if (!async)
+        return {};
+    return "CUDA does not document its pool's placement, rounding or growth; modelled as best fit in 2 MiB "
+           "chunks (allocators.md §4)";
 }
 
 std::unique_ptr<AllocatorPolicy> makePolicy(
@@ -332,8 +409,12 @@ std::unique_ptr<AllocatorPolicy> makePolicy(
             + spec.policy + " do)");
     if (spec.policy == "compaction")
         return makeCompaction(spec, device, context);
-    if (spec.policy == "pytorch")
-        return std::make_unique<PyTorchPolicy>(device, pytorchConfigFor(spec, context));
+    if (spec.policy == "pytorch") {
+        PyTorchConfig config = pytorchConfigFor(spec, context);
+        if (config.asyncBackend)
+            return makePyTorchAsync(spec, config, device);
+        return std::make_unique<PyTorchPolicy>(device, config);
+    }
     if (spec.policy == "direct") {
         checkNoVersion(spec);
         return std::make_unique<DirectPolicy>(device, alignmentOption(spec, 512));
@@ -361,7 +442,7 @@ std::unique_ptr<AllocatorPolicy> makePolicy(
     if (spec.policy == "tf-bfc")
         return makeTfBfc(spec, device);
     if (spec.policy == "rmm-pool" || spec.policy == "rmm-arena" || spec.policy == "rmm-binning")
-        return makeRmm(spec, device);
+        return makeRmm(spec, device, context);
     if (spec.policy == "cuda-async")
         return makeCudaAsync(spec, device);
     if (spec.policy == "optimal") {
@@ -374,7 +455,9 @@ std::unique_ptr<AllocatorPolicy> makePolicy(
 void validatePolicySpec(const PolicySpec& spec)
 {
     SimulatedDevice scratch;
-    makePolicy(spec, scratch);
+    PolicyContext context;
+    context.deviceKnown = false;
+    makePolicy(spec, scratch, context);
 }
 
 } // namespace gpumem::replay

@@ -8,6 +8,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <memory>
+#include <string>
 
 namespace gpumem::replay {
 
@@ -25,6 +26,13 @@ const std::vector<PolicyInfo>& registeredPolicies();
 // allocator_settings object, or null). A `pytorch` spec without options uses them.
 struct PolicyContext {
     const nlohmann::json* recordedSettings = nullptr;
+    // False while only checking a spec (validatePolicySpec: no trace, no device yet). A default that RMM
+    // derives from the device (rmm-pool@23.02's initial pool, min(free, total/2)) is then not checked
+    // against the spec's maximum_pool_size: that check belongs to the replay's device (issue 19).
+    bool deviceKnown = true;
+    // The PyTorch version the trace recorded (metadata "pytorch_version", e.g. "2.10.0+cu130"); empty =
+    // unknown. A `pytorch` spec without '@' replays with that version's rules (docs/policies.md).
+    std::string recordedPyTorchVersion {};
 };
 
 // Builds the policy. Throws UsageError naming the valid choices on an unknown policy, version,
@@ -34,6 +42,15 @@ std::unique_ptr<AllocatorPolicy> makePolicy(
 
 // The same checks without building anything (a CLI's parse-only setup).
 void validatePolicySpec(const PolicySpec& spec);
+
+// The context a trace's metadata gives: "allocator_settings" (an object) and "pytorch_version" (a string).
+// `metadata` must outlive the context.
+PolicyContext policyContextOf(const nlohmann::json& metadata);
+
+// Why a spec's replay is an approximation of the allocator it names, in words (its output rows say so);
+// empty when the policy follows its allocator's source. Today: cuda-async and pytorch:backend:cudaMallocAsync
+// (CUDA's pool internals are undocumented, allocators.md §4), also inside a wrapper.
+std::string approximationOf(const PolicySpec& spec);
 
 // The PyTorch settings a `pytorch[@V][:…]` spec selects (recorded settings applied when the spec has
 // no options). Throws UsageError like makePolicy.

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/importer.h"
+#include "core/outside_memory.h"
 #include "replay/adaptors/pending_free_adaptor.h"
 #include "replay/fidelity.h"
 #include "replay/policy_registry.h"
@@ -377,6 +378,14 @@ std::optional<DeviceId> defaultReplayDevice(const Trace& trace)
     return best;
 }
 
+Bytes outsideBytesFor(const Trace& trace, DeviceId device, std::optional<Bytes> given)
+{
+    if (given)
+        return *given;
+    auto outside = outsideMemory(trace, device);
+    return outside ? outside->bytes() : 0;
+}
+
 std::uint64_t initialStateEventCount(const Trace& trace, DeviceId device)
 {
     const auto& meta = trace.metadata();
@@ -399,8 +408,11 @@ namespace {
 
 // The limit that refused a request (FailedRequest::refusedBy). The device refused it: its capacity,
 // or the simulator's 4 EiB limit when the capacity is 0 or above it (docs/policies.md).
-std::string deviceLimitText(const SimulatedDevice& sim)
+std::string deviceLimitText(const SimulatedDevice& sim, Bytes outside = 0)
 {
+    if (sim.capacity() != 0 && sim.capacity() <= kMaxDeviceBytes && outside != 0)
+        return "the device capacity, " + formatBytes(sim.capacity() + outside) + " less " + formatBytes(outside)
+            + " outside the allocator";
     if (sim.capacity() != 0 && sim.capacity() <= kMaxDeviceBytes)
         return "the device capacity, " + formatBytes(sim.capacity());
     return "the simulator's device limit, " + formatBytes(kMaxDeviceBytes);
@@ -456,12 +468,18 @@ ReplayResult replayTrace(
     Bytes totalMemory = options.totalMemory;
     if (totalMemory == 0 && dev < trace.devices().size())
         totalMemory = trace.devices()[dev].totalMemory;
-    SimulatedDevice sim(options.capacity, 512, totalMemory);
+    // The layer outside the allocator takes its bytes from the capacity (at least 1 B stays, since 0
+    // would mean unlimited: an outside figure as large as the capacity leaves no room for any request).
+    Bytes capacity = options.capacity;
+    if (capacity != 0) {
+        result.outsideBytes = outsideBytesFor(trace, dev, options.outsideBytes);
+        capacity = std::max<Bytes>(1, capacity - std::min(capacity, result.outsideBytes));
+    }
+    SimulatedDevice sim(capacity, 512, totalMemory != 0 ? totalMemory : options.capacity);
 
     const auto& meta = trace.metadata();
-    PolicyContext context;
-    if (auto it = meta.find("allocator_settings"); it != meta.end() && it->is_object())
-        context.recordedSettings = &*it;
+    const PolicyContext context = policyContextOf(meta);
+    result.approximation = approximationOf(spec);
     ReplayClock clock;
     std::unique_ptr<AllocatorPolicy> policy;
     PlanRecorder* recorder = nullptr;
@@ -514,6 +532,9 @@ ReplayResult replayTrace(
     const std::size_t n = m.count();
     // A dry run (the plan of an offline policy) runs unlimited but refuses what the real run will.
     RequestFeeder feeder(trace, dev, top, maxRequest);
+    // PyTorch before PR #71745: one global queue of cross-stream end-of-life events (request_feeder.h).
+    if (base->policy == "pytorch" && !record)
+        feeder.setGlobalEventQueue(pytorchConfigFor(*base, context).globalEventQueue);
     const auto allocs = feeder.allocations();
 
     Compactor compactor(trace, dev, initialEvents, policy->compactionSchedule());
@@ -555,7 +576,7 @@ ReplayResult replayTrace(
         openingFailure = FailedRequest { n ? m.time[at] : 0, event, size, 0, st.reserved, st.allocated,
             sim.limit() - std::min(sim.limit(), st.reserved), true, {} };
         openingFailure->refusedBy = !feeder.admits(size) || sim.counters().failedCalls > 0
-            ? deviceLimitText(sim)
+            ? deviceLimitText(sim, result.outsideBytes)
             : policyLimitText(spec, sim, totalMemory == 0);
     };
     std::size_t firstDeviceEvent = 0;
@@ -733,6 +754,8 @@ ReplayResult replayTrace(
                 ++result.requestEvents;
                 const std::uint64_t failedCallsBefore = sim.counters().failedCalls;
                 const auto step = feeder.feed(i);
+                for (Address freed : step.alsoFreed) // the global event queue (request_feeder.h)
+                    compactor.freed(freed);
                 if (step.outcome == RequestFeeder::Outcome::ZeroSize)
                     ++result.zeroSizeRequests;
                 else if (step.outcome == RequestFeeder::Outcome::UnmatchedFree) {
@@ -756,7 +779,7 @@ ReplayResult replayTrace(
                     const Bytes free = sim.limit() - std::min(sim.limit(), st.reserved);
                     const bool deviceRefused = sim.counters().failedCalls > failedCallsBefore || !feeder.admits(step.request);
                     FailedRequest f { m.time[i], i, step.request, step.stream, st.reserved, st.allocated, free, false, {} };
-                    f.refusedBy = deviceRefused ? deviceLimitText(sim) : policyLimitText(spec, sim, totalMemory == 0);
+                    f.refusedBy = deviceRefused ? deviceLimitText(sim, result.outsideBytes) : policyLimitText(spec, sim, totalMemory == 0);
                     // A block of the state before the window (allocated as a request) that does not fit: the
                     // run could not have started, whatever --on-oom says (as for an adopted state).
                     f.beforeWindow = initial;
@@ -829,8 +852,12 @@ ReplayResult replayTrace(
         emptier.newPass();
         stop = false;
         std::string name = std::move(result.policy);
+        std::string approximation = std::move(result.approximation);
+        const Bytes outside = result.outsideBytes;
         result = ReplayResult {};
         result.policy = std::move(name);
+        result.approximation = std::move(approximation);
+        result.outsideBytes = outside;
         result.device = dev;
         stats.resetPeaks();
         if (timeline)

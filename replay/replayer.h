@@ -100,6 +100,11 @@ struct ReplayOptions {
     // Polled every 65,536 events when set: once it reads true, run() throws gpumem::Cancelled (the GUI
     // cancels background what-if replays with it). Not owned; must outlive run().
     const std::atomic<bool>* cancel = nullptr;
+    // Memory on the device outside the traced allocator (core/outside_memory.h), taken from the capacity
+    // before the replay: the device hands the policy at most capacity − outside. nullopt = the trace's
+    // own figure for the device (metadata "outside_allocator"), if any; a value (--outside BYTES)
+    // replaces it. No effect on an unlimited device (capacity 0).
+    std::optional<Bytes> outsideBytes;
     // Recorded empty_cache events: replayed (Keep) or left out (Drop); added calls; pools merged.
     EmptyCacheMode emptyCache = EmptyCacheMode::Keep;
     EmptyCacheSchedule addEmptyCache;
@@ -168,6 +173,11 @@ struct SegmentEventRecord {
 
 struct ReplayResult {
     std::string policy; // the policy's name() with its effective options
+    // Why this replay approximates its allocator (approximationOf), empty when it follows the source.
+    std::string approximation;
+    // Bytes outside the allocator taken from the capacity (ReplayOptions::outsideBytes or the trace's);
+    // 0 when none is known or the device is unlimited.
+    Bytes outsideBytes = 0;
     DeviceId device = 0;
     std::uint64_t requestEvents = 0; // request-level events of the device fed to the policy
     std::uint64_t allocations = 0; // successful allocate() calls
@@ -230,6 +240,10 @@ std::optional<DeviceId> defaultReplayDevice(const Trace& trace);
 // True if `name` matches `pattern`, where `*` matches any run of characters and `?` any one (the
 // compaction policy's annotation pattern).
 bool globMatch(std::string_view pattern, std::string_view name);
+
+// The outside-allocator bytes a replay of `device` takes from the capacity: `given` when set, else the
+// trace's figure (core/outside_memory.h), else 0.
+Bytes outsideBytesFor(const Trace& trace, DeviceId device, std::optional<Bytes> given);
 
 // Number of leading events of `device` that an importer rebuilt as the state before the window
 // (metadata "reconstruction"[i].events_before_trace for the device's ordinal); 0 if none.

@@ -101,6 +101,35 @@ RequestFeeder::Step RequestFeeder::feed(std::size_t i)
             && m_allocs[a].freeCompletedEvent > i) {
             m_top.requestFree(addr); // reusable only at its later free_completed
             step.outcome = Outcome::FreeRequested;
+            if (m_globalQueue) {
+                m_queue.push_back(a);
+                if (m_completed.size() < m_allocs.size())
+                    m_completed.resize(m_allocs.size(), false);
+            }
+            return step;
+        }
+        if (m_globalQueue && kind == EventKind::FreeCompleted
+            && std::find(m_queue.begin(), m_queue.end(), a) != m_queue.end()) {
+            m_completed[a] = true;
+            step.outcome = Outcome::FreeDeferred;
+            step.address.reset();
+            while (!m_queue.empty() && m_completed[m_queue.front()]) {
+                const std::uint32_t q = m_queue.front();
+                m_queue.pop_front();
+                m_completed[q] = false;
+                const Address qa = m_simAddress[q];
+                if (qa == 0)
+                    continue;
+                const Allocation& al = m_allocs[q];
+                const std::uint64_t at = al.freeCompletedEvent;
+                m_top.deallocate(qa, m.requestedSize[at] ? m.requestedSize[at] : m.size[at], streamOf(at));
+                m_simAddress[q] = 0;
+                if (q == a) {
+                    step.address = qa;
+                    step.outcome = Outcome::Freed;
+                } else
+                    step.alsoFreed.push_back(qa);
+            }
             return step;
         }
         m_top.deallocate(addr, step.request, step.stream);

@@ -15,6 +15,7 @@
 #include "replay/allocator_policy.h"
 
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <optional>
 #include <span>
@@ -41,6 +42,9 @@ public:
         Bytes request = 0; // the request (alloc) or freed size
         StreamKey stream = 0;
         std::optional<Address> address; // the simulated block of an Allocated, Freed or FreeRequested step
+        // With the global event queue: blocks queued before this one whose free completed in this step too
+        // (deallocate() was called for each, after the step's own block if it has one).
+        std::vector<Address> alsoFreed;
     };
 
     // maxRequest: the largest request handed to `top` (0 = top.device().limit()); a dry run on an
@@ -61,6 +65,12 @@ public:
     // return Ignored.
     Step feed(std::size_t i);
 
+    // PyTorch before PR #71745 (PyTorchConfig::globalEventQueue): the blocks freed with a later free_completed
+    // wait in one FIFO in the order of their frees; a recorded free_completed makes its block reusable only
+    // once every block queued before it has completed too (process_events popped from the front and stopped
+    // at the first event not yet complete). Off (the default): each block at its own free_completed.
+    void setGlobalEventQueue(bool on) { m_globalQueue = on; }
+
     // The allocation (index into Trace::allocations()) event i belongs to, or kNoAllocation.
     std::uint32_t allocationOf(std::size_t i) const { return m_allocOf[i]; }
     // The simulated address of allocation a (0 = none live).
@@ -80,6 +90,9 @@ private:
     std::vector<std::uint32_t> m_allocOf;
     std::vector<Address> m_simAddress;
     std::vector<StreamKey> m_streamKey;
+    bool m_globalQueue = false;
+    std::deque<std::uint32_t> m_queue; // allocations whose free was requested, in free order
+    std::vector<bool> m_completed; // by allocation: its free_completed has been seen while queued
 };
 
 } // namespace gpumem::replay

@@ -15,9 +15,14 @@ CudaAsyncPolicy::CudaAsyncPolicy(SimulatedDevice& device, CudaAsyncConfig config
 
 std::string CudaAsyncPolicy::name() const
 {
-    if (m_config.releaseThreshold == std::numeric_limits<Bytes>::max())
-        return "cuda-async";
-    return "cuda-async:release_threshold:" + std::to_string(m_config.releaseThreshold);
+    if (!m_config.displayName.empty())
+        return m_config.displayName;
+    std::string opts;
+    if (m_config.releaseThreshold != std::numeric_limits<Bytes>::max())
+        opts += ":release_threshold:" + std::to_string(m_config.releaseThreshold);
+    if (!m_config.oomRetry)
+        opts += std::string(opts.empty() ? ":" : ",") + "oom_retry:false";
+    return "cuda-async" + opts;
 }
 
 Address CudaAsyncPolicy::take(Address chunk, Address block, Bytes blockSize, Bytes size)
@@ -55,7 +60,7 @@ std::optional<Address> CudaAsyncPolicy::place(Bytes size, StreamKey stream)
     }
     Bytes grow = detail::roundUpToMultiple(size, kChunkGranularity);
     auto chunk = device().malloc(grow, stream);
-    if (!chunk) {
+    if (!chunk && m_config.oomRetry) {
         trimTo(0);
         chunk = device().malloc(grow, stream);
     }
@@ -69,7 +74,9 @@ std::optional<Address> CudaAsyncPolicy::place(Bytes size, StreamKey stream)
 std::optional<Address> CudaAsyncPolicy::doAllocate(Bytes bytes, StreamKey stream)
 {
     Bytes size = detail::alignedRequest(bytes, kAlignment);
-    auto a = size != 0 ? place(size, stream) : std::nullopt;
+    // PyTorch's memory-fraction check comes before cudaMallocAsync (its own count, no device call).
+    const bool overLimit = m_config.usedLimit != 0 && m_stats.requested + bytes > m_config.usedLimit;
+    auto a = size != 0 && !overLimit ? place(size, stream) : std::nullopt;
     m_stats.reserved = device().counters().reserved;
     return m_live.settle(a, size, bytes, stream, m_stats, device());
 }

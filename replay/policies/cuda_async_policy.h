@@ -11,7 +11,11 @@
 // free, when the pool holds more than it, wholly free chunks go back to the device (highest address
 // first) until it holds no more than it — as if every free were followed by a synchronization.
 // When the device refuses a new chunk, wholly free chunks go back first and the growth is retried
-// once. releaseCached() is torch.cuda.empty_cache() on this backend: cudaMemPoolTrimTo(pool, 0).
+// once (oomRetry; PyTorch's own rule since PR #188110, CUDAMallocAsyncAllocator.cpp mallocAsync:
+// synchronize, cudaMemPoolTrimTo(pool, 0), retry once; off: the OOM is raised at once, as the 2.0-era
+// mallocAsync did). usedLimit: PyTorch's per_process_memory_fraction on this backend, its own count of
+// live bytes (pytorch_used_bytes + size > pytorch_memory_limits -> OOM, no device call).
+// releaseCached() is torch.cuda.empty_cache() on this backend: cudaMemPoolTrimTo(pool, 0).
 // Owns its chunks; uses the SimulatedDevice it was given. Not thread-safe.
 #include "replay/allocator_policy.h"
 #include "replay/detail/free_ranges.h"
@@ -26,6 +30,11 @@ struct CudaAsyncConfig {
     // Bytes the pool keeps across synchronizations; UINT64_MAX (PyTorch and RMM set it) keeps all,
     // 0 is CUDA's own default.
     Bytes releaseThreshold = std::numeric_limits<Bytes>::max();
+    bool oomRetry = true; // trim the pool and retry once when the device refuses a chunk
+    Bytes usedLimit = 0; // live requested bytes allowed (PyTorch memory fraction x total); 0 = none
+    // The name the policy reports (PyTorch's spelling when selected as pytorch:backend:cudaMallocAsync);
+    // empty = cuda-async with its options.
+    std::string displayName;
 };
 
 class CudaAsyncPolicy final : public AllocatorPolicy {

@@ -239,10 +239,27 @@ std::vector<ConfOption> splitAllocConf(std::string_view text)
     return out;
 }
 
+bool applyRelease(PyTorchConfig& config, std::string_view release)
+{
+    unsigned major = 0, minor = 0;
+    const char* end = release.data() + release.size();
+    auto [p1, e1] = std::from_chars(release.data(), end, major);
+    if (e1 != std::errc() || p1 == end || *p1 != '.')
+        return false;
+    auto [p2, e2] = std::from_chars(p1 + 1, end, minor);
+    if (e2 != std::errc())
+        return false;
+    config.release = std::to_string(major) + "." + std::to_string(minor);
+    const auto key = std::pair(major, minor);
+    config.version = key < std::pair(2u, 1u) ? PyTorchVersion::V2_0 : PyTorchVersion::Main;
+    config.globalEventQueue = key < std::pair(1u, 12u);
+    return true;
+}
+
 std::vector<std::string> allocConfKeys(PyTorchVersion version)
 {
     std::vector<std::string> keys = { "backend", "max_split_size_mb", "roundup_power2_divisions",
-        "garbage_collection_threshold", "per_process_memory_fraction" };
+        "garbage_collection_threshold", "per_process_memory_fraction", "async_oom_retry" };
     if (version == PyTorchVersion::Main) {
         for (const char* k :
             { "max_non_split_rounding_mb", "large_segment_size_mb", "expandable_segments", "throw_on_cudamalloc_oom" })
@@ -261,12 +278,15 @@ void applyAllocConf(PyTorchConfig& config, const std::vector<ConfOption>& option
     for (const auto& [key, value] : options) {
         auto keys = allocConfKeys(config.version);
         if (std::find(keys.begin(), keys.end(), key) == keys.end())
-            throw UsageError("unknown pytorch" + std::string(v20 ? "@2.0" : "") + " option '" + key
+            throw UsageError("unknown pytorch" + (config.release.empty() ? std::string() : "@" + config.release) + " option '" + key
                 + "'; valid options: " + joined(keys));
         if (key == "backend") {
-            if (value != "native")
-                throw UsageError(
-                    "pytorch option backend: '" + value + "' is not simulated by this policy; valid values: native");
+            if (value != "native" && value != "cudaMallocAsync")
+                throw UsageError("pytorch option backend: '" + value + "'; valid values: native, cudaMallocAsync");
+            config.asyncBackend = value == "cudaMallocAsync";
+        } else if (key == "async_oom_retry") {
+            config.asyncOomRetry = parseBool(key, value);
+            config.asyncOomRetryGiven = true;
         } else if (key == "max_split_size_mb") {
             maxSplitMb = parseUnsigned(key, value);
             maxSplitGiven = true;

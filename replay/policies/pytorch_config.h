@@ -24,11 +24,20 @@ inline constexpr Bytes kRoundLarge = 2 * kMiB; // rounding of large segments >= 
 inline constexpr Bytes kUnlimited = std::numeric_limits<Bytes>::max();
 inline constexpr std::size_t kRoundupIntervals = 16; // roundup_power2_divisions table size (§1.3)
 
-// Which allocator revision's rules apply (allocators.md §1 intro and §1.14).
+// Which allocator revision's rules apply (allocators.md §1 intro and §1.14). Named releases map onto
+// these: 1.11 and 2.0 use V2_0 (1.11 with the global event queue), 2.5, 2.10 and main use Main.
 enum class PyTorchVersion : std::uint8_t { Main = 0, V2_0 = 1 };
 
 struct PyTorchConfig {
-    PyTorchVersion version = PyTorchVersion::Main;
+    PyTorchVersion version = PyTorchVersion::Main; // the rule set
+    // The release the spec or the trace names (`pytorch@2.10`, a recorded "2.7.1"), as major.minor; empty
+    // = main. Several releases share a rule set (docs/policies.md "Versions").
+    std::string release {};
+    // Before PyTorch PR #71745 (CUDACachingAllocator: Keep one event queue per stream, 2022; @1.11): the
+    // cross-stream end-of-life events of record_stream'd blocks sat in one global FIFO (process_events
+    // stopped at the first event not yet complete), so a block's free completes only when every block
+    // queued before it has completed. After it, one FIFO per stream, which a recorded trace already shows.
+    bool globalEventQueue = false;
     Bytes maxSplitSize = kUnlimited; // max_split_size_mb
     Bytes maxNonSplitRounding = 20 * kMiB; // max_non_split_rounding_mb (2.0: fixed kLargeBuffer)
     Bytes largeSegmentSize = 20 * kMiB; // large_segment_size_mb (2.0: fixed kLargeBuffer)
@@ -38,6 +47,14 @@ struct PyTorchConfig {
     double perProcessMemoryFraction = 1.0; // < 1 sets allowed_memory_maximum
     bool fractionSet = false; // PyTorch set_fraction
     bool throwOnCudaMallocOom = false;
+    // backend:cudaMallocAsync (allocators.md §4): the CUDA pool replaces the caching allocator; only
+    // per_process_memory_fraction still applies, the other size options are ignored as PyTorch ignores
+    // them (with a warning). asyncOomRetry: gpumem's own key async_oom_retry (not PyTorch's): the
+    // sync-trim-retry on OOM of PyTorch PR #188110, on by default for main, off for the named versions,
+    // which predate it (docs/policies.md).
+    bool asyncBackend = false;
+    bool asyncOomRetry = true;
+    bool asyncOomRetryGiven = false;
 
     // round_size (allocators.md §1.2; c10/cuda/CUDACachingAllocator.cpp round_size and
     // roundup_power2_next_division). n > 0.
@@ -71,6 +88,12 @@ void applyAllocConf(PyTorchConfig& config, const std::vector<ConfOption>& option
 // unlimited), garbage_collection_threshold, expandable_segments, roundup_power2_divisions (dict keyed
 // by the interval's lower bound in MiB). Missing keys keep their defaults; wrong types are ignored.
 void applyRecordedSettings(PyTorchConfig& config, const nlohmann::json& settings);
+
+// The rule set of PyTorch release `release` ("2.10", "2.7.1+cu121", …) by its major.minor: before 1.12 the
+// 1.11 rules (global event queue), before 2.1 the 2.0 rules (no expandable segments, PR #96995 is 2.1),
+// otherwise main's. Fills version, release ("major.minor") and globalEventQueue; false when `release`
+// does not start with a number "MAJOR.MINOR".
+bool applyRelease(PyTorchConfig& config, std::string_view release);
 
 // The option keys applyAllocConf accepts, for error messages and `gpumem help replay`.
 std::vector<std::string> allocConfKeys(PyTorchVersion version);

@@ -690,7 +690,7 @@ PyTorchPolicy::~PyTorchPolicy() = default;
 
 std::string PyTorchPolicy::name() const
 {
-    std::string s = m_config.version == PyTorchVersion::V2_0 ? "pytorch@2.0" : "pytorch";
+    std::string s = m_config.release.empty() ? "pytorch" : "pytorch@" + m_config.release;
     std::string conf = m_config.toString();
     return conf.empty() ? s : s + ":" + conf;
 }

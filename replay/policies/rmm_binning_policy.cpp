@@ -104,7 +104,9 @@ std::vector<Address> RmmBinningPolicy::chunksOf(Bytes blockSize) const
     return {};
 }
 
-void RmmBinningPolicy::updateStats() { m_stats.reserved = device().counters().reserved; }
+// Every upstream allocation goes through the pool: reserved is its pool_size() (RMM's count, not the
+// simulated device's 512 B-rounded one).
+void RmmBinningPolicy::updateStats() { m_stats.reserved = m_pool.poolSize(); }
 
 std::optional<Address> RmmBinningPolicy::doAllocate(Bytes bytes, StreamKey stream)
 {

@@ -68,15 +68,19 @@ void RmmPoolPolicy::FreeList::eraseRange(Address lo, Address hi)
 RmmPoolPolicy::RmmPoolPolicy(SimulatedDevice& device, RmmPoolConfig config)
     : AllocatorPolicy(device)
     , m_config(config)
+    , m_maximum(config.maximumPoolSize)
 {
     Bytes initial = 0;
     if (config.initialPoolSize)
         initial = *config.initialPoolSize;
-    else if (config.v2302) // min(free, total / 2), aligned to 256 [RMM-23.02]
+    else if (config.version != RmmPoolVersion::Main) // min(free, total / 2), aligned to 256 [RMM-23.02]
         initial = detail::roundDownToMultiple(std::min(device.freeBytes(), device.totalMemory() / 2), kAlignment);
-    if (config.maximumPoolSize && initial > *config.maximumPoolSize)
+    // 0.15: "maximum_pool_size_ = (maximum_pool_size == default_maximum_size) ? free : maximum_pool_size".
+    if (config.version == RmmPoolVersion::V0_15 && !m_maximum)
+        m_maximum = detail::roundDownToMultiple(std::min(device.freeBytes(), device.totalMemory()), kAlignment);
+    if (m_maximum && initial > *m_maximum)
         throw UsageError("rmm-pool: initial_pool_size (" + std::to_string(initial) + " B) exceeds maximum_pool_size ("
-            + std::to_string(*config.maximumPoolSize) + " B)");
+            + std::to_string(*m_maximum) + " B)");
     if (initial > 0) {
         // "initialize_pool": one upstream allocation on the default stream, into its free list.
         auto a = tryToExpand(initial, initial, 0);
@@ -87,7 +91,7 @@ RmmPoolPolicy::RmmPoolPolicy(SimulatedDevice& device, RmmPoolConfig config)
                   "larger --capacity");
         m_lists.of(0).insert(*a, Block { initial, true });
     }
-    m_stats.reserved = device.counters().reserved;
+    m_stats.reserved = m_poolSize;
 }
 
 std::string RmmPoolPolicy::name() const
@@ -98,15 +102,20 @@ std::string RmmPoolPolicy::name() const
         add("initial_pool_size:" + std::to_string(*m_config.initialPoolSize));
     if (m_config.maximumPoolSize)
         add("maximum_pool_size:" + std::to_string(*m_config.maximumPoolSize));
-    return std::string(m_config.v2302 ? "rmm-pool@23.02" : "rmm-pool") + opts;
+    const char* base = m_config.version == RmmPoolVersion::V23_02 ? "rmm-pool@23.02"
+        : m_config.version == RmmPoolVersion::V0_15                ? "rmm-pool@0.15"
+                                                                   : "rmm-pool";
+    return base + opts;
 }
 
 // "size_to_grow" (§3.2).
 Bytes RmmPoolPolicy::sizeToGrow(Bytes size) const
 {
-    if (m_config.maximumPoolSize) {
-        Bytes remaining = align256(*m_config.maximumPoolSize - std::min(m_poolSize, *m_config.maximumPoolSize));
+    if (m_maximum) {
+        Bytes remaining = align256(*m_maximum - std::min(m_poolSize, *m_maximum));
         Bytes aligned = align256(size);
+        if (m_config.version == RmmPoolVersion::V0_15) // branch-0.15 size_to_grow (after PR #498)
+            return aligned <= remaining / 2 ? remaining / 2 : aligned <= remaining ? aligned : 0;
         return aligned <= remaining ? std::max(aligned, remaining / 2) : 0;
     }
     return std::max(size, m_poolSize);
@@ -115,6 +124,8 @@ Bytes RmmPoolPolicy::sizeToGrow(Bytes size) const
 // "try_to_expand": halve the attempt on failure, never below minSize.
 std::optional<Address> RmmPoolPolicy::tryToExpand(Bytes trySize, Bytes minSize, StreamKey stream)
 {
+    if (m_config.version == RmmPoolVersion::V0_15) // 0.15 expand_pool: one block_from_upstream, no halving
+        minSize = trySize;
     while (trySize >= minSize && trySize > 0) {
         if (auto a = device().malloc(trySize, stream)) {
             m_poolSize += trySize;
@@ -156,7 +167,9 @@ std::optional<Address> RmmPoolPolicy::allocateBlock(Bytes size, StreamKey stream
         return carve(*a, Block { m_upstream.at(*a).size, true }, size, requested, own);
     };
     auto a = m_lists.getBlock(stream, take, expand);
-    m_stats.reserved = device().counters().reserved;
+    // RMM's reserved is pool_size(), the sum of the upstream sizes it asked for; the simulated device rounds
+    // each to 512 B, which is not memory RMM counts (issue 19: rmm-pool read up to 256 B high per growth).
+    m_stats.reserved = m_poolSize;
     return a;
 }
 
@@ -201,7 +214,7 @@ void RmmPoolPolicy::doReleaseCached()
         device().free(base);
         up = m_upstream.erase(up);
     }
-    m_stats.reserved = device().counters().reserved;
+    m_stats.reserved = m_poolSize;
 }
 
 std::vector<std::pair<Address, Bytes>> RmmPoolPolicy::freeBlocks(StreamKey stream) const

@@ -18,10 +18,21 @@
 
 namespace gpumem::replay {
 
+// Which RMM release's pool rules apply (docs/policies.md "Versions").
+// - Main: initial_pool_size required (0 allowed), no maximum by default, size_to_grow max(size, pool_size)
+//   without a maximum, try_to_expand halving the attempt on failure (rapidsai/rmm PR #601, first in 0.16).
+// - V23_02: Main's growth, but initial_pool_size defaults to min(free, total/2) aligned up to 256 B.
+// - V0_15: before PR #601 (rapidsai/rmm branch-0.15 pool_memory_resource.hpp, size_to_grow and
+//   expand_pool, after PR #498): initial min(free, total/2) aligned up to 256 B, maximum_pool_size
+//   default = the device's free memory at construction; size_to_grow(size) with remaining =
+//   align256(maximum − pool_size): remaining/2 if align256(size) <= remaining/2, else align256(size) if it
+//   fits in remaining, else refused ("Maximum pool size exceeded"); one upstream attempt, no halving.
+enum class RmmPoolVersion : std::uint8_t { Main = 0, V23_02 = 1, V0_15 = 2 };
+
 struct RmmPoolConfig {
-    std::optional<Bytes> initialPoolSize; // nullopt: 0 (newest), or min(free, total/2) for @23.02
-    std::optional<Bytes> maximumPoolSize; // nullopt: unlimited
-    bool v2302 = false; // RMM 23.02 defaults
+    std::optional<Bytes> initialPoolSize; // nullopt: 0 (newest), or min(free, total/2) for @23.02 and @0.15
+    std::optional<Bytes> maximumPoolSize; // nullopt: unlimited (@0.15: the device's free memory)
+    RmmPoolVersion version = RmmPoolVersion::Main;
 };
 
 class RmmPoolPolicy final : public AllocatorPolicy {
@@ -37,7 +48,9 @@ public:
     std::optional<Address> allocateBlock(Bytes size, StreamKey stream, Bytes requested);
     // The block at `address` goes to `stream`'s free list (the deallocating stream, §3.1).
     void deallocateBlock(Address address, StreamKey stream);
-    // pool_size(): the sum of upstream allocations (RMM's reserved).
+    // pool_size(): the sum of upstream allocations as RMM asked for them (RMM's reserved; 256 B-aligned
+    // sizes, not the device's 512 B-rounded ones: pool_memory_resource.hpp, try_to_expand adds try_size
+    // to current_pool_size_).
     Bytes poolSize() const { return m_poolSize; }
     // The free blocks (address, size) of `stream`'s list; empty when it has none.
     std::vector<std::pair<Address, Bytes>> freeBlocks(StreamKey stream) const;
@@ -81,6 +94,7 @@ private:
     Address carve(Address a, Block b, Bytes size, Bytes requested, FreeList& into);
 
     RmmPoolConfig m_config;
+    std::optional<Bytes> m_maximum; // the effective maximum_pool_size (@0.15: defaulted at construction)
     Bytes m_poolSize = 0;
     std::map<Address, Upstream> m_upstream;
     std::map<Address, Live> m_live;

@@ -3,6 +3,7 @@
 // PyTorch's format_size prints two decimals of the unit, so "22.90 GiB" is 2290/100 × 2^30 =
 // 24588687769.6 B, stored as the nearest byte, 24588687770, ± half a hundredth of a GiB (5368710 B).
 #include "core/error.h"
+#include "core/outside_memory.h"
 #include "importers/importer_registry.h"
 #include "importers/oom_text_importer.h"
 
@@ -508,4 +509,30 @@ TEST(TorchOomMessage, ImportsTheFirstOfSeveralMessagesAndCountsTheRest)
     EXPECT_NE(repeated->detail.find("ranks.txt: the text holds 1 more of the out-of-memory messages (line 2); only the first"), std::string::npos) << repeated->detail;
     // The first message stops after "is free." at its line end: the figures after it are missing.
     EXPECT_NE(t.stats().find("oom_message_truncated"), nullptr);
+}
+
+TEST(TorchOomMessage, RecordsTheMemoryOutsideTheAllocator)
+{
+    // core/outside_memory.h: this process's memory outside PyTorch = "this process has 23.60 GiB memory in
+    // use" − reserved (allocated 22.90 GiB + 194.87 MiB reserved but unallocated), the figures as stored
+    // above: 25340307046 − (24588687770 + 204336005) = 547283271 B (about 521.9 MiB; each figure ± its
+    // rounding). No other process is listed.
+    Trace t = load("current_issue16417.txt", "pytorch-oom-message");
+    auto o = outsideMemory(t, 0);
+    ASSERT_TRUE(o.has_value());
+    EXPECT_EQ(o->process, 547283271u);
+    EXPECT_EQ(o->otherProcesses, 0u);
+    EXPECT_EQ(o->source, "oom_message");
+    // GPU 3: 14.27 GiB in use − (11.74 GiB + 932.02 MiB): 1427/100 × 2^30 = 15322295828.48 -> 15322295828,
+    // 1174/100 × 2^30 = 12605729013.76 -> 12605729014, 93202/100 × 2^20 = 977293803.52 -> 977293804;
+    // 15322295828 − 12605729014 − 977293804 = 1739273010 B, on the device of ordinal 3.
+    Trace g = load("gpu3_issue126766.txt", "pytorch-oom-message");
+    auto o3 = outsideMemory(g, 0);
+    ASSERT_TRUE(o3.has_value());
+    EXPECT_EQ(g.devices()[0].ordinal, 3);
+    EXPECT_EQ(o3->process, 1739273010u);
+    // Without the "this process" line (a container's pid namespace lists it as "Process N"), one of the
+    // listed processes may be this one: no figure rather than a double count.
+    Trace c = load("container_process_generateu10.txt", "pytorch-oom-message");
+    EXPECT_FALSE(outsideMemory(c, 0).has_value());
 }

@@ -1,0 +1,50 @@
+#include "analyze/outside_layer.h"
+
+#include "core/units.h"
+
+#include <nlohmann/json.hpp>
+
+namespace gpumem::analyze {
+
+namespace {
+    std::string sourceText(const std::string& source)
+    {
+        if (source == "oom_message")
+            return "from the out-of-memory message";
+        if (source == "command_line")
+            return "given with --outside";
+        if (source == "tracer_allocation_source")
+            return "the peak of the driver allocations other libraries made (CUPTI allocation source)";
+        return source.empty() ? std::string() : "from " + source;
+    }
+}
+
+std::string outsideMemoryText(const OutsideMemory& outside)
+{
+    std::string s = formatBytes(outside.process)
+        + " in this process (CUDA context, NCCL, libraries' own cudaMalloc)";
+    if (outside.otherProcesses != 0)
+        s += ", " + formatBytes(outside.otherProcesses) + " in other processes";
+    const std::string from = sourceText(outside.source);
+    return from.empty() ? s : s + "; " + from;
+}
+
+nlohmann::json outsideMemoryToJson(const OutsideMemory& outside)
+{
+    return { { "bytes", outside.bytes() }, { "process_bytes", outside.process },
+        { "other_processes_bytes", outside.otherProcesses }, { "source", outside.source } };
+}
+
+std::string memoryLayersText(Bytes allocated, std::optional<Bytes> reserved, const OutsideMemory& outside, Bytes device)
+{
+    std::string s = "allocated " + formatBytes(allocated) + " ⊂ reserved "
+        + (reserved ? formatBytes(*reserved) : std::string("(not recorded)")) + " ⊂ process "
+        + (reserved ? formatBytes(*reserved + outside.process) : "≥ " + formatBytes(allocated + outside.process));
+    if (device != 0)
+        s += " ⊂ device " + formatBytes(device);
+    if (outside.otherProcesses != 0)
+        s += " (other processes " + formatBytes(outside.otherProcesses) + ")";
+    return s;
+}
+
+} // namespace gpumem::analyze

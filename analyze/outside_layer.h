@@ -1,0 +1,26 @@
+#pragma once
+// How every front end shows the layer outside the allocator (core/outside_memory.h): one sentence for
+// text reports, one JSON object, and the nesting allocated ⊂ reserved ⊂ process ⊂ device in words.
+// Free functions; thread-safe.
+#include "core/outside_memory.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <optional>
+#include <string>
+
+namespace gpumem::analyze {
+
+// "521.93 MiB in this process (CUDA context, NCCL, libraries' own cudaMalloc),
+// 1.00 GiB in other processes; from the out-of-memory message".
+std::string outsideMemoryText(const OutsideMemory& outside);
+
+// {"bytes", "process_bytes", "other_processes_bytes", "source"}.
+nlohmann::json outsideMemoryToJson(const OutsideMemory& outside);
+
+// "allocated A ⊂ reserved R ⊂ process R+P ⊂ device D" (device left out when 0; other processes, when any,
+// named after the device: "… ⊂ device D (other processes O)"). Without a reserved figure (no segment
+// events or reserved counter): "allocated A ⊂ reserved (not recorded) ⊂ process ≥ A+P ⊂ …".
+std::string memoryLayersText(Bytes allocated, std::optional<Bytes> reserved, const OutsideMemory& outside, Bytes device);
+
+} // namespace gpumem::analyze

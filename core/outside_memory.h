@@ -1,0 +1,48 @@
+#pragma once
+// Memory on a device that the traced allocator does not hold (issue 19, "a layer outside the
+// allocator"): the CUDA context, NCCL buffers, libraries that call cudaMalloc themselves, and other
+// processes on the same GPU. The layers are allocated ⊂ reserved ⊂ process ⊂ device: `process` is this
+// process's memory outside the allocator (process in use − reserved), `otherProcesses` what the other
+// processes hold. Both count against the device capacity in every replay, fit and colocation.
+// Stored per device in the trace metadata "outside_allocator" (docs/trace-format.md): an array of
+// {"device": ORDINAL, "bytes": N, "process_bytes": P, "other_processes_bytes": O, "source": S}.
+// A `gpumem record` trace with CUPTI's allocation source (metadata "allocation_source": true, each
+// segment_alloc a one-frame site naming the library that called the driver, docs/tracer.md) gives it
+// without the key: the peak of the live segment bytes that no allocator library took (kAllocatorLibraries).
+// Plain value type and free functions; thread-safe.
+#include "core/types.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace gpumem {
+
+class Trace;
+
+struct OutsideMemory {
+    Bytes process = 0; // this process, outside the traced allocator
+    Bytes otherProcesses = 0; // other processes on the device
+    // Where the figure comes from: "oom_message" (PyTorch's out-of-memory text), "command_line"
+    // (--outside BYTES), or what a writer put there.
+    std::string source;
+    Bytes bytes() const { return process + otherProcesses; } // counted against the capacity
+};
+
+// Libraries whose driver allocations are the traced allocator's, by file-name prefix [choice]: PyTorch's
+// caching allocator (libc10_cuda, libc10_hip), RMM (librmm) and TensorFlow/XLA's BFC allocator
+// (libtensorflow_framework, _pywrap_tensorflow_internal, xla_extension).
+bool isAllocatorLibrary(std::string_view libraryFile);
+
+// The figure of device `device` (an index into Trace::devices()); nullopt when the trace has none.
+// Entries whose fields have the wrong type are ignored. Without the metadata key, a tracer trace with
+// allocation sources gives process = that peak, source "tracer_allocation_source" (linear in the memory
+// events).
+std::optional<OutsideMemory> outsideMemory(const Trace& trace, DeviceId device);
+
+// Adds (or replaces) the entry of device ordinal `ordinal` in `metadata`["outside_allocator"].
+void setOutsideMemory(nlohmann::json& metadata, std::int32_t ordinal, const OutsideMemory& outside);
+
+} // namespace gpumem

@@ -1,0 +1,103 @@
+// The layer outside the allocator (issue 19, core/outside_memory.h): a per-device figure taken from the
+// capacity in every replay and colocation; --outside replaces the trace's figure.
+#include "replay_test_support.h"
+
+#include "core/gmt_format.h"
+#include "importers/importer_registry.h"
+#include "core/outside_memory.h"
+#include "replay/colocated_replay.h"
+
+#include <sstream>
+
+using namespace gpumem;
+using namespace gpumem::replay;
+using namespace gpumem::replay::testing;
+
+namespace {
+const std::string kData = std::string(GPUMEM_SOURCE_DIR) + "/tests/data/";
+}
+
+TEST(OutsideMemory, IsReadPerDeviceFromTheMetadata)
+{
+    Trace t = loadTrace(kData + "outside_30mib.jsonl");
+    auto o = outsideMemory(t, 0);
+    ASSERT_TRUE(o.has_value());
+    EXPECT_EQ(o->bytes(), 30 * MiB);
+    EXPECT_EQ(o->source, "hand-written");
+    EXPECT_FALSE(outsideMemory(loadTrace(kData + "tiny_alloc_free.jsonl"), 0).has_value());
+}
+
+TEST(OutsideMemory, IsTakenFromTheCapacityOfAReplay)
+{
+    // One 40 MiB request: pytorch asks for a 40 MiB segment (>= 10 MiB, rounded to 2 MiB). Capacity
+    // 64 MiB less 30 MiB outside = 34 MiB < 40 MiB: an OOM, refused by the device.
+    Trace t = loadTrace(kData + "outside_30mib.jsonl");
+    ReplayOptions options;
+    options.capacity = 64 * MiB;
+    auto r = Replayer(options).run(t, parsePolicySpec("pytorch"));
+    EXPECT_EQ(r.outsideBytes, 30 * MiB);
+    EXPECT_EQ(r.ooms, 1u);
+    ASSERT_FALSE(r.failures.empty());
+    EXPECT_NE(r.failures[0].refusedBy.find("less 30.00 MiB outside the allocator"), std::string::npos)
+        << r.failures[0].refusedBy;
+    // --outside 0 replaces the trace's figure: 40 MiB fits in 64 MiB.
+    options.outsideBytes = 0;
+    auto free = Replayer(options).run(t, parsePolicySpec("pytorch"));
+    EXPECT_EQ(free.ooms, 0u);
+    EXPECT_EQ(free.peakReserved.bytes, 40 * MiB);
+    // --outside 20MiB: 64 − 20 = 44 MiB >= 40 MiB: fits.
+    options.outsideBytes = 20 * MiB;
+    EXPECT_EQ(Replayer(options).run(t, parsePolicySpec("pytorch")).ooms, 0u);
+    // Unlimited device: nothing to take it from.
+    EXPECT_EQ(Replayer().run(t, parsePolicySpec("pytorch")).outsideBytes, 0u);
+}
+
+TEST(OutsideMemory, IsHeldOnTheSharedDeviceOfAColocation)
+{
+    // Two copies of the trace on one 100 MiB GPU: each holds 30 MiB outside its allocator, so 40 MiB is
+    // left for both allocators: the first 40 MiB segment fits, the second process's does not.
+    Trace t = loadTrace(kData + "outside_30mib.jsonl");
+    ColocatedOptions options;
+    options.capacity = 100 * MiB;
+    std::vector<ColocatedProcess> procs(2);
+    for (auto& p : procs) {
+        p.trace = &t;
+        p.spec = parsePolicySpec("pytorch");
+    }
+    procs[0].name = "a";
+    procs[1].name = "b";
+    auto r = ColocatedReplay(options).run(procs);
+    EXPECT_EQ(r.outsideBytes, 60 * MiB);
+    EXPECT_EQ(r.ooms, 1u);
+}
+
+TEST(OutsideMemory, SurvivesTheGmtAndJsonlRoundTrips)
+{
+    // The figure lives in the header's metadata blob (docs/trace-format.md §2): .gmt and .jsonl keep it.
+    Trace t = loadTrace(kData + "outside_30mib.jsonl");
+    const std::string gmt = ::testing::TempDir() + "outside_round_trip.gmt";
+    writeGmt(t, gmt);
+    Trace back = readGmt(gmt);
+    ASSERT_TRUE(outsideMemory(back, 0).has_value());
+    EXPECT_EQ(outsideMemory(back, 0)->bytes(), 30 * MiB);
+    std::ostringstream jsonl;
+    writeJsonl(back, jsonl);
+    Trace again = readJsonlText(jsonl.str(), "again.jsonl");
+    ASSERT_TRUE(outsideMemory(again, 0).has_value());
+    EXPECT_EQ(outsideMemory(again, 0)->process, 30 * MiB);
+    EXPECT_EQ(outsideMemory(again, 0)->source, "hand-written");
+}
+
+TEST(OutsideMemory, ComesFromTheTracersAllocationSources)
+{
+    // tracer_allocation_source.jsonl (CUPTI allocation source on): libc10_cuda.so is PyTorch's caching
+    // allocator (isAllocatorLibrary); libnccl.so.2 holds 8 MiB, 8 + 4 = 12 MiB, then 8 MiB after the free,
+    // then 8 + 2 = 10 MiB: the peak outside the allocator is 12 MiB.
+    Trace t = loadTrace(kData + "outside/tracer_allocation_source.jsonl");
+    auto o = outsideMemory(t, 0);
+    ASSERT_TRUE(o.has_value());
+    EXPECT_EQ(o->process, 12 * MiB);
+    EXPECT_EQ(o->source, "tracer_allocation_source");
+    EXPECT_TRUE(isAllocatorLibrary("/x/torch/lib/libc10_cuda.so"));
+    EXPECT_FALSE(isAllocatorLibrary("libnccl.so.2"));
+}
