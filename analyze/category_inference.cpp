@@ -69,16 +69,7 @@ std::vector<Category> inferCategories(const Trace& trace, const StepSet& steps)
     const auto& m = trace.memory();
     const std::size_t n = m.count();
     auto allocations = trace.allocations();
-    // Allocs on the same device before each event, to tell op-local blocks.
-    std::vector<std::uint32_t> allocsBefore(n);
-    {
-        std::vector<std::uint32_t> count(trace.devices().size() + 1, 0);
-        for (std::size_t i = 0; i < n; ++i) {
-            allocsBefore[i] = count[m.device[i]];
-            if (m.kind[i] == EventKind::Alloc)
-                ++count[m.device[i]];
-        }
-    }
+    const auto allocsBefore = allocsBeforeEachEvent(trace); // to tell op-local blocks
     std::vector<std::uint32_t> closedBy(n, std::numeric_limits<std::uint32_t>::max()); // free event → allocation
     for (std::size_t k = 0; k < allocations.size(); ++k)
         if (allocations[k].freeEvent != kNoIndex && allocations[k].allocEvent != kNoIndex)

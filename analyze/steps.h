@@ -19,9 +19,11 @@
 //      instance of one module class (Qwen2DecoderLayer_0, _1, …: layers of one forward pass).
 // Phases (for category inference): backward starts at the first annotation in the step whose name
 // contains "backward" (else, only where the trace shows autograd ran at all — autogradEvidence() —, right
-// after the step's transient peak: the forward pass ends where the most activations are live; without
-// such evidence, e.g. an inference run, the step has no backward phase); the optimizer phase starts at
-// the first annotation whose name starts with "Optimizer." or contains "optimizer" (else it is absent).
+// after the step's transient peak, op-local blocks left out: the forward pass ends where the most
+// activations are live; without such evidence, e.g. an inference run, the step has no backward phase);
+// the optimizer phase starts at the first annotation whose name starts with "Optimizer." or contains
+// "optimizer" (else, in a step whose backward start was guessed, right after the last free of a block
+// made in its forward phase, when that is before the step's end; else it is absent).
 #include "analyze/timeline.h"
 #include "core/byte_total.h"
 
@@ -90,6 +92,11 @@ std::string_view backwardSource(const StepSet& steps, const Step& step);
 std::string phaseNote(const StepSet& steps);
 
 inline constexpr std::size_t kSignatureLength = 16;
+
+// For each memory event (trace order), how many allocs on its device came before it. A block is
+// op-local — made and dropped inside one op, what PyTorch's profiler calls temporary — when
+// result[free] == result[alloc] + 1: no other block was allocated on the device meanwhile.
+std::vector<std::uint32_t> allocsBeforeEachEvent(const Trace& trace);
 
 // Steps of `device` (its timeline gives the per-step figures and the periodicity input).
 StepSet detectSteps(const Trace& trace, const DeviceTimeline& device);

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <sstream>
 
 using namespace gpumem;
@@ -223,4 +224,89 @@ TEST(StepSearch, QwenAndBertLayersAreNotSteps)
     const auto owl = publicTrace("tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz");
     Trace t = loadTrace(owl);
     EXPECT_EQ(analyzeTrace(t).steps.steps.size(), 5u);
+}
+
+// The smallest input of the HTA memory-timeline miss (issue 18, gradients 7.4 %): no phase annotations,
+// autograd shown by a backward frame. Per step: activations a1 (8 MiB) and a2 (4 MiB); backward frees a1,
+// makes gradient g1 (1 MiB), a 16 MiB scratch block freed before any other alloc (op-local), gradient
+// g2 (2 MiB), frees a2; the optimizer bumps the parameter in place (freed and made again at one instant,
+// as the memory-timeline importer does); zero_grad frees g1 and g2. The scratch block made the transient
+// peak, so g1 read as activation and g2, with no optimizer phase, as autograd_detail.
+TEST(CategoryInference, AnOpLocalBackwardSpikeIsNotTheTurnAndGradientsOutliveTheBackward)
+{
+    constexpr Bytes MiB = 1 << 20;
+    TraceBuilder b;
+    b.metadata()["source_format"] = "test";
+    const DeviceId dev = b.device(DeviceType::Cuda, 0);
+    const StreamId stream = b.stream(dev, 0);
+    const FrameId node = b.frame("torch::autograd::generated::MmBackward0::apply", "", 0);
+    const FrameId stack[] = { node };
+    const SiteId backwardSite = b.site(stack);
+    TimeNs t = 1'000'000;
+    Address next = 0x7f0000000000;
+    auto ev = [&](EventKind kind, Address addr, Bytes size, SiteId site, bool advance = true) {
+        MemoryEvent e;
+        e.time = t;
+        e.kind = kind;
+        e.device = dev;
+        e.stream = stream;
+        e.address = addr;
+        e.size = size;
+        e.requestedSize = kind == EventKind::Alloc ? size : 0;
+        e.site = site;
+        b.add(e);
+        if (advance)
+            t += 1000;
+    };
+    auto alloc = [&](Bytes size, SiteId site = 0) {
+        const Address a = next;
+        next += size + MiB;
+        ev(EventKind::Alloc, a, size, site);
+        return a;
+    };
+    const Address p = alloc(4 * MiB);
+    std::vector<TimeNs> a2Times;
+    for (int s = 0; s < 2; ++s) {
+        const TimeNs start = t;
+        const Address a1 = alloc(8 * MiB);
+        a2Times.push_back(t);
+        const Address a2 = alloc(4 * MiB);
+        ev(EventKind::Free, a1, 8 * MiB, 0);
+        const Address g1 = alloc(1 * MiB, backwardSite);
+        const Address spike = alloc(16 * MiB, backwardSite);
+        ev(EventKind::Free, spike, 16 * MiB, 0);
+        const Address g2 = alloc(2 * MiB, backwardSite);
+        ev(EventKind::Free, a2, 4 * MiB, 0);
+        ev(EventKind::Free, p, 4 * MiB, 0, false); // the optimizer's in-place update
+        ev(EventKind::Alloc, p, 4 * MiB, 0);
+        ev(EventKind::Free, g1, 1 * MiB, 0);
+        ev(EventKind::Free, g2, 2 * MiB, 0);
+        Annotation an;
+        an.start = start;
+        an.end = t;
+        an.name = b.intern("ProfilerStep#" + std::to_string(s));
+        an.kind = AnnotationKind::Range;
+        b.add(an);
+        t += 1000;
+    }
+    const Trace trace = b.build();
+    const auto a = analyzeTrace(trace);
+    ASSERT_EQ(a.steps.steps.size(), 2u);
+    EXPECT_NE(a.steps.autogradEvidence, "");
+    for (std::size_t k = 0; k < 2; ++k) {
+        EXPECT_FALSE(a.steps.steps[k].phasesAnnotated);
+        EXPECT_EQ(a.steps.steps[k].backwardStart, a2Times[k] + 1) << "right after a2, the turn";
+        EXPECT_TRUE(a.steps.steps[k].optimizerStart.has_value()) << "guessed after the free of a2";
+    }
+    const auto& m = trace.memory();
+    std::map<Bytes, std::set<Category>> bySize;
+    const auto allocations = trace.allocations();
+    for (std::size_t i = 0; i < allocations.size(); ++i)
+        if (allocations[i].allocEvent != kNoIndex)
+            bySize[m.size[allocations[i].allocEvent]].insert(a.inferred[i]);
+    EXPECT_EQ(bySize[8 * MiB], std::set<Category> { Category::Activation });
+    EXPECT_EQ(bySize[4 * MiB], (std::set<Category> { Category::Parameter, Category::Activation }));
+    EXPECT_EQ(bySize[1 * MiB], std::set<Category> { Category::Gradient });
+    EXPECT_EQ(bySize[2 * MiB], std::set<Category> { Category::Gradient });
+    EXPECT_EQ(bySize[16 * MiB], std::set<Category> { Category::AutogradDetail });
 }
