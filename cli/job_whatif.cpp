@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <ostream>
 
 namespace gpumem::cli {
@@ -125,6 +126,16 @@ JobWhatIf readJobWhatIf(const po::variables_map& vm, const std::vector<std::stri
 {
     JobWhatIf w;
     w.paths = analyze::rankTracePaths(arguments);
+    // The same file twice would count one rank twice in the median and the job's verdict.
+    std::map<std::string, std::string> seen;
+    for (const auto& path : w.paths) {
+        std::error_code ec;
+        const auto canonical = std::filesystem::weakly_canonical(path, ec);
+        const std::string key = ec ? path : canonical.string();
+        if (auto [it, fresh] = seen.emplace(key, path); !fresh)
+            throw UsageError("the trace " + path + " is given twice (also as " + it->second
+                + "); give each rank's trace once");
+    }
     w.specs = specs;
     w.start = readStart(vm);
     w.gates = gates;

@@ -77,7 +77,14 @@ std::optional<Bytes> readOutside(const po::variables_map& vm)
 {
     if (!vm.count("outside"))
         return std::nullopt;
-    return parseBytes(vm["outside"].as<std::string>(), "--outside");
+    const Bytes outside = parseBytes(vm["outside"].as<std::string>(), "--outside");
+    // Review defect M4 (2026-12-02): --outside at or above --capacity left the allocator nothing and
+    // was accepted silently.
+    if (const Bytes capacity = readCapacity(vm); capacity && outside >= capacity)
+        throw UsageError("--outside " + vm["outside"].as<std::string>() + " is not below --capacity "
+            + vm["capacity"].as<std::string>() + ": it leaves the allocator no memory; give the memory held outside "
+              "the allocator (CUDA context, NCCL, other processes), less than the GPU's capacity");
+    return outside;
 }
 
 void addJobsOption(po::options_description& options)

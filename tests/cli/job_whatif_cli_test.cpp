@@ -111,3 +111,11 @@ TEST(JobWhatIf, EmptyCacheOptionsApplyToEveryRank)
     EXPECT_EQ(r.exitCode, 2) << r.out << r.err;
     EXPECT_NE(r.err.find("--empty-cache-at in a sweep over several ranks"), std::string::npos) << r.err;
 }
+
+// Review defect M9 (2026-12-02): `replay R R` ran as a job of two ranks, counting one rank twice.
+TEST(JobWhatIf, TheSameTraceTwiceIsAUsageError)
+{
+    auto r = runCli("replay tests/data/job/rank0.jsonl tests/data/job/../job/rank0.jsonl");
+    EXPECT_EQ(r.exitCode, 2) << r.out;
+    EXPECT_NE(r.err.find("is given twice (also as tests/data/job/rank0.jsonl)"), std::string::npos) << r.err;
+}

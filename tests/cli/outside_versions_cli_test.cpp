@@ -82,3 +82,15 @@ TEST(OutsideVersionsCli, InfoAnalyzeAndExplainShowTheLayer)
     auto plain = runCli("info tests/data/tiny_alloc_free.jsonl");
     EXPECT_EQ(plain.out.find("outside"), std::string::npos) << plain.out;
 }
+
+// Review defect M4 (2026-12-02): --outside at or above --capacity left the allocator 0 B and was taken
+// silently ("capacity, 100.00 GiB less 100.00 GiB outside"). Now a usage error; just below still runs.
+TEST(OutsideVersionsCli, OutsideNotBelowTheCapacityIsAUsageError)
+{
+    for (const char* outside : { "64MiB", "100GiB", "18446744073709551615" }) {
+        auto r = runCli(std::string("replay tests/data/outside_30mib.jsonl --capacity 64MiB --outside ") + outside);
+        EXPECT_EQ(r.exitCode, 2) << outside << '\n' << r.out;
+        EXPECT_NE(r.err.find("is not below --capacity 64MiB"), std::string::npos) << r.err;
+    }
+    EXPECT_EQ(runCli("replay tests/data/outside_30mib.jsonl --capacity 64MiB --outside 63MiB").exitCode, 0);
+}
