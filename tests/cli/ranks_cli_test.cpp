@@ -205,3 +205,22 @@ TEST(RanksCli, ADamagedRankIsRefusedNamingTheAnomaly)
     EXPECT_NE(r.err.find("rank1.gmt: the trace is damaged (truncated: "), std::string::npos) << r.err;
     EXPECT_EQ(r.out, "");
 }
+
+// Review defect M2 (2026-12-02): with 3 ranks the extra-buffer rank (1) is the median, no rank is an
+// outlier, and the answer said "balanced" without the leak rank 2 carries (the table's L mark and the
+// leaks section named it). The answer now names the leak and its site.
+TEST(RanksCli, ABalancedJobStillNamesTheLeakingRankInItsAnswer)
+{
+    const auto dir = scratchDir("ranks-balanced-leak");
+    bench::RankJobOptions options;
+    options.ranks = 3;
+    bench::RankJobGenerator job(loadTrace(GPUMEM_SOURCE_DIR "/traces/mlp_train.jsonl"), options);
+    ASSERT_EQ(job.leakRank(), 2u);
+    ASSERT_EQ(job.extraBufferRank(), 1u);
+    job.write(dir.string(), "gmt");
+    const auto r = runCli("ranks " + q(dir));
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("the 3 ranks are balanced"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("But rank 2 leaks "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("a step (remember_batch (leaky_cache.py:17))."), std::string::npos) << r.out;
+}
