@@ -225,6 +225,17 @@ namespace {
             analyze::FoldOptions fold;
             fold.allFrames = vm["all-frames"].as<bool>();
             // Only the code-tree views asked for: print those alone.
+            // Review defect M7 (2026-12-02): on a trace without blocks (counters only) the code-tree views
+            // printed nothing at all; say why instead.
+            if ((byStack || byLine) && (analysis.empty || trace.memory().count() == 0) && format != "json") {
+                const std::string why = std::string("no code tree: ") + textForTerminal(path)
+                    + (trace.memory().count() == 0 && !trace.counterSamples().empty()
+                              ? " records memory counters only (no memory events with addresses), so it has no blocks or "
+                                "stacks; 'gpumem analyze' without --by shows its recorded peaks"
+                              : " has no memory events on this device, so it has no blocks or stacks");
+                (format == "folded" ? err : out) << analyze::wrapText(why, 100);
+                return kExitOk;
+            }
             if ((byStack || byLine) && (format == "folded" || (vm.count("by") && tables.empty())))
                 return runStackViews(trace, analysis, path, byStack, byLine ? vm["source"].as<std::string>() : std::string(), fold,
                         report.top, format, out);

@@ -242,3 +242,26 @@ TEST(StacksCli, JsonSiteRowsCarryTheFoldedStack)
         }
     EXPECT_TRUE(found) << r.out;
 }
+
+// Review defect M7 (2026-12-02): on a counters-only trace (PyTorch <= 1.9 profiler, no addresses),
+// `--by stack` and `--format folded` printed nothing and exited 0. Now the text says why, and folded
+// output stays empty (a pipe into flamegraph.pl gets no bogus line) with the reason on stderr.
+TEST(StacksCli, ACountersOnlyTraceSaysWhyItHasNoCodeTree)
+{
+    const std::string path = std::string(GPUMEM_PUBLIC_TRACES) + "/kineto-tb-plugin/worker0.1623143089861.pt.trace.json.gz";
+    if (!std::filesystem::exists(path))
+        GTEST_SKIP() << "public trace " << path << " is absent";
+    // The sentence is wrapped at 100 columns around the long path: compare it with spaces for breaks.
+    auto flat = [](std::string t) {
+        t = std::regex_replace(t, std::regex("\\s+"), " ");
+        return t;
+    };
+    const auto text = runCli("analyze --by stack '" + path + "'");
+    EXPECT_EQ(text.exitCode, 0) << text.err;
+    EXPECT_EQ(text.out.rfind("no code tree:", 0), 0u) << text.out;
+    EXPECT_NE(flat(text.out).find("records memory counters only"), std::string::npos) << text.out;
+    const auto folded = runCli("analyze --format folded '" + path + "'");
+    EXPECT_EQ(folded.exitCode, 0) << folded.err;
+    EXPECT_EQ(folded.out, "");
+    EXPECT_NE(flat(folded.err).find("records memory counters only"), std::string::npos) << folded.err;
+}
