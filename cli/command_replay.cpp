@@ -418,6 +418,16 @@ namespace {
             analyze::writeReplayTable(results, format, traceStart(trace), out, context);
             warnAboutMemoryBeforeTheWindow(trace, options.device.value_or(0), err, start, context.width);
             noteAssumedDeviceMemory(trace, options, err);
+            // Review defect M6 (2026-12-02): a schedule that matches no point of the trace added nothing, silently.
+            if (options.addEmptyCache.any()
+                && std::all_of(results.begin(), results.end(), [](const replay::ReplayResult& r) { return r.emptyCacheAdded == 0; }))
+                err << analyze::wrapText("note: --empty-cache-at '" + textForTerminal(options.addEmptyCache.text())
+                        + "' matched no point of this trace, so no empty_cache call was added"
+                        + (options.addEmptyCache.stepEnd ? " (step-end needs step annotations such as ProfilerStep#N)"
+                                                         : options.addEmptyCache.annotationGlob.empty()
+                                                             ? std::string()
+                                                             : " (no annotation name matches the pattern)"),
+                    context.width ? context.width : 100);
             std::vector<GateSubject> subjects;
             for (const auto& r : results)
                 subjects.push_back({ r.policy, r.ooms, r.peakReserved.bytes });

@@ -67,3 +67,17 @@ TEST(PoolsCli, SweepTriesEmptyCacheAfterEachStepAndPrintsTheProvenEffect)
         std::string::npos)
         << r.out;
 }
+
+// Review defect M6 (2026-12-02): --empty-cache-at that matches nothing added 0 calls without a word.
+// tests/data/tiny_alloc_free.jsonl has no annotations at all, so neither form can match.
+TEST(PoolsEmptyCacheCli, AScheduleThatMatchesNothingSaysSo)
+{
+    auto steps = gpumem::test::runCli("replay tests/data/tiny_alloc_free.jsonl --empty-cache-at step-end");
+    EXPECT_EQ(steps.exitCode, 0) << steps.err;
+    EXPECT_NE(steps.err.find("note: --empty-cache-at 'step-end' matched no point of this trace"), std::string::npos) << steps.err;
+    auto glob = gpumem::test::runCli("replay tests/data/tiny_alloc_free.jsonl --empty-cache-at 'annotation nomatch*'");
+    EXPECT_NE(glob.err.find("(no annotation name matches the pattern)"), std::string::npos) << glob.err;
+    // Where the schedule matches, no note.
+    auto ok = gpumem::test::runCli("replay tests/data/empty_cache_steps.jsonl --empty-cache-at step-end");
+    EXPECT_EQ(ok.err.find("matched no point"), std::string::npos) << ok.err;
+}
