@@ -339,7 +339,8 @@ namespace {
                         { "attributed_bytes", lines.attributedBytes }, { "lines", perLine } });
                     continue;
                 }
-                out << "\nBy line of " << analyze::cutToColumns(source, 60) << ". " << analyze::cutToColumns(head, 90) << '\n';
+                // Review defect L1 (2026-12-02): the two cuts together could reach 160 columns.
+                out << '\n' << analyze::cutToColumns("By line of " + analyze::cutToColumns(source, 60) + ". " + head, 100) << '\n';
                 out << analyze::cutToColumns("  " + formatBytes(lines.attributedBytes) + " in "
                         + counted(lines.attributedBlocks, "block", "blocks") + " have a frame in the file (recorded as "
                         + lines.recordedFiles.front() + (lines.recordedFiles.size() > 1 ? ", …" : "") + ")", 100)

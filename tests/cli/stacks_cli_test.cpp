@@ -1,5 +1,6 @@
 // gpumem analyze --by stack, --format folded, --by line and --fold-rules (issue 18, docs/stacks.md).
 #include "tests/cli/cli_runner.h"
+#include "core/display_width.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -264,4 +265,21 @@ TEST(StacksCli, ACountersOnlyTraceSaysWhyItHasNoCodeTree)
     EXPECT_EQ(folded.exitCode, 0) << folded.err;
     EXPECT_EQ(folded.out, "");
     EXPECT_NE(flat(folded.err).find("records memory counters only"), std::string::npos) << folded.err;
+}
+
+// Review defect L1 (2026-12-02): the --by line heading cut the source path to 60 and the instant to 90
+// columns separately, so a long path made a line of up to 160 columns.
+TEST(StacksCli, TheByLineHeadingFitsOneHundredColumnsWithALongSourcePath)
+{
+    const auto dir = gpumem::test::scratchDir("a-rather-long-folder-name-for-the-column-test/another-long-folder-name-here");
+    std::filesystem::copy_file(GPUMEM_SOURCE_DIR "/tests/data/stacks/model.py", dir / "model.py");
+    const auto r = runCli("analyze --by line tests/data/stacks/line_trace.jsonl '" + (dir / "model.py").string() + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    std::istringstream lines(r.out);
+    bool heading = false;
+    for (std::string line; std::getline(lines, line);) {
+        EXPECT_LE(gpumem::displayWidth(line), 100u) << line;
+        heading = heading || line.rfind("By line of ", 0) == 0;
+    }
+    EXPECT_TRUE(heading) << r.out;
 }
