@@ -346,6 +346,11 @@ namespace {
         bool spreadsOverProcesses() const override { return true; }
         int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
         {
+            // The cache options are checked before any trace is read (a bad one is a usage error, exit 2).
+            {
+                replay::ReplayOptions check;
+                readCacheOptions(vm, check);
+            }
             const bool fidelity = vm.count("fidelity") > 0;
             const auto paths = vm["trace"].as<std::vector<std::string>>();
             if (vm.count("colocate")) {

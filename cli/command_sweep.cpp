@@ -63,6 +63,11 @@ namespace {
         bool spreadsOverProcesses() const override { return true; }
         int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
         {
+            // The cache options are checked before any trace is read (a bad one is a usage error, exit 2).
+            {
+                replay::ReplayOptions check;
+                readCacheOptions(vm, check);
+            }
             const std::string format = checkedChoice(vm, "format", { "text", "json", "csv" });
             const std::string onOom = checkedChoice(vm, "on-oom", { "stop", "skip" });
             std::vector<std::string> texts;

@@ -142,8 +142,15 @@ void readCacheOptions(const po::variables_map& vm, replay::ReplayOptions& option
             throw UsageError("--empty-cache '" + mode + "': give keep (replay the recorded empty_cache calls) or drop");
         options.emptyCache = mode == "drop" ? replay::EmptyCacheMode::Drop : replay::EmptyCacheMode::Keep;
     }
-    if (vm.count("empty-cache-at"))
-        options.addEmptyCache = replay::parseEmptyCacheSchedule(vm["empty-cache-at"].as<std::string>());
+    if (vm.count("empty-cache-at")) {
+        const std::string at = vm["empty-cache-at"].as<std::string>();
+        // Review defect M5 (2026-12-02): unquoted, `--empty-cache-at every 10` leaves "10" as a trace.
+        if (at == "every" || at == "annotation")
+            throw UsageError("--empty-cache-at " + at + ": the " + (at == "every" ? "count" : "pattern")
+                + " is missing; quote the two words, e.g. --empty-cache-at '"
+                + (at == "every" ? "every 10" : "annotation ProfilerStep*") + "'");
+        options.addEmptyCache = replay::parseEmptyCacheSchedule(at);
+    }
     options.mergePools = vm.count("merge-pools") && vm["merge-pools"].as<bool>();
 }
 

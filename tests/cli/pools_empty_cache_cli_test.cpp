@@ -81,3 +81,16 @@ TEST(PoolsEmptyCacheCli, AScheduleThatMatchesNothingSaysSo)
     auto ok = gpumem::test::runCli("replay tests/data/empty_cache_steps.jsonl --empty-cache-at step-end");
     EXPECT_EQ(ok.err.find("matched no point"), std::string::npos) << ok.err;
 }
+
+// Review defect M5 (2026-12-02): unquoted, `--empty-cache-at every 10` left "10" as a second trace and
+// failed with "10: no such file or folder" (exit 1). Now a usage error that says to quote, before any
+// trace is read.
+TEST(PoolsEmptyCacheCli, AnUnquotedTwoWordScheduleIsAUsageErrorThatSaysToQuote)
+{
+    auto every = gpumem::test::runCli("replay --empty-cache-at every 10 tests/data/empty_cache_steps.jsonl");
+    EXPECT_EQ(every.exitCode, 2) << every.out;
+    EXPECT_NE(every.err.find("quote the two words, e.g. --empty-cache-at 'every 10'"), std::string::npos) << every.err;
+    auto glob = gpumem::test::runCli("sweep tests/data/empty_cache_steps.jsonl --policy pytorch --empty-cache-at annotation 'x*'");
+    EXPECT_EQ(glob.exitCode, 2) << glob.out;
+    EXPECT_NE(glob.err.find("--empty-cache-at 'annotation ProfilerStep*'"), std::string::npos) << glob.err;
+}
