@@ -346,11 +346,10 @@ namespace {
         bool spreadsOverProcesses() const override { return true; }
         int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
         {
-            // The cache options are checked before any trace is read (a bad one is a usage error, exit 2).
-            {
-                replay::ReplayOptions check;
-                readCacheOptions(vm, check);
-            }
+            // The cache options are read first, before any trace (a bad one is a usage error, exit 2); a job
+            // replay hands them to every rank through these options.
+            replay::ReplayOptions options;
+            readCacheOptions(vm, options);
             const bool fidelity = vm.count("fidelity") > 0;
             const auto paths = vm["trace"].as<std::vector<std::string>>();
             if (vm.count("colocate")) {
@@ -379,7 +378,6 @@ namespace {
             const std::vector<replay::PolicySpec> specs = checkedPolicySpecs(texts);
             const Gates gates = readGates(vm);
             const unsigned jobs = readJobs(vm);
-            replay::ReplayOptions options;
             options.capacity = readCapacity(vm);
             options.outsideBytes = readOutside(vm);
             options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
@@ -414,7 +412,6 @@ namespace {
             // Every row starts from the same state (--start; replay/start_state.h).
             const replay::StartState start = readStart(vm);
             replay::applyStartState(options, trace, start);
-            readCacheOptions(vm, options);
             std::vector<replay::ReplayResult> results(specs.size());
             replay::parallelFor(specs.size(), jobs,
                 [&](std::size_t i) { results[i] = replay::Replayer(options).run(trace, specs[i]); });

@@ -63,11 +63,10 @@ namespace {
         bool spreadsOverProcesses() const override { return true; }
         int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
         {
-            // The cache options are checked before any trace is read (a bad one is a usage error, exit 2).
-            {
-                replay::ReplayOptions check;
-                readCacheOptions(vm, check);
-            }
+            // The cache options are read first, before any trace (a bad one is a usage error, exit 2); a job
+            // replay hands them to every rank through these options.
+            replay::ReplayOptions options;
+            readCacheOptions(vm, options);
             const std::string format = checkedChoice(vm, "format", { "text", "json", "csv" });
             const std::string onOom = checkedChoice(vm, "on-oom", { "stop", "skip" });
             std::vector<std::string> texts;
@@ -80,7 +79,6 @@ namespace {
             const auto specs = checkedPolicySpecs(texts);
             const Gates gates = readGates(vm);
             const unsigned jobs = readJobs(vm);
-            replay::ReplayOptions options;
             options.capacity = readCapacity(vm);
             options.outsideBytes = readOutside(vm);
             options.onOom = onOom == "stop" ? replay::OnOom::Stop : replay::OnOom::Skip;
@@ -99,7 +97,6 @@ namespace {
                 options.device = replay::defaultReplayDevice(trace);
             const replay::StartState start = readStart(vm);
             replay::applyStartState(options, trace, start);
-            readCacheOptions(vm, options);
             // --empty-cache-at tries the calls as a remedy: every configuration is replayed without and
             // with them, side by side, and the effect each time is said under the table.
             const replay::EmptyCacheSchedule schedule = options.addEmptyCache;

@@ -32,8 +32,6 @@ namespace {
         RankRun run;
         run.trace = loadReplayableTrace(path);
         run.options = base;
-        // --empty-cache, --empty-cache-at and --merge-pools apply to every rank as to one trace.
-        readCacheOptions(vm, run.options);
         run.options.source = path;
         run.options.device = deviceOption(vm, run.trace, path);
         if (!run.options.device)

@@ -77,6 +77,29 @@ TEST(LineReader, GivesTheSameLinesFromGzipAsFromThePlainFileAndNamesACut)
     std::filesystem::remove_all(dir);
 }
 
+// Reads `path` with readJsonl in a forked child (so its peak memory is measured alone) and removes the
+// file. Returns the child's exit status: 0 when the peak grew by at most `bytes` / 4 and records were
+// read, 1 when it grew more, 2 when no record was read, -1 when the child did not exit.
+static int readJsonlInAChild(const std::filesystem::path& path, std::size_t bytes)
+{
+    pid_t child = ::fork();
+    if (child < 0)
+        return -1;
+    if (child == 0) {
+        rusage before {};
+        ::getrusage(RUSAGE_SELF, &before);
+        Trace t = readJsonl(path.string());
+        rusage after {};
+        ::getrusage(RUSAGE_SELF, &after);
+        const std::size_t grown = static_cast<std::size_t>(after.ru_maxrss - before.ru_maxrss) * 1024;
+        ::_exit(t.stats().count("unknown_record") == 0 ? 2 : grown > bytes / 4 ? 1 : 0);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    std::filesystem::remove(path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 // readJsonl inflates a .jsonl.gz as it reads it: 32 MiB of records (unknown types, so the trace stays
 // empty) are read in a child whose peak memory grows far less than the inflated text.
 TEST(LineReader, AGzipJsonlIsReadWithoutHoldingItsInflatedText)
@@ -94,23 +117,8 @@ TEST(LineReader, AGzipJsonlIsReadWithoutHoldingItsInflatedText)
         ::_exit(0);
     }
     ::waitpid(writer, nullptr, 0);
-    pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-        rusage before {};
-        ::getrusage(RUSAGE_SELF, &before);
-        Trace t = readJsonl(path.string());
-        rusage after {};
-        ::getrusage(RUSAGE_SELF, &after);
-        const std::size_t grown = static_cast<std::size_t>(after.ru_maxrss - before.ru_maxrss) * 1024;
-        ::_exit(t.stats().count("unknown_record") == 0 ? 2 : grown > inflated / 4 ? 1 : 0);
-    }
-    int status = 0;
-    ::waitpid(child, &status, 0);
-    std::filesystem::remove(path);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0) << "1: peak memory grew by more than a quarter of the " << inflated
-                                      << " inflated bytes; 2: no records read";
+    EXPECT_EQ(readJsonlInAChild(path, inflated), 0) << "1: peak memory grew by more than a quarter of the " << inflated
+                                                  << " inflated bytes; 2: no records read";
 }
 
 // A plain .jsonl is mapped and given back to the kernel as it is read (issue 22: `convert` of a 12 GB
@@ -133,21 +141,6 @@ TEST(LineReader, APlainJsonlIsReadWithoutHoldingTheWholeFile)
         ::_exit(0);
     }
     ::waitpid(writer, nullptr, 0);
-    pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-        rusage before {};
-        ::getrusage(RUSAGE_SELF, &before);
-        Trace t = readJsonl(path.string());
-        rusage after {};
-        ::getrusage(RUSAGE_SELF, &after);
-        const std::size_t grown = static_cast<std::size_t>(after.ru_maxrss - before.ru_maxrss) * 1024;
-        ::_exit(t.stats().count("unknown_record") == 0 ? 2 : grown > bytes / 4 ? 1 : 0);
-    }
-    int status = 0;
-    ::waitpid(child, &status, 0);
-    std::filesystem::remove(path);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0) << "1: peak memory grew by more than a quarter of the " << bytes
-                                      << "-byte file; 2: no records read";
+    EXPECT_EQ(readJsonlInAChild(path, bytes), 0) << "1: peak memory grew by more than a quarter of the " << bytes
+                                               << "-byte file; 2: no records read";
 }
