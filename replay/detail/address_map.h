@@ -5,6 +5,7 @@
 #include "core/types.h"
 
 #include <cstddef>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -44,12 +45,46 @@ public:
 
     bool erase(Address address)
     {
+        const std::size_t i = slotIndex(address);
+        if (i == kNoSlot)
+            return false;
+        eraseSlot(i);
+        return true;
+    }
+
+    // Erases the value at address and returns it (one probe where find() then erase() take two);
+    // nullopt when absent.
+    std::optional<Value> take(Address address)
+    {
+        const std::size_t i = slotIndex(address);
+        if (i == kNoSlot)
+            return std::nullopt;
+        Value v = std::move(m_slots[i].second);
+        eraseSlot(i);
+        return v;
+    }
+
+    template <typename F> void forEach(F&& f) const
+    {
+        for (const auto& s : m_slots)
+            if (s.first != 0)
+                f(s.first, s.second);
+    }
+
+private:
+    static constexpr std::size_t kNoSlot = ~std::size_t(0);
+    std::size_t slotIndex(Address address) const
+    {
         std::size_t i = slotOf(address);
         while (m_slots[i].first != address) {
             if (m_slots[i].first == 0)
-                return false;
+                return kNoSlot;
             i = (i + 1) & mask();
         }
+        return i;
+    }
+    void eraseSlot(std::size_t i)
+    {
         // Backward-shift deletion keeps every probe chain unbroken without tombstones.
         std::size_t hole = i;
         std::size_t j = i;
@@ -66,17 +101,7 @@ public:
         }
         m_slots[hole].first = 0;
         --m_size;
-        return true;
     }
-
-    template <typename F> void forEach(F&& f) const
-    {
-        for (const auto& s : m_slots)
-            if (s.first != 0)
-                f(s.first, s.second);
-    }
-
-private:
     std::size_t mask() const { return m_slots.size() - 1; }
     std::size_t slotOf(Address a) const
     {

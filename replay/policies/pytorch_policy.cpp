@@ -4,6 +4,7 @@
 #include "replay/detail/address_map.h"
 #include "replay/detail/keyed_block_set.h"
 #include "replay/detail/round_to_multiple.h"
+#include "replay/detail/best_fit_block_set.h"
 
 #include <algorithm>
 #include <deque>
@@ -37,14 +38,15 @@ namespace {
         bool isSplit() const { return prev != nullptr || next != nullptr; }
     };
 
-    // Free-set key (stream, size, address) and unmapped-set key (stream, address), §1.1.
-    using BlockSet = detail::KeyedBlockSet<Block, true>;
+    // Free-set key (stream, size, address) and unmapped-set key (stream, address), §1.1. The free sets
+    // change on nearly every request: size buckets per stream (BestFitBlockSet), whose iterators any insert or erase
+    // invalidates, so the walks that release blocks collect them first.
+    using BlockSet = detail::BestFitBlockSet<Block>;
     using UnmappedSet = detail::KeyedBlockSet<Block, false>;
 
     struct Pool {
         Pool(bool small, detail::NodeArena* mr, PoolId ownerPool = 0)
-            : blocks(mr)
-            , unmapped(mr)
+            : unmapped(mr)
             , isSmall(small)
             , owner(ownerPool)
         {
@@ -214,11 +216,7 @@ struct PyTorchPolicy::Impl {
     {
         if (config.gcEnabled())
             ++pool.getFreeBlocksCallCount;
-        Block key;
-        key.stream = stream;
-        key.size = rounded;
-        key.ptr = 0;
-        auto it = pool.blocks.lower_bound(&key);
+        auto it = pool.blocks.lower_bound(stream, rounded, 0);
         if (it == pool.blocks.end() || (*it)->stream != stream)
             return nullptr;
         if ((*it)->es) {
@@ -333,14 +331,16 @@ struct PyTorchPolicy::Impl {
     // "release_blocks": every whole free segment of a pool; expandable free blocks lose their pages.
     void releaseBlocks(Pool& pool)
     {
+        std::vector<Block*> toRelease;
         std::vector<Block*> toUnmap;
-        for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
-            Block* b = *it++;
+        for (Block* b : pool.blocks) {
             if (b->es)
                 toUnmap.push_back(b);
             else if (!b->isSplit())
-                releaseBlock(b);
+                toRelease.push_back(b);
         }
+        for (Block* b : toRelease) // in key order, as the walk met them
+            releaseBlock(b);
         for (Block* b : toUnmap) {
             unmapBlock(b);
             if (!b->isSplit() && !b->mapped) {
@@ -414,19 +414,22 @@ struct PyTorchPolicy::Impl {
             if (it == pool.blocks.begin())
                 return false;
             Bytes released = 0;
+            std::vector<Block*> toRelease; // largest first; released after the walk
             --it;
             while (released < key.size && (*it)->size >= config.maxSplitSize && (*it)->stream == stream) {
-                auto cur = it;
-                bool first = cur == pool.blocks.begin();
+                Block* cur = *it;
+                bool first = it == pool.blocks.begin();
                 if (!first)
                     --it;
-                if (!(*cur)->es) {
-                    released += (*cur)->size;
-                    releaseBlock(*cur);
+                if (!cur->es) {
+                    released += cur->size;
+                    toRelease.push_back(cur);
                 }
                 if (first)
                     break;
             }
+            for (Block* b : toRelease)
+                releaseBlock(b);
             return released >= key.size;
         }
         releaseBlock(*it);
@@ -457,16 +460,17 @@ struct PyTorchPolicy::Impl {
         while (reclaimed < target && freed && count > 0) {
             double threshold_age = double(totalAge) / double(count);
             freed = false;
-            for (auto it = largePool.blocks.begin(); it != largePool.blocks.end();) {
-                Block* b = *it++;
-                if (freeable(b) && double(age(b)) >= threshold_age) {
-                    freed = true;
-                    reclaimed += b->size;
-                    totalAge -= age(b);
-                    --count;
-                    ++counters.gcSegmentFrees;
-                    releaseBlock(b);
-                }
+            std::vector<Block*> toRelease; // this pass's, in key order
+            for (Block* b : largePool.blocks)
+                if (freeable(b) && double(age(b)) >= threshold_age)
+                    toRelease.push_back(b);
+            for (Block* b : toRelease) {
+                freed = true;
+                reclaimed += b->size;
+                totalAge -= age(b);
+                --count;
+                ++counters.gcSegmentFrees;
+                releaseBlock(b);
             }
         }
     }
@@ -653,11 +657,15 @@ struct PyTorchPolicy::Impl {
         return nullptr;
     }
 
+    [[noreturn]] static void notAllocated(Address address)
+    {
+        throw Error("pytorch policy: free of address " + std::to_string(address) + " that is not allocated");
+    }
     Block* activeBlock(Address address)
     {
         Block** b = active.find(address);
         if (!b)
-            throw Error("pytorch policy: free of address " + std::to_string(address) + " that is not allocated");
+            notAllocated(address);
         return *b;
     }
 
@@ -727,10 +735,12 @@ void PyTorchPolicy::doDeallocate(Address address, Bytes, StreamKey)
             m_impl->forced.erase(address);
         return;
     }
-    Block* b = m_impl->activeBlock(address);
+    std::optional<Block*> taken = m_impl->active.take(address);
+    if (!taken)
+        Impl::notAllocated(address);
+    Block* b = *taken;
     if (!b->pendingFree)
         m_impl->releaseAccounting(b);
-    m_impl->active.erase(address);
     m_impl->freeBlock(b);
 }
 

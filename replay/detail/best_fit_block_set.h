@@ -1,0 +1,289 @@
+#pragma once
+// An ordered set of Block pointers by (stream, size, address) — the order of PyTorch's BlockComparator —
+// built for best-fit lookups that run on every request: one size index per stream, whose sizes fall in
+// 1,632 buckets (512 B steps below 32 KiB, then 32 steps per power of two, TLSF's two-level split), each
+// bucket a short array sorted by (size, address), with a bitmap of the non-empty buckets. A lookup is
+// one bucket plus, when that bucket has nothing large enough, a find-first-set in the bitmap; an insert
+// or erase touches one bucket. Iteration visits streams, then buckets, then entries, in ascending order,
+// so it is exactly the order of std::set with that key (the bucket of a size never decreases with it).
+// It replaces a red-black tree of the same keys (KeyedBlockSet) in the pytorch policy's free sets, whose
+// descent was a chain of dependent loads and mispredicted three-field compares (issue 22).
+// Unlike std::set, every insert or erase invalidates all iterators: collect what to erase while
+// iterating, then erase. The key of a block must not change while it is in the set (erase it first).
+// Not thread-safe.
+#include "core/types.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace gpumem::replay::detail {
+
+// Block must have fields `stream`, `size` and `ptr`.
+template <typename Block> class BestFitBlockSet {
+    struct Entry {
+        Bytes size;
+        Address ptr;
+        Block* block;
+    };
+    __extension__ using U128 = unsigned __int128;
+    static bool less(const Entry& a, Bytes size, Address ptr)
+    {
+        return ((U128(a.size) << 64) | a.ptr) < ((U128(size) << 64) | ptr);
+    }
+
+    static constexpr std::size_t kLinear = 64; // sizes below 64 × 512 B: one bucket per 512 B
+    static constexpr std::size_t kBuckets = kLinear + (55 - 6) * 32; // size >> 9 has at most 55 bits
+    static constexpr std::size_t kWords = (kBuckets + 63) / 64;
+    static_assert(kWords <= 64, "one summary word");
+    static constexpr std::size_t kNone = kBuckets;
+    static std::size_t bucketOf(Bytes size)
+    {
+        const std::uint64_t v = size >> 9;
+        if (v < kLinear)
+            return std::size_t(v);
+        const unsigned e = 63u - unsigned(std::countl_zero(v)); // >= 6
+        return kLinear + std::size_t(e - 6) * 32 + std::size_t((v >> (e - 5)) & 31);
+    }
+
+    // The blocks of one stream.
+    struct Index {
+        explicit Index(std::uint64_t s)
+            : stream(s)
+            , buckets(kBuckets)
+        {
+        }
+        std::uint64_t stream;
+        std::size_t count = 0;
+        std::vector<std::vector<Entry>> buckets;
+        std::array<std::uint64_t, kWords> words {}; // bit b % 64 of words[b / 64]: bucket b is not empty
+        std::uint64_t summary = 0; // bit w: words[w] != 0
+
+        void mark(std::size_t b)
+        {
+            words[b >> 6] |= std::uint64_t(1) << (b & 63);
+            summary |= std::uint64_t(1) << (b >> 6);
+        }
+        void unmark(std::size_t b)
+        {
+            words[b >> 6] &= ~(std::uint64_t(1) << (b & 63));
+            if (words[b >> 6] == 0)
+                summary &= ~(std::uint64_t(1) << (b >> 6));
+        }
+        // The first non-empty bucket >= b, or kNone.
+        std::size_t next(std::size_t b) const
+        {
+            if (b >= kBuckets)
+                return kNone;
+            const std::size_t w = b >> 6;
+            if (const std::uint64_t bits = words[w] & (~std::uint64_t(0) << (b & 63)))
+                return (w << 6) + std::size_t(std::countr_zero(bits));
+            const std::uint64_t later = w + 1 < 64 ? summary & (~std::uint64_t(0) << (w + 1)) : 0;
+            if (!later)
+                return kNone;
+            const std::size_t w2 = std::size_t(std::countr_zero(later));
+            return (w2 << 6) + std::size_t(std::countr_zero(words[w2]));
+        }
+        // The last non-empty bucket < b, or kNone.
+        std::size_t prev(std::size_t b) const
+        {
+            if (b == 0)
+                return kNone;
+            const std::size_t last = b - 1, w = last >> 6;
+            const std::uint64_t upTo = (last & 63) == 63 ? ~std::uint64_t(0) : (std::uint64_t(2) << (last & 63)) - 1;
+            if (const std::uint64_t bits = words[w] & upTo)
+                return (w << 6) + 63 - std::size_t(std::countl_zero(bits));
+            const std::uint64_t earlier = summary & ((std::uint64_t(1) << w) - 1);
+            if (!earlier)
+                return kNone;
+            const std::size_t w2 = 63 - std::size_t(std::countl_zero(earlier));
+            return (w2 << 6) + 63 - std::size_t(std::countl_zero(words[w2]));
+        }
+    };
+
+public:
+    class iterator {
+    public:
+        using iterator_category = std::bidirectional_iterator_tag;
+        using value_type = Block*;
+        using difference_type = std::ptrdiff_t;
+        using pointer = Block* const*;
+        using reference = Block*;
+        iterator() = default;
+        Block* operator*() const { return m_entry->block; }
+        iterator& operator++()
+        {
+            const Index& x = *m_set->m_streams[m_stream];
+            if (++m_pos < x.buckets[m_bucket].size()) {
+                ++m_entry;
+                return *this;
+            }
+            m_pos = 0;
+            m_bucket = x.next(m_bucket + 1);
+            if (m_bucket == kNone)
+                *this = m_set->firstFrom(m_stream + 1);
+            else
+                m_entry = x.buckets[m_bucket].data();
+            return *this;
+        }
+        iterator operator++(int)
+        {
+            iterator t = *this;
+            ++*this;
+            return t;
+        }
+        iterator& operator--()
+        {
+            if (m_pos > 0) {
+                --m_pos;
+                --m_entry;
+                return *this;
+            }
+            if (m_stream < m_set->m_streams.size()) {
+                const Index& x = *m_set->m_streams[m_stream];
+                if (const std::size_t b = x.prev(m_bucket); b != kNone) {
+                    m_bucket = b;
+                    m_pos = x.buckets[b].size() - 1;
+                    m_entry = &x.buckets[b][m_pos];
+                    return *this;
+                }
+            }
+            do
+                --m_stream;
+            while (m_set->m_streams[m_stream]->count == 0);
+            const Index& x = *m_set->m_streams[m_stream];
+            m_bucket = x.prev(kBuckets);
+            m_pos = x.buckets[m_bucket].size() - 1;
+            m_entry = &x.buckets[m_bucket][m_pos];
+            return *this;
+        }
+        bool operator==(const iterator& o) const
+        {
+            return m_stream == o.m_stream && m_bucket == o.m_bucket && m_pos == o.m_pos;
+        }
+
+    private:
+        friend class BestFitBlockSet;
+        iterator(const BestFitBlockSet* set, std::size_t stream, std::size_t bucket, std::size_t pos)
+            : m_set(set)
+            , m_stream(stream)
+            , m_bucket(bucket)
+            , m_pos(pos)
+            , m_entry(stream < set->m_streams.size() ? &set->m_streams[stream]->buckets[bucket][pos] : nullptr)
+        {
+        }
+        const BestFitBlockSet* m_set = nullptr;
+        std::size_t m_stream = 0; // index into m_streams; m_streams.size() at the end
+        std::size_t m_bucket = 0;
+        std::size_t m_pos = 0;
+        const Entry* m_entry = nullptr; // the entry at (m_stream, m_bucket, m_pos); nullptr at the end
+    };
+
+    BestFitBlockSet() = default;
+    BestFitBlockSet(const BestFitBlockSet&) = delete;
+    BestFitBlockSet& operator=(const BestFitBlockSet&) = delete;
+
+    iterator begin() const { return firstFrom(0); }
+    iterator end() const { return iterator(this, m_streams.size(), 0, 0); }
+    std::size_t size() const { return m_size; }
+
+    // False (and nothing changes) when a block with the same key is in the set.
+    bool insert(const Block* b)
+    {
+        auto s = streamAtOrAfter(b->stream);
+        if (s == m_streams.end() || (*s)->stream != b->stream)
+            s = m_streams.insert(s, std::make_unique<Index>(b->stream));
+        Index& x = **s;
+        const std::size_t k = bucketOf(b->size);
+        std::vector<Entry>& v = x.buckets[k];
+        auto at = std::lower_bound(
+            v.begin(), v.end(), b, [](const Entry& e, const Block* key) { return less(e, key->size, key->ptr); });
+        if (at != v.end() && at->size == b->size && at->ptr == b->ptr)
+            return false;
+        v.insert(at, Entry { b->size, b->ptr, const_cast<Block*>(b) });
+        if (v.size() == 1)
+            x.mark(k);
+        ++x.count;
+        ++m_size;
+        return true;
+    }
+
+    // 1 if a block with b's key was in the set (and is erased), else 0.
+    std::size_t erase(const Block* b)
+    {
+        iterator it = lower_bound(b);
+        if (it == end() || m_streams[it.m_stream]->stream != b->stream)
+            return 0;
+        if (it.m_entry->size != b->size || it.m_entry->ptr != b->ptr)
+            return 0;
+        erase(it);
+        return 1;
+    }
+    void erase(iterator it)
+    {
+        Index& x = *m_streams[it.m_stream];
+        std::vector<Entry>& v = x.buckets[it.m_bucket];
+        v.erase(v.begin() + std::ptrdiff_t(it.m_pos));
+        if (v.empty())
+            x.unmark(it.m_bucket);
+        --x.count;
+        --m_size;
+    }
+
+    // The first block whose key (stream, size, ptr) is not less than `key`'s.
+    iterator lower_bound(const Block* key) const { return lower_bound(key->stream, key->size, key->ptr); }
+    iterator lower_bound(std::uint64_t stream, Bytes size, Address ptr) const
+    {
+        auto s = streamAtOrAfter(stream);
+        const std::size_t si = std::size_t(s - m_streams.begin());
+        if (s == m_streams.end() || (*s)->stream != stream)
+            return firstFrom(si);
+        const Index& x = **s;
+        const std::size_t k = bucketOf(size);
+        const std::vector<Entry>& v = x.buckets[k];
+        auto at = std::lower_bound(
+            v.begin(), v.end(), 0, [&](const Entry& e, int) { return less(e, size, ptr); });
+        if (at != v.end())
+            return iterator(this, si, k, std::size_t(at - v.begin()));
+        if (const std::size_t n = x.next(k + 1); n != kNone)
+            return iterator(this, si, n, 0);
+        return firstFrom(si + 1);
+    }
+
+private:
+    using Streams = std::vector<std::unique_ptr<Index>>;
+    // The index of the first stream >= `stream` (most traces have one stream: no search).
+    Streams::const_iterator streamAtOrAfter(std::uint64_t stream) const
+    {
+        if (m_streams.size() == 1 && m_streams.front()->stream == stream)
+            return m_streams.begin();
+        return std::lower_bound(m_streams.begin(), m_streams.end(), stream,
+            [](const std::unique_ptr<Index>& x, std::uint64_t k) { return x->stream < k; });
+    }
+    Streams::iterator streamAtOrAfter(std::uint64_t stream)
+    {
+        auto c = std::as_const(*this).streamAtOrAfter(stream);
+        return m_streams.begin() + (c - m_streams.cbegin());
+    }
+
+    // The first entry of the first non-empty stream index at or after si, or end().
+    iterator firstFrom(std::size_t si) const
+    {
+        while (si < m_streams.size() && m_streams[si]->count == 0)
+            ++si;
+        if (si == m_streams.size())
+            return end();
+        return iterator(this, si, m_streams[si]->next(0), 0);
+    }
+
+    Streams m_streams; // by stream ascending; emptied ones stay
+    std::size_t m_size = 0;
+};
+
+} // namespace gpumem::replay::detail
