@@ -1,11 +1,13 @@
 #pragma once
 // An ordered set of Block pointers by (stream, size, address) — the order of PyTorch's BlockComparator —
-// built for best-fit lookups that run on every request: one size index per stream, whose sizes fall in
-// 1,632 buckets (512 B steps below 32 KiB, then 32 steps per power of two, TLSF's two-level split), each
-// bucket a short array sorted by (size, address), with a bitmap of the non-empty buckets. A lookup is
-// one bucket plus, when that bucket has nothing large enough, a find-first-set in the bitmap; an insert
-// or erase touches one bucket. Iteration visits streams, then buckets, then entries, in ascending order,
-// so it is exactly the order of std::set with that key (the bucket of a size never decreases with it).
+// built for the best-fit lookups that run on every request: one size index per stream, whose sizes fall
+// in 1,632 buckets (512 B steps below 32 KiB, then 32 steps per power of two: TLSF's two-level split),
+// each bucket a short array sorted by (size, address) and stored largest first, with a bitmap of the
+// non-empty buckets. A lookup is one bucket plus, when that bucket holds nothing large enough, a
+// find-first-set in the bitmap; an insert or erase touches one bucket, and taking a bucket's smallest
+// block (what a best fit that lands above its size takes) moves nothing. Iteration visits streams, then
+// buckets, then entries, in ascending order: exactly the order of std::set with that key, since the
+// bucket of a size never decreases with the size.
 // It replaces a red-black tree of the same keys (KeyedBlockSet) in the pytorch policy's free sets, whose
 // descent was a chain of dependent loads and mispredicted three-field compares (issue 22).
 // Unlike std::set, every insert or erase invalidates all iterators: collect what to erase while
@@ -37,6 +39,25 @@ template <typename Block> class BestFitBlockSet {
     {
         return ((U128(a.size) << 64) | a.ptr) < ((U128(size) << 64) | ptr);
     }
+    // A bucket keeps its entries in descending order, so that the smallest — the one a best fit takes
+    // when it lands on a bucket above its size — is erased from the back (no move). entryAt(v, p): the
+    // entry at ascending position p.
+    static const Entry* entryAt(const std::vector<Entry>& v, std::size_t p) { return &v[v.size() - 1 - p]; }
+    // The ascending position of (size, ptr) in a bucket: how many of its entries are less. A bucket holds
+    // a few entries, so counting them all (no branch to mispredict) beats a binary search; a long one
+    // (many blocks of one size, e.g. whole 20 MiB segments) is searched.
+    static std::size_t positionIn(const std::vector<Entry>& v, Bytes size, Address ptr)
+    {
+        const std::size_t n = v.size();
+        const Entry* e = v.data();
+        if (n > 16) // descending: the entries not less come first
+            return n
+                - std::size_t(std::partition_point(e, e + n, [&](const Entry& x) { return !less(x, size, ptr); }) - e);
+        std::size_t below = 0;
+        for (std::size_t i = 0; i < n; ++i)
+            below += less(e[i], size, ptr) ? 1 : 0;
+        return below;
+    }
 
     static constexpr std::size_t kLinear = 64; // sizes below 64 × 512 B: one bucket per 512 B
     static constexpr std::size_t kBuckets = kLinear + (55 - 6) * 32; // size >> 9 has at most 55 bits
@@ -56,12 +77,11 @@ template <typename Block> class BestFitBlockSet {
     struct Index {
         explicit Index(std::uint64_t s)
             : stream(s)
-            , buckets(kBuckets)
         {
         }
         std::uint64_t stream;
         std::size_t count = 0;
-        std::vector<std::vector<Entry>> buckets;
+        std::array<std::vector<Entry>, kBuckets> buckets; // inline: one load less on every lookup
         std::array<std::uint64_t, kWords> words {}; // bit b % 64 of words[b / 64]: bucket b is not empty
         std::uint64_t summary = 0; // bit w: words[w] != 0
 
@@ -121,7 +141,7 @@ public:
         {
             const Index& x = *m_set->m_streams[m_stream];
             if (++m_pos < x.buckets[m_bucket].size()) {
-                ++m_entry;
+                --m_entry; // descending storage
                 return *this;
             }
             m_pos = 0;
@@ -129,7 +149,7 @@ public:
             if (m_bucket == kNone)
                 *this = m_set->firstFrom(m_stream + 1);
             else
-                m_entry = x.buckets[m_bucket].data();
+                m_entry = entryAt(x.buckets[m_bucket], 0);
             return *this;
         }
         iterator operator++(int)
@@ -142,7 +162,7 @@ public:
         {
             if (m_pos > 0) {
                 --m_pos;
-                --m_entry;
+                ++m_entry; // descending storage
                 return *this;
             }
             if (m_stream < m_set->m_streams.size()) {
@@ -150,7 +170,7 @@ public:
                 if (const std::size_t b = x.prev(m_bucket); b != kNone) {
                     m_bucket = b;
                     m_pos = x.buckets[b].size() - 1;
-                    m_entry = &x.buckets[b][m_pos];
+                    m_entry = entryAt(x.buckets[b], m_pos);
                     return *this;
                 }
             }
@@ -160,7 +180,7 @@ public:
             const Index& x = *m_set->m_streams[m_stream];
             m_bucket = x.prev(kBuckets);
             m_pos = x.buckets[m_bucket].size() - 1;
-            m_entry = &x.buckets[m_bucket][m_pos];
+            m_entry = entryAt(x.buckets[m_bucket], m_pos);
             return *this;
         }
         bool operator==(const iterator& o) const
@@ -175,13 +195,22 @@ public:
             , m_stream(stream)
             , m_bucket(bucket)
             , m_pos(pos)
-            , m_entry(stream < set->m_streams.size() ? &set->m_streams[stream]->buckets[bucket][pos] : nullptr)
+            , m_entry(stream < set->m_streams.size() ? entryAt(set->m_streams[stream]->buckets[bucket], pos) : nullptr)
+        {
+        }
+        iterator(
+            const BestFitBlockSet* set, std::size_t stream, std::size_t bucket, std::size_t pos, const Entry* entry)
+            : m_set(set)
+            , m_stream(stream)
+            , m_bucket(bucket)
+            , m_pos(pos)
+            , m_entry(entry)
         {
         }
         const BestFitBlockSet* m_set = nullptr;
         std::size_t m_stream = 0; // index into m_streams; m_streams.size() at the end
         std::size_t m_bucket = 0;
-        std::size_t m_pos = 0;
+        std::size_t m_pos = 0; // ascending position in the bucket
         const Entry* m_entry = nullptr; // the entry at (m_stream, m_bucket, m_pos); nullptr at the end
     };
 
@@ -197,16 +226,21 @@ public:
     bool insert(const Block* b)
     {
         auto s = streamAtOrAfter(b->stream);
-        if (s == m_streams.end() || (*s)->stream != b->stream)
+        if (s == m_streams.end() || (*s)->stream != b->stream) {
             s = m_streams.insert(s, std::make_unique<Index>(b->stream));
+            m_single = m_streams.front().get();
+        }
         Index& x = **s;
         const std::size_t k = bucketOf(b->size);
         std::vector<Entry>& v = x.buckets[k];
-        auto at = std::lower_bound(
-            v.begin(), v.end(), b, [](const Entry& e, const Block* key) { return less(e, key->size, key->ptr); });
-        if (at != v.end() && at->size == b->size && at->ptr == b->ptr)
+        const std::size_t p = positionIn(v, b->size, b->ptr);
+        if (p < v.size() && entryAt(v, p)->size == b->size && entryAt(v, p)->ptr == b->ptr)
             return false;
-        v.insert(at, Entry { b->size, b->ptr, const_cast<Block*>(b) });
+        const Entry e { b->size, b->ptr, const_cast<Block*>(b) };
+        if (p == 0)
+            v.push_back(e); // the new smallest (a bucket often holds one block): no move
+        else
+            v.insert(v.begin() + std::ptrdiff_t(v.size() - p), e);
         if (v.size() == 1)
             x.mark(k);
         ++x.count;
@@ -229,7 +263,10 @@ public:
     {
         Index& x = *m_streams[it.m_stream];
         std::vector<Entry>& v = x.buckets[it.m_bucket];
-        v.erase(v.begin() + std::ptrdiff_t(it.m_pos));
+        if (it.m_pos == 0)
+            v.pop_back(); // the smallest: what a best fit usually takes
+        else
+            v.erase(v.begin() + std::ptrdiff_t(v.size() - 1 - it.m_pos));
         if (v.empty())
             x.unmark(it.m_bucket);
         --x.count;
@@ -247,12 +284,10 @@ public:
         const Index& x = **s;
         const std::size_t k = bucketOf(size);
         const std::vector<Entry>& v = x.buckets[k];
-        auto at = std::lower_bound(
-            v.begin(), v.end(), 0, [&](const Entry& e, int) { return less(e, size, ptr); });
-        if (at != v.end())
-            return iterator(this, si, k, std::size_t(at - v.begin()));
+        if (const std::size_t p = positionIn(v, size, ptr); p < v.size())
+            return iterator(this, si, k, p, entryAt(v, p));
         if (const std::size_t n = x.next(k + 1); n != kNone)
-            return iterator(this, si, n, 0);
+            return iterator(this, si, n, 0, entryAt(x.buckets[n], 0));
         return firstFrom(si + 1);
     }
 
@@ -261,7 +296,7 @@ private:
     // The index of the first stream >= `stream` (most traces have one stream: no search).
     Streams::const_iterator streamAtOrAfter(std::uint64_t stream) const
     {
-        if (m_streams.size() == 1 && m_streams.front()->stream == stream)
+        if (m_streams.size() == 1 && m_single->stream == stream)
             return m_streams.begin();
         return std::lower_bound(m_streams.begin(), m_streams.end(), stream,
             [](const std::unique_ptr<Index>& x, std::uint64_t k) { return x->stream < k; });
@@ -283,6 +318,7 @@ private:
     }
 
     Streams m_streams; // by stream ascending; emptied ones stay
+    const Index* m_single = nullptr; // m_streams.front() (read when it is the only one)
     std::size_t m_size = 0;
 };
 

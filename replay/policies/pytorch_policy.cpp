@@ -2,9 +2,9 @@
 
 #include "core/error.h"
 #include "replay/detail/address_map.h"
+#include "replay/detail/best_fit_block_set.h"
 #include "replay/detail/keyed_block_set.h"
 #include "replay/detail/round_to_multiple.h"
-#include "replay/detail/best_fit_block_set.h"
 
 #include <algorithm>
 #include <deque>
@@ -596,11 +596,11 @@ struct PyTorchPolicy::Impl {
         Pool& pool = poolFor(current, PyTorchConfig::isSmall(rounded));
         if (current != 0)
             privatePools[current]->freeable = false; // a new user of a released pool [choice]
-        Bytes allocSize = config.allocationSize(rounded);
         Block* b = getFreeBlock(pool, stream, rounded);
         if (!b && cachedOnly)
             return std::nullopt;
         if (!b) {
+            const Bytes allocSize = config.allocationSize(rounded); // only a miss asks the device
             if (config.gcEnabled())
                 garbageCollect();
             b = allocBlock(pool, stream, rounded, allocSize, false);
