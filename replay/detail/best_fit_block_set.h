@@ -273,6 +273,16 @@ public:
         --m_size;
     }
 
+    // The largest size in the set (over every stream), 0 when empty; O(streams).
+    Bytes largestSize() const
+    {
+        Bytes largest = 0;
+        for (const auto& x : m_streams)
+            if (x->count > 0)
+                largest = std::max(largest, x->buckets[x->prev(kBuckets)].front().size); // stored largest first
+        return largest;
+    }
+
     // The first block whose key (stream, size, ptr) is not less than `key`'s.
     iterator lower_bound(const Block* key) const { return lower_bound(key->stream, key->size, key->ptr); }
     iterator lower_bound(std::uint64_t stream, Bytes size, Address ptr) const

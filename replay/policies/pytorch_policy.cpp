@@ -35,6 +35,7 @@ namespace {
         bool allocated = false;
         bool pendingFree = false; // freed by the program, events outstanding (§1.7 step 2)
         bool mapped = true;
+        bool splitFree = false; // counted in its pool's inactiveSplitBytes while in the free set
         bool isSplit() const { return prev != nullptr || next != nullptr; }
     };
 
@@ -56,10 +57,38 @@ namespace {
         bool isSmall;
         PoolId owner; // 0: the default pools; else the private pool (trace pool index) it belongs to
         std::uint64_t getFreeBlocksCallCount = 0; // the GC clock (§1.9)
+        // Free bytes and inactive-split bytes (free blocks of split, non-expandable segments) of the free
+        // set, kept as blocks enter and leave it, so that a fragmentation sample (taken at every new peak)
+        // costs no walk over the blocks. A block's split state does not change while it is in the set:
+        // splits and merges take a block out first, and relinking a neighbour keeps it linked.
+        Bytes freeBytes = 0;
+        Bytes inactiveSplitBytes = 0;
         void insertFree(Block* b)
         {
             b->gcCountBase = getFreeBlocksCallCount;
-            blocks.insert(b);
+            if (blocks.insert(b)) {
+                freeBytes += b->size;
+                b->splitFree = b->isSplit() && !b->es;
+                if (b->splitFree)
+                    inactiveSplitBytes += b->size;
+            }
+        }
+        void eraseFree(BlockSet::iterator it)
+        {
+            const Block* b = *it;
+            blocks.erase(it);
+            uncount(b);
+        }
+        void eraseFree(const Block* b)
+        {
+            if (blocks.erase(b))
+                uncount(b);
+        }
+        void uncount(const Block* b)
+        {
+            freeBytes -= b->size;
+            if (b->splitFree)
+                inactiveSplitBytes -= b->size;
         }
     };
 
@@ -241,7 +270,7 @@ struct PyTorchPolicy::Impl {
         if (rounded >= config.maxSplitSize && (*it)->size >= rounded + config.maxNonSplitRounding)
             return nullptr;
         Block* b = *it;
-        pool.blocks.erase(it);
+        pool.eraseFree(it);
         return b;
     }
 
@@ -263,7 +292,7 @@ struct PyTorchPolicy::Impl {
         Bytes subsumed = src->size;
         dst->size += subsumed;
         if (src->mapped)
-            pool.blocks.erase(src);
+            pool.eraseFree(src);
         else
             pool.unmapped.erase(src);
         deleteBlock(src);
@@ -284,7 +313,7 @@ struct PyTorchPolicy::Impl {
     // "release_block": cudaFree of a whole free segment.
     void releaseBlock(Block* b)
     {
-        b->pool->blocks.erase(b);
+        b->pool->eraseFree(b);
         charge(b->pool->owner, b->size, false);
         device.free(b->ptr, b->stream);
         ++counters.numDeviceFree;
@@ -300,7 +329,7 @@ struct PyTorchPolicy::Impl {
         if (begin >= end)
             return;
         Pool& pool = *b->pool;
-        pool.blocks.erase(b);
+        pool.eraseFree(b);
         Address unmappedPtr = es.base + begin;
         Bytes unmappedSize = end - begin;
         Bytes before = unmappedPtr - b->ptr;
@@ -568,7 +597,7 @@ struct PyTorchPolicy::Impl {
                 return nullptr;
             c = n; // mapBlock merged the free candidate into n
         }
-        pool.blocks.erase(c);
+        pool.eraseFree(c);
         return c;
     }
 
@@ -802,7 +831,7 @@ bool PyTorchPolicy::doAdoptBlock(Address address, Bytes size, Bytes requested, S
             Block* f = *it;
             if (f->stream != stream || f->es || address < f->ptr || address + size > f->ptr + f->size)
                 continue;
-            pool->blocks.erase(it);
+            pool->eraseFree(it);
             if (address > f->ptr) {
                 Block* front = m.newBlock(pool, stream, f->ptr, address - f->ptr);
                 linkBefore(front, f);
@@ -868,13 +897,11 @@ FragmentationSample PyTorchPolicy::fragmentation() const
     FragmentationSample s;
     s.reserved = device().counters().reserved;
     s.allocated = m_stats.allocated;
-    for (const Pool* p : m_impl->allPools())
-        for (const Block* b : p->blocks) {
-            s.freeBytes += b->size;
-            s.largestFree = std::max(s.largestFree, b->size);
-            if (b->isSplit() && !b->es)
-                s.inactiveSplit += b->size;
-        }
+    for (const Pool* p : m_impl->allPools()) { // running totals: no walk over the blocks
+        s.freeBytes += p->freeBytes;
+        s.inactiveSplit += p->inactiveSplitBytes;
+        s.largestFree = std::max(s.largestFree, p->blocks.largestSize());
+    }
     return s;
 }
 
