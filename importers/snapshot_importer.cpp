@@ -314,18 +314,23 @@ namespace {
     // compared only on a miss. `ByText` maps a key's text to the field.
     template <typename Field, Field (*ByText)(std::string_view)> class KeyFieldCache {
     public:
-        explicit KeyFieldCache(const PickleDocument& doc)
+        explicit KeyFieldCache(const PickleDocument* doc)
             : m_doc(doc)
         {
         }
         Field field(const PickleValue& key, std::size_t position)
+        {
+            return field(key, position, [&] { return m_doc->text(key); });
+        }
+        // The same with the key's text from `textOf()` (a sink reads the pickle before the document exists).
+        template <typename TextOf> Field field(const PickleValue& key, std::size_t position, TextOf&& textOf)
         {
             if (position < kSlots) {
                 const Slot& s = m_slots[position];
                 if (key.bits == s.bits && key.length == s.length && key.kind == s.kind) [[likely]]
                     return s.field;
             }
-            Field f = ByText(m_doc.text(key));
+            Field f = ByText(textOf());
             if (position < kSlots)
                 m_slots[position] = Slot { key.bits, key.length, key.kind, f };
             return f;
@@ -339,7 +344,7 @@ namespace {
             Field field {};
         };
         static constexpr std::size_t kSlots = 16;
-        const PickleDocument& m_doc;
+        const PickleDocument* m_doc;
         std::array<Slot, kSlots> m_slots {};
     };
 
@@ -370,6 +375,7 @@ namespace {
     // with a repeated field, more than 16 keys or an integer field that is not a plain Int takes the slow way.
     class EntryShape {
     public:
+        EntryShape() = default;
         explicit EntryShape(const PickleDocument&) { }
         bool matches(std::span<const PickleValue> kv) const
         {
@@ -400,12 +406,17 @@ namespace {
         }
         void learn(std::span<const PickleValue> kv, EntryFieldCache& fields)
         {
+            learn(kv, fields, [&](const PickleValue& key, std::size_t k) { return fields.field(key, k); });
+        }
+        // `fieldOf(key, k)`: the field of the k-th key.
+        template <typename FieldOf> void learn(std::span<const PickleValue> kv, EntryFieldCache&, FieldOf&& fieldOf)
+        {
             m_pairs = 0;
             if (kv.size() / 2 > m_keys.size() || kv.size() % 2 != 0)
                 return;
             position.fill(-1);
             for (std::size_t k = 0; k < kv.size() / 2; ++k) {
-                const EntryField f = fields.field(kv[2 * k], k);
+                const EntryField f = fieldOf(kv[2 * k], k);
                 if (f != EntryField::Other) {
                     if (position[static_cast<std::size_t>(f)] >= 0)
                         return; // a repeated field: the last one wins, which the slow way handles
@@ -953,9 +964,9 @@ namespace {
         const PickleDocument& m_doc;
         TraceBuilder* m_b;
         ImportStats m_ownStats;
-        KeyFieldCache<SegmentField, segmentFieldByText> m_segmentFields { m_doc };
-        KeyFieldCache<BlockField, blockFieldByText> m_blockFields { m_doc };
-        KeyFieldCache<FrameField, frameFieldByText> m_frameFields { m_doc };
+        KeyFieldCache<SegmentField, segmentFieldByText> m_segmentFields { &m_doc };
+        KeyFieldCache<BlockField, blockFieldByText> m_blockFields { &m_doc };
+        KeyFieldCache<FrameField, frameFieldByText> m_frameFields { &m_doc };
         // Set by readSegments: every segment's first block has an "address" key (not generation A).
         bool m_firstBlocksHaveAddress = true;
         struct FrameKey {
@@ -1034,6 +1045,94 @@ namespace {
         std::array<Slot, 16> m_slots {};
     };
 
+    // The trace entries taken out of the pickle while it is parsed (PickleDictSink; issue 22): each one
+    // decoded as the import's fast path decodes it (same keys as the entry before, plain Int fields),
+    // so the document never holds the entries' items. It declines every entry that path would not
+    // take (other keys, a BigInt, a missing or unknown action, frames that are not a list, a string
+    // outside the pickle's bytes): the import then reads it from the document, with its errors and
+    // anomalies, as without a sink. Per list of device_traces, in the order of the list.
+    class EntrySink final : public PickleDictSink {
+    public:
+        struct List {
+            std::vector<Entry> entries; // index and framesClass are set by the import
+            std::vector<std::uint64_t> containers; // the dicts they came from, to check the list against
+            std::vector<std::uint8_t> flags; // kHasTime | kHasContext
+        };
+        static constexpr std::uint8_t kHasTime = 1, kHasContext = 2;
+        std::vector<List> lists;
+
+        bool take(std::span<const PickleValue> kv, std::uint64_t container, std::size_t list,
+            std::string_view bytes) override
+        {
+            if (kv.size() > 2 * kMaxFields || kv.size() % 2 != 0)
+                return false;
+            // Text in the pickle's bytes (a protocol 0/1 string with escapes is decoded elsewhere).
+            bool outside = false;
+            auto textOf = [&](const PickleValue& v) -> std::string_view {
+                if (v.kind != PickleKind::Str && v.kind != PickleKind::Binary)
+                    return {};
+                if (v.bits > bytes.size() || v.length > bytes.size() - v.bits) {
+                    outside = true;
+                    return {};
+                }
+                return bytes.substr(v.bits, v.length);
+            };
+            if (!m_shape.matches(kv)) {
+                m_shape.learn(kv, m_fields,
+                    [&](const PickleValue& key, std::size_t k) { return m_fields.field(key, k, [&] { return textOf(key); }); });
+                if (outside || !m_shape.matches(kv)) {
+                    m_shape = EntryShape(); // learnt from a key outside the bytes: learn again next time
+                    m_fields = EntryFieldCache(nullptr);
+                    return false;
+                }
+            }
+            if (m_shape.anyNotInt(kv))
+                return false;
+            auto at = [&](EntryField f) -> const PickleValue* {
+                const std::int8_t p = m_shape.position[static_cast<std::size_t>(f)];
+                return p < 0 ? nullptr : &kv[2 * static_cast<std::size_t>(p) + 1];
+            };
+            const PickleValue *addr = at(EntryField::Addr), *size = at(EntryField::Size), *act = at(EntryField::Action),
+                              *stream = at(EntryField::Stream), *frames = at(EntryField::Frames),
+                              *time = at(EntryField::TimeUs), *context = at(EntryField::CompileContext);
+            if (!act)
+                return false;
+            const std::string_view action = textOf(*act);
+            if (outside)
+                return false;
+            auto intOf = [&](const PickleValue* v) { return v ? static_cast<std::int64_t>(v->bits) : 0; }; // Int
+            Entry entry;
+            entry.action = m_actions.of(*act, action);
+            if (entry.action == Action::Unknown)
+                return false;
+            if (frames) {
+                if (frames->kind != PickleKind::None && frames->kind != PickleKind::List && frames->kind != PickleKind::Tuple)
+                    return false;
+                entry.frames = *frames;
+            }
+            entry.addr = static_cast<Address>(intOf(addr));
+            entry.size = static_cast<Bytes>(intOf(size)); // not negative: anyNotInt
+            entry.stream = static_cast<std::uint64_t>(intOf(stream));
+            if (time)
+                entry.time = microsecondsToNs(intOf(time));
+            if (context)
+                entry.compileContext = *context;
+            if (list >= lists.size())
+                lists.resize(list + 1);
+            List& l = lists[list];
+            l.entries.push_back(entry);
+            l.containers.push_back(container);
+            l.flags.push_back(static_cast<std::uint8_t>((time ? kHasTime : 0)
+                | (m_shape.position[static_cast<std::size_t>(EntryField::CompileContext)] >= 0 ? kHasContext : 0)));
+            return true;
+        }
+
+    private:
+        EntryFieldCache m_fields { nullptr };
+        EntryShape m_shape;
+        ActionCache m_actions;
+    };
+
     struct RoundingConfig {
         std::vector<std::int64_t> divisions; // 16 entries
         Bytes maxSplitSize = std::numeric_limits<Bytes>::max();
@@ -1104,10 +1203,29 @@ std::vector<SnapshotSegment> snapshotSegments(const PickleDocument& doc)
     return out;
 }
 
+namespace {
+    Trace importDocument(const PickleDocument& doc, EntrySink* streamed, const LoadOptions& options);
+}
+
+Trace importPytorchSnapshot(PickleDocument::Input input, std::string_view source, const LoadOptions& options)
+{
+    auto first = input.bytes.find_first_not_of(" \t\r\n");
+    if (first != std::string_view::npos && input.bytes[first] == '{')
+        return importDocument(PickleDocument::fromJsonText(std::move(input), source), nullptr, options);
+    try {
+        EntrySink sink;
+        PickleDocument doc = PickleDocument::parse(input, source, sink);
+        return importDocument(doc, &sink, options);
+    } catch (const PickleSinkRefused&) {
+        // The pickle refers to an entry taken out of it, or its lists are not where the sink saw them
+        // (never in a snapshot PyTorch wrote): read it whole.
+    }
+    return importDocument(PickleDocument::parse(std::move(input), source), nullptr, options);
+}
+
 Trace importPytorchSnapshot(const std::string& path, const LoadOptions& options)
 {
-    PickleDocument doc = readSnapshotDocument(path);
-    return importPytorchSnapshot(doc, options);
+    return importPytorchSnapshot(PickleDocument::readInput(path), path, options); // the file is read once
 }
 
 namespace {
@@ -1150,6 +1268,12 @@ namespace {
 } // namespace
 
 Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& options)
+{
+    return importDocument(doc, nullptr, options);
+}
+
+namespace {
+Trace importDocument(const PickleDocument& doc, EntrySink* streamed, const LoadOptions& options)
 {
     TraceBuilder b;
     SnapshotReader r(doc, &b);
@@ -1199,7 +1323,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
 
     // ---- trace entries --------------------------------------------------------------------------------
     auto traces = r.listField(root, "device_traces", "top level");
-    EntryFieldCache entryFields(doc);
+    EntryFieldCache entryFields(&doc);
     EntryShape shape(doc);
     ActionCache actions;
     std::vector<std::vector<Entry>> entries(traces.size());
@@ -1211,8 +1335,42 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
         if (traces[d].kind != PickleKind::List && traces[d].kind != PickleKind::Tuple)
             r.fail(SnapshotReader::at("device_traces", d),
                 "is " + std::string(withArticle(traces[d].kind)) + ", not a list");
+        // Entries the sink took: checked against the list (the same dicts in the same order), then
+        // used as they are (no copy when the sink took them all, the usual case).
+        EntrySink::List* taken = streamed && d < streamed->lists.size() ? &streamed->lists[d] : nullptr;
+        std::size_t nextTaken = 0;
+        auto useTaken = [&](Entry& entry, std::size_t i) {
+            const std::uint8_t flags = taken->flags[nextTaken];
+            entry.index = i;
+            anyTime = anyTime || (flags & EntrySink::kHasTime);
+            anyMissingTime = anyMissingTime || !(flags & EntrySink::kHasTime);
+            anyCompileContext = anyCompileContext || (flags & EntrySink::kHasContext);
+            entry.framesClass = r.listClass(entry.frames);
+            ++nextTaken;
+        };
+        if (taken && taken->containers.size() == list.size()) {
+            bool all = true;
+            for (std::size_t i = 0; i < list.size() && all; ++i)
+                all = doc.isTaken(list[i]) && list[i].bits == taken->containers[i];
+            if (all) {
+                entries[d] = std::move(taken->entries);
+                for (std::size_t i = 0; i < list.size(); ++i)
+                    useTaken(entries[d][i], i);
+                taken->containers = {};
+                taken->flags = {};
+                continue;
+            }
+        }
         entries[d].reserve(list.size());
         for (std::size_t i = 0; i < list.size(); ++i) {
+            if (doc.isTaken(list[i])) {
+                if (!taken || nextTaken >= taken->containers.size() || taken->containers[nextTaken] != list[i].bits)
+                    throw PickleSinkRefused {}; // taken, but not here (shared, or another list's)
+                Entry entry = taken->entries[nextTaken];
+                useTaken(entry, i);
+                entries[d].push_back(entry);
+                continue;
+            }
             const PickleValue& e = r.dictItem(list[i], Where("device_traces", d, "", i));
             Entry entry;
             entry.index = i;
@@ -1333,7 +1491,13 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             entry.framesClass = r.listClass(entry.frames);
             entries[d].push_back(entry);
         }
+        if (taken && nextTaken != taken->containers.size())
+            throw PickleSinkRefused {}; // some taken entries are not in this list
     }
+    if (streamed)
+        for (std::size_t d = traces.size(); d < streamed->lists.size(); ++d)
+            if (!streamed->lists[d].containers.empty())
+                throw PickleSinkRefused {}; // entries taken from a list the document does not have
     if (unknownActions)
         b.stats().add("unknown_action", Severity::Info, firstUnknown + " is not a memory action gpumem knows; skipped",
             unknownActions);
@@ -1869,6 +2033,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
     progress(1.0);
     return b.build();
 }
+} // namespace
 
 namespace {
     // `c` + module + '\n' + name + '\n' at the start (after an optional MARK '('): pickle protocol 0's GLOBAL.

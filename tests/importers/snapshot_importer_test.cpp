@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <fstream>
 #include <limits>
+#include <tuple>
 
 using namespace gpumem;
 
@@ -993,4 +994,53 @@ TEST(SnapshotImporter, NamesTheTypeOfABadActionAndRefusesFramesThatAreNotAList)
         EXPECT_NE(std::string(e.what()).find("device_traces[0][2]: 'frames' is a str, not a list"), std::string::npos)
             << e.what();
     }
+}
+
+namespace {
+// The anomalies of a trace as (code, count, detail), for comparing two imports of one file.
+std::vector<std::tuple<std::string, std::uint64_t, std::string>> anomalyList(const Trace& t)
+{
+    std::vector<std::tuple<std::string, std::uint64_t, std::string>> out;
+    for (const auto& a : t.stats().anomalies())
+        out.emplace_back(a.code, a.count, a.detail);
+    return out;
+}
+} // namespace
+
+TEST(SnapshotImporter, StreamedImportOfEveryPublicSnapshotEqualsTheImportOfItsDocument)
+{
+    // importPytorchSnapshot(path) decodes the trace entries while it parses the pickle (issue 22); the
+    // document import reads them from the whole object tree. Same events, sites, anomalies, metadata.
+    for (const char* name : { "cs336-bcrafton/memory_snapshot.pickle", "cs336-magma27/memory_snapshot.pickle",
+             "cs336-silmont2000/mem_snapshot.pickle", "cs336-silmont2000/memory_forward_bf16_128.pickle",
+             "flexgen-llm-inference/1.3b_snapshot.pickle" }) {
+        SCOPED_TRACE(name);
+        const std::string path = publicTrace(name);
+        REQUIRE_PUBLIC(path);
+        Trace streamed = importPytorchSnapshot(path);
+        Trace whole = importPytorchSnapshot(readSnapshotDocument(path));
+        expectSameMemory(streamed, whole);
+        EXPECT_EQ(anomalyList(streamed), anomalyList(whole));
+        EXPECT_EQ(streamed.metadata(), whole.metadata());
+        EXPECT_GT(streamed.memory().count(), 90u);
+    }
+}
+
+TEST(SnapshotImporter, StreamedImportReadsAPickleThatRepeatsAnEntryDictWhole)
+{
+    // tests/data/snapshot/entry_repeated_object.pickle: entry_shapes.pickle with its entries 0, 2 and 3
+    // appended once more as the same Python objects (pickle.dump protocol 4), so the pickle refers to
+    // those dicts again by memo GETs: the streamed import, which took them out of the document, reads
+    // the file again whole and gives what the document import gives.
+    const std::string path = snapshotData("entry_repeated_object.pickle");
+    Trace streamed = importPytorchSnapshot(path);
+    Trace whole = importPytorchSnapshot(readSnapshotDocument(path));
+    expectSameMemory(streamed, whole);
+    EXPECT_EQ(anomalyList(streamed), anomalyList(whole));
+    const auto& m = streamed.memory();
+    ASSERT_EQ(m.count(), 13u); // the segment rebuilt before the window, the nine entries, the three repeats
+    EXPECT_EQ(m.kind[10], EventKind::Alloc);
+    EXPECT_EQ(m.address[10], kShapeSegment);
+    EXPECT_EQ(m.requestedSize[10], 1000u);
+    EXPECT_EQ(m.kind[12], EventKind::FreeCompleted);
 }
