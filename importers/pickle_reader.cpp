@@ -16,6 +16,8 @@
 #include <new>
 #include <type_traits>
 
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <limits>
 
@@ -352,6 +354,8 @@ public:
     {
     }
 
+    void releaseBehindWhenMapped(bool on) { m_releaseBehind = on; }
+
     void run()
     {
         // Python pickles of this shape push roughly one value per 4 bytes.
@@ -388,6 +392,8 @@ private:
         }
         case 0x95: // FRAME: a length prefix only; the frame's bytes follow in line
             readLE(8);
+            if (m_releaseBehind && m_pos - m_released >= kReleaseStep) [[unlikely]]
+                releaseBehind();
             break;
         case 0x2e: // STOP
             m_doc.m_bytesAfterStop = m_size - m_pos;
@@ -1581,6 +1587,21 @@ private:
         m_doc.m_taken[dict.bits] = true;
         return true;
     }
+    // Gives back the pages of a mapped input up to kKeepBehind before the parse position (what follows
+    // is read; what lies behind is read again only for memoized strings and repeated lists, whose
+    // pages then map again from the page cache).
+    static constexpr std::size_t kReleaseStep = std::size_t(8) << 20, kKeepBehind = std::size_t(1) << 20;
+    [[gnu::cold]] [[gnu::noinline]] void releaseBehind()
+    {
+        static const auto kPage = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+        const std::size_t end = (m_pos - kKeepBehind) / kPage * kPage;
+        if (end > m_released
+            && ::madvise(const_cast<unsigned char*>(m_data) + m_released, end - m_released, MADV_DONTNEED) == 0)
+            m_released = end;
+    }
+    bool m_releaseBehind = false;
+    std::size_t m_released = 0; // bytes given back, from the start (a multiple of the page size)
+
     static constexpr std::uint64_t kNoContainer = std::numeric_limits<std::uint64_t>::max();
     std::uint64_t m_traceLists = kNoContainer; // the container of snapshot["device_traces"]
     std::uint64_t m_deviceList = kNoContainer; // the container of its list being read
@@ -1641,7 +1662,12 @@ PickleDocument::Input PickleDocument::readInput(const std::string& path)
     // (POSIX mmap).
     static const auto kPage = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
     const std::size_t padding = file.size > kMapAbove ? (kPage - file.size % kPage) % kPage : kReadPadding;
-    return Input { std::move(file.data), bytes, padding };
+    // readFileBuffer maps a regular file larger than kMapAbove and reads anything else (a pipe) into a
+    // buffer, whose pages must never be given back.
+    struct stat st {};
+    const bool mapped = file.size > kMapAbove && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)
+        && static_cast<std::size_t>(st.st_size) == file.size;
+    return Input { std::move(file.data), bytes, padding, mapped };
 }
 
 PickleDocument PickleDocument::parse(Input input, std::string_view source)
@@ -1657,7 +1683,11 @@ PickleDocument PickleDocument::parse(Input input, std::string_view source, Pickl
     PickleDocument doc;
     doc.m_bytes = input.bytes;
     doc.m_source = std::string(source);
-    PickleParser(doc, &sink).run();
+    PickleParser parser(doc, &sink);
+    // A mapping starts at a page (mmap), so its pages can be given back from the first byte on.
+    parser.releaseBehindWhenMapped(input.mapped
+        && reinterpret_cast<std::uintptr_t>(input.bytes.data()) % static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE)) == 0);
+    parser.run();
     if (!doc.m_keepAlive)
         doc.m_keepAlive = std::move(input.owner);
     return doc;

@@ -122,13 +122,18 @@ public:
         // Bytes after `bytes` that may be read (not part of the content): kReadPadding for a file read
         // into a buffer, the rest of the last page for a mapped one.
         std::size_t padding = 0;
+        // `bytes` are a read-only mapping of the file (larger than 8 MiB, not gzip): a parse with a sink
+        // gives back the pages it has read (madvise MADV_DONTNEED; a later read maps them again from
+        // the page cache), so that the file does not count in the import's resident memory.
+        bool mapped = false;
     };
     // Throws IoError / FormatError (corrupt gzip) naming the path.
     static Input readInput(const std::string& path);
     // As parse(bytes, source); the document keeps input.owner alive.
     static PickleDocument parse(Input input, std::string_view source);
-    // As parse(input, source), offering the trace entries to `sink` (PickleDictSink). Throws as parse()
-    // does, and PickleSinkRefused (above).
+    // As parse(input, source), offering the trace entries to `sink` (PickleDictSink); with input.mapped,
+    // the pages behind the parse are given back every 8 MiB (at FRAME opcodes, protocol 4 and 5).
+    // Throws as parse() does, and PickleSinkRefused (above).
     static PickleDocument parse(Input input, std::string_view source, PickleDictSink& sink);
     // Whether `v` is a dict a PickleDictSink took (its items are not in the document).
     bool isTaken(const PickleValue& v) const

@@ -65,16 +65,16 @@ namespace {
         return Action::Unknown;
     }
 
-    struct Entry {
-        Action action = Action::Unknown;
+    struct Entry { // 80 bytes (action after framesClass: no padding after it)
         Address addr = 0;
         Bytes size = 0;
         std::uint64_t stream = 0;
         TimeNs time = 0;
         std::uint64_t index = 0; // position in device_traces[d]
         PickleValue frames;
-        std::uint32_t framesClass = 0; // SnapshotReader::listClass(frames)
         PickleValue compileContext;    // a str; "N/A" outside torch.compile (generation D)
+        std::uint32_t framesClass = 0; // SnapshotReader::listClass(frames)
+        Action action = Action::Unknown;
     };
 
     // A recorded segment plus what the Trace needs beyond SnapshotSegment.
@@ -215,7 +215,7 @@ namespace {
 
     // Blocks by address for the backward walk: open addressing (linear probing, deletion by backward
     // shift) over indexes into a vector of values, so an insert or erase allocates nothing (the
-    // unordered_map it replaces allocated a node per block). Erased values stay in the vector, marked.
+    // unordered_map it replaces allocated a node per block). An erased value's place is reused.
     template <typename T> class AddressMap {
     public:
         explicit AddressMap(std::size_t expected)
@@ -244,10 +244,20 @@ namespace {
             for (; m_slots[i].indexPlusOne != 0; i = (i + 1) & mask)
                 if (m_slots[i].key == key)
                     return { &m_values[m_slots[i].indexPlusOne - 1].value, false };
-            m_values.push_back(Value { key, T {}, true });
-            m_slots[i] = Slot { key, static_cast<std::uint32_t>(m_values.size()) };
+            // An erased value's place is taken again: the vector stays as large as the map was at most
+            // (the backward walk inserts and erases a block per allocation in the trace).
+            std::uint32_t index = 0;
+            if (!m_free.empty()) {
+                index = m_free.back();
+                m_free.pop_back();
+                m_values[index] = Value { key, T {}, true };
+            } else {
+                index = static_cast<std::uint32_t>(m_values.size());
+                m_values.push_back(Value { key, T {}, true });
+            }
+            m_slots[i] = Slot { key, index + 1 };
             ++m_count;
-            return { &m_values.back().value, true };
+            return { &m_values[index].value, true };
         }
         void erase(Address key)
         {
@@ -259,6 +269,7 @@ namespace {
             if (m_slots[i].indexPlusOne == 0)
                 return;
             m_values[m_slots[i].indexPlusOne - 1].alive = false;
+            m_free.push_back(m_slots[i].indexPlusOne - 1);
             --m_count;
             // Backward shift: move later members of the probe run into the hole where they may go.
             for (std::size_t j = (i + 1) & mask; m_slots[j].indexPlusOne != 0; j = (j + 1) & mask) {
@@ -271,7 +282,7 @@ namespace {
             m_slots[i] = Slot {};
         }
         std::size_t size() const { return m_count; }
-        // Calls f(key, value&) for every member, in insertion order.
+        // Calls f(key, value&) for every member, in no particular order (erased places are reused).
         template <typename F> void forEach(F&& f)
         {
             for (Value& v : m_values)
@@ -305,6 +316,7 @@ namespace {
         }
         std::vector<Slot> m_slots;
         std::vector<Value> m_values;
+        std::vector<std::uint32_t> m_free; // erased places in m_values
         std::size_t m_count = 0;
     };
 
@@ -1115,8 +1127,15 @@ namespace {
             entry.stream = static_cast<std::uint64_t>(intOf(stream));
             if (time)
                 entry.time = microsecondsToNs(intOf(time));
-            if (context)
-                entry.compileContext = *context;
+            // Kept only when the import will read it (a str other than "" and "N/A"): its bytes then need
+            // not stay in memory (the parser gives back the pages it has read; PickleDocument::parse).
+            if (context && context->kind == PickleKind::Str) {
+                const std::string_view text = textOf(*context);
+                if (outside)
+                    return false;
+                if (!text.empty() && text != "N/A")
+                    entry.compileContext = *context;
+            }
             if (list >= lists.size())
                 lists.resize(list + 1);
             List& l = lists[list];
@@ -1204,23 +1223,29 @@ std::vector<SnapshotSegment> snapshotSegments(const PickleDocument& doc)
 }
 
 namespace {
-    Trace importDocument(const PickleDocument& doc, EntrySink* streamed, const LoadOptions& options);
+    // `release`, when given, is the document `doc` itself, which the import empties once it has read
+    // all it needs from it (before the scopes and TraceBuilder::build, the peak of its memory).
+    Trace importDocument(const PickleDocument& doc, EntrySink* streamed, const LoadOptions& options,
+        PickleDocument* release = nullptr);
 }
 
 Trace importPytorchSnapshot(PickleDocument::Input input, std::string_view source, const LoadOptions& options)
 {
     auto first = input.bytes.find_first_not_of(" \t\r\n");
-    if (first != std::string_view::npos && input.bytes[first] == '{')
-        return importDocument(PickleDocument::fromJsonText(std::move(input), source), nullptr, options);
+    if (first != std::string_view::npos && input.bytes[first] == '{') {
+        PickleDocument doc = PickleDocument::fromJsonText(std::move(input), source);
+        return importDocument(doc, nullptr, options, &doc);
+    }
     try {
         EntrySink sink;
         PickleDocument doc = PickleDocument::parse(input, source, sink);
-        return importDocument(doc, &sink, options);
+        return importDocument(doc, &sink, options, &doc);
     } catch (const PickleSinkRefused&) {
         // The pickle refers to an entry taken out of it, or its lists are not where the sink saw them
         // (never in a snapshot PyTorch wrote): read it whole.
     }
-    return importDocument(PickleDocument::parse(std::move(input), source), nullptr, options);
+    PickleDocument doc = PickleDocument::parse(std::move(input), source);
+    return importDocument(doc, nullptr, options, &doc);
 }
 
 Trace importPytorchSnapshot(const std::string& path, const LoadOptions& options)
@@ -1273,7 +1298,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
 }
 
 namespace {
-Trace importDocument(const PickleDocument& doc, EntrySink* streamed, const LoadOptions& options)
+Trace importDocument(const PickleDocument& doc, EntrySink* streamed, const LoadOptions& options, PickleDocument* release)
 {
     TraceBuilder b;
     SnapshotReader r(doc, &b);
@@ -1633,7 +1658,8 @@ Trace importDocument(const PickleDocument& doc, EntrySink* streamed, const LoadO
         std::size_t dumpBlocks = 0;
         for (const DumpSegment* s : segs)
             dumpBlocks += s->seg.blocks.size();
-        AddressMap<PreBlock> live(list.size() / 2 + dumpBlocks + 64);
+        // Sized for the recorded blocks; it grows with the blocks live at once in the walk, not with the entries.
+        AddressMap<PreBlock> live(dumpBlocks + 1024);
         for (const DumpSegment* s : segs)
             for (std::size_t bi = 0; bi < s->seg.blocks.size(); ++bi) {
                 const SnapshotBlock& blk = s->seg.blocks[bi];
@@ -2029,6 +2055,10 @@ Trace importDocument(const PickleDocument& doc, EntrySink* streamed, const LoadO
             b.stats().add("annotation_without_time", Severity::Info,
                 "external_annotations entries without time_us or stage were skipped", skipped);
     }
+    // Nothing below reads the entries or the document.
+    std::vector<std::vector<Entry>>().swap(entries);
+    if (release)
+        *release = PickleDocument();
     applySnapshotScopes(b, timestamps ? std::span<const ScopeRange>(ranges) : std::span<const ScopeRange>(), compileContexts);
     progress(1.0);
     return b.build();
