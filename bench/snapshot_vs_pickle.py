@@ -94,6 +94,7 @@ def main():
     ap.add_argument("--source", help="--scale: the snapshot to repeat (default: cs336-bcrafton)")
     ap.add_argument("--gpumem", default=os.path.join(ROOT, "build/ci/cli/gpumem"), help="--scale: the CLI to time")
     ap.add_argument("--memory-limit-gib", type=float, default=8.0, help="--scale: stop any process above this RSS")
+    ap.add_argument("--baseline-gpumem", help="--scale: another CLI (e.g. main's build) whose info runs in the same rounds")
     ap.add_argument("--check", action="store_true", help="--scale: print the generated files' anomalies first")
     ap.add_argument("files", nargs="*")
     args = ap.parse_args()
@@ -414,9 +415,9 @@ def write_repeated_snapshot(source, entries, out_path):
 PY_LOAD = "import pickle, sys\nwith open(sys.argv[1], 'rb') as f:\n    pickle.load(f)\n"
 
 
-def run_child(argv, limit_bytes):
+def run_child(argv, limit_bytes, optional=False):
     """Runs `argv` to its end with stdout discarded; returns (CPU seconds user + system, peak RSS bytes,
-    exit status). The child's address space is capped at twice `limit_bytes` (prlimit's RLIMIT_AS, a
+    exit status), or None for an `optional` run stopped at the limit. The child's address space is capped at twice `limit_bytes` (prlimit's RLIMIT_AS, a
     backstop) and it is killed when its resident memory passes `limit_bytes` (polled every 20 ms), so
     that no run can take the shared machine's memory."""
     def cap():
@@ -439,6 +440,8 @@ def run_child(argv, limit_bytes):
         time.sleep(0.02)
     err = child.stderr.read().decode(errors="replace")
     child.stderr.close()
+    if killed and optional:
+        return None
     if killed:
         raise SystemExit(f"{argv[0]} passed the memory limit ({limit_bytes / 2**30:.1f} GiB) and was stopped")
     code = os.waitstatus_to_exitcode(status)
@@ -468,15 +471,27 @@ def scale(args):
                 print(f"  {written} entries: anomalies {', '.join(kinds)}")
             runs = {"py": [sys.executable, "-c", PY_LOAD, path], "info": [gpumem, "info", path],
                     "analyze": [gpumem, "analyze", "--format", "json", path]}
+            if args.baseline_gpumem:
+                runs["base"] = [args.baseline_gpumem, "info", path]
             best = {k: (math.inf, 0) for k in runs}
             for _ in range(max(1, args.rounds)):
                 for name, argv in runs.items():  # alternating: each round sees the same load
-                    cpu, rss = run_child(argv, limit)
-                    best[name] = (min(best[name][0], cpu), max(best[name][1], rss))
+                    got = run_child(argv, limit, optional=name == "base")
+                    if got is None:
+                        best[name] = None
+                    elif best[name] is not None:
+                        best[name] = (min(best[name][0], got[0]), max(best[name][1], got[1]))
             py, info, an = best["py"], best["info"], best["analyze"]
             print(f"{written:9d} {os.path.getsize(path) / 2**20:6.0f} {py[0]:10.2f} s {py[1] / 2**30:5.2f} G"
                   f" {info[0]:7.2f} s {info[1] / 2**30:5.2f} G {an[0]:7.2f} s {an[1] / 2**30:5.2f} G"
                   f" {py[0] / info[0]:5.2f}x {info[1] / py[1]:5.2f}x {an[0] / info[0]:6.2f}x {info[1] / written:7.0f}")
+            if args.baseline_gpumem:
+                base = best["base"]
+                if base is None:
+                    print(f"  baseline info ({args.baseline_gpumem}): stopped above {args.memory_limit_gib:g} GiB")
+                else:
+                    print(f"  baseline info ({args.baseline_gpumem}): {base[0]:.2f} s, {base[1] / 2**30:.2f} G:"
+                          f" speed {py[0] / base[0]:.2f}x, memory {base[1] / py[1]:.2f}x, {base[1] / written:.0f} B/entry")
             os.remove(path)
     finally:
         shutil.rmtree(folder)
