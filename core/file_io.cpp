@@ -610,4 +610,74 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept
     return *this;
 }
 
+FileWindow::FileWindow(const std::string& path)
+    : m_path(path)
+{
+    m_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (m_fd < 0)
+        throwIo(path, "open");
+    struct stat st {};
+    if (::fstat(m_fd, &st) != 0) {
+        const int saved = errno;
+        ::close(m_fd);
+        errno = saved;
+        throwIo(path, "stat");
+    }
+    if (S_ISDIR(st.st_mode)) {
+        ::close(m_fd);
+        throw IoError(path + ": is a directory; give a trace file");
+    }
+    m_size = static_cast<std::size_t>(st.st_size);
+}
+
+FileWindow::~FileWindow()
+{
+    if (m_fd >= 0)
+        ::close(m_fd);
+}
+
+FileWindow::FileWindow(FileWindow&& other) noexcept
+    : m_path(std::move(other.m_path))
+    , m_fd(std::exchange(other.m_fd, -1))
+    , m_size(other.m_size)
+    , m_buffer(std::move(other.m_buffer))
+    , m_capacity(std::exchange(other.m_capacity, 0))
+    , m_begin(other.m_begin)
+    , m_filled(std::exchange(other.m_filled, 0))
+{
+}
+
+std::string_view FileWindow::view(std::size_t offset, std::size_t length) const
+{
+    if (offset < m_begin || offset - m_begin > m_filled || length > m_filled - (offset - m_begin))
+        fill(offset, length);
+    return { m_buffer.get() + (offset - m_begin), length };
+}
+
+void FileWindow::fill(std::size_t offset, std::size_t length) const
+{
+    const std::size_t want = std::min(std::max(length, kWindowBytes), m_size - std::min(offset, m_size));
+    if (want < length)
+        throw IoError(m_path + ": cannot read " + std::to_string(length) + " bytes at offset " + std::to_string(offset)
+            + ": the file has " + std::to_string(m_size));
+    if (want > m_capacity) {
+        m_buffer.reset(new char[want]);
+        m_capacity = want;
+    }
+    m_filled = 0;
+    for (std::size_t got = 0; got < want;) {
+        const ssize_t n = ::pread(m_fd, m_buffer.get() + got, want - got, static_cast<off_t>(offset + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            throw IoError(m_path + ": cannot read at offset " + std::to_string(offset + got) + ": " + std::strerror(errno));
+        if (n == 0)
+            throw IoError(m_path + ": the file ends at offset " + std::to_string(offset + got) + " but had "
+                + std::to_string(m_size) + " bytes when it was opened (it changed while it was read)");
+        got += static_cast<std::size_t>(n);
+    }
+    m_begin = offset;
+    m_filled = want;
+}
+
 } // namespace gpumem

@@ -128,4 +128,32 @@ private:
     std::size_t m_size = 0;
 };
 
+// A file read through one reused buffer, a window of it at a time (openGmtSource): what it holds is
+// the window, not the file. A map of the whole file would count against `prlimit --as` and its
+// touched pages against the resident set, both the size of the file. Move-only.
+class FileWindow {
+public:
+    static constexpr std::size_t kWindowBytes = 8 << 20; // bytes read at once, unless one view is larger
+    explicit FileWindow(const std::string& path); // throws IoError (the messages of MappedFile)
+    ~FileWindow();
+    FileWindow(FileWindow&& other) noexcept;
+    FileWindow& operator=(FileWindow&& other) = delete;
+    FileWindow(const FileWindow&) = delete;
+    FileWindow& operator=(const FileWindow&) = delete;
+
+    std::size_t size() const { return m_size; } // bytes of the file when it was opened
+    // Bytes [offset, offset + length), which must lie within size(); valid until the next call.
+    // Throws IoError naming the path and offset when the read fails or the file has shrunk.
+    std::string_view view(std::size_t offset, std::size_t length) const;
+    const std::string& path() const { return m_path; }
+
+private:
+    void fill(std::size_t offset, std::size_t length) const;
+    std::string m_path;
+    int m_fd = -1;
+    std::size_t m_size = 0;
+    mutable std::unique_ptr<char[]> m_buffer;
+    mutable std::size_t m_capacity = 0, m_begin = 0, m_filled = 0;
+};
+
 } // namespace gpumem

@@ -3,6 +3,7 @@
 #include "core/detail/json_limits.h"
 #include "core/detail/trace_body.h"
 #include "core/detail/varint.h"
+#include "core/event_source.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/trace_builder.h"
@@ -17,6 +18,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <limits>
+#include <optional>
+#include <type_traits>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -623,10 +627,92 @@ void writeGmt(const Trace& trace, const std::string& path, std::size_t eventsPer
 // ---------------------------------------------------------------------------------------------- reader
 
 namespace {
+    // The sizes of the tables that a MEMV chunk's reference columns point into.
+    struct MemvLimits {
+        std::uint64_t devices = 0, streams = 0, scopes = 0, sites = 0;
+    };
+
+    // Appends the n events of a MEMV chunk's payload to `m`, pool 0 (a MEVX chunk after it may set
+    // them). False on a malformed payload; `m` is then as before.
+    bool decodeMemv(Cursor& c, std::uint32_t n, MemoryEventColumns& m, const MemvLimits& limits)
+    {
+        const std::size_t before = m.count();
+        // Reference columns must point at table rows read before this chunk.
+        bool ok = (n == 0 || (limits.devices > 0 && limits.streams > 0)) && decodeColumn<false>(c, n, m.time)
+            && decodeColumn<true>(c, n, m.kind, kMemvKindLimit) && decodeColumn<true>(c, n, m.device, limits.devices)
+            && decodeColumn<true>(c, n, m.stream, limits.streams) && decodeColumn<false>(c, n, m.address) && decodeColumn<false>(c, n, m.size)
+            && decodeColumn<false>(c, n, m.requestedSize, 0, m.size.data() + before) && decodeColumn<true>(c, n, m.scope, limits.scopes)
+            && decodeColumn<true>(c, n, m.site, limits.sites) && decodeColumn<false>(c, n, m.thread)
+            && decodeColumn<false>(c, n, m.sequence) && decodeColumn<true>(c, n, m.category, kCategoryCount) && c.atEnd();
+        if (!ok) // drop the partly decoded chunk so every column keeps the same length
+            forEachColumn(m, [&](auto& v) { v.resize(before); });
+        else
+            m.pool.resize(m.count(), 0);
+        return ok;
+    }
+
+    // Applies the MEVX payload of the n events m[begin, begin + n) that its MEVX chunk follows (§5.1):
+    // pool, and the operation that turns a marker into an empty_cache. False (nothing changed) on a
+    // malformed payload.
+    bool decodeMevx(Cursor& c, std::uint32_t n, MemoryEventColumns& m, std::size_t begin, std::uint64_t poolCount)
+    {
+        const std::uint64_t columns = c.varint();
+        if (c.failed() || columns < kMevxColumns)
+            return false;
+        std::vector<PoolId> pools;
+        std::vector<std::uint8_t> operations;
+        if (!decodeColumn<true>(c, n, pools, poolCount) || !decodeColumn<true>(c, n, operations, kEmptyCache + 1))
+            return false;
+        // Columns a later minor version appends are skipped: each is self-delimiting (§5).
+        for (std::uint64_t k = kMevxColumns; k < columns; ++k) {
+            c.byte();
+            c.bytes(c.varint());
+            if (c.failed())
+                return false;
+        }
+        if (!c.atEnd())
+            return false;
+        for (std::uint32_t i = 0; i < n; ++i)
+            if (operations[i] == kEmptyCache && m.kind[begin + i] != EventKind::Marker)
+                return false;
+        for (std::uint32_t i = 0; i < n; ++i) {
+            m.pool[begin + i] = pools[i];
+            if (operations[i] == kEmptyCache)
+                m.kind[begin + i] = EventKind::EmptyCache;
+        }
+        return true;
+    }
+
+    // Appends the kernels of a KERN chunk's payload to `out`; false on a bad value or reference (the
+    // caller drops what was appended). The caller checks that the payload ends there.
+    bool decodeKernels(Cursor& c, std::uint32_t records, std::vector<Kernel>& out, std::uint64_t devices, std::uint64_t streams,
+        std::uint64_t strings)
+    {
+        TimeNs prev = 0;
+        for (std::uint32_t i = 0; i < records; ++i) {
+            Kernel k;
+            k.start = addDelta(prev, c.varint());
+            k.end = addDelta(k.start, c.varint());
+            std::uint64_t dev = c.varint(), stream = c.varint(), name = c.varint();
+            k.correlation = c.varint();
+            if (c.failed() || dev >= devices || stream >= streams || name >= strings)
+                return false;
+            k.device = static_cast<DeviceId>(dev);
+            k.stream = static_cast<StreamId>(stream);
+            k.name = static_cast<StringId>(name);
+            out.push_back(k);
+            prev = k.start;
+        }
+        return true;
+    }
+
     // Decodes chunk payloads into a TraceBuilder. Every decode returns false on a malformed payload or
     // a reference to a table entry not read yet; the builder is then left as before the chunk.
     struct ChunkReader {
         TraceBuilder& b;
+        // Streaming (openGmtSource): the builder's memory columns hold only the MEMV chunk just read.
+        bool streaming = false;
+        std::uint64_t events = 0; // memory events of the MEMV chunks read
         std::size_t strings = 1;
         std::size_t series = 0;
         bool afterMemv = false; // the chunk just decoded was MEMV, holding events [memvBegin, memvEnd)
@@ -751,24 +837,10 @@ namespace {
                     b.appendPool(MemoryPool { static_cast<PoolKind>(kind), first, second, flags == 1 });
                 }
                 break;
-            case kKernels: {
-                TimeNs prev = 0;
-                for (std::uint32_t i = 0; i < records; ++i) {
-                    Kernel k;
-                    k.start = addDelta(prev, c.varint());
-                    k.end = addDelta(k.start, c.varint());
-                    std::uint64_t dev = c.varint(), stream = c.varint(), name = c.varint();
-                    k.correlation = c.varint();
-                    if (c.failed() || dev >= b.deviceCount() || stream >= b.streamCount() || !str(name))
-                        return false;
-                    k.device = static_cast<DeviceId>(dev);
-                    k.stream = static_cast<StreamId>(stream);
-                    k.name = static_cast<StringId>(name);
-                    b.add(k);
-                    prev = k.start;
-                }
+            case kKernels:
+                if (!decodeKernels(c, records, b.kernels(), b.deviceCount(), b.streamCount(), strings))
+                    return false;
                 break;
-            }
             case kAnnotations: {
                 TimeNs prev = 0;
                 for (std::uint32_t i = 0; i < records; ++i) {
@@ -842,60 +914,24 @@ namespace {
             return true;
         }
 
-        // The 1.1 columns of the MEMV chunk just read (§5.1): pool, and the operation that turns a
-        // marker into an empty_cache.
+        // The 1.1 columns of the MEMV chunk just read (§5.1).
         bool decodeMemoryExtension(Cursor& c, std::uint32_t n)
         {
-            auto& m = b.memoryColumns();
-            if (!afterMemv || n != memvEnd - memvBegin)
-                return false;
-            const std::uint64_t columns = c.varint();
-            if (c.failed() || columns < kMevxColumns)
-                return false;
-            std::vector<PoolId> pools;
-            std::vector<std::uint8_t> operations;
-            if (!decodeColumn<true>(c, n, pools, b.poolCount()) || !decodeColumn<true>(c, n, operations, kEmptyCache + 1))
-                return false;
-            // Columns a later minor version appends are skipped: each is self-delimiting (§5).
-            for (std::uint64_t k = kMevxColumns; k < columns; ++k) {
-                c.byte();
-                c.bytes(c.varint());
-                if (c.failed())
-                    return false;
-            }
-            if (!c.atEnd())
-                return false;
-            for (std::uint32_t i = 0; i < n; ++i)
-                if (operations[i] == kEmptyCache && m.kind[memvBegin + i] != EventKind::Marker)
-                    return false;
-            for (std::uint32_t i = 0; i < n; ++i) {
-                m.pool[memvBegin + i] = pools[i];
-                if (operations[i] == kEmptyCache)
-                    m.kind[memvBegin + i] = EventKind::EmptyCache;
-            }
-            return true;
+            return afterMemv && n == memvEnd - memvBegin && decodeMevx(c, n, b.memoryColumns(), memvBegin, b.poolCount());
         }
 
         bool decodeMemory(Cursor& c, std::uint32_t n)
         {
             auto& m = b.memoryColumns();
+            if (streaming)
+                forEachColumn(m, [](auto& v) { v.clear(); });
             const std::size_t before = m.count();
-            const std::uint64_t devices = b.deviceCount(), streams = b.streamCount(), scopes = b.scopeCount(), sites = b.siteCount();
-            // Reference columns must point at table rows read before this chunk.
-            bool ok = (n == 0 || (devices > 0 && streams > 0)) && decodeColumn<false>(c, n, m.time)
-                && decodeColumn<true>(c, n, m.kind, kMemvKindLimit) && decodeColumn<true>(c, n, m.device, devices)
-                && decodeColumn<true>(c, n, m.stream, streams) && decodeColumn<false>(c, n, m.address) && decodeColumn<false>(c, n, m.size)
-                && decodeColumn<false>(c, n, m.requestedSize, 0, m.size.data() + before) && decodeColumn<true>(c, n, m.scope, scopes)
-                && decodeColumn<true>(c, n, m.site, sites) && decodeColumn<false>(c, n, m.thread)
-                && decodeColumn<false>(c, n, m.sequence) && decodeColumn<true>(c, n, m.category, kCategoryCount) && c.atEnd();
-            if (!ok) // drop the partly decoded chunk so every column keeps the same length
-                forEachColumn(m, [&](auto& v) { v.resize(before); });
-            else {
-                m.pool.resize(m.count(), 0); // a MEVX chunk after this one may set them
-                memvBegin = before;
-                memvEnd = m.count();
-            }
-            return ok;
+            if (!decodeMemv(c, n, m, MemvLimits { b.deviceCount(), b.streamCount(), b.scopeCount(), b.siteCount() }))
+                return false;
+            memvBegin = before;
+            memvEnd = m.count();
+            events += n;
+            return true;
         }
     };
 
@@ -908,6 +944,14 @@ namespace {
         }
         return s;
     }
+
+    // The bytes of a whole file in memory (readGmtBytes; readGmt maps the file).
+    struct WholeBytes {
+        std::string_view all;
+        std::size_t size() const { return all.size(); }
+        // [offset, offset + length), which the caller has checked lies in the file.
+        std::string_view view(std::size_t offset, std::size_t length) const { return all.substr(offset, length); }
+    };
 
     // Sums the events that the MEMV chunk headers announce (no checksums), so the columns are
     // allocated once. Bounded by the file size: a hostile header cannot make it reserve much.
@@ -951,19 +995,31 @@ namespace {
 #endif
     }
 
+    // The whole chunk at `at` (header and payload) when its header and announced payload lie in the
+    // file; empty otherwise. Bytes is WholeBytes or FileWindow; the view lasts until the next one.
+    template <typename Bytes> std::string_view wholeChunk(const Bytes& bytes, std::size_t at)
+    {
+        if (bytes.size() - at < kChunkHeaderSize)
+            return {};
+        const std::uint32_t length = detail::getU32(bytes.view(at, kChunkHeaderSize).data() + 4);
+        if (length > bytes.size() - at - kChunkHeaderSize)
+            return {};
+        return bytes.view(at, kChunkHeaderSize + length);
+    }
+
     // Where a file whose reading stopped at `stop` before any memory event was read shows that it holds
     // memory events: the chunk at `stop` is a MEMV chunk (its type is readable), or a whole chunk further on
     // with a valid checksum is a MEMV chunk or an END chunk counting events. The search looks at every
     // offset, not along the chunk lengths, since the damage at `stop` may be in a length; the checksums it
     // computes are bounded by the file size, so a file of many false "MEMV" headers stays linear. Empty
     // when none is found.
-    std::string memoryEvidence(std::string_view bytes, std::size_t stop)
+    template <typename Bytes> std::string memoryEvidence(const Bytes& bytes, std::size_t stop)
     {
-        if (bytes.size() - stop >= 4 && detail::getU32(bytes.data() + stop) == kMemory)
+        if (bytes.size() - stop >= 4 && detail::getU32(bytes.view(stop, 4).data()) == kMemory)
             return "the chunk at offset " + std::to_string(stop) + " is a MEMV chunk";
         std::size_t budget = bytes.size();
         for (std::size_t at = stop; bytes.size() - at >= kChunkHeaderSize; ++at) {
-            const char* h = bytes.data() + at;
+            const char* h = bytes.view(at, kChunkHeaderSize).data();
             const std::uint32_t type = detail::getU32(h);
             if (type != kMemory && type != kEnd)
                 continue;
@@ -973,7 +1029,8 @@ namespace {
             if (length > budget)
                 break;
             budget -= length;
-            std::string_view payload = bytes.substr(at + kChunkHeaderSize, length);
+            h = bytes.view(at, kChunkHeaderSize + length).data();
+            std::string_view payload(h + kChunkHeaderSize, length);
             if (!checksumOk(detail::getU32(h + 12), chunkCrc(h, payload)))
                 continue;
             if (type == kMemory && detail::getU32(h + 8) > 0)
@@ -987,138 +1044,201 @@ namespace {
         }
         return {};
     }
+
+    // Where a chunk lies in the file: its header's offset, payload length and record count.
+    struct ChunkRef {
+        std::size_t offset = 0;
+        std::uint32_t length = 0, records = 0;
+        std::size_t payload() const { return offset + kChunkHeaderSize; }
+    };
+    // A MEMV chunk of a streamed file, with its MEVX chunk if one follows, holding events
+    // [first, first + memv.records) of the trace.
+    struct MemoryChunkRef {
+        ChunkRef memv;
+        std::optional<ChunkRef> mevx;
+        std::uint64_t first = 0;
+    };
+    // What the opening pass of openGmtSource keeps of the chunks it does not hold.
+    struct StreamIndex {
+        std::vector<MemoryChunkRef> memory;
+        std::vector<ChunkRef> kernels;
+        std::uint64_t kernelCount = 0;
+        // Whether the events are in (time, sequence) order, TraceBuilder::build's test (sortMemory).
+        bool sorted = true;
+        TimeNs lastTime = 0;
+        std::uint64_t lastSequence = 0;
+
+        void addMemory(const ChunkRef& ref, const MemoryEventColumns& m, std::uint64_t first)
+        {
+            memory.push_back(MemoryChunkRef { ref, std::nullopt, first });
+            for (std::size_t i = 0; i < m.count() && sorted; ++i) {
+                if (first + i > 0)
+                    sorted = lastTime < m.time[i] || (lastTime == m.time[i] && lastSequence <= m.sequence[i]);
+                lastTime = m.time[i];
+                lastSequence = m.sequence[i];
+            }
+        }
+    };
+
+    // Reads a .gmt file's header and chunks into `b` (readGmt's whole reading, docs/trace-format.md §8).
+    // With an index (openGmtSource) MEMV, MEVX and KERN chunks are decoded to check them and are
+    // indexed rather than kept: afterwards `b` holds no memory event and no kernel. Errors and
+    // anomalies are the same either way.
+    template <typename Bytes>
+    void readChunks(const Bytes& bytes, const std::string& path, const LoadOptions& options, TraceBuilder& b, StreamIndex* index)
+    {
+        auto fail = [&](const std::string& message) { throw FormatError(path + ": " + message); };
+        if (bytes.size() == 0)
+            fail("empty file (0 bytes); a .gmt file starts with a header — was the writer killed before it started?");
+        const std::size_t magicBytes = std::min(bytes.size(), sizeof kGmtMagic);
+        if (std::memcmp(bytes.view(0, magicBytes).data(), kGmtMagic, magicBytes) != 0)
+            fail("not a .gmt file (wrong magic bytes at offset 0); give a .gmt trace or a format that `gpumem help formats` lists");
+        if (bytes.size() < kFileHeaderFixed)
+            fail("the file ends at offset " + std::to_string(bytes.size()) + " inside the " + std::to_string(kFileHeaderFixed)
+                + "-byte fixed header: the file is truncated");
+        const char* fixed = bytes.view(0, kFileHeaderFixed).data();
+        const std::uint16_t major = detail::getU16(fixed + 8);
+        const std::uint16_t minor = detail::getU16(fixed + 10);
+        if (major > kGmtMajorVersion)
+            fail("written in .gmt format " + std::to_string(major) + "." + std::to_string(minor) + " by a newer gpumem; this gpumem reads format "
+                + std::to_string(kGmtMajorVersion) + ".x — upgrade gpumem to read it");
+        if (major == 0)
+            fail(".gmt format version 0 at offset 8 is invalid; the file is damaged");
+        const std::uint32_t metaLen = detail::getU32(fixed + 12);
+        if (metaLen > bytes.size() - kFileHeaderFixed || bytes.size() - kFileHeaderFixed - metaLen < 4)
+            fail("the header's metadata (" + std::to_string(metaLen) + " bytes at offset 16) and checksum run past the end of the file ("
+                + std::to_string(bytes.size()) + " bytes): the file is truncated or damaged");
+        const std::size_t headerEnd = kFileHeaderFixed + metaLen;
+        const std::string_view header = bytes.view(0, headerEnd + 4);
+        if (!checksumOk(detail::getU32(header.data() + headerEnd), crcUpdate(0, header.substr(0, headerEnd))))
+            fail("header checksum mismatch at offset " + std::to_string(headerEnd) + "; the file is damaged");
+        bool tooDeep = false;
+        auto meta = detail::parseShallowJson(header.substr(kFileHeaderFixed, metaLen), tooDeep);
+        if (tooDeep)
+            fail("the header metadata at offset 16 nests deeper than " + std::to_string(detail::kMaxMetadataDepth) + " levels; the file is damaged");
+        if (!meta.is_object())
+            fail("the header metadata at offset 16 is not a JSON object; the file is damaged");
+        b.metadata() = std::move(meta);
+
+        ChunkReader reader { b };
+        reader.streaming = index != nullptr;
+        std::size_t offset = headerEnd + 4;
+        if constexpr (std::is_same_v<Bytes, WholeBytes>) {
+            b.memoryColumns().reserve(announcedEvents(bytes.all, offset));
+            forEachColumn(b.memoryColumns(), [](auto& v) { adviseHugePages(v.data(), v.capacity() * sizeof(v[0])); });
+        }
+        bool ended = false;
+        std::uint64_t chunks = 0;
+        // A cut or damage after some chunks keeps what was read (counted as an error anomaly); when not
+        // one chunk could be read there is nothing to keep, and that is a FormatError. So is a stop before
+        // the first memory event of a file that shows it holds some: device and table chunks alone would
+        // read as an empty trace (and `gpumem convert` would exit 0) where the events were lost.
+        auto stop = [&](std::string_view code, const std::string& detail, std::size_t at) {
+            if (chunks == 0)
+                fail(detail + "; not one chunk could be read (the file is damaged or was cut before its first chunk)");
+            if (reader.events == 0)
+                if (std::string evidence = memoryEvidence(bytes, at); !evidence.empty())
+                    fail(detail + "; not one memory event could be read, yet the file holds some (" + evidence
+                        + "): it is damaged or was cut in or before its first MEMV chunk");
+            b.stats().add(code, Severity::Error,
+                path + ": " + detail + "; read " + std::to_string(chunks) + " whole chunks (" + std::to_string(reader.events)
+                    + " memory events) before it");
+        };
+        // Progress at most ~1000 times (the callback may post to a GUI thread), then 1.0 at the end.
+        const std::size_t progressStep = std::max<std::size_t>(bytes.size() / 1000, 1);
+        std::size_t nextProgress = 0;
+        while (offset < bytes.size()) {
+            if (options.progress && offset >= nextProgress) {
+                if (!options.progress(double(offset) / double(bytes.size())))
+                    throw Cancelled();
+                nextProgress = offset + progressStep;
+            }
+            if (bytes.size() - offset < kChunkHeaderSize) {
+                stop("truncated", "the file ends at offset " + std::to_string(bytes.size()) + " inside the header of a chunk at offset " + std::to_string(offset), offset);
+                break;
+            }
+            const std::string_view chunk = wholeChunk(bytes, offset);
+            if (chunk.empty()) {
+                const char* h = bytes.view(offset, kChunkHeaderSize).data();
+                stop("truncated", "the file ends at offset " + std::to_string(bytes.size()) + " inside chunk " + chunkName(detail::getU32(h)) + " at offset "
+                        + std::to_string(offset) + " (" + std::to_string(detail::getU32(h + 4)) + " payload bytes announced)",
+                    offset);
+                break;
+            }
+            const char* h = chunk.data();
+            const std::uint32_t type = detail::getU32(h), length = detail::getU32(h + 4), records = detail::getU32(h + 8);
+            std::string_view payload = chunk.substr(kChunkHeaderSize);
+            if (!checksumOk(detail::getU32(h + 12), chunkCrc(h, payload))) {
+                stop("corrupt_chunk", "checksum mismatch in chunk " + chunkName(type) + " at offset " + std::to_string(offset) + ": the rest of the file is ignored", offset);
+                break;
+            }
+            if (type == kEnd) {
+                Cursor c(payload);
+                std::uint64_t expected = c.varint();
+                if (c.failed() || expected != reader.events)
+                    stop("corrupt_chunk", "the end chunk at offset " + std::to_string(offset) + " counts " + (c.failed() ? "an unreadable number of" : std::to_string(expected))
+                            + " memory events but the chunks before it hold " + std::to_string(reader.events) + " (a chunk was lost or skipped)",
+                        offset);
+                ended = true;
+                offset += kChunkHeaderSize + length;
+                break;
+            }
+            if (!reader.decode(type, records, payload, b.metadata())) {
+                stop("corrupt_chunk", "malformed " + chunkName(type) + " chunk at offset " + std::to_string(offset)
+                        + " (bad value, count or reference): the rest of the file is ignored",
+                    offset);
+                break;
+            }
+            if (index) {
+                const ChunkRef ref { offset, length, records };
+                if (type == kMemory)
+                    index->addMemory(ref, b.memoryColumns(), reader.events - records);
+                else if (type == kMemoryExtension)
+                    index->memory.back().mevx = ref; // decode() accepts a MEVX chunk only right after its MEMV chunk
+                else if (type == kKernels) {
+                    index->kernels.push_back(ref);
+                    index->kernelCount += b.kernels().size();
+                    b.kernels().clear();
+                }
+            }
+            ++chunks;
+            offset += kChunkHeaderSize + length;
+        }
+        if (!ended && !b.stats().find("truncated") && !b.stats().find("corrupt_chunk"))
+            stop("truncated", "no end chunk after offset " + std::to_string(offset) + ": the writer did not finish (killed or crashed?)", offset);
+        if (ended && offset < bytes.size()) {
+            // Whole chunks with valid checksums after the end chunk are data an early END hides (a damaged or
+            // joined file; issue 21): said as an error naming them, not as a warning about stray bytes.
+            std::size_t at = offset, whole = 0, events = 0;
+            for (std::string_view c; !(c = wholeChunk(bytes, at)).empty();) {
+                const char* ch = c.data();
+                if (!checksumOk(detail::getU32(ch + 12), chunkCrc(ch, c.substr(kChunkHeaderSize))))
+                    break;
+                ++whole;
+                if (detail::getU32(ch) == kMemory)
+                    events += detail::getU32(ch + 8);
+                at += c.size();
+            }
+            if (whole > 0)
+                b.stats().add("chunks_after_end", Severity::Error,
+                    path + ": " + std::to_string(whole) + " whole chunks (" + std::to_string(events)
+                        + " memory events) follow the end chunk that ends at offset " + std::to_string(offset)
+                        + " and were not read: an early end chunk (a damaged or concatenated file); the trace holds only the "
+                          "chunks before it");
+            else
+                b.stats().add("trailing_bytes", Severity::Warning, path + ": " + std::to_string(bytes.size() - offset) + " bytes after the end chunk were ignored");
+        }
+        if (index)
+            forEachColumn(b.memoryColumns(), [](auto& v) { v.clear(); });
+        if (options.progress && !options.progress(1.0))
+            throw Cancelled();
+    }
 } // namespace
 
 Trace readGmtBytes(std::string_view bytes, std::string_view name, const LoadOptions& options)
 {
-    const std::string path(name);
-    auto fail = [&](const std::string& message) { throw FormatError(path + ": " + message); };
-    if (bytes.empty())
-        fail("empty file (0 bytes); a .gmt file starts with a header — was the writer killed before it started?");
-    const std::size_t magicBytes = std::min(bytes.size(), sizeof kGmtMagic);
-    if (std::memcmp(bytes.data(), kGmtMagic, magicBytes) != 0)
-        fail("not a .gmt file (wrong magic bytes at offset 0); give a .gmt trace or a format that `gpumem help formats` lists");
-    if (bytes.size() < kFileHeaderFixed)
-        fail("the file ends at offset " + std::to_string(bytes.size()) + " inside the " + std::to_string(kFileHeaderFixed)
-            + "-byte fixed header: the file is truncated");
-    const std::uint16_t major = detail::getU16(bytes.data() + 8);
-    const std::uint16_t minor = detail::getU16(bytes.data() + 10);
-    if (major > kGmtMajorVersion)
-        fail("written in .gmt format " + std::to_string(major) + "." + std::to_string(minor) + " by a newer gpumem; this gpumem reads format "
-            + std::to_string(kGmtMajorVersion) + ".x — upgrade gpumem to read it");
-    if (major == 0)
-        fail(".gmt format version 0 at offset 8 is invalid; the file is damaged");
-    const std::uint32_t metaLen = detail::getU32(bytes.data() + 12);
-    if (metaLen > bytes.size() - kFileHeaderFixed || bytes.size() - kFileHeaderFixed - metaLen < 4)
-        fail("the header's metadata (" + std::to_string(metaLen) + " bytes at offset 16) and checksum run past the end of the file ("
-            + std::to_string(bytes.size()) + " bytes): the file is truncated or damaged");
-    const std::size_t headerEnd = kFileHeaderFixed + metaLen;
-    if (!checksumOk(detail::getU32(bytes.data() + headerEnd), crcUpdate(0, bytes.substr(0, headerEnd))))
-        fail("header checksum mismatch at offset " + std::to_string(headerEnd) + "; the file is damaged");
-    bool tooDeep = false;
-    auto meta = detail::parseShallowJson(bytes.substr(kFileHeaderFixed, metaLen), tooDeep);
-    if (tooDeep)
-        fail("the header metadata at offset 16 nests deeper than " + std::to_string(detail::kMaxMetadataDepth) + " levels; the file is damaged");
-    if (!meta.is_object())
-        fail("the header metadata at offset 16 is not a JSON object; the file is damaged");
     TraceBuilder b;
-    b.metadata() = std::move(meta);
-
-    ChunkReader reader { b };
-    std::size_t offset = headerEnd + 4;
-    b.memoryColumns().reserve(announcedEvents(bytes, offset));
-    forEachColumn(b.memoryColumns(), [](auto& v) { adviseHugePages(v.data(), v.capacity() * sizeof(v[0])); });
-    bool ended = false;
-    std::uint64_t chunks = 0;
-    // A cut or damage after some chunks keeps what was read (counted as an error anomaly); when not
-    // one chunk could be read there is nothing to keep, and that is a FormatError. So is a stop before
-    // the first memory event of a file that shows it holds some: device and table chunks alone would
-    // read as an empty trace (and `gpumem convert` would exit 0) where the events were lost.
-    auto stop = [&](std::string_view code, const std::string& detail, std::size_t at) {
-        if (chunks == 0)
-            fail(detail + "; not one chunk could be read (the file is damaged or was cut before its first chunk)");
-        if (b.memoryEventCount() == 0)
-            if (std::string evidence = memoryEvidence(bytes, at); !evidence.empty())
-                fail(detail + "; not one memory event could be read, yet the file holds some (" + evidence
-                    + "): it is damaged or was cut in or before its first MEMV chunk");
-        b.stats().add(code, Severity::Error,
-            path + ": " + detail + "; read " + std::to_string(chunks) + " whole chunks (" + std::to_string(b.memoryEventCount())
-                + " memory events) before it");
-    };
-    // Progress at most ~1000 times (the callback may post to a GUI thread), then 1.0 at the end.
-    const std::size_t progressStep = std::max<std::size_t>(bytes.size() / 1000, 1);
-    std::size_t nextProgress = 0;
-    while (offset < bytes.size()) {
-        if (options.progress && offset >= nextProgress) {
-            if (!options.progress(double(offset) / double(bytes.size())))
-                throw Cancelled();
-            nextProgress = offset + progressStep;
-        }
-        if (bytes.size() - offset < kChunkHeaderSize) {
-            stop("truncated", "the file ends at offset " + std::to_string(bytes.size()) + " inside the header of a chunk at offset " + std::to_string(offset), offset);
-            break;
-        }
-        const char* h = bytes.data() + offset;
-        const std::uint32_t type = detail::getU32(h), length = detail::getU32(h + 4), records = detail::getU32(h + 8);
-        if (length > bytes.size() - offset - kChunkHeaderSize) {
-            stop("truncated", "the file ends at offset " + std::to_string(bytes.size()) + " inside chunk " + chunkName(type) + " at offset "
-                    + std::to_string(offset) + " (" + std::to_string(length) + " payload bytes announced)",
-                offset);
-            break;
-        }
-        std::string_view payload = bytes.substr(offset + kChunkHeaderSize, length);
-        if (!checksumOk(detail::getU32(h + 12), chunkCrc(h, payload))) {
-            stop("corrupt_chunk", "checksum mismatch in chunk " + chunkName(type) + " at offset " + std::to_string(offset) + ": the rest of the file is ignored", offset);
-            break;
-        }
-        if (type == kEnd) {
-            Cursor c(payload);
-            std::uint64_t expected = c.varint();
-            if (c.failed() || expected != b.memoryEventCount())
-                stop("corrupt_chunk", "the end chunk at offset " + std::to_string(offset) + " counts " + (c.failed() ? "an unreadable number of" : std::to_string(expected))
-                        + " memory events but the chunks before it hold " + std::to_string(b.memoryEventCount()) + " (a chunk was lost or skipped)",
-                    offset);
-            ended = true;
-            offset += kChunkHeaderSize + length;
-            break;
-        }
-        if (!reader.decode(type, records, payload, b.metadata())) {
-            stop("corrupt_chunk", "malformed " + chunkName(type) + " chunk at offset " + std::to_string(offset)
-                    + " (bad value, count or reference): the rest of the file is ignored",
-                offset);
-            break;
-        }
-        ++chunks;
-        offset += kChunkHeaderSize + length;
-    }
-    if (!ended && !b.stats().find("truncated") && !b.stats().find("corrupt_chunk"))
-        stop("truncated", "no end chunk after offset " + std::to_string(offset) + ": the writer did not finish (killed or crashed?)", offset);
-    if (ended && offset < bytes.size()) {
-        // Whole chunks with valid checksums after the end chunk are data an early END hides (a damaged or
-        // joined file; issue 21): said as an error naming them, not as a warning about stray bytes.
-        std::size_t at = offset, whole = 0, events = 0;
-        while (bytes.size() - at >= kChunkHeaderSize) {
-            const char* h = bytes.data() + at;
-            const std::uint32_t type = detail::getU32(h), length = detail::getU32(h + 4);
-            if (length > bytes.size() - at - kChunkHeaderSize
-                || !checksumOk(detail::getU32(h + 12), chunkCrc(h, bytes.substr(at + kChunkHeaderSize, length))))
-                break;
-            ++whole;
-            if (type == kMemory)
-                events += detail::getU32(h + 8);
-            at += kChunkHeaderSize + length;
-        }
-        if (whole > 0)
-            b.stats().add("chunks_after_end", Severity::Error,
-                path + ": " + std::to_string(whole) + " whole chunks (" + std::to_string(events)
-                    + " memory events) follow the end chunk that ends at offset " + std::to_string(offset)
-                    + " and were not read: an early end chunk (a damaged or concatenated file); the trace holds only the "
-                      "chunks before it");
-        else
-            b.stats().add("trailing_bytes", Severity::Warning, path + ": " + std::to_string(bytes.size() - offset) + " bytes after the end chunk were ignored");
-    }
-    if (options.progress && !options.progress(1.0))
-        throw Cancelled();
+    readChunks(WholeBytes { bytes }, std::string(name), options, b, nullptr);
     return b.build();
 }
 
@@ -1126,6 +1246,91 @@ Trace readGmt(const std::string& path, const LoadOptions& options)
 {
     MappedFile file(path);
     return readGmtBytes(file.bytes(), path, options);
+}
+
+// ---------------------------------------------------------------------------------------------- source
+
+namespace {
+    // A .gmt file streamed chunk by chunk (core/event_source.h).
+    class GmtSource final : public MemoryEventSource {
+    public:
+        GmtSource(FileWindow file, Trace skeleton, StreamIndex index)
+            : m_file(std::move(file))
+            , m_skeleton(std::move(skeleton))
+            , m_index(std::move(index))
+            , m_limits { m_skeleton.devices().size(), m_skeleton.streams().size(), m_skeleton.scopes().size(), m_skeleton.siteCount() }
+        {
+            for (const auto& c : m_index.memory)
+                m_events += c.memv.records;
+        }
+        const Trace& skeleton() const override { return m_skeleton; }
+        std::uint64_t eventCount() const override { return m_events; }
+        std::uint64_t kernelCount() const override { return m_index.kernelCount; }
+
+        void forEachChunk(const std::function<void(const MemoryEventColumns&, std::uint64_t)>& visit) const override
+        {
+            for (const auto& c : m_index.memory) {
+                if (c.memv.records == 0)
+                    continue;
+                forEachColumn(m_columns, [](auto& v) { v.clear(); });
+                Cursor memv(m_file.view(c.memv.payload(), c.memv.length));
+                if (!decodeMemv(memv, c.memv.records, m_columns, m_limits))
+                    throw changed(c.memv);
+                if (c.mevx) {
+                    Cursor mevx(m_file.view(c.mevx->payload(), c.mevx->length));
+                    if (!decodeMevx(mevx, c.mevx->records, m_columns, 0, m_skeleton.pools().size()))
+                        throw changed(*c.mevx);
+                }
+                visit(m_columns, c.first);
+            }
+        }
+
+        void forEachKernelChunk(const std::function<void(std::span<const Kernel>)>& visit) const override
+        {
+            std::vector<Kernel> kernels;
+            for (const auto& c : m_index.kernels) {
+                kernels.clear();
+                Cursor cursor(m_file.view(c.payload(), c.length));
+                if (!decodeKernels(cursor, c.records, kernels, m_limits.devices, m_limits.streams, m_skeleton.strings().size())
+                    || !cursor.atEnd())
+                    throw changed(c);
+                if (!kernels.empty())
+                    visit(kernels);
+            }
+        }
+
+    private:
+        // The chunks were checked when the file was opened: one that no longer decodes was rewritten since.
+        FormatError changed(const ChunkRef& chunk) const
+        {
+            return FormatError(m_file.path() + ": the chunk at offset " + std::to_string(chunk.offset)
+                + " no longer decodes as it did when the file was opened: the file changed while it was read");
+        }
+
+        FileWindow m_file;
+        Trace m_skeleton;
+        StreamIndex m_index;
+        MemvLimits m_limits;
+        std::uint64_t m_events = 0;
+        mutable MemoryEventColumns m_columns; // the chunk of the pass, reused
+    };
+} // namespace
+
+std::unique_ptr<MemoryEventSource> openGmtSource(const std::string& path, const LoadOptions& options)
+{
+    FileWindow file(path);
+    TraceBuilder b;
+    StreamIndex index;
+    readChunks(file, path, options, b, &index);
+    if (!index.sorted) // trace order needs the whole trace sorted: read it as readGmt does
+        return memorySource(readGmt(path, options));
+    std::uint64_t events = 0;
+    for (const auto& c : index.memory)
+        events += c.memv.records;
+    if (events > std::numeric_limits<std::uint32_t>::max()) // TraceBuilder::build's limit, so both readers agree
+        throw FormatError("trace has more than 4,294,967,295 memory events; split it");
+    Trace skeleton = b.build();
+    return std::make_unique<GmtSource>(std::move(file), std::move(skeleton), std::move(index));
 }
 
 namespace {

@@ -1,0 +1,64 @@
+#pragma once
+// Memory events of one trace, chunk by chunk, for the verbs that must not hold a trace whole
+// (issue 22; docs/streaming.md). A source is the trace's skeleton (every table and record but the
+// memory events, and for a .gmt file the kernels) plus passes over its memory events in trace
+// order: the order of Trace::memory(), (time, sequence). Two sources exist: a whole in-memory
+// trace cut into slices (tests prove with tiny slices that chunk boundaries change no answer) and
+// a mapped .gmt file decoded one chunk at a time (core/gmt_format.h).
+//
+// Pairing across chunks is each consumer's business: keep a table of live blocks keyed by
+// (device, address) and follow the rules of Trace::allocations() (core/trace.cpp), so that a
+// figure computed from a source equals the in-memory one.
+#include "core/importer.h"
+#include "core/trace.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace gpumem {
+
+class MemoryEventSource {
+public:
+    virtual ~MemoryEventSource() = default;
+    // The trace without its memory events: metadata, strings, devices, streams, frames, sites,
+    // scopes, pools, annotations, counter series and samples, importStats(). memory() and
+    // allocations() are empty; skeleton().stats() holds the import anomalies only (pairing
+    // anomalies are the consumer's, see above). Kernels: may be empty — openGmtSource leaves them
+    // out, since a trace may hold as many kernels as memory events; kernelCount() gives their
+    // number and forEachKernelChunk() visits them.
+    virtual const Trace& skeleton() const = 0;
+    virtual std::uint64_t eventCount() const = 0;
+    virtual std::uint64_t kernelCount() const = 0;
+    // Calls visit(chunk, firstIndex) for each chunk in order: chunk holds events
+    // [firstIndex, firstIndex + chunk.count()) of the trace; it is valid only during the call.
+    // Chunks are at most a few MiB (≤ kGmtMaxEventsPerChunk events). Throws what the reader throws
+    // (FormatError naming the file and offset); a pass that throws — or whose visitor throws —
+    // leaves the source usable for another pass. Any number of passes; not thread-safe (one pass
+    // at a time per source).
+    virtual void forEachChunk(
+        const std::function<void(const MemoryEventColumns& chunk, std::uint64_t firstIndex)>& visit) const = 0;
+    // Calls visit for each run of kernels, kernelCount() in all, in no promised order (a .gmt file
+    // gives its KERN chunks in file order; Trace::kernels() is sorted by start). The default visits
+    // skeleton().kernels() in one run.
+    virtual void forEachKernelChunk(const std::function<void(std::span<const Kernel> kernels)>& visit) const;
+};
+
+// A whole in-memory trace as a source, in slices of `chunkEvents` (at least 1) events. The
+// skeleton keeps the kernels. Memory: the trace, plus one slice.
+std::unique_ptr<MemoryEventSource> memorySource(Trace trace, std::size_t chunkEvents = 65536);
+
+// A .gmt file as a source (core/gmt_format.h): the file is mapped; opening reads every non-event
+// chunk whole into the skeleton, checks every chunk's checksum and decodes each MEMV (+MEVX) and
+// KERN chunk once to check it (one pass), keeping only an index of the MEMV chunks; each pass of
+// forEachChunk decodes one chunk at a time into reused columns. Errors and anomalies are those of
+// readGmt (FormatError or IoError naming the path; "truncated", "corrupt_chunk", … in
+// skeleton().importStats()). A file whose memory events are out of (time, sequence) order cannot
+// be streamed in trace order: it is read whole with readGmt (the "unsorted_input" anomaly says
+// so) and served as memorySource. Memory: the skeleton, the index (24 bytes per MEMV chunk) and
+// one decoded chunk; the mapped pages are the kernel's page cache.
+std::unique_ptr<MemoryEventSource> openGmtSource(const std::string& path, const LoadOptions& options = {});
+
+} // namespace gpumem

@@ -1,0 +1,276 @@
+// Memory event sources (core/event_source.h): the chunks of a pass put together are the trace's
+// memory columns, on every hand-written trace of tests/data, whatever the chunk size.
+#include "core/error.h"
+#include "core/event_source.h"
+#include "core/gmt_format.h"
+#include "core/jsonl_format.h"
+#include "core/trace_builder.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <unistd.h>
+
+using namespace gpumem;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<fs::path> dataTraces()
+{
+    std::vector<fs::path> paths;
+    for (const auto& e : fs::directory_iterator(fs::path(GPUMEM_SOURCE_DIR) / "tests/data"))
+        if (e.path().extension() == ".jsonl")
+            paths.push_back(e.path());
+    std::sort(paths.begin(), paths.end());
+    return paths;
+}
+
+// Every event of every pass, appended in order; checks that firstIndex follows on.
+MemoryEventColumns concatenate(const MemoryEventSource& source, std::size_t* chunks = nullptr)
+{
+    MemoryEventColumns all;
+    std::size_t n = 0;
+    source.forEachChunk([&](const MemoryEventColumns& chunk, std::uint64_t first) {
+        EXPECT_EQ(first, all.count());
+        EXPECT_GT(chunk.count(), 0u);
+        for (std::size_t i = 0; i < chunk.count(); ++i)
+            all.push(chunk.row(i));
+        ++n;
+    });
+    if (chunks)
+        *chunks = n;
+    return all;
+}
+
+// "code severity count detail" per anomaly, one a line.
+std::string anomalyText(const ImportStats& stats)
+{
+    std::string s;
+    for (const auto& a : stats.anomalies())
+        s += a.code + " " + std::to_string(static_cast<int>(a.severity)) + " " + std::to_string(a.count) + " " + a.detail + "\n";
+    return s;
+}
+
+void expectSameEvents(const MemoryEventColumns& a, const MemoryEventColumns& b, const std::string& what)
+{
+    ASSERT_EQ(a.count(), b.count()) << what;
+    for (std::size_t i = 0; i < a.count(); ++i)
+        ASSERT_EQ(a.row(i), b.row(i)) << what << ": event " << i;
+}
+
+// The tables of the skeleton are the trace's; it holds no memory event.
+void expectSkeletonOf(const Trace& skeleton, const Trace& trace, bool kernels, const std::string& what)
+{
+    EXPECT_EQ(skeleton.memory().count(), 0u) << what;
+    EXPECT_TRUE(skeleton.allocations().empty()) << what;
+    EXPECT_EQ(skeleton.metadata(), trace.metadata()) << what;
+    ASSERT_EQ(skeleton.strings().size(), trace.strings().size()) << what;
+    for (std::size_t i = 0; i < trace.strings().size(); ++i)
+        EXPECT_EQ(skeleton.str(static_cast<StringId>(i)), trace.str(static_cast<StringId>(i))) << what;
+    EXPECT_EQ(skeleton.devices().size(), trace.devices().size()) << what;
+    EXPECT_EQ(skeleton.streams().size(), trace.streams().size()) << what;
+    EXPECT_EQ(skeleton.frames().size(), trace.frames().size()) << what;
+    EXPECT_EQ(skeleton.scopes().size(), trace.scopes().size()) << what;
+    ASSERT_EQ(skeleton.siteCount(), trace.siteCount()) << what;
+    for (std::size_t s = 0; s < trace.siteCount(); ++s) {
+        auto x = skeleton.siteFrames(static_cast<SiteId>(s)), y = trace.siteFrames(static_cast<SiteId>(s));
+        EXPECT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << what << ": site " << s;
+    }
+    EXPECT_TRUE(std::equal(skeleton.pools().begin(), skeleton.pools().end(), trace.pools().begin(), trace.pools().end())) << what;
+    EXPECT_TRUE(std::equal(skeleton.annotations().begin(), skeleton.annotations().end(), trace.annotations().begin(),
+        trace.annotations().end())) << what;
+    EXPECT_TRUE(std::equal(skeleton.counterSamples().begin(), skeleton.counterSamples().end(), trace.counterSamples().begin(),
+        trace.counterSamples().end())) << what;
+    EXPECT_EQ(skeleton.counterSeries().size(), trace.counterSeries().size()) << what;
+    EXPECT_EQ(anomalyText(skeleton.importStats()), anomalyText(trace.importStats())) << what;
+    if (kernels)
+        EXPECT_TRUE(std::equal(skeleton.kernels().begin(), skeleton.kernels().end(), trace.kernels().begin(), trace.kernels().end()))
+            << what;
+    else
+        EXPECT_TRUE(skeleton.kernels().empty()) << what;
+}
+
+TEST(MemorySource, SlicesPutTogetherAreTheTraceOnEveryDataTrace)
+{
+    const auto paths = dataTraces();
+    ASSERT_GE(paths.size(), 20u);
+    for (const auto& path : paths) {
+        const Trace trace = readJsonl(path.string());
+        for (std::size_t chunk : { std::size_t(1), std::size_t(7), std::size_t(65536) }) {
+            const std::string what = path.filename().string() + " in slices of " + std::to_string(chunk);
+            auto source = memorySource(trace, chunk);
+            EXPECT_EQ(source->eventCount(), trace.memory().count()) << what;
+            EXPECT_EQ(source->kernelCount(), trace.kernels().size()) << what;
+            std::size_t chunks = 0;
+            expectSameEvents(concatenate(*source, &chunks), trace.memory(), what);
+            EXPECT_EQ(chunks, (trace.memory().count() + chunk - 1) / chunk) << what;
+            expectSameEvents(concatenate(*source), trace.memory(), what + ", second pass");
+            expectSkeletonOf(source->skeleton(), trace, true, what);
+        }
+    }
+}
+
+TEST(MemorySource, ChunkSizeZeroMeansOneEventAChunk)
+{
+    const Trace trace = readJsonl(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/tiny_alloc_free.jsonl");
+    ASSERT_GT(trace.memory().count(), 1u);
+    std::size_t chunks = 0;
+    expectSameEvents(concatenate(*memorySource(trace, 0), &chunks), trace.memory(), "tiny_alloc_free");
+    EXPECT_EQ(chunks, trace.memory().count());
+}
+
+TEST(MemorySource, AVisitorThatThrowsLeavesTheSourceUsable)
+{
+    const Trace trace = readJsonl(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/two_devices_streams.jsonl");
+    auto source = memorySource(trace, 2);
+    EXPECT_THROW(source->forEachChunk([](const MemoryEventColumns&, std::uint64_t) { throw std::runtime_error("stop"); }),
+        std::runtime_error);
+    expectSameEvents(concatenate(*source), trace.memory(), "after a throwing pass");
+}
+
+// ----------------------------------------------------------------------------------- openGmtSource
+
+fs::path tempDir()
+{
+    auto dir = fs::temp_directory_path() / ("gpumem_event_source_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    return dir;
+}
+
+std::string fileBytes(const fs::path& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    return { std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>() };
+}
+
+void writeFile(const fs::path& path, std::string_view bytes)
+{
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::vector<Kernel> byStart(std::vector<Kernel> k)
+{
+    std::stable_sort(k.begin(), k.end(), [](const Kernel& x, const Kernel& y) { return x.start < y.start; });
+    return k;
+}
+
+// openGmtSource(path) reads what readGmt(path) reads: the same error, or the same events, tables,
+// kernels and anomalies. Returns whether the file was readable.
+bool expectSourceReadsAsReadGmt(const fs::path& path, const std::string& what)
+{
+    std::string readError, sourceError;
+    Trace trace;
+    std::unique_ptr<MemoryEventSource> source;
+    try {
+        trace = readGmt(path.string());
+    } catch (const Error& e) {
+        readError = e.what();
+    }
+    try {
+        source = openGmtSource(path.string());
+    } catch (const Error& e) {
+        sourceError = e.what();
+    }
+    EXPECT_EQ(sourceError, readError) << what;
+    if (!readError.empty() || !source)
+        return false;
+    EXPECT_EQ(source->eventCount(), trace.memory().count()) << what;
+    expectSameEvents(concatenate(*source), trace.memory(), what);
+    expectSkeletonOf(source->skeleton(), trace, false, what);
+    EXPECT_EQ(source->kernelCount(), trace.kernels().size()) << what;
+    std::vector<Kernel> kernels;
+    source->forEachKernelChunk([&](std::span<const Kernel> run) { kernels.insert(kernels.end(), run.begin(), run.end()); });
+    EXPECT_EQ(byStart(kernels), std::vector<Kernel>(trace.kernels().begin(), trace.kernels().end())) << what;
+    return true;
+}
+
+TEST(GmtSource, ReadsEveryDataTraceAsReadGmtInChunksOfFiveEvents)
+{
+    const auto dir = tempDir();
+    std::size_t withKernels = 0, withPools = 0, multiChunk = 0;
+    for (const auto& path : dataTraces()) {
+        const Trace trace = readJsonl(path.string());
+        const fs::path gmt = dir / (path.stem().string() + ".gmt");
+        writeGmt(trace, gmt.string(), 5);
+        expectSourceReadsAsReadGmt(gmt, path.filename().string());
+        auto source = openGmtSource(gmt.string());
+        std::size_t chunks = 0;
+        expectSameEvents(concatenate(*source, &chunks), trace.memory(), path.filename().string() + " against the .jsonl");
+        EXPECT_EQ(chunks, (trace.memory().count() + 4) / 5) << path;
+        withKernels += !trace.kernels().empty();
+        withPools += trace.pools().size() > 1;
+        multiChunk += chunks > 1;
+    }
+    // The corpus exercises KERN chunks, MEVX chunks (pools, empty_cache) and chunk boundaries.
+    EXPECT_GE(withKernels, 2u);
+    EXPECT_GE(withPools, 1u);
+    EXPECT_GE(multiChunk, 9u);
+    fs::remove_all(dir);
+}
+
+TEST(GmtSource, ACutFileReadsAsReadGmtAtEveryOffset)
+{
+    const auto dir = tempDir();
+    const fs::path whole = dir / "whole.gmt", cut = dir / "cut.gmt";
+    writeGmt(readJsonl(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/annotated_step.jsonl"), whole.string(), 4);
+    const std::string bytes = fileBytes(whole);
+    std::size_t readable = 0;
+    for (std::size_t at = 0; at <= bytes.size(); ++at) {
+        writeFile(cut, std::string_view(bytes).substr(0, at));
+        readable += expectSourceReadsAsReadGmt(cut, "cut at " + std::to_string(at) + " of " + std::to_string(bytes.size()));
+    }
+    EXPECT_GT(readable, bytes.size() / 2); // most cuts keep the chunks before them
+    fs::remove_all(dir);
+}
+
+TEST(GmtSource, ADamagedByteReadsAsReadGmtWhereverItIs)
+{
+    const auto dir = tempDir();
+    const fs::path whole = dir / "whole.gmt", damaged = dir / "damaged.gmt";
+    writeGmt(readJsonl(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/mempool_release.jsonl"), whole.string(), 3);
+    const std::string bytes = fileBytes(whole);
+    std::mt19937 random(22);
+    for (std::size_t at = 0; at < bytes.size(); ++at) {
+        std::string copy = bytes;
+        copy[at] = static_cast<char>(copy[at] ^ (1 + random() % 255));
+        writeFile(damaged, copy);
+        expectSourceReadsAsReadGmt(damaged, "byte " + std::to_string(at) + " of " + std::to_string(bytes.size()) + " damaged");
+    }
+    fs::remove_all(dir);
+}
+
+TEST(GmtSource, EventsOutOfOrderAreSortedAsReadGmtSortsThem)
+{
+    const auto dir = tempDir();
+    const fs::path gmt = dir / "unsorted.gmt";
+    TraceBuilder b;
+    b.alloc(100, 0x1000, 512);
+    b.free(300, 0x1000, 512);
+    b.alloc(200, 0x2000, 256); // before the free above in time, after it in the file
+    const Trace sorted = b.build();
+    ASSERT_NE(sorted.importStats().find("unsorted_input"), nullptr);
+    {
+        GmtWriter w(gmt.string(), nlohmann::json::object());
+        w.appendDevices(sorted.devices());
+        w.appendStreams(sorted.streams());
+        // The events as they arrived: file order 100, 300, 200, in two chunks.
+        MemoryEventColumns arrival;
+        arrival.push(sorted.memory().row(0));
+        arrival.push(sorted.memory().row(2));
+        arrival.push(sorted.memory().row(1));
+        w.appendMemoryEvents(arrival, 0, 2);
+        w.appendMemoryEvents(arrival, 2, 3);
+        w.finish();
+    }
+    ASSERT_TRUE(expectSourceReadsAsReadGmt(gmt, "unsorted"));
+    auto source = openGmtSource(gmt.string());
+    EXPECT_EQ(source->skeleton().importStats().count("unsorted_input"), 2u);
+    fs::remove_all(dir);
+}
+
+} // namespace
