@@ -15,8 +15,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 namespace gpumem {
 
@@ -44,6 +46,10 @@ public:
     // gives its KERN chunks in file order; Trace::kernels() is sorted by start). The default visits
     // skeleton().kernels() in one run.
     virtual void forEachKernelChunk(const std::function<void(std::span<const Kernel> kernels)>& visit) const;
+    // The times of the first and the last memory event (nullopt without events): what a verb needs
+    // for the trace's span before its pass. The default makes a pass; a .gmt source decodes only the
+    // first and last chunks.
+    virtual std::optional<std::pair<TimeNs, TimeNs>> firstAndLastTime() const;
 };
 
 // A whole in-memory trace as a source, in slices of `chunkEvents` (at least 1) events. The
