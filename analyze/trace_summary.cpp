@@ -305,6 +305,7 @@ TraceSummary summarize(const MemoryEventSource& source, ImportStats* statsOut)
         acc.addEvents(chunk, closes.data());
     });
     pairing.forEachLive([&](const ChunkPairing::Block& b) { acc.addLiveAtEnd(b.device, b.size); });
+    pairing.finish();
     if (statsOut)
         *statsOut = stats;
     return acc.finish(pairing.allocations(), stats, [&](DeviceId d) {

@@ -34,6 +34,15 @@ void ChunkPairing::release(std::uint32_t slot)
     m_freeSlots.push_back(slot);
 }
 
+void ChunkPairing::finish()
+{
+    for (Tally* t : { &m_atLiveAddress, &m_unmatchedFree, &m_sizeMismatch, &m_segmentFreeWithLive })
+        if (t->pending > 0) {
+            m_stats.add(t->code, t->severity, {}, t->pending);
+            t->pending = 0;
+        }
+}
+
 // The rules and messages of TraceBody::pair (core/trace.cpp), event by event.
 ChunkPairing::Outcome ChunkPairing::step(const MemoryEventColumns& m, std::size_t i, std::uint64_t index)
 {
@@ -49,10 +58,11 @@ ChunkPairing::Outcome ChunkPairing::step(const MemoryEventColumns& m, std::size_
         if (earlier != detail::AddressMap::kNone) {
             out.replaced = m_blocks[earlier];
             release(earlier);
-            m_stats.add("alloc_at_live_address", Severity::Warning,
-                "memory event " + std::to_string(index) + ": alloc at address " + std::to_string(m.address[i])
+            note(m_atLiveAddress, [&] {
+                return "memory event " + std::to_string(index) + ": alloc at address " + std::to_string(m.address[i])
                     + " which is still live since event " + std::to_string(out.replaced->allocEvent)
-                    + "; the earlier block is treated as never freed");
+                    + "; the earlier block is treated as never freed";
+            });
         }
         break;
     }
@@ -61,19 +71,21 @@ ChunkPairing::Outcome ChunkPairing::step(const MemoryEventColumns& m, std::size_
         const std::uint32_t slot = m_live.take(k);
         if (slot == detail::AddressMap::kNone) {
             out.pairing = Pairing::Unmatched;
-            m_stats.add("unmatched_free", Severity::Info,
-                "memory event " + std::to_string(index) + ": free of address " + std::to_string(m.address[i])
-                    + " with no alloc in the trace (allocated before the recording began)");
+            note(m_unmatchedFree, [&] {
+                return "memory event " + std::to_string(index) + ": free of address " + std::to_string(m.address[i])
+                    + " with no alloc in the trace (allocated before the recording began)";
+            });
             break;
         }
         out.pairing = Pairing::Closed;
         out.block = m_blocks[slot];
         // A free's size is the block's (0: not known); another size means one of the two is wrong.
         if (m.size[i] != 0 && m.size[i] != out.block.size)
-            m_stats.add("free_size_mismatch", Severity::Warning,
-                "memory event " + std::to_string(index) + ": free of " + std::to_string(m.size[i]) + " bytes at address "
+            note(m_sizeMismatch, [&] {
+                return "memory event " + std::to_string(index) + ": free of " + std::to_string(m.size[i]) + " bytes at address "
                     + std::to_string(m.address[i]) + ", whose alloc (event " + std::to_string(out.block.allocEvent)
-                    + ") was of " + std::to_string(out.block.size) + " bytes");
+                    + ") was of " + std::to_string(out.block.size) + " bytes";
+            });
         if (m_trackCompletions) {
             m_inUse[slot] = kAwaiting;
             if (const std::uint32_t older = m_awaiting.exchange(k, slot); older != detail::AddressMap::kNone)
@@ -96,12 +108,13 @@ ChunkPairing::Outcome ChunkPairing::step(const MemoryEventColumns& m, std::size_
         auto inside = m_byAddress->lower_bound({ m.device[i], m.address[i] });
         if (inside == m_byAddress->end() || inside->first != m.device[i] || !(inside->second < end || inside->second == m.address[i]))
             break;
-        const std::uint32_t block = m_live.find(key(inside->first, inside->second));
-        const Bytes blockSize = block == detail::AddressMap::kNone ? 0 : m_blocks[block].size;
-        m_stats.add("segment_free_with_live_block", Severity::Warning,
-            "memory event " + std::to_string(index) + ": segment_free of " + std::to_string(m.size[i]) + " bytes at address "
+        note(m_segmentFreeWithLive, [&] {
+            const std::uint32_t block = m_live.find(key(inside->first, inside->second));
+            const Bytes blockSize = block == detail::AddressMap::kNone ? 0 : m_blocks[block].size;
+            return "memory event " + std::to_string(index) + ": segment_free of " + std::to_string(m.size[i]) + " bytes at address "
                 + std::to_string(m.address[i]) + " while the block of " + std::to_string(blockSize) + " bytes at address "
-                + std::to_string(inside->second) + " in it is live (allocated, not freed)");
+                + std::to_string(inside->second) + " in it is live (allocated, not freed)";
+        });
         break;
     }
     case EventKind::FreeCompleted: {

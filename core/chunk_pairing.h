@@ -52,6 +52,10 @@ public:
 
     // Pairs event i of `chunk`, whose index in the trace is `index`. Events must come in trace order.
     Outcome step(const MemoryEventColumns& chunk, std::size_t i, std::uint64_t index);
+    // Adds the repeats of each anomaly to the stats: the first occurrence is added with its detail at
+    // once, the others only counted until here (building a detail per event cost a tenth of pairing,
+    // as in TraceBody::pair). Call after the last chunk, before reading the stats.
+    void finish();
 
     std::uint64_t allocations() const { return m_allocations; } // allocs so far: Trace::allocations().size()
     std::size_t liveCount() const { return m_live.size(); }
@@ -69,7 +73,28 @@ private:
     std::uint32_t store(const Block& block, std::uint8_t state);
     void release(std::uint32_t slot);
 
+    // One anomaly code: its first occurrence is in the stats, `pending` more are counted here.
+    struct Tally {
+        const char* code;
+        Severity severity;
+        bool seen = false;
+        std::uint64_t pending = 0;
+    };
+    template <typename Detail> void note(Tally& tally, Detail&& detail)
+    {
+        if (tally.seen)
+            ++tally.pending;
+        else {
+            tally.seen = true;
+            m_stats.add(tally.code, tally.severity, detail());
+        }
+    }
+
     ImportStats& m_stats;
+    Tally m_atLiveAddress { "alloc_at_live_address", Severity::Warning };
+    Tally m_unmatchedFree { "unmatched_free", Severity::Info };
+    Tally m_sizeMismatch { "free_size_mismatch", Severity::Warning };
+    Tally m_segmentFreeWithLive { "segment_free_with_live_block", Severity::Warning };
     bool m_trackCompletions;
     std::uint64_t m_allocations = 0;
     detail::AddressMap m_live; // key → slot of the live block
