@@ -35,10 +35,11 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 trace=${keep:-$tmp/big.gmt}
+cpu="" kib="" ok=0
 
 # runs "$@" under the limit; sets cpu (s), kib (peak RSS), ok (0/1)
 measure() {
-  if prlimit --as="$(numfmt --from=iec "$limit")" /usr/bin/time -f "%U %S %M" -o "$tmp/time" "$@" >/dev/null 2>"$tmp/stderr"; then
+  if prlimit --as="$(numfmt --from=iec "$limit")" /usr/bin/time -f "%U %S %M" -o "$tmp/time" "$@" >"$tmp/out" 2>"$tmp/stderr"; then
     ok=1
   else
     ok=0
@@ -55,28 +56,37 @@ else
   echo "generated $trace: $cpu s CPU, peak RSS $((kib / 1024)) MiB"
 fi
 bytes=$(stat -c %s "$trace")
-n=$("$gpumem" info --format json "$trace" | awk -F': ' '/"memory_events"/ { gsub(/[ ,]/, "", $2); print $2; exit }')
+# info first, whatever the order given: its output gives the event count, its figures the ratios.
+verbs="$(printf '%s\n' $verbs | grep -x info || true) $(printf '%s\n' $verbs | grep -vx info || true)"
+case " $verbs " in
+  *" info "*) measure "$gpumem" info --format json "$trace" ;;
+  *) "$gpumem" info --format json "$trace" >"$tmp/out" ;;
+esac
+infoCpu=$cpu infoKib=$kib infoOk=$ok
+n=$(awk -F': ' '/"memory_events"/ { gsub(/[ ,]/, "", $2); print $2; exit }' "$tmp/out")
 echo "trace: $n memory events, $bytes bytes ($(awk -v b="$bytes" -v n="$n" 'BEGIN { printf "%.2f", b / n }') bytes per event)"
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo); each verb under prlimit --as=$limit"
 echo
 printf '%-14s %9s %11s %9s %10s %10s %10s  %s\n' verb "cpu s" "peak RSS" "B/event" "cpu/info" "RSS/info" "RSS/file" status
-infoCpu="" infoKib=""
 for verb in $verbs; do
   case "$verb" in
-    info) args=(info) ;;
+    info) args=() ;; # measured above (--format json: the same pass as the text)
     analyze) args=(analyze) ;;
     analyze-json) args=(analyze --format json) ;;
     replay) args=(replay --policy pytorch) ;;
     report) args=(report -o "$tmp/report.html") ;;
     *) echo "scale.sh: unknown verb $verb" >&2; exit 2 ;;
   esac
-  measure "$gpumem" "${args[@]}" "$trace"
-  if [ "$verb" = info ]; then infoCpu=$cpu infoKib=$kib; fi
+  if [ "$verb" = info ]; then
+    cpu=$infoCpu kib=$infoKib ok=$infoOk
+  else
+    measure "$gpumem" "${args[@]}" "$trace"
+  fi
   status=ok
   if [ "$ok" != 1 ]; then
     status="failed: $(head -c 120 "$tmp/stderr" | tr '\n' ' ')"
   fi
   awk -v verb="$verb" -v cpu="$cpu" -v kib="$kib" -v n="$n" -v bytes="$bytes" -v ic="${infoCpu:-0}" -v ik="${infoKib:-0}" -v st="$status" 'BEGIN {
     printf "%-14s %9.2f %7.0f MiB %9.1f %10s %10s %10.3f  %s\n", verb, cpu, kib / 1024, kib * 1024 / n,
-      ic > 0 ? sprintf("%.2f", cpu / ic) : "-", ik > 0 ? sprintf("%.2f", kib / ik) : "-", kib * 1024 / bytes, st }'
+      (ic > 0 ? sprintf("%.2f", cpu / ic) : "-"), (ik > 0 ? sprintf("%.2f", kib / ik) : "-"), kib * 1024 / bytes, st }'
 done

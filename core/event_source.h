@@ -63,7 +63,7 @@ std::unique_ptr<MemoryEventSource> memorySource(Trace trace, std::size_t chunkEv
 // readGmt (FormatError or IoError naming the path; "truncated", "corrupt_chunk", … in
 // skeleton().importStats()). A file whose memory events are out of (time, sequence) order cannot
 // be streamed in trace order: it is read whole with readGmt (the "unsorted_input" anomaly says
-// so) and served as memorySource. Memory: the skeleton, the index (24 bytes per MEMV chunk) and
+// so) and served as memorySource. Memory: the skeleton, the index (~48 bytes per MEMV chunk) and
 // one decoded chunk; the mapped pages are the kernel's page cache.
 std::unique_ptr<MemoryEventSource> openGmtSource(const std::string& path, const LoadOptions& options = {});
 
