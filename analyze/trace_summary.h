@@ -1,6 +1,7 @@
 #pragma once
 // What `gpumem info` prints and the GUI's summary pane shows: counts, span, live blocks at the end
 // and peaks per device. Computed in one pass over the memory events; immutable afterwards.
+#include "core/event_source.h"
 #include "core/outside_memory.h"
 #include "core/trace.h"
 
@@ -62,6 +63,11 @@ struct TraceSummary {
 
 // Throws nothing for a valid Trace.
 TraceSummary summarize(const Trace& trace);
+// The same from a source in one pass over its memory events and one over its kernels, holding the
+// live blocks (core/chunk_pairing.h) instead of the events: equal to summarize() of the whole trace.
+// Throws what the source throws (FormatError, IoError). `stats`, when given, receives what
+// Trace::stats() would hold: the import anomalies and those of pairing (for --strict).
+TraceSummary summarize(const MemoryEventSource& source, ImportStats* stats = nullptr);
 
 // "cuda:0", "hip:1", "cpu".
 std::string deviceLabel(const Device& device);
@@ -73,6 +79,9 @@ struct TimeSpan {
     TimeNs start = 0, end = 0;
 };
 TimeSpan traceSpan(const Trace& trace);
+// The same for a source: its skeleton's records, its kernels (a pass over them) and its first and last
+// memory events (MemoryEventSource::firstAndLastTime).
+TimeSpan traceSpan(const MemoryEventSource& source);
 
 // For a trace that records memory only as counters (no memory events, some counter samples: a PyTorch
 // <= 1.9 profiler trace, whose [memory] events have sizes but no addresses, docs/kineto-import.md), the

@@ -12,6 +12,17 @@ void MemoryEventSource::forEachKernelChunk(const std::function<void(std::span<co
         visit(skeleton().kernels());
 }
 
+std::optional<std::pair<TimeNs, TimeNs>> MemoryEventSource::firstAndLastTime() const
+{
+    std::optional<std::pair<TimeNs, TimeNs>> times;
+    forEachChunk([&](const MemoryEventColumns& chunk, std::uint64_t first) {
+        if (first == 0)
+            times.emplace(chunk.time.front(), chunk.time.back());
+        times->second = chunk.time.back();
+    });
+    return times;
+}
+
 namespace {
     // A copy of `trace` without its memory events (and without its kernels unless `kernels`).
     Trace skeletonOf(const Trace& trace, bool kernels)

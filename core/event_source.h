@@ -15,8 +15,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 namespace gpumem {
 
@@ -44,6 +46,10 @@ public:
     // gives its KERN chunks in file order; Trace::kernels() is sorted by start). The default visits
     // skeleton().kernels() in one run.
     virtual void forEachKernelChunk(const std::function<void(std::span<const Kernel> kernels)>& visit) const;
+    // The times of the first and the last memory event (nullopt without events): what a verb needs
+    // for the trace's span before its pass. The default makes a pass; a .gmt source decodes only the
+    // first and last chunks.
+    virtual std::optional<std::pair<TimeNs, TimeNs>> firstAndLastTime() const;
 };
 
 // A whole in-memory trace as a source, in slices of `chunkEvents` (at least 1) events. The
@@ -57,7 +63,7 @@ std::unique_ptr<MemoryEventSource> memorySource(Trace trace, std::size_t chunkEv
 // readGmt (FormatError or IoError naming the path; "truncated", "corrupt_chunk", … in
 // skeleton().importStats()). A file whose memory events are out of (time, sequence) order cannot
 // be streamed in trace order: it is read whole with readGmt (the "unsorted_input" anomaly says
-// so) and served as memorySource. Memory: the skeleton, the index (24 bytes per MEMV chunk) and
+// so) and served as memorySource. Memory: the skeleton, the index (~48 bytes per MEMV chunk) and
 // one decoded chunk; the mapped pages are the kernel's page cache.
 std::unique_ptr<MemoryEventSource> openGmtSource(const std::string& path, const LoadOptions& options = {});
 

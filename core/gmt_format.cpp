@@ -1269,20 +1269,23 @@ namespace {
 
         void forEachChunk(const std::function<void(const MemoryEventColumns&, std::uint64_t)>& visit) const override
         {
-            for (const auto& c : m_index.memory) {
-                if (c.memv.records == 0)
-                    continue;
-                forEachColumn(m_columns, [](auto& v) { v.clear(); });
-                Cursor memv(m_file.view(c.memv.payload(), c.memv.length));
-                if (!decodeMemv(memv, c.memv.records, m_columns, m_limits))
-                    throw changed(c.memv);
-                if (c.mevx) {
-                    Cursor mevx(m_file.view(c.mevx->payload(), c.mevx->length));
-                    if (!decodeMevx(mevx, c.mevx->records, m_columns, 0, m_skeleton.pools().size()))
-                        throw changed(*c.mevx);
+            for (const auto& c : m_index.memory)
+                if (c.memv.records > 0)
+                    visit(decode(c), c.first);
+        }
+
+        std::optional<std::pair<TimeNs, TimeNs>> firstAndLastTime() const override
+        {
+            const MemoryChunkRef *first = nullptr, *last = nullptr;
+            for (const auto& c : m_index.memory)
+                if (c.memv.records > 0) {
+                    first = first ? first : &c;
+                    last = &c;
                 }
-                visit(m_columns, c.first);
-            }
+            if (!first)
+                return std::nullopt;
+            const TimeNs start = decode(*first).time.front();
+            return std::pair(start, decode(*last).time.back());
         }
 
         void forEachKernelChunk(const std::function<void(std::span<const Kernel>)>& visit) const override
@@ -1300,6 +1303,21 @@ namespace {
         }
 
     private:
+        // The events of one MEMV chunk (and its MEVX chunk) in the reused columns.
+        const MemoryEventColumns& decode(const MemoryChunkRef& c) const
+        {
+            forEachColumn(m_columns, [](auto& v) { v.clear(); });
+            Cursor memv(m_file.view(c.memv.payload(), c.memv.length));
+            if (!decodeMemv(memv, c.memv.records, m_columns, m_limits))
+                throw changed(c.memv);
+            if (c.mevx) {
+                Cursor mevx(m_file.view(c.mevx->payload(), c.mevx->length));
+                if (!decodeMevx(mevx, c.mevx->records, m_columns, 0, m_skeleton.pools().size()))
+                    throw changed(*c.mevx);
+            }
+            return m_columns;
+        }
+
         // The chunks were checked when the file was opened: one that no longer decodes was rewritten since.
         FormatError changed(const ChunkRef& chunk) const
         {

@@ -28,53 +28,71 @@ bool isAllocatorLibrary(std::string_view libraryFile)
     return false;
 }
 
-namespace {
-    // The tracer's allocation source (docs/tracer.md): a one-frame site whose function is a shared
-    // object's file name. Peak live bytes of the segments a non-allocator library took; nullopt when no
-    // segment_alloc of the device has such a site.
-    std::optional<Bytes> outsideFromSources(const Trace& trace, DeviceId device)
-    {
-        const auto& m = trace.memory();
-        std::map<Address, Bytes> live;
-        Bytes now = 0, peak = 0;
-        bool sourced = false;
-        for (std::size_t i = 0; i < m.count(); ++i) {
-            if (m.device[i] != device)
-                continue;
-            if (m.kind[i] == EventKind::SegmentAlloc && m.site[i] != 0) {
-                const auto frames = trace.siteFrames(m.site[i]);
-                if (frames.size() != 1)
-                    continue;
-                const std::string_view lib = trace.str(trace.frames()[frames[0]].name);
-                if (lib.find(".so") == std::string_view::npos)
-                    continue;
-                sourced = true;
-                if (isAllocatorLibrary(lib) || !live.emplace(m.address[i], m.size[i]).second)
-                    continue;
-                now += m.size[i];
-                peak = std::max(peak, now);
-            } else if (m.kind[i] == EventKind::SegmentFree) {
-                if (auto it = live.find(m.address[i]); it != live.end()) {
-                    now -= it->second;
-                    live.erase(it);
-                }
-            }
+AllocationSourcePeak::AllocationSourcePeak(const Trace& tables, DeviceId device)
+    : m_tables(&tables)
+    , m_device(device)
+{
+}
+
+// The tracer's allocation source (docs/tracer.md): a one-frame site whose function is a shared object's
+// file name.
+void AllocationSourcePeak::add(const MemoryEventColumns& m, std::size_t i)
+{
+    if (m.device[i] != m_device)
+        return;
+    if (m.kind[i] == EventKind::SegmentAlloc && m.site[i] != 0) {
+        const auto frames = m_tables->siteFrames(m.site[i]);
+        if (frames.size() != 1)
+            return;
+        const std::string_view lib = m_tables->str(m_tables->frames()[frames[0]].name);
+        if (lib.find(".so") == std::string_view::npos)
+            return;
+        m_sourced = true;
+        if (isAllocatorLibrary(lib) || !m_live.emplace(m.address[i], m.size[i]).second)
+            return;
+        m_now += m.size[i];
+        m_peak = std::max(m_peak, m_now);
+    } else if (m.kind[i] == EventKind::SegmentFree) {
+        if (auto it = m_live.find(m.address[i]); it != m_live.end()) {
+            m_now -= it->second;
+            m_live.erase(it);
         }
-        return sourced ? std::optional<Bytes>(peak) : std::nullopt;
     }
 }
 
+std::optional<Bytes> AllocationSourcePeak::peak() const { return m_sourced ? std::optional<Bytes>(m_peak) : std::nullopt; }
+
+bool outsideMemoryNeedsEvents(const Trace& trace)
+{
+    const auto& meta = trace.metadata();
+    auto it = meta.find("outside_allocator");
+    if (it != meta.end() && it->is_array())
+        return false;
+    auto source = meta.find("allocation_source");
+    return source != meta.end() && source->is_boolean() && source->get<bool>();
+}
+
 std::optional<OutsideMemory> outsideMemory(const Trace& trace, DeviceId device)
+{
+    if (device >= trace.devices().size() || !outsideMemoryNeedsEvents(trace))
+        return outsideMemory(trace, device, nullptr);
+    AllocationSourcePeak peak(trace, device);
+    const auto& m = trace.memory();
+    for (std::size_t i = 0; i < m.count(); ++i)
+        peak.add(m, i);
+    return outsideMemory(trace, device, &peak);
+}
+
+std::optional<OutsideMemory> outsideMemory(const Trace& trace, DeviceId device, const AllocationSourcePeak* fromEvents)
 {
     const auto& meta = trace.metadata();
     if (device >= trace.devices().size())
         return std::nullopt;
     auto it = meta.find("outside_allocator");
     if (it == meta.end() || !it->is_array()) {
-        auto source = meta.find("allocation_source");
-        if (source == meta.end() || !source->is_boolean() || !source->get<bool>())
+        if (!outsideMemoryNeedsEvents(trace) || !fromEvents)
             return std::nullopt;
-        auto bytes = outsideFromSources(trace, device);
+        auto bytes = fromEvents->peak();
         if (!bytes)
             return std::nullopt;
         return OutsideMemory { *bytes, 0, "tracer_allocation_source" };

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,7 @@
 namespace gpumem {
 
 class Trace;
+struct MemoryEventColumns;
 
 struct OutsideMemory {
     Bytes process = 0; // this process, outside the traced allocator
@@ -41,6 +43,32 @@ bool isAllocatorLibrary(std::string_view libraryFile);
 // allocation sources gives process = that peak, source "tracer_allocation_source" (linear in the memory
 // events).
 std::optional<OutsideMemory> outsideMemory(const Trace& trace, DeviceId device);
+
+// Whether outsideMemory(trace, device) reads the memory events (a tracer trace with allocation sources
+// and no "outside_allocator" key): a streaming reader then feeds an AllocationSourcePeak.
+bool outsideMemoryNeedsEvents(const Trace& trace);
+
+// The tracer's allocation-source figure of one device, fed the memory events in trace order (whole or
+// chunk by chunk): the peak of live segment bytes that no allocator library took. `tables` gives the
+// sites, frames and strings (a Trace or a source's skeleton); it must outlive the peak.
+class AllocationSourcePeak {
+public:
+    AllocationSourcePeak(const Trace& tables, DeviceId device);
+    void add(const MemoryEventColumns& m, std::size_t i); // event i of `m`
+    // The peak; nullopt when no segment_alloc of the device had a library site.
+    std::optional<Bytes> peak() const;
+
+private:
+    const Trace* m_tables;
+    DeviceId m_device;
+    std::map<Address, Bytes> m_live;
+    Bytes m_now = 0, m_peak = 0;
+    bool m_sourced = false;
+};
+
+// outsideMemory from the metadata, with the events' figure given (`fromEvents`, used only where
+// outsideMemoryNeedsEvents): what a streaming reader calls.
+std::optional<OutsideMemory> outsideMemory(const Trace& trace, DeviceId device, const AllocationSourcePeak* fromEvents);
 
 // Adds (or replaces) the entry of device ordinal `ordinal` in `metadata`["outside_allocator"].
 void setOutsideMemory(nlohmann::json& metadata, std::int32_t ordinal, const OutsideMemory& outside);

@@ -87,6 +87,13 @@ FidelityReport checkFidelity(const Trace& trace, const PolicySpec& spec, ReplayO
 // event of `device` (the first sample minus that event's own change; PyTorch's counters are taken after
 // the event): memory the trace does not itemise. 0 without such a counter.
 Bytes openingAllocated(const Trace& trace, DeviceId device);
+// The same with that first request-level event given (its kind and size; nullopt when the device has
+// none), for a reader that streams the events (analyze::summarize over a MemoryEventSource).
+struct FirstRequest {
+    EventKind kind = EventKind::Alloc;
+    Bytes size = 0;
+};
+Bytes openingAllocated(const Trace& trace, DeviceId device, std::optional<FirstRequest> first);
 
 // Loads `path` (any format gpumem reads) and runs checkFidelity; for a PyTorch snapshot the final
 // state is also compared with its recorded `segments` (endStateDifferences). Throws IoError /
