@@ -6,6 +6,7 @@
 #include "core/detail/address_map.h"
 #include "core/error.h"
 #include "core/units.h"
+#include "replay/fidelity.h"
 #include "replay/replayer.h"
 
 #include <nlohmann/json.hpp>
@@ -57,6 +58,8 @@ namespace {
         std::uint64_t ordinal = 0, event = 0; // the point's index in the device's timeline; its memory event
         TimeNs time = 0;
         Bytes allocated = 0, active = 0, requested = 0, reserved = 0, largestFree = 0;
+        Bytes recordedAllocated = 0; // the recorded allocated counter, where reserved is a counter too
+        Bytes ratioAllocated = 0;    // DeviceTimeline::allocatedForRatios: recordedAllocated where present, else allocated
     };
 
     // statFromColumn (analysis.cpp) one value at a time.
@@ -80,7 +83,7 @@ namespace {
     {
         if (p.reserved == 0)
             return std::nullopt;
-        return 1.0 - static_cast<double>(std::min(p.allocated, p.reserved)) / static_cast<double>(p.reserved);
+        return 1.0 - static_cast<double>(std::min(p.ratioAllocated, p.reserved)) / static_cast<double>(p.reserved);
     }
     std::optional<double> externalAt(const Point& p)
     {
@@ -97,6 +100,12 @@ namespace {
         ByteTotal allocated, active, requested, reserved;
         detail::SegmentLayout layout;
         bool segments = false; // any segment-level event: the device has reserved, inactive split and largest free
+        // Without segment events, reserved (and recordedAllocated) sampled from recorded counters (Timeline::build).
+        bool counter = false, recordedCounter = false;
+        std::string counterName;
+        std::int64_t counterReserved = -1, counterAllocated = -1;
+        Bytes recordedPeak = 0;
+        std::optional<std::pair<EventKind, Bytes>> firstRequest; // for replay::openingAllocated
         SeriesStat sAllocated, sActive, sRequested, sReserved, sInactive;
         std::uint64_t live = 0, activeCount = 0, segs = 0, ooms = 0;
         MemoryStats::Stat allocations, activeAllocations, segmentCount;
@@ -109,10 +118,20 @@ namespace {
         double wasteArea = 0, wasteSpan = 0;
         std::optional<double> previousWaste;
         TimeNs previousTime = 0;
-        Wide lowLive = 0, lowPeak = 0; // replay::livePeak without an opening (no counters)
+        // replay::livePeak: the requests held (paired blocks), its peak, and the same less the blocks freed without
+        // an alloc (which leave the opening allocated bytes at their free, when they add up to no more than it).
+        Wide lowLive = 0, lowPeak = 0, freedBefore = 0, lowPeakLessFreed = 0;
         std::vector<std::optional<Point>> atTime; // per --at TIME: the last point at or before it
         std::vector<TimeNs> markers;
         std::vector<Bytes> allocSizes;
+        // The blocks live at the allocated peak, taken when the live set first changes after it (a free), so a
+        // trace without steps needs no third pass: valid unless the live set changed without lowering the
+        // allocated bytes first (a zero-byte block) or the snapshots cost too much.
+        bool peakPending = false, peakDirty = false, snapshotValid = false;
+        std::uint32_t snapGeneration = 0;
+        std::vector<LiveBlock> snapshot;
+        std::vector<std::uint8_t> snapshotFreed;
+        CategoryAgreement agreementWithoutSteps; // every block, inferred as if there were no steps
     };
 
     bool fuller(const Point& p, const Point& than)
@@ -121,8 +140,21 @@ namespace {
     }
 
     struct Pass1Block {
-        Bytes size = 0, request = 0;
+        LiveBlock block; // category: the recorded one
+        Bytes request = 0;
+        DeviceId device = 0;
+        bool inUse = false;
+        std::uint32_t snapGeneration = 0, snapPosition = 0; // in its device's peak snapshot, when generations match
     };
+
+    // With no steps a block's inferred category depends only on whether it is ever freed (inferCategory).
+    Category inferredWithoutSteps(bool freed)
+    {
+        BlockLife life;
+        if (freed)
+            life.freeTime = 0;
+        return inferCategory(StepSet {}, life);
+    }
 
     // What the passes cannot compute, from the tables alone; "" when nothing.
     std::string tablesNeedTrace(const Trace& skeleton, const AnalysisOptions& options, std::uint64_t events)
@@ -131,8 +163,6 @@ namespace {
             return "no memory events";
         if (options.categoryRules)
             return "category rules (--categories)";
-        if (!skeleton.counterSeries().empty() || !skeleton.counterSamples().empty())
-            return "memory counters (recorded reserved and allocated series)";
         const auto& meta = skeleton.metadata();
         if (meta.is_object() && !meta.contains("outside_allocator"))
             if (auto s = meta.find("allocation_source"); s != meta.end() && s->is_boolean() && s->get<bool>())
@@ -146,24 +176,36 @@ namespace {
         bool recordedCategories = false;
         std::string recordedAutograd; // autogradEvidence's memory part, "" when no alloc records such a category
         std::uint64_t allocations = 0;
+        bool snapshots = true; // false once taking peak snapshots cost more than a pass
     };
 
-    // Thrown by the first pass at a free_completed event when it ran without the completion bits.
+    // Thrown by the first pass at a free_completed event when it ran without pass 0.
     struct NeedsCompletions { };
+
+    // Pass 0: what the first pass must know before it starts (Timeline::build's pre-scans).
+    struct Prepass {
+        std::vector<std::uint64_t> completed; // one bit per event: a free a free_completed later completes
+        std::vector<bool> segments;           // per device: it has segment-level events
+    };
 
     bool bitSet(const std::vector<std::uint64_t>& bits, std::uint64_t i) { return (bits[i >> 6] >> (i & 63)) & 1; }
 
     // Which frees a free_completed later completes (TraceBody::pair's awaitingCompletion), one bit per memory
     // event: a block so freed stays active (and holds its memory in the lower bound and the segment layout)
     // until its completion, which the first pass cannot know at the free.
-    std::vector<std::uint64_t> completionPass(const MemoryEventSource& source)
+    Prepass prePass(const MemoryEventSource& source)
     {
-        std::vector<std::uint64_t> bits((source.eventCount() + 63) / 64, 0);
+        Prepass pre;
+        pre.segments.assign(source.skeleton().devices().size(), false);
+        auto& bits = pre.completed;
+        bits.assign((source.eventCount() + 63) / 64, 0);
         gpumem::detail::AddressMap live, awaiting;
         constexpr std::uint32_t kLive = 0; // live's values: only presence matters
         source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t firstIndex) {
             for (std::size_t j = 0; j < m.count(); ++j) {
                 const std::uint64_t key = blockKey(m.device[j], m.address[j]), i = firstIndex + j;
+                if (isSegmentLevel(m.kind[j]) && m.device[j] < pre.segments.size())
+                    pre.segments[m.device[j]] = true;
                 switch (m.kind[j]) {
                 case EventKind::Alloc:
                     live.exchange(key, kLive);
@@ -181,25 +223,85 @@ namespace {
                 }
             }
         });
-        return bits;
+        return pre;
     }
 
-    // `completed`: completionPass's bits, or null for a first try that throws NeedsCompletions at the first
-    // free_completed event.
-    Pass1 firstPass(const MemoryEventSource& source, const std::vector<TimeNs>& timeSpecs, const std::vector<std::uint64_t>* completed)
+    bool hasReservedCounter(const Trace& skeleton)
+    {
+        for (const auto& cs : skeleton.counterSeries())
+            if (isReservedCounter(skeleton.str(cs.name)))
+                return true;
+        return false;
+    }
+
+    // `pre`: pass 0, or null for a first try that throws NeedsCompletions at the first free_completed event
+        // (a trace with a reserved counter has pass 0 first: which devices have segment events decides
+        // which sample their counters).
+    Pass1 firstPass(const MemoryEventSource& source, const std::vector<TimeNs>& timeSpecs, const Prepass* pre)
     {
         const Trace& skeleton = source.skeleton();
+        const std::vector<std::uint64_t>* completed = pre ? &pre->completed : nullptr;
         Pass1 p;
         p.devices.resize(skeleton.devices().size());
+        // Timeline::build: the recorded counters of devices without segment events.
+        const std::size_t devCount = p.devices.size();
+        const auto series = skeleton.counterSeries();
+        std::vector<std::pair<int, int>> sampledSeries(series.size(), { -1, 0 }); // → (device, 0 reserved / 1 allocated)
+        if (pre) {
+            std::vector<int> reservedSeries(devCount, -1), allocatedSeries(devCount, -1);
+            for (std::size_t k = 0; k < series.size(); ++k) {
+                const auto& cs = series[k];
+                if (cs.device >= devCount || pre->segments[cs.device])
+                    continue;
+                if (isReservedCounter(skeleton.str(cs.name)))
+                    reservedSeries[cs.device] = static_cast<int>(k);
+                else if (isAllocatedCounter(skeleton.str(cs.name)))
+                    allocatedSeries[cs.device] = static_cast<int>(k);
+            }
+            for (std::size_t d = 0; d < devCount; ++d) {
+                if (reservedSeries[d] < 0)
+                    continue;
+                auto& r = p.devices[d];
+                r.counter = true;
+                r.counterName = std::string(skeleton.str(series[static_cast<std::size_t>(reservedSeries[d])].name));
+                sampledSeries[static_cast<std::size_t>(reservedSeries[d])] = { static_cast<int>(d), 0 };
+                if (allocatedSeries[d] >= 0) {
+                    r.recordedCounter = true;
+                    sampledSeries[static_cast<std::size_t>(allocatedSeries[d])] = { static_cast<int>(d), 1 };
+                }
+            }
+        }
+        const auto samples = skeleton.counterSamples();
+        std::size_t nextSample = 0;
         for (std::size_t d = 0; d < p.devices.size(); ++d) {
             p.devices[d].rebuilt = replay::initialStateEventCount(skeleton, static_cast<DeviceId>(d));
             p.devices[d].atTime.resize(timeSpecs.size());
         }
         LiveBlocks<Pass1Block> blocks, awaiting; // awaiting: freed, active until their free_completed
         bool first = true;
+        std::uint64_t snapshotWork = 0;
+        const std::uint64_t snapshotBudget = 4 * source.eventCount() + (1u << 20);
+        auto takeSnapshot = [&](DeviceRun& r, DeviceId dev) {
+            r.snapshot.clear();
+            r.snapshotFreed.clear();
+            auto& records = blocks.records();
+            snapshotWork += records.size();
+            if (snapshotWork > snapshotBudget) {
+                p.snapshots = false;
+                return;
+            }
+            for (auto& b : records)
+                if (b.inUse && b.device == dev) {
+                    b.snapGeneration = r.snapGeneration;
+                    b.snapPosition = static_cast<std::uint32_t>(r.snapshot.size());
+                    r.snapshot.push_back(b.block);
+                    r.snapshotFreed.push_back(0);
+                }
+            r.snapshotValid = true;
+        };
         auto leaveActive = [&](DeviceRun& r, Address address, const Pass1Block& b) {
-            r.active -= b.size;
-            r.layout.release(address, b.size);
+            r.active -= b.block.size;
+            r.layout.release(address, b.block.size);
             r.lowLive -= b.request;
             --r.activeCount;
             ++r.activeAllocations.freed;
@@ -227,7 +329,18 @@ namespace {
                     r.active += size;
                     r.requested += request;
                     r.layout.allocate(m.address[j], size);
-                    blocks.open(blockKey(dev, m.address[j]), Pass1Block { size, request });
+                    Pass1Block b;
+                    b.block.allocation = p.allocations;
+                    b.block.size = size;
+                    b.block.scope = m.scope[j];
+                    b.block.site = m.site[j];
+                    b.block.stream = m.stream[j];
+                    b.block.category = m.category[j];
+                    b.block.beforeWindow = r.events < r.rebuilt;
+                    b.request = request;
+                    b.device = dev;
+                    b.inUse = true;
+                    blocks.open(blockKey(dev, m.address[j]), b);
                     r.lowLive += request;
                     ++r.live;
                     ++r.activeCount;
@@ -244,11 +357,27 @@ namespace {
                 }
                 case EventKind::Free: {
                     const std::uint32_t slot = blocks.close(blockKey(dev, m.address[j]));
-                    if (slot == gpumem::detail::AddressMap::kNone)
-                        break; // allocated before the window: closes nothing
+                    if (slot == gpumem::detail::AddressMap::kNone) { // allocated before the window: closes nothing
+                        r.freedBefore += m.requestedSize[j] ? m.requestedSize[j] : m.size[j];
+                        break;
+                    }
+                    if (r.peakPending) { // the live set changes: the peak's blocks are those live now
+                        if (blocks[slot].block.size > 0) {
+                            if (!r.peakDirty && p.snapshots)
+                                takeSnapshot(r, dev);
+                            r.peakPending = false;
+                        } else
+                            r.peakDirty = true;
+                    }
+                    blocks[slot].inUse = false;
                     const Pass1Block b = blocks[slot];
                     blocks.release(slot);
-                    r.allocated -= b.size;
+                    if (r.snapshotValid && b.snapGeneration == r.snapGeneration) {
+                        r.snapshotFreed[b.snapPosition] = 1;
+                        r.snapshot[b.snapPosition].siteFromFree = m.site[j] == b.block.site && b.block.site != 0;
+                    }
+                    addToAgreement(r.agreementWithoutSteps, b.block.size, b.block.category, inferredWithoutSteps(true));
+                    r.allocated -= b.block.size;
                     r.requested -= b.request;
                     --r.live;
                     ++r.allocations.freed;
@@ -297,6 +426,8 @@ namespace {
                     break;
                 }
                 r.segments |= isSegmentLevel(kind);
+                if (!r.firstRequest && isRequestLevel(kind))
+                    r.firstRequest = std::make_pair(kind, m.size[j]);
 
                 // The point after this event.
                 Point pt;
@@ -308,6 +439,21 @@ namespace {
                 pt.requested = r.requested.value();
                 pt.reserved = r.reserved.value();
                 pt.largestFree = r.layout.largestFree();
+                if (r.counter) {
+                    for (; nextSample < samples.size() && samples[nextSample].time <= pt.time; ++nextSample) {
+                        const auto& smp = samples[nextSample];
+                        if (smp.series >= sampledSeries.size() || sampledSeries[smp.series].first < 0)
+                            continue;
+                        auto& target = p.devices[static_cast<std::size_t>(sampledSeries[smp.series].first)];
+                        (sampledSeries[smp.series].second == 0 ? target.counterReserved : target.counterAllocated) = smp.value;
+                    }
+                    pt.reserved = r.counterReserved < 0 ? 0 : static_cast<Bytes>(r.counterReserved);
+                    if (r.recordedCounter) {
+                        pt.recordedAllocated = r.counterAllocated < 0 ? 0 : static_cast<Bytes>(r.counterAllocated);
+                        r.recordedPeak = std::max(r.recordedPeak, pt.recordedAllocated);
+                    }
+                }
+                pt.ratioAllocated = r.recordedCounter ? pt.recordedAllocated : pt.allocated;
                 if (r.events == 0)
                     r.firstTime = pt.time;
                 ++r.events;
@@ -319,8 +465,14 @@ namespace {
                 r.allocations.peak = std::max(r.allocations.peak, r.live);
                 r.activeAllocations.peak = std::max(r.activeAllocations.peak, r.activeCount);
                 r.segmentCount.peak = std::max(r.segmentCount.peak, r.segs);
-                if (!r.peakAllocated || pt.allocated > r.peakAllocated->allocated)
+                if (!r.peakAllocated || pt.allocated > r.peakAllocated->allocated) {
                     r.peakAllocated = pt;
+                    r.peakPending = true;
+                    r.peakDirty = false;
+                    r.snapshotValid = false;
+                    ++r.snapGeneration;
+                } else if (kind == EventKind::Alloc && r.peakPending)
+                    r.peakDirty = true; // a block joined without raising the peak (zero bytes, or saturated)
                 if (!r.peakReserved || pt.reserved > r.peakReserved->reserved) {
                     r.peakReserved = pt;
                     r.extendingReserved = true;
@@ -352,11 +504,18 @@ namespace {
                 r.previousWaste = wasteAt(pt);
                 r.previousTime = pt.time;
                 r.lowPeak = std::max(r.lowPeak, r.lowLive);
+                r.lowPeakLessFreed = std::max(r.lowPeakLessFreed, r.lowLive - r.freedBefore);
                 for (std::size_t k = 0; k < timeSpecs.size(); ++k)
                     if (pt.time <= timeSpecs[k])
                         r.atTime[k] = pt;
             }
         });
+        for (std::size_t d = 0; d < p.devices.size(); ++d)
+            if (auto& r = p.devices[d]; r.peakPending && !r.peakDirty && p.snapshots)
+                takeSnapshot(r, static_cast<DeviceId>(d));
+        for (const auto& b : blocks.records())
+            if (b.inUse)
+                addToAgreement(p.devices[b.device].agreementWithoutSteps, b.block.size, b.block.category, inferredWithoutSteps(false));
         return p;
     }
 
@@ -844,16 +1003,25 @@ BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOpt
         }
 
     Pass1 p1;
+    const bool tooLongForBits = source.eventCount() > std::numeric_limits<std::uint32_t>::max();
     try {
-        p1 = firstPass(source, timeSpecs, nullptr);
-        out.passes = 1;
+        if (hasReservedCounter(skeleton)) {
+            if (tooLongForBits)
+                throw NeedsCompletions {};
+            const Prepass pre = prePass(source);
+            p1 = firstPass(source, timeSpecs, &pre);
+            out.passes = 2;
+        } else {
+            p1 = firstPass(source, timeSpecs, nullptr);
+            out.passes = 1;
+        }
     } catch (const NeedsCompletions&) {
-        if (source.eventCount() > std::numeric_limits<std::uint32_t>::max()) {
-            out.needsTrace = "free_completed events in a trace of 2^32 events or more";
+        if (tooLongForBits) {
+            out.needsTrace = "free_completed events or memory counters in a trace of 2^32 events or more";
             return out;
         }
-        const auto completed = completionPass(source);
-        p1 = firstPass(source, timeSpecs, &completed);
+        const Prepass pre = prePass(source);
+        p1 = firstPass(source, timeSpecs, &pre);
         out.passes = 3;
     }
     progress(0.4);
@@ -891,8 +1059,8 @@ BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOpt
     a.device = d;
     if (dev) {
         a.deviceLabel = deviceLabel(skeleton.devices()[d]);
-        a.hasReserved = dev->segments;
-        a.reservedSource = dev->segments ? "segment events" : "";
+        a.hasReserved = dev->segments || dev->counter;
+        a.reservedSource = dev->segments ? "segment events" : dev->counter ? "counter: " + dev->counterName : "";
         a.deviceFirstTime = dev->firstTime;
     }
     if (!dev || dev->events == 0)
@@ -904,10 +1072,10 @@ BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOpt
     st.allocatedBytes = dev->sAllocated.stat;
     st.activeBytes = dev->sActive.stat;
     st.requestedBytes = dev->sRequested.stat;
-    if (dev->segments) {
+    if (a.hasReserved)
         st.reservedBytes = dev->sReserved.stat;
+    if (dev->segments)
         st.inactiveSplitBytes = dev->sInactive.stat;
-    }
     st.hasSegments = dev->segments;
     st.allocations = dev->allocations;
     st.allocations.current = dev->live;
@@ -921,19 +1089,29 @@ BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOpt
     f.peakAllocated = st.allocatedBytes.peak;
     f.peakActive = st.activeBytes.peak;
     f.peakRequested = st.requestedBytes.peak;
-    f.lowerBound = dev->lowPeak > Wide(~Bytes(0)) ? ~Bytes(0) : static_cast<Bytes>(dev->lowPeak);
+    f.openingAllocated = replay::openingAllocated(skeleton, d, dev->firstRequest);
+    {
+        // replay::livePeak(trace, device, opening): the opening bytes live from the start, less the blocks
+        // freed without an alloc at their frees when those add up to no more than the opening.
+        const Wide opening = f.openingAllocated;
+        const Wide peak = opening + (opening > 0 && dev->freedBefore <= opening ? dev->lowPeakLessFreed : dev->lowPeak);
+        f.lowerBound = peak > Wide(~Bytes(0)) ? ~Bytes(0) : static_cast<Bytes>(peak);
+    }
     if (dev->peakAllocated)
         f.internalAtPeakAllocated = dev->peakAllocated->allocated >= dev->peakAllocated->requested
             ? dev->peakAllocated->allocated - dev->peakAllocated->requested
             : 0;
-    if (dev->segments && dev->peakReserved && dev->peakReserved->reserved > 0) {
+    if (a.hasReserved && dev->peakReserved && dev->peakReserved->reserved > 0) {
         const Point& p = *dev->peakReserved;
         const double r = static_cast<double>(p.reserved);
         f.peakReserved = p.reserved;
-        f.utilizationActive = static_cast<double>(f.peakActive) / r;
-        f.utilizationAllocated = static_cast<double>(f.peakAllocated) / r;
+        f.utilizationActive = static_cast<double>(dev->recordedCounter ? dev->recordedPeak : f.peakActive) / r;
+        f.utilizationAllocated = static_cast<double>(dev->recordedCounter ? dev->recordedPeak : f.peakAllocated) / r;
+        if (dev->recordedCounter)
+            f.peakRecordedAllocated = dev->recordedPeak;
         f.wasteAtPeakReserved = wasteAt(p);
-        f.externalAtPeakReserved = externalAt(p);
+        if (dev->segments)
+            f.externalAtPeakReserved = externalAt(p);
         if (f.lowerBound)
             f.overheadVsLowerBound = r / static_cast<double>(f.lowerBound);
         if (dev->wasteSpan > 0)
@@ -942,7 +1120,7 @@ BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOpt
     if (dev->segments)
         f.maxInactiveSplit = st.inactiveSplitBytes.peak;
     std::optional<Point> headlinePoint;
-    if (dev->segments) {
+    if (a.hasReserved) {
         FragmentationSummary::Headline h;
         if (dev->oom) {
             headlinePoint = dev->oom;
@@ -956,7 +1134,7 @@ BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOpt
             h.point = static_cast<std::size_t>(headlinePoint->ordinal);
             h.time = headlinePoint->time;
             h.reserved = headlinePoint->reserved;
-            h.live = headlinePoint->allocated;
+            h.live = headlinePoint->ratioAllocated; // a recorded allocated counter counts what its reserved does
             f.headline = h;
         }
     }
@@ -991,11 +1169,11 @@ BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOpt
     for (std::size_t k = 0; k < instants.size(); ++k) {
         const auto& spec = instants[k];
         if (spec.kind == InstantSpec::Kind::PeakAllocated && dev->peakAllocated)
-            resolved.push_back(instantAt(*dev->peakAllocated, "peak allocated", d, dev->segments));
-        else if (spec.kind == InstantSpec::Kind::PeakReserved && dev->segments && dev->peakReserved)
+            resolved.push_back(instantAt(*dev->peakAllocated, "peak allocated", d, a.hasReserved));
+        else if (spec.kind == InstantSpec::Kind::PeakReserved && a.hasReserved && dev->peakReserved)
             resolved.push_back(instantAt(*dev->peakReserved, "peak reserved", d, true));
         else if (spec.kind == InstantSpec::Kind::Time && dev->atTime[timeSpecOf[k]]) {
-            resolved.push_back(instantAt(*dev->atTime[timeSpecOf[k]], "t=" + std::to_string(spec.time) + " ns", d, dev->segments));
+            resolved.push_back(instantAt(*dev->atTime[timeSpecOf[k]], "t=" + std::to_string(spec.time) + " ns", d, a.hasReserved));
             resolved.back().time = spec.time;
         }
     }
@@ -1020,6 +1198,33 @@ BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOpt
         events.push_back(i.eventIndex);
     if (a.categoriesRecorded && dev->peakAllocated)
         events.push_back(dev->peakAllocated->event);
+    // Without steps, the blocks live at the allocated peak came out of pass 1 (DeviceRun::snapshot).
+    const bool onlyPeak = dev->peakAllocated
+        && std::all_of(events.begin(), events.end(), [&](std::uint64_t e) { return e == dev->peakAllocated->event; });
+    if (a.steps.steps.empty() && onlyPeak && dev->snapshotValid && p1.snapshots) {
+        std::vector<std::size_t> order(dev->snapshot.size());
+        for (std::size_t k = 0; k < order.size(); ++k)
+            order[k] = k;
+        std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return dev->snapshot[x].allocation < dev->snapshot[y].allocation; });
+        std::vector<LiveBlock> live;
+        CategoryAgreement atPeak;
+        for (auto k : order) {
+            LiveBlock b = dev->snapshot[k];
+            const Category inferred = inferredWithoutSteps(dev->snapshotFreed[k] != 0);
+            addToAgreement(atPeak, b.size, b.category, inferred);
+            if (!a.categoriesRecorded)
+                b.category = inferred;
+            live.push_back(b);
+        }
+        for (const auto& i : resolved)
+            a.breakdowns.push_back(breakdownOf(skeleton, i, live, !a.categoriesRecorded));
+        if (a.categoriesRecorded) {
+            a.agreementAtPeak = atPeak;
+            a.agreementAll = dev->agreementWithoutSteps;
+        }
+        progress(1.0);
+        return out;
+    }
     const Pass3 p3 = blockPass(source, d, events, a.steps, a.categoriesRecorded, dev->rebuilt, growing);
     ++out.passes;
     progress(0.8);

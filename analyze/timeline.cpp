@@ -112,15 +112,16 @@ namespace {
     using detail::SegmentLayout;
 
 
-    bool isReservedCounter(std::string_view name)
-    {
-        return name == "Total Reserved" || name == "reserved" || name == "bytes_reserved";
-    }
-    bool isAllocatedCounter(std::string_view name)
-    {
-        return name == "Total Allocated" || name == "allocated" || name == "bytes_allocated";
-    }
 } // namespace
+
+bool isReservedCounter(std::string_view name)
+{
+    return name == "Total Reserved" || name == "reserved" || name == "bytes_reserved";
+}
+bool isAllocatedCounter(std::string_view name)
+{
+    return name == "Total Allocated" || name == "allocated" || name == "bytes_allocated";
+}
 
 Timeline Timeline::build(const Trace& trace)
 {

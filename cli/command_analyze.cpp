@@ -259,13 +259,7 @@ namespace {
             if ((byStack || byLine) && (format == "folded" || (vm.count("by") && tables.empty())))
                 return runStackViews(trace, analysis, path, byStack, byLine ? vm["source"].as<std::string>() : std::string(), fold,
                         report.top, format, out);
-            // A profiler trace starts after the model was loaded: say how much the breakdowns cannot see.
-            if (!analysis.empty)
-                if (auto note = analyze::memoryBeforeTheTraceNote(analysis.fragmentation.openingAllocated))
-                    err << analyze::wrapText("note: " + *note
-                            + ": the breakdowns cover what was allocated inside the trace; the lower bound holds it "
-                              "from the start, as the recorded counters do",
-                        100);
+            noteMemoryBeforeTheTrace(analysis, err);
             if (format == "json") {
                 auto j = analyze::analysisToJson(trace, analysis, path, report);
                 if (byStack)
@@ -342,6 +336,7 @@ namespace {
                         throw UsageError("--at '" + at[k] + "' is before the first memory event of " + analysis.deviceLabel + ", at "
                             + formatOffsetBetween(analysis.origin, analysis.deviceFirstTime) + " from the trace start (@"
                             + std::to_string(analysis.deviceFirstTime) + "); give a later time or --device");
+            noteMemoryBeforeTheTrace(analysis, err);
             if (format == "json")
                 out << analyze::analysisToJson(skeleton, analysis, path, report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
                     << '\n';
@@ -363,6 +358,17 @@ namespace {
                 analyze::writeAnalysisText(skeleton, analysis, path, report, out);
             }
             return kExitOk;
+        }
+
+        // A profiler trace starts after the model was loaded: say how much the breakdowns cannot see.
+        static void noteMemoryBeforeTheTrace(const analyze::Analysis& analysis, std::ostream& err)
+        {
+            if (!analysis.empty)
+                if (auto note = analyze::memoryBeforeTheTraceNote(analysis.fragmentation.openingAllocated))
+                    err << analyze::wrapText("note: " + *note
+                            + ": the breakdowns cover what was allocated inside the trace; the lower bound holds it "
+                              "from the start, as the recorded counters do",
+                        100);
         }
 
         static void printFoldRules(std::ostream& out)

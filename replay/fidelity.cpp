@@ -86,19 +86,25 @@ namespace {
 // that event's own change (profiler counters are taken after the event).
 Bytes openingAllocated(const Trace& trace, DeviceId device)
 {
-    auto series = counterNamed(trace, device, "allocated");
-    if (!series)
-        return 0;
     const auto& m = trace.memory();
     std::size_t first = 0;
     while (first < m.count() && (m.device[first] != device || !isRequestLevel(m.kind[first])))
         ++first;
+    return openingAllocated(trace, device,
+        first < m.count() ? std::optional<std::pair<EventKind, Bytes>>({ m.kind[first], m.size[first] }) : std::nullopt);
+}
+
+Bytes openingAllocated(const Trace& trace, DeviceId device, std::optional<std::pair<EventKind, Bytes>> firstRequest)
+{
+    auto series = counterNamed(trace, device, "allocated");
+    if (!series)
+        return 0;
     for (const auto& smp : trace.counterSamples()) {
         if (smp.series != *series)
             continue;
         std::int64_t v = smp.value;
-        if (first < m.count())
-            v += m.kind[first] == EventKind::Alloc ? -std::int64_t(m.size[first]) : std::int64_t(m.size[first]);
+        if (firstRequest)
+            v += firstRequest->first == EventKind::Alloc ? -std::int64_t(firstRequest->second) : std::int64_t(firstRequest->second);
         return Bytes(std::max<std::int64_t>(0, v));
     }
     return 0;

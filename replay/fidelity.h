@@ -87,6 +87,9 @@ FidelityReport checkFidelity(const Trace& trace, const PolicySpec& spec, ReplayO
 // event of `device` (the first sample minus that event's own change; PyTorch's counters are taken after
 // the event): memory the trace does not itemise. 0 without such a counter.
 Bytes openingAllocated(const Trace& trace, DeviceId device);
+// The same from the trace's tables and the device's first request-level event (kind, size; nullopt when it
+// has none), for a pass over an event source (analyze/bounded_analysis.h).
+Bytes openingAllocated(const Trace& trace, DeviceId device, std::optional<std::pair<EventKind, Bytes>> firstRequest);
 
 // Loads `path` (any format gpumem reads) and runs checkFidelity; for a PyTorch snapshot the final
 // state is also compared with its recorded `segments` (endStateDifferences). Throws IoError /

@@ -2,6 +2,7 @@
 // the public traces: the same JSON, text and CSV, byte for byte, from a memory source in slices of 7 events
 // and from the trace written as .gmt in chunks of 5 events, wherever the passes give the whole answer; where
 // they do not, they say what needs the trace.
+// (BOUNDED_DUMP=1 writes the first differing JSON pair to /tmp/sa_got.json and /tmp/sa_exp.json.)
 #include "analyze/analysis_report.h"
 #include "analyze/bounded_analysis.h"
 #include "core/event_source.h"
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -90,6 +92,10 @@ bool checkTrace(const std::string& name, const Trace& trace)
                 continue;
             }
             const Outputs got = outputsOf(source->skeleton(), bounded.analysis);
+            if (got.json != expected.json && getenv("BOUNDED_DUMP")) {
+                std::ofstream(std::string("/tmp/sa_got.json")) << got.json;
+                std::ofstream(std::string("/tmp/sa_exp.json")) << expected.json;
+            }
             EXPECT_EQ(got.json, expected.json) << name;
             EXPECT_EQ(got.text, expected.text) << name;
             EXPECT_EQ(got.csv, expected.csv) << name;
@@ -145,4 +151,20 @@ TEST(BoundedAnalysis, SaysWhatNeedsTheTrace)
     auto source = memorySource(trace, 7);
     const auto bounded = analyzeSource(*source);
     EXPECT_NE(bounded.needsTrace.find("alloc-size period"), std::string::npos) << bounded.needsTrace;
+}
+
+TEST(BoundedAnalysis, AStreamWithoutStepsTakesOnePass)
+{
+    // tiny_alloc_free.jsonl has no steps and no segments: its breakdown at the allocated peak comes out of pass 1.
+    const Trace trace = loadTrace(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/tiny_alloc_free.jsonl");
+    auto source = memorySource(trace, 3);
+    const auto bounded = analyzeSource(*source);
+    ASSERT_TRUE(bounded.needsTrace.empty()) << bounded.needsTrace;
+    EXPECT_EQ(bounded.passes, 1);
+    ASSERT_EQ(bounded.analysis.breakdowns.size(), 1u);
+    EXPECT_EQ(bounded.analysis.breakdowns[0].liveBytes, analyzeTrace(trace).breakdowns[0].liveBytes);
+    // Asking for a time as well needs the third pass.
+    AnalysisOptions at;
+    at.instants = { InstantSpec {}, InstantSpec { InstantSpec::Kind::Time, trace.memory().time.back() } };
+    EXPECT_EQ(analyzeSource(*source, at).passes, 2);
 }
