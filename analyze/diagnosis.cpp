@@ -297,6 +297,78 @@ namespace {
         return "--policy " + spec.text;
     }
 
+    // A candidate's peak lowers the baseline's when it is below it by at least 1 % (the remedy rule).
+    bool lowersThePeak(Bytes peak, Bytes baseline)
+    {
+        return peak < baseline && double(baseline - peak) >= 0.01 * double(baseline);
+    }
+    // The smallest peak that does not lower `baseline` (lowersThePeak is false from it upwards: the test is
+    // monotone in the peak), found by bisection on the rule itself so the two can never disagree; 0 when
+    // every peak is (baseline 0), which ReplayOptions::stopAtPeakReserved reads as "never stop".
+    Bytes smallestPeakNotLower(Bytes baseline)
+    {
+        Bytes lo = 0, hi = baseline; // lowersThePeak(hi) is false; find the first such peak
+        if (!lowersThePeak(lo, baseline))
+            return 0;
+        while (hi - lo > 1) {
+            const Bytes mid = lo + (hi - lo) / 2;
+            (lowersThePeak(mid, baseline) ? lo : hi) = mid;
+        }
+        return hi;
+    }
+
+    // What the remedy comparison reads of a replay (failures, peak, device calls, retries, initial state), for
+    // a candidate that replays exactly as the baseline `r0`.
+    replay::ReplayResult outcomeOf(const replay::ReplayResult& r0)
+    {
+        replay::ReplayResult r;
+        r.policy = r0.policy;
+        r.failures = r0.failures;
+        r.ooms = r0.ooms;
+        r.peakReserved = r0.peakReserved;
+        r.deviceCounters = r0.deviceCounters;
+        r.allocRetries = r0.allocRetries;
+        r.initialAdopted = r0.initialAdopted;
+        r.stopped = r0.stopped;
+        return r;
+    }
+
+    // Whether max_split_size cannot change a pytorch replay of `trace` on `dev` under `config` (the options
+    // `ro`): every request goes to the small pool, whose blocks max_split_size never touches. The proof, from
+    // replay/policies/pytorch_policy.cpp (PyTorch c10/cuda/CUDACachingAllocator.cpp, allocators.md §1.5–1.10):
+    // - a request is small when round_size(request) <= kSmallSize (1 MiB); round_size rounds to a multiple
+    //   of 512 or up to a power-2 division, and 1 MiB is both, so a request of at most 1 MiB stays small
+    //   (the replay's request is requestedSize, else size: request_feeder.cpp);
+    // - small requests take 2 MiB small-pool segments (allocationSize) and without expandable segments no
+    //   block is ever larger than its segment, so every block a small request can find is at most 2 MiB;
+    // - maxSplitSize appears in three places: shouldSplit (only for a large-pool block: a small-pool one
+    //   splits on kMinBlockSize alone), getFreeBlock (rejects a block >= maxSplitSize, or a request >=
+    //   maxSplitSize: neither with blocks and requests <= 2 MiB below every maxSplitSize above 2 MiB), and
+    //   releaseAvailableCachedBlocks (releases only blocks >= maxSplitSize of the request's pool: none, so it
+    //   returns false, as it does with maxSplitSize unset);
+    // - a state from before the window (adopted segments, opening bytes) could hold large-pool blocks, and
+    //   the cudaMallocAsync backend and expandable segments follow other rules: each of them excludes it.
+    bool onlySmallPoolRequests(const Trace& trace, DeviceId dev, const replay::PyTorchConfig& config, const replay::ReplayOptions& ro)
+    {
+        if (config.expandableSegments || config.asyncBackend || (config.maxSplitSize != replay::kUnlimited && config.maxSplitSize <= replay::kSmallBuffer))
+            return false;
+        if (ro.openingAllocated != 0 || replay::initialStateEventCount(trace, dev) != 0)
+            return false;
+        const auto& m = trace.memory();
+        for (std::size_t i = 0; i < m.count(); ++i)
+            if (m.kind[i] == EventKind::Alloc && m.device[i] == dev && (m.requestedSize[i] ? m.requestedSize[i] : m.size[i]) > replay::kSmallSize)
+                return false;
+        return true;
+    }
+    // Whether `candidate` differs from `baseline` in max_split_size alone, to a value above 2 MiB (or unset).
+    bool onlyMaxSplitDiffers(replay::PyTorchConfig candidate, const replay::PyTorchConfig& baseline)
+    {
+        if (candidate.maxSplitSize != replay::kUnlimited && candidate.maxSplitSize <= replay::kSmallBuffer)
+            return false;
+        candidate.maxSplitSize = baseline.maxSplitSize;
+        return candidate == baseline;
+    }
+
     std::vector<std::string> wrap(const std::string& text, std::size_t width)
     {
         std::vector<std::string> lines;
@@ -1247,22 +1319,49 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
             add(withOption("tf-bfc", base.options, "allow_growth", "false"), { "external_fragmentation" });
             add(withOption("tf-bfc", base.options, "garbage_collection", "true"), { "segment_churn" });
         }
+        // Every candidate replay, the empty_cache one (a step-end schedule, where the trace has steps) last,
+        // run in parallel: they are independent of each other.
+        const bool steps = std::any_of(trace.annotations().begin(), trace.annotations().end(),
+            [](const Annotation& a) { return a.kind == AnnotationKind::Step; });
         std::vector<replay::PolicySpec> specs;
         for (const auto& [text, ids] : candidates)
             specs.push_back(replay::parsePolicySpec(text));
-        std::vector<replay::ReplayResult> results(specs.size());
         replay::ReplayOptions co = ro;
         co.keepFinalState = false;
         co.recordSegmentEvents = false;
-        replay::parallelFor(specs.size(), options.jobs,
-            [&](std::size_t i) { results[i] = replay::Replayer(co).run(trace, specs[i]); });
+        // The verdict alone: a candidate meant to lower the peak (no OOM to remove) is rejected once its peak
+        // reaches the smallest one that is not 1 % below the baseline's, and that rejection's figure is not in
+        // the verdict. (One meant to remove an OOM stops at its first OOM already: OnOom::Stop.)
+        if (options.verdictOnly && r0.failures.empty())
+            co.stopAtPeakReserved = smallestPeakNotLower(d.peakReserved);
+        replay::ReplayOptions eo = co;
+        eo.addEmptyCache.stepEnd = true;
+        // Candidates that set max_split_size_mb replay exactly as the baseline where the trace never exercises
+        // it (sameAsBaselineUnlessLargePool): their result is the baseline's, without a replay.
+        const bool maxSplitIdle = config && onlySmallPoolRequests(trace, dev, *config, ro);
+        std::vector<replay::ReplayResult> results(specs.size() + (steps ? 1 : 0));
+        std::vector<std::size_t> toRun;
+        for (std::size_t i = 0; i < specs.size(); ++i) {
+            if (maxSplitIdle && onlyMaxSplitDiffers(replay::pytorchConfigFor(innermost(specs[i]), pctx), *config))
+                results[i] = outcomeOf(r0);
+            else
+                toRun.push_back(i);
+        }
+        if (steps)
+            toRun.push_back(specs.size());
+        replay::parallelFor(toRun.size(), options.jobs, [&](std::size_t k) {
+            const std::size_t i = toRun[k];
+            results[i] = i < specs.size() ? replay::Replayer(co).run(trace, specs[i]) : replay::Replayer(eo).run(trace, spec);
+        });
+        d.remedyReplays = toRun.size();
+        d.remedyReplaysSkipped = results.size() - toRun.size();
+        for (std::size_t k : toRun)
+            d.remedyReplaysStoppedEarly += results[k].stoppedAtPeak ? 1 : 0;
         for (std::size_t i = 0; i < specs.size(); ++i) {
             const auto& r = results[i];
             const bool noOom = r.failures.empty();
-            const bool lower = r.peakReserved.bytes < d.peakReserved
-                && double(d.peakReserved - r.peakReserved.bytes) >= 0.01 * double(d.peakReserved);
             // Confirmed: removes the failure (an OOM moment), or lowers the peak by ≥ 1 % without failing.
-            const bool confirmed = noOom && (r0.failures.empty() ? lower : true);
+            const bool confirmed = noOom && (r0.failures.empty() ? lowersThePeak(r.peakReserved.bytes, d.peakReserved) : true);
             if (!confirmed) {
                 std::string why = !noOom
                     ? "fails at " + formatOffsetBetween(start, r.failures.front().time)
@@ -1289,17 +1388,11 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
         }
         // empty_cache after each step (the periodic release of the cached segments), where the trace has
         // steps: the same policy, with torch.cuda.empty_cache() added at every step's end.
-        const bool steps = std::any_of(trace.annotations().begin(), trace.annotations().end(),
-            [](const Annotation& a) { return a.kind == AnnotationKind::Step; });
         if (steps) {
-            replay::ReplayOptions eo = co;
-            eo.addEmptyCache.stepEnd = true;
-            const replay::ReplayResult r = replay::Replayer(eo).run(trace, spec);
+            const replay::ReplayResult& r = results.back();
             const std::string label = d.policy + " + empty_cache " + eo.addEmptyCache.text();
             const bool noOom = r.failures.empty();
-            const bool lower = r.peakReserved.bytes < d.peakReserved
-                && double(d.peakReserved - r.peakReserved.bytes) >= 0.01 * double(d.peakReserved);
-            if (!(noOom && (r0.failures.empty() ? lower : true)))
+            if (!(noOom && (r0.failures.empty() ? lowersThePeak(r.peakReserved.bytes, d.peakReserved) : true)))
                 d.rejected.push_back({ label,
                     !noOom ? "fails at " + formatOffsetBetween(start, r.failures.front().time)
                            : "peak reserved " + formatBytes(r.peakReserved.bytes) + ", not 1 % below " + formatBytes(d.peakReserved) });
@@ -1323,7 +1416,8 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
         });
         // The smallest GPU the best fix fits, where the search is cheap (gpumem fit: a few rounds of parallel probes).
         // (Not for the empty_cache remedy: fit replays a policy spec, without added calls.)
-        if (!d.remedies.empty() && d.remedies.front().emptyCacheAt.empty() && m.count() <= kFitEventLimit) {
+        // (Nor for the verdict alone: the fit is in the remedy's line, not in the verdict.)
+        if (!options.verdictOnly && !d.remedies.empty() && d.remedies.front().emptyCacheAt.empty() && m.count() <= kFitEventLimit) {
             replay::FitOptions fo;
             fo.jobs = options.jobs;
             fo.device = dev;
@@ -1517,6 +1611,7 @@ std::optional<std::string> verdictFor(const Trace& trace, const Analysis& analys
     try {
         DiagnosisOptions o;
         o.device = analysis.device;
+        o.verdictOnly = true;
         if (!analysis.countersOnly)
             o.analysis = &analysis;
         return diagnose(trace, o).verdict;

@@ -45,6 +45,11 @@ struct DiagnosisOptions {
     // Memory outside the allocator taken from the capacity of every replay (ReplayOptions::outsideBytes,
     // --outside); nullopt = the trace's figure (core/outside_memory.h), if any.
     std::optional<Bytes> outsideBytes;
+    // Only the verdict is wanted (analyze's verdict line, the HTML report: verdictFor): a candidate meant to
+    // lower the peak stops once it is rejected, so the peak a rejected candidate shows in `rejected` is then
+    // a lower bound (not in the verdict), and the smallest-GPU fit of the best remedy (Remedy::fitsIn) is
+    // skipped. The verdict is the one a full diagnosis gives.
+    bool verdictOnly = false;
 };
 
 // A block named as evidence. Addresses are the replay's: the recorded ones for a state adopted from a
@@ -161,6 +166,9 @@ struct Diagnosis {
     std::vector<std::string> lowerBounds; // figures that are lower bounds, and why
     std::string recordNext; // code to record what a next diagnosis needs ("" when the trace has it)
     std::string recordNextWhy = "a memory snapshot has every block, segment and stack"; // why that record
+    // The remedy replays: run (in parallel), of them stopped once decided (DiagnosisOptions::verdictOnly), and
+    // candidates not replayed because they replay exactly as the baseline (a knob the trace never exercises).
+    std::uint64_t remedyReplays = 0, remedyReplaysStoppedEarly = 0, remedyReplaysSkipped = 0;
 };
 
 // Throws UsageError for a bad policy spec or device, or a trace with neither memory events nor memory

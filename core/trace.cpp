@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <memory_resource>
 #include <set>
 
 namespace gpumem {
@@ -66,6 +67,49 @@ std::optional<AnnotationKind> annotationKindFromString(std::string_view name)
 }
 
 namespace detail {
+    namespace {
+        // One anomaly code pairing may find many times (a ring-buffer trace has thousands of unmatched
+        // frees). ImportStats keeps the detail of the first occurrence only, so the detail is built for the
+        // first alone (building it for every event was a tenth of pairing's time) and the rest are counted
+        // and added at the end: the same anomalies, in the same order, with the same counts.
+        class AnomalyTally {
+        public:
+            AnomalyTally(ImportStats& stats, const char* code, Severity severity)
+                : m_stats(stats)
+                , m_code(code)
+                , m_severity(severity)
+            {
+            }
+            // `detail` () -> std::string, called on the first occurrence only.
+            template <typename Detail> void add(Detail&& detail)
+            {
+                if (m_seen++ == 0)
+                    m_stats.add(m_code, m_severity, detail());
+            }
+            void flush()
+            {
+                if (m_seen > 1)
+                    m_stats.add(m_code, m_severity, {}, m_seen - 1);
+                m_seen = 0;
+            }
+
+        private:
+            ImportStats& m_stats;
+            const char* m_code;
+            Severity m_severity;
+            std::uint64_t m_seen = 0;
+        };
+        // The live table's tag for a block size: the size itself below 2^32 − 1, else kWideSize (then a free
+        // reads the size from the alloc's row: blocks of 4 GiB or more are few).
+        constexpr std::uint32_t kWideSize = 0xffffffffu;
+        std::uint32_t sizeTag(Bytes size) { return size < kWideSize ? static_cast<std::uint32_t>(size) : kWideSize; }
+    } // namespace
+
+    // One sequential pass over the memory columns; writes are sequential too (allocations are appended in
+    // alloc order) except a free's freeEvent, which goes to its allocation's row. Nothing is allocated per
+    // event: the live table is open-addressed and keeps beside each key the allocation index and the
+    // block's size (a free compares its size without reading the alloc's row), the address-ordered set
+    // the segment_free check needs draws its nodes from a pool that reuses freed ones.
     void TraceBody::pair() const
     {
         stats = importStats;
@@ -83,49 +127,60 @@ namespace detail {
         }
         allocations.reserve(allocs);
         // (device, address) → allocation index of the live block there, and of the freed block whose
-        // free_completed is still to come. Sized for the blocks live at once, not the events: addresses
-        // recur, and the table grows when a trace holds more.
+        // free_completed is still to come. Sized by the blocks live at once, not the events: addresses
+        // recur, and the table grows (by doubling) only when a trace holds more; a table larger than the
+        // live set would only spread the probes over more cache lines.
         AddressMap live;
         AddressMap awaitingCompletion;
-        live.reserve(std::min<std::size_t>(allocs, 1u << 16));
+        live.reserve(std::min<std::size_t>(allocs, 1u << 12));
         auto key = [&](std::size_t i) { return (std::uint64_t(m.device[i]) << 52) ^ m.address[i]; };
         // Live blocks in address order, per device, for the segment_free check; kept only when the trace
         // has segment_free events.
-        std::set<std::pair<DeviceId, Address>> liveByAddress;
+        std::pmr::unsynchronized_pool_resource nodes;
+        std::pmr::set<std::pair<DeviceId, Address>> liveByAddress(&nodes);
+        AnomalyTally atLiveAddress(stats, "alloc_at_live_address", Severity::Warning);
+        AnomalyTally unmatchedFree(stats, "unmatched_free", Severity::Info);
+        AnomalyTally sizeMismatch(stats, "free_size_mismatch", Severity::Warning);
+        AnomalyTally segmentFreeWithLive(stats, "segment_free_with_live_block", Severity::Warning);
+        auto blockSize = [&](const AddressMap::Entry& e) {
+            return e.tag != kWideSize ? Bytes(e.tag) : m.size[allocations[e.value].allocEvent];
+        };
         for (std::size_t i = 0; i < n; ++i) {
             switch (m.kind[i]) {
             case EventKind::Alloc: {
                 if (segmentFrees)
                     liveByAddress.emplace(m.device[i], m.address[i]);
                 const auto index = static_cast<std::uint32_t>(allocations.size());
-                const std::uint32_t earlier = live.exchange(key(i), index);
+                const std::uint32_t earlier = live.exchange(key(i), index, sizeTag(m.size[i]));
                 if (earlier != AddressMap::kNone)
-                    stats.add("alloc_at_live_address", Severity::Warning,
-                        "memory event " + std::to_string(i) + ": alloc at address " + std::to_string(m.address[i])
+                    atLiveAddress.add([&] {
+                        return "memory event " + std::to_string(i) + ": alloc at address " + std::to_string(m.address[i])
                             + " which is still live since event " + std::to_string(allocations[earlier].allocEvent)
-                            + "; the earlier block is treated as never freed");
+                            + "; the earlier block is treated as never freed";
+                    });
                 allocations.push_back(Allocation { i, kNoIndex, kNoIndex });
                 break;
             }
             case EventKind::Free: {
-                const std::uint32_t index = live.take(key(i));
-                if (index == AddressMap::kNone) {
-                    stats.add("unmatched_free", Severity::Info,
-                        "memory event " + std::to_string(i) + ": free of address " + std::to_string(m.address[i])
-                            + " with no alloc in the trace (allocated before the recording began)");
+                const AddressMap::Entry block = live.takeEntry(key(i));
+                if (block.value == AddressMap::kNone) {
+                    unmatchedFree.add([&] {
+                        return "memory event " + std::to_string(i) + ": free of address " + std::to_string(m.address[i])
+                            + " with no alloc in the trace (allocated before the recording began)";
+                    });
                     break;
                 }
                 // A free's size is the block's (0: not known); another size means one of the two is wrong.
-                const std::size_t allocEvent = allocations[index].allocEvent;
-                if (m.size[i] != 0 && m.size[i] != m.size[allocEvent])
-                    stats.add("free_size_mismatch", Severity::Warning,
-                        "memory event " + std::to_string(i) + ": free of " + std::to_string(m.size[i])
+                if (m.size[i] != 0 && m.size[i] != blockSize(block))
+                    sizeMismatch.add([&] {
+                        return "memory event " + std::to_string(i) + ": free of " + std::to_string(m.size[i])
                             + " bytes at address " + std::to_string(m.address[i]) + ", whose alloc (event "
-                            + std::to_string(allocEvent) + ") was of " + std::to_string(m.size[allocEvent])
-                            + " bytes");
-                allocations[index].freeEvent = i;
+                            + std::to_string(allocations[block.value].allocEvent) + ") was of "
+                            + std::to_string(blockSize(block)) + " bytes";
+                    });
+                allocations[block.value].freeEvent = i;
                 if (completions)
-                    awaitingCompletion.exchange(key(i), index);
+                    awaitingCompletion.exchange(key(i), block.value);
                 if (segmentFrees)
                     liveByAddress.erase({ m.device[i], m.address[i] });
                 break;
@@ -140,13 +195,14 @@ namespace detail {
                 if (inside == liveByAddress.end() || inside->first != m.device[i]
                     || !(inside->second < end || inside->second == m.address[i]))
                     break;
-                const std::uint32_t block = live.find((std::uint64_t(inside->first) << 52) ^ inside->second);
-                const Bytes blockSize = block == AddressMap::kNone ? 0 : m.size[allocations[block].allocEvent];
-                stats.add("segment_free_with_live_block", Severity::Warning,
-                    "memory event " + std::to_string(i) + ": segment_free of " + std::to_string(m.size[i])
+                segmentFreeWithLive.add([&] {
+                    const std::uint32_t b = live.find((std::uint64_t(inside->first) << 52) ^ inside->second);
+                    const Bytes size = b == AddressMap::kNone ? 0 : m.size[allocations[b].allocEvent];
+                    return "memory event " + std::to_string(i) + ": segment_free of " + std::to_string(m.size[i])
                         + " bytes at address " + std::to_string(m.address[i]) + " while the block of "
-                        + std::to_string(blockSize) + " bytes at address " + std::to_string(inside->second)
-                        + " in it is live (allocated, not freed)");
+                        + std::to_string(size) + " bytes at address " + std::to_string(inside->second)
+                        + " in it is live (allocated, not freed)";
+                });
                 break;
             }
             case EventKind::FreeCompleted: {
@@ -160,6 +216,8 @@ namespace detail {
                 break;
             }
         }
+        for (AnomalyTally* t : { &atLiveAddress, &unmatchedFree, &sizeMismatch, &segmentFreeWithLive })
+            t->flush();
     }
 } // namespace detail
 

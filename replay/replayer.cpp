@@ -647,6 +647,12 @@ ReplayResult replayTrace(
                 stop = true;
                 break;
             }
+            if (measured && options.stopAtPeakReserved != 0 && !stats.peaksPaused()
+                && stats.peakReserved().bytes >= options.stopAtPeakReserved) {
+                result.stoppedAtPeak = true;
+                stop = true;
+                break;
+            }
             if (skip > 0) {
                 --skip;
                 continue;

@@ -88,6 +88,11 @@ struct ReplayOptions {
     // of the device past it): the state at that moment, e.g. a reserved peak or an --at time, with
     // keepFinalState. kNoIndex = replay to the end. Not a failure: `stopped` stays false.
     std::uint64_t stopAfterEvent = kNoIndex;
+    // Stop before the next event of the device once the measured peak reserved (what ReplayResult::peakReserved
+    // reports) has reached this many bytes; 0 = never. For a what-if that only asks whether the peak stays below
+    // a bound (the verdict's remedy candidates): the peak only grows, so the rest of the run cannot change that
+    // answer. Sets ReplayResult::stoppedAtPeak; every figure is then the run's up to the stop.
+    Bytes stopAtPeakReserved = 0;
     InitialStateMode initialState = InitialStateMode::Auto;
     // Bytes allocated before the window that the trace does not list (a profiler trace's opening Total
     // Allocated), live from the start [choice]: each block the window frees without an alloc is one
@@ -202,6 +207,7 @@ struct ReplayResult {
     std::uint64_t allocRetries = 0; // PyTorch num_alloc_retries: cudaMalloc retried after freeing the cache
     std::vector<StreamMemory> finalStreams; // reserved and free per stream at the end
     bool stopped = false; // OnOom::Stop ended the replay early
+    bool stoppedAtPeak = false; // ReplayOptions::stopAtPeakReserved ended the replay early
     std::vector<TimelinePoint> timeline;
     std::vector<SegmentEventRecord> segmentEvents; // every simulated device call, in order (if recorded)
     std::vector<std::pair<std::uint64_t, Address>> allocAddresses; // (alloc event, simulated address)

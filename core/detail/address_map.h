@@ -11,7 +11,10 @@
 // back (Knuth's algorithm R, TAOCP vol. 3 §6.4), so there are no tombstones and a long run of
 // alloc/free pairs never degrades the probes. 16 bytes a slot; grows by doubling, never shrinks.
 // heaptrack (src/util/pointermap.h) splits pointers into a page and a 16-bit offset to save memory
-// per live pointer; gpumem keeps one flat table because it holds only the live blocks.
+// per live pointer, and keeps each pointer's allocation-info index beside it (src/util/indices.h), so a
+// free needs nothing but the map; gpumem keeps one flat table because it holds only the live blocks,
+// and likewise keeps beside each key a 32-bit tag (pairing: the block's size), so a free does not read
+// the allocation's row, a random access into columns of millions of events.
 //
 // Values are 32-bit (TraceBuilder::build refuses traces of 2^32 events or more); 0xffffffff is the
 // empty slot. Value type; not thread-safe.
@@ -25,6 +28,11 @@ namespace gpumem::detail {
 class AddressMap {
 public:
     static constexpr std::uint32_t kNone = 0xffffffffu;
+    // A value and the tag stored with it; value kNone: the key was absent.
+    struct Entry {
+        std::uint32_t value = kNone;
+        std::uint32_t tag = 0;
+    };
 
     // Room for `entries` live keys without growing (the table is at least twice that, a power of two).
     void reserve(std::size_t entries)
@@ -48,38 +56,42 @@ public:
         }
     }
 
-    // Stores `value` under `key` when the key is absent and returns kNone; otherwise returns the value
-    // already stored and replaces it with `value`.
-    std::uint32_t exchange(std::uint64_t key, std::uint32_t value)
+    // Stores `value` (and `tag`) under `key` when the key is absent and returns kNone; otherwise returns the
+    // value already stored and replaces it (and its tag) with `value` and `tag`.
+    std::uint32_t exchange(std::uint64_t key, std::uint32_t value, std::uint32_t tag = 0)
     {
         if (2 * (m_count + 1) > m_slots.size())
             rehash(m_slots.empty() ? 16 : 2 * m_slots.size());
         for (std::size_t i = home(key);; i = (i + 1) & m_mask) {
             Slot& s = m_slots[i];
             if (s.value == kNone) {
-                s = Slot { key, value };
+                s = Slot { key, value, tag };
                 ++m_count;
                 return kNone;
             }
             if (s.key == key) {
                 const std::uint32_t old = s.value;
                 s.value = value;
+                s.tag = tag;
                 return old;
             }
         }
     }
 
     // Removes `key` and returns its value, or kNone when it is absent.
-    std::uint32_t take(std::uint64_t key)
+    std::uint32_t take(std::uint64_t key) { return takeEntry(key).value; }
+
+    // Removes `key` and returns its value and tag; value kNone when it is absent.
+    Entry takeEntry(std::uint64_t key)
     {
         if (m_slots.empty())
-            return kNone;
+            return {};
         std::size_t i = home(key);
         while (m_slots[i].value != kNone && m_slots[i].key != key)
             i = (i + 1) & m_mask;
-        const std::uint32_t value = m_slots[i].value;
-        if (value == kNone)
-            return kNone;
+        const Entry entry { m_slots[i].value, m_slots[i].tag };
+        if (entry.value == kNone)
+            return {};
         // Shift back every later entry of the run whose home does not lie cyclically in (i, j].
         for (std::size_t j = (i + 1) & m_mask; m_slots[j].value != kNone; j = (j + 1) & m_mask) {
             const std::size_t h = home(m_slots[j].key);
@@ -91,7 +103,7 @@ public:
         }
         m_slots[i].value = kNone;
         --m_count;
-        return value;
+        return entry;
     }
 
     std::size_t size() const { return m_count; }
@@ -100,7 +112,9 @@ private:
     struct Slot {
         std::uint64_t key = 0;
         std::uint32_t value = kNone;
+        std::uint32_t tag = 0; // in what would be padding: the slot stays 16 bytes
     };
+    static_assert(sizeof(Slot) == 16);
     std::size_t home(std::uint64_t key) const { return static_cast<std::size_t>(mix64(key)) & m_mask; }
     void rehash(std::size_t capacity)
     {

@@ -70,6 +70,7 @@ struct PyTorchConfig {
     // The PYTORCH_CUDA_ALLOC_CONF form of these settings (only non-defaults), e.g.
     // "expandable_segments:True,max_split_size_mb:128".
     std::string toString() const;
+    friend bool operator==(const PyTorchConfig&, const PyTorchConfig&) = default;
 };
 
 // One `key:value` of PYTORCH_CUDA_ALLOC_CONF.

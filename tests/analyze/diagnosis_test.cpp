@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -154,6 +155,8 @@ TEST(Diagnosis, OversizeSplitAndTheMaxSplitSizeRemedyProvenByReplay)
     }
     expectRemediesHold(t, d);
     EXPECT_NE(d.verdict.find("removes the OOM (proven by replay)"), std::string::npos) << d.verdict;
+    // Requests above 1 MiB reach the large pool, where max_split_size acts: every candidate is replayed.
+    EXPECT_EQ(d.remedyReplaysSkipped, 0u);
 }
 
 TEST(Diagnosis, StreamStrandedNamesPerStreamReservedAndFree)
@@ -580,4 +583,81 @@ TEST(Diagnosis, EmptyCacheAfterEachStepIsARemedyWithItsProvenEffect)
     EXPECT_NE(it->changes.find("empty_cache after each step: peak reserved −20.00 MiB, 1 more cudaMalloc calls"), std::string::npos)
         << it->changes;
     expectRemediesHold(t, d);
+}
+
+TEST(Diagnosis, MaxSplitSizeCandidatesAreNotReplayedWhereEveryRequestIsSmall)
+{
+    // Every request of small_pool_only.jsonl is at most 1 MiB: the six max_split_size_mb candidates replay
+    // exactly as the baseline, so their outcome is the baseline's; only expandable_segments and
+    // roundup_power2_divisions are replayed. Each skipped candidate, replayed here, agrees.
+    const Trace t = load("small_pool_only.jsonl");
+    const auto d = run(t, 0);
+    EXPECT_EQ(d.peakReserved, 4 * MiB);
+    EXPECT_FALSE(d.moment.isOom());
+    EXPECT_EQ(d.remedyReplays, 2u);
+    EXPECT_EQ(d.remedyReplaysSkipped, 6u);
+    EXPECT_EQ(d.remedyReplaysStoppedEarly, 0u);
+    EXPECT_TRUE(d.remedies.empty());
+    ASSERT_EQ(d.rejected.size(), 8u);
+    std::size_t maxSplit = 0;
+    for (const auto& r : d.rejected) {
+        EXPECT_EQ(r.why, "peak reserved 4.00 MiB, not 1 % below 4.00 MiB") << r.spec;
+        if (r.spec.find("max_split_size_mb") == std::string::npos)
+            continue;
+        ++maxSplit;
+        replay::ReplayOptions o;
+        o.device = d.device;
+        o.onOom = replay::OnOom::Stop;
+        const auto res = replay::Replayer(o).run(t, replay::parsePolicySpec(r.spec));
+        EXPECT_EQ(res.peakReserved.bytes, d.peakReserved) << r.spec;
+        EXPECT_EQ(res.deviceCalls(), d.deviceCalls) << r.spec;
+        EXPECT_TRUE(res.failures.empty()) << r.spec;
+    }
+    EXPECT_EQ(maxSplit, 6u);
+}
+
+TEST(Diagnosis, TheVerdictAloneStopsRejectedCandidatesAndSaysWhatTheFullDiagnosisSays)
+{
+    // analyze's verdict (DiagnosisOptions::verdictOnly): a candidate meant to lower the peak stops once its
+    // peak reaches the baseline's less 1 %. On small_pool_only.jsonl both replayed candidates reach 4 MiB at
+    // the third request and stop there; on every hand-written trace the verdict is the full diagnosis's.
+    {
+        const Trace t = load("small_pool_only.jsonl");
+        DiagnosisOptions o;
+        o.jobs = 2;
+        o.verdictOnly = true;
+        const auto d = analyze::diagnose(t, o);
+        EXPECT_EQ(d.remedyReplays, 2u);
+        EXPECT_EQ(d.remedyReplaysStoppedEarly, 2u);
+        EXPECT_EQ(d.verdict, run(t, 0).verdict);
+    }
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/explain"))
+        files.push_back(e.path().string());
+    for (const char* name : { "empty_cache_helps.jsonl", "empty_cache_steps.jsonl", "compaction_saves.jsonl", "annotated_step.jsonl" })
+        files.push_back(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/" + name);
+    std::sort(files.begin(), files.end());
+    std::size_t compared = 0, confirmed = 0;
+    for (const auto& path : files) {
+        const Trace t = loadTrace(path);
+        for (const Bytes capacity : { Bytes(0), 100 * MiB }) {
+            DiagnosisOptions o;
+            o.capacity = capacity;
+            o.jobs = 2;
+            Diagnosis full, alone;
+            try {
+                full = analyze::diagnose(t, o);
+            } catch (const Error&) {
+                continue; // nothing to explain (counters without a device figure, …): the verdict is absent too
+            }
+            o.verdictOnly = true;
+            alone = analyze::diagnose(t, o);
+            EXPECT_EQ(alone.verdict, full.verdict) << path << " at capacity " << capacity;
+            EXPECT_LE(alone.remedyReplays, full.remedyReplays) << path;
+            ++compared;
+            confirmed += full.remedies.empty() ? 0 : 1;
+        }
+    }
+    EXPECT_GE(compared, 20u);
+    EXPECT_GE(confirmed, 3u); // some verdicts name a proven fix: their figures come from a whole replay
 }

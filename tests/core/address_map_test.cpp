@@ -25,6 +25,20 @@ TEST(AddressMap, ExchangeReturnsTheValueItReplaces)
     EXPECT_EQ(m.find(0), 1u);
 }
 
+TEST(AddressMap, KeepsATagBesideEachValueAndReplacesItWithTheValue)
+{
+    AddressMap m;
+    EXPECT_EQ(m.exchange(0x7f0000000000, 3, 1024), AddressMap::kNone);
+    EXPECT_EQ(m.exchange(0x7f0000000200, 4, 512), AddressMap::kNone);
+    EXPECT_EQ(m.exchange(0x7f0000000000, 5, 2048), 3u);
+    const AddressMap::Entry e = m.takeEntry(0x7f0000000000);
+    EXPECT_EQ(e.value, 5u);
+    EXPECT_EQ(e.tag, 2048u);
+    EXPECT_EQ(m.takeEntry(0x7f0000000000).value, AddressMap::kNone);
+    EXPECT_EQ(m.takeEntry(0x7f0000000200).tag, 512u);
+    EXPECT_EQ(m.size(), 0u);
+}
+
 // Addresses that recur through a small window of live blocks, as an allocator hands them out, with
 // enough of them to grow the table and wrap probe runs around its end: every find, exchange and take
 // answers as std::unordered_map does, so erasing never loses an entry further along its run.

@@ -75,6 +75,52 @@ TEST(TraceBuilder, FlagsAFreeWhoseSizeDiffersFromItsAlloc)
         "memory event 1: free of 4096 bytes at address 4096, whose alloc (event 0) was of 1024 bytes");
 }
 
+TEST(TraceBuilder, RepeatedAnomaliesCountEveryOneAndKeepTheFirstDetail)
+{
+    // Pairing builds the detail of an anomaly's first occurrence only and counts the rest: three
+    // unmatched frees and two allocs at a live address give counts 3 and 2, the details of events 0 and 3,
+    // and the codes in the order they first occur.
+    TraceBuilder b;
+    b.free(1, 0x9000, 512);
+    b.alloc(2, 0x1000, 512);
+    b.free(3, 0xa000, 512);
+    b.alloc(4, 0x1000, 512);
+    b.alloc(5, 0x1000, 512);
+    b.free(6, 0xb000, 512);
+    Trace t = b.build();
+    ASSERT_EQ(t.stats().anomalies().size(), 2u);
+    EXPECT_EQ(t.stats().anomalies()[0].code, "unmatched_free");
+    EXPECT_EQ(t.stats().anomalies()[1].code, "alloc_at_live_address");
+    EXPECT_EQ(t.stats().count("unmatched_free"), 3u);
+    EXPECT_EQ(t.stats().find("unmatched_free")->detail,
+        "memory event 0: free of address 36864 with no alloc in the trace (allocated before the recording began)");
+    EXPECT_EQ(t.stats().count("alloc_at_live_address"), 2u);
+    EXPECT_EQ(t.stats().find("alloc_at_live_address")->detail,
+        "memory event 3: alloc at address 4096 which is still live since event 1; the earlier block is treated as "
+        "never freed");
+}
+
+TEST(TraceBuilder, ComparesAFreeWithABlockOfFourGiBOrMoreByItsWholeSize)
+{
+    // The live table keeps a block's size in 32 bits when it fits; larger blocks are compared by their
+    // whole size: a free of 1024 B at a block of 4 GiB + 1024 B is a mismatch (the low 32 bits agree), one
+    // of the block's size is not, and so is one at a block of exactly 2^32 − 1 bytes.
+    TraceBuilder b;
+    const Bytes wide = (Bytes(1) << 32) + 1024;
+    b.alloc(1, 0x100000000000, wide);
+    b.free(2, 0x100000000000, 1024);
+    b.alloc(3, 0x200000000000, wide);
+    b.free(4, 0x200000000000, wide);
+    b.alloc(5, 0x300000000000, 0xffffffffu);
+    b.free(6, 0x300000000000, 0xffffffffu);
+    Trace t = b.build();
+    ASSERT_EQ(t.allocations().size(), 3u);
+    EXPECT_EQ(t.allocations()[2].freeEvent, 5u);
+    ASSERT_EQ(t.stats().count("free_size_mismatch"), 1u);
+    EXPECT_EQ(t.stats().find("free_size_mismatch")->detail,
+        "memory event 1: free of 1024 bytes at address 17592186044416, whose alloc (event 0) was of 4294968320 bytes");
+}
+
 TEST(TraceBuilder, FlagsASegmentFreeThatHoldsALiveBlock)
 {
     // /work/inputs/e/segfree_live.jsonl: a 2 MiB segment at 4096, a 1024-byte block at its start, then
