@@ -176,7 +176,7 @@ namespace {
         bool recordedCategories = false;
         std::string recordedAutograd; // autogradEvidence's memory part, "" when no alloc records such a category
         std::uint64_t allocations = 0;
-        bool snapshots = true; // false once taking peak snapshots cost more than a pass
+        bool snapshots = true; // false once taking peak snapshots cost more than a pass, or where steps are sure
     };
 
     // Thrown by the first pass at a free_completed event when it ran without pass 0.
@@ -242,6 +242,10 @@ namespace {
         const Trace& skeleton = source.skeleton();
         const std::vector<std::uint64_t>* completed = pre ? &pre->completed : nullptr;
         Pass1 p;
+        // ProfilerStep# annotations are steps whatever the events say: then pass 3 runs and the alloc sizes
+        // (detection by periodicity) are not read.
+        const bool annotatedSteps = findStepRanges(skeleton, {}, {}).set.source == StepSource::ProfilerStep;
+        p.snapshots = !annotatedSteps;
         p.devices.resize(skeleton.devices().size());
         // Timeline::build: the recorded counters of devices without segment events.
         const std::size_t devCount = p.devices.size();
@@ -277,6 +281,7 @@ namespace {
             p.devices[d].rebuilt = replay::initialStateEventCount(skeleton, static_cast<DeviceId>(d));
             p.devices[d].atTime.resize(timeSpecs.size());
         }
+        const Category freedWithoutSteps = inferredWithoutSteps(true), liveWithoutSteps = inferredWithoutSteps(false);
         LiveBlocks<Pass1Block> blocks, awaiting; // awaiting: freed, active until their free_completed
         bool first = true;
         std::uint64_t snapshotWork = 0;
@@ -346,7 +351,8 @@ namespace {
                     ++r.activeCount;
                     ++r.allocations.allocated;
                     ++r.activeAllocations.allocated;
-                    r.allocSizes.push_back(size);
+                    if (!annotatedSteps)
+                        r.allocSizes.push_back(size);
                     ++p.allocations;
                     if (m.category[j] != Category::Unknown) {
                         p.recordedCategories = true;
@@ -376,7 +382,7 @@ namespace {
                         r.snapshotFreed[b.snapPosition] = 1;
                         r.snapshot[b.snapPosition].siteFromFree = m.site[j] == b.block.site && b.block.site != 0;
                     }
-                    addToAgreement(r.agreementWithoutSteps, b.block.size, b.block.category, inferredWithoutSteps(true));
+                    addToAgreement(r.agreementWithoutSteps, b.block.size, b.block.category, freedWithoutSteps);
                     r.allocated -= b.block.size;
                     r.requested -= b.request;
                     --r.live;
@@ -515,7 +521,7 @@ namespace {
                 takeSnapshot(r, static_cast<DeviceId>(d));
         for (const auto& b : blocks.records())
             if (b.inUse)
-                addToAgreement(p.devices[b.device].agreementWithoutSteps, b.block.size, b.block.category, inferredWithoutSteps(false));
+                addToAgreement(p.devices[b.device].agreementWithoutSteps, b.block.size, b.block.category, liveWithoutSteps);
         return p;
     }
 
