@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -284,8 +285,18 @@ namespace {
 
     private:
         // A trace of more events than this is not loaded whole for what the passes cannot give (about 150
-        // bytes an event in memory: 2 GiB); over it, the text's verdict is not proven by replay.
+        // bytes an event in memory: 2 GiB); over it, the text's verdict is not proven by replay. The
+        // environment variable GPUMEM_ANALYZE_IN_MEMORY_EVENTS replaces it (tests use 0).
         static constexpr std::uint64_t kInMemoryEvents = 14'000'000;
+        static std::uint64_t inMemoryEvents()
+        {
+            const char* v = std::getenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
+            if (!v || !*v)
+                return kInMemoryEvents;
+            char* end = nullptr;
+            const unsigned long long n = std::strtoull(v, &end, 10);
+            return end && *end == '\0' ? n : kInMemoryEvents;
+        }
 
         static bool isGmtFile(const std::string& path)
         {
@@ -301,8 +312,8 @@ namespace {
             const analyze::ReportOptions& report, std::ostream& out, std::ostream& err)
         {
             auto source = openGmtSource(path);
-            const std::uint64_t events = source->eventCount();
-            if (format == "text" && events <= kInMemoryEvents)
+            const std::uint64_t events = source->eventCount(), budget = inMemoryEvents();
+            if (format == "text" && events <= budget)
                 return std::nullopt;
             const Trace& skeleton = source->skeleton();
             analyze::AnalysisOptions options;
@@ -315,7 +326,7 @@ namespace {
             }
             auto bounded = analyze::analyzeSource(*source, options);
             if (!bounded.needsTrace.empty()) {
-                if (events > kInMemoryEvents)
+                if (events > budget)
                     err << analyze::wrapText("note: " + textForTerminal(path) + " is read whole (" + std::to_string(events)
                             + " events): the analysis needs the trace in memory for " + bounded.needsTrace,
                         100);

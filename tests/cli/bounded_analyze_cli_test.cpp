@@ -24,3 +24,27 @@ TEST(BoundedAnalyzeCli, GmtOutputEqualsTheInMemoryAnalysis)
         }
     }
 }
+
+TEST(BoundedAnalyzeCli, TextOverTheInMemoryBudgetLeadsWithAVerdictThatNamesExplain)
+{
+    // Over the budget (here 0 events) text analyze prints the summary from the passes; the verdict, which
+    // needs explain's replays of the trace held whole, says its remedies were not proven and names explain.
+    const auto dir = gpumem::test::scratchDir("bounded_analyze_text");
+    const std::string gmt = (dir / "mlp.gmt").string();
+    ASSERT_EQ(runCli("convert traces/mlp_train.jsonl -o '" + gmt + "'").exitCode, 0);
+    const auto whole = runCli("analyze '" + gmt + "'");
+    ::setenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS", "0", 1);
+    const auto bounded = runCli("analyze '" + gmt + "'");
+    ::unsetenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
+    ASSERT_EQ(bounded.exitCode, 0) << bounded.err;
+    EXPECT_EQ(bounded.out.rfind("verdict: ", 0), 0u) << bounded.out;
+    std::string verdict = bounded.out.substr(0, bounded.out.find("\n\n"));
+    for (std::size_t at; (at = verdict.find("\n         ")) != std::string::npos;) // the verdict's continuation lines
+        verdict.replace(at, 10, " ");
+    EXPECT_NE(verdict.find("remedies were not proven by replay"), std::string::npos) << verdict;
+    EXPECT_NE(verdict.find("gpumem explain"), std::string::npos) << verdict;
+    EXPECT_NE(verdict.find("reserved beyond live"), std::string::npos) << verdict;
+    // After the verdict, the summary is the in-memory one.
+    ASSERT_NE(whole.out.find("\n\n"), std::string::npos);
+    EXPECT_EQ(bounded.out.substr(bounded.out.find("\n\n")), whole.out.substr(whole.out.find("\n\n")));
+}
