@@ -3,13 +3,16 @@
 // sizes (PyTorch c10/cuda/CUDACachingAllocator.cpp, round_size), blocks carved from 2 MiB and
 // 20 MiB segments, monotonically increasing times with microsecond jitter, a few scopes and sites.
 //
-// Usage: gmt_bench [--events N] [--repeats R] [--jsonl-events M] [--dir D] [--save FILE.gmt]
+// Usage: gmt_bench [--events N] [--repeats R] [--jsonl-events M] [--dir D] [--save FILE.gmt] [--read FILE.gmt]
 // (--save writes the generated trace and exits: input for profiling. --jsonl-events 1000000 makes
-// the baseline quicker: .jsonl at 10M events takes minutes; its per-event rates barely change.)
+// the baseline quicker: .jsonl at 10M events takes minutes; its per-event rates barely change.
+// --read times the read and the pairing of an existing .gmt file instead of a generated trace, e.g.
+// bench/malloc_free_stream.c's heaptrack stream converted by `gpumem convert`.)
 // Prints, for each format, the best of R runs: write and read events per CPU second (the process's
 // user + system time, so other load on the machine does not count; wall time beside), bytes per event; then
-// the gmt/jsonl ratios; then .gmt read + pair (Trace::allocations, lazy: what every verb that needs
-// lifetimes pays), best of R, and pairing's share of it as a ratio to the read alone.
+// the gmt/jsonl ratios; then three rows for .gmt: the read alone, the pairing alone (Trace::allocations,
+// lazy: what every verb that needs lifetimes pays on top of the read) and read + pair, each best of R in
+// the same run, with the ratios (read + pair)/read and pair/read.
 #include "bench/bench_clock.h"
 #include "core/gmt_format.h"
 #include "core/jsonl_format.h"
@@ -163,13 +166,47 @@ void print(const char* name, const Figures& f)
         double(f.bytes) / double(f.events));
 }
 
+// Pairing is lazy (first Trace::allocations call), so it is outside the read figure: the three rows
+// say what a verb that needs lifetimes pays, and how it splits.
+void printPairing(const Figures& f)
+{
+    const double n = double(f.events);
+    std::printf("gmt read          %7.2f M events/s (cpu %6.3f s)\n", n / f.read.cpu / 1e6, f.read.cpu);
+    std::printf("gmt pair          %7.2f M events/s (cpu %6.3f s)  (Trace::allocations: alloc/free/free_completed)\n",
+        n / f.pair / 1e6, f.pair);
+    std::printf("gmt read + pair   %7.2f M events/s (cpu %6.3f s)\n", n / f.readAndPair / 1e6, f.readAndPair);
+    std::printf("ratio (read + pair)/read %.2fx, pair/read %.2fx\n", f.readAndPair / f.read.cpu, f.pair / f.read.cpu);
+}
+
+// --read FILE.gmt: the read, pairing and read + pair rows for an existing file, best of `repeats`.
+int measureFile(const std::string& path, int repeats)
+{
+    Figures f;
+    for (int r = 0; r < repeats; ++r) {
+        timeBest(f.read, [&] { f.events = readGmt(path).memory().count(); });
+        const double c0 = gpumem::bench::processCpuSeconds();
+        Trace t = readGmt(path);
+        const double c1 = gpumem::bench::processCpuSeconds();
+        const std::size_t lifetimes = t.allocations().size();
+        const double c2 = gpumem::bench::processCpuSeconds();
+        if (lifetimes == 0 && f.events > 0)
+            return 1;
+        f.readAndPair = std::min(f.readAndPair, c2 - c0);
+        f.pair = std::min(f.pair, c2 - c1);
+    }
+    std::printf("%s: %zu memory events, %ju bytes (%.2f bytes/event)\n", path.c_str(), f.events,
+        std::filesystem::file_size(path), double(std::filesystem::file_size(path)) / double(f.events));
+    printPairing(f);
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
 {
     std::size_t events = 10'000'000, jsonlEvents = 0;
     int repeats = 3;
-    std::string dir = std::filesystem::temp_directory_path().string(), save;
+    std::string dir = std::filesystem::temp_directory_path().string(), save, readPath;
     for (int i = 1; i < argc; i += 2) {
         std::string a = argv[i];
         if (i + 1 == argc)
@@ -184,11 +221,15 @@ int main(int argc, char** argv)
             dir = argv[i + 1];
         else if (a == "--save")
             save = argv[i + 1];
+        else if (a == "--read")
+            readPath = argv[i + 1];
         else {
-            std::fprintf(stderr, "usage: gmt_bench [--events N] [--repeats R] [--jsonl-events M] [--dir D] [--save FILE.gmt]\n");
+            std::fprintf(stderr, "usage: gmt_bench [--events N] [--repeats R] [--jsonl-events M] [--dir D] [--save FILE.gmt] [--read FILE.gmt]\n");
             return 2;
         }
     }
+    if (!readPath.empty())
+        return measureFile(readPath, repeats);
     if (jsonlEvents == 0)
         jsonlEvents = events;
     std::printf("generating %zu events…\n", events);
@@ -210,9 +251,6 @@ int main(int argc, char** argv)
         (gmt.events / gmt.write.cpu) / (jsonl.events / jsonl.write.cpu), (gmt.events / gmt.read.cpu) / (jsonl.events / jsonl.read.cpu),
         (double(jsonl.bytes) / jsonl.events) / (double(gmt.bytes) / gmt.events));
 
-    // Pairing is lazy (first Trace::allocations call), so it is outside the read figure above.
-    std::printf("gmt read + pair (Trace::allocations): %7.2f M events/s (cpu %6.3f s); pairing alone %7.2f M events/s "
-                "(cpu %6.3f s): ratio pairing/read %.2fx\n",
-        events / gmt.readAndPair / 1e6, gmt.readAndPair, events / gmt.pair / 1e6, gmt.pair, gmt.pair / gmt.read.cpu);
+    printPairing(gmt);
     return 0;
 }

@@ -16,6 +16,8 @@
 #include <new>
 #include <type_traits>
 
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <limits>
 
@@ -163,6 +165,7 @@ public:
         m_arena.insert(m_arena.end(), begin, end);
     }
     bool empty(std::uint64_t container) const { return m_spans[container].second == 0; }
+    std::uint64_t size() const { return m_spans.size(); } // the index the next create() returns
     // The items of a container filled by one append, as (start, count) in the arena.
     std::pair<std::uint64_t, std::uint64_t> span(std::uint64_t container) const { return m_spans[container]; }
     // Gives the empty `container` the items at arena [start, start + count), which `from` holds
@@ -337,16 +340,21 @@ namespace {
 
     // A memo slot never stored (kind values above PickleKind::Set are not used by values).
     constexpr PickleValue kUnsetMemo { static_cast<PickleKind>(0xff), 0, 0 };
+    // A memo slot of a dict a PickleDictSink took (a GET of it throws PickleSinkRefused).
+    constexpr PickleValue kTakenMemo { static_cast<PickleKind>(0xfe), 0, 0 };
 }
 
 class PickleParser {
 public:
-    PickleParser(PickleDocument& doc)
+    PickleParser(PickleDocument& doc, PickleDictSink* sink = nullptr)
         : m_doc(doc)
         , m_data(reinterpret_cast<const unsigned char*>(doc.m_bytes.data()))
         , m_size(doc.m_bytes.size())
+        , m_sink(sink)
     {
     }
+
+    void releaseBehindWhenMapped(bool on) { m_releaseBehind = on; }
 
     void run()
     {
@@ -384,6 +392,8 @@ private:
         }
         case 0x95: // FRAME: a length prefix only; the frame's bytes follow in line
             readLE(8);
+            if (m_releaseBehind && m_pos - m_released >= kReleaseStep) [[unlikely]]
+                releaseBehind();
             break;
         case 0x2e: // STOP
             m_doc.m_bytesAfterStop = m_size - m_pos;
@@ -472,11 +482,13 @@ private:
             pushString(PickleKind::Binary, readLE(8));
             break;
         case 0x7d: // EMPTY_DICT
-            push(newContainer(PickleKind::Dict));
+        case 0x5d: { // EMPTY_LIST
+            const PickleValue v = newContainer(op == 0x7d ? PickleKind::Dict : PickleKind::List);
+            if (m_sink && m_marks.size() <= 3) [[unlikely]]
+                noteContainer(v, m_stack.data(), m_stack.data() + m_stack.size());
+            push(v);
             break;
-        case 0x5d: // EMPTY_LIST
-            push(newContainer(PickleKind::List));
-            break;
+        }
         case 0x29: // EMPTY_TUPLE
             push(newContainer(PickleKind::Tuple));
             break;
@@ -520,7 +532,12 @@ private:
                 underflow(op);
             if ((m_stack.size() - mark) % 2 != 0)
                 fail(m_opOffset, "SETITEMS with an odd number of items after the mark");
-            appendFromStack(container(m_stack[mark - 1], PickleKind::Dict, op), mark);
+            const std::uint64_t dict = container(m_stack[mark - 1], PickleKind::Dict, op);
+            if (m_sink && m_marks.size() <= 3 && offerToSink(m_stack.data(), mark, m_stack.data() + m_stack.size())) {
+                m_stack.resize(mark);
+                break;
+            }
+            appendFromStack(dict, mark);
             break;
         }
         case 0x61: { // APPEND
@@ -946,7 +963,7 @@ private:
             default:
                 return false;
             }
-            if (index >= m_memo.size() || m_memo[index].kind == kUnsetMemo.kind) [[unlikely]] {
+            if (index >= m_memo.size() || isUnusable(m_memo[index])) [[unlikely]] {
                 m_opOffset = pos - (op == 0x68 ? 2 : 5);
                 memoUnset(index);
             }
@@ -1007,7 +1024,7 @@ private:
                             index = loadLE<std::uint32_t>(data + pos + 1);
                             pos += 5;
                         }
-                        if (index >= m_memo.size() || m_memo[index].kind == kUnsetMemo.kind) [[unlikely]] {
+                        if (index >= m_memo.size() || isUnusable(m_memo[index])) [[unlikely]] {
                             m_opOffset = key;
                             memoUnset(index);
                         }
@@ -1018,6 +1035,9 @@ private:
                 }
                 break;
             case 0x7d: // EMPTY_DICT
+                if (m_sink && m_marks.size() <= 3) [[unlikely]] {
+                    noteContainer(PickleValue { PickleKind::Dict, 0, m_store.size() }, base, sp);
+                }
                 if (data[pos + 2] == 0x28 && data[pos + 3] != 0x75) { // MARK, not SETITEMS: maybe a frame dict
                     m_pos = pos;
                     m_stack.setTop(sp);
@@ -1030,6 +1050,8 @@ private:
                 [[fallthrough]];
             case 0x5d: // EMPTY_LIST
                 ++pos;
+                if (op == 0x5d && m_sink && m_marks.size() <= 3) [[unlikely]]
+                    noteContainer(PickleValue { PickleKind::List, 0, m_store.size() }, base, sp);
                 pushAndMemoize(PickleValue { op == 0x7d ? PickleKind::Dict : PickleKind::List, 0, m_store.create() });
                 break;
             case 0x75: // SETITEMS
@@ -1041,6 +1063,11 @@ private:
                     || (op == 0x75 && (depth() - mark) % 2 != 0))
                     goto leave;
                 m_marks.pop_back();
+                if (op == 0x75 && m_sink && m_marks.size() <= 3 && offerToSink(base, mark, sp)) [[unlikely]] {
+                    sp = base + mark;
+                    ++pos;
+                    break;
+                }
                 m_store.append(base[mark - 1].bits, base + mark, sp);
                 sp = base + mark;
                 ++pos;
@@ -1193,6 +1220,8 @@ private:
     }
     [[noreturn]] [[gnu::cold]] [[gnu::noinline]] void memoUnset(std::uint64_t index) const
     {
+        if (index < m_memo.size() && m_memo[index].kind == kTakenMemo.kind)
+            throw PickleSinkRefused {};
         fail(m_opOffset, "memo index " + std::to_string(index) + " was never stored (corrupt pickle)");
     }
     // The hot opcodes (memo GET/PUT, pushes) stay inline in run(); their error paths are cold calls.
@@ -1221,7 +1250,7 @@ private:
     }
     [[gnu::always_inline]] void get(std::uint64_t index)
     {
-        if (index >= m_memo.size() || m_memo[index].kind == kUnsetMemo.kind) [[unlikely]]
+        if (index >= m_memo.size() || isUnusable(m_memo[index])) [[unlikely]]
             memoUnset(index);
         push(m_memo[index]);
     }
@@ -1425,7 +1454,7 @@ private:
                 const unsigned char op = m_data[q];
                 if (op == 0x68 || op == 0x6a) {
                     const std::uint64_t index = op == 0x68 ? m_data[q + 1] : loadLE<std::uint32_t>(m_data + q + 1);
-                    if (index >= m_memo.size() || m_memo[index].kind == kUnsetMemo.kind)
+                    if (index >= m_memo.size() || isUnusable(m_memo[index]))
                         return false;
                     items[i] = m_memo[index];
                 } else if (op == 0x4b) {
@@ -1501,9 +1530,89 @@ private:
         return &m_lists[i];
     }
 
+    // ---- the trace entries for a PickleDictSink -------------------------------------------------
+    // A memo slot that a GET may not use: never stored, or a dict the sink took.
+    static bool isUnusable(const PickleValue& v) { return static_cast<std::uint8_t>(v.kind) >= 0xfe; }
+    // Called before container `v` is pushed on the stack [base, top) while at most 3 MARKs are open:
+    // recognises snapshot["device_traces"] (a list pushed after the top-level key of that name, the
+    // root dict's MARK the only one open) and each of its lists (a list pushed in a batch of that
+    // list's items); remembers the memo slot an entry dict will get (the next one).
+    [[gnu::cold]] [[gnu::noinline]] void noteContainer(PickleValue v, const PickleValue* base, const PickleValue* top)
+    {
+        const std::size_t depth = static_cast<std::size_t>(top - base);
+        if (m_marks.empty())
+            return;
+        if (v.kind == PickleKind::List && m_marks.size() == 1 && m_marks[0] == 1 && depth >= 2 && depth % 2 == 0
+            && base[0].kind == PickleKind::Dict && top[-1].kind == PickleKind::Str
+            && top[-1].bits + top[-1].length <= m_size
+            && std::string_view(reinterpret_cast<const char*>(m_data) + top[-1].bits, top[-1].length) == "device_traces") {
+            m_traceLists = v.bits;
+            m_deviceList = kNoContainer;
+            m_deviceLists = 0;
+        } else if (v.kind == PickleKind::List && m_traceLists != kNoContainer && m_marks[0] == 1
+            && ((m_marks.size() == 1 && depth >= 1 && top[-1].kind == PickleKind::List && top[-1].bits == m_traceLists)
+                || (m_marks.size() == 2 && m_marks[1] >= 1 && base[m_marks[1] - 1].kind == PickleKind::List
+                    && base[m_marks[1] - 1].bits == m_traceLists))) {
+            // One list is appended by APPEND (no MARK), several by MARK … APPENDS (CPython _batch_appends).
+            m_deviceList = v.bits;
+            m_deviceMarks = m_marks.size();
+            ++m_deviceLists;
+        } else if (v.kind == PickleKind::Dict && inDeviceList(base)) {
+            m_entryMemo = m_memo.size();
+        }
+    }
+    // At SETITEMS of the dict base[mark - 1] (its MARK popped, 3 still open): offers its items
+    // [base + mark, top) to the sink when it is an item of a list of device_traces and was memoized
+    // in the slot noteContainer() expected (so that the slot can be marked). True if taken.
+    // Whether the MARK open last is that of a batch of the current list of device_traces.
+    bool inDeviceList(const PickleValue* base) const
+    {
+        return m_deviceList != kNoContainer && m_marks.size() == m_deviceMarks + 1 && m_marks[0] == 1
+            && m_marks.back() >= 1 && base[m_marks.back() - 1].kind == PickleKind::List
+            && base[m_marks.back() - 1].bits == m_deviceList;
+    }
+    bool offerToSink(const PickleValue* base, std::size_t mark, const PickleValue* top)
+    {
+        const PickleValue& dict = base[mark - 1];
+        if (!inDeviceList(base) || m_marks.back() > mark - 1
+            || m_entryMemo >= m_memo.size() || m_memo[m_entryMemo].kind != PickleKind::Dict
+            || m_memo[m_entryMemo].bits != dict.bits || !m_store.empty(dict.bits))
+            return false;
+        const std::span<const PickleValue> kv(base + mark, static_cast<std::size_t>(top - (base + mark)));
+        if (!m_sink->take(kv, dict.bits, m_deviceLists - 1, m_doc.m_bytes.substr(0, m_size)))
+            return false;
+        m_memo[m_entryMemo].kind = kTakenMemo.kind;
+        if (m_doc.m_taken.size() <= dict.bits)
+            m_doc.m_taken.resize(std::max<std::size_t>(dict.bits + 1, 2 * m_doc.m_taken.size()));
+        m_doc.m_taken[dict.bits] = true;
+        return true;
+    }
+    // Gives back the pages of a mapped input up to kKeepBehind before the parse position (what follows
+    // is read; what lies behind is read again only for memoized strings and repeated lists, whose
+    // pages then map again from the page cache).
+    static constexpr std::size_t kReleaseStep = std::size_t(8) << 20, kKeepBehind = std::size_t(1) << 20;
+    [[gnu::cold]] [[gnu::noinline]] void releaseBehind()
+    {
+        static const auto kPage = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+        const std::size_t end = (m_pos - kKeepBehind) / kPage * kPage;
+        if (end > m_released
+            && ::madvise(const_cast<unsigned char*>(m_data) + m_released, end - m_released, MADV_DONTNEED) == 0)
+            m_released = end;
+    }
+    bool m_releaseBehind = false;
+    std::size_t m_released = 0; // bytes given back, from the start (a multiple of the page size)
+
+    static constexpr std::uint64_t kNoContainer = std::numeric_limits<std::uint64_t>::max();
+    std::uint64_t m_traceLists = kNoContainer; // the container of snapshot["device_traces"]
+    std::uint64_t m_deviceList = kNoContainer; // the container of its list being read
+    std::size_t m_deviceLists = 0; // its lists met so far
+    std::size_t m_deviceMarks = 0; // the MARKs open when the current one was made
+    std::size_t m_entryMemo = ~std::size_t(0); // the memo slot of the entry dict being read
+
     PickleDocument& m_doc;
     const unsigned char* m_data;
     std::size_t m_size;
+    PickleDictSink* m_sink;
     std::size_t m_pos = 0;
     std::size_t m_opOffset = 0;
     ValueStack m_stack;
@@ -1553,13 +1662,33 @@ PickleDocument::Input PickleDocument::readInput(const std::string& path)
     // (POSIX mmap).
     static const auto kPage = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
     const std::size_t padding = file.size > kMapAbove ? (kPage - file.size % kPage) % kPage : kReadPadding;
-    return Input { std::move(file.data), bytes, padding };
+    // readFileBuffer maps a regular file larger than kMapAbove and reads anything else (a pipe) into a
+    // buffer, whose pages must never be given back.
+    struct stat st {};
+    const bool mapped = file.size > kMapAbove && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)
+        && static_cast<std::size_t>(st.st_size) == file.size;
+    return Input { std::move(file.data), bytes, padding, mapped };
 }
 
 PickleDocument PickleDocument::parse(Input input, std::string_view source)
 {
     PickleDocument doc = parse(input.bytes, source);
     if (!doc.m_keepAlive) // else the document holds its own copy (decoded protocol-0 text)
+        doc.m_keepAlive = std::move(input.owner);
+    return doc;
+}
+
+PickleDocument PickleDocument::parse(Input input, std::string_view source, PickleDictSink& sink)
+{
+    PickleDocument doc;
+    doc.m_bytes = input.bytes;
+    doc.m_source = std::string(source);
+    PickleParser parser(doc, &sink);
+    // A mapping starts at a page (mmap), so its pages can be given back from the first byte on.
+    parser.releaseBehindWhenMapped(input.mapped
+        && reinterpret_cast<std::uintptr_t>(input.bytes.data()) % static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE)) == 0);
+    parser.run();
+    if (!doc.m_keepAlive)
         doc.m_keepAlive = std::move(input.owner);
     return doc;
 }

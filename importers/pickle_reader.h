@@ -75,6 +75,33 @@ bool isValidUtf8(std::string_view text);
 // that JSON writers accept it (Python can pickle lone surrogates; corrupt files hold anything).
 std::string sanitizeUtf8(std::string_view text);
 
+class PickleDocument;
+
+// Takes the trace entries of a PyTorch snapshot out of the pickle while it is parsed, so that the
+// document never holds their items (snapshot_importer.cpp; issue 22: the items of 10 M entries were
+// most of the import's memory). The parser offers every dict filled by one SETITEMS that is an item of
+// a list that is an item of the list under the top-level key "device_traces" (snapshot["device_traces"]
+// [d][i]), as far as it recognises that structure from the opcodes (protocols 2 to 5: EMPTY_DICT/
+// EMPTY_LIST, MARK, SETITEMS/APPENDS); a dict built another way (DICT, a plain dict shared by
+// dictOfPlainValues) is never offered and stays in the document.
+class PickleDictSink {
+public:
+    virtual ~PickleDictSink() = default;
+    // `kv`: the dict's items (k0, v0, k1, v1, …; containers among them are already complete, strings
+    // are views of `bytes`, the pickle being parsed); `container`: the dict's container index; `list`:
+    // which list of device_traces (0, 1, … in the order the parser met them). True = taken: the dict
+    // stays in the document as an empty dict that isTaken(), and a later memo GET of it makes the parse
+    // throw PickleSinkRefused. False = declined: the dict keeps its items, as without a sink. A sink
+    // must not throw; it declines what it cannot take (the importer then reads the dict and reports).
+    virtual bool take(std::span<const PickleValue> kv, std::uint64_t container, std::size_t list,
+        std::string_view bytes)
+        = 0;
+};
+
+// Thrown by a parse with a sink when the pickle refers to a dict the sink took (a memo GET of it): the
+// document cannot answer for its items. Not a gpumem::Error: the caller parses again without a sink.
+struct PickleSinkRefused { };
+
 class PickleDocument {
 public:
     // Parses `bytes` (a whole pickle). `source` names the input in error messages (a path).
@@ -95,11 +122,24 @@ public:
         // Bytes after `bytes` that may be read (not part of the content): kReadPadding for a file read
         // into a buffer, the rest of the last page for a mapped one.
         std::size_t padding = 0;
+        // `bytes` are a read-only mapping of the file (larger than 8 MiB, not gzip): a parse with a sink
+        // gives back the pages it has read (madvise MADV_DONTNEED; a later read maps them again from
+        // the page cache), so that the file does not count in the import's resident memory.
+        bool mapped = false;
     };
     // Throws IoError / FormatError (corrupt gzip) naming the path.
     static Input readInput(const std::string& path);
     // As parse(bytes, source); the document keeps input.owner alive.
     static PickleDocument parse(Input input, std::string_view source);
+    // As parse(input, source), offering the trace entries to `sink` (PickleDictSink); with input.mapped,
+    // the pages behind the parse are given back every 8 MiB (at FRAME opcodes, protocol 4 and 5).
+    // Throws as parse() does, and PickleSinkRefused (above).
+    static PickleDocument parse(Input input, std::string_view source, PickleDictSink& sink);
+    // Whether `v` is a dict a PickleDictSink took (its items are not in the document).
+    bool isTaken(const PickleValue& v) const
+    {
+        return v.kind == PickleKind::Dict && v.bits < m_taken.size() && m_taken[v.bits];
+    }
 
     PickleDocument();
     ~PickleDocument();
@@ -199,6 +239,7 @@ private:
     std::vector<PickleValue> m_items;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> m_spans;
     std::vector<std::uint64_t> m_identity; // container → itemsIdentity
+    std::vector<bool> m_taken; // container → taken by a PickleDictSink (empty without one)
     PickleValue m_root;
     std::string m_source;
     std::uint8_t m_protocol = 0;

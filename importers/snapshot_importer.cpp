@@ -65,16 +65,16 @@ namespace {
         return Action::Unknown;
     }
 
-    struct Entry {
-        Action action = Action::Unknown;
+    struct Entry { // 80 bytes (action after framesClass: no padding after it)
         Address addr = 0;
         Bytes size = 0;
         std::uint64_t stream = 0;
         TimeNs time = 0;
         std::uint64_t index = 0; // position in device_traces[d]
         PickleValue frames;
-        std::uint32_t framesClass = 0; // SnapshotReader::listClass(frames)
         PickleValue compileContext;    // a str; "N/A" outside torch.compile (generation D)
+        std::uint32_t framesClass = 0; // SnapshotReader::listClass(frames)
+        Action action = Action::Unknown;
     };
 
     // A recorded segment plus what the Trace needs beyond SnapshotSegment.
@@ -215,7 +215,7 @@ namespace {
 
     // Blocks by address for the backward walk: open addressing (linear probing, deletion by backward
     // shift) over indexes into a vector of values, so an insert or erase allocates nothing (the
-    // unordered_map it replaces allocated a node per block). Erased values stay in the vector, marked.
+    // unordered_map it replaces allocated a node per block). An erased value's place is reused.
     template <typename T> class AddressMap {
     public:
         explicit AddressMap(std::size_t expected)
@@ -244,10 +244,20 @@ namespace {
             for (; m_slots[i].indexPlusOne != 0; i = (i + 1) & mask)
                 if (m_slots[i].key == key)
                     return { &m_values[m_slots[i].indexPlusOne - 1].value, false };
-            m_values.push_back(Value { key, T {}, true });
-            m_slots[i] = Slot { key, static_cast<std::uint32_t>(m_values.size()) };
+            // An erased value's place is taken again: the vector stays as large as the map was at most
+            // (the backward walk inserts and erases a block per allocation in the trace).
+            std::uint32_t index = 0;
+            if (!m_free.empty()) {
+                index = m_free.back();
+                m_free.pop_back();
+                m_values[index] = Value { key, T {}, true };
+            } else {
+                index = static_cast<std::uint32_t>(m_values.size());
+                m_values.push_back(Value { key, T {}, true });
+            }
+            m_slots[i] = Slot { key, index + 1 };
             ++m_count;
-            return { &m_values.back().value, true };
+            return { &m_values[index].value, true };
         }
         void erase(Address key)
         {
@@ -259,6 +269,7 @@ namespace {
             if (m_slots[i].indexPlusOne == 0)
                 return;
             m_values[m_slots[i].indexPlusOne - 1].alive = false;
+            m_free.push_back(m_slots[i].indexPlusOne - 1);
             --m_count;
             // Backward shift: move later members of the probe run into the hole where they may go.
             for (std::size_t j = (i + 1) & mask; m_slots[j].indexPlusOne != 0; j = (j + 1) & mask) {
@@ -271,7 +282,7 @@ namespace {
             m_slots[i] = Slot {};
         }
         std::size_t size() const { return m_count; }
-        // Calls f(key, value&) for every member, in insertion order.
+        // Calls f(key, value&) for every member, in no particular order (erased places are reused).
         template <typename F> void forEach(F&& f)
         {
             for (Value& v : m_values)
@@ -305,6 +316,7 @@ namespace {
         }
         std::vector<Slot> m_slots;
         std::vector<Value> m_values;
+        std::vector<std::uint32_t> m_free; // erased places in m_values
         std::size_t m_count = 0;
     };
 
@@ -314,18 +326,23 @@ namespace {
     // compared only on a miss. `ByText` maps a key's text to the field.
     template <typename Field, Field (*ByText)(std::string_view)> class KeyFieldCache {
     public:
-        explicit KeyFieldCache(const PickleDocument& doc)
+        explicit KeyFieldCache(const PickleDocument* doc)
             : m_doc(doc)
         {
         }
         Field field(const PickleValue& key, std::size_t position)
+        {
+            return field(key, position, [&] { return m_doc->text(key); });
+        }
+        // The same with the key's text from `textOf()` (a sink reads the pickle before the document exists).
+        template <typename TextOf> Field field(const PickleValue& key, std::size_t position, TextOf&& textOf)
         {
             if (position < kSlots) {
                 const Slot& s = m_slots[position];
                 if (key.bits == s.bits && key.length == s.length && key.kind == s.kind) [[likely]]
                     return s.field;
             }
-            Field f = ByText(m_doc.text(key));
+            Field f = ByText(textOf());
             if (position < kSlots)
                 m_slots[position] = Slot { key.bits, key.length, key.kind, f };
             return f;
@@ -339,7 +356,7 @@ namespace {
             Field field {};
         };
         static constexpr std::size_t kSlots = 16;
-        const PickleDocument& m_doc;
+        const PickleDocument* m_doc;
         std::array<Slot, kSlots> m_slots {};
     };
 
@@ -370,6 +387,7 @@ namespace {
     // with a repeated field, more than 16 keys or an integer field that is not a plain Int takes the slow way.
     class EntryShape {
     public:
+        EntryShape() = default;
         explicit EntryShape(const PickleDocument&) { }
         bool matches(std::span<const PickleValue> kv) const
         {
@@ -400,12 +418,17 @@ namespace {
         }
         void learn(std::span<const PickleValue> kv, EntryFieldCache& fields)
         {
+            learn(kv, fields, [&](const PickleValue& key, std::size_t k) { return fields.field(key, k); });
+        }
+        // `fieldOf(key, k)`: the field of the k-th key.
+        template <typename FieldOf> void learn(std::span<const PickleValue> kv, EntryFieldCache&, FieldOf&& fieldOf)
+        {
             m_pairs = 0;
             if (kv.size() / 2 > m_keys.size() || kv.size() % 2 != 0)
                 return;
             position.fill(-1);
             for (std::size_t k = 0; k < kv.size() / 2; ++k) {
-                const EntryField f = fields.field(kv[2 * k], k);
+                const EntryField f = fieldOf(kv[2 * k], k);
                 if (f != EntryField::Other) {
                     if (position[static_cast<std::size_t>(f)] >= 0)
                         return; // a repeated field: the last one wins, which the slow way handles
@@ -953,9 +976,9 @@ namespace {
         const PickleDocument& m_doc;
         TraceBuilder* m_b;
         ImportStats m_ownStats;
-        KeyFieldCache<SegmentField, segmentFieldByText> m_segmentFields { m_doc };
-        KeyFieldCache<BlockField, blockFieldByText> m_blockFields { m_doc };
-        KeyFieldCache<FrameField, frameFieldByText> m_frameFields { m_doc };
+        KeyFieldCache<SegmentField, segmentFieldByText> m_segmentFields { &m_doc };
+        KeyFieldCache<BlockField, blockFieldByText> m_blockFields { &m_doc };
+        KeyFieldCache<FrameField, frameFieldByText> m_frameFields { &m_doc };
         // Set by readSegments: every segment's first block has an "address" key (not generation A).
         bool m_firstBlocksHaveAddress = true;
         struct FrameKey {
@@ -1034,6 +1057,101 @@ namespace {
         std::array<Slot, 16> m_slots {};
     };
 
+    // The trace entries taken out of the pickle while it is parsed (PickleDictSink; issue 22): each one
+    // decoded as the import's fast path decodes it (same keys as the entry before, plain Int fields),
+    // so the document never holds the entries' items. It declines every entry that path would not
+    // take (other keys, a BigInt, a missing or unknown action, frames that are not a list, a string
+    // outside the pickle's bytes): the import then reads it from the document, with its errors and
+    // anomalies, as without a sink. Per list of device_traces, in the order of the list.
+    class EntrySink final : public PickleDictSink {
+    public:
+        struct List {
+            std::vector<Entry> entries; // index and framesClass are set by the import
+            std::vector<std::uint64_t> containers; // the dicts they came from, to check the list against
+            std::vector<std::uint8_t> flags; // kHasTime | kHasContext
+        };
+        static constexpr std::uint8_t kHasTime = 1, kHasContext = 2;
+        std::vector<List> lists;
+
+        bool take(std::span<const PickleValue> kv, std::uint64_t container, std::size_t list,
+            std::string_view bytes) override
+        {
+            if (kv.size() > 2 * kMaxFields || kv.size() % 2 != 0)
+                return false;
+            // Text in the pickle's bytes (a protocol 0/1 string with escapes is decoded elsewhere).
+            bool outside = false;
+            auto textOf = [&](const PickleValue& v) -> std::string_view {
+                if (v.kind != PickleKind::Str && v.kind != PickleKind::Binary)
+                    return {};
+                if (v.bits > bytes.size() || v.length > bytes.size() - v.bits) {
+                    outside = true;
+                    return {};
+                }
+                return bytes.substr(v.bits, v.length);
+            };
+            if (!m_shape.matches(kv)) {
+                m_shape.learn(kv, m_fields,
+                    [&](const PickleValue& key, std::size_t k) { return m_fields.field(key, k, [&] { return textOf(key); }); });
+                if (outside || !m_shape.matches(kv)) {
+                    m_shape = EntryShape(); // learnt from a key outside the bytes: learn again next time
+                    m_fields = EntryFieldCache(nullptr);
+                    return false;
+                }
+            }
+            if (m_shape.anyNotInt(kv))
+                return false;
+            auto at = [&](EntryField f) -> const PickleValue* {
+                const std::int8_t p = m_shape.position[static_cast<std::size_t>(f)];
+                return p < 0 ? nullptr : &kv[2 * static_cast<std::size_t>(p) + 1];
+            };
+            const PickleValue *addr = at(EntryField::Addr), *size = at(EntryField::Size), *act = at(EntryField::Action),
+                              *stream = at(EntryField::Stream), *frames = at(EntryField::Frames),
+                              *time = at(EntryField::TimeUs), *context = at(EntryField::CompileContext);
+            if (!act)
+                return false;
+            const std::string_view action = textOf(*act);
+            if (outside)
+                return false;
+            auto intOf = [&](const PickleValue* v) { return v ? static_cast<std::int64_t>(v->bits) : 0; }; // Int
+            Entry entry;
+            entry.action = m_actions.of(*act, action);
+            if (entry.action == Action::Unknown)
+                return false;
+            if (frames) {
+                if (frames->kind != PickleKind::None && frames->kind != PickleKind::List && frames->kind != PickleKind::Tuple)
+                    return false;
+                entry.frames = *frames;
+            }
+            entry.addr = static_cast<Address>(intOf(addr));
+            entry.size = static_cast<Bytes>(intOf(size)); // not negative: anyNotInt
+            entry.stream = static_cast<std::uint64_t>(intOf(stream));
+            if (time)
+                entry.time = microsecondsToNs(intOf(time));
+            // Kept only when the import will read it (a str other than "" and "N/A"): its bytes then need
+            // not stay in memory (the parser gives back the pages it has read; PickleDocument::parse).
+            if (context && context->kind == PickleKind::Str) {
+                const std::string_view text = textOf(*context);
+                if (outside)
+                    return false;
+                if (!text.empty() && text != "N/A")
+                    entry.compileContext = *context;
+            }
+            if (list >= lists.size())
+                lists.resize(list + 1);
+            List& l = lists[list];
+            l.entries.push_back(entry);
+            l.containers.push_back(container);
+            l.flags.push_back(static_cast<std::uint8_t>((time ? kHasTime : 0)
+                | (m_shape.position[static_cast<std::size_t>(EntryField::CompileContext)] >= 0 ? kHasContext : 0)));
+            return true;
+        }
+
+    private:
+        EntryFieldCache m_fields { nullptr };
+        EntryShape m_shape;
+        ActionCache m_actions;
+    };
+
     struct RoundingConfig {
         std::vector<std::int64_t> divisions; // 16 entries
         Bytes maxSplitSize = std::numeric_limits<Bytes>::max();
@@ -1104,10 +1222,35 @@ std::vector<SnapshotSegment> snapshotSegments(const PickleDocument& doc)
     return out;
 }
 
+namespace {
+    // `release`, when given, is the document `doc` itself, which the import empties once it has read
+    // all it needs from it (before the scopes and TraceBuilder::build, the peak of its memory).
+    Trace importDocument(const PickleDocument& doc, EntrySink* streamed, const LoadOptions& options,
+        PickleDocument* release = nullptr);
+}
+
+Trace importPytorchSnapshot(PickleDocument::Input input, std::string_view source, const LoadOptions& options)
+{
+    auto first = input.bytes.find_first_not_of(" \t\r\n");
+    if (first != std::string_view::npos && input.bytes[first] == '{') {
+        PickleDocument doc = PickleDocument::fromJsonText(std::move(input), source);
+        return importDocument(doc, nullptr, options, &doc);
+    }
+    try {
+        EntrySink sink;
+        PickleDocument doc = PickleDocument::parse(input, source, sink);
+        return importDocument(doc, &sink, options, &doc);
+    } catch (const PickleSinkRefused&) {
+        // The pickle refers to an entry taken out of it, or its lists are not where the sink saw them
+        // (never in a snapshot PyTorch wrote): read it whole.
+    }
+    PickleDocument doc = PickleDocument::parse(std::move(input), source);
+    return importDocument(doc, nullptr, options, &doc);
+}
+
 Trace importPytorchSnapshot(const std::string& path, const LoadOptions& options)
 {
-    PickleDocument doc = readSnapshotDocument(path);
-    return importPytorchSnapshot(doc, options);
+    return importPytorchSnapshot(PickleDocument::readInput(path), path, options); // the file is read once
 }
 
 namespace {
@@ -1150,6 +1293,12 @@ namespace {
 } // namespace
 
 Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& options)
+{
+    return importDocument(doc, nullptr, options);
+}
+
+namespace {
+Trace importDocument(const PickleDocument& doc, EntrySink* streamed, const LoadOptions& options, PickleDocument* release)
 {
     TraceBuilder b;
     SnapshotReader r(doc, &b);
@@ -1199,7 +1348,7 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
 
     // ---- trace entries --------------------------------------------------------------------------------
     auto traces = r.listField(root, "device_traces", "top level");
-    EntryFieldCache entryFields(doc);
+    EntryFieldCache entryFields(&doc);
     EntryShape shape(doc);
     ActionCache actions;
     std::vector<std::vector<Entry>> entries(traces.size());
@@ -1211,8 +1360,42 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
         if (traces[d].kind != PickleKind::List && traces[d].kind != PickleKind::Tuple)
             r.fail(SnapshotReader::at("device_traces", d),
                 "is " + std::string(withArticle(traces[d].kind)) + ", not a list");
+        // Entries the sink took: checked against the list (the same dicts in the same order), then
+        // used as they are (no copy when the sink took them all, the usual case).
+        EntrySink::List* taken = streamed && d < streamed->lists.size() ? &streamed->lists[d] : nullptr;
+        std::size_t nextTaken = 0;
+        auto useTaken = [&](Entry& entry, std::size_t i) {
+            const std::uint8_t flags = taken->flags[nextTaken];
+            entry.index = i;
+            anyTime = anyTime || (flags & EntrySink::kHasTime);
+            anyMissingTime = anyMissingTime || !(flags & EntrySink::kHasTime);
+            anyCompileContext = anyCompileContext || (flags & EntrySink::kHasContext);
+            entry.framesClass = r.listClass(entry.frames);
+            ++nextTaken;
+        };
+        if (taken && taken->containers.size() == list.size()) {
+            bool all = true;
+            for (std::size_t i = 0; i < list.size() && all; ++i)
+                all = doc.isTaken(list[i]) && list[i].bits == taken->containers[i];
+            if (all) {
+                entries[d] = std::move(taken->entries);
+                for (std::size_t i = 0; i < list.size(); ++i)
+                    useTaken(entries[d][i], i);
+                taken->containers = {};
+                taken->flags = {};
+                continue;
+            }
+        }
         entries[d].reserve(list.size());
         for (std::size_t i = 0; i < list.size(); ++i) {
+            if (doc.isTaken(list[i])) {
+                if (!taken || nextTaken >= taken->containers.size() || taken->containers[nextTaken] != list[i].bits)
+                    throw PickleSinkRefused {}; // taken, but not here (shared, or another list's)
+                Entry entry = taken->entries[nextTaken];
+                useTaken(entry, i);
+                entries[d].push_back(entry);
+                continue;
+            }
             const PickleValue& e = r.dictItem(list[i], Where("device_traces", d, "", i));
             Entry entry;
             entry.index = i;
@@ -1333,7 +1516,13 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             entry.framesClass = r.listClass(entry.frames);
             entries[d].push_back(entry);
         }
+        if (taken && nextTaken != taken->containers.size())
+            throw PickleSinkRefused {}; // some taken entries are not in this list
     }
+    if (streamed)
+        for (std::size_t d = traces.size(); d < streamed->lists.size(); ++d)
+            if (!streamed->lists[d].containers.empty())
+                throw PickleSinkRefused {}; // entries taken from a list the document does not have
     if (unknownActions)
         b.stats().add("unknown_action", Severity::Info, firstUnknown + " is not a memory action gpumem knows; skipped",
             unknownActions);
@@ -1469,7 +1658,8 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
         std::size_t dumpBlocks = 0;
         for (const DumpSegment* s : segs)
             dumpBlocks += s->seg.blocks.size();
-        AddressMap<PreBlock> live(list.size() / 2 + dumpBlocks + 64);
+        // Sized for the recorded blocks; it grows with the blocks live at once in the walk, not with the entries.
+        AddressMap<PreBlock> live(dumpBlocks + 1024);
         for (const DumpSegment* s : segs)
             for (std::size_t bi = 0; bi < s->seg.blocks.size(); ++bi) {
                 const SnapshotBlock& blk = s->seg.blocks[bi];
@@ -1865,10 +2055,15 @@ Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& option
             b.stats().add("annotation_without_time", Severity::Info,
                 "external_annotations entries without time_us or stage were skipped", skipped);
     }
+    // Nothing below reads the entries or the document.
+    std::vector<std::vector<Entry>>().swap(entries);
+    if (release)
+        *release = PickleDocument();
     applySnapshotScopes(b, timestamps ? std::span<const ScopeRange>(ranges) : std::span<const ScopeRange>(), compileContexts);
     progress(1.0);
     return b.build();
 }
+} // namespace
 
 namespace {
     // `c` + module + '\n' + name + '\n' at the start (after an optional MARK '('): pickle protocol 0's GLOBAL.

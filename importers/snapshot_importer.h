@@ -75,6 +75,13 @@ PickleDocument readSnapshotDocument(const std::string& path);
 // field is missing or has the wrong type (e.g. "segments[3].blocks[0]: 'size' is not an int").
 Trace importPytorchSnapshot(const PickleDocument& doc, const LoadOptions& options = {});
 Trace importPytorchSnapshot(const std::string& path, const LoadOptions& options = {});
+// The same for a file's content (PickleDocument::readInput): JSON is read into a document; a pickle is
+// parsed with its trace entries decoded as they are met (PickleDictSink), not kept in the document, so
+// the import's peak memory is that of the document without them (issue 22). The Trace, errors and
+// anomalies are those of importPytorchSnapshot(doc): an entry the fast decoding does not take is read
+// from the document, and a pickle that refers to a taken entry again is parsed a second time, whole.
+// `source` names the input in messages.
+Trace importPytorchSnapshot(PickleDocument::Input input, std::string_view source, const LoadOptions& options = {});
 
 // The recorded end state: every segment of `segments` with its blocks (generation A: addresses
 // from tiling the segment). Throws like importPytorchSnapshot.

@@ -598,3 +598,53 @@ TEST(PickleInput, ReadsPlainAndGzipPicklesOnceAndKeepsTheirBytesAlive)
     EXPECT_EQ(b.toJson(b.root()), expected);
     EXPECT_EQ(b.source(), gz);
 }
+
+namespace {
+// Takes every dict offered, and says where it came from.
+class TakeEveryDict final : public PickleDictSink {
+public:
+    bool take(std::span<const PickleValue> kv, std::uint64_t, std::size_t list, std::string_view) override
+    {
+        lists.push_back(list);
+        keys.push_back(kv.size() / 2);
+        return true;
+    }
+    std::vector<std::size_t> lists, keys;
+};
+std::string snapshotFile(const char* name) { return std::string(GPUMEM_SOURCE_DIR) + "/tests/data/snapshot/" + name; }
+} // namespace
+
+TEST(PickleReader, HandsTheTraceEntryDictsToASinkAndKeepsThemEmpty)
+{
+    // tests/data/snapshot/entry_shapes.pickle: nine entries in device_traces[0], each a dict filled by
+    // one SETITEMS, with 6, 7 or 5 keys (entry_shapes.json shows them).
+    const std::string path = snapshotFile("entry_shapes.pickle");
+    TakeEveryDict sink;
+    PickleDocument doc = PickleDocument::parse(PickleDocument::readInput(path), path, sink);
+    EXPECT_EQ(sink.lists, std::vector<std::size_t>(9, 0));
+    EXPECT_EQ(sink.keys, (std::vector<std::size_t> { 6, 6, 6, 6, 7, 7, 6, 5, 6 }));
+    const PickleValue* traces = doc.find(doc.root(), "device_traces");
+    ASSERT_NE(traces, nullptr);
+    const auto entries = doc.items(doc.items(*traces)[0]);
+    ASSERT_EQ(entries.size(), 9u);
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        SCOPED_TRACE(i);
+        EXPECT_TRUE(doc.isTaken(entries[i]));
+        EXPECT_TRUE(doc.items(entries[i]).empty());
+    }
+    // The segments are not trace entries: their dicts keep their items.
+    const auto segments = doc.items(*doc.find(doc.root(), "segments"));
+    ASSERT_EQ(segments.size(), 1u);
+    EXPECT_FALSE(doc.isTaken(segments[0]));
+    EXPECT_EQ(doc.toInt(*doc.find(segments[0], "total_size")), 2097152);
+}
+
+TEST(PickleReader, AMemoGetOfADictTheSinkTookStopsTheParse)
+{
+    // tests/data/snapshot/entry_repeated_object.pickle repeats three entry dicts by memo GETs.
+    const std::string path = snapshotFile("entry_repeated_object.pickle");
+    TakeEveryDict sink;
+    EXPECT_THROW(PickleDocument::parse(PickleDocument::readInput(path), path, sink), PickleSinkRefused);
+    PickleDocument whole = PickleDocument::parse(PickleDocument::readInput(path), path);
+    EXPECT_EQ(whole.items(whole.items(*whole.find(whole.root(), "device_traces"))[0]).size(), 12u);
+}

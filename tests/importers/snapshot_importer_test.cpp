@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <tuple>
 
 using namespace gpumem;
 
@@ -993,4 +995,212 @@ TEST(SnapshotImporter, NamesTheTypeOfABadActionAndRefusesFramesThatAreNotAList)
         EXPECT_NE(std::string(e.what()).find("device_traces[0][2]: 'frames' is a str, not a list"), std::string::npos)
             << e.what();
     }
+}
+
+namespace {
+// The anomalies of a trace as (code, count, detail), for comparing two imports of one file.
+std::vector<std::tuple<std::string, std::uint64_t, std::string>> anomalyList(const Trace& t)
+{
+    std::vector<std::tuple<std::string, std::uint64_t, std::string>> out;
+    for (const auto& a : t.stats().anomalies())
+        out.emplace_back(a.code, a.count, a.detail);
+    return out;
+}
+} // namespace
+
+TEST(SnapshotImporter, StreamedImportOfEveryPublicSnapshotEqualsTheImportOfItsDocument)
+{
+    // importPytorchSnapshot(path) decodes the trace entries while it parses the pickle (issue 22); the
+    // document import reads them from the whole object tree. Same events, sites, anomalies, metadata.
+    for (const char* name : { "cs336-bcrafton/memory_snapshot.pickle", "cs336-magma27/memory_snapshot.pickle",
+             "cs336-silmont2000/mem_snapshot.pickle", "cs336-silmont2000/memory_forward_bf16_128.pickle",
+             "flexgen-llm-inference/1.3b_snapshot.pickle" }) {
+        SCOPED_TRACE(name);
+        const std::string path = publicTrace(name);
+        REQUIRE_PUBLIC(path);
+        Trace streamed = importPytorchSnapshot(path);
+        Trace whole = importPytorchSnapshot(readSnapshotDocument(path));
+        expectSameMemory(streamed, whole);
+        EXPECT_EQ(anomalyList(streamed), anomalyList(whole));
+        EXPECT_EQ(streamed.metadata(), whole.metadata());
+        EXPECT_GT(streamed.memory().count(), 90u);
+    }
+}
+
+TEST(SnapshotImporter, StreamedImportReadsAPickleThatRepeatsAnEntryDictWhole)
+{
+    // tests/data/snapshot/entry_repeated_object.pickle: entry_shapes.pickle with its entries 0, 2 and 3
+    // appended once more as the same Python objects (pickle.dump protocol 4), so the pickle refers to
+    // those dicts again by memo GETs: the streamed import, which took them out of the document, reads
+    // the file again whole and gives what the document import gives.
+    const std::string path = snapshotData("entry_repeated_object.pickle");
+    Trace streamed = importPytorchSnapshot(path);
+    Trace whole = importPytorchSnapshot(readSnapshotDocument(path));
+    expectSameMemory(streamed, whole);
+    EXPECT_EQ(anomalyList(streamed), anomalyList(whole));
+    const auto& m = streamed.memory();
+    ASSERT_EQ(m.count(), 13u); // the segment rebuilt before the window, the nine entries, the three repeats
+    EXPECT_EQ(m.kind[10], EventKind::Alloc);
+    EXPECT_EQ(m.address[10], kShapeSegment);
+    EXPECT_EQ(m.requestedSize[10], 1000u);
+    EXPECT_EQ(m.kind[12], EventKind::FreeCompleted);
+}
+
+namespace {
+// A protocol-4 snapshot pickle written as CPython's pickler writes one (keys and strings memoized,
+// FRAME opcodes every 64 KiB at an entry's end, APPENDS batches of 1,000): one 64 MiB segment and
+// `cycles` × (alloc, free_requested, free_completed) of a 1 MiB block at its start, every entry with
+// the frames list [{name: "train_step", filename: "big.py", line: 7}], the frame dict memoized once.
+class SnapshotPickleWriter {
+public:
+    static constexpr Address kBase = 0x7f1000000000;
+    std::string write(std::size_t cycles)
+    {
+        std::string out = "\x80\x04";
+        dict([&] {
+            key("segments");
+            m_piece += ']';
+            memoize();
+            dict([&] {
+                key("device"), small(0), key("address"), integer(kBase), key("total_size"), integer(64 << 20);
+                key("stream"), small(0), key("segment_type"), str("large"), key("blocks");
+                m_piece += ']';
+                memoize();
+                dict([&] { key("address"), integer(kBase), key("size"), integer(64 << 20), key("state"), str("inactive"); });
+                m_piece += 'a'; // APPEND
+            });
+            m_piece += 'a';
+            key("device_traces");
+            m_piece += "]";
+            memoize();
+            m_piece += "]";
+            memoize();
+            std::size_t frameMemo = 0;
+            for (std::size_t i = 0; i < 3 * cycles; ++i) {
+                if (i % 1000 == 0)
+                    m_piece += '(';
+                dict([&] {
+                    key("action"), str(i % 3 == 0 ? "alloc" : i % 3 == 1 ? "free_requested" : "free_completed");
+                    key("addr"), integer(kBase), key("size"), integer(1 << 20), key("stream"), small(0);
+                    key("time_us"), integer(static_cast<std::int64_t>(1000 + i)), key("frames");
+                    m_piece += ']';
+                    memoize();
+                    if (i == 0) {
+                        frameMemo = m_memo; // the dict's slot
+                        dict([&] { key("name"), str("train_step"), key("filename"), str("big.py"), key("line"), small(7); });
+                    } else {
+                        get(frameMemo);
+                    }
+                    m_piece += 'a';
+                });
+                if (i % 1000 == 999 || i + 1 == 3 * cycles)
+                    m_piece += 'e'; // APPENDS
+                flushFrameIfFull(out);
+            }
+            m_piece += 'a'; // the device's list into device_traces
+        });
+        m_piece += '.';
+        flushFrameIfFull(out, true);
+        return out;
+    }
+
+private:
+    template <typename F> void dict(F&& items)
+    {
+        m_piece += '}';
+        memoize();
+        m_piece += '(';
+        items();
+        m_piece += 'u';
+    }
+    void memoize()
+    {
+        m_piece += '\x94';
+        ++m_memo;
+    }
+    void get(std::size_t index)
+    {
+        if (index < 256) {
+            m_piece += 'h';
+            m_piece += static_cast<char>(index);
+        } else {
+            m_piece += 'j';
+            for (int b = 0; b < 4; ++b)
+                m_piece += static_cast<char>((index >> (8 * b)) & 0xff);
+        }
+    }
+    int str(const std::string& s)
+    {
+        if (auto it = m_strings.find(s); it != m_strings.end()) {
+            get(it->second);
+            return 0;
+        }
+        m_piece += '\x8c';
+        m_piece += static_cast<char>(s.size());
+        m_piece += s;
+        m_strings[s] = m_memo;
+        memoize();
+        return 0;
+    }
+    int key(const std::string& s) { return str(s); }
+    int small(int v)
+    {
+        m_piece += 'K';
+        m_piece += static_cast<char>(v);
+        return 0;
+    }
+    int integer(std::int64_t v) // LONG1 of 8 bytes (a valid encoding of any int64)
+    {
+        m_piece += "\x8a\x08";
+        for (int b = 0; b < 8; ++b)
+            m_piece += static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * b)) & 0xff);
+        return 0;
+    }
+    void flushFrameIfFull(std::string& out, bool last = false)
+    {
+        if (m_piece.size() < (64 << 10) && !last)
+            return;
+        out += '\x95';
+        for (int b = 0; b < 8; ++b)
+            out += static_cast<char>((m_piece.size() >> (8 * b)) & 0xff);
+        out += m_piece;
+        m_piece.clear();
+    }
+    std::string m_piece;
+    std::size_t m_memo = 0;
+    std::map<std::string, std::size_t> m_strings;
+};
+} // namespace
+
+TEST(SnapshotImporter, StreamedImportOfAMappedPickleReadsTheStringsOfPagesItGaveBack)
+{
+    // 240,000 entries, about 11 MB: the file is mapped, and the parse gives back the pages behind it
+    // every 8 MiB, the first ones (with the frame's strings, read again by the import) included.
+    const std::string bytes = SnapshotPickleWriter().write(80'000);
+    ASSERT_GT(bytes.size(), std::size_t(10) << 20);
+    const std::string path = ::testing::TempDir() + "gpumem_streamed_mapped.pickle";
+    {
+        std::ofstream f(path, std::ios::binary);
+        f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+    Trace streamed = importPytorchSnapshot(path);
+    Trace whole = importPytorchSnapshot(readSnapshotDocument(path));
+    std::filesystem::remove(path);
+    expectSameMemory(streamed, whole);
+    EXPECT_EQ(anomalyList(streamed), anomalyList(whole));
+    const auto& m = streamed.memory();
+    ASSERT_EQ(m.count(), 240'001u); // the segment rebuilt before the window, then the entries
+    EXPECT_EQ(m.kind[0], EventKind::SegmentAlloc);
+    EXPECT_EQ(m.size[0], Bytes(64) << 20);
+    EXPECT_EQ(m.kind[239'998], EventKind::Alloc);
+    EXPECT_EQ(m.address[239'998], SnapshotPickleWriter::kBase);
+    EXPECT_EQ(m.size[239'998], Bytes(1) << 20);
+    EXPECT_EQ(m.time[240'000], (1000 + 239'999) * 1000);
+    EXPECT_EQ(streamed.stats().count("alloc_not_at_free_block"), 0u);
+    const auto frames = streamed.siteFrames(m.site[240'000]);
+    ASSERT_EQ(frames.size(), 1u);
+    const Frame& frame = streamed.frames()[frames[0]];
+    EXPECT_EQ(streamed.str(frame.name), "train_step");
+    EXPECT_EQ(streamed.str(frame.file), "big.py");
+    EXPECT_EQ(frame.line, 7);
 }
