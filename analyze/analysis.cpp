@@ -198,7 +198,8 @@ namespace {
     }
 } // namespace
 
-Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options)
+namespace {
+Analysis analyzeOnTimeline(const Trace& trace, const AnalysisOptions& options)
 {
     auto step = [&](double done) {
         if (options.progress && !options.progress(done))
@@ -245,6 +246,7 @@ Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options)
     a.empty = false;
     a.device = dev->device;
     a.deviceLabel = dev->label;
+
     a.stats = computeStats(trace, *dev);
     a.fragmentation = computeFragmentation(trace, *dev, a.stats);
     a.fragmentation.headline = headlineOf(trace, *dev);
@@ -316,6 +318,21 @@ Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options)
         a.agreementAll = compareCategories(trace, recorded, said, all);
     }
     step(1.0);
+    return a;
+}
+
+} // namespace
+
+Analysis analyzeTrace(const Trace& trace, const AnalysisOptions& options)
+{
+    Analysis a = analyzeOnTimeline(trace, options);
+    a.firstEventTime = a.timeline.start();
+    a.lastEventTime = a.timeline.end();
+    if (const auto* dev = a.timeline.device(a.device)) {
+        a.deviceFirstTime = dev->size() ? dev->time.front() : 0;
+        a.hasReserved = dev->has(SeriesKind::Reserved);
+        a.reservedSource = dev->reservedSource;
+    }
     return a;
 }
 

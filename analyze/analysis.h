@@ -81,7 +81,13 @@ struct MemoryStats {
 };
 
 struct Analysis {
+    // Per memory event; empty from analyzeSource() (analyze/bounded_analysis.h), which fills the fields below
+    // from its passes instead. The report writers read those fields, not the timeline.
     Timeline timeline;
+    TimeNs firstEventTime = 0, lastEventTime = 0; // the trace's first and last memory event (Timeline::start/end)
+    TimeNs deviceFirstTime = 0;   // the analyzed device's first memory event
+    bool hasReserved = false;     // the analyzed device has a reserved series (DeviceTimeline::has(Reserved))
+    std::string reservedSource;   // DeviceTimeline::reservedSource of the analyzed device
     // The trace's start (traceSpan(trace).start: its earliest record of any kind), from which every
     // "+x s" offset of the reports is measured, as `gpumem info` does; not the first memory event.
     TimeNs origin = 0;

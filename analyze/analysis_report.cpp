@@ -297,7 +297,7 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     rule(out, '-');
     line(out, " " + std::string(label));
     if (a.empty) {
-        if (trace.memory().count() == 0 && !trace.counterSamples().empty()) {
+        if (a.countersOnly) {
             // A PyTorch <= 1.9 profiler trace (sizes without addresses, imported as counters), or the figures
             // of an out-of-memory report such as a memory_summary() table (importers/oom_text_importer.h).
             line(out, " no memory events with addresses: this trace records memory counters only");
@@ -335,8 +335,7 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     statRow(out, "Allocated memory", st.allocatedBytes, true);
     statRow(out, "Active memory", st.activeBytes, true);
     statRow(out, "Requested memory", st.requestedBytes, true);
-    const auto* dev = a.timeline.device(a.device);
-    if (dev && dev->has(SeriesKind::Reserved))
+    if (a.hasReserved)
         statRow(out, "GPU reserved memory", st.reservedBytes, true);
     if (st.hasSegments)
         statRow(out, "Non-releasable memory", st.inactiveSplitBytes, true);
@@ -348,15 +347,15 @@ void writeAnalysisText(const Trace& trace, const Analysis& a, std::string_view l
     rule(out, '=');
     if (bytesSaturated(a))
         line(out, " " + std::string(kSaturatedNote));
-    if (dev && !dev->reservedSource.empty())
-        line(out, " reserved from " + dev->reservedSource);
+    if (!a.reservedSource.empty())
+        line(out, " reserved from " + a.reservedSource);
     // The layer outside the allocator (core/outside_memory.h), only when the trace records it.
     if (auto outside = outsideMemory(trace, a.device)) {
         line(out, " outside the allocator: " + outsideMemoryText(*outside));
         const Bytes total = a.device < trace.devices().size() ? trace.devices()[a.device].totalMemory : 0;
         line(out, " layers at the peaks: "
                 + memoryLayersText(st.allocatedBytes.peak,
-                    dev && dev->has(SeriesKind::Reserved) ? std::optional<Bytes>(st.reservedBytes.peak) : std::nullopt,
+                    a.hasReserved ? std::optional<Bytes>(st.reservedBytes.peak) : std::nullopt,
                     *outside, total));
     }
 
@@ -451,8 +450,8 @@ nlohmann::json analysisToJson(const Trace& trace, const Analysis& a, std::string
     j["origin_ns"] = a.origin; // the text's "+x s" offsets are from here (the trace start, as gpumem info)
     if (auto outside = outsideMemory(trace, a.device))
         j["outside_allocator"] = outsideMemoryToJson(*outside);
-    j["start_ns"] = a.timeline.start();
-    j["end_ns"] = a.timeline.end();
+    j["start_ns"] = a.firstEventTime;
+    j["end_ns"] = a.lastEventTime;
     auto stat = [](const MemoryStats::Stat& s) {
         return json { { "current", s.current }, { "peak", s.peak }, { "allocated", s.allocated }, { "freed", s.freed } };
     };
@@ -461,8 +460,7 @@ nlohmann::json analysisToJson(const Trace& trace, const Analysis& a, std::string
         { "requested_bytes", stat(st.requestedBytes) }, { "reserved_bytes", stat(st.reservedBytes) },
         { "inactive_split_bytes", stat(st.inactiveSplitBytes) }, { "allocation", stat(st.allocations) },
         { "active", stat(st.activeAllocations) }, { "segment", stat(st.segments) }, { "num_ooms", st.ooms } };
-    const auto* dev = a.timeline.device(a.device);
-    j["reserved_source"] = dev ? dev->reservedSource : "";
+    j["reserved_source"] = a.reservedSource;
     const auto& f = a.fragmentation;
     auto opt = [](const auto& o) { return o ? json(*o) : json(); };
     j["fragmentation"] = { { "lower_bound_bytes", f.lowerBound }, { "peak_allocated", f.peakAllocated }, { "peak_active", f.peakActive },

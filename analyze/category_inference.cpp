@@ -136,19 +136,22 @@ CategoryAgreement compareCategories(const Trace& trace, std::span<const Category
     for (auto i : indices) {
         if (i >= allocations.size() || allocations[i].allocEvent == kNoIndex)
             continue;
-        const Bytes size = m.size[allocations[i].allocEvent];
-        const auto rec = recorded[i], inf = inferred[i];
-        auto& cell = r.confusion[static_cast<std::size_t>(rec)][static_cast<std::size_t>(inf)];
-        cell = addSaturated(cell, size); // core/byte_total.h: no wrapped sums
-        if (rec == Category::Unknown) {
-            r.recordedUnknownBytes = addSaturated(r.recordedUnknownBytes, size);
-            continue;
-        }
-        r.comparedBytes = addSaturated(r.comparedBytes, size);
-        if (rec == inf)
-            r.agreeingBytes = addSaturated(r.agreeingBytes, size);
+        addToAgreement(r, m.size[allocations[i].allocEvent], recorded[i], inferred[i]);
     }
     return r;
+}
+
+void addToAgreement(CategoryAgreement& r, Bytes size, Category rec, Category inf)
+{
+    auto& cell = r.confusion[static_cast<std::size_t>(rec)][static_cast<std::size_t>(inf)];
+    cell = addSaturated(cell, size); // core/byte_total.h: no wrapped sums
+    if (rec == Category::Unknown) {
+        r.recordedUnknownBytes = addSaturated(r.recordedUnknownBytes, size);
+        return;
+    }
+    r.comparedBytes = addSaturated(r.comparedBytes, size);
+    if (rec == inf)
+        r.agreeingBytes = addSaturated(r.agreeingBytes, size);
 }
 
 std::vector<CategoryRecall> perCategoryAgreement(const CategoryAgreement& agreement)

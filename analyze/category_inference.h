@@ -75,5 +75,7 @@ std::string categoryAgreementTable(const CategoryAgreement& agreement);
 // trace.allocations()), weighting each by its size.
 CategoryAgreement compareCategories(const Trace& trace, std::span<const Category> recorded,
     std::span<const Category> inferred, std::span<const std::size_t> allocations);
+// Counts one block of `size` bytes recorded as `recorded` and inferred as `inferred` (compareCategories' step).
+void addToAgreement(CategoryAgreement& agreement, Bytes size, Category recorded, Category inferred);
 
 } // namespace gpumem::analyze

@@ -231,13 +231,44 @@ namespace {
 
 Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<const Category> categories, bool inferred)
 {
-    Breakdown b;
-    b.instant = instant;
-    b.categoriesInferred = inferred;
     const auto& m = trace.memory();
     auto allocations = trace.allocations();
     const auto e = instant.eventIndex;
-    if (e == kNoIndex)
+    std::vector<LiveBlock> live;
+    if (e != kNoIndex) {
+        // Blocks a snapshot importer rebuilt from before the window are the first initialStateEventCount
+        // events of the device.
+        const std::size_t firstWindow = replay::initialStateEventCount(trace, instant.device) > 0
+            ? replay::firstWindowEvent(trace, instant.device)
+            : 0;
+        for (std::size_t i = 0; i < allocations.size(); ++i) {
+            const auto& a = allocations[i];
+            if (a.allocEvent == kNoIndex || a.allocEvent > e || m.device[a.allocEvent] != instant.device)
+                continue;
+            if (a.freeEvent != kNoIndex && a.freeEvent <= e)
+                continue;
+            const auto ev = a.allocEvent;
+            LiveBlock b;
+            b.allocation = i;
+            b.size = m.size[ev];
+            b.scope = m.scope[ev];
+            b.site = m.site[ev];
+            b.stream = m.stream[ev];
+            b.category = i < categories.size() ? categories[i] : Category::Unknown;
+            b.beforeWindow = ev < firstWindow;
+            b.siteFromFree = a.freeEvent != kNoIndex && m.site[a.freeEvent] == m.site[ev] && m.site[ev] != 0;
+            live.push_back(b);
+        }
+    }
+    return breakdownOf(trace, instant, live, inferred);
+}
+
+Breakdown breakdownOf(const Trace& trace, const Instant& instant, std::span<const LiveBlock> live, bool inferred)
+{
+    Breakdown b;
+    b.instant = instant;
+    b.categoriesInferred = inferred;
+    if (instant.eventIndex == kNoIndex)
         return b;
 
     const auto scopes = trace.scopes();
@@ -248,13 +279,9 @@ Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<cons
     std::unordered_map<SiteId, std::pair<Bytes, std::uint64_t>> sites;
     std::array<std::pair<Bytes, std::uint64_t>, 65> sizes {};
     std::unordered_map<StreamId, std::pair<Bytes, std::uint64_t>> streams;
-    // Blocks a snapshot importer rebuilt from before the window (the first initialStateEventCount events
-    // of the device) were not allocated at a stack the trace shows: grouped by site as "allocated before
-    // the trace", with the stack the importer took from their later free named as such (bcrafton:
-    // "step (optimizer.py:72)" was where 580 MiB were freed, not allocated).
-    const std::size_t firstWindow = replay::initialStateEventCount(trace, instant.device) > 0
-        ? replay::firstWindowEvent(trace, instant.device)
-        : 0;
+    // Blocks a snapshot importer rebuilt from before the window were not allocated at a stack the trace
+    // shows: grouped by site as "allocated before the trace", with the stack the importer took from their
+    // later free named as such (bcrafton: "step (optimizer.py:72)" was where 580 MiB were freed, not allocated).
     struct BeforeSite {
         SiteId site = 0;
         bool fromFree = false;
@@ -262,19 +289,13 @@ Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<cons
     };
     std::vector<std::pair<BeforeSite, std::pair<Bytes, std::uint64_t>>> before;
 
-    for (std::size_t i = 0; i < allocations.size(); ++i) {
-        const auto& a = allocations[i];
-        if (a.allocEvent == kNoIndex || a.allocEvent > e || m.device[a.allocEvent] != instant.device)
-            continue;
-        if (a.freeEvent != kNoIndex && a.freeEvent <= e)
-            continue;
-        const auto ev = a.allocEvent;
-        const Bytes size = m.size[ev];
-        b.liveAllocations.push_back(i);
+    for (const auto& block : live) {
+        const Bytes size = block.size;
+        b.liveAllocations.push_back(block.allocation);
         // Sums saturate at kSaturatedBytes (core/byte_total.h): live blocks of a hostile trace can add up past 2^64.
         b.liveBytes = addSaturated(b.liveBytes, size);
         ++b.liveBlocks;
-        ScopeId s = m.scope[ev] < scopes.size() ? m.scope[ev] : 0;
+        ScopeId s = block.scope < scopes.size() ? block.scope : 0;
         scopeSelf[s] = addSaturated(scopeSelf[s], size);
         ++scopeSelfBlocks[s];
         for (std::size_t guard = 0; guard <= scopes.size(); ++guard) {
@@ -284,26 +305,25 @@ Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<cons
                 break;
             s = scopes[s].parent < scopes.size() ? scopes[s].parent : 0;
         }
-        const auto c = static_cast<std::size_t>(i < categories.size() ? categories[i] : Category::Unknown);
+        const auto c = static_cast<std::size_t>(block.category);
         catBytes[c] = addSaturated(catBytes[c], size);
         ++catBlocks[c];
-        if (ev < firstWindow) {
-            const bool fromFree = a.freeEvent != kNoIndex && m.site[a.freeEvent] == m.site[ev] && m.site[ev] != 0;
-            const BeforeSite key { m.site[ev], fromFree };
+        if (block.beforeWindow) {
+            const BeforeSite key { block.site, block.siteFromFree };
             auto it = std::find_if(before.begin(), before.end(), [&](const auto& p) { return p.first == key; });
             if (it == before.end())
                 it = before.insert(before.end(), { key, { 0, 0 } });
             it->second.first = addSaturated(it->second.first, size);
             ++it->second.second;
         } else {
-            auto& st = sites[m.site[ev]];
+            auto& st = sites[block.site];
             st.first = addSaturated(st.first, size);
             ++st.second;
         }
         auto& sz = sizes[size ? std::bit_width(size) : 0];
         sz.first = addSaturated(sz.first, size);
         ++sz.second;
-        auto& sm = streams[m.stream[ev]];
+        auto& sm = streams[block.stream];
         sm.first = addSaturated(sm.first, size);
         ++sm.second;
     }

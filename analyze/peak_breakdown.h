@@ -68,6 +68,22 @@ struct Breakdown {
 // `categories` has one entry per trace.allocations() (recorded or inferred). O(allocations + scopes).
 Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<const Category> categories, bool categoriesInferred);
 
+// One block live at an instant, what breakdownOf() groups: the fields of its alloc event.
+struct LiveBlock {
+    std::size_t allocation = 0; // index into trace.allocations()
+    Bytes size = 0;
+    ScopeId scope = 0;
+    SiteId site = 0;
+    StreamId stream = 0;
+    Category category = Category::Unknown; // recorded or inferred, as the breakdown shows it
+    bool beforeWindow = false; // among the events a snapshot importer rebuilt from before the window
+    bool siteFromFree = false; // its later free has the same (nonzero) site: the importer took the stack from it
+};
+// The breakdown of `live` (in trace.allocations() order) at `instant`, as breakdownAt() groups it; reads
+// only the trace's tables (scopes, sites, frames, streams), so a source's skeleton will do
+// (analyze/bounded_analysis.h).
+Breakdown breakdownOf(const Trace& trace, const Instant& instant, std::span<const LiveBlock> live, bool categoriesInferred);
+
 // "[1.00 MiB, 2.00 MiB)" for the power-of-two class holding `size`.
 std::string sizeClassLabel(Bytes size);
 

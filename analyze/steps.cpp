@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <functional>
 #include <map>
 #include <unordered_map>
 
@@ -79,7 +80,8 @@ namespace {
 
     // Ranges named like iterations that hold at least half of the device's memory events (a data
     // loader's "enumerate(DataLoader)#…__next__" ranges repeat too, but hold little).
-    std::pair<std::string, std::vector<Range>> userRangeSteps(const Trace& trace, const DeviceTimeline& dev)
+    std::pair<std::string, std::vector<Range>> userRangeSteps(
+        const Trace& trace, const std::function<double(const std::vector<Range>&)>& coverageOf)
     {
         std::map<StringId, std::vector<Range>> byName;
         for (const auto& a : trace.annotations()) {
@@ -99,13 +101,23 @@ namespace {
             bool overlap = false;
             for (std::size_t i = 1; i < ranges.size(); ++i)
                 overlap |= ranges[i].start < ranges[i - 1].end;
-            if (overlap || coverage(dev, ranges) < 0.5)
+            if (overlap || coverageOf(ranges) < 0.5)
                 continue;
             for (std::size_t i = 0; i < ranges.size(); ++i)
                 ranges[i].number = static_cast<std::int64_t>(i);
             best = { std::string(trace.str(name)), ranges };
         }
         return best;
+    }
+
+    // A step between successive marker events (of distinct times).
+    std::vector<Range> markerRanges(std::span<const TimeNs> marks)
+    {
+        std::vector<Range> r;
+        for (std::size_t i = 1; i < marks.size(); ++i)
+            if (marks[i] > marks[i - 1])
+                r.push_back({ marks[i - 1], marks[i], static_cast<std::int64_t>(r.size()) });
+        return r;
     }
 
     std::vector<Range> markerSteps(const Trace& trace, const DeviceTimeline& dev)
@@ -115,11 +127,7 @@ namespace {
         for (std::size_t p = 0; p < dev.size(); ++p)
             if (dev.eventIndex[p] != kNoIndex && m.kind[dev.eventIndex[p]] == EventKind::Marker)
                 marks.push_back(dev.time[p]);
-        std::vector<Range> r;
-        for (std::size_t i = 1; i < marks.size(); ++i)
-            if (marks[i] > marks[i - 1])
-                r.push_back({ marks[i - 1], marks[i], static_cast<std::int64_t>(r.size()) });
-        return r;
+        return markerRanges(marks);
     }
 
     // Why a period is not a training loop's, "" when it is: it is one only when its steps hold most of the trace and last alike: a layer
@@ -243,6 +251,75 @@ namespace {
         }
     }
 
+} // namespace
+
+std::size_t allocSizePeriod(std::span<const Bytes> sizes)
+{
+    const std::size_t n = sizes.size(), L = kSignatureLength;
+    if (n < 3 * L)
+        return 0;
+    // Rolling polynomial hash of every window of L sizes.
+    constexpr std::uint64_t kBase = 1000003ULL;
+    std::uint64_t pow = 1;
+    for (std::size_t i = 0; i < L; ++i)
+        pow *= kBase;
+    auto mix = [](Bytes s) { return (s ^ (s >> 29)) * 0x9E3779B97F4A7C15ULL + 1; };
+    std::vector<std::uint64_t> hash(n - L + 1);
+    std::uint64_t h = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        h = h * kBase + mix(sizes[i]);
+        if (i >= L)
+            h -= pow * mix(sizes[i - L]);
+        if (i + 1 >= L)
+            hash[i + 1 - L] = h;
+    }
+    auto occurrences = [&](std::size_t anchor) {
+        std::vector<std::size_t> occ;
+        for (std::size_t q = 0; q < hash.size(); ++q)
+            if (hash[q] == hash[anchor] && std::equal(sizes.begin() + q, sizes.begin() + q + L, sizes.begin() + anchor))
+                occ.push_back(q);
+        return occ;
+    };
+    // Match share of S[i] == S[i + P], sampled on at most 200k positions.
+    auto matchShare = [&](std::size_t P) {
+        const std::size_t span = n - P;
+        const std::size_t stride = std::max<std::size_t>(1, span / 200000);
+        std::size_t same = 0, total = 0;
+        for (std::size_t i = 0; i < span; i += stride, ++total)
+            same += sizes[i] == sizes[i + P];
+        return total ? static_cast<double>(same) / static_cast<double>(total) : 0.0;
+    };
+    std::size_t period = 0;
+    double bestShare = 0.5; // below this, nothing repeats
+    for (std::size_t anchor : { n / 3, n / 2, std::size_t(0) }) {
+        anchor = std::min(anchor, hash.size() - 1);
+        auto occ = occurrences(anchor);
+        std::vector<std::size_t> candidates;
+        for (auto q : occ)
+            if (q != anchor)
+                candidates.push_back(q > anchor ? q - anchor : anchor - q);
+        std::sort(candidates.begin(), candidates.end());
+        candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+        if (candidates.size() > 32)
+            candidates.resize(32);
+        // P = 1 competes too: a sequence that repeats every single alloc (one size throughout)
+        // repeats every 2, 3, … allocs as well, and the old minimum of 2 made that "every 2 allocs".
+        for (auto P : candidates) {
+            if (P * 2 > n)
+                continue;
+            const double share = matchShare(P);
+            if (share > bestShare + 1e-9) {
+                bestShare = share;
+                period = P;
+            }
+        }
+        if (period)
+            break;
+    }
+    return period;
+}
+
+namespace {
     // Periodicity of the alloc-size sequence (see the header). Returns steps and the period in allocs.
     struct Periodic {
         std::size_t period = 0;
@@ -262,66 +339,7 @@ namespace {
             }
         }
         const std::size_t n = sizes.size(), L = kSignatureLength;
-        if (n < 3 * L)
-            return {};
-        // Rolling polynomial hash of every window of L sizes.
-        constexpr std::uint64_t kBase = 1000003ULL;
-        std::uint64_t pow = 1;
-        for (std::size_t i = 0; i < L; ++i)
-            pow *= kBase;
-        auto mix = [](Bytes s) { return (s ^ (s >> 29)) * 0x9E3779B97F4A7C15ULL + 1; };
-        std::vector<std::uint64_t> hash(n - L + 1);
-        std::uint64_t h = 0;
-        for (std::size_t i = 0; i < n; ++i) {
-            h = h * kBase + mix(sizes[i]);
-            if (i >= L)
-                h -= pow * mix(sizes[i - L]);
-            if (i + 1 >= L)
-                hash[i + 1 - L] = h;
-        }
-        auto occurrences = [&](std::size_t anchor) {
-            std::vector<std::size_t> occ;
-            for (std::size_t q = 0; q < hash.size(); ++q)
-                if (hash[q] == hash[anchor] && std::equal(sizes.begin() + q, sizes.begin() + q + L, sizes.begin() + anchor))
-                    occ.push_back(q);
-            return occ;
-        };
-        // Match share of S[i] == S[i + P], sampled on at most 200k positions.
-        auto matchShare = [&](std::size_t P) {
-            const std::size_t span = n - P;
-            const std::size_t stride = std::max<std::size_t>(1, span / 200000);
-            std::size_t same = 0, total = 0;
-            for (std::size_t i = 0; i < span; i += stride, ++total)
-                same += sizes[i] == sizes[i + P];
-            return total ? static_cast<double>(same) / static_cast<double>(total) : 0.0;
-        };
-        std::size_t period = 0;
-        double bestShare = 0.5; // below this, nothing repeats
-        for (std::size_t anchor : { n / 3, n / 2, std::size_t(0) }) {
-            anchor = std::min(anchor, hash.size() - 1);
-            auto occ = occurrences(anchor);
-            std::vector<std::size_t> candidates;
-            for (auto q : occ)
-                if (q != anchor)
-                    candidates.push_back(q > anchor ? q - anchor : anchor - q);
-            std::sort(candidates.begin(), candidates.end());
-            candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-            if (candidates.size() > 32)
-                candidates.resize(32);
-            // P = 1 competes too: a sequence that repeats every single alloc (one size throughout)
-            // repeats every 2, 3, … allocs as well, and the old minimum of 2 made that "every 2 allocs".
-            for (auto P : candidates) {
-                if (P * 2 > n)
-                    continue;
-                const double share = matchShare(P);
-                if (share > bestShare + 1e-9) {
-                    bestShare = share;
-                    period = P;
-                }
-            }
-            if (period)
-                break;
-        }
+        const std::size_t period = allocSizePeriod(sizes);
         // A period of one alloc has no step boundary to find: the sizes carry no structure.
         if (period < 2)
             return {};
@@ -513,7 +531,7 @@ std::string phaseNote(const StepSet& set)
     return "backward phase guessed from each step's transient peak (autograd ran: " + set.autogradEvidence + ")";
 }
 
-std::string autogradEvidence(const Trace& trace)
+std::string autogradEvidenceInTables(const Trace& trace)
 {
     auto named = [](std::string_view name) {
         const auto l = lower(name);
@@ -533,13 +551,87 @@ std::string autogradEvidence(const Trace& trace)
         if (contains(lower(name), "backward") || contains(name, "autograd::Engine") || contains(file, "torch/optim/"))
             return "frame " + std::string(name.substr(0, 80)) + (file.empty() ? "" : " (" + file.substr(file.find_last_of('/') + 1) + ")");
     }
+    return {};
+}
+
+bool isAutogradCategory(Category c)
+{
+    return c == Category::Gradient || c == Category::AutogradDetail || c == Category::OptimizerState;
+}
+
+std::string autogradEvidence(const Trace& trace)
+{
+    if (auto named = autogradEvidenceInTables(trace); !named.empty())
+        return named;
     // PyTorch's own categories (a memory-timeline export has no names or stacks) say so too.
     const auto& m = trace.memory();
     for (std::size_t i = 0; i < m.count(); ++i)
-        if (m.kind[i] == EventKind::Alloc
-            && (m.category[i] == Category::Gradient || m.category[i] == Category::AutogradDetail || m.category[i] == Category::OptimizerState))
+        if (m.kind[i] == EventKind::Alloc && isAutogradCategory(m.category[i]))
             return "recorded category " + std::string(toString(m.category[i]));
     return {};
+}
+
+std::vector<std::pair<TimeNs, bool>> annotationPhaseMarks(const Trace& trace)
+{
+    std::vector<std::pair<TimeNs, bool>> marks;
+    for (const auto& a : trace.annotations()) {
+        auto name = trace.str(a.name);
+        if (isOptimizerName(name))
+            marks.emplace_back(a.start, true);
+        else if (contains(lower(name), "backward"))
+            marks.emplace_back(a.start, false);
+    }
+    return marks;
+}
+
+std::vector<std::uint8_t> scopePhaseFlags(const Trace& trace)
+{
+    const auto scopes = trace.scopes();
+    std::vector<std::uint8_t> flags(scopes.size(), 0);
+    for (ScopeId s = 1; s < scopes.size(); ++s) {
+        auto name = trace.str(scopes[s].name);
+        std::uint8_t f = isOptimizerName(name) ? 1 : contains(lower(name), "backward") ? 2 : 0;
+        const ScopeId parent = scopes[s].parent;
+        if (!f && parent < s)
+            f = flags[parent];
+        flags[s] = f;
+    }
+    return flags;
+}
+
+StepRanges findStepRanges(const Trace& trace, std::span<const TimeNs> markerTimes, std::span<const Bytes> allocSizes)
+{
+    StepRanges out;
+    StepSet& set = out.set;
+    set.search.searched = true;
+    std::vector<Range> ranges = profilerSteps(trace);
+    set.search.profilerSteps = ranges.size();
+    bool coverageAsked = false;
+    if (ranges.size() >= 2) {
+        set.source = StepSource::ProfilerStep;
+        set.detail = "ProfilerStep#N";
+    } else if (userRangeSteps(trace, [&](const std::vector<Range>&) { coverageAsked = true; return 0.0; }); coverageAsked) {
+        out.unresolved = "step-like user ranges, whose share of the device's events the pass does not count";
+        return out;
+    } else if (auto marks = markerRanges(markerTimes); (set.search.markerSteps = marks.size()) >= 2) {
+        ranges = std::move(marks);
+        set.source = StepSource::Marker;
+        set.detail = "marker events";
+    } else if (const auto period = allocSizePeriod(allocSizes); period >= 2) {
+        out.unresolved = "an alloc-size period of " + std::to_string(period) + " allocs, whose step boundaries need the timeline";
+        return out;
+    } else
+        return out;
+    std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.start < b.start; });
+    for (const auto& r : ranges) {
+        Step s;
+        s.number = r.number;
+        s.start = r.start;
+        s.end = std::max(r.end, r.start + 1);
+        s.backwardStart = s.end;
+        set.steps.push_back(s);
+    }
+    return out;
 }
 
 StepSet detectSteps(const Trace& trace, const DeviceTimeline& dev)
@@ -552,7 +644,8 @@ StepSet detectSteps(const Trace& trace, const DeviceTimeline& dev)
     if (ranges.size() >= 2) {
         set.source = StepSource::ProfilerStep;
         set.detail = "ProfilerStep#N";
-    } else if (auto [name, user] = userRangeSteps(trace, dev); (set.search.userRanges = user.size()) >= 2) {
+    } else if (auto [name, user] = userRangeSteps(trace, [&](const std::vector<Range>& r) { return coverage(dev, r); });
+               (set.search.userRanges = user.size()) >= 2) {
         ranges = std::move(user);
         set.source = StepSource::UserRange;
         set.detail = name;
@@ -572,24 +665,9 @@ StepSet detectSteps(const Trace& trace, const DeviceTimeline& dev)
 
     // Phase marks: annotations, and memory events whose scope (or an ancestor) names the phase
     // (Kineto's "Optimizer.step#Adam.step" and "autograd::engine::evaluate_function: …Backward0").
-    std::vector<std::pair<TimeNs, bool>> phaseMarks; // (start, isOptimizer); else backward
-    for (const auto& a : trace.annotations()) {
-        auto name = trace.str(a.name);
-        if (isOptimizerName(name))
-            phaseMarks.emplace_back(a.start, true);
-        else if (contains(lower(name), "backward"))
-            phaseMarks.emplace_back(a.start, false);
-    }
+    std::vector<std::pair<TimeNs, bool>> phaseMarks = annotationPhaseMarks(trace); // (start, isOptimizer); else backward
     const auto scopes = trace.scopes();
-    std::vector<std::uint8_t> scopeFlag(scopes.size(), 0); // 1 optimizer, 2 backward
-    for (ScopeId s = 1; s < scopes.size(); ++s) {
-        auto name = trace.str(scopes[s].name);
-        std::uint8_t f = isOptimizerName(name) ? 1 : contains(lower(name), "backward") ? 2 : 0;
-        const ScopeId parent = scopes[s].parent;
-        if (!f && parent < s)
-            f = scopeFlag[parent];
-        scopeFlag[s] = f;
-    }
+    const std::vector<std::uint8_t> scopeFlag = scopePhaseFlags(trace); // 1 optimizer, 2 backward
     const auto& m = trace.memory();
     bool anyScopeFlag = std::any_of(scopeFlag.begin(), scopeFlag.end(), [](std::uint8_t f) { return f != 0; });
     if (anyScopeFlag) {
@@ -873,9 +951,8 @@ std::string scopePath(const Trace& trace, ScopeId scope)
     return s;
 }
 
-LeakReport detectLeaks(const Trace& trace, const DeviceTimeline& dev, const StepSet& set)
+bool leakTrend(const StepSet& set, LeakReport& report)
 {
-    LeakReport report;
     const auto& steps = set.steps;
     if (steps.size() < 3) {
         report.reason = "fewer than 3 steps: leaks need live bytes at the same phase of at least 3 steps";
@@ -883,7 +960,7 @@ LeakReport detectLeaks(const Trace& trace, const DeviceTimeline& dev, const Step
             report.liveAtStepStart.push_back(s.allocatedAtStart);
         if (!steps.empty())
             report.liveAtStepStart.push_back(steps.back().allocatedAtEnd);
-        return report;
+        return false;
     }
     for (const auto& s : steps)
         report.liveAtStepStart.push_back(s.allocatedAtStart);
@@ -897,19 +974,23 @@ LeakReport detectLeaks(const Trace& trace, const DeviceTimeline& dev, const Step
     report.growthPerStep = (static_cast<double>(v.back()) - static_cast<double>(v[1])) / static_cast<double>(compared - 1);
     if (!increasing) {
         report.reason = "live bytes at step start do not grow at every step after the first";
-        return report;
+        return false;
     }
 
+    return true;
+}
+
+LeakReport detectLeaks(const Trace& trace, const DeviceTimeline& dev, const StepSet& set)
+{
+    LeakReport report;
+    if (!leakTrend(set, report))
+        return report;
+    const auto& steps = set.steps;
     // Sites whose blocks from ≥ 2 distinct earlier steps survive the end of the last step.
     const auto& m = trace.memory();
     const TimeNs lastEnd = steps.back().end;
     const TimeNs firstStart = steps.front().start;
-    struct Acc {
-        Bytes bytes = 0;
-        std::uint64_t blocks = 0;
-        std::vector<std::uint32_t> stepsSeen;
-    };
-    std::map<std::pair<SiteId, ScopeId>, Acc> acc;
+    std::vector<LeakSurvivor> survivors;
     for (const auto& a : trace.allocations()) {
         if (a.allocEvent == kNoIndex || m.device[a.allocEvent] != dev.device)
             continue;
@@ -918,10 +999,27 @@ LeakReport detectLeaks(const Trace& trace, const DeviceTimeline& dev, const Step
             continue;
         if (a.freeEvent != kNoIndex && m.time[a.freeEvent] < lastEnd)
             continue;
-        auto it = std::upper_bound(steps.begin(), steps.end(), t, [](TimeNs x, const Step& s) { return x < s.start; });
+        survivors.push_back({ m.site[a.allocEvent], m.scope[a.allocEvent], m.size[a.allocEvent], t });
+    }
+    nameLeakSites(trace, set, survivors, report);
+    return report;
+}
+
+void nameLeakSites(const Trace& trace, const StepSet& set, std::span<const LeakSurvivor> survivors, LeakReport& report)
+{
+    const auto& steps = set.steps;
+    const std::size_t compared = report.liveAtStepStart.size() - 1;
+    struct Acc {
+        Bytes bytes = 0;
+        std::uint64_t blocks = 0;
+        std::vector<std::uint32_t> stepsSeen;
+    };
+    std::map<std::pair<SiteId, ScopeId>, Acc> acc;
+    for (const auto& b : survivors) {
+        auto it = std::upper_bound(steps.begin(), steps.end(), b.allocTime, [](TimeNs x, const Step& s) { return x < s.start; });
         const auto stepIndex = static_cast<std::uint32_t>((it - steps.begin()) - 1);
-        auto& e = acc[{ m.site[a.allocEvent], m.scope[a.allocEvent] }];
-        e.bytes = addSaturated(e.bytes, m.size[a.allocEvent]);
+        auto& e = acc[{ b.site, b.scope }];
+        e.bytes = addSaturated(e.bytes, b.size);
         ++e.blocks;
         if (stepIndex + 1 < steps.size() && std::find(e.stepsSeen.begin(), e.stepsSeen.end(), stepIndex) == e.stepsSeen.end())
             e.stepsSeen.push_back(stepIndex);
@@ -947,7 +1045,6 @@ LeakReport detectLeaks(const Trace& trace, const DeviceTimeline& dev, const Step
     });
     report.leaking = true;
     report.reason = "live bytes at step start grew at every one of the last " + std::to_string(compared - 1) + " steps";
-    return report;
 }
 
 } // namespace gpumem::analyze

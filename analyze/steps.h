@@ -27,6 +27,7 @@
 #include "analyze/timeline.h"
 #include "core/byte_total.h"
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,10 @@ struct StepSet {
 // is in torch/optim/; an alloc recorded as gradient, autograd_detail or optimizer_state (PyTorch's own
 // categories). torch/autograd/grad_mode.py (no_grad in inference) is not evidence.
 std::string autogradEvidence(const Trace& trace);
+// The same without the memory events' recorded categories (the tables alone: annotations, scopes, frames).
+std::string autogradEvidenceInTables(const Trace& trace);
+// Gradient, autograd_detail or optimizer_state: a recorded category that shows autograd ran.
+bool isAutogradCategory(Category category);
 
 // One sentence on why no steps were found, or which earlier sources were passed over for having fewer
 // than 2 steps: "no training steps found: 1 ProfilerStep# range (steps need at least 2); no step ranges,
@@ -100,6 +105,26 @@ std::vector<std::uint32_t> allocsBeforeEachEvent(const Trace& trace);
 
 // Steps of `device` (its timeline gives the per-step figures and the periodicity input).
 StepSet detectSteps(const Trace& trace, const DeviceTimeline& device);
+
+// The period, in allocs, that detection source 4 finds in a device's alloc sizes (in event order); 0 or 1
+// when there is none (fewer than 3 × kSignatureLength allocs, or nothing repeats on ≥ 50 % of positions).
+std::size_t allocSizePeriod(std::span<const Bytes> sizes);
+// Phase marks of the annotations: (start, true) for an optimizer range, (start, false) for a backward one.
+std::vector<std::pair<TimeNs, bool>> annotationPhaseMarks(const Trace& trace);
+// Per scope: 1 when it or an ancestor names an optimizer, 2 when it names backward, else 0.
+std::vector<std::uint8_t> scopePhaseFlags(const Trace& trace);
+
+// Step detection from what one pass over a device's events gathers (analyze/bounded_analysis.h): the
+// sources of detectSteps in its order, from the trace's tables, the device's marker times and its alloc
+// sizes. The steps carry number, start and end (backwardStart = end) only: their figures and phases are
+// the caller's. `unresolved` says what the timeline is needed for when detection cannot finish without
+// it (a step-like user range's share of the device's events, or the boundaries of an alloc-size
+// period); "" when it finished.
+struct StepRanges {
+    StepSet set;
+    std::string unresolved;
+};
+StepRanges findStepRanges(const Trace& trace, std::span<const TimeNs> markerTimes, std::span<const Bytes> allocSizes);
 
 // One call site (or scope, where no stack was recorded) whose blocks survive from several steps.
 struct LeakSite {
@@ -124,6 +149,20 @@ struct LeakReport {
 // blocks allocated in ≥ 2 distinct steps before the last are still live at the end of the last step
 // (a steady loop keeps at most the previous step's blocks, e.g. gradients).
 LeakReport detectLeaks(const Trace& trace, const DeviceTimeline& device, const StepSet& steps);
+
+// The first half of detectLeaks: fills report.liveAtStepStart and growthPerStep; false (with the reason)
+// when the trace does not leak, true when the live bytes grew at every step and the sites are to be named.
+bool leakTrend(const StepSet& steps, LeakReport& report);
+// A block of the device allocated in [first step start, last step end) and live at the last step's end.
+struct LeakSurvivor {
+    SiteId site = 0;
+    ScopeId scope = 0;
+    Bytes size = 0;
+    TimeNs allocTime = 0;
+};
+// The second half of detectLeaks, for a report whose live bytes grew at every step (leaking): names the
+// sites of `survivors` (any order) with blocks from ≥ 2 distinct steps before the last, and sets the reason.
+void nameLeakSites(const Trace& trace, const StepSet& steps, std::span<const LeakSurvivor> survivors, LeakReport& report);
 
 // "func (file:line)" of the innermost frame of the program's own code in a site (library frames —
 // torch/, site-packages/, dist-packages/, with / or \\ — skipped while another frame remains), "" for

@@ -1,5 +1,6 @@
 #include "analyze/timeline.h"
 
+#include "analyze/detail/segment_layout.h"
 #include "analyze/trace_summary.h"
 #include "core/byte_total.h"
 #include "core/units.h"
@@ -108,133 +109,19 @@ std::optional<double> DeviceTimeline::external(std::size_t i) const
 }
 
 namespace {
-    // The address layout of one device's segments: which ranges are free, for inactive_split and
-    // largest_free. Free ranges never span two segments (PyTorch never merges blocks across segments).
-    class SegmentLayout {
-    public:
-        void addSegment(Address a, Bytes size)
-        {
-            if (size == 0 || m_segments.count(a))
-                return;
-            m_segments[a] = Seg { size, ByteTotal() };
-            insertFree(a, size);
-        }
-        void removeSegment(Address a)
-        {
-            auto it = m_segments.find(a);
-            if (it == m_segments.end())
-                return;
-            uncount(it->second);
-            const Address end = a + it->second.size;
-            for (auto f = m_free.lower_bound(a); f != m_free.end() && f->first < end;) {
-                dropSize(f->second);
-                f = m_free.erase(f);
-            }
-            m_segments.erase(it);
-        }
-        void allocate(Address a, Bytes size)
-        {
-            auto seg = segmentOf(a);
-            if (seg == m_segments.end())
-                return;
-            uncount(seg->second);
-            seg->second.allocated += size;
-            count(seg->second);
-            auto f = m_free.upper_bound(a);
-            if (f == m_free.begin())
-                return;
-            --f;
-            const Address fs = f->first, fe = f->first + f->second;
-            if (a + size > fe)
-                return; // not inside a free range: the trace and our layout disagree; keep the counts only
-            dropSize(f->second);
-            m_free.erase(f);
-            if (a > fs)
-                insertFree(fs, a - fs);
-            if (a + size < fe)
-                insertFree(a + size, fe - (a + size));
-        }
-        void release(Address a, Bytes size)
-        {
-            auto seg = segmentOf(a);
-            if (seg == m_segments.end())
-                return;
-            uncount(seg->second);
-            seg->second.allocated -= size;
-            count(seg->second);
-            const Address segStart = seg->first, segEnd = seg->first + seg->second.size;
-            Address s = a, e = std::min(a + size, segEnd);
-            auto next = m_free.lower_bound(s);
-            if (next != m_free.begin()) {
-                auto prev = std::prev(next);
-                if (prev->first + prev->second > s)
-                    return; // already free: a double free the importer counted; ignore
-                if (prev->first >= segStart && prev->first + prev->second == s) {
-                    s = prev->first;
-                    dropSize(prev->second);
-                    m_free.erase(prev);
-                }
-            }
-            next = m_free.lower_bound(e);
-            if (next != m_free.end() && next->first == e && next->first < segEnd) {
-                e += next->second;
-                dropSize(next->second);
-                m_free.erase(next);
-            }
-            insertFree(s, e - s);
-        }
-        Bytes inactiveSplit() const { return m_inactiveSplit.value(); }
-        Bytes largestFree() const { return m_sizes.empty() ? 0 : m_sizes.rbegin()->first; }
+    using detail::SegmentLayout;
 
-    private:
-        struct Seg {
-            Bytes size = 0;
-            ByteTotal allocated; // blocks a hostile trace places in one segment may add up past 2^64
-        };
-        std::map<Address, Seg>::iterator segmentOf(Address a)
-        {
-            auto it = m_segments.upper_bound(a);
-            if (it == m_segments.begin())
-                return m_segments.end();
-            --it;
-            return a < it->first + it->second.size ? it : m_segments.end();
-        }
-        void count(const Seg& s)
-        {
-            if (s.allocated.value() > 0 && s.allocated.value() < s.size)
-                m_inactiveSplit += s.size - s.allocated.value();
-        }
-        void uncount(const Seg& s)
-        {
-            if (s.allocated.value() > 0 && s.allocated.value() < s.size)
-                m_inactiveSplit -= s.size - s.allocated.value();
-        }
-        void insertFree(Address a, Bytes size)
-        {
-            m_free[a] = size;
-            ++m_sizes[size];
-        }
-        void dropSize(Bytes size)
-        {
-            auto it = m_sizes.find(size);
-            if (it != m_sizes.end() && --it->second == 0)
-                m_sizes.erase(it);
-        }
-        std::map<Address, Seg> m_segments;
-        std::map<Address, Bytes> m_free;
-        std::map<Bytes, std::uint32_t> m_sizes;
-        ByteTotal m_inactiveSplit;
-    };
 
-    bool isReservedCounter(std::string_view name)
-    {
-        return name == "Total Reserved" || name == "reserved" || name == "bytes_reserved";
-    }
-    bool isAllocatedCounter(std::string_view name)
-    {
-        return name == "Total Allocated" || name == "allocated" || name == "bytes_allocated";
-    }
 } // namespace
+
+bool isReservedCounter(std::string_view name)
+{
+    return name == "Total Reserved" || name == "reserved" || name == "bytes_reserved";
+}
+bool isAllocatedCounter(std::string_view name)
+{
+    return name == "Total Allocated" || name == "allocated" || name == "bytes_allocated";
+}
 
 Timeline Timeline::build(const Trace& trace)
 {

@@ -86,6 +86,10 @@ struct DeviceTimeline {
     Bytes internal(std::size_t i) const { return allocated[i] >= requested[i] ? allocated[i] - requested[i] : 0; }
 };
 
+// The recorded counters the reserved and recordedAllocated series are sampled from (see the header comment).
+bool isReservedCounter(std::string_view name);
+bool isAllocatedCounter(std::string_view name);
+
 class Timeline {
 public:
     Timeline() = default;

@@ -1,6 +1,7 @@
 // gpumem analyze TRACE — memory summary (torch.cuda.memory_summary() layout), fragmentation, steps and
 // leaks, and what was live at the peak grouped by module, category, site, size class and stream.
 #include "analyze/analysis_report.h"
+#include "analyze/bounded_analysis.h"
 #include "analyze/category_rules.h"
 #include "analyze/code_tree.h"
 #include "analyze/diagnosis.h"
@@ -12,13 +13,20 @@
 #include "cli/command.h"
 #include "core/display_width.h"
 #include "core/error.h"
+#include "core/event_source.h"
 #include "core/file_io.h"
+#include "core/gmt_format.h"
 #include "core/message_quote.h"
 #include "importers/importer_registry.h"
 #include "core/units.h"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -26,19 +34,29 @@ namespace gpumem::cli {
 
 // Shared by analyze, diff and report: --at values → InstantSpecs, --by values → GroupBys.
 // A time outside the memory events is refused rather than snapped to the nearest event.
+namespace {
+    // A time outside [first, last] (the trace's memory events) is refused rather than snapped to the nearest event.
+    void checkInstantRange(const std::vector<std::string>& at, const std::vector<analyze::InstantSpec>& specs, TimeNs origin,
+        TimeNs first, TimeNs last)
+    {
+        for (std::size_t k = 0; k < at.size() && k < specs.size(); ++k)
+            if (const auto& s = specs[k]; s.kind == analyze::InstantSpec::Kind::Time && (s.time < first || s.time > last))
+                throw UsageError("--at '" + at[k] + "' is outside the trace's memory events, which span " + formatOffsetBetween(origin, first)
+                    + " to " + formatOffsetBetween(origin, last) + " from the trace start (@" + std::to_string(first) + " to @"
+                    + std::to_string(last) + ")");
+    }
+} // namespace
+
+// Shared by analyze, diff and report: --at values → InstantSpecs, --by values → GroupBys.
 std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& at, const Trace& trace)
 {
     const auto& time = trace.memory().time;
-    const TimeNs first = time.empty() ? 0 : time.front(), last = time.empty() ? 0 : time.back();
     const TimeNs origin = analyze::traceSpan(trace).start; // offsets count from the trace start, as info's
     std::vector<analyze::InstantSpec> specs;
     for (const auto& a : at) {
         specs.push_back(analyze::InstantSpec::parse(a, origin));
-        const auto& s = specs.back();
-        if (s.kind == analyze::InstantSpec::Kind::Time && !time.empty() && (s.time < first || s.time > last))
-            throw UsageError("--at '" + a + "' is outside the trace's memory events, which span " + formatOffsetBetween(origin, first)
-                + " to " + formatOffsetBetween(origin, last) + " from the trace start (@" + std::to_string(first) + " to @"
-                + std::to_string(last) + ")");
+        if (!time.empty())
+            checkInstantRange({ a }, { specs.back() }, origin, time.front(), time.back());
     }
     return specs;
 }
@@ -207,6 +225,9 @@ namespace {
             const std::string path = vm["trace"].as<std::string>();
             LoadOptions load;
             load.strict = vm.count("strict") > 0;
+            if (format != "folded" && !byStack && !byLine && !vm.count("categories") && !load.strict && isGmtFile(path))
+                if (auto done = runBounded(vm, path, format, report, out, err))
+                    return *done;
             Trace trace = loadTrace(path, load);
             analyze::AnalysisOptions options;
             options.device = deviceOption(vm, trace, path);
@@ -239,13 +260,7 @@ namespace {
             if ((byStack || byLine) && (format == "folded" || (vm.count("by") && tables.empty())))
                 return runStackViews(trace, analysis, path, byStack, byLine ? vm["source"].as<std::string>() : std::string(), fold,
                         report.top, format, out);
-            // A profiler trace starts after the model was loaded: say how much the breakdowns cannot see.
-            if (!analysis.empty)
-                if (auto note = analyze::memoryBeforeTheTraceNote(analysis.fragmentation.openingAllocated))
-                    err << analyze::wrapText("note: " + *note
-                            + ": the breakdowns cover what was allocated inside the trace; the lower bound holds it "
-                              "from the start, as the recorded counters do",
-                        100);
+            noteMemoryBeforeTheTrace(analysis, err);
             if (format == "json") {
                 auto j = analyze::analysisToJson(trace, analysis, path, report);
                 if (byStack)
@@ -269,6 +284,104 @@ namespace {
         }
 
     private:
+        // A trace of more events than this is not loaded whole for what the passes cannot give (about 150
+        // bytes an event in memory: 2 GiB); over it, the text's verdict is not proven by replay. The
+        // environment variable GPUMEM_ANALYZE_IN_MEMORY_EVENTS replaces it (tests use 0).
+        static constexpr std::uint64_t kInMemoryEvents = 14'000'000;
+        static std::uint64_t inMemoryEvents()
+        {
+            const char* v = std::getenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
+            if (!v || !*v)
+                return kInMemoryEvents;
+            char* end = nullptr;
+            const unsigned long long n = std::strtoull(v, &end, 10);
+            return end && *end == '\0' ? n : kInMemoryEvents;
+        }
+
+        static bool isGmtFile(const std::string& path)
+        {
+            std::ifstream in(path, std::ios::binary);
+            char magic[sizeof kGmtMagic] = {};
+            return in.read(magic, sizeof magic) && std::equal(std::begin(magic), std::end(magic), std::begin(kGmtMagic));
+        }
+
+        // `gpumem analyze` of a .gmt in passes over its chunks (analyze/bounded_analysis.h), without holding
+        // the trace; nullopt when the trace is to be analysed in memory instead: the passes need it (memory
+        // counters, …), or the text's verdict does (explain's replays) and the trace fits kInMemoryEvents.
+        static std::optional<int> runBounded(const po::variables_map& vm, const std::string& path, const std::string& format,
+            const analyze::ReportOptions& report, std::ostream& out, std::ostream& err)
+        {
+            auto source = openGmtSource(path);
+            const std::uint64_t events = source->eventCount(), budget = inMemoryEvents();
+            if (format == "text" && events <= budget)
+                return std::nullopt;
+            const Trace& skeleton = source->skeleton();
+            analyze::AnalysisOptions options;
+            options.device = deviceOption(vm, skeleton, path);
+            const auto at = vm.count("at") ? vm["at"].as<std::vector<std::string>>() : std::vector<std::string> {};
+            if (!at.empty()) {
+                const TimeNs origin = analyze::sourceOrigin(*source);
+                for (const auto& a : at)
+                    options.instants.push_back(analyze::InstantSpec::parse(a, origin));
+            }
+            auto bounded = analyze::analyzeSource(*source, options);
+            if (!bounded.needsTrace.empty()) {
+                if (events > budget)
+                    err << analyze::wrapText("note: " + textForTerminal(path) + " is read whole (" + std::to_string(events)
+                            + " events): the analysis needs the trace in memory for " + bounded.needsTrace,
+                        100);
+                return std::nullopt;
+            }
+            const auto& analysis = bounded.analysis;
+            checkInstantRange(at, options.instants, analysis.origin, analysis.firstEventTime, analysis.lastEventTime);
+            for (std::size_t k = 0; k < at.size(); ++k) {
+                const auto& spec = options.instants[k];
+                if (spec.kind == analyze::InstantSpec::Kind::PeakReserved && !analysis.hasReserved)
+                    throw UsageError("--at '" + at[k] + "': the trace has no reserved peak on " + analysis.deviceLabel
+                        + " (no segment events or reserved counter); give --at peak or a time");
+            }
+            if (!analysis.empty)
+                for (std::size_t k = 0; k < at.size(); ++k)
+                    if (const auto& spec = options.instants[k];
+                        spec.kind == analyze::InstantSpec::Kind::Time && spec.time < analysis.deviceFirstTime)
+                        throw UsageError("--at '" + at[k] + "' is before the first memory event of " + analysis.deviceLabel + ", at "
+                            + formatOffsetBetween(analysis.origin, analysis.deviceFirstTime) + " from the trace start (@"
+                            + std::to_string(analysis.deviceFirstTime) + "); give a later time or --device");
+            noteMemoryBeforeTheTrace(analysis, err);
+            if (format == "json")
+                out << analyze::analysisToJson(skeleton, analysis, path, report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                    << '\n';
+            else if (format == "csv")
+                analyze::writeAnalysisCsv(analysis, path, report, out);
+            else {
+                // The verdict still leads; its remedies are explain's replays, which need the trace in memory.
+                if (!analysis.empty) {
+                    analyze::Diagnosis d;
+                    d.verdict = (analysis.fragmentation.headline
+                                        ? formatBytes(analysis.fragmentation.headline->beyond()) + " ("
+                                            + analyze::percent(analysis.fragmentation.headline->share()) + ") reserved beyond live at the "
+                                            + analysis.fragmentation.headline->moment + "; "
+                                        : std::string())
+                        + "remedies were not proven by replay: the trace (" + std::to_string(events)
+                        + " events) is over the in-memory budget; 'gpumem explain' replays them";
+                    out << analyze::verdictLines(d) << '\n';
+                }
+                analyze::writeAnalysisText(skeleton, analysis, path, report, out);
+            }
+            return kExitOk;
+        }
+
+        // A profiler trace starts after the model was loaded: say how much the breakdowns cannot see.
+        static void noteMemoryBeforeTheTrace(const analyze::Analysis& analysis, std::ostream& err)
+        {
+            if (!analysis.empty)
+                if (auto note = analyze::memoryBeforeTheTraceNote(analysis.fragmentation.openingAllocated))
+                    err << analyze::wrapText("note: " + *note
+                            + ": the breakdowns cover what was allocated inside the trace; the lower bound holds it "
+                              "from the start, as the recorded counters do",
+                        100);
+        }
+
         static void printFoldRules(std::ostream& out)
         {
             out << "Frames folded away from every stack shown (docs/stacks.md; --all-frames keeps them).\n"

@@ -1,0 +1,48 @@
+#pragma once
+// `gpumem analyze` in bounded memory (issue 22; docs/analysis.md §Memory and streaming): the Analysis of
+// analyzeTrace() computed in passes over a MemoryEventSource (core/event_source.h) instead of a Trace held
+// whole. Resident memory grows with what the answer needs — the blocks live at once, per-device running
+// figures, the analyzed device's alloc sizes (8 bytes an alloc, for step detection by periodicity), the
+// steps and the blocks live at each instant broken down — not with the event count.
+//
+// Passes: (0, only for a trace with free_completed events: which frees a completion follows, one bit an
+// event; the first try of pass 1 stops at the first such event) (1) every device: pairing, the series' running figures (stats, peaks, fragmentation, the headline,
+// the lower bound), the instants' event indices, the step-detection inputs; (2) only when steps were found:
+// the analyzed device's per-step figures and phase marks; (3) the analyzed device again: the blocks live at
+// each instant, their categories (recorded, or inferred once each block's free is seen), leaks and the
+// inference agreement.
+//
+// What the passes do not compute: an Analysis::timeline (it is per event; the report writers read
+// Analysis::hasReserved, reservedSource, firstEventTime… instead), the per-allocation category vectors, and
+// the figures that need the timeline or the whole trace. For those, `needsTrace` says why and the Analysis
+// is not to be used: memory counters (recorded reserved/allocated), category rules, a
+// tracer's allocation sources, step-like user ranges, and an alloc-size period (its boundaries need the
+// allocated series at random points). The caller then
+// analyses the trace in memory (analyzeTrace), when it fits.
+//
+// Thread-safety: one call at a time per source (a source is not thread-safe); the result is a value.
+#include "analyze/analysis.h"
+#include "core/event_source.h"
+
+#include <string>
+
+namespace gpumem::analyze {
+
+struct BoundedAnalysis {
+    // Equal to analyzeTrace()'s on the same trace (except `timeline`, empty, and the per-allocation vectors
+    // categories, inferred, categorySources, empty) when needsTrace is empty.
+    Analysis analysis;
+    // What needs the trace in memory ("memory counters", …); "" when the passes gave the whole answer.
+    std::string needsTrace;
+    int passes = 0; // over the source's memory events
+};
+
+// Throws UsageError for a device index the trace does not have (as analyzeTrace), Cancelled when
+// options.progress says so, and what the source throws (FormatError naming the file and offset).
+BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOptions& options = {});
+
+// The trace start (traceSpan() of the whole trace: its earliest memory event, kernel, annotation or counter
+// sample) from the skeleton, the kernels and the first chunk alone; 0 for a trace without records.
+TimeNs sourceOrigin(const MemoryEventSource& source);
+
+} // namespace gpumem::analyze

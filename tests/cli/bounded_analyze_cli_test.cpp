@@ -1,0 +1,50 @@
+// `gpumem analyze --format json|csv` on a .gmt runs in passes over its chunks (analyze/bounded_analysis.h):
+// its output equals the in-memory analysis of the same file (--strict reads the trace whole), on traces with
+// two devices, marker steps, ProfilerStep# steps with guessed phases (mlp_train) and a snapshot.
+#include "cli_runner.h"
+
+#include <gtest/gtest.h>
+
+using gpumem::test::runCli;
+
+TEST(BoundedAnalyzeCli, GmtOutputEqualsTheInMemoryAnalysis)
+{
+    const auto dir = gpumem::test::scratchDir("bounded_analyze");
+    for (const char* trace : { "tests/data/tiny_alloc_free.jsonl", "tests/data/two_devices_streams.jsonl",
+             "tests/data/marker_steps.jsonl", "traces/mlp_train.jsonl", "tests/data/snapshot/protocol_2.pickle" }) {
+        const std::string gmt = (dir / "trace.gmt").string();
+        ASSERT_EQ(runCli(std::string("convert ") + trace + " -o '" + gmt + "'").exitCode, 0) << trace;
+        for (const char* args : { "--format json", "--format csv", "--format json --at reserved-peak --at 1ms", "--format csv --by site --top 3" }) {
+            const auto bounded = runCli(std::string("analyze ") + args + " '" + gmt + "'");
+            const auto whole = runCli(std::string("analyze --strict ") + args + " '" + gmt + "'");
+            EXPECT_EQ(bounded.exitCode, whole.exitCode) << trace << ' ' << args;
+            EXPECT_EQ(bounded.out, whole.out) << trace << ' ' << args;
+            EXPECT_EQ(bounded.err, whole.err) << trace << ' ' << args;
+            EXPECT_FALSE(bounded.out.empty() && bounded.err.empty()) << trace << ' ' << args;
+        }
+    }
+}
+
+TEST(BoundedAnalyzeCli, TextOverTheInMemoryBudgetLeadsWithAVerdictThatNamesExplain)
+{
+    // Over the budget (here 0 events) text analyze prints the summary from the passes; the verdict, which
+    // needs explain's replays of the trace held whole, says its remedies were not proven and names explain.
+    const auto dir = gpumem::test::scratchDir("bounded_analyze_text");
+    const std::string gmt = (dir / "mlp.gmt").string();
+    ASSERT_EQ(runCli("convert traces/mlp_train.jsonl -o '" + gmt + "'").exitCode, 0);
+    const auto whole = runCli("analyze '" + gmt + "'");
+    ::setenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS", "0", 1);
+    const auto bounded = runCli("analyze '" + gmt + "'");
+    ::unsetenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
+    ASSERT_EQ(bounded.exitCode, 0) << bounded.err;
+    EXPECT_EQ(bounded.out.rfind("verdict: ", 0), 0u) << bounded.out;
+    std::string verdict = bounded.out.substr(0, bounded.out.find("\n\n"));
+    for (std::size_t at; (at = verdict.find("\n         ")) != std::string::npos;) // the verdict's continuation lines
+        verdict.replace(at, 10, " ");
+    EXPECT_NE(verdict.find("remedies were not proven by replay"), std::string::npos) << verdict;
+    EXPECT_NE(verdict.find("gpumem explain"), std::string::npos) << verdict;
+    EXPECT_NE(verdict.find("reserved beyond live"), std::string::npos) << verdict;
+    // After the verdict, the summary is the in-memory one.
+    ASSERT_NE(whole.out.find("\n\n"), std::string::npos);
+    EXPECT_EQ(bounded.out.substr(bounded.out.find("\n\n")), whole.out.substr(whole.out.find("\n\n")));
+}
