@@ -19,6 +19,8 @@
 #include <set>
 #include <sstream>
 
+#include <unistd.h>
+
 using namespace gpumem;
 using namespace gpumem::analyze;
 
@@ -76,7 +78,8 @@ std::vector<AnalysisOptions> optionSets(const Trace& trace)
 bool checkTrace(const std::string& name, const Trace& trace)
 {
     bool complete = true;
-    const std::string gmt = (std::filesystem::temp_directory_path() / "bounded_analysis_test.gmt").string();
+    const std::string gmt = (std::filesystem::temp_directory_path()
+        / ("bounded_analysis_test_" + std::to_string(::getpid()) + ".gmt")).string(); // one per process: ctest -j runs the tests of this file at once
     writeGmt(trace, gmt, 5);
     for (const auto& options : optionSets(trace)) {
         const Analysis whole = analyzeTrace(trace, options);
