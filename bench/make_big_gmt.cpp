@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -46,10 +47,18 @@ Args parse(int argc, char** argv)
         if (i + 1 >= argc)
             usage(("missing value after " + arg).c_str());
         const char* v = argv[++i];
-        if (arg == "--events")
-            a.events = std::strtoull(v, nullptr, 10);
-        else if (arg == "--layers")
-            a.layers = std::atoi(v);
+        if (arg == "--events" || arg == "--layers") {
+            // Digits only: strtoull would read "-5" as 2^64 - 5 and write until the disk is full.
+            std::uint64_t n = 0;
+            const std::string_view text(v);
+            const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+            if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+                usage((arg + " takes a positive whole number, not \"" + std::string(text) + "\"").c_str());
+            if (arg == "--events")
+                a.events = n;
+            else
+                a.layers = n > 100000 ? 0 : int(n);
+        }
         else if (arg == "-o" || arg == "--output")
             a.out = v;
         else

@@ -11,7 +11,7 @@
 #
 # usage: bench/scale.sh [--events N] [--limit BYTES] [--keep FILE] [--verbs "info analyze …"] [BUILD_DIR]
 #   N events (default 100000000: ~1.1 GB of .gmt, minutes of CPU), --limit the address-space cap of
-#   each process (default 8G; prlimit syntax), --keep writes the trace there and keeps it (default: a
+#   each process (default 8G; a size such as 8G, 512M or a byte count), --keep writes the trace there and keeps it (default: a
 #   temporary file, deleted at exit), --verbs a subset of: info analyze analyze-json replay report;
 #   BUILD_DIR holds cli/gpumem and bench/make_big_gmt (build/ci).
 # Needs prlimit (util-linux) and GNU time (/usr/bin/time).
@@ -19,15 +19,25 @@ set -euo pipefail
 events=100000000 limit=8G build=build/ci keep="" verbs="info analyze analyze-json replay report"
 while [ $# -gt 0 ]; do
   case "$1" in
+    --events|--limit|--keep|--verbs)
+      [ $# -ge 2 ] || { echo "scale.sh: $1 needs a value (see --help)" >&2; exit 2; } ;;
+  esac
+  case "$1" in
     --events) events=$2; shift 2 ;;
     --limit) limit=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
     --verbs) verbs=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "scale.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) build=$1; shift ;;
   esac
 done
+# Checked before minutes of generating: the count, the verbs and the limit.
+case "$events" in ''|*[!0-9]*|0) echo "scale.sh: --events takes a positive whole number, not '$events'" >&2; exit 2 ;; esac
+for verb in $verbs; do
+  case "$verb" in info|analyze|analyze-json|replay|report) ;; *) echo "scale.sh: unknown verb $verb (info analyze analyze-json replay report)" >&2; exit 2 ;; esac
+done
+limitBytes=$(numfmt --from=iec "$limit" 2>/dev/null) || { echo "scale.sh: --limit '$limit' is not a size (e.g. 8G, 8589934592)" >&2; exit 2; }
 gpumem="$build/cli/gpumem" generator="$build/bench/make_big_gmt"
 for tool in prlimit /usr/bin/time "$gpumem" "$generator"; do
   command -v "$tool" >/dev/null || { echo "scale.sh: $tool not found (build the gpumem and make_big_gmt targets)" >&2; exit 1; }
@@ -39,7 +49,7 @@ cpu="" kib="" ok=0
 
 # runs "$@" under the limit; sets cpu (s), kib (peak RSS), ok (0/1)
 measure() {
-  if prlimit --as="$(numfmt --from=iec "$limit")" /usr/bin/time -f "%U %S %M" -o "$tmp/time" "$@" >"$tmp/out" 2>"$tmp/stderr"; then
+  if prlimit --as="$limitBytes" /usr/bin/time -f "%U %S %M" -o "$tmp/time" "$@" >"$tmp/out" 2>"$tmp/stderr"; then
     ok=1
   else
     ok=0

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -293,9 +294,14 @@ namespace {
             const char* v = std::getenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
             if (!v || !*v)
                 return kInMemoryEvents;
-            char* end = nullptr;
-            const unsigned long long n = std::strtoull(v, &end, 10);
-            return end && *end == '\0' ? n : kInMemoryEvents;
+            // Digits only (strtoull would take "-1" as 2^64 - 1 and " 5" as 5): anything else is a usage error.
+            std::uint64_t n = 0;
+            const std::string_view text(v);
+            const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+            if (ec != std::errc() || end != text.data() + text.size())
+                throw UsageError("GPUMEM_ANALYZE_IN_MEMORY_EVENTS='" + std::string(text)
+                    + "' is not a whole number of events (e.g. 14000000; 0 streams every .gmt); unset it for the default");
+            return n;
         }
 
         static bool isGmtFile(const std::string& path)

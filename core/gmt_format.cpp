@@ -1007,6 +1007,32 @@ namespace {
         return bytes.view(at, kChunkHeaderSize + length);
     }
 
+    // Whether the chunk at `at` (which wholeChunk found whole in the file) has a valid checksum, computed
+    // over pieces of at most 4 MiB: a damaged length must not cost a buffer of the size it claims, which a
+    // FileWindow view of the whole chunk would allocate (up to 4 GiB) before the checksum could refuse it.
+    template <typename Bytes> bool chunkIntact(const Bytes& bytes, std::size_t at)
+    {
+        char header[kChunkHeaderSize];
+        std::memcpy(header, bytes.view(at, kChunkHeaderSize).data(), kChunkHeaderSize);
+        const std::uint32_t length = detail::getU32(header + 4);
+        std::uint32_t c = crcUpdate(0, std::string_view(header, 12));
+        constexpr std::size_t kPiece = std::size_t(4) << 20;
+        for (std::size_t done = 0; done < length;) {
+            const std::size_t n = std::min<std::size_t>(kPiece, length - done);
+            c = crcUpdate(c, bytes.view(at + kChunkHeaderSize + done, n));
+            done += n;
+        }
+        return checksumOk(detail::getU32(header + 12), c);
+    }
+
+    // Whether the chunk at `at` lies whole in the file (its header and announced payload).
+    template <typename Bytes> bool chunkInFile(const Bytes& bytes, std::size_t at)
+    {
+        if (bytes.size() - at < kChunkHeaderSize)
+            return false;
+        return detail::getU32(bytes.view(at, kChunkHeaderSize).data() + 4) <= bytes.size() - at - kChunkHeaderSize;
+    }
+
     // Where a file whose reading stopped at `stop` before any memory event was read shows that it holds
     // memory events: the chunk at `stop` is a MEMV chunk (its type is readable), or a whole chunk further on
     // with a valid checksum is a MEMV chunk or an END chunk counting events. The search looks at every
@@ -1157,21 +1183,22 @@ namespace {
                 stop("truncated", "the file ends at offset " + std::to_string(bytes.size()) + " inside the header of a chunk at offset " + std::to_string(offset), offset);
                 break;
             }
-            const std::string_view chunk = wholeChunk(bytes, offset);
-            if (chunk.empty()) {
+            if (!chunkInFile(bytes, offset)) {
                 const char* h = bytes.view(offset, kChunkHeaderSize).data();
                 stop("truncated", "the file ends at offset " + std::to_string(bytes.size()) + " inside chunk " + chunkName(detail::getU32(h)) + " at offset "
                         + std::to_string(offset) + " (" + std::to_string(detail::getU32(h + 4)) + " payload bytes announced)",
                     offset);
                 break;
             }
-            const char* h = chunk.data();
-            const std::uint32_t type = detail::getU32(h), length = detail::getU32(h + 4), records = detail::getU32(h + 8);
-            std::string_view payload = chunk.substr(kChunkHeaderSize);
-            if (!checksumOk(detail::getU32(h + 12), chunkCrc(h, payload))) {
+            if (!chunkIntact(bytes, offset)) {
+                const std::uint32_t type = detail::getU32(bytes.view(offset, kChunkHeaderSize).data());
                 stop("corrupt_chunk", "checksum mismatch in chunk " + chunkName(type) + " at offset " + std::to_string(offset) + ": the rest of the file is ignored", offset);
                 break;
             }
+            const std::string_view chunk = wholeChunk(bytes, offset);
+            const char* h = chunk.data();
+            const std::uint32_t type = detail::getU32(h), length = detail::getU32(h + 4), records = detail::getU32(h + 8);
+            std::string_view payload = chunk.substr(kChunkHeaderSize);
             if (type == kEnd) {
                 Cursor c(payload);
                 std::uint64_t expected = c.varint();
@@ -1210,10 +1237,9 @@ namespace {
             // Whole chunks with valid checksums after the end chunk are data an early END hides (a damaged or
             // joined file; issue 21): said as an error naming them, not as a warning about stray bytes.
             std::size_t at = offset, whole = 0, events = 0;
-            for (std::string_view c; !(c = wholeChunk(bytes, at)).empty();) {
+            while (chunkInFile(bytes, at) && chunkIntact(bytes, at)) {
+                const std::string_view c = wholeChunk(bytes, at);
                 const char* ch = c.data();
-                if (!checksumOk(detail::getU32(ch + 12), chunkCrc(ch, c.substr(kChunkHeaderSize))))
-                    break;
                 ++whole;
                 if (detail::getU32(ch) == kMemory)
                     events += detail::getU32(ch + 8);

@@ -48,3 +48,21 @@ TEST(BoundedAnalyzeCli, TextOverTheInMemoryBudgetLeadsWithAVerdictThatNamesExpla
     ASSERT_NE(whole.out.find("\n\n"), std::string::npos);
     EXPECT_EQ(bounded.out.substr(bounded.out.find("\n\n")), whole.out.substr(whole.out.find("\n\n")));
 }
+
+// Review of issue 22: "-1" was read as 2^64 - 1 (text analyze then never streamed) and "text" silently
+// as the default; a value that is not a whole number is now a usage error naming the variable.
+TEST(BoundedAnalyzeCli, ABudgetThatIsNotAWholeNumberIsAUsageError)
+{
+    const auto dir = gpumem::test::scratchDir("bounded_analyze_budget");
+    const std::string gmt = (dir / "mlp.gmt").string(); // the budget is read for a .gmt input only
+    ASSERT_EQ(runCli("convert traces/mlp_train.jsonl -o '" + gmt + "'").exitCode, 0);
+    for (const char* value : { "-1", "text", " 5", "99999999999999999999999" }) {
+        SCOPED_TRACE(value);
+        ::setenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS", value, 1);
+        const auto r = runCli("analyze '" + gmt + "'");
+        ::unsetenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
+        EXPECT_EQ(r.exitCode, 2);
+        EXPECT_NE(r.err.find("GPUMEM_ANALYZE_IN_MEMORY_EVENTS='" + std::string(value) + "' is not a whole number"), std::string::npos) << r.err;
+        EXPECT_EQ(r.out, "");
+    }
+}

@@ -16,6 +16,7 @@
 
 namespace fs = std::filesystem;
 using gpumem::test::runCli;
+using gpumem::test::slurp;
 using namespace gpumem;
 
 namespace {
@@ -73,3 +74,35 @@ TEST(StreamingInfo, StrictFailsOnAPairingAnomalyOfAGmtFile)
 }
 
 } // namespace
+
+// A damaged chunk length must not cost a buffer of the size it claims (review of issue 22): the
+// streamed reader read the whole announced payload through its window before checking the checksum,
+// so one length byte set to 2 GiB in a file that long (sparse here) took 2 GiB of memory, and under a
+// memory limit the user saw only "out of memory". Now the checksum is computed piece by piece first.
+TEST(StreamingInfo, ADamagedChunkLengthCostsNoBufferOfItsSize)
+{
+    const fs::path dir = fs::temp_directory_path() / ("gpumem_streaming_length_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const std::string gmt = (dir / "length.gmt").string();
+    writeGmt(readJsonl(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/tiny_alloc_free.jsonl"), gmt, 5);
+    std::string bytes = slurp(gmt);
+    const std::uint32_t metaLen = std::uint8_t(bytes[12]) | std::uint8_t(bytes[13]) << 8 | std::uint8_t(bytes[14]) << 16
+        | std::uint32_t(std::uint8_t(bytes[15])) << 24;
+    const std::size_t firstChunk = 16 + metaLen + 4;
+    const std::uint32_t claimed = 0x7ffffff0u;
+    for (int i = 0; i < 4; ++i)
+        bytes[firstChunk + 4 + i] = char(claimed >> (8 * i));
+    std::ofstream(gmt, std::ios::binary | std::ios::trunc) << bytes;
+    fs::resize_file(gmt, firstChunk + 16 + std::uintmax_t(claimed) + 1024); // holes: no disk
+    const fs::path err = dir / "err.txt";
+    // 1 GiB of address space: enough for gpumem, not for a 2 GiB buffer.
+    const std::string cmd = "ulimit -v 1048576 && '" GPUMEM_CLI "' info '" + gmt + "' >/dev/null 2>'" + err.string() + "'";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_NE(WEXITSTATUS(status), 0);
+    const std::string message = slurp(err);
+    EXPECT_NE(message.find("checksum mismatch"), std::string::npos) << message;
+    EXPECT_NE(message.find("offset " + std::to_string(firstChunk)), std::string::npos) << message;
+    EXPECT_EQ(message.find("out of memory"), std::string::npos) << message;
+    fs::remove_all(dir);
+}
