@@ -19,7 +19,7 @@ namespace gpumem::analyze {
 namespace {
     __extension__ typedef __int128 Wide; // the lower bound's exact running sum (replay::livePeak)
 
-    std::uint64_t blockKey(DeviceId device, Address address) { return (std::uint64_t(device) << 52) ^ address; }
+    using gpumem::detail::blockKey;
 
     // Blocks live by (device, address), with the rules of Trace::allocations() (core/trace.cpp, TraceBody::pair):
     // an alloc at a live address leaves the earlier block live for ever (never freed), a free with no live

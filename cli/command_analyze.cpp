@@ -15,7 +15,6 @@
 #include "core/error.h"
 #include "core/event_source.h"
 #include "core/file_io.h"
-#include "core/gmt_format.h"
 #include "core/message_quote.h"
 #include "importers/importer_registry.h"
 #include "core/units.h"
@@ -25,7 +24,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
-#include <fstream>
 #include <iterator>
 #include <optional>
 #include <ostream>
@@ -304,11 +302,11 @@ namespace {
             return n;
         }
 
+        // As `gpumem info` decides (importers/importer_registry.h): the format the content shows.
         static bool isGmtFile(const std::string& path)
         {
-            std::ifstream in(path, std::ios::binary);
-            char magic[sizeof kGmtMagic] = {};
-            return in.read(magic, sizeof magic) && std::equal(std::begin(magic), std::end(magic), std::begin(kGmtMagic));
+            const Importer* importer = detectFormat(path);
+            return importer && importer->name() == "gmt";
         }
 
         // `gpumem analyze` of a .gmt in passes over its chunks (analyze/bounded_analysis.h), without holding

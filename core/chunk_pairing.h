@@ -69,7 +69,7 @@ public:
 
 private:
     static constexpr std::uint8_t kFree = 0, kLive = 1, kAwaiting = 2;
-    static std::uint64_t key(DeviceId device, Address address) { return (std::uint64_t(device) << 52) ^ address; }
+    static std::uint64_t key(DeviceId device, Address address) { return detail::blockKey(device, address); }
     std::uint32_t store(const Block& block, std::uint8_t state);
     void release(std::uint32_t slot);
 

@@ -133,7 +133,7 @@ namespace detail {
         AddressMap live;
         AddressMap awaitingCompletion;
         live.reserve(std::min<std::size_t>(allocs, 1u << 12));
-        auto key = [&](std::size_t i) { return (std::uint64_t(m.device[i]) << 52) ^ m.address[i]; };
+        auto key = [&](std::size_t i) { return blockKey(m.device[i], m.address[i]); };
         // Live blocks in address order, per device, for the segment_free check; kept only when the trace
         // has segment_free events.
         std::pmr::unsynchronized_pool_resource nodes;
@@ -196,7 +196,7 @@ namespace detail {
                     || !(inside->second < end || inside->second == m.address[i]))
                     break;
                 segmentFreeWithLive.add([&] {
-                    const std::uint32_t b = live.find((std::uint64_t(inside->first) << 52) ^ inside->second);
+                    const std::uint32_t b = live.find(blockKey(inside->first, inside->second));
                     const Bytes size = b == AddressMap::kNone ? 0 : m.size[allocations[b].allocEvent];
                     return "memory event " + std::to_string(i) + ": segment_free of " + std::to_string(m.size[i])
                         + " bytes at address " + std::to_string(m.address[i]) + " while the block of "

@@ -25,6 +25,10 @@
 
 namespace gpumem::detail {
 
+// A live block's key: (device, address) folded into 64 bits, device in the top 12. The one fold every
+// pairing uses (Trace::allocations, ChunkPairing, the bounded analysis), so their tables agree.
+inline std::uint64_t blockKey(std::uint64_t device, std::uint64_t address) { return (device << 52) ^ address; }
+
 class AddressMap {
 public:
     static constexpr std::uint32_t kNone = 0xffffffffu;
