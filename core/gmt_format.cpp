@@ -231,29 +231,60 @@ namespace {
                 p = end;
                 break;
             }
-            for (std::size_t i = 0; i < n; ++i)
-                store(detail::readVarint(p, end, bad));
+            detail::readVarints(p, end, n, bad, store);
             break;
         case kDelta: {
             if (len < n)
                 return false;
             std::uint64_t v = 0;
-            for (std::size_t i = 0; i < n; ++i) {
-                v += static_cast<std::uint64_t>(unzigzag(detail::readVarint(p, end, bad)));
+            detail::readVarints(p, end, n, bad, [&](std::uint64_t x) {
+                v += static_cast<std::uint64_t>(unzigzag(x));
                 store(v);
-            }
+            });
             break;
         }
-        case kDiffSize:
+        case kDiffSize: {
             if (!sizes || len < n)
                 return false;
-            for (std::size_t i = 0; i < n; ++i)
-                store(sizes[i] + static_cast<std::uint64_t>(unzigzag(detail::readVarint(p, end, bad))));
+            std::size_t i = 0;
+            detail::readVarints(p, end, n, bad, [&](std::uint64_t x) { store(sizes[i++] + static_cast<std::uint64_t>(unzigzag(x))); });
             break;
+        }
         default:
             return false;
         }
         return !bad && p == end && (!Bounded || n == 0 || max < limit);
+    }
+
+    // Whether decodeColumn<false>(c, n, column, 0, sizes) would accept the column (and leave c where it would),
+    // without storing a value: opening a streamed .gmt (openGmtSource) checks the columns that its index
+    // does not read this way, and decodes them in each pass. `hasSizes`: decodeColumn's sizes would be given.
+    bool checkColumn(Cursor& c, std::size_t n, bool hasSizes = false)
+    {
+        const std::uint8_t enc = c.byte();
+        const std::uint64_t len = c.varint();
+        std::string_view data = c.bytes(len);
+        if (c.failed())
+            return false;
+        const auto* p = reinterpret_cast<const unsigned char*>(data.data());
+        const auto* end = p + data.size();
+        bool bad = false;
+        switch (enc) {
+        case kConst:
+            detail::readVarint(p, end, bad);
+            return !bad && p == end;
+        case kLinear:
+            detail::readVarint(p, end, bad);
+            detail::readVarint(p, end, bad);
+            return !bad && p == end;
+        case kRaw:
+        case kDelta:
+            return detail::varintsExactly(p, end, n);
+        case kDiffSize:
+            return hasSizes && detail::varintsExactly(p, end, n);
+        default:
+            return false;
+        }
     }
 
     std::string jsonText(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
@@ -633,16 +664,26 @@ namespace {
     };
 
     // Appends the n events of a MEMV chunk's payload to `m`, pool 0 (a MEVX chunk after it may set
-    // them). False on a malformed payload; `m` is then as before.
-    bool decodeMemv(Cursor& c, std::uint32_t n, MemoryEventColumns& m, const MemvLimits& limits)
+    // them). False on a malformed payload; `m` is then as before. With checkOnly (opening a streamed
+    // file: the index reads time, kind and sequence only) the address, size, requested size and thread
+    // columns are checked as decodeColumn would and left empty: the same payloads are accepted, at a
+    // third of the cost (docs/streaming.md).
+    bool decodeMemv(Cursor& c, std::uint32_t n, MemoryEventColumns& m, const MemvLimits& limits, bool checkOnly = false)
     {
         const std::size_t before = m.count();
+        // The requested sizes may be coded as differences from the sizes (kDiffSize); an empty chunk reads none,
+        // so it needs no size column (whether one was allocated before must not decide what is accepted).
+        static constexpr Bytes kNoSizes[1] = { 0 };
+        auto wide = [&](std::vector<std::uint64_t>& column, bool diffFromSize = false) {
+            const Bytes* sizes = !diffFromSize ? nullptr : n == 0 ? kNoSizes : m.size.data() + before;
+            return checkOnly ? checkColumn(c, n, diffFromSize) : decodeColumn<false>(c, n, column, 0, sizes);
+        };
         // Reference columns must point at table rows read before this chunk.
         bool ok = (n == 0 || (limits.devices > 0 && limits.streams > 0)) && decodeColumn<false>(c, n, m.time)
             && decodeColumn<true>(c, n, m.kind, kMemvKindLimit) && decodeColumn<true>(c, n, m.device, limits.devices)
-            && decodeColumn<true>(c, n, m.stream, limits.streams) && decodeColumn<false>(c, n, m.address) && decodeColumn<false>(c, n, m.size)
-            && decodeColumn<false>(c, n, m.requestedSize, 0, m.size.data() + before) && decodeColumn<true>(c, n, m.scope, limits.scopes)
-            && decodeColumn<true>(c, n, m.site, limits.sites) && decodeColumn<false>(c, n, m.thread)
+            && decodeColumn<true>(c, n, m.stream, limits.streams) && wide(m.address) && wide(m.size)
+            && wide(m.requestedSize, true) && decodeColumn<true>(c, n, m.scope, limits.scopes)
+            && decodeColumn<true>(c, n, m.site, limits.sites) && wide(m.thread)
             && decodeColumn<false>(c, n, m.sequence) && decodeColumn<true>(c, n, m.category, kCategoryCount) && c.atEnd();
         if (!ok) // drop the partly decoded chunk so every column keeps the same length
             forEachColumn(m, [&](auto& v) { v.resize(before); });
@@ -926,7 +967,7 @@ namespace {
             if (streaming)
                 forEachColumn(m, [](auto& v) { v.clear(); });
             const std::size_t before = m.count();
-            if (!decodeMemv(c, n, m, MemvLimits { b.deviceCount(), b.streamCount(), b.scopeCount(), b.siteCount() }))
+            if (!decodeMemv(c, n, m, MemvLimits { b.deviceCount(), b.streamCount(), b.scopeCount(), b.siteCount() }, streaming))
                 return false;
             memvBegin = before;
             memvEnd = m.count();

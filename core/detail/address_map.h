@@ -18,7 +18,7 @@
 //
 // Values are 32-bit (TraceBuilder::build refuses traces of 2^32 events or more); 0xffffffff is the
 // empty slot. Value type; not thread-safe.
-#include "core/detail/flat_id_index.h"
+#include <cstddef>
 
 #include <cstdint>
 #include <vector>
@@ -42,7 +42,7 @@ public:
     void reserve(std::size_t entries)
     {
         std::size_t capacity = 16;
-        while (capacity < 2 * entries)
+        while (capacity < 4 * entries)
             capacity *= 2;
         if (capacity > m_slots.size())
             rehash(capacity);
@@ -64,7 +64,7 @@ public:
     // value already stored and replaces it (and its tag) with `value` and `tag`.
     std::uint32_t exchange(std::uint64_t key, std::uint32_t value, std::uint32_t tag = 0)
     {
-        if (2 * (m_count + 1) > m_slots.size())
+        if (4 * (m_count + 1) > m_slots.size())
             rehash(m_slots.empty() ? 16 : 2 * m_slots.size());
         for (std::size_t i = home(key);; i = (i + 1) & m_mask) {
             Slot& s = m_slots[i];
@@ -119,12 +119,17 @@ private:
         std::uint32_t tag = 0; // in what would be padding: the slot stays 16 bytes
     };
     static_assert(sizeof(Slot) == 16);
-    std::size_t home(std::uint64_t key) const { return static_cast<std::size_t>(mix64(key)) & m_mask; }
+    // Fibonacci hashing (Knuth, TAOCP vol. 3 §6.4): one multiply, the top bits. Block addresses are
+    // aligned and close together, and the product's top bits spread them as well as a full mix (fmix64)
+    // did here, at a third of its latency — the erase's shift-back computes the home of every entry it
+    // passes.
+    std::size_t home(std::uint64_t key) const { return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> m_shift); }
     void rehash(std::size_t capacity)
     {
         std::vector<Slot> old(capacity);
         old.swap(m_slots);
         m_mask = capacity - 1;
+        m_shift = 64 - static_cast<unsigned>(__builtin_ctzll(capacity));
         for (const Slot& s : old) {
             if (s.value == kNone)
                 continue;
@@ -137,6 +142,7 @@ private:
 
     std::vector<Slot> m_slots;
     std::size_t m_mask = 0;
+    unsigned m_shift = 64; // 64 - log2(capacity)
     std::size_t m_count = 0;
 };
 
