@@ -5,7 +5,7 @@
 // segment_free_with_live_block. What a streaming verb keeps instead of the whole trace's
 // allocations: one record per block live at once, not per event.
 //
-// Memory: the live blocks (a 40-byte record and a 16-byte AddressMap slot at most half full, ~72 bytes
+// Memory: the live blocks (a 40-byte record and 16-byte AddressMap slots at most a quarter full, ~104 bytes
 // each); with completions tracked, the freed blocks whose free_completed is still to come as well; after
 // the first segment_free, one std::set node (~48 bytes) per live block too (the segment check needs
 // the live blocks in address order). Value type; not thread-safe.

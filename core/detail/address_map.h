@@ -7,7 +7,8 @@
 // there). Addresses recur — an allocator hands the same few thousand addresses out again and again —
 // so the table stays as small as the set of blocks live at once, not the event count.
 //
-// Linear probing in a power-of-two table kept at most half full; erase shifts the following entries
+// Linear probing in a power-of-two table kept at most a quarter full (short runs: the erase walks its run
+// to the end); erase shifts the following entries
 // back (Knuth's algorithm R, TAOCP vol. 3 §6.4), so there are no tombstones and a long run of
 // alloc/free pairs never degrades the probes. 16 bytes a slot; grows by doubling, never shrinks.
 // heaptrack (src/util/pointermap.h) splits pointers into a page and a 16-bit offset to save memory
