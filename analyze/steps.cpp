@@ -258,26 +258,37 @@ std::size_t allocSizePeriod(std::span<const Bytes> sizes)
     const std::size_t n = sizes.size(), L = kSignatureLength;
     if (n < 3 * L)
         return 0;
-    // Rolling polynomial hash of every window of L sizes.
+    // Rolling polynomial hash of every window of L sizes, computed as it rolls (not stored: 8 bytes an alloc
+    // for a trace of millions of allocs; issue 22).
     constexpr std::uint64_t kBase = 1000003ULL;
     std::uint64_t pow = 1;
     for (std::size_t i = 0; i < L; ++i)
         pow *= kBase;
     auto mix = [](Bytes s) { return (s ^ (s >> 29)) * 0x9E3779B97F4A7C15ULL + 1; };
-    std::vector<std::uint64_t> hash(n - L + 1);
-    std::uint64_t h = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-        h = h * kBase + mix(sizes[i]);
-        if (i >= L)
-            h -= pow * mix(sizes[i - L]);
-        if (i + 1 >= L)
-            hash[i + 1 - L] = h;
-    }
+    const std::size_t windows = n - L + 1;
+    // Calls visit(q, hash of sizes[q, q + L)) for every window q in order.
+    static_assert((kSignatureLength & (kSignatureLength - 1)) == 0, "the ring of mixed sizes is indexed by a mask");
+    auto rollHashes = [&](auto&& visit) {
+        std::uint64_t h = 0, ring[kSignatureLength] = {}; // the mixed sizes of the window, each computed once
+        for (std::size_t i = 0; i < n; ++i) {
+            const std::uint64_t m = mix(sizes[i]);
+            h = h * kBase + m;
+            if (i >= L)
+                h -= pow * ring[i & (L - 1)];
+            ring[i & (L - 1)] = m;
+            if (i + 1 >= L)
+                visit(i + 1 - L, h);
+        }
+    };
     auto occurrences = [&](std::size_t anchor) {
+        std::uint64_t target = 0;
+        for (std::size_t i = anchor; i < anchor + L; ++i)
+            target = target * kBase + mix(sizes[i]);
         std::vector<std::size_t> occ;
-        for (std::size_t q = 0; q < hash.size(); ++q)
-            if (hash[q] == hash[anchor] && std::equal(sizes.begin() + q, sizes.begin() + q + L, sizes.begin() + anchor))
+        rollHashes([&](std::size_t q, std::uint64_t h) {
+            if (h == target && std::equal(sizes.begin() + q, sizes.begin() + q + L, sizes.begin() + anchor))
                 occ.push_back(q);
+        });
         return occ;
     };
     // Match share of S[i] == S[i + P], sampled on at most 200k positions.
@@ -292,7 +303,7 @@ std::size_t allocSizePeriod(std::span<const Bytes> sizes)
     std::size_t period = 0;
     double bestShare = 0.5; // below this, nothing repeats
     for (std::size_t anchor : { n / 3, n / 2, std::size_t(0) }) {
-        anchor = std::min(anchor, hash.size() - 1);
+        anchor = std::min(anchor, windows - 1);
         auto occ = occurrences(anchor);
         std::vector<std::size_t> candidates;
         for (auto q : occ)

@@ -226,8 +226,12 @@ namespace {
                         max = std::max<std::uint64_t>(max, p[i]);
                 }
                 bad = seen >= 0x80;
+                // Filled then overwritten: two loops the compiler vectorises, where push_back was one it could not.
+                const std::size_t at = column.size();
+                column.resize(at + n);
+                T* out = column.data() + at;
                 for (std::size_t i = 0; i < n; ++i)
-                    column.push_back(static_cast<T>(p[i]));
+                    out[i] = static_cast<T>(p[i]);
                 p = end;
                 break;
             }
