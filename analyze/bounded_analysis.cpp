@@ -149,7 +149,12 @@ namespace {
         std::vector<LiveBlock> snapshot;
         std::vector<std::uint8_t> snapshotFreed;
         CategoryAgreement agreementWithoutSteps; // every block, inferred as if there were no steps
+        std::vector<BucketSeries> charts; // with a ChartRequest: one per kChartKinds entry, from the device's first event
     };
+
+    // The series `gpumem report` draws (html_report.cpp memoryChart, fragmentationChart).
+    constexpr std::array<SeriesKind, 5> kChartKinds { SeriesKind::Allocated, SeriesKind::Active, SeriesKind::Reserved,
+        SeriesKind::LargestFree, SeriesKind::RecordedAllocated };
 
     bool fuller(const Point& p, const Point& than)
     {
@@ -254,7 +259,7 @@ namespace {
     // `pre`: pass 0, or null for a first try that throws NeedsCompletions at the first free_completed event
         // (a trace with a reserved counter has pass 0 first: which devices have segment events decides
         // which sample their counters).
-    Pass1 firstPass(const MemoryEventSource& source, const std::vector<TimeNs>& timeSpecs, const Prepass* pre)
+    Pass1 firstPass(const MemoryEventSource& source, const std::vector<TimeNs>& timeSpecs, const Prepass* pre, const ChartRequest* charts)
     {
         const Trace& skeleton = source.skeleton();
         const std::vector<std::uint64_t>* completed = pre ? &pre->completed : nullptr;
@@ -531,6 +536,16 @@ namespace {
                 }
                 r.previousWaste = wasteAt(pt);
                 r.previousTime = pt.time;
+                if (charts) {
+                    if (r.charts.empty())
+                        for (std::size_t k = 0; k < kChartKinds.size(); ++k)
+                            r.charts.emplace_back(charts->begin, charts->end, charts->n);
+                    r.charts[0].add(pt.time, pt.allocated);
+                    r.charts[1].add(pt.time, pt.active);
+                    r.charts[2].add(pt.time, pt.reserved);
+                    r.charts[3].add(pt.time, pt.largestFree);
+                    r.charts[4].add(pt.time, pt.recordedAllocated);
+                }
                 r.lowPeak = std::max(r.lowPeak, r.lowLive);
                 r.lowPeakLessFreed = std::max(r.lowPeakLessFreed, r.lowLive - r.freedBefore);
                 for (std::size_t k = 0; k < timeSpecs.size(); ++k)
@@ -1002,7 +1017,7 @@ TimeNs sourceOrigin(const MemoryEventSource& source)
     return lo <= hi ? lo : 0;
 }
 
-BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOptions& options)
+BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOptions& options, const ChartRequest* charts)
 {
     auto progress = [&](double done) {
         if (options.progress && !options.progress(done))
@@ -1037,10 +1052,10 @@ BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOpt
             if (tooLongForBits)
                 throw NeedsCompletions {};
             const Prepass pre = prePass(source);
-            p1 = firstPass(source, timeSpecs, &pre);
+            p1 = firstPass(source, timeSpecs, &pre, charts);
             out.passes = 2;
         } else {
-            p1 = firstPass(source, timeSpecs, nullptr);
+            p1 = firstPass(source, timeSpecs, nullptr, charts);
             out.passes = 1;
         }
     } catch (const NeedsCompletions&) {
@@ -1049,7 +1064,7 @@ BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOpt
             return out;
         }
         const Prepass pre = prePass(source);
-        p1 = firstPass(source, timeSpecs, &pre);
+        p1 = firstPass(source, timeSpecs, &pre, charts);
         out.passes = 3;
     }
     progress(0.4);
@@ -1094,6 +1109,19 @@ BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOpt
     if (!dev || dev->events == 0)
         return out;
     a.empty = false;
+    if (charts) {
+        // The columns Timeline::build gives the device: reserved with segment events or a reserved counter,
+        // largest free with segment events, the recorded allocated counter beside a reserved one.
+        ChartBuckets c;
+        c.start = p1.firstTime;
+        c.end = p1.lastTime;
+        auto& r = p1.devices[d];
+        const std::array<bool, kChartKinds.size()> present { true, true, a.hasReserved, dev->segments, dev->recordedCounter };
+        for (std::size_t k = 0; k < kChartKinds.size(); ++k)
+            if (present[k] && k < r.charts.size())
+                c.series[static_cast<std::size_t>(kChartKinds[k])] = r.charts[k].finish();
+        out.charts = std::move(c);
+    }
 
     // analysis.cpp computeStats, computeFragmentation, headlineOf.
     auto& st = a.stats;
@@ -1244,8 +1272,11 @@ BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOpt
                 b.category = inferred;
             live.push_back(b);
         }
-        for (const auto& i : resolved)
+        for (const auto& i : resolved) {
             a.breakdowns.push_back(breakdownOf(skeleton, i, live, !a.categoriesRecorded));
+            if (charts) // the report draws its flame graph from them
+                a.breakdowns.back().blocks = live;
+        }
         if (a.categoriesRecorded) {
             a.agreementAtPeak = atPeak;
             a.agreementAll = dev->agreementWithoutSteps;
@@ -1256,8 +1287,12 @@ BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOpt
     const Pass3 p3 = blockPass(source, d, events, a.steps, a.categoriesRecorded, dev->rebuilt, growing);
     ++out.passes;
     progress(0.8);
-    for (const auto& i : resolved)
-        a.breakdowns.push_back(breakdownOf(skeleton, i, captureAt(p3, i.eventIndex).blocks, !a.categoriesRecorded));
+    for (const auto& i : resolved) {
+        const auto& live = captureAt(p3, i.eventIndex).blocks;
+        a.breakdowns.push_back(breakdownOf(skeleton, i, live, !a.categoriesRecorded));
+        if (charts)
+            a.breakdowns.back().blocks = live;
+    }
     if (growing)
         nameLeakSites(skeleton, a.steps, p3.survivors, a.leaks);
     if (a.categoriesRecorded) {

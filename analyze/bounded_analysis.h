@@ -22,11 +22,21 @@
 //
 // Thread-safety: one call at a time per source (a source is not thread-safe); the result is a value.
 #include "analyze/analysis.h"
+#include "analyze/timeline.h"
 #include "core/event_source.h"
+
+#include <optional>
 
 #include <string>
 
 namespace gpumem::analyze {
+
+// The time charts of `gpumem report` (analyze/html_report.h) computed in pass 1: n buckets over [begin, end)
+// of each series of every device, as DeviceTimeline::buckets gives them over the in-memory timeline.
+struct ChartRequest {
+    TimeNs begin = 0, end = 0;
+    std::size_t n = 0;
+};
 
 struct BoundedAnalysis {
     // Equal to analyzeTrace()'s on the same trace (except `timeline`, empty, and the per-allocation vectors
@@ -35,11 +45,14 @@ struct BoundedAnalysis {
     // What needs the trace in memory ("memory counters", …); "" when the passes gave the whole answer.
     std::string needsTrace;
     int passes = 0; // over the source's memory events
+    std::optional<ChartBuckets> charts; // with a ChartRequest, when the analysis found a device with events
 };
 
 // Throws UsageError for a device index the trace does not have (as analyzeTrace), Cancelled when
 // options.progress says so, and what the source throws (FormatError naming the file and offset).
-BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOptions& options = {});
+// With `charts`, pass 1 also buckets every series of every device (7 × n buckets a device; Requested and
+// InactiveSplit are bucketed too, for a caller that draws them).
+BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOptions& options = {}, const ChartRequest* charts = nullptr);
 
 // The trace start (traceSpan() of the whole trace: its earliest memory event, kernel, annotation or counter
 // sample) from the skeleton, the kernels and the first chunk alone; 0 for a trace without records.

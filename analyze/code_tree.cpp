@@ -45,14 +45,20 @@ std::optional<std::string> CodeTree::location(CodeNodeId id) const
     return n.line ? n.file + ":" + std::to_string(n.line) : n.file;
 }
 
-CodeTree buildCodeTree(const Trace& trace, std::span<const std::size_t> indices, const FoldOptions& options)
+// One block as the tree places it: its size, its site, whether it is among the blocks from before the trace
+// window, and whether its stack is known (not taken from its later free).
+struct CodeTreeBlock {
+    Bytes size = 0;
+    SiteId site = 0;
+    bool beforeWindow = false, stackKnown = true;
+};
+
+CodeTree buildCodeTreeOf(const Trace& trace, std::span<const CodeTreeBlock> blocks, const FoldOptions& options)
 {
     CodeTree tree;
     auto& nodes = tree.m_nodes;
     nodes.push_back({});
     nodes[0].label = "all";
-    const auto& m = trace.memory();
-    const auto allocations = trace.allocations();
     StackFolder folder(trace, options);
     std::map<std::pair<CodeNodeId, FrameId>, CodeNodeId> childOf; // (parent, frame) → node
     auto child = [&](CodeNodeId parent, FrameId frame, std::string_view syntheticLabel) {
@@ -77,36 +83,21 @@ CodeTree buildCodeTree(const Trace& trace, std::span<const std::size_t> indices,
     };
     // Synthetic children use frame ids no frame has, so they never meet a real frame's node.
     constexpr FrameId kNoStackKey = kNoFrame, kBeforeKey = kNoFrame - 1;
-    std::vector<std::size_t> firstWindow(trace.devices().size(), 0);
-    for (DeviceId d = 0; d < firstWindow.size(); ++d)
-        if (replay::initialStateEventCount(trace, d) > 0)
-            firstWindow[d] = replay::firstWindowEvent(trace, d);
-
-    for (auto i : indices) {
-        if (i >= allocations.size() || allocations[i].allocEvent == kNoIndex)
-            continue;
-        const auto& a = allocations[i];
-        const auto ev = a.allocEvent;
-        const Bytes size = m.size[ev];
-        const SiteId site = m.site[ev];
+    for (const auto& b : blocks) {
         CodeNodeId at = 0;
-        bool stackKnown = true;
-        if (m.device[ev] < firstWindow.size() && ev < firstWindow[m.device[ev]]) {
+        if (b.beforeWindow)
             at = child(0, kBeforeKey, kBeforeTraceLabel);
-            // The importer's stack for such a block may be that of its later free (peak_breakdown.cpp).
-            stackKnown = !(a.freeEvent != kNoIndex && m.site[a.freeEvent] == site && site != 0);
-        }
-        const auto stack = stackKnown ? folder.stack(site) : std::span<const FrameId> {};
+        const auto stack = b.stackKnown ? folder.stack(b.site) : std::span<const FrameId> {};
         if (stack.empty() && at == 0) {
             at = child(0, kNoStackKey, kNoStackLabel);
         }
         for (FrameId f : stack)
             at = child(at, f, {});
         auto& leaf = nodes[at];
-        leaf.selfBytes = addSaturated(leaf.selfBytes, size);
+        leaf.selfBytes = addSaturated(leaf.selfBytes, b.size);
         ++leaf.selfBlocks;
         for (CodeNodeId n = at;; n = nodes[n].parent) {
-            nodes[n].totalBytes = addSaturated(nodes[n].totalBytes, size);
+            nodes[n].totalBytes = addSaturated(nodes[n].totalBytes, b.size);
             ++nodes[n].totalBlocks;
             if (n == 0)
                 break;
@@ -119,6 +110,41 @@ CodeTree buildCodeTree(const Trace& trace, std::span<const std::size_t> indices,
             return nodes[x].label != nodes[y].label ? nodes[x].label < nodes[y].label : x < y;
         });
     return tree;
+}
+
+CodeTree buildCodeTree(const Trace& trace, std::span<const std::size_t> indices, const FoldOptions& options)
+{
+    const auto& m = trace.memory();
+    const auto allocations = trace.allocations();
+    std::vector<std::size_t> firstWindow(trace.devices().size(), 0);
+    for (DeviceId d = 0; d < firstWindow.size(); ++d)
+        if (replay::initialStateEventCount(trace, d) > 0)
+            firstWindow[d] = replay::firstWindowEvent(trace, d);
+    std::vector<CodeTreeBlock> blocks;
+    blocks.reserve(indices.size());
+    for (auto i : indices) {
+        if (i >= allocations.size() || allocations[i].allocEvent == kNoIndex)
+            continue;
+        const auto& a = allocations[i];
+        const auto ev = a.allocEvent;
+        CodeTreeBlock b { m.size[ev], m.site[ev] };
+        if (m.device[ev] < firstWindow.size() && ev < firstWindow[m.device[ev]]) {
+            b.beforeWindow = true;
+            // The importer's stack for such a block may be that of its later free (peak_breakdown.cpp).
+            b.stackKnown = !(a.freeEvent != kNoIndex && m.site[a.freeEvent] == b.site && b.site != 0);
+        }
+        blocks.push_back(b);
+    }
+    return buildCodeTreeOf(trace, blocks, options);
+}
+
+CodeTree buildCodeTree(const Trace& trace, std::span<const LiveBlock> live, const FoldOptions& options)
+{
+    std::vector<CodeTreeBlock> blocks;
+    blocks.reserve(live.size());
+    for (const auto& l : live)
+        blocks.push_back({ l.size, l.site, l.beforeWindow, !(l.beforeWindow && l.siteFromFree) });
+    return buildCodeTreeOf(trace, blocks, options);
 }
 
 namespace {

@@ -16,6 +16,7 @@
 // graph, the viewer shows it as a tree and a flame graph. A CodeTree is an immutable value, safe to read
 // from many threads; buildCodeTree() is thread-safe.
 #include "analyze/frame_folding.h"
+#include "analyze/peak_breakdown.h"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -46,6 +47,8 @@ struct CodeTreeNode {
     std::uint64_t selfBlocks = 0, totalBlocks = 0;
 };
 
+struct CodeTreeBlock; // code_tree.cpp: one block as the tree places it
+
 class CodeTree {
 public:
     // Node 0 is the root; ids are stable for the life of the tree; parents come before children.
@@ -63,13 +66,16 @@ public:
     std::optional<std::string> location(CodeNodeId id) const;
 
 private:
-    friend CodeTree buildCodeTree(const Trace&, std::span<const std::size_t>, const FoldOptions&);
+    friend CodeTree buildCodeTreeOf(const Trace&, std::span<const CodeTreeBlock>, const FoldOptions&);
     std::vector<CodeTreeNode> m_nodes;
 };
 
 // The tree of the given allocations (indices into trace.allocations(), e.g. Breakdown::liveAllocations;
 // those without an alloc event are skipped). O(blocks × stack depth).
 CodeTree buildCodeTree(const Trace& trace, std::span<const std::size_t> allocations, const FoldOptions& options = {});
+// The same tree from the blocks a breakdown grouped (Breakdown::blocks, for a trace analysed in passes whose
+// skeleton has no allocations): reads only the trace's tables (sites, frames, strings).
+CodeTree buildCodeTree(const Trace& trace, std::span<const LiveBlock> blocks, const FoldOptions& options = {});
 
 inline constexpr std::string_view kNoStackLabel = "(no stack)";
 inline constexpr std::string_view kBeforeTraceLabel = "(allocated before the trace)";

@@ -142,12 +142,25 @@ code{font-size:12px})";
         out << "</div>";
     }
 
-    void memoryChart(std::ostream& out, const Analysis& a, const DeviceTimeline& d, std::size_t n)
+    // The charts' buckets from the in-memory timeline: n over [start, axisEnd(start, end)).
+    ChartBuckets chartsOf(const Analysis& a, const DeviceTimeline& d, std::size_t n)
+    {
+        ChartBuckets c;
+        c.start = a.timeline.start();
+        c.end = a.timeline.end();
+        const TimeNs t1 = axisEnd(c.start, c.end);
+        for (auto kind : { SeriesKind::Allocated, SeriesKind::Active, SeriesKind::Reserved, SeriesKind::LargestFree, SeriesKind::RecordedAllocated })
+            if (d.has(kind))
+                c.series[static_cast<std::size_t>(kind)] = d.buckets(kind, c.start, t1, n);
+        return c;
+    }
+
+    void memoryChart(std::ostream& out, const Analysis& a, const ChartBuckets& d, std::string_view reservedSource, std::size_t n)
     {
         Frame f;
-        f.t0 = a.timeline.start();
+        f.t0 = d.start;
         f.origin = a.origin;
-        f.t1 = axisEnd(f.t0, a.timeline.end());
+        f.t1 = axisEnd(f.t0, d.end);
         const Bytes top = std::max({ a.stats.allocatedBytes.peak, a.stats.activeBytes.peak, a.stats.reservedBytes.peak,
             a.fragmentation.peakRecordedAllocated.value_or(0), Bytes { 1 } });
         f.ymax = static_cast<double>(top) * 1.05;
@@ -155,11 +168,11 @@ code{font-size:12px})";
         stepShading(out, f, a.steps);
         axes(out, f, true);
         if (d.has(SeriesKind::Reserved))
-            band(out, f, d.buckets(SeriesKind::Reserved, f.t0, f.t1, n), "#d62728", "reserved");
-        band(out, f, d.buckets(SeriesKind::Active, f.t0, f.t1, n), "#2ca02c", "active");
-        band(out, f, d.buckets(SeriesKind::Allocated, f.t0, f.t1, n), "#1f77b4", "allocated");
+            band(out, f, d.of(SeriesKind::Reserved), "#d62728", "reserved");
+        band(out, f, d.of(SeriesKind::Active), "#2ca02c", "active");
+        band(out, f, d.of(SeriesKind::Allocated), "#1f77b4", "allocated");
         if (d.has(SeriesKind::RecordedAllocated))
-            band(out, f, d.buckets(SeriesKind::RecordedAllocated, f.t0, f.t1, n), "#8c564b", "recorded allocated counter");
+            band(out, f, d.of(SeriesKind::RecordedAllocated), "#8c564b", "recorded allocated counter");
         for (std::size_t i = 0; i < a.breakdowns.size(); ++i) {
             const auto& b = a.breakdowns[i];
             const double x = f.x(b.instant.time);
@@ -176,11 +189,11 @@ code{font-size:12px})";
         else
             legend(out, { { "#1f77b4", "allocated" }, { "#2ca02c", "active" }, { "#e9eef6", "steps" } });
         out << "<p class='muted'>Bands span the minimum and maximum within each of " << n
-            << " columns; lines follow the value at each column's end. Reserved from " << htmlEscape(d.reservedSource.empty() ? "nowhere (not recorded)" : d.reservedSource)
+            << " columns; lines follow the value at each column's end. Reserved from " << htmlEscape(reservedSource.empty() ? "nowhere (not recorded)" : reservedSource)
             << ".</p>";
     }
 
-    void fragmentationChart(std::ostream& out, const Analysis& a, const DeviceTimeline& d, std::size_t n)
+    void fragmentationChart(std::ostream& out, const Analysis& a, const ChartBuckets& d, std::size_t n)
     {
         if (!d.has(SeriesKind::Reserved)) {
             out << "<p class='muted'>No reserved series (no segment events or reserved counter): fragmentation over time needs one; "
@@ -188,16 +201,16 @@ code{font-size:12px})";
             return;
         }
         Frame f;
-        f.t0 = a.timeline.start();
+        f.t0 = d.start;
         f.origin = a.origin;
-        f.t1 = axisEnd(f.t0, a.timeline.end());
+        f.t1 = axisEnd(f.t0, d.end);
         f.ymax = 100;
         f.h = 200;
-        auto alloc = d.buckets(d.allocatedForRatiosKind(), f.t0, f.t1, n);
-        auto res = d.buckets(SeriesKind::Reserved, f.t0, f.t1, n);
+        auto alloc = d.of(d.allocatedForRatiosKind());
+        auto res = d.of(SeriesKind::Reserved);
         std::vector<Bucket> largest;
         if (d.has(SeriesKind::LargestFree))
-            largest = d.buckets(SeriesKind::LargestFree, f.t0, f.t1, n);
+            largest = d.of(SeriesKind::LargestFree);
         std::ostringstream waste, external;
         for (std::size_t i = 0; i < n; ++i) {
             if (!alloc[i].valid || !res[i].valid || res[i].last == 0)
@@ -269,7 +282,7 @@ code{font-size:12px})";
         if (trace && trace->siteCount() > 1 && b.liveBlocks > 0) {
             out << "<p class='muted'>Live bytes by call stack (allocator and interpreter frames folded; hover a frame for "
                    "its bytes, blocks and file:line).</p>";
-            writeFlameGraphSvg(*trace, buildCodeTree(*trace, b.liveAllocations), {}, out);
+            writeFlameGraphSvg(*trace, b.blocks.empty() ? buildCodeTree(*trace, b.liveAllocations) : buildCodeTree(*trace, b.blocks), {}, out);
         }
         for (int gi = 0; gi < kGroupByCount; ++gi) {
             const auto g = static_cast<GroupBy>(gi);
@@ -398,6 +411,8 @@ code{font-size:12px})";
     }
 } // namespace
 
+TimeNs reportChartEnd(TimeNs start, TimeNs end) { return axisEnd(start, end); }
+
 void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const PolicyRow> policies, const HtmlOptions& options, std::ostream& out)
 {
     out << "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>" << htmlEscape(options.title)
@@ -415,16 +430,18 @@ void writeHtmlReport(std::span<const HtmlReportInput> inputs, std::span<const Po
             countersOnlySection(out, *in.trace, a);
             continue;
         }
-        if (a.empty || !d) {
+        if (a.empty || (!d && !in.charts)) {
             out << "<p class='muted'>No memory events on this device.</p>\n";
             continue;
         }
+        const ChartBuckets charts = in.charts ? *in.charts : chartsOf(a, *d, options.buckets);
         out << "<h3>Memory over time</h3>";
-        memoryChart(out, a, *d, options.buckets);
+        memoryChart(out, a, charts, in.charts ? std::string_view(a.reservedSource) : std::string_view(d->reservedSource), options.buckets);
         out << "\n<h3>Fragmentation over time</h3>";
-        fragmentationChart(out, a, *d, options.buckets);
+        fragmentationChart(out, a, charts, options.buckets);
         out << "\n<h3>Summary</h3>";
-        summaryTable(out, a, in.trace ? replay::openingAllocated(*in.trace, a.device) : 0, in.trace);
+        // A streamed trace's skeleton holds no memory event to find the opening request in: the analysis has it.
+        summaryTable(out, a, in.charts ? a.fragmentation.openingAllocated : in.trace ? replay::openingAllocated(*in.trace, a.device) : 0, in.trace);
         out << "\n<h3>Steps and leaks</h3>";
         stepsSection(out, a, options.top);
         out << "\n<h3>Peak breakdown</h3>";

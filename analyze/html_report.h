@@ -30,9 +30,17 @@ struct PolicyRow {
 
 struct HtmlReportInput {
     std::string label;
-    const Trace* trace = nullptr;       // not owned; must outlive the call
+    const Trace* trace = nullptr;       // not owned; must outlive the call (a streamed trace: its skeleton)
     const Analysis* analysis = nullptr; // not owned
+    // The time charts' buckets, for an analysis without a timeline (a .gmt analysed in passes,
+    // analyze/bounded_analysis.h, with a ChartRequest of `buckets` over [first event, reportChartEnd]); null:
+    // drawn from analysis->timeline. Not owned.
+    const ChartBuckets* charts = nullptr;
 };
+
+// The end of the time axis the report's charts span from the trace's first memory event `start` to its last,
+// `end` (past both, so the last event lies inside the last column).
+TimeNs reportChartEnd(TimeNs start, TimeNs end);
 
 struct HtmlOptions {
     std::string title = "gpumem report";

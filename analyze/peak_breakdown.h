@@ -51,6 +51,17 @@ struct GroupRow {
     SiteId site = 0; // site rows: the stack (for showing it folded, analyze/frame_folding.h); 0 for merged rows
 };
 
+// One block live at an instant, what breakdownOf() groups: the fields of its alloc event.
+struct LiveBlock {
+    std::size_t allocation = 0; // index into trace.allocations()
+    Bytes size = 0;
+    ScopeId scope = 0;
+    SiteId site = 0;
+    StreamId stream = 0;
+    Category category = Category::Unknown; // recorded or inferred, as the breakdown shows it
+    bool beforeWindow = false; // among the events a snapshot importer rebuilt from before the window
+    bool siteFromFree = false; // its later free has the same (nonzero) site: the importer took the stack from it
+};
 struct Breakdown {
     Instant instant;
     Bytes liveBytes = 0;
@@ -63,22 +74,14 @@ struct Breakdown {
     const std::vector<GroupRow>& by(GroupBy g) const { return groups[static_cast<std::size_t>(g)]; }
     // Indices into trace.allocations() of the live blocks.
     std::vector<std::size_t> liveAllocations;
+    // The live blocks themselves, kept by the bounded analysis (analyze/bounded_analysis.h), whose skeleton has
+    // no allocations to look the indices up in: what the report's flame graph is built from. Else empty.
+    std::vector<LiveBlock> blocks;
 };
 
 // `categories` has one entry per trace.allocations() (recorded or inferred). O(allocations + scopes).
 Breakdown breakdownAt(const Trace& trace, const Instant& instant, std::span<const Category> categories, bool categoriesInferred);
 
-// One block live at an instant, what breakdownOf() groups: the fields of its alloc event.
-struct LiveBlock {
-    std::size_t allocation = 0; // index into trace.allocations()
-    Bytes size = 0;
-    ScopeId scope = 0;
-    SiteId site = 0;
-    StreamId stream = 0;
-    Category category = Category::Unknown; // recorded or inferred, as the breakdown shows it
-    bool beforeWindow = false; // among the events a snapshot importer rebuilt from before the window
-    bool siteFromFree = false; // its later free has the same (nonzero) site: the importer took the stack from it
-};
 // The breakdown of `live` (in trace.allocations() order) at `instant`, as breakdownAt() groups it; reads
 // only the trace's tables (scopes, sites, frames, streams), so a source's skeleton will do
 // (analyze/bounded_analysis.h).

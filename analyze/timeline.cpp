@@ -54,43 +54,63 @@ std::optional<std::size_t> DeviceTimeline::peakPoint(SeriesKind kind) const
     return static_cast<std::size_t>(std::max_element(c.begin(), c.end()) - c.begin());
 }
 
+BucketSeries::BucketSeries(TimeNs begin, TimeNs end, std::size_t n, std::optional<Bytes> carried)
+    : m_begin(begin)
+    , m_end(end)
+    , m_have(carried.has_value())
+    , m_current(carried.value_or(0))
+{
+    if (n == 0 || end <= begin)
+        return;
+    m_out.resize(n);
+    // In unsigned 64-bit: end − begin can exceed INT64_MAX (a trace from before 1970 to far after).
+    m_span = nsBetween(begin, end);
+    m_width = static_cast<double>(m_span) / static_cast<double>(n);
+    open();
+}
+
+TimeNs BucketSeries::at(std::size_t b) const
+{
+    const double offset = std::min(m_width * static_cast<double>(b), static_cast<double>(m_span));
+    return static_cast<TimeNs>(std::uint64_t(m_begin) + std::min(m_span, static_cast<std::uint64_t>(offset)));
+}
+
+// Bucket m_b starts with the value carried in (valid once the series has a point).
+void BucketSeries::open()
+{
+    Bucket& k = m_out[m_b];
+    k.begin = at(m_b);
+    k.end = m_b + 1 == m_out.size() ? m_end : at(m_b + 1);
+    k.valid = m_have;
+    k.min = k.max = m_current;
+}
+
+void BucketSeries::close()
+{
+    m_have = m_out[m_b].valid;
+    m_out[m_b].last = m_current;
+    if (++m_b < m_out.size())
+        open();
+}
+
+std::vector<Bucket> BucketSeries::finish()
+{
+    while (m_b < m_out.size())
+        close();
+    return std::move(m_out);
+}
+
 std::vector<Bucket> DeviceTimeline::buckets(SeriesKind kind, TimeNs begin, TimeNs end, std::size_t n) const
 {
-    std::vector<Bucket> out;
     auto c = column(kind);
     if (n == 0 || end <= begin || c.empty())
-        return out;
-    out.resize(n);
-    // In unsigned 64-bit: end − begin can exceed INT64_MAX (a trace from before 1970 to far after).
-    const std::uint64_t span = nsBetween(begin, end);
-    const double width = static_cast<double>(span) / static_cast<double>(n);
-    auto at = [&](std::size_t b) {
-        const double offset = std::min(width * static_cast<double>(b), static_cast<double>(span));
-        return static_cast<TimeNs>(std::uint64_t(begin) + std::min(span, static_cast<std::uint64_t>(offset)));
-    };
+        return {};
     // The point holding at `begin` carries its value into the first bucket.
     std::size_t i = static_cast<std::size_t>(std::lower_bound(time.begin(), time.end(), begin) - time.begin());
-    bool have = i > 0;
-    Bytes current = have ? c[i - 1] : 0;
-    for (std::size_t b = 0; b < n; ++b) {
-        Bucket& k = out[b];
-        k.begin = at(b);
-        k.end = b + 1 == n ? end : at(b + 1);
-        k.valid = have;
-        k.min = k.max = current;
-        for (; i < time.size() && time[i] < k.end; ++i) {
-            current = c[i];
-            if (!k.valid) {
-                k.valid = true;
-                k.min = k.max = current;
-            }
-            k.min = std::min(k.min, current);
-            k.max = std::max(k.max, current);
-        }
-        have = k.valid;
-        k.last = current;
-    }
-    return out;
+    BucketSeries series(begin, end, n, i > 0 ? std::optional<Bytes>(c[i - 1]) : std::nullopt);
+    for (; i < time.size() && time[i] < end; ++i)
+        series.add(time[i], c[i]);
+    return series.finish();
 }
 
 std::optional<double> DeviceTimeline::waste(std::size_t i) const

@@ -33,6 +33,7 @@
 // UI thread (it is one pass over the trace, O(events · log segments)).
 #include "core/trace.h"
 
+#include <array>
 #include <optional>
 #include <span>
 #include <string>
@@ -50,6 +51,50 @@ struct Bucket {
     TimeNs begin = 0, end = 0; // [begin, end)
     Bytes min = 0, max = 0, last = 0;
     bool valid = false; // false before the first point of the series
+};
+
+// The buckets of one series built point by point, for a pass that never holds the series (the bounded
+// report, analyze/bounded_analysis.h): n equal buckets over [begin, end), each the min and max of the step
+// function inside it (the value carried in included) and its value at the end. DeviceTimeline::buckets is
+// this over its points, so the two cannot differ. Value type.
+class BucketSeries {
+public:
+    // `carried`: the value holding at `begin` (the last point before it), if any. n == 0 or end <= begin:
+    // no buckets.
+    BucketSeries(TimeNs begin, TimeNs end, std::size_t n, std::optional<Bytes> carried = std::nullopt);
+    // The next point (times non-decreasing, at or after begin); points at or after `end` are ignored.
+    void add(TimeNs t, Bytes value)
+    {
+        if (m_b >= m_out.size())
+            return;
+        while (t >= m_out[m_b].end) {
+            close();
+            if (m_b >= m_out.size())
+                return;
+        }
+        Bucket& k = m_out[m_b];
+        m_current = value;
+        if (!k.valid) {
+            k.valid = true;
+            k.min = k.max = value;
+        }
+        k.min = std::min(k.min, value);
+        k.max = std::max(k.max, value);
+    }
+    // The buckets; the series is done.
+    std::vector<Bucket> finish();
+
+private:
+    void open();
+    void close();
+    TimeNs at(std::size_t b) const;
+    std::vector<Bucket> m_out;
+    TimeNs m_begin = 0, m_end = 0;
+    std::uint64_t m_span = 0;
+    double m_width = 0;
+    std::size_t m_b = 0;
+    bool m_have = false;
+    Bytes m_current = 0;
 };
 
 // One device's series. Every column has one entry per point; `time` is non-decreasing.
@@ -89,6 +134,19 @@ struct DeviceTimeline {
 // The recorded counters the reserved and recordedAllocated series are sampled from (see the header comment).
 bool isReservedCounter(std::string_view name);
 bool isAllocatedCounter(std::string_view name);
+
+// A device's series as the time charts of `gpumem report` draw them (analyze/html_report.h): n buckets of
+// each kind over one range (kinds the device does not have: empty), and the times of the first and the last
+// memory event of the trace (Timeline::start, end). From a Timeline (html_report.cpp) or from the bounded
+// analysis's first pass (analyze/bounded_analysis.h), which holds no series.
+struct ChartBuckets {
+    std::array<std::vector<Bucket>, kSeriesKindCount> series;
+    TimeNs start = 0, end = 0;
+    const std::vector<Bucket>& of(SeriesKind kind) const { return series[static_cast<std::size_t>(kind)]; }
+    bool has(SeriesKind kind) const { return !of(kind).empty(); }
+    // The allocated bytes ratios against reserved use (DeviceTimeline::allocatedForRatiosKind).
+    SeriesKind allocatedForRatiosKind() const { return has(SeriesKind::RecordedAllocated) ? SeriesKind::RecordedAllocated : SeriesKind::Allocated; }
+};
 
 class Timeline {
 public:

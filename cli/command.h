@@ -81,6 +81,16 @@ std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& a
 void checkInstantsOnDevice(
     const analyze::Analysis& analysis, const std::vector<std::string>& at, const std::vector<analyze::InstantSpec>& specs);
 
+// The most memory events `analyze` (text) and `report` read whole where they could stream a .gmt instead
+// (analyze/bounded_analysis.h; about 150 bytes an event in memory): 14 M, or GPUMEM_ANALYZE_IN_MEMORY_EVENTS
+// (digits only, else UsageError; 0 streams every .gmt). Over it their verdict is not proven by replay.
+std::uint64_t inMemoryEventBudget();
+// Whether `path` holds a .gmt trace, by its content (importers' detectFormat, as `gpumem info` decides).
+bool isGmtFile(const std::string& path);
+// The verdict a streamed analysis leads with: the headline figure, and that the remedies were not replayed
+// (explain's replays need the trace in memory). `events`: the trace's memory events.
+std::string streamedVerdict(const analyze::Analysis& analysis, std::uint64_t events);
+
 // --format with the allowed values; returns the chosen one or throws UsageError listing them.
 std::string checkedChoice(const po::variables_map& vm, const char* option, const std::vector<std::string>& allowed);
 

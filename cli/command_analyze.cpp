@@ -283,32 +283,6 @@ namespace {
         }
 
     private:
-        // A trace of more events than this is not loaded whole for what the passes cannot give (about 150
-        // bytes an event in memory: 2 GiB); over it, the text's verdict is not proven by replay. The
-        // environment variable GPUMEM_ANALYZE_IN_MEMORY_EVENTS replaces it (tests use 0).
-        static constexpr std::uint64_t kInMemoryEvents = 14'000'000;
-        static std::uint64_t inMemoryEvents()
-        {
-            const char* v = std::getenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
-            if (!v || !*v)
-                return kInMemoryEvents;
-            // Digits only (strtoull would take "-1" as 2^64 - 1 and " 5" as 5): anything else is a usage error.
-            std::uint64_t n = 0;
-            const std::string_view text(v);
-            const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-            if (ec != std::errc() || end != text.data() + text.size())
-                throw UsageError("GPUMEM_ANALYZE_IN_MEMORY_EVENTS='" + std::string(text)
-                    + "' is not a whole number of events (e.g. 14000000; 0 streams every .gmt); unset it for the default");
-            return n;
-        }
-
-        // As `gpumem info` decides (importers/importer_registry.h): the format the content shows.
-        static bool isGmtFile(const std::string& path)
-        {
-            const Importer* importer = detectFormat(path);
-            return importer && importer->name() == "gmt";
-        }
-
         // `gpumem analyze` of a .gmt in passes over its chunks (analyze/bounded_analysis.h), without holding
         // the trace; nullopt when the trace is to be analysed in memory instead: the passes need it (memory
         // counters, …), or the text's verdict does (explain's replays) and the trace fits kInMemoryEvents.
@@ -316,7 +290,7 @@ namespace {
             const analyze::ReportOptions& report, std::ostream& out, std::ostream& err)
         {
             auto source = openGmtSource(path);
-            const std::uint64_t events = source->eventCount(), budget = inMemoryEvents();
+            const std::uint64_t events = source->eventCount(), budget = inMemoryEventBudget();
             if (format == "text" && events <= budget)
                 return std::nullopt;
             const Trace& skeleton = source->skeleton();
@@ -361,13 +335,7 @@ namespace {
                 // The verdict still leads; its remedies are explain's replays, which need the trace in memory.
                 if (!analysis.empty) {
                     analyze::Diagnosis d;
-                    d.verdict = (analysis.fragmentation.headline
-                                        ? formatBytes(analysis.fragmentation.headline->beyond()) + " ("
-                                            + analyze::percent(analysis.fragmentation.headline->share()) + ") reserved beyond live at the "
-                                            + analysis.fragmentation.headline->moment + "; "
-                                        : std::string())
-                        + "remedies were not proven by replay: the trace (" + std::to_string(events)
-                        + " events) is over the in-memory budget; 'gpumem explain' replays them";
+                    d.verdict = streamedVerdict(analysis, events);
                     out << analyze::verdictLines(d) << '\n';
                 }
                 analyze::writeAnalysisText(skeleton, analysis, path, report, out);
@@ -473,6 +441,37 @@ namespace {
         }
     };
 } // namespace
+
+std::uint64_t inMemoryEventBudget()
+{
+    constexpr std::uint64_t kInMemoryEvents = 14'000'000;
+    const char* v = std::getenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
+    if (!v || !*v)
+        return kInMemoryEvents;
+    // Digits only (strtoull would take "-1" as 2^64 - 1 and " 5" as 5): anything else is a usage error.
+    std::uint64_t n = 0;
+    const std::string_view text(v);
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || end != text.data() + text.size())
+        throw UsageError("GPUMEM_ANALYZE_IN_MEMORY_EVENTS='" + std::string(text)
+            + "' is not a whole number of events (e.g. 14000000; 0 streams every .gmt); unset it for the default");
+    return n;
+}
+
+bool isGmtFile(const std::string& path)
+{
+    const Importer* importer = detectFormat(path);
+    return importer && importer->name() == "gmt";
+}
+
+std::string streamedVerdict(const analyze::Analysis& analysis, std::uint64_t events)
+{
+    const auto& h = analysis.fragmentation.headline;
+    return (h ? formatBytes(h->beyond()) + " (" + analyze::percent(h->share()) + ") reserved beyond live at the " + h->moment + "; "
+              : std::string())
+        + "remedies were not proven by replay: the trace (" + std::to_string(events)
+        + " events) is over the in-memory budget; 'gpumem explain' replays them";
+}
 
 std::unique_ptr<Command> makeAnalyzeCommand() { return std::make_unique<AnalyzeCommand>(); }
 
