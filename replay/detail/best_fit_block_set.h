@@ -43,18 +43,31 @@ template <typename Block> class BestFitBlockSet {
     // when it lands on a bucket above its size — is erased from the back (no move). entryAt(v, p): the
     // entry at ascending position p.
     static const Entry* entryAt(const std::vector<Entry>& v, std::size_t p) { return &v[v.size() - 1 - p]; }
-    // The ascending position of (size, ptr) in a bucket: how many of its entries are less. A bucket holds
-    // a few entries, so counting them all (no branch to mispredict) beats a binary search; a long one
-    // (many blocks of one size, e.g. whole 20 MiB segments) is searched.
+    // The ascending position of (size, ptr) in a bucket: how many of its entries are less. The ends are
+    // tried first: a best fit takes, and a merged block often returns as, the smallest entry of its bucket,
+    // and a bucket of many blocks of one size (whole 2 MiB segments) is mostly entered at an end. Between
+    // them, a short bucket is counted whole (no branch to mispredict); a long one is searched by halving
+    // without branches (a conditional move per step).
     static std::size_t positionIn(const std::vector<Entry>& v, Bytes size, Address ptr)
     {
         const std::size_t n = v.size();
         const Entry* e = v.data();
-        if (n > 16) // descending: the entries not less come first
-            return n
-                - std::size_t(std::partition_point(e, e + n, [&](const Entry& x) { return !less(x, size, ptr); }) - e);
-        std::size_t below = 0;
-        for (std::size_t i = 0; i < n; ++i)
+        if (n == 0 || !less(e[n - 1], size, ptr))
+            return 0;
+        if (less(e[0], size, ptr))
+            return n;
+        if (n > 16) { // descending: the entries not less come first; find the first that is less
+            const Entry* base = e;
+            std::size_t len = n;
+            while (len > 1) {
+                const std::size_t half = len / 2;
+                base += less(base[half], size, ptr) ? 0 : half;
+                len -= half;
+            }
+            return n - std::size_t(base - e) - (less(*base, size, ptr) ? 0 : 1);
+        }
+        std::size_t below = 1; // e[n - 1] is less
+        for (std::size_t i = 1; i + 1 < n; ++i)
             below += less(e[i], size, ptr) ? 1 : 0;
         return below;
     }

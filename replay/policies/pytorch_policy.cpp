@@ -148,6 +148,8 @@ struct PyTorchPolicy::Impl {
     {
         allowedMaximum
             = config.fractionSet ? Bytes(config.perProcessMemoryFraction * double(device.totalMemory())) : kUnlimited;
+        plainRounding = std::all_of(
+            config.roundupDivisions.begin(), config.roundupDivisions.end(), [](std::uint64_t d) { return d == 0; });
     }
 
     SimulatedDevice& device;
@@ -163,6 +165,9 @@ struct PyTorchPolicy::Impl {
     std::deque<ExpandableSegment> segments; // expandable segments (stable addresses)
     std::vector<ExpandableSegment*> spareSegments;
     Bytes allowedMaximum = kUnlimited;
+    // No roundup_power2_divisions: round_size is a round-up to 512 B in both rule sets (the common case,
+    // decided once instead of per request).
+    bool plainRounding = true;
     PyTorchCounters counters;
     std::map<PoolId, std::unique_ptr<PrivatePool>> privatePools; // by trace pool index
     PoolId current = 0; // the pool allocations go to (beginAllocateToPool)
@@ -621,7 +626,8 @@ struct PyTorchPolicy::Impl {
     // "malloc" (§1.8).
     std::optional<Address> malloc(Bytes n, StreamKey stream, bool cachedOnly = false)
     {
-        Bytes rounded = config.roundSize(n);
+        const Bytes rounded = plainRounding ? (n < kMinBlockSize ? kMinBlockSize : detail::roundUpToMultiple(n, kMinBlockSize))
+                                            : config.roundSize(n);
         Pool& pool = poolFor(current, PyTorchConfig::isSmall(rounded));
         if (current != 0)
             privatePools[current]->freeable = false; // a new user of a released pool [choice]
