@@ -221,10 +221,13 @@ struct PyTorchPolicy::Impl {
         if (!spare.empty()) {
             b = spare.back();
             spare.pop_back();
-            *b = Block {};
         } else {
             b = &store.emplace_back();
         }
+        // A copy of a fresh block kept in memory: `*b = Block {}` built one on the stack and copied it with
+        // 16-byte loads across the byte store of `mapped`, a store-forwarding stall on every split.
+        static const Block fresh {};
+        *b = fresh;
         b->pool = pool;
         b->stream = stream;
         b->ptr = ptr;
