@@ -98,6 +98,7 @@ template <typename Block> class BestFitBlockSet {
         std::array<std::uint64_t, kWords> words {}; // bit b % 64 of words[b / 64]: bucket b is not empty
         std::uint64_t summary = 0; // bit w: words[w] != 0
 
+        bool holds(std::size_t b) const { return (words[b >> 6] >> (b & 63)) & 1; }
         void mark(std::size_t b)
         {
             words[b >> 6] |= std::uint64_t(1) << (b & 63);
@@ -238,53 +239,47 @@ public:
     // False (and nothing changes) when a block with the same key is in the set.
     bool insert(const Block* b)
     {
-        auto s = streamAtOrAfter(b->stream);
-        if (s == m_streams.end() || (*s)->stream != b->stream) {
-            s = m_streams.insert(s, std::make_unique<Index>(b->stream));
-            m_single = m_streams.front().get();
-        }
-        Index& x = **s;
-        const std::size_t k = bucketOf(b->size);
+        const Bytes size = b->size;
+        const Address ptr = b->ptr;
+        Index& x = indexFor(b->stream);
+        const std::size_t k = bucketOf(size);
         std::vector<Entry>& v = x.buckets[k];
-        const std::size_t p = positionIn(v, b->size, b->ptr);
-        if (p < v.size() && entryAt(v, p)->size == b->size && entryAt(v, p)->ptr == b->ptr)
-            return false;
-        const Entry e { b->size, b->ptr, const_cast<Block*>(b) };
-        if (p == 0)
+        const Entry e { size, ptr, const_cast<Block*>(b) };
+        const std::size_t p = positionIn(v, size, ptr);
+        if (p == 0) {
+            if (!v.empty() && v.back().size == size && v.back().ptr == ptr)
+                return false;
             v.push_back(e); // the new smallest (a bucket often holds one block): no move
-        else
+            if (v.size() == 1)
+                x.mark(k);
+        } else {
+            if (p < v.size() && entryAt(v, p)->size == size && entryAt(v, p)->ptr == ptr)
+                return false;
             v.insert(v.begin() + std::ptrdiff_t(v.size() - p), e);
-        if (v.size() == 1)
-            x.mark(k);
+        }
         ++x.count;
         ++m_size;
         return true;
     }
 
-    // 1 if a block with b's key was in the set (and is erased), else 0.
+    // 1 if a block with b's key was in the set (and is erased), else 0. One bucket is searched (a
+    // lower_bound would also look for the next block when the key is absent).
     std::size_t erase(const Block* b)
     {
-        iterator it = lower_bound(b);
-        if (it == end() || m_streams[it.m_stream]->stream != b->stream)
+        Index* x = findIndex(b->stream);
+        const Bytes size = b->size;
+        const Address ptr = b->ptr;
+        const std::size_t k = bucketOf(size);
+        if (!x || !x->holds(k))
             return 0;
-        if (it.m_entry->size != b->size || it.m_entry->ptr != b->ptr)
+        std::vector<Entry>& v = x->buckets[k];
+        const std::size_t p = positionIn(v, size, ptr);
+        if (p == v.size() || entryAt(v, p)->size != size || entryAt(v, p)->ptr != ptr)
             return 0;
-        erase(it);
+        eraseAt(*x, k, p);
         return 1;
     }
-    void erase(iterator it)
-    {
-        Index& x = *m_streams[it.m_stream];
-        std::vector<Entry>& v = x.buckets[it.m_bucket];
-        if (it.m_pos == 0)
-            v.pop_back(); // the smallest: what a best fit usually takes
-        else
-            v.erase(v.begin() + std::ptrdiff_t(v.size() - 1 - it.m_pos));
-        if (v.empty())
-            x.unmark(it.m_bucket);
-        --x.count;
-        --m_size;
-    }
+    void erase(iterator it) { eraseAt(*m_streams[it.m_stream], it.m_bucket, it.m_pos); }
 
     // The largest size in the set (over every stream), 0 when empty; O(streams).
     Bytes largestSize() const
@@ -300,15 +295,19 @@ public:
     iterator lower_bound(const Block* key) const { return lower_bound(key->stream, key->size, key->ptr); }
     iterator lower_bound(std::uint64_t stream, Bytes size, Address ptr) const
     {
-        auto s = streamAtOrAfter(stream);
-        const std::size_t si = std::size_t(s - m_streams.begin());
-        if (s == m_streams.end() || (*s)->stream != stream)
-            return firstFrom(si);
-        const Index& x = **s;
+        std::size_t si = 0; // most traces have one stream: the first index, no search
+        if (!m_front || m_front->stream != stream) {
+            si = std::size_t(streamAtOrAfter(stream) - m_streams.begin());
+            if (si == m_streams.size() || m_streams[si]->stream != stream)
+                return firstFrom(si);
+        }
+        const Index& x = *m_streams[si];
         const std::size_t k = bucketOf(size);
-        const std::vector<Entry>& v = x.buckets[k];
-        if (const std::size_t p = positionIn(v, size, ptr); p < v.size())
-            return iterator(this, si, k, p, entryAt(v, p));
+        if (x.holds(k)) { // the bitmap first: an empty bucket's header is not loaded (often out of the cache)
+            const std::vector<Entry>& v = x.buckets[k];
+            if (const std::size_t p = positionIn(v, size, ptr); p < v.size())
+                return iterator(this, si, k, p, entryAt(v, p));
+        }
         if (const std::size_t n = x.next(k + 1); n != kNone)
             return iterator(this, si, n, 0, entryAt(x.buckets[n], 0));
         return firstFrom(si + 1);
@@ -316,18 +315,48 @@ public:
 
 private:
     using Streams = std::vector<std::unique_ptr<Index>>;
-    // The index of the first stream >= `stream` (most traces have one stream: no search).
+    // The index of the first stream >= `stream`.
     Streams::const_iterator streamAtOrAfter(std::uint64_t stream) const
     {
-        if (m_streams.size() == 1 && m_single->stream == stream)
-            return m_streams.begin();
         return std::lower_bound(m_streams.begin(), m_streams.end(), stream,
             [](const std::unique_ptr<Index>& x, std::uint64_t k) { return x->stream < k; });
     }
-    Streams::iterator streamAtOrAfter(std::uint64_t stream)
+    // The index of `stream`, or nullptr.
+    Index* findIndex(std::uint64_t stream) const
     {
-        auto c = std::as_const(*this).streamAtOrAfter(stream);
-        return m_streams.begin() + (c - m_streams.cbegin());
+        if (m_front && m_front->stream == stream)
+            return m_front;
+        auto s = streamAtOrAfter(stream);
+        return s != m_streams.end() && (*s)->stream == stream ? s->get() : nullptr;
+    }
+    // The index of `stream`, made when it has none.
+    Index& indexFor(std::uint64_t stream)
+    {
+        if (m_front && m_front->stream == stream)
+            return *m_front;
+        return addIndex(stream);
+    }
+    [[gnu::noinline]] Index& addIndex(std::uint64_t stream)
+    {
+        auto c = streamAtOrAfter(stream);
+        auto s = m_streams.begin() + (c - m_streams.cbegin());
+        if (s == m_streams.end() || (*s)->stream != stream)
+            s = m_streams.insert(s, std::make_unique<Index>(stream));
+        m_front = m_streams.front().get();
+        return **s;
+    }
+    // Erases the entry at ascending position p of bucket k.
+    void eraseAt(Index& x, std::size_t k, std::size_t p)
+    {
+        std::vector<Entry>& v = x.buckets[k];
+        if (p == 0)
+            v.pop_back(); // the smallest: what a best fit usually takes
+        else
+            v.erase(v.begin() + std::ptrdiff_t(v.size() - 1 - p));
+        if (v.empty())
+            x.unmark(k);
+        --x.count;
+        --m_size;
     }
 
     // The first entry of the first non-empty stream index at or after si, or end().
@@ -341,7 +370,7 @@ private:
     }
 
     Streams m_streams; // by stream ascending; emptied ones stay
-    const Index* m_single = nullptr; // m_streams.front() (read when it is the only one)
+    Index* m_front = nullptr; // m_streams.front(): the one a single-stream trace uses, found without a search
     std::size_t m_size = 0;
 };
 
