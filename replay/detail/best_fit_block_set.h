@@ -48,7 +48,7 @@ template <typename Block> class BestFitBlockSet {
     // and a bucket of many blocks of one size (whole 2 MiB segments) is mostly entered at an end. Between
     // them, a short bucket is counted whole (no branch to mispredict); a long one is searched by halving
     // without branches (a conditional move per step).
-    static std::size_t positionIn(const std::vector<Entry>& v, Bytes size, Address ptr)
+    [[gnu::always_inline]] static std::size_t positionIn(const std::vector<Entry>& v, Bytes size, Address ptr)
     {
         const std::size_t n = v.size();
         const Entry* e = v.data();

@@ -159,7 +159,7 @@ struct PyTorchPolicy::Impl {
     Pool smallPool;
     Pool largePool;
     std::deque<Block> store;
-    std::vector<Block*> spare;
+    Block* spare = nullptr; // recycled blocks, linked through `next` (newest first)
     detail::AddressMap<Block*> active; // allocated and pending-free blocks by address
     detail::AddressMap<std::uint32_t> forced; // pending frees completed early by release_cached_blocks
     std::deque<ExpandableSegment> segments; // expandable segments (stable addresses)
@@ -218,9 +218,9 @@ struct PyTorchPolicy::Impl {
     Block* newBlock(Pool* pool, StreamKey stream, Address ptr, Bytes size)
     {
         Block* b;
-        if (!spare.empty()) {
-            b = spare.back();
-            spare.pop_back();
+        if (spare) {
+            b = spare;
+            spare = b->next;
         } else {
             b = &store.emplace_back();
         }
@@ -234,7 +234,11 @@ struct PyTorchPolicy::Impl {
         b->size = size;
         return b;
     }
-    void deleteBlock(Block* b) { spare.push_back(b); }
+    void deleteBlock(Block* b)
+    {
+        b->next = spare;
+        spare = b;
+    }
 
     Bytes reserved() const { return device.counters().reserved; }
     bool expandable() const { return config.expandableSegments && config.version == PyTorchVersion::Main; }
