@@ -1,7 +1,7 @@
 #pragma once
 // An ordered set of Block pointers by (stream, size, address) — the order of PyTorch's BlockComparator —
 // built for the best-fit lookups that run on every request: one size index per stream, whose sizes fall
-// in 1,632 buckets (512 B steps below 32 KiB, then 32 steps per power of two: TLSF's two-level split),
+// in 5,472 buckets (512 B steps below 2 MiB, then 32 steps per power of two: TLSF's two-level split),
 // each bucket a short array sorted by (size, address) and stored largest first, with a bitmap of the
 // non-empty buckets. A lookup is one bucket plus, when that bucket holds nothing large enough, a
 // find-first-set in the bitmap; an insert or erase touches one bucket, and taking a bucket's smallest
@@ -72,18 +72,23 @@ template <typename Block> class BestFitBlockSet {
         return below;
     }
 
-    static constexpr std::size_t kLinear = 64; // sizes below 64 × 512 B: one bucket per 512 B
-    static constexpr std::size_t kBuckets = kLinear + (55 - 6) * 32; // size >> 9 has at most 55 bits
+    // Sizes below 2 MiB (4,096 × 512 B) have one bucket per 512 B, so that a bucket there holds blocks of
+    // one size: the small pool's free blocks are all below 2 MiB, and many of nearly one size (segments
+    // with one small block left, 2 MiB less a few KiB) made one TLSF bucket of a hundred or more, searched
+    // and shifted on every split and merge. Above, 32 buckets per power of two.
+    static constexpr std::size_t kLinearBits = 12;
+    static constexpr std::size_t kLinear = std::size_t(1) << kLinearBits;
+    static constexpr std::size_t kBuckets = kLinear + (55 - kLinearBits) * 32; // size >> 9 has at most 55 bits
     static constexpr std::size_t kWords = (kBuckets + 63) / 64;
-    static_assert(kWords <= 64, "one summary word");
+    static constexpr std::size_t kSummaryWords = (kWords + 63) / 64;
     static constexpr std::size_t kNone = kBuckets;
     static std::size_t bucketOf(Bytes size)
     {
         const std::uint64_t v = size >> 9;
         if (v < kLinear)
             return std::size_t(v);
-        const unsigned e = 63u - unsigned(std::countl_zero(v)); // >= 6
-        return kLinear + std::size_t(e - 6) * 32 + std::size_t((v >> (e - 5)) & 31);
+        const unsigned e = 63u - unsigned(std::countl_zero(v)); // >= kLinearBits
+        return kLinear + std::size_t(e - kLinearBits) * 32 + std::size_t((v >> (e - 5)) & 31);
     }
 
     // The blocks of one stream.
@@ -94,21 +99,23 @@ template <typename Block> class BestFitBlockSet {
         }
         std::uint64_t stream;
         std::size_t count = 0;
-        std::array<std::vector<Entry>, kBuckets> buckets; // inline: one load less on every lookup
         std::array<std::uint64_t, kWords> words {}; // bit b % 64 of words[b / 64]: bucket b is not empty
-        std::uint64_t summary = 0; // bit w: words[w] != 0
+        std::array<std::uint64_t, kSummaryWords> summary {}; // bit w % 64 of summary[w / 64]: words[w] != 0
+        std::array<std::vector<Entry>, kBuckets> buckets; // inline: one load less on every lookup
 
         bool holds(std::size_t b) const { return (words[b >> 6] >> (b & 63)) & 1; }
         void mark(std::size_t b)
         {
-            words[b >> 6] |= std::uint64_t(1) << (b & 63);
-            summary |= std::uint64_t(1) << (b >> 6);
+            const std::size_t w = b >> 6;
+            words[w] |= std::uint64_t(1) << (b & 63);
+            summary[w >> 6] |= std::uint64_t(1) << (w & 63);
         }
         void unmark(std::size_t b)
         {
-            words[b >> 6] &= ~(std::uint64_t(1) << (b & 63));
-            if (words[b >> 6] == 0)
-                summary &= ~(std::uint64_t(1) << (b >> 6));
+            const std::size_t w = b >> 6;
+            words[w] &= ~(std::uint64_t(1) << (b & 63));
+            if (words[w] == 0)
+                summary[w >> 6] &= ~(std::uint64_t(1) << (w & 63));
         }
         // The first non-empty bucket >= b, or kNone.
         std::size_t next(std::size_t b) const
@@ -118,11 +125,14 @@ template <typename Block> class BestFitBlockSet {
             const std::size_t w = b >> 6;
             if (const std::uint64_t bits = words[w] & (~std::uint64_t(0) << (b & 63)))
                 return (w << 6) + std::size_t(std::countr_zero(bits));
-            const std::uint64_t later = w + 1 < 64 ? summary & (~std::uint64_t(0) << (w + 1)) : 0;
-            if (!later)
-                return kNone;
-            const std::size_t w2 = std::size_t(std::countr_zero(later));
-            return (w2 << 6) + std::size_t(std::countr_zero(words[w2]));
+            // The first non-empty word after w, from the summary.
+            for (std::size_t from = w + 1, s = from >> 6; from < kWords && s < kSummaryWords; from = ++s << 6) {
+                if (const std::uint64_t later = summary[s] & (~std::uint64_t(0) << (from & 63))) {
+                    const std::size_t w2 = (s << 6) + std::size_t(std::countr_zero(later));
+                    return (w2 << 6) + std::size_t(std::countr_zero(words[w2]));
+                }
+            }
+            return kNone;
         }
         // The last non-empty bucket < b, or kNone.
         std::size_t prev(std::size_t b) const
@@ -133,11 +143,16 @@ template <typename Block> class BestFitBlockSet {
             const std::uint64_t upTo = (last & 63) == 63 ? ~std::uint64_t(0) : (std::uint64_t(2) << (last & 63)) - 1;
             if (const std::uint64_t bits = words[w] & upTo)
                 return (w << 6) + 63 - std::size_t(std::countl_zero(bits));
-            const std::uint64_t earlier = summary & ((std::uint64_t(1) << w) - 1);
-            if (!earlier)
-                return kNone;
-            const std::size_t w2 = 63 - std::size_t(std::countl_zero(earlier));
-            return (w2 << 6) + 63 - std::size_t(std::countl_zero(words[w2]));
+            // The last non-empty word before w, from the summary.
+            for (std::size_t s = w >> 6, below = w & 63;; below = 64, --s) {
+                const std::uint64_t mask = below == 64 ? ~std::uint64_t(0) : (std::uint64_t(1) << below) - 1;
+                if (const std::uint64_t earlier = summary[s] & mask) {
+                    const std::size_t w2 = (s << 6) + 63 - std::size_t(std::countl_zero(earlier));
+                    return (w2 << 6) + 63 - std::size_t(std::countl_zero(words[w2]));
+                }
+                if (s == 0)
+                    return kNone;
+            }
         }
     };
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <iterator>
 #include <random>
 #include <set>
@@ -109,4 +110,60 @@ TEST(BestFitBlockSet, OrdersAndFindsLikeAnOrderedSetOfStreamSizeAddress)
     }
     EXPECT_EQ(set.size(), 0u);
     EXPECT_TRUE(set.lower_bound(&blocks[0]) == set.end());
+}
+
+TEST(BestFitBlockSet, KeepsTheOrderAcrossTheExactBucketsBelowTwoMiB)
+{
+    // Below 2 MiB every 512 B has its own bucket (4,096 of them, 64 bitmap words); above, 32 buckets per
+    // power of two. Sizes from 1.5 MiB to 2.5 MiB, many of nearly one size (2 MiB less a few KiB, as
+    // segments with one small block left) and many of exactly 2 MiB, put the walks, lower_bound and the
+    // bitmap's summary across that boundary; the answers must be std::set's.
+    std::mt19937_64 rng(2026);
+    const Bytes MiB = Bytes(1) << 20;
+    auto randomSize = [&]() -> Bytes {
+        switch (rng() % 4) {
+        case 0:
+            return 2 * MiB - 512 * (1 + rng() % 20); // just below the boundary, 512 B apart
+        case 1:
+            return 2 * MiB; // many blocks of one size
+        case 2:
+            return 2 * MiB + rng() % (MiB / 2); // the first TLSF octave, odd sizes too
+        default:
+            return 3 * MiB / 2 + rng() % (MiB / 2);
+        }
+    };
+    std::vector<Block> blocks(1500);
+    for (Block& b : blocks) {
+        b.stream = rng() % 3 == 0 ? 7 : 0;
+        b.size = randomSize();
+        b.ptr = (rng() % 512) * 512;
+    }
+    replay::detail::BestFitBlockSet<Block> set;
+    std::set<Key> reference;
+    for (int step = 0; step < 12000; ++step) {
+        const Block* b = &blocks[rng() % blocks.size()];
+        if (rng() % 3 != 0)
+            ASSERT_EQ(set.insert(b), reference.insert(keyOf(b)).second);
+        else
+            ASSERT_EQ(set.erase(b), reference.erase(keyOf(b)));
+        const Block probe { rng() % 2 ? 7u : 0u, randomSize() - rng() % 2, rng() % 2 ? 0 : Address(rng() % 512) * 512 };
+        auto got = set.lower_bound(&probe);
+        auto want = reference.lower_bound(keyOf(&probe));
+        ASSERT_EQ(got == set.end(), want == reference.end());
+        if (want != reference.end()) {
+            ASSERT_EQ(keyOf(*got), *want);
+        }
+        if (want != reference.begin()) {
+            ASSERT_EQ(keyOf(*std::prev(got)), *std::prev(want));
+        }
+        if (step % 500 == 0) {
+            ASSERT_EQ(forwards(set), std::vector<Key>(reference.begin(), reference.end()));
+            ASSERT_EQ(backwards(set), std::vector<Key>(reference.rbegin(), reference.rend()));
+        }
+    }
+    EXPECT_GT(reference.size(), 500u);
+    EXPECT_EQ(forwards(set), std::vector<Key>(reference.begin(), reference.end()));
+    EXPECT_EQ(backwards(set), std::vector<Key>(reference.rbegin(), reference.rend()));
+    EXPECT_EQ(set.largestSize(), std::get<1>(*std::max_element(reference.begin(), reference.end(),
+                                     [](const Key& a, const Key& b) { return std::get<1>(a) < std::get<1>(b); })));
 }
