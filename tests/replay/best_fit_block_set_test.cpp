@@ -37,6 +37,33 @@ std::vector<Key> backwards(const replay::detail::BestFitBlockSet<Block>& s)
         out.push_back(keyOf(*--it));
     return out;
 }
+
+// lower_bound(probe) of the set and of the reference agree, and so do one step on and one back from it.
+void expectLowerBoundAsInReference(
+    const replay::detail::BestFitBlockSet<Block>& set, const std::set<Key>& reference, const Block& probe)
+{
+    auto got = set.lower_bound(&probe);
+    auto want = reference.lower_bound(keyOf(&probe));
+    ASSERT_EQ(got == set.end(), want == reference.end());
+    if (want != reference.end()) {
+        ASSERT_EQ(keyOf(*got), *want);
+        auto wantNext = std::next(want);
+        auto gotNext = std::next(got);
+        ASSERT_EQ(gotNext == set.end(), wantNext == reference.end());
+        if (wantNext != reference.end()) {
+            ASSERT_EQ(keyOf(*gotNext), *wantNext);
+        }
+    }
+    if (want != reference.begin()) {
+        ASSERT_EQ(keyOf(*std::prev(got)), *std::prev(want));
+    }
+}
+// The walks forwards and backwards visit the reference's keys in its order.
+void expectWalksAsInReference(const replay::detail::BestFitBlockSet<Block>& set, const std::set<Key>& reference)
+{
+    ASSERT_EQ(forwards(set), std::vector<Key>(reference.begin(), reference.end()));
+    ASSERT_EQ(backwards(set), std::vector<Key>(reference.rbegin(), reference.rend()));
+}
 } // namespace
 
 TEST(BestFitBlockSet, OrdersAndFindsLikeAnOrderedSetOfStreamSizeAddress)
@@ -79,24 +106,9 @@ TEST(BestFitBlockSet, OrdersAndFindsLikeAnOrderedSetOfStreamSizeAddress)
         ASSERT_EQ(set.size(), reference.size());
         // A lower_bound for a random key, and a step on and back from it.
         const Block probe { streams[rng() % 4], randomSize(), rng() % 2 ? 0 : Address(rng() % 64) * 512 };
-        auto got = set.lower_bound(&probe);
-        auto want = reference.lower_bound(keyOf(&probe));
-        ASSERT_EQ(got == set.end(), want == reference.end());
-        if (want != reference.end()) {
-            ASSERT_EQ(keyOf(*got), *want);
-            auto wantNext = std::next(want);
-            auto gotNext = std::next(got);
-            ASSERT_EQ(gotNext == set.end(), wantNext == reference.end());
-            if (wantNext != reference.end()) {
-                ASSERT_EQ(keyOf(*gotNext), *wantNext);
-            }
-        }
-        if (want != reference.begin()) {
-            ASSERT_EQ(keyOf(*std::prev(got)), *std::prev(want));
-        }
+        ASSERT_NO_FATAL_FAILURE(expectLowerBoundAsInReference(set, reference, probe));
         if (step % 1000 == 0) {
-            ASSERT_EQ(forwards(set), std::vector<Key>(reference.begin(), reference.end()));
-            ASSERT_EQ(backwards(set), std::vector<Key>(reference.rbegin(), reference.rend()));
+            ASSERT_NO_FATAL_FAILURE(expectWalksAsInReference(set, reference));
         }
     }
     EXPECT_GT(reference.size(), 1000u); // the walk above ran over a full set
@@ -147,23 +159,13 @@ TEST(BestFitBlockSet, KeepsTheOrderAcrossTheExactBucketsBelowTwoMiB)
         else
             ASSERT_EQ(set.erase(b), reference.erase(keyOf(b)));
         const Block probe { rng() % 2 ? 7u : 0u, randomSize() - rng() % 2, rng() % 2 ? 0 : Address(rng() % 512) * 512 };
-        auto got = set.lower_bound(&probe);
-        auto want = reference.lower_bound(keyOf(&probe));
-        ASSERT_EQ(got == set.end(), want == reference.end());
-        if (want != reference.end()) {
-            ASSERT_EQ(keyOf(*got), *want);
-        }
-        if (want != reference.begin()) {
-            ASSERT_EQ(keyOf(*std::prev(got)), *std::prev(want));
-        }
+        ASSERT_NO_FATAL_FAILURE(expectLowerBoundAsInReference(set, reference, probe));
         if (step % 500 == 0) {
-            ASSERT_EQ(forwards(set), std::vector<Key>(reference.begin(), reference.end()));
-            ASSERT_EQ(backwards(set), std::vector<Key>(reference.rbegin(), reference.rend()));
+            ASSERT_NO_FATAL_FAILURE(expectWalksAsInReference(set, reference));
         }
     }
     EXPECT_GT(reference.size(), 500u);
-    EXPECT_EQ(forwards(set), std::vector<Key>(reference.begin(), reference.end()));
-    EXPECT_EQ(backwards(set), std::vector<Key>(reference.rbegin(), reference.rend()));
+    ASSERT_NO_FATAL_FAILURE(expectWalksAsInReference(set, reference));
     EXPECT_EQ(set.largestSize(), std::get<1>(*std::max_element(reference.begin(), reference.end(),
                                      [](const Key& a, const Key& b) { return std::get<1>(a) < std::get<1>(b); })));
 }
