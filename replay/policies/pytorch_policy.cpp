@@ -680,7 +680,8 @@ struct PyTorchPolicy::Impl {
         active.insert(b->ptr, b);
         stats.allocated += b->size;
         stats.requested += n;
-        stats.allocRetries = counters.numAllocRetries;
+        if (stats.allocRetries != counters.numAllocRetries) // no store when unchanged (see doAllocate)
+            stats.allocRetries = counters.numAllocRetries;
         return b->ptr;
     }
 
@@ -750,7 +751,11 @@ const PyTorchCounters& PyTorchPolicy::counters() const { return m_impl->counters
 std::optional<Address> PyTorchPolicy::doAllocate(Bytes bytes, StreamKey stream)
 {
     auto a = m_impl->malloc(bytes, stream);
-    m_stats.reserved = device().counters().reserved;
+    // Stored only when it changed (most requests are served from the cache): the adaptor above copies
+    // the stats with 16-byte loads right after this returns, and a load across a fresh 8-byte store
+    // waits until that store is written (a store-forwarding stall on nearly every request).
+    if (const Bytes r = device().counters().reserved; m_stats.reserved != r)
+        m_stats.reserved = r;
     return a;
 }
 
