@@ -287,10 +287,15 @@ struct PyTorchPolicy::Impl {
     }
 
     // "try_merge_blocks" (§1.7 step 3): merges src into dst when src is free and of the same mapped state.
-    Bytes tryMerge(Block* dst, Block* src, Pool& pool)
+    // The test is inlined in the callers: most neighbours are absent or in use.
+    [[gnu::always_inline]] Bytes tryMerge(Block* dst, Block* src, Pool& pool)
     {
         if (!src || src->allocated || src->pendingFree || dst->mapped != src->mapped)
             return 0;
+        return merge(dst, src, pool);
+    }
+    Bytes merge(Block* dst, Block* src, Pool& pool)
+    {
         if (dst->prev == src) {
             dst->ptr = src->ptr;
             dst->prev = src->prev;
