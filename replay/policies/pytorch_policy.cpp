@@ -148,6 +148,8 @@ struct PyTorchPolicy::Impl {
     {
         allowedMaximum
             = config.fractionSet ? Bytes(config.perProcessMemoryFraction * double(device.totalMemory())) : kUnlimited;
+        plainRounding = std::all_of(
+            config.roundupDivisions.begin(), config.roundupDivisions.end(), [](std::uint64_t d) { return d == 0; });
     }
 
     SimulatedDevice& device;
@@ -157,12 +159,15 @@ struct PyTorchPolicy::Impl {
     Pool smallPool;
     Pool largePool;
     std::deque<Block> store;
-    std::vector<Block*> spare;
+    Block* spare = nullptr; // recycled blocks, linked through `next` (newest first)
     detail::AddressMap<Block*> active; // allocated and pending-free blocks by address
     detail::AddressMap<std::uint32_t> forced; // pending frees completed early by release_cached_blocks
     std::deque<ExpandableSegment> segments; // expandable segments (stable addresses)
     std::vector<ExpandableSegment*> spareSegments;
     Bytes allowedMaximum = kUnlimited;
+    // No roundup_power2_divisions: round_size is a round-up to 512 B in both rule sets (the common case,
+    // decided once instead of per request).
+    bool plainRounding = true;
     PyTorchCounters counters;
     std::map<PoolId, std::unique_ptr<PrivatePool>> privatePools; // by trace pool index
     PoolId current = 0; // the pool allocations go to (beginAllocateToPool)
@@ -213,20 +218,27 @@ struct PyTorchPolicy::Impl {
     Block* newBlock(Pool* pool, StreamKey stream, Address ptr, Bytes size)
     {
         Block* b;
-        if (!spare.empty()) {
-            b = spare.back();
-            spare.pop_back();
-            *b = Block {};
+        if (spare) {
+            b = spare;
+            spare = b->next;
         } else {
             b = &store.emplace_back();
         }
+        // A copy of a fresh block kept in memory: `*b = Block {}` built one on the stack and copied it with
+        // 16-byte loads across the byte store of `mapped`, a store-forwarding stall on every split.
+        static const Block fresh {};
+        *b = fresh;
         b->pool = pool;
         b->stream = stream;
         b->ptr = ptr;
         b->size = size;
         return b;
     }
-    void deleteBlock(Block* b) { spare.push_back(b); }
+    void deleteBlock(Block* b)
+    {
+        b->next = spare;
+        spare = b;
+    }
 
     Bytes reserved() const { return device.counters().reserved; }
     bool expandable() const { return config.expandableSegments && config.version == PyTorchVersion::Main; }
@@ -275,10 +287,15 @@ struct PyTorchPolicy::Impl {
     }
 
     // "try_merge_blocks" (§1.7 step 3): merges src into dst when src is free and of the same mapped state.
-    Bytes tryMerge(Block* dst, Block* src, Pool& pool)
+    // The test is inlined in the callers: most neighbours are absent or in use.
+    [[gnu::always_inline]] Bytes tryMerge(Block* dst, Block* src, Pool& pool)
     {
         if (!src || src->allocated || src->pendingFree || dst->mapped != src->mapped)
             return 0;
+        return merge(dst, src, pool);
+    }
+    Bytes merge(Block* dst, Block* src, Pool& pool)
+    {
         if (dst->prev == src) {
             dst->ptr = src->ptr;
             dst->prev = src->prev;
@@ -621,7 +638,8 @@ struct PyTorchPolicy::Impl {
     // "malloc" (§1.8).
     std::optional<Address> malloc(Bytes n, StreamKey stream, bool cachedOnly = false)
     {
-        Bytes rounded = config.roundSize(n);
+        const Bytes rounded = plainRounding ? (n < kMinBlockSize ? kMinBlockSize : detail::roundUpToMultiple(n, kMinBlockSize))
+                                            : config.roundSize(n);
         Pool& pool = poolFor(current, PyTorchConfig::isSmall(rounded));
         if (current != 0)
             privatePools[current]->freeable = false; // a new user of a released pool [choice]
@@ -667,7 +685,8 @@ struct PyTorchPolicy::Impl {
         active.insert(b->ptr, b);
         stats.allocated += b->size;
         stats.requested += n;
-        stats.allocRetries = counters.numAllocRetries;
+        if (stats.allocRetries != counters.numAllocRetries) // no store when unchanged (see doAllocate)
+            stats.allocRetries = counters.numAllocRetries;
         return b->ptr;
     }
 
@@ -737,7 +756,11 @@ const PyTorchCounters& PyTorchPolicy::counters() const { return m_impl->counters
 std::optional<Address> PyTorchPolicy::doAllocate(Bytes bytes, StreamKey stream)
 {
     auto a = m_impl->malloc(bytes, stream);
-    m_stats.reserved = device().counters().reserved;
+    // Stored only when it changed (most requests are served from the cache): the adaptor above copies
+    // the stats with 16-byte loads right after this returns, and a load across a fresh 8-byte store
+    // waits until that store is written (a store-forwarding stall on nearly every request).
+    if (const Bytes r = device().counters().reserved; m_stats.reserved != r)
+        m_stats.reserved = r;
     return a;
 }
 
