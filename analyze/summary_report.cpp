@@ -29,9 +29,11 @@ namespace {
     }
     std::string peakText(const Peak& p, TimeNs start)
     {
-        // A saturated peak (core/byte_total.h) says so instead of printing 2^64 − 1 as a byte count.
-        return (isSaturated(p.bytes) ? formatByteTotal(p.bytes) : formatBytes(p.bytes) + " (" + std::to_string(p.bytes) + " B)") + " at +"
-            + formatSecondsBetween(start, p.time);
+        // A saturated peak (core/byte_total.h) says so instead of printing 2^64 − 1 as a byte count; briefly, so
+        // that the line with its time fits 100 columns (formatByteTotal's sentence made it 102).
+        return (isSaturated(p.bytes) ? formatByteTotalShort(p.bytes) + " (saturated at 2^64 - 1 B)"
+                                     : formatBytes(p.bytes) + " (" + std::to_string(p.bytes) + " B)")
+            + " at +" + formatSecondsBetween(start, p.time);
     }
     // Counters are bytes unless their name ends in "(ppm)", a ratio in parts per million (the xplane
     // importer's "Fragmentation (ppm)"), or "(count)", a number of things (memory_summary's
