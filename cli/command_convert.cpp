@@ -6,9 +6,12 @@
 #include "core/gmt_format.h"
 #include "importers/importer_registry.h"
 #include "core/jsonl_format.h"
+#include "core/jsonl_to_gmt.h"
 #include "core/units.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <new>
 #include <filesystem>
 #include <ostream>
 #include <unistd.h>
@@ -40,7 +43,7 @@ namespace {
                 "input", po::value<std::string>()->required(), "input trace (positional)");
             p.add("input", 1);
         }
-        int run(const po::variables_map& vm, std::ostream& out, std::ostream&) override
+        int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
         {
             const std::string in = vm["input"].as<std::string>();
             const std::string outPath = vm["output"].as<std::string>();
@@ -56,14 +59,40 @@ namespace {
             OutputFile output(outPath, { in }); // checks the destination before the work
             LoadOptions options;
             options.strict = vm.count("strict") > 0;
-            Trace trace = loadTrace(in, options);
-            if (to == "gmt")
-                writeGmt(trace, output.writePath());
-            else
-                writeJsonl(trace, output.writePath());
+            std::uint64_t events = 0;
+            if (const Importer* importer = to == "gmt" ? detectFormat(in) : nullptr; importer && importer->name() == "jsonl") {
+                events = jsonlToGmt(in, output.writePath(), options.strict, err);
+            } else {
+                Trace trace = loadTrace(in, options);
+                if (to == "gmt")
+                    writeGmt(trace, output.writePath());
+                else
+                    writeJsonl(trace, output.writePath());
+                events = trace.memory().count();
+            }
             output.commit();
-            out << "wrote " << textForTerminal(outPath) << " (" << to << ", " << counted(trace.memory().count(), "memory event", "memory events") << ")\n";
+            out << "wrote " << textForTerminal(outPath) << " (" << to << ", " << counted(events, "memory event", "memory events") << ")\n";
             return kExitOk;
+        }
+
+    private:
+        // .jsonl to .gmt while reading (core/jsonl_to_gmt.h): the same file as loadTrace then writeGmt, in
+        // memory that grows with the tables. GPUMEM_CONVERT_WHOLE=1 reads the trace whole as before (the
+        // baseline of bench/convert_scale.sh).
+        static std::uint64_t jsonlToGmt(const std::string& in, const std::string& writePath, bool strict, std::ostream& err)
+        {
+            JsonlToGmtOptions options;
+            options.strict = strict;
+            const char* whole = std::getenv("GPUMEM_CONVERT_WHOLE");
+            options.whole = whole && *whole && std::string_view(whole) != "0";
+            try {
+                JsonlToGmtResult result = writeGmtFromJsonl(in, writePath, options);
+                if (!result.fallback.empty())
+                    err << "gpumem convert: note: " << messageForTerminal(result.fallback) << '\n';
+                return result.memoryEvents;
+            } catch (const std::bad_alloc&) { // as loadTrace says it
+                throw Error(in + ": out of memory while reading it as jsonl (the trace needs more memory than is available)");
+            }
         }
     };
 } // namespace
