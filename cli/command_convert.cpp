@@ -33,7 +33,10 @@ namespace {
         {
             return "The output format comes from --to, else from OUT's extension (.gmt or .jsonl). OUT is written\n"
                    "to a temporary file beside it and renamed when complete, so a failure never leaves a partial file.\n"
-                   "An existing OUT is replaced unless it is the input or write-protected (then nothing is written).";
+                   "An existing OUT is replaced unless it is the input or write-protected (then nothing is written).\n"
+                   "A .jsonl whose memory events are in trace order (as gpumem writes them) becomes a .gmt while\n"
+                   "it is read, in memory that grows with its tables, not its events; a .jsonl in another order\n"
+                   "is read whole (a note on stderr says so).";
         }
         void setup(po::options_description& o, po::positional_options_description& p) override
         {

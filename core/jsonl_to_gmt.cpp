@@ -28,8 +28,10 @@ namespace {
 
     std::string spoolFolderFor(const std::string& gmtPath)
     {
+        // A FIFO or device (cli/output_file.h writes those directly), or a name under /dev/ (/dev/stdout
+        // may lead to a regular file, but /dev is no place for a file of gigabytes).
         struct stat st {};
-        if (::stat(gmtPath.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (gmtPath.starts_with("/dev/") || (::stat(gmtPath.c_str(), &st) == 0 && !S_ISREG(st.st_mode))) {
             std::error_code ec;
             auto tmp = std::filesystem::temp_directory_path(ec);
             return ec ? std::string("/tmp") : tmp.string();

@@ -139,3 +139,16 @@ TEST(StreamingConvert, ACutGzipFailsNamingTheFileAndLeavesNoFile)
     EXPECT_EQ(slurp(out), "an older file") << "the file it would have replaced is kept";
     EXPECT_EQ(filesIn(dir), 2u) << "no temporary or spool file is left";
 }
+
+TEST(StreamingConvert, ToStandardOutputTheSpoolGoesToTheTemporaryFolder)
+{
+    // OUT under /dev/ is written directly (cli/output_file.h); the spool is not made in /dev.
+    const fs::path dir = scratchDir("streaming-convert-stdout");
+    const std::string in = GPUMEM_SOURCE_DIR "/traces/mlp_train.jsonl";
+    ASSERT_EQ(convert(in, dir / "whole.gmt", true).exitCode, 0);
+    const auto r = runCli("convert --to gmt '" + in + "' -o /dev/stdout");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const std::string gmt = slurp(dir / "whole.gmt");
+    EXPECT_EQ(r.out.substr(0, gmt.size()), gmt);
+    EXPECT_EQ(r.out.substr(gmt.size()), "wrote /dev/stdout (gmt, 208 memory events)\n");
+}
