@@ -11,8 +11,8 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <new>
 #include <filesystem>
+#include <new>
 #include <ostream>
 #include <unistd.h>
 
