@@ -45,18 +45,8 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 trace=${keep:-$tmp/big.gmt}
-cpu="" kib="" ok=0
-
-# runs "$@" under the limit; sets cpu (s), kib (peak RSS), ok (0/1)
-measure() {
-  if prlimit --as="$limitBytes" /usr/bin/time -f "%U %S %M" -o "$tmp/time" "$@" >"$tmp/out" 2>"$tmp/stderr"; then
-    ok=1
-  else
-    ok=0
-  fi
-  read -r user sys kib < <(tail -n 1 "$tmp/time")
-  cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
-}
+# measure "$@": sets cpu (s), kib (peak RSS), ok (0/1)
+source "$(dirname "$0")/measure.sh"
 
 if [ -n "$keep" ] && [ -s "$keep" ]; then
   echo "trace: $keep (kept from an earlier run)"

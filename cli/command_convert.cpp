@@ -6,10 +6,13 @@
 #include "core/gmt_format.h"
 #include "importers/importer_registry.h"
 #include "core/jsonl_format.h"
+#include "core/jsonl_to_gmt.h"
 #include "core/units.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <new>
 #include <ostream>
 #include <unistd.h>
 
@@ -30,7 +33,10 @@ namespace {
         {
             return "The output format comes from --to, else from OUT's extension (.gmt or .jsonl). OUT is written\n"
                    "to a temporary file beside it and renamed when complete, so a failure never leaves a partial file.\n"
-                   "An existing OUT is replaced unless it is the input or write-protected (then nothing is written).";
+                   "An existing OUT is replaced unless it is the input or write-protected (then nothing is written).\n"
+                   "A .jsonl whose memory events are in trace order (as gpumem writes them) becomes a .gmt while\n"
+                   "it is read, in memory that grows with its tables, not its events; a .jsonl in another order\n"
+                   "is read whole (a note on stderr says so).";
         }
         void setup(po::options_description& o, po::positional_options_description& p) override
         {
@@ -40,7 +46,7 @@ namespace {
                 "input", po::value<std::string>()->required(), "input trace (positional)");
             p.add("input", 1);
         }
-        int run(const po::variables_map& vm, std::ostream& out, std::ostream&) override
+        int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
         {
             const std::string in = vm["input"].as<std::string>();
             const std::string outPath = vm["output"].as<std::string>();
@@ -56,14 +62,40 @@ namespace {
             OutputFile output(outPath, { in }); // checks the destination before the work
             LoadOptions options;
             options.strict = vm.count("strict") > 0;
-            Trace trace = loadTrace(in, options);
-            if (to == "gmt")
-                writeGmt(trace, output.writePath());
-            else
-                writeJsonl(trace, output.writePath());
+            std::uint64_t events = 0;
+            if (const Importer* importer = to == "gmt" ? detectFormat(in) : nullptr; importer && importer->name() == "jsonl") {
+                events = jsonlToGmt(in, output.writePath(), options.strict, err);
+            } else {
+                Trace trace = loadTrace(in, options);
+                if (to == "gmt")
+                    writeGmt(trace, output.writePath());
+                else
+                    writeJsonl(trace, output.writePath());
+                events = trace.memory().count();
+            }
             output.commit();
-            out << "wrote " << textForTerminal(outPath) << " (" << to << ", " << counted(trace.memory().count(), "memory event", "memory events") << ")\n";
+            out << "wrote " << textForTerminal(outPath) << " (" << to << ", " << counted(events, "memory event", "memory events") << ")\n";
             return kExitOk;
+        }
+
+    private:
+        // .jsonl to .gmt while reading (core/jsonl_to_gmt.h): the same file as loadTrace then writeGmt, in
+        // memory that grows with the tables. GPUMEM_CONVERT_WHOLE=1 reads the trace whole as before (the
+        // baseline of bench/convert_scale.sh).
+        static std::uint64_t jsonlToGmt(const std::string& in, const std::string& writePath, bool strict, std::ostream& err)
+        {
+            JsonlToGmtOptions options;
+            options.strict = strict;
+            const char* whole = std::getenv("GPUMEM_CONVERT_WHOLE");
+            options.whole = whole && *whole && std::string_view(whole) != "0";
+            try {
+                JsonlToGmtResult result = writeGmtFromJsonl(in, writePath, options);
+                if (!result.fallback.empty())
+                    err << "gpumem convert: note: " << messageForTerminal(result.fallback) << '\n';
+                return result.memoryEvents;
+            } catch (const std::bad_alloc&) { // as loadTrace says it
+                throw Error(in + ": out of memory while reading it as jsonl (the trace needs more memory than is available)");
+            }
         }
     };
 } // namespace

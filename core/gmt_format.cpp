@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <type_traits>
@@ -624,38 +625,119 @@ void GmtWriter::finish()
 {
     if (m_fd < 0)
         return;
-    std::string p;
-    putVarint(p, m_memoryEvents);
-    writeChunk(kEnd, 0, p);
+    if (!m_headerless) {
+        std::string p;
+        putVarint(p, m_memoryEvents);
+        writeChunk(kEnd, 0, p);
+    }
     int fd = m_fd;
     m_fd = -1;
     if (::close(fd) != 0)
         throw IoError(m_path + ": cannot close: " + std::strerror(errno));
 }
 
+void GmtWriter::appendTables(const Trace& trace)
+{
+    appendStrings(trace.strings(), 1, trace.strings().size() - 1);
+    appendDevices(trace.devices());
+    appendStreams(trace.streams());
+    appendFrames(trace.frames().subspan(1));
+    appendSites(trace, 1, trace.siteCount() - 1);
+    appendScopes(trace.scopes().subspan(1));
+    appendCounterSeries(trace.counterSeries());
+    appendPools(trace.pools().subspan(1));
+}
+
+namespace {
+    template <typename T, typename Append> void appendChunked(std::span<const T> records, std::size_t perChunk, Append append)
+    {
+        for (std::size_t i = 0; i < records.size(); i += perChunk)
+            append(records.subspan(i, std::min(perChunk, records.size() - i)));
+    }
+} // namespace
+
+void GmtWriter::appendRecordsAfterKernels(const Trace& trace, std::size_t perChunk)
+{
+    appendChunked(trace.annotations(), perChunk, [&](auto s) { appendAnnotations(s); });
+    appendChunked(trace.counterSamples(), perChunk, [&](auto s) { appendCounterSamples(s); });
+    appendStats(trace.importStats());
+}
+
+GmtWriter::GmtWriter(int fd, const std::string& name, Headerless)
+    : m_fd(fd)
+    , m_headerless(true)
+    , m_path(name)
+{
+}
+
+void GmtWriter::appendSpool(GmtChunkSpool& spool)
+{
+    GmtWriter& from = *spool.m_writer;
+    if (from.m_fd < 0)
+        throw Error(m_path + ": the spool was closed");
+    if (m_fd < 0)
+        throw Error(m_path + ": write after finish()");
+    const auto size = static_cast<off_t>(from.m_bytesWritten);
+    off_t offset = 0;
+    // In the kernel where it can (no copy through user space; a reflink on filesystems that share extents).
+    while (offset < size) {
+        const ssize_t n = ::copy_file_range(from.m_fd, &offset, m_fd, nullptr, static_cast<std::size_t>(size - offset), 0);
+        if (n > 0) {
+            m_bytesWritten += static_cast<std::uint64_t>(n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n == 0 || errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP || errno == EBADF)
+            break; // not between these files (a pipe, another filesystem on old kernels): read and write
+        throw IoError(m_path + ": cannot write: " + std::strerror(errno));
+    }
+    if (offset < size) {
+        constexpr std::size_t kPiece = 1 << 20;
+        auto buffer = std::make_unique_for_overwrite<char[]>(kPiece);
+        while (offset < size) {
+            const ssize_t n = ::pread(from.m_fd, buffer.get(), std::min<std::size_t>(kPiece, static_cast<std::size_t>(size - offset)), offset);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                throw IoError(from.m_path + ": cannot read back the spooled chunks: " + (n < 0 ? std::strerror(errno) : "the file is shorter"));
+            writeAll(buffer.get(), static_cast<std::size_t>(n));
+            offset += n;
+        }
+    }
+    m_memoryEvents += from.m_memoryEvents;
+}
+
+GmtChunkSpool::GmtChunkSpool(const std::string& folder)
+{
+    const std::string dir = folder.empty() ? std::string(".") : folder;
+    int fd = -1;
+#ifdef O_TMPFILE
+    fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+#endif
+    if (fd < 0) { // a filesystem without O_TMPFILE: a fresh name, removed before anything is written
+        std::string name = dir + "/.gpumem-spool-XXXXXX";
+        fd = ::mkostemp(name.data(), O_CLOEXEC);
+        if (fd >= 0)
+            ::unlink(name.c_str());
+    }
+    if (fd < 0)
+        throw IoError(dir + ": cannot create a temporary file for the chunks written before the tables: " + std::strerror(errno));
+    m_writer.reset(new GmtWriter(fd, dir + " (spool)", GmtWriter::Headerless {}));
+}
+
+GmtChunkSpool::~GmtChunkSpool() = default; // the writer closes the file, which had no name: it is gone
+
 void writeGmt(const Trace& trace, const std::string& path, std::size_t eventsPerChunk)
 {
     GmtWriter w(path, trace.metadata());
-    w.appendStrings(trace.strings(), 1, trace.strings().size() - 1);
-    w.appendDevices(trace.devices());
-    w.appendStreams(trace.streams());
-    w.appendFrames(trace.frames().subspan(1));
-    w.appendSites(trace, 1, trace.siteCount() - 1);
-    w.appendScopes(trace.scopes().subspan(1));
-    w.appendCounterSeries(trace.counterSeries());
-    w.appendPools(trace.pools().subspan(1));
+    w.appendTables(trace);
     const auto& m = trace.memory();
     eventsPerChunk = std::clamp<std::size_t>(eventsPerChunk, 1, kGmtMaxEventsPerChunk);
     for (std::size_t i = 0; i < m.count(); i += eventsPerChunk)
         w.appendMemoryEvents(m, i, std::min(m.count(), i + eventsPerChunk));
-    auto chunked = [&](auto span, auto append) {
-        for (std::size_t i = 0; i < span.size(); i += eventsPerChunk)
-            append(span.subspan(i, std::min(eventsPerChunk, span.size() - i)));
-    };
-    chunked(trace.kernels(), [&](auto s) { w.appendKernels(s); });
-    chunked(trace.annotations(), [&](auto s) { w.appendAnnotations(s); });
-    chunked(trace.counterSamples(), [&](auto s) { w.appendCounterSamples(s); });
-    w.appendStats(trace.importStats());
+    appendChunked(trace.kernels(), eventsPerChunk, [&](auto s) { w.appendKernels(s); });
+    w.appendRecordsAfterKernels(trace, eventsPerChunk);
     w.finish();
 }
 

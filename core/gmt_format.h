@@ -12,6 +12,8 @@
 
 namespace gpumem {
 
+class GmtChunkSpool;
+
 inline constexpr std::uint16_t kGmtMajorVersion = 1;
 inline constexpr std::uint16_t kGmtMinorVersion = 1; // 1.1: pools (POOL) and the MEVX columns (spec §5.1)
 inline constexpr char kGmtMagic[8] = { '\x89', 'G', 'M', 'T', '\r', '\n', '\x1a', '\n' };
@@ -52,21 +54,57 @@ public:
     void appendStats(const ImportStats& stats);
     // A JSON merge patch (RFC 7396) applied to the header's metadata by readers.
     void appendMetadataPatch(const nlohmann::json& patch);
+    // What writeGmt writes of `trace` before its memory events: every table (strings, devices, streams,
+    // frames, sites, scopes, counter series, pools), one chunk each. Strings must not have been appended yet.
+    void appendTables(const Trace& trace);
+    // What writeGmt writes after the kernels: the annotations and counter samples in chunks of
+    // `perChunk` (1 to kGmtMaxEventsPerChunk) and the import anomalies.
+    void appendRecordsAfterKernels(const Trace& trace, std::size_t perChunk);
+    // The chunks written to `spool` so far, copied here as they are (copy_file_range, else read and
+    // write); its memory events count toward the end chunk's total. Throws IoError.
+    void appendSpool(GmtChunkSpool& spool);
     // Writes the end chunk and closes. Throws IoError.
     void finish();
 
     std::uint64_t bytesWritten() const { return m_bytesWritten; }
 
 private:
+    friend class GmtChunkSpool;
+    struct Headerless {};
+    GmtWriter(int fd, const std::string& name, Headerless); // a spool's writer: chunks only, no header, no end chunk
     void writeChunk(std::uint32_t type, std::uint32_t records, std::string_view payload);
     void writeAll(const char* data, std::size_t size, const char* more = nullptr, std::size_t moreSize = 0);
     int m_fd = -1;
+    bool m_headerless = false;
     std::string m_path;
     std::uint64_t m_bytesWritten = 0;
     std::uint64_t m_memoryEvents = 0;
     StringId m_nextString = 1;
     std::unique_ptr<char[]> m_payload; // memory-event chunks are encoded here, reused between chunks
     std::size_t m_payloadCapacity = 0;
+};
+
+// Chunks written ahead of the chunks that must come before them in the file, then copied into a
+// GmtWriter's file with appendSpool. `gpumem convert X.jsonl` knows the tables (all strings among
+// them) only at the end of its input, so its memory events and kernels are encoded here as they are
+// read: a chunk's bytes do not depend on where it lies in the file, so the copy is what writeGmt would
+// have written. The spool is an unnamed temporary file (O_TMPFILE, else a name removed at once) in
+// `folder`: nothing of it outlives the process, whatever ends it. Its pages are the kernel's page
+// cache, not the process's memory. Not thread-safe.
+class GmtChunkSpool {
+public:
+    explicit GmtChunkSpool(const std::string& folder); // throws IoError naming the folder
+    ~GmtChunkSpool();
+    GmtChunkSpool(const GmtChunkSpool&) = delete;
+    GmtChunkSpool& operator=(const GmtChunkSpool&) = delete;
+
+    // Appends chunks (appendMemoryEvents, appendKernels, …) to the spool; tables do not belong here.
+    GmtWriter& writer() { return *m_writer; }
+    std::uint64_t bytes() const { return m_writer->bytesWritten(); }
+
+private:
+    friend class GmtWriter;
+    std::unique_ptr<GmtWriter> m_writer;
 };
 
 // Writes a whole trace (tables, then events in chunks of `eventsPerChunk`). Throws IoError.

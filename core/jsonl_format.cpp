@@ -196,12 +196,15 @@ namespace {
 namespace {
     // The reader over any source of lines: `nextLine(text)` sets the next line (without '\n') and returns
     // false after the last; `fraction()` says how much was read (progress).
+    // Memory events go to `sink.memoryEvent` and kernels to `sink.kernel` (with the line's number, in
+    // file order) where set, else to the builder as every other record.
     template <class NextLine, class Fraction>
-    Trace readJsonlLines(NextLine&& nextLine, Fraction&& fraction, std::string_view name, const LoadOptions& options)
+    Trace readJsonlLines(NextLine&& nextLine, Fraction&& fraction, std::string_view name, const LoadOptions& options, const JsonlSink& sink)
     {
     const std::string path(name);
     TraceBuilder b;
     std::size_t lineNo = 0;
+    std::uint64_t memoryEvents = 0; // the default "seq": the event's position in the file
     bool sawHeader = false;
     std::size_t seriesCount = 0;
     std::string where;
@@ -275,7 +278,7 @@ namespace {
             e.scope = r.num<ScopeId>("scope", 0);
             e.site = r.num<SiteId>("site", 0);
             e.thread = r.num<std::uint64_t>("thread", 0);
-            e.sequence = r.num<std::uint64_t>("seq", b.memoryEventCount());
+            e.sequence = r.num<std::uint64_t>("seq", memoryEvents);
             e.category = r.choice<Category>("category", categoryFromString, Category::Unknown);
             e.pool = r.num<PoolId>("pool", 0);
             if (e.pool >= b.poolCount())
@@ -288,7 +291,11 @@ namespace {
                 r.fail("scope", "refers to no scope record above it");
             if (e.site >= b.siteCount())
                 r.fail("site", "refers to no site record above it");
-            b.memoryColumns().push(e); // not add(): an explicit seq of 2^64−1 is a value, not "auto"
+            ++memoryEvents;
+            if (sink.memoryEvent)
+                sink.memoryEvent(e, lineNo);
+            else
+                b.memoryColumns().push(e); // not add(): an explicit seq of 2^64−1 is a value, not "auto"
         } else if (type == "device") {
             expectId(r, b.deviceCount());
             if (b.deviceCount() >= kNoDevice)
@@ -374,7 +381,10 @@ namespace {
                 r.fail("stream", "refers to no stream record above it");
             k.name = b.intern(r.text("name"));
             k.correlation = r.num<std::uint64_t>("correlation", 0);
-            b.add(k);
+            if (sink.kernel)
+                sink.kernel(k, lineNo);
+            else
+                b.add(k);
         } else if (type == "annotation") {
             Annotation a;
             a.start = r.num<TimeNs>("start");
@@ -412,9 +422,14 @@ namespace {
 // A gzip .jsonl is inflated as it is read (LineReader): the inflated text is never held whole.
 Trace readJsonl(const std::string& path, const LoadOptions& options)
 {
+    return readJsonl(path, JsonlSink {}, options);
+}
+
+Trace readJsonl(const std::string& path, const JsonlSink& sink, const LoadOptions& options)
+{
     LineReader lines(path);
     return readJsonlLines([&](std::string_view& line) { return lines.next(line); }, [&] { return lines.fractionRead(); },
-        path, options);
+        path, options, sink);
 }
 
 Trace readJsonlText(std::string_view content, std::string_view name, const LoadOptions& options)
@@ -431,7 +446,7 @@ Trace readJsonlText(std::string_view content, std::string_view name, const LoadO
         return true;
     };
     return readJsonlLines(nextLine, [&] { return double(std::min(pos, content.size())) / double(std::max<std::size_t>(content.size(), 1)); },
-        name, options);
+        name, options, JsonlSink {});
 }
 
 namespace {
