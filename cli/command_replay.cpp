@@ -404,22 +404,35 @@ namespace {
                 analyze::writeFidelityReport(report, path, format, report.traceStart, out);
                 return kExitOk;
             }
-            Trace trace = loadReplayableTrace(path);
-            options.device = deviceOption(vm, trace, path);
+            // A .gmt is replayed chunk by chunk (docs/streaming.md "Replay"): the trace is never held whole.
+            // Any other format is read whole and replayed as one chunk, by the same engine.
+            std::unique_ptr<MemoryEventSource> streamed;
+            Trace trace;
+            if (streamsReplay(path))
+                streamed = openReplayableSource(path);
+            else
+                trace = loadReplayableTrace(path);
+            const std::unique_ptr<MemoryEventSource> view = streamed ? nullptr : traceView(trace);
+            const MemoryEventSource& source = streamed ? *streamed : *view;
+            const Trace& tables = source.skeleton();
+            options.device = deviceOption(vm, tables, path);
             // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
             if (!options.device)
-                options.device = replay::defaultReplayDevice(trace);
+                options.device = replay::defaultReplayDevice(source);
             // Every row starts from the same state (--start; replay/start_state.h).
             const replay::StartState start = readStart(vm);
-            replay::applyStartState(options, trace, start);
+            replay::applyStartState(options, source, start);
             std::vector<replay::ReplayResult> results(specs.size());
-            replay::parallelFor(specs.size(), jobs,
-                [&](std::size_t i) { results[i] = replay::Replayer(options).run(trace, specs[i]); });
-            auto context = analyze::comparisonContext(trace, options.device.value_or(0), start);
+            // A .gmt source serves one pass at a time: its replays run one after another.
+            replay::parallelFor(specs.size(), streamed ? 1 : jobs,
+                [&](std::size_t i) { results[i] = replay::Replayer(options).run(source, specs[i]); });
+            const DeviceId device = options.device.value_or(0);
+            auto context = streamed ? analyze::comparisonContext(source, device, start)
+                                    : analyze::comparisonContext(trace, device, start);
             context.width = readTableWidth(vm);
-            analyze::writeReplayTable(results, format, traceStart(trace), out, context);
-            warnAboutMemoryBeforeTheWindow(trace, options.device.value_or(0), err, start, context.width);
-            noteAssumedDeviceMemory(trace, options, err);
+            analyze::writeReplayTable(results, format, streamed ? analyze::traceSpan(source).start : traceStart(trace), out, context);
+            warnAboutMemoryBeforeTheWindow(context.before.openingAllocated, err, start, context.width);
+            noteAssumedDeviceMemory(tables, options, err);
             // Review defect M6 (2026-12-02): a schedule that matches no point of the trace added nothing, silently.
             if (options.addEmptyCache.any()
                 && std::all_of(results.begin(), results.end(), [](const replay::ReplayResult& r) { return r.emptyCacheAdded == 0; }))

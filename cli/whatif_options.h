@@ -51,6 +51,11 @@ unsigned readJobs(const po::variables_map& vm);
 
 // loadTrace(path), refusing (gpumem::Error) a trace without memory events: there is nothing to replay.
 Trace loadReplayableTrace(const std::string& path);
+// Whether a replay of `path` streams it (docs/streaming.md "Replay"): a .gmt by its content, unless the
+// environment sets GPUMEM_REPLAY_IN_MEMORY=1 (the trace is then read whole: tests compare the two).
+bool streamsReplay(const std::string& path);
+// openGmtSource(path) with the refusals of loadReplayableTrace.
+std::unique_ptr<MemoryEventSource> openReplayableSource(const std::string& path);
 
 // A profiler trace starts after the model was loaded: its recorded "Total Allocated" is already above
 // zero at the first sample, and those bytes are not in the trace. With --start recorded every replay
@@ -59,6 +64,8 @@ Trace loadReplayableTrace(const std::string& path);
 // wrapped) when the trace shows such bytes for `device`.
 void warnAboutMemoryBeforeTheWindow(
     const Trace& trace, DeviceId device, std::ostream& err, replay::StartState start, std::size_t width);
+// The same with the opening bytes known (replay::openingAllocated).
+void warnAboutMemoryBeforeTheWindow(Bytes openingAllocated, std::ostream& err, replay::StartState start, std::size_t width);
 
 // --start recorded|empty (the state every row starts from; default recorded) and --wide (text tables
 // not held to 100 columns).

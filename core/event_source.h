@@ -56,6 +56,11 @@ public:
 // skeleton keeps the kernels. Memory: the trace, plus one slice.
 std::unique_ptr<MemoryEventSource> memorySource(Trace trace, std::size_t chunkEvents = 65536);
 
+// An in-memory trace as a source without a copy: its events as one chunk, its skeleton the trace
+// itself (so skeleton().memory() is not empty: a consumer reads only the tables from it). For code that
+// has one engine over sources and is handed a whole Trace; `trace` must outlive the source.
+std::unique_ptr<MemoryEventSource> traceView(const Trace& trace);
+
 // A .gmt file as a source (core/gmt_format.h): the file is mapped; opening reads every non-event
 // chunk whole into the skeleton, checks every chunk's checksum and decodes each MEMV (+MEVX) and
 // KERN chunk once to check it (one pass), keeping only an index of the MEMV chunks; each pass of

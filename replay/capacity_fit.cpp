@@ -1,6 +1,9 @@
 #include "replay/capacity_fit.h"
 
+#include "core/chunk_pairing.h"
 #include "core/error.h"
+#include "replay/detail/address_map.h"
+#include "replay/detail/foresight.h"
 #include "replay/detail/round_to_multiple.h"
 #include "replay/parallel_runs.h"
 
@@ -26,56 +29,69 @@ namespace {
 
 Bytes livePeak(const Trace& trace, std::optional<DeviceId> device, Bytes opening, bool withRebuilt)
 {
+    return livePeak(*traceView(trace), device, opening, withRebuilt);
+}
+
+Bytes livePeak(const MemoryEventSource& source, std::optional<DeviceId> device, Bytes opening, bool withRebuilt)
+{
     // A sweep over the device's events in trace order (what `ideal:alignment:1` holds on an unlimited
     // device, without the replay engine's 4 EiB limit): + requested at the alloc, − at the
-    // free_completed (at the free where none follows). 128-bit sums; a peak above 2^64 − 1 saturates.
+    // free_completed (at the free where none follows: the foresight says which). 128-bit sums; a peak
+    // above 2^64 − 1 saturates. Holds the requested bytes of each block live, not a figure per event.
     if (!device)
-        device = defaultReplayDevice(trace);
+        device = defaultReplayDevice(source);
     if (!device)
         return 0;
-    const auto& m = trace.memory();
+    const Trace& tables = source.skeleton();
+    ReplayOptions ask;
+    ask.openingAllocated = opening; // the frees without an alloc, when the opening bytes are held
+    const detail::Foresight ahead = detail::foresee(source, *device, initialStateEventCount(tables, *device), ask, false);
     __extension__ typedef __int128 Wide; // GCC and Clang have it; -Wpedantic stays quiet
-    std::vector<Wide> delta(m.count(), 0);
     // The index of the first window event: the blocks allocated before it are the rebuilt state.
-    const std::size_t firstWindow = withRebuilt ? 0 : firstWindowEvent(trace, *device);
-    std::vector<bool> paired(m.count(), false);
-    // The blocks freed in the window without an alloc: (the event they leave at, bytes).
-    std::vector<std::pair<std::size_t, Bytes>> freedBefore;
-    auto requestOf = [&](std::size_t i) { return m.requestedSize[i] ? m.requestedSize[i] : m.size[i]; };
-    for (const Allocation& a : trace.allocations()) {
-        for (std::uint64_t e : { a.allocEvent, a.freeEvent, a.freeCompletedEvent })
-            if (e != kNoIndex)
-                paired[e] = true;
-        if (a.allocEvent == kNoIndex && a.freeEvent != kNoIndex && m.device[a.freeEvent] == *device)
-            freedBefore.emplace_back(a.freeCompletedEvent != kNoIndex ? a.freeCompletedEvent : a.freeEvent,
-                requestOf(a.freeEvent));
-        if (a.allocEvent == kNoIndex || m.device[a.allocEvent] != *device || a.allocEvent < firstWindow)
-            continue;
-        const Bytes request = requestOf(a.allocEvent);
-        delta[a.allocEvent] += request;
-        const std::uint64_t end = a.freeCompletedEvent != kNoIndex ? a.freeCompletedEvent : a.freeEvent;
-        if (end != kNoIndex)
-            delta[end] -= request;
-    }
-    Wide live = 0;
-    if (opening > 0) {
-        // The rule of ReplayOptions::openingAllocated: the blocks freed without an alloc leave at their free.
-        for (std::size_t i = 0; i < m.count(); ++i)
-            if (m.device[i] == *device && m.kind[i] == EventKind::Free && !paired[i])
-                freedBefore.emplace_back(i, requestOf(i));
-        Wide freed = 0;
-        for (const auto& [i, size] : freedBefore)
-            freed += size;
-        live = opening;
-        if (freed <= Wide(opening))
-            for (const auto& [i, size] : freedBefore)
-                delta[i] -= size;
-    }
+    const std::uint64_t firstWindow = withRebuilt ? 0 : ahead.firstWindowEvent;
+    // The rule of ReplayOptions::openingAllocated: the blocks freed without an alloc leave at their free
+    // (when their bytes add up to at most the opening ones).
+    Wide freed = 0;
+    for (const auto& f : ahead.unmatchedFrees)
+        freed += f.request;
+    const bool freesLeave = opening > 0 && freed <= Wide(opening);
+    Wide live = opening;
     Wide peak = live;
-    for (std::size_t i = 0; i < delta.size(); ++i) {
-        live += delta[i];
-        peak = std::max(peak, live);
-    }
+    ImportStats discarded;
+    ChunkPairing pairing(discarded, ahead.completions);
+    detail::AddressMap<Bytes> held; // allocation + 1 → its requested bytes, while counted
+    source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t first) {
+        for (std::size_t j = 0; j < m.count(); ++j) {
+            const auto out = pairing.step(m, j, first + j);
+            if (m.device[j] != *device)
+                continue;
+            const Bytes request = m.requestedSize[j] ? m.requestedSize[j] : m.size[j];
+            const Address key = Address(out.block.allocation) + 1;
+            switch (out.pairing) {
+            case ChunkPairing::Pairing::Opened:
+                if (first + j >= firstWindow) {
+                    live += request;
+                    held.insert(key, request);
+                }
+                break;
+            case ChunkPairing::Pairing::Closed:
+                if (ahead.laterCompletionOf(out.block.allocation))
+                    break; // it leaves at its free_completed
+                [[fallthrough]];
+            case ChunkPairing::Pairing::Completed:
+                if (const auto bytes = held.take(key))
+                    live -= *bytes;
+                break;
+            case ChunkPairing::Pairing::Unmatched:
+                if (freesLeave)
+                    live -= request;
+                break;
+            default:
+                break;
+            }
+            peak = std::max(peak, live);
+        }
+    });
     return peak > Wide(~Bytes(0)) ? ~Bytes(0) : static_cast<Bytes>(peak);
 }
 
