@@ -104,6 +104,7 @@ namespace {
             if (m_trace.memory().count() > 0)
                 visit(m_trace.memory(), 0);
         }
+        const Trace* wholeTrace() const override { return &m_trace; }
 
     private:
         const Trace& m_trace;

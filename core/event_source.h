@@ -50,6 +50,10 @@ public:
     // for the trace's span before its pass. The default makes a pass; a .gmt source decodes only the
     // first and last chunks.
     virtual std::optional<std::pair<TimeNs, TimeNs>> firstAndLastTime() const;
+    // The trace itself when the source serves a whole in-memory trace as one chunk (traceView): a
+    // consumer may then use what the trace has computed once (its pairing, Trace::allocations()).
+    // nullptr for every other source (memorySource's slices too: they stand for a streamed file).
+    virtual const Trace* wholeTrace() const { return nullptr; }
 };
 
 // A whole in-memory trace as a source, in slices of `chunkEvents` (at least 1) events. The

@@ -1,6 +1,5 @@
 #include "replay/capacity_fit.h"
 
-#include "core/chunk_pairing.h"
 #include "core/error.h"
 #include "replay/detail/address_map.h"
 #include "replay/detail/foresight.h"
@@ -45,7 +44,9 @@ Bytes livePeak(const MemoryEventSource& source, std::optional<DeviceId> device, 
     const Trace& tables = source.skeleton();
     ReplayOptions ask;
     ask.openingAllocated = opening; // the frees without an alloc, when the opening bytes are held
-    const detail::Foresight ahead = detail::foresee(source, *device, initialStateEventCount(tables, *device), ask, false);
+    const std::vector<std::uint32_t> allocationOf = detail::EventPairing::allocationOfEvents(source);
+    const detail::Foresight ahead
+        = detail::foresee(source, allocationOf, *device, initialStateEventCount(tables, *device), ask, false);
     __extension__ typedef __int128 Wide; // GCC and Clang have it; -Wpedantic stays quiet
     // The index of the first window event: the blocks allocated before it are the rebuilt state.
     const std::uint64_t firstWindow = withRebuilt ? 0 : ahead.firstWindowEvent;
@@ -57,8 +58,7 @@ Bytes livePeak(const MemoryEventSource& source, std::optional<DeviceId> device, 
     const bool freesLeave = opening > 0 && freed <= Wide(opening);
     Wide live = opening;
     Wide peak = live;
-    ImportStats discarded;
-    ChunkPairing pairing(discarded, ahead.completions);
+    detail::EventPairing pairing(allocationOf, ahead.completions);
     detail::AddressMap<Bytes> held; // allocation + 1 → its requested bytes, while counted
     source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t first) {
         for (std::size_t j = 0; j < m.count(); ++j) {
@@ -66,7 +66,7 @@ Bytes livePeak(const MemoryEventSource& source, std::optional<DeviceId> device, 
             if (m.device[j] != *device)
                 continue;
             const Bytes request = m.requestedSize[j] ? m.requestedSize[j] : m.size[j];
-            const Address key = Address(out.block.allocation) + 1;
+            const Address key = Address(out.allocation) + 1;
             switch (out.pairing) {
             case ChunkPairing::Pairing::Opened:
                 if (first + j >= firstWindow) {
@@ -75,7 +75,7 @@ Bytes livePeak(const MemoryEventSource& source, std::optional<DeviceId> device, 
                 }
                 break;
             case ChunkPairing::Pairing::Closed:
-                if (ahead.laterCompletionOf(out.block.allocation))
+                if (ahead.laterCompletionOf(out.allocation))
                     break; // it leaves at its free_completed
                 [[fallthrough]];
             case ChunkPairing::Pairing::Completed:

@@ -1,6 +1,5 @@
 #include "replay/replayer.h"
 
-#include "core/chunk_pairing.h"
 #include "core/error.h"
 #include "core/importer.h"
 #include "core/outside_memory.h"
@@ -511,7 +510,9 @@ ReplayResult replayTrace(const MemoryEventSource& source, const PolicySpec& spec
     std::uint64_t initialEvents = options.initialState == InitialStateMode::Ignore ? 0 : rebuiltEvents;
     const bool emptyStart = options.initialState == InitialStateMode::Empty; // the rebuilt events are not fed
     const bool needSourcePeak = options.capacity != 0 && !options.outsideBytes && outsideMemoryNeedsEvents(trace);
-    const detail::Foresight ahead = detail::foresee(source, dev, initialEvents, options, needSourcePeak);
+    // A whole trace's own pairing by event (empty for a streamed source: each pass pairs its chunks).
+    const std::vector<std::uint32_t> allocationOf = detail::EventPairing::allocationOfEvents(source);
+    const detail::Foresight ahead = detail::foresee(source, allocationOf, dev, initialEvents, options, needSourcePeak);
     const std::uint64_t n = ahead.events;
 
     Bytes totalMemory = options.totalMemory;
@@ -579,6 +580,8 @@ ReplayResult replayTrace(const MemoryEventSource& source, const PolicySpec& spec
 
     // A dry run (the plan of an offline policy) runs unlimited but refuses what the real run will.
     RequestFeeder feeder(top, maxRequest);
+    if (const Trace* whole = source.wholeTrace())
+        feeder.useDenseAddresses(whole->allocations().size());
     // PyTorch before PR #71745: one global queue of cross-stream end-of-life events (request_feeder.h).
     if (base->policy == "pytorch" && !record)
         feeder.setGlobalEventQueue(pytorchConfigFor(*base, context).globalEventQueue);
@@ -657,9 +660,8 @@ ReplayResult replayTrace(const MemoryEventSource& source, const PolicySpec& spec
         result.stopped = true;
         stateDoesNotFit = true;
     }
-    ImportStats pairingStats; // the pairing's anomalies are the trace's, reported by info and analyze
     auto pass = [&](bool measured) {
-        ChunkPairing pairing(pairingStats, ahead.completions);
+        detail::EventPairing pairing(allocationOf, ahead.completions);
         // The kind of the device's previous event (a release burst starts after an event of another kind).
         std::optional<EventKind> previousKind;
         auto event = [&](const MemoryEventColumns& m, std::size_t j, std::uint64_t i) {
@@ -718,7 +720,7 @@ ReplayResult replayTrace(const MemoryEventSource& source, const PolicySpec& spec
             clock.event = i;
             const std::uint32_t a = paired.pairing == ChunkPairing::Pairing::Opened
                     || paired.pairing == ChunkPairing::Pairing::Closed || paired.pairing == ChunkPairing::Pairing::Completed
-                ? paired.block.allocation
+                ? paired.allocation
                 : RequestFeeder::kNoAllocation;
             if (recorder)
                 recorder->initial = initial;

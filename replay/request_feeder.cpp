@@ -16,6 +16,7 @@ RequestFeeder::RequestFeeder(const Trace& trace, DeviceId device, AllocatorPolic
     m_trace = &trace;
     m_device = device;
     m_allocs = trace.allocations();
+    useDenseAddresses(m_allocs.size());
     m_allocOf.assign(trace.memory().count(), kNoAllocation);
     m_streamKey.resize(trace.streams().size());
     for (std::size_t a = 0; a < m_allocs.size(); ++a) {
@@ -53,6 +54,12 @@ bool RequestFeeder::admits(Bytes request) const
 std::vector<std::pair<std::uint32_t, Address>> RequestFeeder::simulatedBlocks() const
 {
     std::vector<std::pair<std::uint32_t, Address>> out;
+    if (!m_dense.empty()) {
+        for (std::size_t a = 0; a < m_dense.size(); ++a)
+            if (m_dense[a] != 0)
+                out.emplace_back(std::uint32_t(a), m_dense[a]);
+        return out;
+    }
     out.reserve(m_simAddress.size());
     m_simAddress.forEach([&](Address key, Address address) { out.emplace_back(std::uint32_t(key - 1), address); });
     std::sort(out.begin(), out.end());
