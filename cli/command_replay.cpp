@@ -74,9 +74,6 @@ namespace {
         err << analyze::wrapText(note.str(), 100);
     }
 
-    // The origin of the "+x s" offsets: the trace start, as `gpumem info` and `analyze` use.
-    TimeNs traceStart(const Trace& t) { return analyze::traceSpan(t).start; }
-
     // "1.5s", "250ms", "40us", "1000ns" (a bare number is seconds) → nanoseconds; UsageError otherwise.
     TimeNs parseDuration(const std::string& text, const std::string& what)
     {
@@ -406,16 +403,9 @@ namespace {
             }
             // A .gmt is replayed chunk by chunk (docs/streaming.md "Replay"): the trace is never held whole.
             // Any other format is read whole and replayed as one chunk, by the same engine.
-            std::unique_ptr<MemoryEventSource> streamed;
-            Trace trace;
-            if (streamsReplay(path))
-                streamed = openReplayableSource(path);
-            else
-                trace = loadReplayableTrace(path);
-            const std::unique_ptr<MemoryEventSource> view = streamed ? nullptr : traceView(trace);
-            const MemoryEventSource& source = streamed ? *streamed : *view;
-            const Trace& tables = source.skeleton();
-            options.device = deviceOption(vm, tables, path);
+            const ReplayInput input(path);
+            const MemoryEventSource& source = input.source();
+            options.device = deviceOption(vm, input.tables(), path);
             // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
             if (!options.device)
                 options.device = replay::defaultReplayDevice(source);
@@ -423,16 +413,14 @@ namespace {
             const replay::StartState start = readStart(vm);
             replay::applyStartState(options, source, start);
             std::vector<replay::ReplayResult> results(specs.size());
-            // A .gmt source serves one pass at a time: its replays run one after another.
-            replay::parallelFor(specs.size(), streamed ? 1 : jobs,
+            replay::parallelFor(specs.size(), input.jobs(jobs),
                 [&](std::size_t i) { results[i] = replay::Replayer(options).run(source, specs[i]); });
             const DeviceId device = options.device.value_or(0);
-            auto context = streamed ? analyze::comparisonContext(source, device, start)
-                                    : analyze::comparisonContext(trace, device, start);
+            auto context = input.context(device, start);
             context.width = readTableWidth(vm);
-            analyze::writeReplayTable(results, format, streamed ? analyze::traceSpan(source).start : traceStart(trace), out, context);
+            analyze::writeReplayTable(results, format, input.traceStart(), out, context);
             warnAboutMemoryBeforeTheWindow(context.before.openingAllocated, err, start, context.width);
-            noteAssumedDeviceMemory(tables, options, err);
+            noteAssumedDeviceMemory(input.tables(), options, err);
             // Review defect M6 (2026-12-02): a schedule that matches no point of the trace added nothing, silently.
             if (options.addEmptyCache.any()
                 && std::all_of(results.begin(), results.end(), [](const replay::ReplayResult& r) { return r.emptyCacheAdded == 0; }))

@@ -2,6 +2,7 @@
 
 #include "analyze/comparison.h"
 #include "analyze/replay_report.h"
+#include "analyze/trace_summary.h"
 #include "core/error.h"
 #include "core/message_quote.h"
 #include "importers/importer_registry.h"
@@ -207,6 +208,34 @@ std::unique_ptr<MemoryEventSource> openReplayableSource(const std::string& path)
     auto source = openGmtSource(path);
     refuseNothingToReplay(path, source->eventCount(), source->skeleton());
     return source;
+}
+
+ReplayInput::ReplayInput(const std::string& path)
+{
+    if (streamsReplay(path))
+        m_streamed = openReplayableSource(path);
+    else {
+        m_trace = loadReplayableTrace(path);
+        m_view = traceView(m_trace);
+    }
+}
+
+analyze::ComparisonContext ReplayInput::context(DeviceId device, replay::StartState start) const
+{
+    return streamed() ? analyze::comparisonContext(source(), device, start) : analyze::comparisonContext(m_trace, device, start);
+}
+
+TimeNs ReplayInput::firstEventTime() const
+{
+    if (!streamed())
+        return m_trace.memory().time.front();
+    const auto times = source().firstAndLastTime();
+    return times ? times->first : 0;
+}
+
+TimeNs ReplayInput::traceStart() const
+{
+    return streamed() ? analyze::traceSpan(source()).start : analyze::traceSpan(m_trace).start;
 }
 
 std::vector<replay::PolicySpec> checkedPolicySpecs(const std::vector<std::string>& texts)

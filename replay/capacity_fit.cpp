@@ -12,13 +12,13 @@
 namespace gpumem::replay {
 
 namespace {
-    FitProbe probe(const Trace& trace, const PolicySpec& spec, Bytes capacity, const ReplayOptions& start)
+    FitProbe probe(const MemoryEventSource& source, const PolicySpec& spec, Bytes capacity, const ReplayOptions& start)
     {
         ReplayOptions options = start;
         options.capacity = capacity;
         options.totalMemory = capacity;
         options.onOom = OnOom::Stop;
-        ReplayResult r = Replayer(options).run(trace, spec);
+        ReplayResult r = Replayer(options).run(source, spec);
         FitProbe p { capacity, r.ooms == 0, r.peakReserved.bytes, std::nullopt };
         if (!r.failures.empty())
             p.failure = r.failures.front();
@@ -97,6 +97,11 @@ Bytes livePeak(const MemoryEventSource& source, std::optional<DeviceId> device, 
 
 FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptions& options)
 {
+    return fitCapacity(*traceView(trace), spec, options);
+}
+
+FitResult fitCapacity(const MemoryEventSource& source, const PolicySpec& spec, const FitOptions& options)
+{
     const Bytes step = options.step;
     if (step == 0)
         throw UsageError("fit: the capacity step must be at least 1 byte (default 2 MiB)");
@@ -104,24 +109,25 @@ FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptio
         throw UsageError("fit: the largest capacity to try must be at least one step (" + std::to_string(step) + " B)");
     FitResult result;
     result.spec = spec.text;
-    const unsigned jobs = options.jobs == 0 ? defaultJobs() : options.jobs;
+    // A streamed source serves one pass at a time: its probes run one after another.
+    const unsigned jobs = !source.wholeTrace() ? 1 : options.jobs == 0 ? defaultJobs() : options.jobs;
     std::uint64_t unlimitedOoms = 0;
     ReplayOptions start; // what every replay of the search starts from
     start.device = options.device;
     start.source = options.source; // an initial state a probe cannot adopt names the file
     start.outsideBytes = options.outsideBytes;
-    applyStartState(start, trace, options.start);
+    applyStartState(start, source, options.start);
     result.openingAllocated = start.openingAllocated;
     const ReplayOptions& unlimited = start;
 
     // The bounds: the policy on an unlimited device, and the live bytes (two replays, in parallel).
     parallelFor(2, jobs, [&](std::size_t i) {
         if (i == 1) {
-            result.lowerBound = livePeak(trace, options.device, start.openingAllocated,
+            result.lowerBound = livePeak(source, options.device, start.openingAllocated,
                 options.start == StartState::Recorded);
             return;
         }
-        ReplayResult free = Replayer(unlimited).run(trace, spec);
+        ReplayResult free = Replayer(unlimited).run(source, spec);
         result.policy = free.policy;
         result.lowerBoundMark = free.reservedIsLowerBound;
         result.unlimitedPeakReserved = free.peakReserved.bytes;
@@ -142,15 +148,15 @@ FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptio
     auto run = [&](const std::vector<Bytes>& capacities) {
         std::vector<FitProbe> got(capacities.size());
         parallelFor(capacities.size(), jobs,
-            [&](std::size_t i) { got[i] = probe(trace, spec, capacities[i], start); });
+            [&](std::size_t i) { got[i] = probe(source, spec, capacities[i], start); });
         probes.insert(probes.end(), got.begin(), got.end());
         return got;
     };
 
     // Every capacity <= lo fails; hi fits (once found).
     // The memory outside the allocator comes on top of what the allocator needs (core/outside_memory.h).
-    const Bytes outside = outsideBytesFor(trace, options.device.value_or(defaultReplayDevice(trace).value_or(0)),
-        options.outsideBytes);
+    const Bytes outside = outsideBytesFor(source,
+        options.device ? *options.device : defaultReplayDevice(source).value_or(0), options.outsideBytes);
     Bytes lo = result.lowerBound == 0 ? 0 : detail::roundUpToMultiple(result.lowerBound + outside, step) - step;
     Bytes hi = std::max(
         detail::roundUpToMultiple(std::max(result.unlimitedPeakReserved, result.lowerBound) + outside, step), lo + step);

@@ -88,5 +88,8 @@ Bytes livePeak(const MemoryEventSource& source, std::optional<DeviceId> device =
 
 // Throws UsageError for a bad spec, a zero step or a maxCapacity below the step.
 FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptions& options = {});
+// The same over a source (docs/streaming.md): each probe a pass; a streamed source (one that is not a
+// whole trace) serves one pass at a time, so its probes run one after another whatever options.jobs.
+FitResult fitCapacity(const MemoryEventSource& source, const PolicySpec& spec, const FitOptions& options = {});
 
 } // namespace gpumem::replay

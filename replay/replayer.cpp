@@ -422,6 +422,20 @@ Bytes outsideBytesFor(const Trace& trace, DeviceId device, std::optional<Bytes> 
     return outside ? outside->bytes() : 0;
 }
 
+Bytes outsideBytesFor(const MemoryEventSource& source, DeviceId device, std::optional<Bytes> given)
+{
+    const Trace& tables = source.skeleton();
+    if (given || source.wholeTrace() || !outsideMemoryNeedsEvents(tables))
+        return outsideBytesFor(tables, device, given);
+    AllocationSourcePeak peak(tables, device);
+    source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t) {
+        for (std::size_t j = 0; j < m.count(); ++j)
+            peak.add(m, j);
+    });
+    auto outside = outsideMemory(tables, device, &peak);
+    return outside ? outside->bytes() : 0;
+}
+
 std::uint64_t initialStateEventCount(const Trace& trace, DeviceId device)
 {
     const auto& meta = trace.metadata();

@@ -253,6 +253,8 @@ bool globMatch(std::string_view pattern, std::string_view name);
 // The outside-allocator bytes a replay of `device` takes from the capacity: `given` when set, else the
 // trace's figure (core/outside_memory.h), else 0.
 Bytes outsideBytesFor(const Trace& trace, DeviceId device, std::optional<Bytes> given);
+// The same over a source (a pass where the figure needs the events, outsideMemoryNeedsEvents).
+Bytes outsideBytesFor(const MemoryEventSource& source, DeviceId device, std::optional<Bytes> given);
 
 // Number of leading events of `device` that an importer rebuilt as the state before the window
 // (metadata "reconstruction"[i].events_before_trace for the device's ordinal); 0 if none.

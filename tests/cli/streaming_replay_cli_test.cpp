@@ -1,7 +1,8 @@
-// `gpumem replay` on a .gmt file replays it chunk by chunk (issue 22, docs/streaming.md "Replay"): its
-// output, in every format, its notes and its exit code are what the whole-trace replay of the same file
-// gives (GPUMEM_REPLAY_IN_MEMORY=1), byte for byte, on every trace of tests/data and every public trace
-// (skipped with a message when absent) written as .gmt in chunks of 5 events.
+// `gpumem replay`, `sweep` and `fit` on a .gmt file replay it chunk by chunk (issue 22,
+// docs/streaming.md "Replay"): their output, in every format, their notes and exit codes are what the
+// whole-trace replays of the same file give (GPUMEM_REPLAY_IN_MEMORY=1), byte for byte, on every trace
+// of tests/data and every public trace (skipped with a message when absent) written as .gmt in chunks
+// of 5 events.
 #include "core/error.h"
 #include "core/gmt_format.h"
 #include "importers/importer_registry.h"
@@ -51,7 +52,7 @@ std::size_t checkDirectory(const fs::path& dir, const std::vector<std::string>& 
         const std::string gmt = (tmp / (path.filename().string() + ".gmt")).string();
         writeGmt(trace, gmt, 5);
         for (const auto& a : argSets)
-            expectStreamedEqualsWhole("replay " + a + " " + gmt, path.string());
+            expectStreamedEqualsWhole(a + " " + gmt, path.string());
         fs::remove(gmt);
         ++checked;
     }
@@ -62,13 +63,18 @@ std::size_t checkDirectory(const fs::path& dir, const std::vector<std::string>& 
 TEST(StreamingReplayCli, AGmtReplaysAsTheWholeTraceOnEveryDataTrace)
 {
     const std::vector<std::string> argSets = {
-        "--policy pytorch --policy direct --policy best-fit",
-        "--policy pytorch --policy direct --policy rmm-pool --start empty",
-        "--policy pytorch --policy direct --format json",
-        "--policy pytorch --policy tf-bfc --format csv --start empty",
-        "--policy pytorch --policy direct --capacity 3MiB --on-oom stop",
-        "--policy pytorch --policy direct --capacity 3MiB --on-oom skip --format json",
-        "--policy compaction:pytorch --policy optimal --empty-cache-at step-end",
+        "replay --policy pytorch --policy direct --policy best-fit",
+        "replay --policy pytorch --policy direct --policy rmm-pool --start empty",
+        "replay --policy pytorch --policy direct --format json",
+        "replay --policy pytorch --policy tf-bfc --format csv --start empty",
+        "replay --policy pytorch --policy direct --capacity 3MiB --on-oom stop",
+        "replay --policy pytorch --policy direct --capacity 3MiB --on-oom skip --format json",
+        "replay --policy compaction:pytorch --policy optimal --empty-cache-at step-end",
+        "sweep --policy 'pytorch:max_split_size_mb:{64,128}' --policy direct",
+        "sweep --policy pytorch --policy best-fit --format json --start empty --empty-cache-at 'every 4'",
+        "sweep --policy pytorch --capacity 3MiB --on-oom stop --format csv",
+        "fit --policy pytorch --policy direct",
+        "fit --policy pytorch --format json --start empty --step 1MiB",
     };
     EXPECT_GE(checkDirectory(fs::path(GPUMEM_SOURCE_DIR) / "tests/data", argSets), 30u);
 }
@@ -79,8 +85,10 @@ TEST(StreamingReplayCli, AGmtReplaysAsTheWholeTraceOnEveryPublicTrace)
     if (!fs::exists(dir))
         GTEST_SKIP() << "the public traces are absent (" << dir.string() << ")";
     const std::vector<std::string> argSets = {
-        "--policy pytorch --policy direct --policy best-fit --format json",
-        "--policy pytorch --policy direct --start empty --capacity 1GiB --on-oom stop",
+        "replay --policy pytorch --policy direct --policy best-fit --format json",
+        "replay --policy pytorch --policy direct --start empty --capacity 1GiB --on-oom stop",
+        "sweep --policy 'pytorch:max_split_size_mb:{64,512}' --format json",
+        "fit --policy pytorch",
     };
     EXPECT_GE(checkDirectory(dir, argSets), 1u);
 }

@@ -3,7 +3,8 @@
 // (skipped with a message when absent), streamed from memory in slices of 7 and 3 events and from the
 // trace written as .gmt in chunks of 5; for pytorch (default and the fidelity settings: recorded
 // addresses, adopted initial state, timeline and segment events), direct and other policies, with
-// --start recorded and empty, on an unlimited device and on one too small (OnOom stop and skip).
+// --start recorded and empty, on an unlimited device and on one too small (OnOom stop and skip); and
+// fitCapacity over each source as over the trace.
 #include "core/error.h"
 #include "core/event_source.h"
 #include "core/gmt_format.h"
@@ -156,6 +157,19 @@ void expectStreamedReplaysEqual(const Trace& trace, const std::vector<const Memo
             EXPECT_EQ(describe(Replayer(streamed).run(*sources[k], spec)), whole) << what << ", " << s.name << ", " << names[k];
         }
     }
+    auto fitText = [](const FitResult& f) {
+        std::string t = std::to_string(f.fits) + " " + std::to_string(f.capacity) + " " + std::to_string(f.lowerBound) + " "
+            + std::to_string(f.unlimitedPeakReserved) + " " + std::to_string(f.peakReservedAtFit) + " " + std::to_string(f.openingAllocated);
+        for (const auto& p : f.probes)
+            t += " " + std::to_string(p.capacity) + ":" + std::to_string(p.fits) + ":" + std::to_string(p.peakReserved);
+        return t;
+    };
+    FitOptions fit;
+    fit.device = defaultReplayDevice(trace);
+    fit.step = Bytes(1) << 20;
+    const std::string wholeFit = fitText(fitCapacity(trace, parsePolicySpec("pytorch"), fit));
+    for (std::size_t k = 0; k < sources.size(); ++k)
+        EXPECT_EQ(fitText(fitCapacity(*sources[k], parsePolicySpec("pytorch"), fit)), wholeFit) << what << " fit, " << names[k];
     for (std::size_t k = 0; k < sources.size(); ++k)
         for (const bool withRebuilt : { true, false })
             EXPECT_EQ(livePeak(*sources[k], std::nullopt, 1 << 20, withRebuilt), livePeak(trace, std::nullopt, 1 << 20, withRebuilt))
