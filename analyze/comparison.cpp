@@ -9,14 +9,29 @@
 #include <array>
 #include <cctype>
 #include <cstdio>
+#include <functional>
 #include <numeric>
 #include <tuple>
 
 namespace gpumem::analyze {
 
+namespace {
+    std::optional<RecordedReserved> recordedReservedOf(const TraceSummary& summary, DeviceId device);
+} // namespace
+
 std::optional<RecordedReserved> recordedReserved(const Trace& trace, DeviceId device)
 {
-    const TraceSummary summary = summarize(trace);
+    return recordedReservedOf(summarize(trace), device);
+}
+
+std::optional<RecordedReserved> recordedReserved(const MemoryEventSource& source, DeviceId device)
+{
+    return recordedReservedOf(summarize(source), device);
+}
+
+namespace {
+std::optional<RecordedReserved> recordedReservedOf(const TraceSummary& summary, DeviceId device)
+{
     for (const auto& d : summary.devices) {
         if (d.device != device)
             continue;
@@ -38,18 +53,37 @@ std::optional<RecordedReserved> recordedReserved(const Trace& trace, DeviceId de
     }
     return std::nullopt;
 }
+} // namespace
+
+namespace {
+    // The context once its figures are known (the trace's tables give the pool names).
+    ComparisonContext contextOf(const Trace& tables, replay::StartState start, const replay::MemoryBeforeWindow& before,
+        const std::function<Bytes(Bytes opening, bool withRebuilt)>& livePeak, std::optional<RecordedReserved> recorded)
+    {
+        ComparisonContext c;
+        c.start = start;
+        c.before = before;
+        const bool recordedStart = start == replay::StartState::Recorded;
+        c.lowerBound = livePeak(recordedStart ? c.before.openingAllocated : 0, recordedStart);
+        c.recorded = std::move(recorded);
+        for (PoolId p = 0; p < tables.pools().size(); ++p)
+            c.poolNames.push_back(poolName(tables, p));
+        return c;
+    }
+} // namespace
 
 ComparisonContext comparisonContext(const Trace& trace, DeviceId device, replay::StartState start)
 {
-    ComparisonContext c;
-    c.start = start;
-    c.before = replay::memoryBeforeWindow(trace, device);
-    c.lowerBound = replay::livePeak(trace, device, start == replay::StartState::Recorded ? c.before.openingAllocated : 0,
-        start == replay::StartState::Recorded);
-    c.recorded = recordedReserved(trace, device);
-    for (PoolId p = 0; p < trace.pools().size(); ++p)
-        c.poolNames.push_back(poolName(trace, p));
-    return c;
+    return contextOf(trace, start, replay::memoryBeforeWindow(trace, device),
+        [&](Bytes opening, bool withRebuilt) { return replay::livePeak(trace, device, opening, withRebuilt); },
+        recordedReserved(trace, device));
+}
+
+ComparisonContext comparisonContext(const MemoryEventSource& source, DeviceId device, replay::StartState start)
+{
+    return contextOf(source.skeleton(), start, replay::memoryBeforeWindow(source, device),
+        [&](Bytes opening, bool withRebuilt) { return replay::livePeak(source, device, opening, withRebuilt); },
+        recordedReserved(source, device));
 }
 
 std::string poolName(const Trace& trace, PoolId pool)

@@ -25,6 +25,8 @@ struct RecordedReserved {
     std::optional<Bytes> allocatedPeak; // the recorded "allocated" counter's peak, when there is one
 };
 std::optional<RecordedReserved> recordedReserved(const Trace& trace, DeviceId device);
+// The same from the summary of a source (analyze::summarize over its chunks).
+std::optional<RecordedReserved> recordedReserved(const MemoryEventSource& source, DeviceId device);
 
 struct ComparisonContext {
     replay::StartState start = replay::StartState::Recorded;
@@ -41,6 +43,8 @@ struct ComparisonContext {
 std::string poolName(const Trace& trace, PoolId pool);
 // The context of a comparison of `trace` on `device` from `start`.
 ComparisonContext comparisonContext(const Trace& trace, DeviceId device, replay::StartState start);
+// The same over a source, in passes over its chunks (a streamed replay of a .gmt).
+ComparisonContext comparisonContext(const MemoryEventSource& source, DeviceId device, replay::StartState start);
 
 // The one ranking of policies [choice], used by every front end: fewer failed requests first (a replay
 // that dropped requests under --on-oom skip did less work, so its reserved figure is not comparable),

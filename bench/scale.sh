@@ -12,7 +12,9 @@
 # usage: bench/scale.sh [--events N] [--limit BYTES] [--keep FILE] [--verbs "info analyze …"] [BUILD_DIR]
 #   N events (default 100000000: ~1.1 GB of .gmt, minutes of CPU), --limit the address-space cap of
 #   each process (default 8G; a size such as 8G, 512M or a byte count), --keep writes the trace there and keeps it (default: a
-#   temporary file, deleted at exit), --verbs a subset of: info analyze analyze-json replay report;
+#   temporary file, deleted at exit), --verbs a subset of: info analyze analyze-json replay replay-whole
+#   report (replay streams the .gmt; replay-whole is the same replay with the trace read whole,
+#   GPUMEM_REPLAY_IN_MEMORY=1: the baseline of the streamed one);
 #   BUILD_DIR holds cli/gpumem and bench/make_big_gmt (build/ci).
 # Needs prlimit (util-linux) and GNU time (/usr/bin/time).
 set -euo pipefail
@@ -27,7 +29,7 @@ while [ $# -gt 0 ]; do
     --limit) limit=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
     --verbs) verbs=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "scale.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) build=$1; shift ;;
   esac
@@ -35,7 +37,7 @@ done
 # Checked before minutes of generating: the count, the verbs and the limit.
 case "$events" in ''|*[!0-9]*|0) echo "scale.sh: --events takes a positive whole number, not '$events'" >&2; exit 2 ;; esac
 for verb in $verbs; do
-  case "$verb" in info|analyze|analyze-json|replay|report) ;; *) echo "scale.sh: unknown verb $verb (info analyze analyze-json replay report)" >&2; exit 2 ;; esac
+  case "$verb" in info|analyze|analyze-json|replay|replay-whole|report) ;; *) echo "scale.sh: unknown verb $verb (info analyze analyze-json replay replay-whole report)" >&2; exit 2 ;; esac
 done
 limitBytes=$(numfmt --from=iec "$limit" 2>/dev/null) || { echo "scale.sh: --limit '$limit' is not a size (e.g. 8G, 8589934592)" >&2; exit 2; }
 gpumem="$build/cli/gpumem" generator="$build/bench/make_big_gmt"
@@ -74,11 +76,14 @@ for verb in $verbs; do
     analyze) args=(analyze) ;;
     analyze-json) args=(analyze --format json) ;;
     replay) args=(replay --policy pytorch) ;;
+    replay-whole) args=(replay --policy pytorch) ;; # run with GPUMEM_REPLAY_IN_MEMORY=1 below
     report) args=(report -o "$tmp/report.html") ;;
     *) echo "scale.sh: unknown verb $verb" >&2; exit 2 ;;
   esac
   if [ "$verb" = info ]; then
     cpu=$infoCpu kib=$infoKib ok=$infoOk
+  elif [ "$verb" = replay-whole ]; then
+    measure env GPUMEM_REPLAY_IN_MEMORY=1 "$gpumem" "${args[@]}" "$trace"
   else
     measure "$gpumem" "${args[@]}" "$trace"
   fi

@@ -93,20 +93,21 @@ namespace {
                 return runJobFit(vm, w, out, err);
             }
             const std::string path = paths.front();
-            Trace trace = loadReplayableTrace(path);
-            options.device = deviceOption(vm, trace, path);
+            // A .gmt is streamed, a probe a pass (docs/streaming.md); any other format is read whole.
+            const ReplayInput input(path);
+            options.device = deviceOption(vm, input.tables(), path);
             options.source = path;
             // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
             if (!options.device)
-                options.device = replay::defaultReplayDevice(trace);
+                options.device = replay::defaultReplayDevice(input.source());
             options.start = readStart(vm);
             std::vector<replay::FitResult> fits;
             for (const auto& s : specs)
-                fits.push_back(replay::fitCapacity(trace, s, options));
-            auto context = analyze::comparisonContext(trace, options.device.value_or(0), options.start);
+                fits.push_back(replay::fitCapacity(input.source(), s, options));
+            auto context = input.context(options.device.value_or(0), options.start);
             context.width = readTableWidth(vm);
             analyze::writeFitTable(fits, format, out, context);
-            warnAboutMemoryBeforeTheWindow(trace, options.device.value_or(0), err, options.start, context.width);
+            warnAboutMemoryBeforeTheWindow(context.before.openingAllocated, err, options.start, context.width);
             // A policy that fits nowhere up to --max-capacity has no answer in the table. A --max-reserved
             // gate at or below --max-capacity has judged it (it needs more than the gate): exit 3.
             // Otherwise exit 4, so that a script cannot take the table for a result.

@@ -74,9 +74,6 @@ namespace {
         err << analyze::wrapText(note.str(), 100);
     }
 
-    // The origin of the "+x s" offsets: the trace start, as `gpumem info` and `analyze` use.
-    TimeNs traceStart(const Trace& t) { return analyze::traceSpan(t).start; }
-
     // "1.5s", "250ms", "40us", "1000ns" (a bare number is seconds) → nanoseconds; UsageError otherwise.
     TimeNs parseDuration(const std::string& text, const std::string& what)
     {
@@ -404,22 +401,26 @@ namespace {
                 analyze::writeFidelityReport(report, path, format, report.traceStart, out);
                 return kExitOk;
             }
-            Trace trace = loadReplayableTrace(path);
-            options.device = deviceOption(vm, trace, path);
+            // A .gmt is replayed chunk by chunk (docs/streaming.md "Replay"): the trace is never held whole.
+            // Any other format is read whole and replayed as one chunk, by the same engine.
+            const ReplayInput input(path);
+            const MemoryEventSource& source = input.source();
+            options.device = deviceOption(vm, input.tables(), path);
             // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
             if (!options.device)
-                options.device = replay::defaultReplayDevice(trace);
+                options.device = replay::defaultReplayDevice(source);
             // Every row starts from the same state (--start; replay/start_state.h).
             const replay::StartState start = readStart(vm);
-            replay::applyStartState(options, trace, start);
+            replay::applyStartState(options, source, start);
             std::vector<replay::ReplayResult> results(specs.size());
-            replay::parallelFor(specs.size(), jobs,
-                [&](std::size_t i) { results[i] = replay::Replayer(options).run(trace, specs[i]); });
-            auto context = analyze::comparisonContext(trace, options.device.value_or(0), start);
+            replay::parallelFor(specs.size(), input.jobs(jobs),
+                [&](std::size_t i) { results[i] = replay::Replayer(options).run(source, specs[i]); });
+            const DeviceId device = options.device.value_or(0);
+            auto context = input.context(device, start);
             context.width = readTableWidth(vm);
-            analyze::writeReplayTable(results, format, traceStart(trace), out, context);
-            warnAboutMemoryBeforeTheWindow(trace, options.device.value_or(0), err, start, context.width);
-            noteAssumedDeviceMemory(trace, options, err);
+            analyze::writeReplayTable(results, format, input.traceStart(), out, context);
+            warnAboutMemoryBeforeTheWindow(context.before.openingAllocated, err, start, context.width);
+            noteAssumedDeviceMemory(input.tables(), options, err);
             // Review defect M6 (2026-12-02): a schedule that matches no point of the trace added nothing, silently.
             if (options.addEmptyCache.any()
                 && std::all_of(results.begin(), results.end(), [](const replay::ReplayResult& r) { return r.emptyCacheAdded == 0; }))

@@ -2,6 +2,7 @@
 
 #include "analyze/comparison.h"
 #include "analyze/replay_report.h"
+#include "analyze/trace_summary.h"
 #include "core/error.h"
 #include "core/message_quote.h"
 #include "importers/importer_registry.h"
@@ -12,6 +13,7 @@
 #include "replay/replayer.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <sys/ioctl.h>
 #include <unistd.h>
 #include <ostream>
@@ -108,7 +110,12 @@ unsigned readJobs(const po::variables_map& vm)
 void warnAboutMemoryBeforeTheWindow(
     const Trace& trace, DeviceId device, std::ostream& err, replay::StartState start, std::size_t width)
 {
-    auto note = analyze::memoryBeforeTheTraceNote(replay::openingAllocated(trace, device));
+    warnAboutMemoryBeforeTheWindow(replay::openingAllocated(trace, device), err, start, width);
+}
+
+void warnAboutMemoryBeforeTheWindow(Bytes openingAllocated, std::ostream& err, replay::StartState start, std::size_t width)
+{
+    auto note = analyze::memoryBeforeTheTraceNote(openingAllocated);
     if (!note)
         return;
     const std::string text = "note: " + *note
@@ -169,16 +176,66 @@ std::size_t readTableWidth(const po::variables_map& vm)
     return 100;
 }
 
+namespace {
+    void refuseNothingToReplay(const std::string& path, std::uint64_t events, const Trace& tables)
+    {
+        if (events == 0 && !tables.counterSamples().empty())
+            throw Error(path + " has memory counters but no memory events with addresses (a PyTorch <= 1.9 profiler "
+                               "trace records sizes only), so there is nothing to replay; `gpumem info` shows its "
+                               "recorded peaks");
+        if (events == 0)
+            throw Error(path + " has no memory events to replay (gpumem info shows what it holds)");
+    }
+} // namespace
+
 Trace loadReplayableTrace(const std::string& path)
 {
     Trace trace = loadTrace(path);
-    if (trace.memory().count() == 0 && !trace.counterSamples().empty())
-        throw Error(path + " has memory counters but no memory events with addresses (a PyTorch <= 1.9 profiler "
-                           "trace records sizes only), so there is nothing to replay; `gpumem info` shows its "
-                           "recorded peaks");
-    if (trace.memory().count() == 0)
-        throw Error(path + " has no memory events to replay (gpumem info shows what it holds)");
+    refuseNothingToReplay(path, trace.memory().count(), trace);
     return trace;
+}
+
+bool streamsReplay(const std::string& path)
+{
+    if (const char* v = std::getenv("GPUMEM_REPLAY_IN_MEMORY"); v && std::string_view(v) == "1")
+        return false;
+    const Importer* importer = detectFormat(path);
+    return importer && importer->name() == "gmt";
+}
+
+std::unique_ptr<MemoryEventSource> openReplayableSource(const std::string& path)
+{
+    auto source = openGmtSource(path);
+    refuseNothingToReplay(path, source->eventCount(), source->skeleton());
+    return source;
+}
+
+ReplayInput::ReplayInput(const std::string& path)
+{
+    if (streamsReplay(path))
+        m_streamed = openReplayableSource(path);
+    else {
+        m_trace = loadReplayableTrace(path);
+        m_view = traceView(m_trace);
+    }
+}
+
+analyze::ComparisonContext ReplayInput::context(DeviceId device, replay::StartState start) const
+{
+    return streamed() ? analyze::comparisonContext(source(), device, start) : analyze::comparisonContext(m_trace, device, start);
+}
+
+TimeNs ReplayInput::firstEventTime() const
+{
+    if (!streamed())
+        return m_trace.memory().time.front();
+    const auto times = source().firstAndLastTime();
+    return times ? times->first : 0;
+}
+
+TimeNs ReplayInput::traceStart() const
+{
+    return streamed() ? analyze::traceSpan(source()).start : analyze::traceSpan(m_trace).start;
 }
 
 std::vector<replay::PolicySpec> checkedPolicySpecs(const std::vector<std::string>& texts)

@@ -2,6 +2,7 @@
 // Options the what-if verbs (replay, sweep, fit) share: the CI gates --fail-if-oom and --max-reserved
 // (exit 3 = kExitGate when violated), --jobs, and policy spec lists checked before any work.
 // Parse-only helpers; no state.
+#include "analyze/comparison.h"
 #include "cli/command.h"
 #include "core/trace.h"
 #include "core/types.h"
@@ -51,6 +52,33 @@ unsigned readJobs(const po::variables_map& vm);
 
 // loadTrace(path), refusing (gpumem::Error) a trace without memory events: there is nothing to replay.
 Trace loadReplayableTrace(const std::string& path);
+// Whether a replay of `path` streams it (docs/streaming.md "Replay"): a .gmt by its content, unless the
+// environment sets GPUMEM_REPLAY_IN_MEMORY=1 (the trace is then read whole: tests compare the two).
+bool streamsReplay(const std::string& path);
+// openGmtSource(path) with the refusals of loadReplayableTrace.
+std::unique_ptr<MemoryEventSource> openReplayableSource(const std::string& path);
+
+// The trace of a what-if verb (replay, sweep, fit) as the one replay engine takes it: a .gmt streamed
+// (streamsReplay), any other format read whole (loadReplayableTrace) and served as one chunk.
+class ReplayInput {
+public:
+    explicit ReplayInput(const std::string& path);
+    const MemoryEventSource& source() const { return m_streamed ? *m_streamed : *m_view; }
+    const Trace& tables() const { return source().skeleton(); } // devices, streams, pools, annotations
+    bool streamed() const { return m_streamed != nullptr; }
+    // Replays at once: a streamed source serves one pass at a time.
+    unsigned jobs(unsigned wanted) const { return streamed() ? 1 : wanted; }
+    // The comparison's context (analyze/comparison.h) and the time of the first memory event.
+    analyze::ComparisonContext context(DeviceId device, replay::StartState start) const;
+    TimeNs firstEventTime() const;
+    // The origin of the "+x s" offsets: the trace start, as `gpumem info` and `analyze` use.
+    TimeNs traceStart() const;
+
+private:
+    std::unique_ptr<MemoryEventSource> m_streamed;
+    Trace m_trace;
+    std::unique_ptr<MemoryEventSource> m_view;
+};
 
 // A profiler trace starts after the model was loaded: its recorded "Total Allocated" is already above
 // zero at the first sample, and those bytes are not in the trace. With --start recorded every replay
@@ -59,6 +87,8 @@ Trace loadReplayableTrace(const std::string& path);
 // wrapped) when the trace shows such bytes for `device`.
 void warnAboutMemoryBeforeTheWindow(
     const Trace& trace, DeviceId device, std::ostream& err, replay::StartState start, std::size_t width);
+// The same with the opening bytes known (replay::openingAllocated).
+void warnAboutMemoryBeforeTheWindow(Bytes openingAllocated, std::ostream& err, replay::StartState start, std::size_t width);
 
 // --start recorded|empty (the state every row starts from; default recorded) and --wide (text tables
 // not held to 100 columns).

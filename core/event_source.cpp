@@ -89,7 +89,29 @@ namespace {
         Trace m_skeleton;
         std::size_t m_chunkEvents;
     };
+
+    class TraceView final : public MemoryEventSource {
+    public:
+        explicit TraceView(const Trace& trace)
+            : m_trace(trace)
+        {
+        }
+        const Trace& skeleton() const override { return m_trace; }
+        std::uint64_t eventCount() const override { return m_trace.memory().count(); }
+        std::uint64_t kernelCount() const override { return m_trace.kernels().size(); }
+        void forEachChunk(const std::function<void(const MemoryEventColumns&, std::uint64_t)>& visit) const override
+        {
+            if (m_trace.memory().count() > 0)
+                visit(m_trace.memory(), 0);
+        }
+        const Trace* wholeTrace() const override { return &m_trace; }
+
+    private:
+        const Trace& m_trace;
+    };
 } // namespace
+
+std::unique_ptr<MemoryEventSource> traceView(const Trace& trace) { return std::make_unique<TraceView>(trace); }
 
 std::unique_ptr<MemoryEventSource> memorySource(Trace trace, std::size_t chunkEvents)
 {

@@ -50,11 +50,20 @@ public:
     // for the trace's span before its pass. The default makes a pass; a .gmt source decodes only the
     // first and last chunks.
     virtual std::optional<std::pair<TimeNs, TimeNs>> firstAndLastTime() const;
+    // The trace itself when the source serves a whole in-memory trace as one chunk (traceView): a
+    // consumer may then use what the trace has computed once (its pairing, Trace::allocations()).
+    // nullptr for every other source (memorySource's slices too: they stand for a streamed file).
+    virtual const Trace* wholeTrace() const { return nullptr; }
 };
 
 // A whole in-memory trace as a source, in slices of `chunkEvents` (at least 1) events. The
 // skeleton keeps the kernels. Memory: the trace, plus one slice.
 std::unique_ptr<MemoryEventSource> memorySource(Trace trace, std::size_t chunkEvents = 65536);
+
+// An in-memory trace as a source without a copy: its events as one chunk, its skeleton the trace
+// itself (so skeleton().memory() is not empty: a consumer reads only the tables from it). For code that
+// has one engine over sources and is handed a whole Trace; `trace` must outlive the source.
+std::unique_ptr<MemoryEventSource> traceView(const Trace& trace);
 
 // A .gmt file as a source (core/gmt_format.h): the file is mapped; opening reads every non-event
 // chunk whole into the skeleton, checks every chunk's checksum and decodes each MEMV (+MEVX) and

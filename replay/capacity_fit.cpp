@@ -1,6 +1,8 @@
 #include "replay/capacity_fit.h"
 
 #include "core/error.h"
+#include "replay/detail/address_map.h"
+#include "replay/detail/foresight.h"
 #include "replay/detail/round_to_multiple.h"
 #include "replay/parallel_runs.h"
 
@@ -10,13 +12,13 @@
 namespace gpumem::replay {
 
 namespace {
-    FitProbe probe(const Trace& trace, const PolicySpec& spec, Bytes capacity, const ReplayOptions& start)
+    FitProbe probe(const MemoryEventSource& source, const PolicySpec& spec, Bytes capacity, const ReplayOptions& start)
     {
         ReplayOptions options = start;
         options.capacity = capacity;
         options.totalMemory = capacity;
         options.onOom = OnOom::Stop;
-        ReplayResult r = Replayer(options).run(trace, spec);
+        ReplayResult r = Replayer(options).run(source, spec);
         FitProbe p { capacity, r.ooms == 0, r.peakReserved.bytes, std::nullopt };
         if (!r.failures.empty())
             p.failure = r.failures.front();
@@ -26,60 +28,79 @@ namespace {
 
 Bytes livePeak(const Trace& trace, std::optional<DeviceId> device, Bytes opening, bool withRebuilt)
 {
+    return livePeak(*traceView(trace), device, opening, withRebuilt);
+}
+
+Bytes livePeak(const MemoryEventSource& source, std::optional<DeviceId> device, Bytes opening, bool withRebuilt)
+{
     // A sweep over the device's events in trace order (what `ideal:alignment:1` holds on an unlimited
     // device, without the replay engine's 4 EiB limit): + requested at the alloc, − at the
-    // free_completed (at the free where none follows). 128-bit sums; a peak above 2^64 − 1 saturates.
+    // free_completed (at the free where none follows: the foresight says which). 128-bit sums; a peak
+    // above 2^64 − 1 saturates. Holds the requested bytes of each block live, not a figure per event.
     if (!device)
-        device = defaultReplayDevice(trace);
+        device = defaultReplayDevice(source);
     if (!device)
         return 0;
-    const auto& m = trace.memory();
+    const Trace& tables = source.skeleton();
+    ReplayOptions ask;
+    ask.openingAllocated = opening; // the frees without an alloc, when the opening bytes are held
+    const std::vector<std::uint32_t> allocationOf = detail::EventPairing::allocationOfEvents(source);
+    const detail::Foresight ahead
+        = detail::foresee(source, allocationOf, *device, initialStateEventCount(tables, *device), ask, false);
     __extension__ typedef __int128 Wide; // GCC and Clang have it; -Wpedantic stays quiet
-    std::vector<Wide> delta(m.count(), 0);
     // The index of the first window event: the blocks allocated before it are the rebuilt state.
-    const std::size_t firstWindow = withRebuilt ? 0 : firstWindowEvent(trace, *device);
-    std::vector<bool> paired(m.count(), false);
-    // The blocks freed in the window without an alloc: (the event they leave at, bytes).
-    std::vector<std::pair<std::size_t, Bytes>> freedBefore;
-    auto requestOf = [&](std::size_t i) { return m.requestedSize[i] ? m.requestedSize[i] : m.size[i]; };
-    for (const Allocation& a : trace.allocations()) {
-        for (std::uint64_t e : { a.allocEvent, a.freeEvent, a.freeCompletedEvent })
-            if (e != kNoIndex)
-                paired[e] = true;
-        if (a.allocEvent == kNoIndex && a.freeEvent != kNoIndex && m.device[a.freeEvent] == *device)
-            freedBefore.emplace_back(a.freeCompletedEvent != kNoIndex ? a.freeCompletedEvent : a.freeEvent,
-                requestOf(a.freeEvent));
-        if (a.allocEvent == kNoIndex || m.device[a.allocEvent] != *device || a.allocEvent < firstWindow)
-            continue;
-        const Bytes request = requestOf(a.allocEvent);
-        delta[a.allocEvent] += request;
-        const std::uint64_t end = a.freeCompletedEvent != kNoIndex ? a.freeCompletedEvent : a.freeEvent;
-        if (end != kNoIndex)
-            delta[end] -= request;
-    }
-    Wide live = 0;
-    if (opening > 0) {
-        // The rule of ReplayOptions::openingAllocated: the blocks freed without an alloc leave at their free.
-        for (std::size_t i = 0; i < m.count(); ++i)
-            if (m.device[i] == *device && m.kind[i] == EventKind::Free && !paired[i])
-                freedBefore.emplace_back(i, requestOf(i));
-        Wide freed = 0;
-        for (const auto& [i, size] : freedBefore)
-            freed += size;
-        live = opening;
-        if (freed <= Wide(opening))
-            for (const auto& [i, size] : freedBefore)
-                delta[i] -= size;
-    }
+    const std::uint64_t firstWindow = withRebuilt ? 0 : ahead.firstWindowEvent;
+    // The rule of ReplayOptions::openingAllocated: the blocks freed without an alloc leave at their free
+    // (when their bytes add up to at most the opening ones).
+    Wide freed = 0;
+    for (const auto& f : ahead.unmatchedFrees)
+        freed += f.request;
+    const bool freesLeave = opening > 0 && freed <= Wide(opening);
+    Wide live = opening;
     Wide peak = live;
-    for (std::size_t i = 0; i < delta.size(); ++i) {
-        live += delta[i];
-        peak = std::max(peak, live);
-    }
+    detail::EventPairing pairing(allocationOf, ahead.completions);
+    detail::AddressMap<Bytes> held; // allocation + 1 → its requested bytes, while counted
+    source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t first) {
+        for (std::size_t j = 0; j < m.count(); ++j) {
+            const auto out = pairing.step(m, j, first + j);
+            if (m.device[j] != *device)
+                continue;
+            const Bytes request = m.requestedSize[j] ? m.requestedSize[j] : m.size[j];
+            const Address key = Address(out.allocation) + 1;
+            switch (out.pairing) {
+            case ChunkPairing::Pairing::Opened:
+                if (first + j >= firstWindow) {
+                    live += request;
+                    held.insert(key, request);
+                }
+                break;
+            case ChunkPairing::Pairing::Closed:
+                if (ahead.laterCompletionOf(out.allocation))
+                    break; // it leaves at its free_completed
+                [[fallthrough]];
+            case ChunkPairing::Pairing::Completed:
+                if (const auto bytes = held.take(key))
+                    live -= *bytes;
+                break;
+            case ChunkPairing::Pairing::Unmatched:
+                if (freesLeave)
+                    live -= request;
+                break;
+            default:
+                break;
+            }
+            peak = std::max(peak, live);
+        }
+    });
     return peak > Wide(~Bytes(0)) ? ~Bytes(0) : static_cast<Bytes>(peak);
 }
 
 FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptions& options)
+{
+    return fitCapacity(*traceView(trace), spec, options);
+}
+
+FitResult fitCapacity(const MemoryEventSource& source, const PolicySpec& spec, const FitOptions& options)
 {
     const Bytes step = options.step;
     if (step == 0)
@@ -88,24 +109,25 @@ FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptio
         throw UsageError("fit: the largest capacity to try must be at least one step (" + std::to_string(step) + " B)");
     FitResult result;
     result.spec = spec.text;
-    const unsigned jobs = options.jobs == 0 ? defaultJobs() : options.jobs;
+    // A streamed source serves one pass at a time: its probes run one after another.
+    const unsigned jobs = !source.wholeTrace() ? 1 : options.jobs == 0 ? defaultJobs() : options.jobs;
     std::uint64_t unlimitedOoms = 0;
     ReplayOptions start; // what every replay of the search starts from
     start.device = options.device;
     start.source = options.source; // an initial state a probe cannot adopt names the file
     start.outsideBytes = options.outsideBytes;
-    applyStartState(start, trace, options.start);
+    applyStartState(start, source, options.start);
     result.openingAllocated = start.openingAllocated;
     const ReplayOptions& unlimited = start;
 
     // The bounds: the policy on an unlimited device, and the live bytes (two replays, in parallel).
     parallelFor(2, jobs, [&](std::size_t i) {
         if (i == 1) {
-            result.lowerBound = livePeak(trace, options.device, start.openingAllocated,
+            result.lowerBound = livePeak(source, options.device, start.openingAllocated,
                 options.start == StartState::Recorded);
             return;
         }
-        ReplayResult free = Replayer(unlimited).run(trace, spec);
+        ReplayResult free = Replayer(unlimited).run(source, spec);
         result.policy = free.policy;
         result.lowerBoundMark = free.reservedIsLowerBound;
         result.unlimitedPeakReserved = free.peakReserved.bytes;
@@ -126,15 +148,15 @@ FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptio
     auto run = [&](const std::vector<Bytes>& capacities) {
         std::vector<FitProbe> got(capacities.size());
         parallelFor(capacities.size(), jobs,
-            [&](std::size_t i) { got[i] = probe(trace, spec, capacities[i], start); });
+            [&](std::size_t i) { got[i] = probe(source, spec, capacities[i], start); });
         probes.insert(probes.end(), got.begin(), got.end());
         return got;
     };
 
     // Every capacity <= lo fails; hi fits (once found).
     // The memory outside the allocator comes on top of what the allocator needs (core/outside_memory.h).
-    const Bytes outside = outsideBytesFor(trace, options.device.value_or(defaultReplayDevice(trace).value_or(0)),
-        options.outsideBytes);
+    const Bytes outside = outsideBytesFor(source,
+        options.device ? *options.device : defaultReplayDevice(source).value_or(0), options.outsideBytes);
     Bytes lo = result.lowerBound == 0 ? 0 : detail::roundUpToMultiple(result.lowerBound + outside, step) - step;
     Bytes hi = std::max(
         detail::roundUpToMultiple(std::max(result.unlimitedPeakReserved, result.lowerBound) + outside, step), lo + step);

@@ -81,8 +81,15 @@ struct FitResult {
 // ReplayOptions::openingAllocated). withRebuilt = false leaves out the blocks a snapshot importer
 // rebuilt from before the window (StartState::Empty).
 Bytes livePeak(const Trace& trace, std::optional<DeviceId> device = {}, Bytes opening = 0, bool withRebuilt = true);
+// The same over the memory events of a source (three passes at most: the device, the foresight of
+// replay/detail/foresight.h, the sweep), holding the blocks live rather than a figure per event.
+Bytes livePeak(const MemoryEventSource& source, std::optional<DeviceId> device = {}, Bytes opening = 0,
+    bool withRebuilt = true);
 
 // Throws UsageError for a bad spec, a zero step or a maxCapacity below the step.
 FitResult fitCapacity(const Trace& trace, const PolicySpec& spec, const FitOptions& options = {});
+// The same over a source (docs/streaming.md): each probe a pass; a streamed source (one that is not a
+// whole trace) serves one pass at a time, so its probes run one after another whatever options.jobs.
+FitResult fitCapacity(const MemoryEventSource& source, const PolicySpec& spec, const FitOptions& options = {});
 
 } // namespace gpumem::replay

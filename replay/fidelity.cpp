@@ -95,6 +95,26 @@ Bytes openingAllocated(const Trace& trace, DeviceId device)
     return openingAllocated(trace, device, first < m.count() ? std::optional(FirstRequest { m.kind[first], m.size[first] }) : std::nullopt);
 }
 
+Bytes openingAllocated(const MemoryEventSource& source, DeviceId device)
+{
+    const Trace& tables = source.skeleton();
+    if (!counterNamed(tables, device, "allocated"))
+        return 0; // (without the pass below)
+    std::optional<FirstRequest> first;
+    struct Found { };
+    try {
+        source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t) {
+            for (std::size_t j = 0; j < m.count(); ++j)
+                if (m.device[j] == device && isRequestLevel(m.kind[j])) {
+                    first = FirstRequest { m.kind[j], m.size[j] };
+                    throw Found {};
+                }
+        });
+    } catch (const Found&) {
+    }
+    return openingAllocated(tables, device, first);
+}
+
 Bytes openingAllocated(const Trace& trace, DeviceId device, std::optional<FirstRequest> first)
 {
     auto series = counterNamed(trace, device, "allocated");

@@ -94,6 +94,8 @@ struct FirstRequest {
     Bytes size = 0;
 };
 Bytes openingAllocated(const Trace& trace, DeviceId device, std::optional<FirstRequest> first);
+// The same over a source: a pass up to that event, only when the device has an "allocated" counter.
+Bytes openingAllocated(const MemoryEventSource& source, DeviceId device);
 
 // Loads `path` (any format gpumem reads) and runs checkFidelity; for a PyTorch snapshot the final
 // state is also compared with its recorded `segments` (endStateDifferences). Throws IoError /

@@ -4,6 +4,7 @@
 #include "core/importer.h"
 #include "core/outside_memory.h"
 #include "replay/adaptors/pending_free_adaptor.h"
+#include "replay/detail/foresight.h"
 #include "replay/fidelity.h"
 #include "replay/policy_registry.h"
 #include "replay/request_feeder.h"
@@ -114,59 +115,57 @@ namespace {
         return kind == EventKind::Alloc || kind == EventKind::Free || kind == EventKind::FreeCompleted;
     }
 
-    // Per trace event: 1 where something is due before it — the first request event of the window at or
-    // after an instant that `instants` gives for an annotation (it appends the annotation's chosen start
-    // and/or end times). Shared by the compaction points and the added empty_cache calls.
-    template <typename Instants>
-    std::vector<std::uint8_t> pointsAtAnnotations(const Trace& trace, DeviceId dev, std::uint64_t initialEvents, Instants instants)
-    {
-        const auto& m = trace.memory();
-        // Request events of the window, in order, with their times (non-decreasing).
-        std::vector<std::uint64_t> events;
-        std::vector<TimeNs> times;
-        std::uint64_t seen = 0;
-        for (std::size_t i = 0; i < m.count(); ++i) {
-            if (m.device[i] != dev || seen++ < initialEvents)
-                continue;
-            if (isRequest(m.kind[i])) {
-                events.push_back(i);
-                times.push_back(m.time[i]);
-            }
+    // The instants something is due at, sorted, with a cursor: the first request event of the window at
+    // or after an instant is due (the instants an annotation gives: its chosen start and/or end times).
+    // Asked at every request event of the window in trace order (their times do not decrease), so it
+    // holds one entry per instant, not a byte per event. Shared by the compaction points and the added
+    // empty_cache calls.
+    class AnnotationPoints {
+    public:
+        template <typename Instants> AnnotationPoints(const Trace& trace, Instants instants)
+        {
+            for (const Annotation& an : trace.annotations())
+                instants(an, m_at);
+            std::sort(m_at.begin(), m_at.end());
         }
-        std::vector<std::uint8_t> before(m.count(), 0);
-        std::vector<TimeNs> at;
-        for (const Annotation& an : trace.annotations()) {
-            at.clear();
-            instants(an, at);
-            for (TimeNs t : at) {
-                auto it = std::lower_bound(times.begin(), times.end(), t);
-                if (it != times.end())
-                    before[events[std::size_t(it - times.begin())]] = 1;
+        AnnotationPoints() = default;
+        // Whether an instant lies after the previous request event's time and at or before `time`.
+        bool dueAt(TimeNs time)
+        {
+            bool due = false;
+            while (m_next < m_at.size() && m_at[m_next] <= time) {
+                ++m_next;
+                due = true;
             }
+            return due;
         }
-        return before;
-    }
+        void restart() { m_next = 0; }
+
+    private:
+        std::vector<TimeNs> m_at;
+        std::size_t m_next = 0;
+    };
 
     // Compaction points of a compacting policy and the remapping of the trace's blocks after a pass.
     class Compactor {
     public:
-        Compactor(const Trace& trace, DeviceId dev, std::uint64_t initialEvents, const CompactionSchedule* schedule)
+        Compactor(const Trace& trace, const CompactionSchedule* schedule)
             : m_schedule(schedule)
         {
             if (!schedule || schedule->annotationGlob.empty())
                 return;
-            m_before = pointsAtAnnotations(trace, dev, initialEvents, [&](const Annotation& an, std::vector<TimeNs>& at) {
+            m_before = AnnotationPoints(trace, [&](const Annotation& an, std::vector<TimeNs>& at) {
                 if (globMatch(schedule->annotationGlob, trace.str(an.name)))
                     at.insert(at.end(), { an.start, an.end });
             });
         }
         bool active() const { return m_schedule != nullptr; }
-        // Whether to compact before trace event i (a window event of the replayed device).
-        bool due(std::size_t i, EventKind kind)
+        // Whether to compact before a window event of the replayed device at `time`.
+        bool due(TimeNs time, EventKind kind)
         {
             if (!m_schedule || !isRequest(kind))
                 return false;
-            bool now = !m_before.empty() && m_before[i];
+            bool now = m_before.dueAt(time);
             if (m_schedule->everyRequests != 0 && m_requests > 0 && m_requests % m_schedule->everyRequests == 0)
                 now = true;
             ++m_requests;
@@ -182,7 +181,11 @@ namespace {
             if (m_schedule)
                 m_owner.erase(address);
         }
-        void newPass() { m_requests = 0; }
+        void newPass()
+        {
+            m_requests = 0;
+            m_before.restart();
+        }
         // One pass: the moves remap simAddress; a block that could not be placed again is an OOM.
         void run(AllocatorPolicy& top, RequestFeeder& feeder, ReplayResult& result, const ReplayClock& clock,
             StreamKey stream)
@@ -216,7 +219,7 @@ namespace {
 
     private:
         const CompactionSchedule* m_schedule;
-        std::vector<std::uint8_t> m_before; // per trace event: compact before it
+        AnnotationPoints m_before; // compact before the first request event at or after each
         std::uint64_t m_requests = 0; // request events of the window seen in this pass
         detail::AddressMap<std::uint32_t> m_owner; // simulated address → allocation
     };
@@ -224,33 +227,37 @@ namespace {
     // The empty_cache() calls a what-if replay adds (ReplayOptions::addEmptyCache).
     class CacheEmptier {
     public:
-        CacheEmptier(const Trace& trace, DeviceId dev, std::uint64_t initialEvents, const EmptyCacheSchedule& schedule)
+        CacheEmptier(const Trace& trace, const EmptyCacheSchedule& schedule)
             : m_schedule(schedule)
         {
             if (!schedule.stepEnd && schedule.annotationGlob.empty())
                 return;
-            m_before = pointsAtAnnotations(trace, dev, initialEvents, [&](const Annotation& an, std::vector<TimeNs>& at) {
+            m_before = AnnotationPoints(trace, [&](const Annotation& an, std::vector<TimeNs>& at) {
                 if ((schedule.stepEnd && an.kind == AnnotationKind::Step)
                     || (!schedule.annotationGlob.empty() && globMatch(schedule.annotationGlob, trace.str(an.name))))
                     at.push_back(an.end);
             });
         }
-        // Whether to empty the cache before trace event i (a window event of the replayed device).
-        bool due(std::size_t i, EventKind kind)
+        // Whether to empty the cache before a window event of the replayed device at `time`.
+        bool due(TimeNs time, EventKind kind)
         {
             if (!m_schedule.any() || !isRequest(kind))
                 return false;
-            bool now = !m_before.empty() && m_before[i];
+            bool now = m_before.dueAt(time);
             if (m_schedule.everyRequests != 0 && m_requests > 0 && m_requests % m_schedule.everyRequests == 0)
                 now = true;
             ++m_requests;
             return now;
         }
-        void newPass() { m_requests = 0; }
+        void newPass()
+        {
+            m_requests = 0;
+            m_before.restart();
+        }
 
     private:
         const EmptyCacheSchedule& m_schedule;
-        std::vector<std::uint8_t> m_before;
+        AnnotationPoints m_before;
         std::uint64_t m_requests = 0;
     };
 
@@ -346,36 +353,65 @@ bool globMatch(std::string_view pattern, std::string_view name)
     return p == pattern.size();
 }
 
-std::optional<DeviceId> defaultReplayDevice(const Trace& trace)
-{
+namespace {
     // The busiest device, as `gpumem analyze` and the viewer choose it: the largest peak of allocated
-    // bytes (alloc +size, free −size), GPUs before the CPU, the lowest index on ties.
-    const auto& m = trace.memory();
-    const std::size_t devices = trace.devices().size();
-    std::vector<std::int64_t> live(devices, 0), peak(devices, 0);
-    std::vector<bool> allocates(devices, false);
-    for (std::size_t i = 0; i < m.count(); ++i) {
-        const DeviceId d = m.device[i];
-        if (m.kind[i] == EventKind::Alloc) {
-            allocates[d] = true;
-            live[d] += std::int64_t(m.size[i]);
-            peak[d] = std::max(peak[d], live[d]);
-        } else if (m.kind[i] == EventKind::Free)
-            live[d] -= std::int64_t(m.size[i]);
-    }
-    std::optional<DeviceId> best;
-    auto better = [&](DeviceId d) {
-        if (!best)
-            return true;
-        const bool cpu = trace.devices()[d].type == DeviceType::Cpu, bestCpu = trace.devices()[*best].type == DeviceType::Cpu;
-        return cpu != bestCpu ? bestCpu : peak[d] > peak[*best];
+    // bytes (alloc +size, free −size), GPUs before the CPU, the lowest index on ties. Fed the memory
+    // events in trace order, whole or chunk by chunk.
+    class BusiestDevice {
+    public:
+        explicit BusiestDevice(const Trace& tables)
+            : m_tables(tables)
+            , m_live(tables.devices().size(), 0)
+            , m_peak(tables.devices().size(), 0)
+            , m_allocates(tables.devices().size(), false)
+        {
+        }
+        void add(const MemoryEventColumns& m, std::size_t i)
+        {
+            const DeviceId d = m.device[i];
+            if (!m_first)
+                m_first = d;
+            if (m.kind[i] == EventKind::Alloc) {
+                m_allocates[d] = true;
+                m_live[d] += std::int64_t(m.size[i]);
+                m_peak[d] = std::max(m_peak[d], m_live[d]);
+            } else if (m.kind[i] == EventKind::Free)
+                m_live[d] -= std::int64_t(m.size[i]);
+        }
+        std::optional<DeviceId> result() const
+        {
+            std::optional<DeviceId> best;
+            auto better = [&](DeviceId d) {
+                if (!best)
+                    return true;
+                const bool cpu = m_tables.devices()[d].type == DeviceType::Cpu,
+                           bestCpu = m_tables.devices()[*best].type == DeviceType::Cpu;
+                return cpu != bestCpu ? bestCpu : m_peak[d] > m_peak[*best];
+            };
+            for (DeviceId d = 0; d < m_allocates.size(); ++d)
+                if (m_allocates[d] && better(d))
+                    best = d;
+            return best ? best : m_first;
+        }
+
+    private:
+        const Trace& m_tables;
+        std::vector<std::int64_t> m_live, m_peak;
+        std::vector<bool> m_allocates;
+        std::optional<DeviceId> m_first;
     };
-    for (DeviceId d = 0; d < devices; ++d)
-        if (allocates[d] && better(d))
-            best = d;
-    if (!best && m.count() > 0)
-        best = m.device[0];
-    return best;
+} // namespace
+
+std::optional<DeviceId> defaultReplayDevice(const Trace& trace) { return defaultReplayDevice(*traceView(trace)); }
+
+std::optional<DeviceId> defaultReplayDevice(const MemoryEventSource& source)
+{
+    BusiestDevice busiest(source.skeleton());
+    source.forEachChunk([&](const MemoryEventColumns& chunk, std::uint64_t) {
+        for (std::size_t j = 0; j < chunk.count(); ++j)
+            busiest.add(chunk, j);
+    });
+    return busiest.result();
 }
 
 Bytes outsideBytesFor(const Trace& trace, DeviceId device, std::optional<Bytes> given)
@@ -383,6 +419,20 @@ Bytes outsideBytesFor(const Trace& trace, DeviceId device, std::optional<Bytes> 
     if (given)
         return *given;
     auto outside = outsideMemory(trace, device);
+    return outside ? outside->bytes() : 0;
+}
+
+Bytes outsideBytesFor(const MemoryEventSource& source, DeviceId device, std::optional<Bytes> given)
+{
+    const Trace& tables = source.skeleton();
+    if (given || source.wholeTrace() || !outsideMemoryNeedsEvents(tables))
+        return outsideBytesFor(tables, device, given);
+    AllocationSourcePeak peak(tables, device);
+    source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t) {
+        for (std::size_t j = 0; j < m.count(); ++j)
+            peak.add(m, j);
+    });
+    auto outside = outsideMemory(tables, device, &peak);
     return outside ? outside->bytes() : 0;
 }
 
@@ -451,12 +501,16 @@ std::string policyLimitText(const PolicySpec& spec, const SimulatedDevice& sim, 
     return spec.policy + "'s own limit, sized from the device's total memory, " + total;
 }
 
+// Thrown by a pass's visitor to end the pass early (a stop): forEachChunk leaves the source usable.
+struct PassStopped { };
+
 // maxRequest: see RequestFeeder (0 = the device's limit).
-ReplayResult replayTrace(
-    const Trace& trace, const PolicySpec& spec, const ReplayOptions& options, RequestPlan* record, Bytes maxRequest = 0)
+ReplayResult replayTrace(const MemoryEventSource& source, const PolicySpec& spec, const ReplayOptions& options,
+    RequestPlan* record, Bytes maxRequest = 0)
 {
+    const Trace& trace = source.skeleton(); // the tables: devices, streams, pools, annotations, metadata
     ReplayResult result;
-    auto device = options.device ? options.device : defaultReplayDevice(trace);
+    auto device = options.device ? options.device : defaultReplayDevice(source);
     if (options.device && *options.device >= trace.devices().size())
         // No "replay:" prefix: the CLI names the verb (gpumem replay:, gpumem fit:) before the message.
         throw UsageError("device " + std::to_string(*options.device) + " does not exist; the trace has "
@@ -465,6 +519,16 @@ ReplayResult replayTrace(
     const DeviceId dev = device.value_or(0);
     result.device = dev;
 
+    // The initial state of the window.
+    const std::uint64_t rebuiltEvents = initialStateEventCount(trace, dev);
+    std::uint64_t initialEvents = options.initialState == InitialStateMode::Ignore ? 0 : rebuiltEvents;
+    const bool emptyStart = options.initialState == InitialStateMode::Empty; // the rebuilt events are not fed
+    const bool needSourcePeak = options.capacity != 0 && !options.outsideBytes && outsideMemoryNeedsEvents(trace);
+    // A whole trace's own pairing by event (empty for a streamed source: each pass pairs its chunks).
+    const std::vector<std::uint32_t> allocationOf = detail::EventPairing::allocationOfEvents(source);
+    const detail::Foresight ahead = detail::foresee(source, allocationOf, dev, initialEvents, options, needSourcePeak);
+    const std::uint64_t n = ahead.events;
+
     Bytes totalMemory = options.totalMemory;
     if (totalMemory == 0 && dev < trace.devices().size())
         totalMemory = trace.devices()[dev].totalMemory;
@@ -472,7 +536,11 @@ ReplayResult replayTrace(
     // would mean unlimited: an outside figure as large as the capacity leaves no room for any request).
     Bytes capacity = options.capacity;
     if (capacity != 0) {
-        result.outsideBytes = outsideBytesFor(trace, dev, options.outsideBytes);
+        if (ahead.sourcePeak) {
+            auto outside = outsideMemory(trace, dev, &*ahead.sourcePeak);
+            result.outsideBytes = outside ? outside->bytes() : 0;
+        } else
+            result.outsideBytes = outsideBytesFor(trace, dev, options.outsideBytes);
         capacity = std::max<Bytes>(1, capacity - std::min(capacity, result.outsideBytes));
     }
     SimulatedDevice sim(capacity, 512, totalMemory != 0 ? totalMemory : options.capacity);
@@ -497,7 +565,7 @@ ReplayResult replayTrace(
         dry.capacity = 0;
         dry.onOom = OnOom::Skip;
         dry.recordTimeline = dry.recordAllocAddresses = dry.recordSegmentEvents = dry.keepFinalState = false;
-        replayTrace(trace, spec, dry, &plan, options.capacity);
+        replayTrace(source, spec, dry, &plan, options.capacity);
         policy->plan(plan);
     }
 
@@ -505,10 +573,6 @@ ReplayResult replayTrace(
     if (options.recordSegmentEvents)
         sim.setObserver(&segmentRecorder);
 
-    // The initial state of the window.
-    const std::uint64_t rebuiltEvents = initialStateEventCount(trace, dev);
-    std::uint64_t initialEvents = options.initialState == InitialStateMode::Ignore ? 0 : rebuiltEvents;
-    const bool emptyStart = options.initialState == InitialStateMode::Empty; // the rebuilt events are not fed
     // A wrapper (compaction:INNER) adopts as its innermost policy would, so that INNER alone is its baseline.
     const PolicySpec* base = &spec;
     while (base->inner)
@@ -520,7 +584,7 @@ ReplayResult replayTrace(
     // One pending-free rule for every policy (PendingFreeAdaptor): requested/allocated bytes drop at the
     // free_requested, the memory stays occupied until the free_completed. Only where the trace has such
     // frees, so that other replays pay nothing for it.
-    const bool freesPend = !record && ((adopt && initialEvents > 0) || RequestFeeder::requestsFrees(trace, dev));
+    const bool freesPend = !record && ((adopt && initialEvents > 0) || ahead.requestsFrees);
     std::unique_ptr<PendingFreeAdaptor> pending;
     StatisticsAdaptor stats(withPendingFreeRule(*policy, freesPend, pending), clock);
     std::unique_ptr<TimelineAdaptor> timeline;
@@ -528,17 +592,19 @@ ReplayResult replayTrace(
         timeline = std::make_unique<TimelineAdaptor>(stats, clock);
     AllocatorPolicy& top = timeline ? static_cast<AllocatorPolicy&>(*timeline) : stats;
 
-    const auto& m = trace.memory();
-    const std::size_t n = m.count();
     // A dry run (the plan of an offline policy) runs unlimited but refuses what the real run will.
-    RequestFeeder feeder(trace, dev, top, maxRequest);
+    RequestFeeder feeder(top, maxRequest);
+    if (const Trace* whole = source.wholeTrace())
+        feeder.useDenseAddresses(whole->allocations().size());
     // PyTorch before PR #71745: one global queue of cross-stream end-of-life events (request_feeder.h).
     if (base->policy == "pytorch" && !record)
         feeder.setGlobalEventQueue(pytorchConfigFor(*base, context).globalEventQueue);
-    const auto allocs = feeder.allocations();
+    std::vector<StreamKey> streamKey(trace.streams().size());
+    for (std::size_t s = 0; s < streamKey.size(); ++s)
+        streamKey[s] = trace.streams()[s].handle;
 
-    Compactor compactor(trace, dev, initialEvents, policy->compactionSchedule());
-    CacheEmptier emptier(trace, dev, initialEvents, options.addEmptyCache);
+    Compactor compactor(trace, policy->compactionSchedule());
+    CacheEmptier emptier(trace, options.addEmptyCache);
     // Pools: each private pool of the trace is declared, and every alloc served from its event's pool,
     // unless they are merged into the default one.
     const bool tracePools = trace.pools().size() > 1;
@@ -548,15 +614,8 @@ ReplayResult replayTrace(
             top.declarePool(p, trace.pools()[p].useOnOom);
     PoolId currentPool = 0;
 
-    if (options.followRecorded) {
-        std::uint64_t seen = 0;
-        for (std::size_t i = 0; i < n; ++i) {
-            if (m.device[i] != dev)
-                continue;
-            if (seen++ >= initialEvents && m.kind[i] == EventKind::SegmentAlloc)
-                sim.addAddressHint(m.address[i], m.size[i]);
-        }
-    }
+    for (const auto& [address, size] : ahead.hints)
+        sim.addAddressHint(address, size);
 
     // Bytes live before the window that the trace does not itemise (a profiler trace's opening Total
     // Allocated): one opaque block that stays live [choice].
@@ -567,53 +626,37 @@ ReplayResult replayTrace(
     std::unordered_map<std::size_t, Address> openingBlocks;
     // The first opening block refused: the run cannot start (FailedRequest::beforeWindow), whatever onOom says.
     std::optional<FailedRequest> openingFailure;
-    auto refuseOpening = [&](Bytes size, std::uint64_t event) {
+    auto refuseOpening = [&](Bytes size, std::uint64_t event, TimeNs time) {
         ++result.ooms;
         if (openingFailure)
             return;
         const auto& st = top.stats();
-        const std::size_t at = std::min<std::size_t>(event, n ? n - 1 : 0);
-        openingFailure = FailedRequest { n ? m.time[at] : 0, event, size, 0, st.reserved, st.allocated,
+        openingFailure = FailedRequest { n ? time : 0, event, size, 0, st.reserved, st.allocated,
             sim.limit() - std::min(sim.limit(), st.reserved), true, {} };
         openingFailure->refusedBy = !feeder.admits(size) || sim.counters().failedCalls > 0
             ? deviceLimitText(sim, result.outsideBytes)
             : policyLimitText(spec, sim, totalMemory == 0);
     };
-    std::size_t firstDeviceEvent = 0;
-    while (firstDeviceEvent < n && m.device[firstDeviceEvent] != dev)
-        ++firstDeviceEvent;
     if (options.openingAllocated > 0) {
-        // A free the trace paired with no alloc (Allocation::allocEvent missing) is freed by the feeder
-        // once its allocation has a simulated block; one it did not pair at all is an UnmatchedFree.
-        std::vector<std::size_t> freedInWindow;
+        // The frees the trace paired with no alloc: each is its own opening block until that free.
         Bytes freedBytes = 0;
-        for (std::size_t i = 0; i < n; ++i) {
-            if (m.device[i] != dev || m.kind[i] != EventKind::Free)
-                continue;
-            const std::uint32_t a = feeder.allocationOf(i);
-            if (a == RequestFeeder::kNoAllocation || (allocs[a].allocEvent == kNoIndex && allocs[a].freeEvent == i)) {
-                freedInWindow.push_back(i);
-                freedBytes += m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
-            }
-        }
+        for (const auto& f : ahead.unmatchedFrees)
+            freedBytes += f.request;
         Bytes opaque = options.openingAllocated;
-        if (freedBytes <= opaque)
+        const bool itemised = freedBytes <= opaque;
+        if (itemised)
             opaque -= freedBytes;
-        else
-            freedInWindow.clear(); // the counter and the frees disagree: hold the counter's bytes as one block
+        // (else the counter and the frees disagree: hold the counter's bytes as one block)
         if (opaque > 0 && (!feeder.admits(opaque) || !top.allocate(opaque, 0)))
-            refuseOpening(opaque, firstDeviceEvent);
-        for (std::size_t i : freedInWindow) {
-            const Bytes size = m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
+            refuseOpening(opaque, ahead.firstDeviceEvent, ahead.firstDeviceTime);
+        for (const auto& f : itemised ? ahead.unmatchedFrees : std::vector<detail::Foresight::OpeningFree> {}) {
             std::optional<Address> addr;
-            if (size > 0 && feeder.admits(size))
-                addr = top.allocate(size, feeder.streamOf(i));
-            if (addr && feeder.allocationOf(i) != RequestFeeder::kNoAllocation)
-                feeder.setSimulatedAddress(feeder.allocationOf(i), *addr);
-            else if (addr)
-                openingBlocks.emplace(i, *addr);
-            else if (size > 0)
-                refuseOpening(size, i);
+            if (f.request > 0 && feeder.admits(f.request))
+                addr = top.allocate(f.request, f.stream);
+            if (addr)
+                openingBlocks.emplace(f.event, *addr);
+            else if (f.request > 0)
+                refuseOpening(f.request, f.event, f.time);
         }
     }
     bool stop = false;
@@ -621,12 +664,6 @@ ReplayResult replayTrace(
     // The pre-window events happen once: a later pass starts at the window, with the initial state
     // still in place (it is not freed between passes).
     const std::uint64_t preWindow = initialEvents;
-    std::uint64_t firstWindowEvent = n;
-    for (std::size_t i = 0, seen = 0; i < n; ++i)
-        if (m.device[i] == dev && seen++ == preWindow) {
-            firstWindowEvent = i;
-            break;
-        }
     // The adopted state's peaks restart at the window (resetPeaks below); none are sampled before it.
     if (adopt && initialEvents > 0)
         stats.pausePeaks();
@@ -638,24 +675,30 @@ ReplayResult replayTrace(
         stateDoesNotFit = true;
     }
     auto pass = [&](bool measured) {
-        for (std::size_t i = 0; i < n && !stop; ++i) {
+        detail::EventPairing pairing(allocationOf, ahead.completions);
+        // The kind of the device's previous event (a release burst starts after an event of another kind).
+        std::optional<EventKind> previousKind;
+        auto event = [&](const MemoryEventColumns& m, std::size_t j, std::uint64_t i) {
+            const auto paired = pairing.step(m, j, i);
             if ((i & 0xFFFF) == 0 && options.cancel && options.cancel->load(std::memory_order_relaxed))
                 throw Cancelled();
-            if (m.device[i] != dev)
-                continue;
+            if (m.device[j] != dev)
+                return;
+            const std::optional<EventKind> previous = previousKind;
+            previousKind = m.kind[j];
             if (measured && i > options.stopAfterEvent) {
                 stop = true;
-                break;
+                return;
             }
             if (measured && options.stopAtPeakReserved != 0 && !stats.peaksPaused()
                 && stats.peakReserved().bytes >= options.stopAtPeakReserved) {
                 result.stoppedAtPeak = true;
                 stop = true;
-                break;
+                return;
             }
             if (skip > 0) {
                 --skip;
-                continue;
+                return;
             }
             const bool initial = deviceEvents < initialEvents;
             if (++deviceEvents == initialEvents + 1 && initialEvents > 0 && adopt) {
@@ -671,7 +714,7 @@ ReplayResult replayTrace(
                 const auto& st = top.stats();
                 if (options.capacity != 0 && st.reserved > options.capacity) {
                     ++result.ooms;
-                    FailedRequest f { m.time[i], i, st.allocated, feeder.streamOf(i), st.reserved, st.allocated, 0, false, {} };
+                    FailedRequest f { m.time[j], i, st.allocated, streamKey[m.stream[j]], st.reserved, st.allocated, 0, false, {} };
                     f.beforeWindow = true;
                     result.failures.push_back(f);
                     result.failureDetails.push_back(failureDetail(top, false));
@@ -680,34 +723,38 @@ ReplayResult replayTrace(
                     result.stopped = true;
                     stop = true;
                     stateDoesNotFit = true;
-                    break;
+                    return;
                 }
             }
             if (initial && emptyStart)
-                continue;
-            const EventKind kind = m.kind[i];
-            clock.time = m.time[i];
+                return;
+            const EventKind kind = m.kind[j];
+            const StreamKey stream = streamKey[m.stream[j]];
+            clock.time = m.time[j];
             clock.event = i;
-            const std::uint32_t a = feeder.allocationOf(i);
+            const std::uint32_t a = paired.pairing == ChunkPairing::Pairing::Opened
+                    || paired.pairing == ChunkPairing::Pairing::Closed || paired.pairing == ChunkPairing::Pairing::Completed
+                ? paired.allocation
+                : RequestFeeder::kNoAllocation;
             if (recorder)
                 recorder->initial = initial;
-            if (!initial && emptier.due(i, kind)) {
+            if (!initial && emptier.due(m.time[j], kind)) {
                 top.releaseCached();
                 ++result.emptyCacheAdded;
             }
-            if (!initial && compactor.due(i, kind)) {
-                compactor.run(top, feeder, result, clock, feeder.streamOf(i));
+            if (!initial && compactor.due(m.time[j], kind)) {
+                compactor.run(top, feeder, result, clock, stream);
                 if (measured && options.onOom == OnOom::Stop && !result.failures.empty()) {
                     result.stopped = true;
                     stop = true;
-                    break;
+                    return;
                 }
             }
             if (initial && adopt) {
                 switch (kind) {
                 case EventKind::SegmentAlloc: {
-                    SegmentInfo seg { m.address[i], m.size[i], feeder.streamOf(i),
-                        isSmallSegment(trace, dev, m.address[i], m.size[i]), false, {}, options.mergePools ? 0 : m.pool[i] };
+                    SegmentInfo seg { m.address[j], m.size[j], stream, isSmallSegment(trace, dev, m.address[j], m.size[j]),
+                        false, {}, options.mergePools ? 0 : m.pool[j] };
                     bool adopted = false;
                     try {
                         adopted = top.adoptSegment(seg);
@@ -726,10 +773,9 @@ ReplayResult replayTrace(
                 }
                 case EventKind::Alloc:
                     if (a != RequestFeeder::kNoAllocation
-                        && top.adoptBlock(m.address[i], m.size[i], m.requestedSize[i] ? m.requestedSize[i] : m.size[i],
-                            feeder.streamOf(i))) {
-                        feeder.setSimulatedAddress(a, m.address[i]);
-                        compactor.placed(a, m.address[i]);
+                        && top.adoptBlock(m.address[j], m.size[j], m.requestedSize[j] ? m.requestedSize[j] : m.size[j], stream)) {
+                        feeder.setSimulatedAddress(a, m.address[j]);
+                        compactor.placed(a, m.address[j]);
                         ++result.initialBlocks;
                     } else
                         ++result.initialNotAdopted;
@@ -744,10 +790,10 @@ ReplayResult replayTrace(
                 default:
                     break;
                 }
-                continue;
+                return;
             }
             if (kind == EventKind::Alloc && tracePools) {
-                const PoolId p = options.mergePools ? 0 : m.pool[i];
+                const PoolId p = options.mergePools ? 0 : m.pool[j];
                 if (p != currentPool) {
                     top.selectPool(p);
                     currentPool = p;
@@ -759,7 +805,12 @@ ReplayResult replayTrace(
             case EventKind::FreeCompleted: {
                 ++result.requestEvents;
                 const std::uint64_t failedCallsBefore = sim.counters().failedCalls;
-                const auto step = feeder.feed(i);
+                RequestFeeder::Event e { kind, m.requestedSize[j] ? m.requestedSize[j] : m.size[j], stream, a, false, false };
+                if (kind == EventKind::Free && a != RequestFeeder::kNoAllocation) {
+                    e.laterCompletion = ahead.laterCompletionOf(a);
+                    e.completionFollows = ahead.completionFollowsOf(a);
+                }
+                const auto step = feeder.feed(e);
                 for (Address freed : step.alsoFreed) // the global event queue (request_feeder.h)
                     compactor.freed(freed);
                 if (step.outcome == RequestFeeder::Outcome::ZeroSize)
@@ -784,7 +835,7 @@ ReplayResult replayTrace(
                     const auto& st = top.stats();
                     const Bytes free = sim.limit() - std::min(sim.limit(), st.reserved);
                     const bool deviceRefused = sim.counters().failedCalls > failedCallsBefore || !feeder.admits(step.request);
-                    FailedRequest f { m.time[i], i, step.request, step.stream, st.reserved, st.allocated, free, false, {} };
+                    FailedRequest f { m.time[j], i, step.request, step.stream, st.reserved, st.allocated, free, false, {} };
                     f.refusedBy = deviceRefused ? deviceLimitText(sim, result.outsideBytes) : policyLimitText(spec, sim, totalMemory == 0);
                     // A block of the state before the window (allocated as a request) that does not fit: the
                     // run could not have started, whatever --on-oom says (as for an adopted state).
@@ -810,20 +861,17 @@ ReplayResult replayTrace(
                 // One empty_cache() per burst of recorded releases. An OOM recovery (release_cached_blocks
                 // before the retry) and an explicit empty_cache() release the same segments (§1.10), so
                 // both are reproduced by releasing at the first event of the burst.
-                std::size_t prev = i;
-                while (prev > 0 && m.device[prev - 1] != dev)
-                    --prev;
                 // A burst that a recorded empty_cache event announces was released by that event.
-                if (prev > 0
-                    && (m.kind[prev - 1] == EventKind::SegmentFree || m.kind[prev - 1] == EventKind::SegmentUnmap
-                        || (m.kind[prev - 1] == EventKind::EmptyCache && options.emptyCache == EmptyCacheMode::Keep)))
+                if (previous
+                    && (*previous == EventKind::SegmentFree || *previous == EventKind::SegmentUnmap
+                        || (*previous == EventKind::EmptyCache && options.emptyCache == EmptyCacheMode::Keep)))
                     break;
                 top.releaseCached();
                 ++result.emptyCacheDirectives;
                 break;
             }
             case EventKind::EmptyCache: {
-                const PoolId p = m.pool[i];
+                const PoolId p = m.pool[j];
                 if (options.emptyCache == EmptyCacheMode::Drop || (p != 0 && options.mergePools)) {
                     ++result.emptyCacheDropped;
                     break;
@@ -838,6 +886,18 @@ ReplayResult replayTrace(
             default:
                 break;
             }
+        };
+        if (stop)
+            return;
+        try {
+            source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t first) {
+                for (std::size_t j = 0; j < m.count(); ++j) {
+                    event(m, j, first + j);
+                    if (stop)
+                        throw PassStopped {};
+                }
+            });
+        } catch (const PassStopped&) {
         }
     };
     for (int w = 0; w < options.warmupPasses && !stateDoesNotFit; ++w) {
@@ -845,8 +905,8 @@ ReplayResult replayTrace(
         pass(false);
         if (stateDoesNotFit)
             break;
-        for (std::uint32_t a = 0; a < feeder.allocationCount(); ++a)
-            if (const Address addr = feeder.simulatedAddress(a); addr != 0 && allocs[a].allocEvent >= firstWindowEvent) {
+        for (const auto& [a, addr] : feeder.simulatedBlocks())
+            if (a >= ahead.allocationsBeforeWindow) {
                 top.deallocate(addr, 0, 0);
                 compactor.freed(addr);
                 feeder.setSimulatedAddress(a, 0);
@@ -877,7 +937,7 @@ ReplayResult replayTrace(
 
     result.openingAllocated = options.openingAllocated;
     result.reservedIsLowerBound = options.openingAllocated > 0 || (emptyStart && rebuiltEvents > 0)
-        || (!record && openingAllocated(trace, dev) > 0);
+        || (!record && openingAllocated(trace, dev, ahead.firstRequest) > 0);
     result.peakReserved = stats.peakReserved();
     result.peakAllocated = stats.peakAllocated();
     result.peakRequested = stats.peakRequested();
@@ -893,25 +953,28 @@ ReplayResult replayTrace(
     if (options.keepFinalState) {
         result.finalState = top.describeState();
         result.finalStreams = streamMemory(*result.finalState);
-        for (std::uint32_t a = 0; a < feeder.allocationCount(); ++a)
-            if (const Address addr = feeder.simulatedAddress(a); addr != 0)
-                result.liveAllocations.emplace_back(a, addr);
+        result.liveAllocations = feeder.simulatedBlocks();
     } else if (!record)
         result.finalStreams = streamMemory(top.describeState());
     sim.setObserver(nullptr);
     if (compactor.active() && spec.inner && !record) {
         ReplayOptions alone = options;
         alone.recordTimeline = alone.recordAllocAddresses = alone.recordSegmentEvents = alone.keepFinalState = false;
-        result.peakReservedWithoutCompaction = replayTrace(trace, *spec.inner, alone, nullptr).peakReserved.bytes;
+        result.peakReservedWithoutCompaction = replayTrace(source, *spec.inner, alone, nullptr).peakReserved.bytes;
     }
     return result;
 }
 
 } // namespace
 
+ReplayResult Replayer::run(const MemoryEventSource& source, const PolicySpec& spec) const
+{
+    return replayTrace(source, spec, m_options, nullptr);
+}
+
 ReplayResult Replayer::run(const Trace& trace, const PolicySpec& spec) const
 {
-    return replayTrace(trace, spec, m_options, nullptr);
+    return replayTrace(*traceView(trace), spec, m_options, nullptr);
 }
 
 } // namespace gpumem::replay

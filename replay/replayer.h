@@ -6,8 +6,8 @@
 //
 // Rules:
 // - The request size is the event's requestedSize where the trace has it, else its size.
-// - Trace addresses are mapped to simulated ones through the trace's alloc → free pairing
-//   (Trace::allocations()), never by address equality.
+// - Trace addresses are mapped to simulated ones through the trace's alloc → free pairing (the rules of
+//   Trace::allocations(), applied chunk by chunk by a ChunkPairing), never by address equality.
 // - A free whose allocation also has a later free_completed is a free_requested: the block leaves the
 //   program (requestFree) and becomes reusable at the free_completed (deallocate); otherwise the free
 //   is both (allocators.md §1.7). One pending-free rule for every policy, fed or adopted (PyTorch
@@ -39,6 +39,7 @@
 //   event at or after the start and the end of every annotation whose name matches its glob, and/or
 //   before every N-th request event of the window; the moves it returns remap the trace's live blocks.
 //   The inner policy is also replayed alone (same options) for peakReservedWithoutCompaction.
+#include "core/event_source.h"
 #include "core/trace.h"
 #include "replay/adaptors/statistics_adaptor.h"
 #include "replay/adaptors/timeline_adaptor.h"
@@ -242,6 +243,8 @@ struct ReplayResult {
 // The device a replay uses by default: the first non-CPU device with alloc events, else the first
 // device with any; nullopt for a trace without memory events.
 std::optional<DeviceId> defaultReplayDevice(const Trace& trace);
+// The same over the memory events of a source (one pass).
+std::optional<DeviceId> defaultReplayDevice(const MemoryEventSource& source);
 
 // True if `name` matches `pattern`, where `*` matches any run of characters and `?` any one (the
 // compaction policy's annotation pattern).
@@ -250,6 +253,8 @@ bool globMatch(std::string_view pattern, std::string_view name);
 // The outside-allocator bytes a replay of `device` takes from the capacity: `given` when set, else the
 // trace's figure (core/outside_memory.h), else 0.
 Bytes outsideBytesFor(const Trace& trace, DeviceId device, std::optional<Bytes> given);
+// The same over a source (a pass where the figure needs the events, outsideMemoryNeedsEvents).
+Bytes outsideBytesFor(const MemoryEventSource& source, DeviceId device, std::optional<Bytes> given);
 
 // Number of leading events of `device` that an importer rebuilt as the state before the window
 // (metadata "reconstruction"[i].events_before_trace for the device's ordinal); 0 if none.
@@ -262,6 +267,16 @@ public:
     // Throws UsageError for a bad spec (see makePolicy) or a device index out of range, Cancelled when
     // options().cancel becomes true.
     ReplayResult run(const Trace& trace, const PolicySpec& spec) const;
+    // The same replay over the memory events of a source, chunk by chunk (docs/streaming.md "Replay"): a
+    // first pass for what the replay must know ahead (the default device, which frees have a later
+    // free_completed, the recorded segment addresses of a fidelity replay, the frees without an alloc),
+    // then a pass per warm-up and one measured; the pairing is a ChunkPairing. Memory: the live blocks
+    // (the pairing's record and the simulated address of each), the policy's state, two bits per
+    // allocation where the trace has free_completed events, and what the result holds (a timeline,
+    // segment events or alloc addresses only where asked; `optimal`'s plan, one record per request).
+    // Whole-trace run(trace, spec) is this over the trace's events as one chunk. Not thread-safe over one
+    // source (one pass at a time).
+    ReplayResult run(const MemoryEventSource& source, const PolicySpec& spec) const;
 
 private:
     ReplayOptions m_options;

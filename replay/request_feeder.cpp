@@ -4,16 +4,21 @@
 
 namespace gpumem::replay {
 
-RequestFeeder::RequestFeeder(const Trace& trace, DeviceId device, AllocatorPolicy& top, Bytes maxRequest)
-    : m_trace(trace)
-    , m_device(device)
-    , m_top(top)
+RequestFeeder::RequestFeeder(AllocatorPolicy& top, Bytes maxRequest)
+    : m_top(top)
     , m_maxRequest(maxRequest != 0 ? std::min(maxRequest, kMaxDeviceBytes) : top.device().limit())
-    , m_allocs(trace.allocations())
-    , m_allocOf(trace.memory().count(), kNoAllocation)
-    , m_simAddress(m_allocs.size(), 0)
-    , m_streamKey(trace.streams().size())
 {
+}
+
+RequestFeeder::RequestFeeder(const Trace& trace, DeviceId device, AllocatorPolicy& top, Bytes maxRequest)
+    : RequestFeeder(top, maxRequest)
+{
+    m_trace = &trace;
+    m_device = device;
+    m_allocs = trace.allocations();
+    useDenseAddresses(m_allocs.size());
+    m_allocOf.assign(trace.memory().count(), kNoAllocation);
+    m_streamKey.resize(trace.streams().size());
     for (std::size_t a = 0; a < m_allocs.size(); ++a) {
         for (std::uint64_t e : { m_allocs[a].allocEvent, m_allocs[a].freeEvent, m_allocs[a].freeCompletedEvent })
             if (e != kNoIndex)
@@ -46,14 +51,50 @@ bool RequestFeeder::admits(Bytes request) const
     return request <= m_maxRequest && request <= kMaxDeviceBytes - live;
 }
 
-RequestFeeder::Step RequestFeeder::feed(std::size_t i)
+std::vector<std::pair<std::uint32_t, Address>> RequestFeeder::simulatedBlocks() const
 {
-    const auto& m = m_trace.memory();
-    const EventKind kind = m.kind[i];
-    const std::uint32_t a = m_allocOf[i];
+    std::vector<std::pair<std::uint32_t, Address>> out;
+    if (!m_dense.empty()) {
+        for (std::size_t a = 0; a < m_dense.size(); ++a)
+            if (m_dense[a] != 0)
+                out.emplace_back(std::uint32_t(a), m_dense[a]);
+        return out;
+    }
+    out.reserve(m_simAddress.size());
+    m_simAddress.forEach([&](Address key, Address address) { out.emplace_back(std::uint32_t(key - 1), address); });
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+RequestFeeder::Event RequestFeeder::eventOf(std::size_t i) const
+{
+    const auto& m = m_trace->memory();
+    Event e;
+    e.kind = m.kind[i];
+    e.request = m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
+    e.stream = streamOf(i);
+    e.allocation = m_allocOf[i];
+    if (e.kind == EventKind::Free && e.allocation != kNoAllocation) {
+        const std::uint64_t completed = m_allocs[e.allocation].freeCompletedEvent;
+        e.laterCompletion = completed != kNoIndex && completed > i;
+        // The usual case: free_completed follows at once; the block is freed there, in order.
+        std::size_t next = i + 1;
+        while (next < m.count() && m.device[next] != m_device)
+            ++next;
+        e.completionFollows = next < m.count() && m.kind[next] == EventKind::FreeCompleted && m_allocOf[next] == e.allocation;
+    }
+    return e;
+}
+
+RequestFeeder::Step RequestFeeder::feed(std::size_t i) { return feed(eventOf(i)); }
+
+RequestFeeder::Step RequestFeeder::feed(const Event& event)
+{
+    const EventKind kind = event.kind;
+    const std::uint32_t a = event.allocation;
     Step step;
-    step.request = m.requestedSize[i] ? m.requestedSize[i] : m.size[i];
-    step.stream = streamOf(i);
+    step.request = event.request;
+    step.stream = event.stream;
     switch (kind) {
     case EventKind::Alloc: {
         if (step.request == 0) {
@@ -71,7 +112,7 @@ RequestFeeder::Step RequestFeeder::feed(std::size_t i)
             return step;
         }
         if (a != kNoAllocation)
-            m_simAddress[a] = *step.address;
+            setSimulatedAddress(a, *step.address);
         step.outcome = Outcome::Allocated;
         return step;
     }
@@ -83,48 +124,36 @@ RequestFeeder::Step RequestFeeder::feed(std::size_t i)
                 step.outcome = Outcome::UnmatchedFree;
             return step;
         }
-        const std::size_t n = m.count();
-        if (kind == EventKind::Free) {
-            // The usual case: free_completed follows at once; the block is freed there, in order.
-            std::size_t next = i + 1;
-            while (next < n && m.device[next] != m_device)
-                ++next;
-            if (next < n && m.kind[next] == EventKind::FreeCompleted && m_allocOf[next] == a)
-                return step;
-        }
-        Address addr = m_simAddress[a];
+        if (kind == EventKind::Free && event.completionFollows)
+            return step; // handled at its free_completed, the device's next event
+        Address addr = simulatedAddress(a);
         if (addr == 0)
             return step; // never allocated in this replay: dropped after an OOM, or an initial block ignored
         step.address = addr;
         step.outcome = Outcome::Freed;
-        if (kind == EventKind::Free && m_allocs[a].freeCompletedEvent != kNoIndex
-            && m_allocs[a].freeCompletedEvent > i) {
+        if (kind == EventKind::Free && event.laterCompletion) {
             m_top.requestFree(addr); // reusable only at its later free_completed
             step.outcome = Outcome::FreeRequested;
-            if (m_globalQueue) {
-                m_queue.push_back(a);
-                if (m_completed.size() < m_allocs.size())
-                    m_completed.resize(m_allocs.size(), false);
-            }
+            if (m_globalQueue)
+                m_queue.push_back(Queued { a, false, 0, 0 });
             return step;
         }
-        if (m_globalQueue && kind == EventKind::FreeCompleted
-            && std::find(m_queue.begin(), m_queue.end(), a) != m_queue.end()) {
-            m_completed[a] = true;
+        auto queued = m_globalQueue && kind == EventKind::FreeCompleted
+            ? std::find_if(m_queue.begin(), m_queue.end(), [&](const Queued& q) { return q.allocation == a; })
+            : m_queue.end();
+        if (queued != m_queue.end()) {
+            *queued = Queued { a, true, event.request, event.stream };
             step.outcome = Outcome::FreeDeferred;
             step.address.reset();
-            while (!m_queue.empty() && m_completed[m_queue.front()]) {
-                const std::uint32_t q = m_queue.front();
+            while (!m_queue.empty() && m_queue.front().completed) {
+                const Queued q = m_queue.front();
                 m_queue.pop_front();
-                m_completed[q] = false;
-                const Address qa = m_simAddress[q];
+                const Address qa = simulatedAddress(q.allocation);
                 if (qa == 0)
                     continue;
-                const Allocation& al = m_allocs[q];
-                const std::uint64_t at = al.freeCompletedEvent;
-                m_top.deallocate(qa, m.requestedSize[at] ? m.requestedSize[at] : m.size[at], streamOf(at));
-                m_simAddress[q] = 0;
-                if (q == a) {
+                m_top.deallocate(qa, q.request, q.stream);
+                setSimulatedAddress(q.allocation, 0);
+                if (q.allocation == a) {
                     step.address = qa;
                     step.outcome = Outcome::Freed;
                 } else
@@ -133,7 +162,7 @@ RequestFeeder::Step RequestFeeder::feed(std::size_t i)
             return step;
         }
         m_top.deallocate(addr, step.request, step.stream);
-        m_simAddress[a] = 0;
+        setSimulatedAddress(a, 0);
         return step;
     }
     default:

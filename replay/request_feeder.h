@@ -1,8 +1,9 @@
 #pragma once
-// Feeds the request-level events (alloc, free, free_completed) of one device of a Trace to a policy
-// stack, one event at a time — the part of a replay that the single-trace Replayer and the multi-trace
+// Feeds the request-level events (alloc, free, free_completed) of one device to a policy stack, one
+// event at a time — the part of a replay that the single-trace Replayer and the multi-trace
 // ColocatedReplay share. It maps trace addresses to simulated ones through the trace's alloc → free
-// pairing (Trace::allocations()), never by address equality, and applies the rules of replayer.h:
+// pairing (an allocation index per event: Trace::allocations(), or a ChunkPairing over the chunks of a
+// MemoryEventSource), never by address equality, and applies the rules of replayer.h:
 // the request size is requestedSize where known, else size; a free whose allocation has a later
 // free_completed is a requestFree and the block is deallocated at the free_completed; a free followed
 // at once by its own free_completed is handled at the free_completed; a free of an allocation that never
@@ -10,9 +11,14 @@
 // A request larger than the device's limit() (its capacity, capped at kMaxDeviceBytes, the one limit), or one that
 // would take the live requested bytes above kMaxDeviceBytes, fails here, before any policy rounds it: no
 // allocator could serve it, so every policy gives the same answer and no counter wraps.
-// Not thread-safe; holds references to the trace and the policy, which must outlive it.
+//
+// Two ways to drive it: feed(Event) with the pairing given by the caller (the Replayer, which reads the
+// trace chunk by chunk; the feeder then holds one entry per allocation with a simulated block), or
+// feed(i) on a whole Trace (the constructor taking it pairs through Trace::allocations(), 4 B per event).
+// Not thread-safe; holds references to the policy (and the trace), which must outlive it.
 #include "core/trace.h"
 #include "replay/allocator_policy.h"
+#include "replay/detail/address_map.h"
 
 #include <cstdint>
 #include <deque>
@@ -46,9 +52,22 @@ public:
         // (deallocate() was called for each, after the step's own block if it has one).
         std::vector<Address> alsoFreed;
     };
+    // One memory event of the device, with what the pairing knows of it.
+    struct Event {
+        EventKind kind = EventKind::Alloc;
+        Bytes request = 0; // requestedSize where known, else size
+        StreamKey stream = 0;
+        std::uint32_t allocation = kNoAllocation; // the allocation the event belongs to (Trace::allocations())
+        // For a free of an allocation: whether that allocation has a later free_completed, and whether
+        // that completion is the device's next event (then the free is handled there).
+        bool laterCompletion = false;
+        bool completionFollows = false;
+    };
 
-    // maxRequest: the largest request handed to `top` (0 = top.device().limit()); a dry run on an
-    // unlimited device passes the real run's limit so that both refuse the same requests.
+    // Driven by feed(Event). maxRequest: the largest request handed to `top` (0 = top.device().limit()); a
+    // dry run on an unlimited device passes the real run's limit so that both refuse the same requests.
+    explicit RequestFeeder(AllocatorPolicy& top, Bytes maxRequest = 0);
+    // Driven by feed(i) over the events of `device` in `trace`.
     RequestFeeder(const Trace& trace, DeviceId device, AllocatorPolicy& top, Bytes maxRequest = 0);
 
     // True if feeding the events of `device` calls requestFree() at least once: some free has a later
@@ -61,9 +80,12 @@ public:
     // feed() refuses an alloc that fails it; the Replayer asks it of the opening allocation too.
     bool admits(Bytes request) const;
 
-    // Handles memory event i (which must be on the device). Alloc/Free/FreeCompleted only; other kinds
-    // return Ignored.
+    // Handles one event of the device. Alloc/Free/FreeCompleted only; other kinds return Ignored.
+    Step feed(const Event& event);
+    // Handles memory event i of the trace given to the constructor (which must be on the device).
     Step feed(std::size_t i);
+    // Event i of that trace with its pairing.
+    Event eventOf(std::size_t i) const;
 
     // PyTorch before PR #71745 (PyTorchConfig::globalEventQueue): the blocks freed with a later free_completed
     // wait in one FIFO in the order of their frees; a recorded free_completed makes its block reusable only
@@ -71,28 +93,58 @@ public:
     // at the first event not yet complete). Off (the default): each block at its own free_completed.
     void setGlobalEventQueue(bool on) { m_globalQueue = on; }
 
-    // The allocation (index into Trace::allocations()) event i belongs to, or kNoAllocation.
+    // The allocation (index into Trace::allocations()) event i of the constructor's trace belongs to, or
+    // kNoAllocation.
     std::uint32_t allocationOf(std::size_t i) const { return m_allocOf[i]; }
     // The simulated address of allocation a (0 = none live).
-    Address simulatedAddress(std::uint32_t a) const { return m_simAddress[a]; }
-    void setSimulatedAddress(std::uint32_t a, Address address) { m_simAddress[a] = address; }
-    std::size_t allocationCount() const { return m_simAddress.size(); }
-    // The stream handle of event i (cudaStream_t value as recorded).
-    StreamKey streamOf(std::size_t i) const { return m_streamKey[m_trace.memory().stream[i]]; }
-    std::span<const Allocation> allocations() const { return m_allocs; }
+    Address simulatedAddress(std::uint32_t a) const
+    {
+        if (!m_dense.empty())
+            return m_dense[a];
+        const Address* addr = m_simAddress.find(Address(a) + 1);
+        return addr ? *addr : 0;
+    }
+    void setSimulatedAddress(std::uint32_t a, Address address)
+    {
+        if (!m_dense.empty())
+            m_dense[a] = address;
+        else if (address == 0)
+            m_simAddress.erase(Address(a) + 1);
+        else
+            m_simAddress.insert(Address(a) + 1, address);
+    }
+    // The allocation count when it is known (a whole trace): the addresses are then a vector by
+    // allocation, 8 B each, faster than the map a streamed replay keeps of the live ones.
+    void useDenseAddresses(std::size_t allocations)
+    {
+        if (allocations > 0)
+            m_dense.assign(allocations, 0);
+    }
+    // The allocations with a simulated block and their addresses, by allocation index.
+    std::vector<std::pair<std::uint32_t, Address>> simulatedBlocks() const;
+    // The stream handle of event i of the constructor's trace (cudaStream_t value as recorded).
+    StreamKey streamOf(std::size_t i) const { return m_streamKey[m_trace->memory().stream[i]]; }
 
 private:
-    const Trace& m_trace;
-    DeviceId m_device;
+    const Trace* m_trace = nullptr;
+    DeviceId m_device = 0;
     AllocatorPolicy& m_top;
     Bytes m_maxRequest;
     std::span<const Allocation> m_allocs;
     std::vector<std::uint32_t> m_allocOf;
-    std::vector<Address> m_simAddress;
     std::vector<StreamKey> m_streamKey;
+    detail::AddressMap<Address> m_simAddress; // allocation + 1 → its simulated block
+    std::vector<Address> m_dense; // or by allocation (useDenseAddresses)
     bool m_globalQueue = false;
-    std::deque<std::uint32_t> m_queue; // allocations whose free was requested, in free order
-    std::vector<bool> m_completed; // by allocation: its free_completed has been seen while queued
+    // The allocations whose free was requested, in free order; `completed` once their free_completed was
+    // seen (with that event's request and stream, for the deallocate).
+    struct Queued {
+        std::uint32_t allocation = 0;
+        bool completed = false;
+        Bytes request = 0;
+        StreamKey stream = 0;
+    };
+    std::deque<Queued> m_queue;
 };
 
 } // namespace gpumem::replay

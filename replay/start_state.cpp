@@ -21,19 +21,29 @@ StartState parseStartState(std::string_view text)
 
 void applyStartState(ReplayOptions& options, const Trace& trace, StartState start)
 {
+    applyStartState(options, *traceView(trace), start);
+}
+
+void applyStartState(ReplayOptions& options, const MemoryEventSource& source, StartState start)
+{
     if (start == StartState::Empty) {
         options.initialState = InitialStateMode::Empty;
         options.openingAllocated = 0;
         return;
     }
     options.initialState = InitialStateMode::Allocate;
-    const auto device = options.device ? options.device : defaultReplayDevice(trace);
-    options.openingAllocated = device ? openingAllocated(trace, *device) : 0;
+    const auto device = options.device ? options.device : defaultReplayDevice(source);
+    options.openingAllocated = device ? openingAllocated(source, *device) : 0;
 }
 
 MemoryBeforeWindow memoryBeforeWindow(const Trace& trace, DeviceId device)
 {
-    return { openingAllocated(trace, device), initialStateEventCount(trace, device) };
+    return memoryBeforeWindow(*traceView(trace), device);
+}
+
+MemoryBeforeWindow memoryBeforeWindow(const MemoryEventSource& source, DeviceId device)
+{
+    return { openingAllocated(source, device), initialStateEventCount(source.skeleton(), device) };
 }
 
 std::size_t firstWindowEvent(const Trace& trace, DeviceId device)

@@ -29,6 +29,8 @@ StartState parseStartState(std::string_view text);
 // Sets options.initialState and options.openingAllocated for `start` on `trace` (the device is
 // options.device, else defaultReplayDevice(trace)); the other options are left alone.
 void applyStartState(ReplayOptions& options, const Trace& trace, StartState start);
+// The same over a source (the device is options.device, else defaultReplayDevice(source)).
+void applyStartState(ReplayOptions& options, const MemoryEventSource& source, StartState start);
 
 // What the trace holds from before its window on `device`, for headers and notes: the opening bytes a
 // profiler trace does not itemise (replay::openingAllocated) and the events a snapshot importer rebuilt
@@ -39,6 +41,7 @@ struct MemoryBeforeWindow {
     bool any() const { return openingAllocated > 0 || rebuiltEvents > 0; }
 };
 MemoryBeforeWindow memoryBeforeWindow(const Trace& trace, DeviceId device);
+MemoryBeforeWindow memoryBeforeWindow(const MemoryEventSource& source, DeviceId device);
 
 // The index of the first event of `device` after the rebuilt ones (initialStateEventCount): the
 // device's events before it are the rebuilt state. The trace's event count when none follows them.

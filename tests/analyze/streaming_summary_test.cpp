@@ -8,6 +8,8 @@
 #include "core/gmt_format.h"
 #include "importers/importer_registry.h"
 
+#include "tests/trace_files.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -20,18 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Every file under `dir` that gpumem reads, sorted (none when the directory is absent).
-std::vector<fs::path> tracesUnder(const fs::path& dir)
-{
-    std::vector<fs::path> paths;
-    if (!fs::exists(dir))
-        return paths;
-    for (const auto& e : fs::recursive_directory_iterator(dir))
-        if (e.is_regular_file() && e.path().extension() != ".md" && e.path().extension() != ".txt")
-            paths.push_back(e.path());
-    std::sort(paths.begin(), paths.end());
-    return paths;
-}
+using gpumem::test::tracesUnder;
 
 std::string summaryText(const analyze::TraceSummary& s)
 {

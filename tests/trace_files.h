@@ -1,0 +1,21 @@
+#pragma once
+// The trace files of a test directory (tests/data, the shared public traces): every regular file under
+// it but the notes (.md, .txt), sorted; none when the directory is absent. The tests that must hold "on
+// every trace" loop over these and skip what loadTrace refuses.
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
+namespace gpumem::test {
+inline std::vector<std::filesystem::path> tracesUnder(const std::filesystem::path& dir)
+{
+    std::vector<std::filesystem::path> paths;
+    if (!std::filesystem::exists(dir))
+        return paths;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+        if (e.is_regular_file() && e.path().extension() != ".md" && e.path().extension() != ".txt")
+            paths.push_back(e.path());
+    std::sort(paths.begin(), paths.end());
+    return paths;
+}
+} // namespace gpumem::test
