@@ -1051,7 +1051,7 @@ namespace {
         {
             auto& m = b.memoryColumns();
             if (streaming)
-                forEachColumn(m, [](auto& v) { v.clear(); });
+                m.clear();
             const std::size_t before = m.count();
             if (!decodeMemv(c, n, m, MemvLimits { b.deviceCount(), b.streamCount(), b.scopeCount(), b.siteCount() }, streaming))
                 return false;
@@ -1382,7 +1382,7 @@ namespace {
                 b.stats().add("trailing_bytes", Severity::Warning, path + ": " + std::to_string(bytes.size() - offset) + " bytes after the end chunk were ignored");
         }
         if (index)
-            forEachColumn(b.memoryColumns(), [](auto& v) { v.clear(); });
+            b.memoryColumns().clear();
         if (options.progress && !options.progress(1.0))
             throw Cancelled();
     }
@@ -1459,7 +1459,7 @@ namespace {
         // The events of one MEMV chunk (and its MEVX chunk) in the reused columns.
         const MemoryEventColumns& decode(const MemoryChunkRef& c) const
         {
-            forEachColumn(m_columns, [](auto& v) { v.clear(); });
+            m_columns.clear();
             Cursor memv(m_file.view(c.memv.payload(), c.memv.length));
             if (!decodeMemv(memv, c.memv.records, m_columns, m_limits))
                 throw changed(c.memv);

@@ -19,13 +19,6 @@ namespace {
         const char* what;
     };
 
-    void clearColumns(MemoryEventColumns& m)
-    {
-        m.time.clear(), m.kind.clear(), m.device.clear(), m.stream.clear(), m.address.clear(), m.size.clear();
-        m.requestedSize.clear(), m.scope.clear(), m.site.clear(), m.thread.clear(), m.sequence.clear();
-        m.category.clear(), m.pool.clear();
-    }
-
     std::string spoolFolderFor(const std::string& gmtPath)
     {
         // A FIFO or device (cli/output_file.h writes those directly), or a name under /dev/ (/dev/stdout
@@ -75,7 +68,7 @@ namespace {
             if (pairing)
                 for (std::size_t i = 0; i < n; ++i)
                     pairing->step(chunk, i, count - n + i);
-            clearColumns(chunk);
+            chunk.clear();
         };
         auto flushKernels = [&] {
             if (kernelChunk.empty())

@@ -27,6 +27,12 @@ void MemoryEventColumns::reserve(std::size_t n)
     pool.reserve(n);
 }
 
+void MemoryEventColumns::clear()
+{
+    time.clear(), kind.clear(), device.clear(), stream.clear(), address.clear(), size.clear(), requestedSize.clear();
+    scope.clear(), site.clear(), thread.clear(), sequence.clear(), category.clear(), pool.clear();
+}
+
 void MemoryEventColumns::push(const MemoryEvent& e)
 {
     time.push_back(e.time);

@@ -95,6 +95,7 @@ struct MemoryEventColumns {
 
     std::size_t count() const { return time.size(); }
     void reserve(std::size_t n);
+    void clear(); // every column emptied, its capacity kept
     void push(const MemoryEvent& e);
     MemoryEvent row(std::size_t i) const;
 };

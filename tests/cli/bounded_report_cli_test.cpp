@@ -7,19 +7,11 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <sstream>
 
 using gpumem::test::runCli;
 
 namespace {
-    std::string readFile(const std::string& path)
-    {
-        std::ifstream f(path, std::ios::binary);
-        std::ostringstream s;
-        s << f.rdbuf();
-        return s.str();
-    }
     // The page without its verdict paragraphs (one line each).
     std::string withoutVerdicts(const std::string& html, std::string* verdicts)
     {
@@ -48,8 +40,8 @@ TEST(BoundedReportCli, AStreamedPageEqualsTheWholeOneButItsVerdict)
         ASSERT_EQ(w.exitCode, 0) << w.err;
         ASSERT_EQ(s.exitCode, 0) << s.err;
         std::string wholeVerdict, streamedVerdict;
-        const std::string page = withoutVerdicts(readFile(whole), &wholeVerdict);
-        EXPECT_EQ(withoutVerdicts(readFile(streamed), &streamedVerdict), page);
+        const std::string page = withoutVerdicts(gpumem::test::slurp(whole), &wholeVerdict);
+        EXPECT_EQ(withoutVerdicts(gpumem::test::slurp(streamed), &streamedVerdict), page);
         EXPECT_NE(page.find("<svg"), std::string::npos); // the charts are there to compare
         if (std::string(trace).find("stacks") != std::string::npos || std::string(trace).find("pickle") != std::string::npos) {
             EXPECT_NE(page.find("class='flame'"), std::string::npos); // and the flame graph, from the kept live blocks

@@ -21,7 +21,7 @@ using namespace gpumem;
 
 namespace {
 
-using gpumem::test::tracesUnder;
+using gpumem::test::forEachLoadableTrace;
 
 // The replay of `args` on the .gmt streamed and read whole.
 void expectStreamedEqualsWhole(const std::string& args, const std::string& what)
@@ -40,22 +40,16 @@ std::size_t checkDirectory(const fs::path& dir, const std::vector<std::string>& 
     const fs::path tmp = fs::temp_directory_path() / ("gpumem_streaming_replay_cli_" + std::to_string(::getpid()));
     fs::create_directories(tmp);
     std::size_t checked = 0;
-    for (const fs::path& path : tracesUnder(dir)) {
-        Trace trace;
-        try {
-            trace = loadTrace(path.string());
-        } catch (const Error&) {
-            continue;
-        }
+    forEachLoadableTrace(dir, [&](const fs::path& path, const Trace& trace) {
         if (trace.memory().count() == 0)
-            continue;
+            return;
         const std::string gmt = (tmp / (path.filename().string() + ".gmt")).string();
         writeGmt(trace, gmt, 5);
         for (const auto& a : argSets)
             expectStreamedEqualsWhole(a + " " + gmt, path.string());
         fs::remove(gmt);
         ++checked;
-    }
+    });
     fs::remove_all(tmp);
     return checked;
 }
