@@ -81,17 +81,23 @@ namespace {
 
     // statFromColumn (analysis.cpp) one value at a time.
     struct SeriesStat {
-        MemoryStats::Stat stat;
-        Bytes previous = 0;
+        MemoryStats::Stat stat; // current: the value before this one
+        // Without a branch on the direction: alloc and free events may interleave unpredictably.
         void see(Bytes v)
         {
-            stat.current = v;
+            const Bytes previous = stat.current;
+            const bool up = v > previous;
             stat.peak = std::max(stat.peak, v);
-            if (v > previous)
-                stat.allocated = addSaturated(stat.allocated, v - previous);
-            else
-                stat.freed = addSaturated(stat.freed, previous - v);
-            previous = v;
+            stat.allocated = addSaturated(stat.allocated, up ? v - previous : 0);
+            stat.freed = addSaturated(stat.freed, up ? 0 : previous - v);
+            stat.current = v;
+        }
+        // see(v) where the value may not have changed (reserved and inactive split: 0 throughout without segment
+        // events or a counter; active: allocated's): see(v) after v changes nothing, so it is skipped.
+        void seeIfChanged(Bytes v)
+        {
+            if (v != stat.current)
+                see(v);
         }
     };
 
@@ -326,10 +332,10 @@ namespace {
                 }
             r.snapshotValid = true;
         };
-        auto leaveActive = [&](DeviceRun& r, Address address, const Pass1Block& b) {
-            r.active -= b.block.size;
-            r.layout.release(address, b.block.size);
-            r.lowLive -= b.request;
+        auto leaveActive = [&](DeviceRun& r, Address address, Bytes size, Bytes request) {
+            r.active -= size;
+            r.layout.release(address, size);
+            r.lowLive -= request;
             --r.activeCount;
             ++r.activeAllocations.freed;
         };
@@ -341,28 +347,43 @@ namespace {
             }
             if (n)
                 p.lastTime = m.time.back();
+            // The columns as local pointers: a narrow store (a flag, a category) may alias anything, and the
+            // vectors' data pointers were reloaded at every use (issue 22).
+            const TimeNs* const cTime = m.time.data();
+            const EventKind* const cKind = m.kind.data();
+            const DeviceId* const cDevice = m.device.data();
+            const Address* const cAddress = m.address.data();
+            const Bytes* const cSize = m.size.data();
+            const Bytes* const cRequestedSize = m.requestedSize.data();
+            const ScopeId* const cScope = m.scope.data();
+            const SiteId* const cSite = m.site.data();
+            const StreamId* const cStream = m.stream.data();
+            const Category* const cCategory = m.category.data();
+            DeviceRun* const runs = p.devices.data();
+            const std::size_t runCount = p.devices.size(), timeSpecCount = timeSpecs.size();
+            const bool withCharts = charts != nullptr;
             for (std::size_t j = 0; j < n; ++j) {
                 const std::uint64_t i = firstIndex + j;
-                const DeviceId dev = m.device[j];
-                if (dev >= p.devices.size())
+                const DeviceId dev = cDevice[j];
+                if (dev >= runCount)
                     throw FormatError("memory event " + std::to_string(i) + ": device " + std::to_string(dev)
                         + " is not in the trace's device table");
-                DeviceRun& r = p.devices[dev];
-                const EventKind kind = m.kind[j];
+                DeviceRun& r = runs[dev];
+                const EventKind kind = cKind[j];
                 switch (kind) {
                 case EventKind::Alloc: {
-                    const Bytes size = m.size[j], request = m.requestedSize[j] ? m.requestedSize[j] : size;
+                    const Bytes size = cSize[j], request = cRequestedSize[j] ? cRequestedSize[j] : size;
                     r.allocated += size;
                     r.active += size;
                     r.requested += request;
-                    r.layout.allocate(m.address[j], size);
-                    Pass1Block& b = blocks.emplace(blockKey(dev, m.address[j]));
+                    r.layout.allocate(cAddress[j], size);
+                    Pass1Block& b = blocks.emplace(blockKey(dev, cAddress[j]));
                     b.block.allocation = p.allocations;
                     b.block.size = size;
-                    b.block.scope = m.scope[j];
-                    b.block.site = m.site[j];
-                    b.block.stream = m.stream[j];
-                    b.block.category = m.category[j];
+                    b.block.scope = cScope[j];
+                    b.block.site = cSite[j];
+                    b.block.stream = cStream[j];
+                    b.block.category = cCategory[j];
                     b.block.beforeWindow = r.events < r.rebuilt;
                     b.request = request;
                     b.device = dev;
@@ -372,6 +393,12 @@ namespace {
                     ++r.activeCount;
                     ++r.allocations.allocated;
                     ++r.activeAllocations.allocated;
+                    // Only an alloc raises the live requests and the block counts, so their peaks are taken here
+                    // (a free lowers them, a free without an alloc raises freedBefore).
+                    r.lowPeak = std::max(r.lowPeak, r.lowLive);
+                    r.lowPeakLessFreed = std::max(r.lowPeakLessFreed, r.lowLive - r.freedBefore);
+                    r.allocations.peak = std::max(r.allocations.peak, r.live);
+                    r.activeAllocations.peak = std::max(r.activeAllocations.peak, r.activeCount);
                     if (!annotatedSteps) {
                         // Room for every alloc up to 8 M at once: the pages are touched only as they fill, and
                         // doubling would copy the sizes and hold both copies at its peak.
@@ -380,17 +407,17 @@ namespace {
                         r.allocSizes.push_back(size);
                     }
                     ++p.allocations;
-                    if (m.category[j] != Category::Unknown) {
+                    if (cCategory[j] != Category::Unknown) {
                         p.recordedCategories = true;
-                        if (p.recordedAutograd.empty() && isAutogradCategory(m.category[j]))
-                            p.recordedAutograd = "recorded category " + std::string(toString(m.category[j]));
+                        if (p.recordedAutograd.empty() && isAutogradCategory(cCategory[j]))
+                            p.recordedAutograd = "recorded category " + std::string(toString(cCategory[j]));
                     }
                     break;
                 }
                 case EventKind::Free: {
-                    const std::uint32_t slot = blocks.close(blockKey(dev, m.address[j]));
+                    const std::uint32_t slot = blocks.close(blockKey(dev, cAddress[j]));
                     if (slot == gpumem::detail::AddressMap::kNone) { // allocated before the window: closes nothing
-                        r.freedBefore += m.requestedSize[j] ? m.requestedSize[j] : m.size[j];
+                        r.freedBefore += cRequestedSize[j] ? cRequestedSize[j] : cSize[j];
                         break;
                     }
                     if (r.peakPending) { // the live set changes: the peak's blocks are those live now
@@ -401,49 +428,54 @@ namespace {
                         } else
                             r.peakDirty = true;
                     }
-                    Pass1Block b = blocks[slot]; // copied before the flag is cleared (a narrow store read back wide)
-                    blocks[slot].inUse = false;
-                    b.inUse = false;
-                    blocks.release(slot);
+                    // The fields read before the flag is cleared (a narrow store read back wide stalls), and not the
+                    // whole record copied: only a free that awaits its completion needs it.
+                    Pass1Block& b = blocks[slot];
+                    const Bytes size = b.block.size, request = b.request;
                     if (r.snapshotValid && b.snapGeneration == r.snapGeneration) {
                         r.snapshotFreed[b.snapPosition] = 1;
-                        r.snapshot[b.snapPosition].siteFromFree = m.site[j] == b.block.site && b.block.site != 0;
+                        r.snapshot[b.snapPosition].siteFromFree = cSite[j] == b.block.site && b.block.site != 0;
                     }
-                    addToAgreement(r.agreementWithoutSteps, b.block.size, b.block.category, freedWithoutSteps);
-                    r.allocated -= b.block.size;
-                    r.requested -= b.request;
+                    addToAgreement(r.agreementWithoutSteps, size, b.block.category, freedWithoutSteps);
+                    r.allocated -= size;
+                    r.requested -= request;
                     --r.live;
                     ++r.allocations.freed;
-                    if (completed && bitSet(*completed, i))
-                        awaiting.open(blockKey(dev, m.address[j]), b);
-                    else
-                        leaveActive(r, m.address[j], b);
+                    if (completed && bitSet(*completed, i)) {
+                        Pass1Block awaited = b;
+                        awaited.inUse = false;
+                        awaiting.open(blockKey(dev, cAddress[j]), awaited);
+                    } else
+                        leaveActive(r, cAddress[j], size, request);
+                    b.inUse = false;
+                    blocks.release(slot);
                     break;
                 }
                 case EventKind::FreeCompleted: {
                     if (!completed)
                         throw NeedsCompletions {};
-                    const std::uint32_t slot = awaiting.close(blockKey(dev, m.address[j]));
+                    const std::uint32_t slot = awaiting.close(blockKey(dev, cAddress[j]));
                     if (slot == gpumem::detail::AddressMap::kNone)
                         break; // the completion of a free before the window
-                    const Pass1Block b = awaiting[slot];
+                    const Pass1Block& b = awaiting[slot];
+                    leaveActive(r, cAddress[j], b.block.size, b.request);
                     awaiting.release(slot);
-                    leaveActive(r, m.address[j], b);
                     break;
                 }
                 case EventKind::SegmentAlloc:
                 case EventKind::SegmentMap:
-                    r.reserved += m.size[j];
-                    r.layout.addSegment(m.address[j], m.size[j]);
+                    r.reserved += cSize[j];
+                    r.layout.addSegment(cAddress[j], cSize[j]);
                     if (kind == EventKind::SegmentAlloc) {
                         ++r.segs;
                         ++r.segmentCount.allocated;
+                        r.segmentCount.peak = std::max(r.segmentCount.peak, r.segs);
                     }
                     break;
                 case EventKind::SegmentFree:
                 case EventKind::SegmentUnmap:
-                    r.reserved -= m.size[j];
-                    r.layout.removeSegment(m.address[j]);
+                    r.reserved -= cSize[j];
+                    r.layout.removeSegment(cAddress[j]);
                     if (kind == EventKind::SegmentFree) {
                         r.segs -= std::min<std::uint64_t>(r.segs, 1);
                         ++r.segmentCount.freed;
@@ -453,20 +485,20 @@ namespace {
                     ++r.ooms;
                     break;
                 case EventKind::Marker:
-                    r.markers.push_back(m.time[j]);
+                    r.markers.push_back(cTime[j]);
                     break;
                 default:
                     break;
                 }
                 r.segments |= isSegmentLevel(kind);
                 if (!r.firstRequest && isRequestLevel(kind))
-                    r.firstRequest = replay::FirstRequest { kind, m.size[j] };
+                    r.firstRequest = replay::FirstRequest { kind, cSize[j] };
 
                 // The point after this event.
                 Point pt;
                 pt.ordinal = r.events;
                 pt.event = i;
-                pt.time = m.time[j];
+                pt.time = cTime[j];
                 pt.allocated = r.allocated.value();
                 pt.active = r.active.value();
                 pt.requested = r.requested.value();
@@ -493,11 +525,8 @@ namespace {
                 r.sAllocated.see(pt.allocated);
                 r.sActive.see(pt.active);
                 r.sRequested.see(pt.requested);
-                r.sReserved.see(pt.reserved);
-                r.sInactive.see(r.layout.inactiveSplit());
-                r.allocations.peak = std::max(r.allocations.peak, r.live);
-                r.activeAllocations.peak = std::max(r.activeAllocations.peak, r.activeCount);
-                r.segmentCount.peak = std::max(r.segmentCount.peak, r.segs);
+                r.sReserved.seeIfChanged(pt.reserved);
+                r.sInactive.seeIfChanged(r.layout.inactiveSplit());
                 if (!r.peakAllocated || pt.allocated > r.peakAllocated->allocated) {
                     r.peakAllocated = pt;
                     r.peakPending = true;
@@ -527,16 +556,16 @@ namespace {
                     r.fullest = pt;
                 if (r.rebuilt > 0 && pt.ordinal >= r.rebuilt && (!r.fullestInWindow || fuller(pt, *r.fullestInWindow)))
                     r.fullestInWindow = pt;
-                if (r.events > 1) {
+                if (r.events > 1 && r.previousWaste) {
                     const double dt = static_cast<double>(pt.time) - static_cast<double>(r.previousTime);
-                    if (r.previousWaste && dt > 0) {
+                    if (dt > 0) {
                         r.wasteArea += *r.previousWaste * dt;
                         r.wasteSpan += dt;
                     }
                 }
                 r.previousWaste = wasteAt(pt);
                 r.previousTime = pt.time;
-                if (charts) {
+                if (withCharts) {
                     if (r.charts.empty())
                         for (std::size_t k = 0; k < kChartKinds.size(); ++k)
                             r.charts.emplace_back(charts->begin, charts->end, charts->n);
@@ -546,9 +575,7 @@ namespace {
                     r.charts[3].add(pt.time, pt.largestFree);
                     r.charts[4].add(pt.time, pt.recordedAllocated);
                 }
-                r.lowPeak = std::max(r.lowPeak, r.lowLive);
-                r.lowPeakLessFreed = std::max(r.lowPeakLessFreed, r.lowLive - r.freedBefore);
-                for (std::size_t k = 0; k < timeSpecs.size(); ++k)
+                for (std::size_t k = 0; k < timeSpecCount; ++k)
                     if (pt.time <= timeSpecs[k])
                         r.atTime[k] = pt;
             }

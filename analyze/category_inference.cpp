@@ -141,19 +141,6 @@ CategoryAgreement compareCategories(const Trace& trace, std::span<const Category
     return r;
 }
 
-void addToAgreement(CategoryAgreement& r, Bytes size, Category rec, Category inf)
-{
-    auto& cell = r.confusion[static_cast<std::size_t>(rec)][static_cast<std::size_t>(inf)];
-    cell = addSaturated(cell, size); // core/byte_total.h: no wrapped sums
-    if (rec == Category::Unknown) {
-        r.recordedUnknownBytes = addSaturated(r.recordedUnknownBytes, size);
-        return;
-    }
-    r.comparedBytes = addSaturated(r.comparedBytes, size);
-    if (rec == inf)
-        r.agreeingBytes = addSaturated(r.agreeingBytes, size);
-}
-
 std::vector<CategoryRecall> perCategoryAgreement(const CategoryAgreement& agreement)
 {
     std::vector<CategoryRecall> rows;

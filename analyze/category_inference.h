@@ -6,6 +6,7 @@
 // against PyTorch's own categories (HTA memory_timeline.raw.gz) by compareCategories().
 // Pure functions of their inputs; thread-safe.
 #include "analyze/steps.h"
+#include "core/byte_total.h"
 
 #include <array>
 #include <span>
@@ -76,6 +77,18 @@ std::string categoryAgreementTable(const CategoryAgreement& agreement);
 CategoryAgreement compareCategories(const Trace& trace, std::span<const Category> recorded,
     std::span<const Category> inferred, std::span<const std::size_t> allocations);
 // Counts one block of `size` bytes recorded as `recorded` and inferred as `inferred` (compareCategories' step).
-void addToAgreement(CategoryAgreement& agreement, Bytes size, Category recorded, Category inferred);
+// Inline: the bounded analysis calls it at every free (issue 22).
+inline void addToAgreement(CategoryAgreement& r, Bytes size, Category rec, Category inf)
+{
+    auto& cell = r.confusion[static_cast<std::size_t>(rec)][static_cast<std::size_t>(inf)];
+    cell = addSaturated(cell, size); // core/byte_total.h: no wrapped sums
+    if (rec == Category::Unknown) {
+        r.recordedUnknownBytes = addSaturated(r.recordedUnknownBytes, size);
+        return;
+    }
+    r.comparedBytes = addSaturated(r.comparedBytes, size);
+    if (rec == inf)
+        r.agreeingBytes = addSaturated(r.agreeingBytes, size);
+}
 
 } // namespace gpumem::analyze

@@ -5,6 +5,7 @@
 #include "core/byte_total.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <functional>
@@ -280,16 +281,43 @@ std::size_t allocSizePeriod(std::span<const Bytes> sizes)
                 visit(i + 1 - L, h);
         }
     };
-    auto occurrences = [&](std::size_t anchor) {
+    // The candidate periods of each anchor: the distances to the other windows equal to the anchor's, the 32
+    // smallest distinct ones. All three anchors in one scan, keeping only the last 32 matches before an anchor
+    // and the first 32 after it (the smallest distances on each side), not every match: a trace of one size
+    // throughout matches at every window (issue 22: one scan where there were three, no list of n matches).
+    constexpr std::size_t kCandidates = 32;
+    const std::array<std::size_t, 3> anchors { std::min(n / 3, windows - 1), std::min(n / 2, windows - 1), std::size_t(0) };
+    struct Matches {
         std::uint64_t target = 0;
-        for (std::size_t i = anchor; i < anchor + L; ++i)
-            target = target * kBase + mix(sizes[i]);
-        std::vector<std::size_t> occ;
-        rollHashes([&](std::size_t q, std::uint64_t h) {
-            if (h == target && std::equal(sizes.begin() + q, sizes.begin() + q + L, sizes.begin() + anchor))
-                occ.push_back(q);
-        });
-        return occ;
+        std::array<std::size_t, kCandidates> before {}; // a ring of the last matches before the anchor
+        std::size_t beforeCount = 0;
+        std::vector<std::size_t> after;
+    };
+    std::array<Matches, 3> matches;
+    for (std::size_t k = 0; k < anchors.size(); ++k)
+        for (std::size_t i = anchors[k]; i < anchors[k] + L; ++i)
+            matches[k].target = matches[k].target * kBase + mix(sizes[i]);
+    rollHashes([&](std::size_t q, std::uint64_t h) {
+        for (std::size_t k = 0; k < anchors.size(); ++k) {
+            auto& mk = matches[k];
+            if (h != mk.target || q == anchors[k] || (q > anchors[k] && mk.after.size() == kCandidates)
+                || !std::equal(sizes.begin() + q, sizes.begin() + q + L, sizes.begin() + anchors[k]))
+                continue;
+            if (q < anchors[k])
+                mk.before[mk.beforeCount++ % kCandidates] = anchors[k] - q;
+            else
+                mk.after.push_back(q - anchors[k]);
+        }
+    });
+    auto candidatesOf = [&](std::size_t k) {
+        const auto& mk = matches[k];
+        std::vector<std::size_t> c(mk.after.begin(), mk.after.end());
+        c.insert(c.end(), mk.before.begin(), mk.before.begin() + std::min(mk.beforeCount, kCandidates));
+        std::sort(c.begin(), c.end());
+        c.erase(std::unique(c.begin(), c.end()), c.end());
+        if (c.size() > kCandidates)
+            c.resize(kCandidates);
+        return c;
     };
     // Match share of S[i] == S[i + P], sampled on at most 200k positions.
     auto matchShare = [&](std::size_t P) {
@@ -302,17 +330,8 @@ std::size_t allocSizePeriod(std::span<const Bytes> sizes)
     };
     std::size_t period = 0;
     double bestShare = 0.5; // below this, nothing repeats
-    for (std::size_t anchor : { n / 3, n / 2, std::size_t(0) }) {
-        anchor = std::min(anchor, windows - 1);
-        auto occ = occurrences(anchor);
-        std::vector<std::size_t> candidates;
-        for (auto q : occ)
-            if (q != anchor)
-                candidates.push_back(q > anchor ? q - anchor : anchor - q);
-        std::sort(candidates.begin(), candidates.end());
-        candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-        if (candidates.size() > 32)
-            candidates.resize(32);
+    for (std::size_t k = 0; k < anchors.size(); ++k) {
+        const auto candidates = candidatesOf(k);
         // P = 1 competes too: a sequence that repeats every single alloc (one size throughout)
         // repeats every 2, 3, … allocs as well, and the old minimum of 2 made that "every 2 allocs".
         for (auto P : candidates) {

@@ -289,20 +289,26 @@ namespace {
         static std::optional<int> runBounded(const po::variables_map& vm, const std::string& path, const std::string& format,
             const analyze::ReportOptions& report, std::ostream& out, std::ostream& err)
         {
-            auto source = openGmtSource(path);
-            const std::uint64_t events = source->eventCount(), budget = inMemoryEventBudget();
+            // The chunks are checked by the first pass, not by an opening pass of their own (withGmtSource).
+            return withGmtSource(
+                path, {}, [&](const MemoryEventSource& source) { return runBounded(vm, source, path, format, report, out, err); });
+        }
+        static std::optional<int> runBounded(const po::variables_map& vm, const MemoryEventSource& source, const std::string& path,
+            const std::string& format, const analyze::ReportOptions& report, std::ostream& out, std::ostream& err)
+        {
+            const std::uint64_t events = source.eventCount(), budget = inMemoryEventBudget();
             if (format == "text" && events <= budget)
                 return std::nullopt;
-            const Trace& skeleton = source->skeleton();
+            const Trace& skeleton = source.skeleton();
             analyze::AnalysisOptions options;
             options.device = deviceOption(vm, skeleton, path);
             const auto at = vm.count("at") ? vm["at"].as<std::vector<std::string>>() : std::vector<std::string> {};
             if (!at.empty()) {
-                const TimeNs origin = analyze::sourceOrigin(*source);
+                const TimeNs origin = analyze::sourceOrigin(source);
                 for (const auto& a : at)
                     options.instants.push_back(analyze::InstantSpec::parse(a, origin));
             }
-            auto bounded = analyze::analyzeSource(*source, options);
+            auto bounded = analyze::analyzeSource(source, options);
             if (!bounded.needsTrace.empty()) {
                 if (events > budget)
                     err << analyze::wrapText("note: " + textForTerminal(path) + " is read whole (" + std::to_string(events)

@@ -61,7 +61,10 @@ namespace {
                         // A .gmt file is read chunk by chunk: memory for the live blocks, not the events
                         // (docs/streaming.md); the same summary as the whole trace's.
                         ImportStats stats;
-                        summary = analyze::summarize(*openGmtSource(path, options), &stats);
+                        summary = withGmtSource(path, options, [&](const MemoryEventSource& source) {
+                            stats = ImportStats {};
+                            return analyze::summarize(source, &stats);
+                        });
                         if (options.strict)
                             stats.throwIfStrictViolated(path);
                         reader = importer->name();

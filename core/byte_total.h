@@ -26,28 +26,35 @@ class ByteTotal {
 public:
     ByteTotal() = default;
     explicit ByteTotal(Bytes initial)
-        : m_sum(initial)
+        : m_low(initial)
     {
     }
     ByteTotal& operator+=(Bytes bytes)
     {
-        m_sum += bytes;
+        m_high += __builtin_add_overflow(m_low, bytes, &m_low);
         return *this;
     }
     // Subtracts, stopping at 0: a free larger than the total (a block allocated before the window) is no
     // negative total.
     ByteTotal& operator-=(Bytes bytes)
     {
-        m_sum -= m_sum < bytes ? m_sum : Wide(bytes);
+        if (m_high == 0) [[likely]] {
+            m_low -= m_low < bytes ? m_low : bytes;
+            return *this;
+        }
+        m_high -= __builtin_sub_overflow(m_low, bytes, &m_low); // at least 2^64 before: no clamp needed
         return *this;
     }
     // The total, or kSaturatedBytes where it is ≥ 2^64 − 1.
-    Bytes value() const { return m_sum >= kSaturatedBytes ? kSaturatedBytes : static_cast<Bytes>(m_sum); }
-    bool saturated() const { return m_sum >= kSaturatedBytes; }
+    Bytes value() const { return m_high != 0 ? kSaturatedBytes : m_low; }
+    bool saturated() const { return m_high != 0 || m_low == kSaturatedBytes; }
 
 private:
-    __extension__ typedef unsigned __int128 Wide;
-    Wide m_sum = 0;
+    // The exact sum as two 64-bit halves, m_high · 2^64 + m_low: the same 128 bits as an unsigned __int128,
+    // with the common case (under 2^64) a branch that is always predicted; the 128-bit compares and
+    // selects cost a quarter of the bounded analysis's instructions (issue 22).
+    Bytes m_low = 0;
+    Bytes m_high = 0;
 };
 
 // a + b, or kSaturatedBytes where the sum does not fit (sticky: a saturated operand stays saturated).

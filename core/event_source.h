@@ -9,10 +9,12 @@
 // Pairing across chunks is each consumer's business: keep a table of live blocks keyed by
 // (device, address) and follow the rules of Trace::allocations() (core/trace.cpp), so that a
 // figure computed from a source equals the in-memory one.
+#include "core/error.h"
 #include "core/importer.h"
 #include "core/trace.h"
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -74,6 +76,52 @@ std::unique_ptr<MemoryEventSource> traceView(const Trace& trace);
 // be streamed in trace order: it is read whole with readGmt (the "unsorted_input" anomaly says
 // so) and served as memorySource. Memory: the skeleton, the index (~48 bytes per MEMV chunk) and
 // one decoded chunk; the mapped pages are the kernel's page cache.
-std::unique_ptr<MemoryEventSource> openGmtSource(const std::string& path, const LoadOptions& options = {});
+//
+// With GmtChecks::InFirstPass the opening reads the tables, the kernels and the chunk headers but not the
+// MEMV and MEVX chunks: their checksums, payloads and event order are checked by the first pass that
+// reaches each (the opening pass was a tenth to a fifth of `gpumem analyze` on a 10 M-event file; issue 22).
+// A chunk that fails a check there throws DeferredCheckFailed — from the opening itself where its header
+// already shows it — and the file is then to be opened again with GmtChecks::AtOpen, which reads it as
+// readGmt does (dropping the damaged chunk and what follows it, or reading an unsorted file whole):
+// withGmtSource() does both. Until a pass has reached every chunk, eventCount() counts the events the
+// chunk headers announce.
+enum class GmtChecks { AtOpen, InFirstPass };
+std::unique_ptr<MemoryEventSource> openGmtSource(
+    const std::string& path, const LoadOptions& options = {}, GmtChecks checks = GmtChecks::AtOpen);
+
+// Thrown by a .gmt source opened with GmtChecks::InFirstPass when a deferred check fails. Not a
+// gpumem::Error (nothing may catch it as bad input and go on): the caller opens the file again with the
+// checks at open. what(): a sentence saying so, for a caller that lets it escape.
+class DeferredCheckFailed : public std::exception {
+public:
+    const char* what() const noexcept override
+    {
+        return "a .gmt chunk failed a check deferred to the first pass; open the file with GmtChecks::AtOpen";
+    }
+};
+
+// f(source) over `path` opened with its checks deferred (GmtChecks::InFirstPass) and, when one fails, once
+// more over the file opened with GmtChecks::AtOpen; returns what f returns. A FormatError of the deferred
+// opening is not the answer either (the checked opening, which may stop earlier, gives the error or the
+// anomalies readGmt would): the file is opened again. f must write nothing before its passes are done (a
+// retry would write it twice) and must not keep the source past its return.
+template <typename F> decltype(auto) withGmtSource(const std::string& path, const LoadOptions& options, F&& f)
+{
+    std::unique_ptr<MemoryEventSource> deferred;
+    try {
+        deferred = openGmtSource(path, options, GmtChecks::InFirstPass);
+    } catch (const DeferredCheckFailed&) {
+    } catch (const FormatError&) {
+    }
+    if (deferred) {
+        try {
+            return f(*deferred);
+        } catch (const DeferredCheckFailed&) {
+        }
+        deferred.reset();
+    }
+    const auto checked = openGmtSource(path, options, GmtChecks::AtOpen);
+    return f(*checked);
+}
 
 } // namespace gpumem

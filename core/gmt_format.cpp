@@ -1216,6 +1216,9 @@ namespace {
         std::vector<MemoryChunkRef> memory;
         std::vector<ChunkRef> kernels;
         std::uint64_t kernelCount = 0;
+        // GmtChecks::InFirstPass: MEMV and MEVX chunks are indexed from their headers alone (no checksum, no
+        // decode); GmtSource checks each in the first pass that reaches it.
+        bool deferred = false;
         // Whether the events are in (time, sequence) order, TraceBuilder::build's test (sortMemory).
         bool sorted = true;
         TimeNs lastTime = 0;
@@ -1316,6 +1319,30 @@ namespace {
                         + std::to_string(offset) + " (" + std::to_string(detail::getU32(h + 4)) + " payload bytes announced)",
                     offset);
                 break;
+            }
+            if (index && index->deferred) {
+                // Deferred checks: a MEMV (and its MEVX) chunk is indexed from its header; the first pass over it
+                // checks its checksum and payload and the event order (GmtSource::check). What would need a
+                // decision here (a MEVX chunk not right after its MEMV chunk, a count over the limit) is left
+                // to the checked opening.
+                const char* h = bytes.view(offset, kChunkHeaderSize).data();
+                const std::uint32_t type = detail::getU32(h), length = detail::getU32(h + 4), records = detail::getU32(h + 8);
+                if (type == kMemory || type == kMemoryExtension) {
+                    if (records > kGmtMaxEventsPerChunk
+                        || (type == kMemoryExtension
+                            && (!reader.afterMemv || index->memory.empty() || index->memory.back().memv.records != records)))
+                        throw DeferredCheckFailed();
+                    const ChunkRef ref { offset, length, records };
+                    if (type == kMemory) {
+                        index->memory.push_back(MemoryChunkRef { ref, std::nullopt, reader.events });
+                        reader.events += records;
+                    } else
+                        index->memory.back().mevx = ref;
+                    reader.afterMemv = type == kMemory;
+                    ++chunks;
+                    offset += kChunkHeaderSize + length;
+                    continue;
+                }
             }
             if (!chunkIntact(bytes, offset)) {
                 const std::uint32_t type = detail::getU32(bytes.view(offset, kChunkHeaderSize).data());
@@ -1422,9 +1449,13 @@ namespace {
 
         void forEachChunk(const std::function<void(const MemoryEventColumns&, std::uint64_t)>& visit) const override
         {
-            for (const auto& c : m_index.memory)
+            for (std::size_t k = 0; k < m_index.memory.size(); ++k) {
+                const auto& c = m_index.memory[k];
                 if (c.memv.records > 0)
-                    visit(decode(c), c.first);
+                    visit(decode(k), c.first);
+                else if (k == m_checked)
+                    decode(k); // an empty chunk is checked too, so the checked prefix goes on past it
+            }
         }
 
         std::optional<std::pair<TimeNs, TimeNs>> firstAndLastTime() const override
@@ -1437,8 +1468,8 @@ namespace {
                 }
             if (!first)
                 return std::nullopt;
-            const TimeNs start = decode(*first).time.front();
-            return std::pair(start, decode(*last).time.back());
+            const TimeNs start = decode(static_cast<std::size_t>(first - m_index.memory.data())).time.front();
+            return std::pair(start, decode(static_cast<std::size_t>(last - m_index.memory.data())).time.back());
         }
 
         void forEachKernelChunk(const std::function<void(std::span<const Kernel>)>& visit) const override
@@ -1456,17 +1487,45 @@ namespace {
         }
 
     private:
-        // The events of one MEMV chunk (and its MEVX chunk) in the reused columns.
-        const MemoryEventColumns& decode(const MemoryChunkRef& c) const
+        // The events of MEMV chunk k (and its MEVX chunk) in the reused columns. With deferred checks
+        // (GmtChecks::InFirstPass), a chunk not checked yet has its checksums checked here, and chunk
+        // m_checked — the first of those the passes have not reached in order — also the order of its events
+        // after the chunk before it; a failure throws DeferredCheckFailed.
+        const MemoryEventColumns& decode(std::size_t k) const
         {
+            const MemoryChunkRef& c = m_index.memory[k];
+            const bool check = m_index.deferred && k >= m_checked;
+            if (check && (!chunkIntact(m_file, c.memv.offset) || (c.mevx && !chunkIntact(m_file, c.mevx->offset))))
+                throw DeferredCheckFailed();
             m_columns.clear();
             Cursor memv(m_file.view(c.memv.payload(), c.memv.length));
-            if (!decodeMemv(memv, c.memv.records, m_columns, m_limits))
+            if (!decodeMemv(memv, c.memv.records, m_columns, m_limits)) {
+                if (check)
+                    throw DeferredCheckFailed();
                 throw changed(c.memv);
+            }
             if (c.mevx) {
                 Cursor mevx(m_file.view(c.mevx->payload(), c.mevx->length));
-                if (!decodeMevx(mevx, c.mevx->records, m_columns, 0, m_skeleton.pools().size()))
+                if (!decodeMevx(mevx, c.mevx->records, m_columns, 0, m_skeleton.pools().size())) {
+                    if (check)
+                        throw DeferredCheckFailed();
                     throw changed(*c.mevx);
+                }
+            }
+            if (check && k == m_checked) {
+                // StreamIndex::addMemory's test: (time, sequence) never goes back.
+                const TimeNs* time = m_columns.time.data();
+                const std::uint64_t* sequence = m_columns.sequence.data();
+                bool sorted = true;
+                for (std::size_t i = 0, n = m_columns.count(); i < n; ++i) {
+                    if (c.first + i > 0)
+                        sorted &= m_lastTime < time[i] || (m_lastTime == time[i] && m_lastSequence <= sequence[i]);
+                    m_lastTime = time[i];
+                    m_lastSequence = sequence[i];
+                }
+                if (!sorted)
+                    throw DeferredCheckFailed();
+                ++m_checked;
             }
             return m_columns;
         }
@@ -1484,14 +1543,19 @@ namespace {
         MemvLimits m_limits;
         std::uint64_t m_events = 0;
         mutable MemoryEventColumns m_columns; // the chunk of the pass, reused
+        // Deferred checks: chunks [0, m_checked) passed them in order; the last event of chunk m_checked - 1.
+        mutable std::size_t m_checked = 0;
+        mutable TimeNs m_lastTime = 0;
+        mutable std::uint64_t m_lastSequence = 0;
     };
 } // namespace
 
-std::unique_ptr<MemoryEventSource> openGmtSource(const std::string& path, const LoadOptions& options)
+std::unique_ptr<MemoryEventSource> openGmtSource(const std::string& path, const LoadOptions& options, GmtChecks checks)
 {
     FileWindow file(path);
     TraceBuilder b;
     StreamIndex index;
+    index.deferred = checks == GmtChecks::InFirstPass;
     readChunks(file, path, options, b, &index);
     if (!index.sorted) // trace order needs the whole trace sorted: read it as readGmt does
         return memorySource(readGmt(path, options));

@@ -28,16 +28,6 @@ namespace {
     constexpr std::array<std::string_view, 3> kSeverityNames = { "info", "warning", "error" };
 } // namespace
 
-bool isRequestLevel(EventKind kind)
-{
-    return kind == EventKind::Alloc || kind == EventKind::Free || kind == EventKind::FreeCompleted;
-}
-bool isSegmentLevel(EventKind kind)
-{
-    return kind == EventKind::SegmentAlloc || kind == EventKind::SegmentFree || kind == EventKind::SegmentMap
-        || kind == EventKind::SegmentUnmap;
-}
-
 std::string_view toString(EventKind kind) { return nameOf(kEventKindNames, kind); }
 std::optional<EventKind> eventKindFromString(std::string_view name) { return lookup<EventKind>(kEventKindNames, name); }
 std::string_view toString(Category category) { return nameOf(kCategoryNames, category); }

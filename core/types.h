@@ -41,8 +41,16 @@ enum class EventKind : std::uint8_t {
 };
 inline constexpr int kEventKindCount = 10;
 
-bool isRequestLevel(EventKind kind);
-bool isSegmentLevel(EventKind kind);
+// Inline: the passes over memory events ask at every event (issue 22).
+inline bool isRequestLevel(EventKind kind)
+{
+    return kind == EventKind::Alloc || kind == EventKind::Free || kind == EventKind::FreeCompleted;
+}
+inline bool isSegmentLevel(EventKind kind)
+{
+    return kind == EventKind::SegmentAlloc || kind == EventKind::SegmentFree || kind == EventKind::SegmentMap
+        || kind == EventKind::SegmentUnmap;
+}
 std::string_view toString(EventKind kind);
 std::optional<EventKind> eventKindFromString(std::string_view name);
 

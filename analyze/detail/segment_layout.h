@@ -39,6 +39,8 @@ public:
     }
     void allocate(Address a, Bytes size)
     {
+        if (m_segments.empty()) // a device without segment events: every alloc and free of the trace comes here
+            return;
         auto seg = segmentOf(a);
         if (seg == m_segments.end())
             return;
@@ -61,6 +63,8 @@ public:
     }
     void release(Address a, Bytes size)
     {
+        if (m_segments.empty())
+            return;
         auto seg = segmentOf(a);
         if (seg == m_segments.end())
             return;

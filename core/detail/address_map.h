@@ -7,10 +7,10 @@
 // there). Addresses recur — an allocator hands the same few thousand addresses out again and again —
 // so the table stays as small as the set of blocks live at once, not the event count.
 //
-// Linear probing in a power-of-two table kept at most a quarter full (short runs: the erase walks its run
-// to the end); erase shifts the following entries
+// Linear probing in a power-of-two table kept at most an eighth full while small, a quarter beyond (short
+// runs: the erase walks its run to the end); erase shifts the following entries
 // back (Knuth's algorithm R, TAOCP vol. 3 §6.4), so there are no tombstones and a long run of
-// alloc/free pairs never degrades the probes. 16 bytes a slot; grows by doubling, never shrinks.
+// alloc/free pairs never degrades the probes. 16 bytes a slot (64 to 128 bytes a live key); grows by doubling, never shrinks.
 // heaptrack (src/util/pointermap.h) splits pointers into a page and a 16-bit offset to save memory
 // per live pointer, and keeps each pointer's allocation-info index beside it (src/util/indices.h), so a
 // free needs nothing but the map; gpumem keeps one flat table because it holds only the live blocks,
@@ -39,11 +39,11 @@ public:
         std::uint32_t tag = 0;
     };
 
-    // Room for `entries` live keys without growing (the table is at least twice that, a power of two).
+    // Room for `entries` live keys without growing (the table is four or eight times that, a power of two).
     void reserve(std::size_t entries)
     {
         std::size_t capacity = 16;
-        while (capacity < 4 * entries)
+        while (capacity < kSpread(capacity) * entries)
             capacity *= 2;
         if (capacity > m_slots.size())
             rehash(capacity);
@@ -65,7 +65,7 @@ public:
     // value already stored and replaces it (and its tag) with `value` and `tag`.
     std::uint32_t exchange(std::uint64_t key, std::uint32_t value, std::uint32_t tag = 0)
     {
-        if (4 * (m_count + 1) > m_slots.size())
+        if (kSpread(m_slots.size()) * (m_count + 1) > m_slots.size())
             rehash(m_slots.empty() ? 16 : 2 * m_slots.size());
         for (std::size_t i = home(key);; i = (i + 1) & m_mask) {
             Slot& s = m_slots[i];
@@ -124,6 +124,10 @@ private:
     // aligned and close together, and the product's top bits spread them as well as a full mix (fmix64)
     // did here, at a third of its latency — the erase's shift-back computes the home of every entry it
     // passes.
+    // Slots per entry at most: an eighth full while the table fits the L2 cache (64 Ki slots, 1 MiB), where a
+    // probe or a shift-back that finds its neighbour taken is a mispredicted branch in every pairing; a
+    // quarter full beyond, where the memory matters more (a trace with millions of blocks live at once).
+    static constexpr std::size_t kSpread(std::size_t slots) { return slots < (std::size_t(1) << 16) ? 8 : 4; }
     std::size_t home(std::uint64_t key) const { return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> m_shift); }
     void rehash(std::size_t capacity)
     {

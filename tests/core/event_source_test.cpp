@@ -13,6 +13,7 @@
 #include <fstream>
 #include <random>
 #include <unistd.h>
+#include <zlib.h>
 
 using namespace gpumem;
 namespace fs = std::filesystem;
@@ -159,6 +160,29 @@ std::vector<Kernel> byStart(std::vector<Kernel> k)
     return k;
 }
 
+// withGmtSource(path) — the checks of the MEMV and MEVX chunks deferred to the first pass, and the file opened
+// again with the checks at open when one fails there — reads what readGmt(path) read into `trace`: the same
+// events, tables and anomalies.
+void expectDeferredReadsAsReadGmt(const fs::path& path, const Trace& trace, const std::string& what)
+{
+    bool reopened = false;
+    int calls = 0;
+    try {
+        withGmtSource(path.string(), {}, [&](const MemoryEventSource& source) {
+            reopened = ++calls > 1;
+            expectSameEvents(concatenate(source), trace.memory(), what + " (deferred checks)");
+            EXPECT_EQ(source.eventCount(), trace.memory().count()) << what << " (deferred checks)";
+            expectSkeletonOf(source.skeleton(), trace, false, what + " (deferred checks)");
+            return 0;
+        });
+    } catch (const Error& e) {
+        ADD_FAILURE() << what << " (deferred checks): " << e.what();
+    }
+    // A file that reads without a damaged chunk or unsorted events is read once: the deferred checks passed.
+    const bool clean = !trace.importStats().find("corrupt_chunk") && !trace.importStats().find("unsorted_input");
+    EXPECT_TRUE(!clean || !reopened) << what << " (deferred checks: a clean file was opened twice)";
+}
+
 // openGmtSource(path) reads what readGmt(path) reads: the same error, or the same events, tables,
 // kernels and anomalies. Returns whether the file was readable.
 bool expectSourceReadsAsReadGmt(const fs::path& path, const std::string& what)
@@ -186,6 +210,7 @@ bool expectSourceReadsAsReadGmt(const fs::path& path, const std::string& what)
     std::vector<Kernel> kernels;
     source->forEachKernelChunk([&](std::span<const Kernel> run) { kernels.insert(kernels.end(), run.begin(), run.end()); });
     EXPECT_EQ(byStart(kernels), std::vector<Kernel>(trace.kernels().begin(), trace.kernels().end())) << what;
+    expectDeferredReadsAsReadGmt(path, trace, what);
     return true;
 }
 
@@ -244,6 +269,82 @@ TEST(GmtSource, ADamagedByteReadsAsReadGmtWhereverItIs)
     fs::remove_all(dir);
 }
 
+// Rewrites the checksum of the chunk at `at` (16-byte header: type, length, records, CRC-32 of the first 12
+// header bytes and the payload), so that a damaged payload passes it.
+void fixChecksum(std::string& bytes, std::size_t at)
+{
+    auto u32 = [&](std::size_t o) {
+        const auto* u = reinterpret_cast<const unsigned char*>(bytes.data() + o);
+        return std::uint32_t(u[0]) | std::uint32_t(u[1]) << 8 | std::uint32_t(u[2]) << 16 | std::uint32_t(u[3]) << 24;
+    };
+    const std::uint32_t length = u32(at + 4);
+    uLong c = crc32(0L, reinterpret_cast<const Bytef*>(bytes.data() + at), 12);
+    c = crc32(c, reinterpret_cast<const Bytef*>(bytes.data() + at + 16), length);
+    for (int k = 0; k < 4; ++k)
+        bytes[at + 12 + static_cast<std::size_t>(k)] = static_cast<char>((c >> (8 * k)) & 0xff);
+}
+
+// The offsets of the chunks of type `type` (a .gmt: 16-byte fixed header with the metadata length at 12,
+// the metadata, a 4-byte checksum, then chunks).
+std::vector<std::size_t> chunksOfType(const std::string& bytes, std::string_view type)
+{
+    auto u32 = [&](std::size_t o) {
+        const auto* u = reinterpret_cast<const unsigned char*>(bytes.data() + o);
+        return std::uint32_t(u[0]) | std::uint32_t(u[1]) << 8 | std::uint32_t(u[2]) << 16 | std::uint32_t(u[3]) << 24;
+    };
+    std::vector<std::size_t> found;
+    for (std::size_t at = 16 + u32(12) + 4; at + 16 <= bytes.size(); at += 16 + u32(at + 4))
+        if (std::string_view(bytes.data() + at, 4) == type)
+            found.push_back(at);
+    return found;
+}
+
+// A MEMV payload damaged under a valid checksum passes the deferred opening and fails in the first pass,
+// which throws DeferredCheckFailed; withGmtSource then reads the file as readGmt does (the chunk and
+// what follows it dropped, a corrupt_chunk anomaly; or, where the time column is out of order, the events
+// sorted). Every byte of the second MEMV chunk's payload in turn.
+TEST(GmtSource, AMalformedChunkUnderAValidChecksumFailsTheDeferredCheckAndReadsAsReadGmt)
+{
+    const auto dir = tempDir();
+    const fs::path whole = dir / "whole.gmt", damaged = dir / "damaged.gmt";
+    writeGmt(readJsonl(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/mempool_release.jsonl"), whole.string(), 3);
+    const std::string bytes = fileBytes(whole);
+    const auto memv = chunksOfType(bytes, "MEMV");
+    ASSERT_GE(memv.size(), 3u);
+    const std::size_t begin = memv[1] + 16, end = begin + static_cast<unsigned char>(bytes[memv[1] + 4])
+        + 256 * static_cast<unsigned char>(bytes[memv[1] + 5]); // the payload (under 64 KiB here)
+    ASSERT_LE(end, memv[2]);
+    std::size_t failedInPass = 0, malformed = 0, unsorted = 0;
+    for (std::size_t at = begin; at < end; ++at) {
+        std::string copy = bytes;
+        copy[at] = static_cast<char>(0xff); // a continuation byte: a varint runs on, a count or reference breaks
+        fixChecksum(copy, memv[1]);
+        writeFile(damaged, copy);
+        const std::string what = "byte " + std::to_string(at) + " of the second MEMV payload set to 0xff";
+        bool readable = true;
+        try {
+            const Trace read = readGmt(damaged.string());
+            malformed += read.importStats().find("corrupt_chunk") != nullptr;
+            unsorted += read.importStats().find("unsorted_input") != nullptr;
+        } catch (const Error&) {
+            readable = false;
+        }
+        if (readable) {
+            auto deferred = openGmtSource(damaged.string(), {}, GmtChecks::InFirstPass); // the payload is not read
+            try {
+                concatenate(*deferred);
+            } catch (const DeferredCheckFailed&) {
+                ++failedInPass;
+            }
+        }
+        expectSourceReadsAsReadGmt(damaged, what);
+    }
+    EXPECT_GT(malformed, (end - begin) / 4); // many such bytes make the chunk malformed, not merely different
+    EXPECT_GT(unsorted, 0u);                 // some (in the time column) put the events out of order
+    EXPECT_EQ(failedInPass, malformed + unsorted); // and the deferred checks find each of those in the pass
+    fs::remove_all(dir);
+}
+
 TEST(GmtSource, EventsOutOfOrderAreSortedAsReadGmtSortsThem)
 {
     const auto dir = tempDir();
@@ -270,6 +371,12 @@ TEST(GmtSource, EventsOutOfOrderAreSortedAsReadGmtSortsThem)
     ASSERT_TRUE(expectSourceReadsAsReadGmt(gmt, "unsorted"));
     auto source = openGmtSource(gmt.string());
     EXPECT_EQ(source->skeleton().importStats().count("unsorted_input"), 2u);
+    // With the checks deferred, the opening cannot know; the first pass finds the order broken in the second
+    // chunk (a visitor sees the first chunk only) and throws.
+    auto deferred = openGmtSource(gmt.string(), {}, GmtChecks::InFirstPass);
+    std::size_t visited = 0;
+    EXPECT_THROW(deferred->forEachChunk([&](const MemoryEventColumns&, std::uint64_t) { ++visited; }), DeferredCheckFailed);
+    EXPECT_EQ(visited, 1u);
     fs::remove_all(dir);
 }
 
