@@ -19,10 +19,7 @@ namespace {
         std::string v = out.substr(0, out.find("\n\n"));
         if (v.rfind("verdict: ", 0) != 0)
             return "(no verdict) " + out.substr(0, 200);
-        v = v.substr(9);
-        for (std::size_t at; (at = v.find("\n         ")) != std::string::npos;)
-            v.replace(at, 10, " ");
-        return v;
+        return gpumem::test::replaceAll(v.substr(9), "\n         ", " ");
     }
 
     struct Verdicts {
@@ -55,12 +52,7 @@ namespace {
         return "remedies were not proven by replay: the trace (" + events
             + ") is over the in-memory budget; 'gpumem explain' replays them.";
     }
-    std::string inHtml(std::string s)
-    {
-        for (std::size_t at; (at = s.find('\'')) != std::string::npos;)
-            s.replace(at, 1, "&#39;");
-        return s;
-    }
+    std::string inHtml(const std::string& s) { return gpumem::test::replaceAll(s, "'", "&#39;"); }
 } // namespace
 
 TEST(StreamedVerdictCli, NamesTheRecordedOomItsRequestAndTheAllocatedBytesThen)
