@@ -79,7 +79,8 @@ namespace {
                 stats = trace.importStats();
             }
             output.commit();
-            out << "wrote " << textForTerminal(outPath) << " (" << to << ", " << counted(events, "memory event", "memory events") << ")\n";
+            (output.writesStandardOutput() ? err : out) // not into the trace written there
+                << "wrote " << textForTerminal(outPath) << " (" << to << ", " << counted(events, "memory event", "memory events") << ")\n";
             noteDamage(stats, in, outPath, err);
             return kExitOk;
         }

@@ -194,7 +194,7 @@ namespace {
                     throw IoError(outPath + ": writing failed (disk full?)");
             }
             output.commit();
-            out << "wrote " << textForTerminal(outPath) << '\n';
+            (output.writesStandardOutput() ? err : out) << "wrote " << textForTerminal(outPath) << '\n'; // not into the page
             return kExitOk;
         }
     };
