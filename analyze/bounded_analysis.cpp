@@ -135,6 +135,7 @@ namespace {
         std::optional<Point> peakAllocated, peakReserved;
         bool extendingReserved = false; // the reserved peak's instant still runs (resolveInstant)
         std::optional<Point> oom;
+        Bytes oomRequest = 0; // the first oom event's size
         bool oomOpen = false;
         std::uint64_t rebuilt = 0; // replay::initialStateEventCount
         std::optional<Point> fullest, fullestInWindow; // headlineOf's reserved peak from point 0 / after the rebuilt ones
@@ -550,6 +551,7 @@ namespace {
                 }
                 if (kind == EventKind::Oom && !r.oom) {
                     r.oom = pt;
+                    r.oomRequest = m.size[j];
                     r.oomOpen = true;
                 }
                 if (!r.fullest || fuller(pt, *r.fullest))
@@ -1136,6 +1138,25 @@ BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOpt
     if (!dev || dev->events == 0)
         return out;
     a.empty = false;
+    {
+        auto moment = [&](const Point& p, Bytes allocated) {
+            BoundedAnalysis::Moment m;
+            m.time = p.time;
+            m.allocated = allocated;
+            if (a.hasReserved)
+                m.reserved = p.reserved;
+            return m;
+        };
+        if (dev->oom) {
+            out.firstOom.emplace();
+            static_cast<BoundedAnalysis::Moment&>(*out.firstOom) = moment(*dev->oom, dev->oom->ratioAllocated);
+            out.firstOom->request = dev->oomRequest;
+        }
+        if (dev->peakAllocated)
+            out.peakAllocated = moment(*dev->peakAllocated, dev->peakAllocated->allocated);
+        if (a.hasReserved && dev->fullest)
+            out.peakReserved = moment(*dev->fullest, dev->fullest->ratioAllocated);
+    }
     if (charts) {
         // The columns Timeline::build gives the device: reserved with segment events or a reserved counter,
         // largest free with segment events, the recorded allocated counter beside a reserved one.

@@ -46,6 +46,25 @@ struct BoundedAnalysis {
     std::string needsTrace;
     int passes = 0; // over the source's memory events
     std::optional<ChartBuckets> charts; // with a ChartRequest, when the analysis found a device with events
+
+    // The moments a verdict opens with (cli streamedVerdict, as explain's verdict does; analyze/diagnosis.cpp):
+    // the analyzed device's state after the events at the moment's time (DeviceTimeline::pointAt). `allocated`
+    // is the allocated series, or the recorded allocated counter where reserved is a recorded counter too
+    // (FragmentationSummary::Headline::live); `reserved` only with a reserved series (Analysis::hasReserved).
+    // Filled from pass 1 whenever the device has events, needsTrace or not.
+    struct Moment {
+        TimeNs time = 0;
+        Bytes allocated = 0;
+        std::optional<Bytes> reserved;
+    };
+    struct RecordedOom : Moment {
+        Bytes request = 0; // the oom event's size: what was asked for (bytes)
+    };
+    std::optional<RecordedOom> firstOom; // the first recorded oom event
+    std::optional<Moment> peakAllocated; // the first point of the allocated peak
+    // The reserved peak at its fullest instant: the most allocated while reserved is at its peak (as the headline
+    // and replay::ReplayResult::atPeak take it).
+    std::optional<Moment> peakReserved;
 };
 
 // Throws UsageError for a device index the trace does not have (as analyzeTrace), Cancelled when

@@ -18,6 +18,7 @@ namespace gpumem {
 class Trace;
 namespace analyze {
     struct Analysis;
+    struct BoundedAnalysis;
     struct InstantSpec;
 }
 }
@@ -87,9 +88,11 @@ void checkInstantsOnDevice(
 std::uint64_t inMemoryEventBudget();
 // Whether `path` holds a .gmt trace, by its content (importers' detectFormat, as `gpumem info` decides).
 bool isGmtFile(const std::string& path);
-// The verdict a streamed analysis leads with: the headline figure, and that the remedies were not replayed
-// (explain's replays need the trace in memory). `events`: the trace's memory events.
-std::string streamedVerdict(const analyze::Analysis& analysis, std::uint64_t events);
+// The verdict a streamed analysis leads with: the first facts explain's verdict gives, as recorded (the first
+// recorded OOM: when, the request, the device's size, reserved and allocated then; else the reserved peak, or
+// the allocated peak without a reserved series), the headline figure, and that the remedies were not replayed
+// (explain's replays need the trace in memory). `skeleton`: the source's; `events`: the trace's memory events.
+std::string streamedVerdict(const analyze::BoundedAnalysis& bounded, const Trace& skeleton, std::uint64_t events);
 
 // --format with the allowed values; returns the chosen one or throws UsageError listing them.
 std::string checkedChoice(const po::variables_map& vm, const char* option, const std::vector<std::string>& allowed);

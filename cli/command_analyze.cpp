@@ -341,7 +341,7 @@ namespace {
                 // The verdict still leads; its remedies are explain's replays, which need the trace in memory.
                 if (!analysis.empty) {
                     analyze::Diagnosis d;
-                    d.verdict = streamedVerdict(analysis, events);
+                    d.verdict = streamedVerdict(bounded, skeleton, events);
                     out << analyze::verdictLines(d) << '\n';
                 }
                 analyze::writeAnalysisText(skeleton, analysis, path, report, out);
@@ -470,13 +470,37 @@ bool isGmtFile(const std::string& path)
     return importer && importer->name() == "gmt";
 }
 
-std::string streamedVerdict(const analyze::Analysis& analysis, std::uint64_t events)
+std::string streamedVerdict(const analyze::BoundedAnalysis& bounded, const Trace& skeleton, std::uint64_t events)
 {
-    const auto& h = analysis.fragmentation.headline;
-    return (h ? formatBytes(h->beyond()) + " (" + analyze::percent(h->share()) + ") reserved beyond live at the " + h->moment + "; "
-              : std::string())
-        + "remedies were not proven by replay: the trace (" + std::to_string(events)
-        + " events) is over the in-memory budget; 'gpumem explain' replays them";
+    // The first facts of explain's verdict (analyze/diagnosis.cpp, "The verdict: one sentence"), from the trace
+    // as recorded: explain's come from a replay of it, which needs the trace in memory.
+    const auto& analysis = bounded.analysis;
+    const auto at = [&](TimeNs t) { return formatOffsetBetween(analysis.origin, t); };
+    const auto state = [](const analyze::BoundedAnalysis::Moment& m) {
+        return m.reserved ? formatBytes(*m.reserved) + " reserved for " + formatBytes(m.allocated) + " allocated"
+                          : formatBytes(m.allocated) + " allocated (the trace records no reserved series)";
+    };
+    std::string v;
+    std::optional<TimeNs> stated; // the moment v names
+    if (const auto& oom = bounded.firstOom) {
+        stated = oom->time;
+        const Bytes total = analysis.device < skeleton.devices().size() ? skeleton.devices()[analysis.device].totalMemory : 0;
+        v = (analysis.stats.ooms > 1 ? "The first of " + std::to_string(analysis.stats.ooms) + " recorded OOMs at "
+                                     : std::string("The recorded OOM at "))
+            + at(oom->time) + " a " + formatBytes(oom->request) + " request failed"
+            + (total ? " at " + formatBytes(total) : std::string()) + " with " + state(*oom);
+    } else if (const auto& reserved = bounded.peakReserved) {
+        stated = reserved->time;
+        v = "No recorded OOM; the reserved peak is " + formatBytes(*reserved->reserved) + " at " + at(reserved->time) + " for "
+            + formatBytes(reserved->allocated) + " allocated";
+    } else if (const auto& allocated = bounded.peakAllocated)
+        v = "No recorded OOM; the allocated peak is " + formatBytes(allocated->allocated) + " at " + at(allocated->time)
+            + " (the trace records no reserved series)";
+    if (const auto& h = analysis.fragmentation.headline)
+        v += (v.empty() ? "" : ": ") + formatBytes(h->beyond()) + " (" + analyze::percent(h->share()) + ") reserved beyond live"
+            + (stated == h->time ? std::string() : " at the " + h->moment);
+    return v + (v.empty() ? "R" : "; r") + "emedies were not proven by replay: the trace (" + std::to_string(events)
+        + " events) is over the in-memory budget; 'gpumem explain' replays them.";
 }
 
 std::unique_ptr<Command> makeAnalyzeCommand() { return std::make_unique<AnalyzeCommand>(); }

@@ -87,11 +87,11 @@ namespace {
                         const analyze::ChartRequest request { span->first, analyze::reportChartEnd(span->first, span->second), options.buckets };
                         auto bounded = analyze::analyzeSource(*source, o, &request);
                         if (bounded.needsTrace.empty()) {
+                            if (!bounded.analysis.empty)
+                                verdicts[i] = streamedVerdict(bounded, source->skeleton(), source->eventCount());
                             traces.push_back(Trace {}); // the skeleton is the source's
                             analyses.push_back(std::move(bounded.analysis));
                             charts[i] = std::move(bounded.charts);
-                            if (!analyses.back().empty)
-                                verdicts[i] = streamedVerdict(analyses.back(), source->eventCount());
                             sources[i] = std::move(source);
                             continue;
                         }
@@ -194,7 +194,7 @@ namespace {
                     throw IoError(outPath + ": writing failed (disk full?)");
             }
             output.commit();
-            out << "wrote " << textForTerminal(outPath) << '\n';
+            (output.writesStandardOutput() ? err : out) << "wrote " << textForTerminal(outPath) << '\n'; // not into the page
             return kExitOk;
         }
     };

@@ -2,6 +2,7 @@
 #include "analyze/comparison.h"
 #include "cli/command.h"
 #include "cli/completion.h"
+#include "cli/out_of_memory.h"
 
 #include "core/display_width.h"
 #include "core/error.h"
@@ -221,16 +222,32 @@ int help(const std::vector<std::string>& args, const std::vector<std::unique_ptr
 }
 } // namespace
 
+// The trace paths among a verb's parsed arguments (TRACE of most verbs, IN of convert), for messages.
+static std::vector<std::string> traceArguments(const po::variables_map& vm)
+{
+    std::vector<std::string> paths;
+    for (const char* name : { "trace", "input" }) {
+        if (!vm.count(name))
+            continue;
+        const auto& value = vm[name].value();
+        if (const auto* one = boost::any_cast<std::string>(&value))
+            paths.push_back(*one);
+        else if (const auto* many = boost::any_cast<std::vector<std::string>>(&value))
+            paths.insert(paths.end(), many->begin(), many->end());
+    }
+    return paths;
+}
+
 // Parses the verb's arguments and runs it: the exit code, the diagnostics on `err`. `local` is set for a
 // failure that only this process may have met (not a usage error, which every process of an MPI job
 // meets alike, nor one mpi::ProcessGroup::mapGather() shared), so main() can end the whole job.
 static int runVerb(Command& command, const std::vector<std::string>& args, const std::string& verb, std::ostream& out,
     std::ostream& err, bool& local)
 {
+    po::variables_map vm; // read by the out-of-memory message: the traces the verb was given
     try {
         po::positional_options_description pos;
         auto opts = optionsOf(command, pos);
-        po::variables_map vm;
         po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end()))
                       .options(opts)
                       .positional(pos)
@@ -263,7 +280,18 @@ static int runVerb(Command& command, const std::vector<std::string>& args, const
         return kExitFailed;
     } catch (const std::bad_alloc&) {
         local = !gpumem::mpi::processGroup().lastFailureWasShared();
-        err << "gpumem " << verb << ": error: out of memory\n";
+        // What was being read and what to do (cli/out_of_memory.h); the memory the verb held is free again here.
+        // Building the message may fail too: then the bare words.
+        std::string message = "out of memory";
+        try {
+            const auto inputs = traceArguments(vm);
+            std::vector<bool> gmt;
+            for (const auto& path : inputs)
+                gmt.push_back(gpumem::cli::isGmtFile(path));
+            message = gpumem::cli::outOfMemoryMessage(verb, inputs, gmt);
+        } catch (...) {
+        }
+        err << "gpumem " << verb << ": error: " << message << '\n';
         return kExitFailed;
     } catch (const std::exception& e) {
         local = !gpumem::mpi::processGroup().lastFailureWasShared();

@@ -12,10 +12,12 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <filesystem>
+#include <iostream>
 #include <random>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 namespace gpumem::cli {
 
@@ -101,6 +103,44 @@ namespace {
     TempSuffixSource g_suffixSource = nullptr;
 
     bool isDevicePath(const std::string& path) { return path.rfind("/dev/", 0) == 0; }
+
+    // The descriptor of this process that `path` names (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N,
+    // /proc/<this pid>/fd/N), when it is open on the file `st` describes; else -1.
+    int ownDescriptorOf(const std::string& path, const struct stat& st)
+    {
+        int fd = -1;
+        if (path == "/dev/stdout")
+            fd = 1;
+        else if (path == "/dev/stderr")
+            fd = 2;
+        else
+            for (const std::string& prefix : { std::string("/dev/fd/"), std::string("/proc/self/fd/"), std::string("/proc/thread-self/fd/"),
+                     "/proc/" + std::to_string(::getpid()) + "/fd/" })
+                if (path.size() > prefix.size() && path.size() <= prefix.size() + 6 && path.rfind(prefix, 0) == 0
+                    && path.find_first_not_of("0123456789", prefix.size()) == std::string::npos) {
+                    fd = std::stoi(path.substr(prefix.size()));
+                    break;
+                }
+        struct stat open {};
+        if (fd < 0 || ::fstat(fd, &open) != 0 || open.st_dev != st.st_dev || open.st_ino != st.st_ino)
+            return -1;
+        return fd;
+    }
+
+    // Writes all `n` bytes to `fd` at its own offset (O_APPEND respected); false with errno set on failure.
+    bool writeAll(int fd, const char* data, std::size_t n)
+    {
+        while (n > 0) {
+            const ssize_t w = ::write(fd, data, n);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return false;
+            data += w;
+            n -= static_cast<std::size_t>(w);
+        }
+        return true;
+    }
 } // namespace
 
 void setTempSuffixSource(TempSuffixSource source) { g_suffixSource = source; }
@@ -148,8 +188,25 @@ OutputFile::OutputFile(const std::string& path, const std::vector<std::string>& 
             if (::stat(input.c_str(), &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino)
                 throw UsageError("the output '" + path + "' is the input; choose another output file");
         }
+        struct stat out {};
+        m_standardOutput = ::fstat(1, &out) == 0 && out.st_dev == st.st_dev && out.st_ino == st.st_ino;
     }
-    if ((resolves && !S_ISREG(st.st_mode)) || isDevicePath(path)) { // a FIFO or a device: write straight into it
+    if (resolves && S_ISREG(st.st_mode))
+        if (const int fd = ownDescriptorOf(path, st); fd >= 0) {
+            // Review finding (2026-12-02): `-o /dev/stdout` with standard output redirected to a file opened the
+            // file again, at offset 0 and truncated, so the output overwrote what was written before it and
+            // the "wrote" line overwrote its start. It is written to a temporary file and copied through the
+            // descriptor at commit, at the descriptor's offset.
+            const int mode = ::fcntl(fd, F_GETFL);
+            if (mode < 0 || (mode & O_ACCMODE) == O_RDONLY)
+                throw IoError(shown + ": descriptor " + std::to_string(fd) + " is not open for writing; give a file name");
+            m_throughFd = fd;
+            std::error_code ec;
+            const fs::path tmp = fs::temp_directory_path(ec);
+            createTemporary(((ec ? fs::path("/tmp") : tmp) / ("gpumem-fd" + std::to_string(fd))).string());
+            return;
+        }
+    if ((resolves && !S_ISREG(st.st_mode)) || (isDevicePath(path) && !resolves)) { // a FIFO or a device: write straight into it
         m_direct = true;
         m_writePath = path;
         return;
@@ -177,14 +234,21 @@ OutputFile::OutputFile(const std::string& path, const std::vector<std::string>& 
     std::error_code ec;
     if (!parent.empty() && !fs::is_directory(parent, ec))
         throw IoError(path + ": cannot write: the folder " + parent.string() + " does not exist");
+    createTemporary(m_target);
+}
+
+void OutputFile::createTemporary(const std::string& beside)
+{
+    namespace fs = std::filesystem;
+    const fs::path parent = fs::path(beside).parent_path();
     const std::string folder = parent.empty() ? std::string(".") : parent.string();
-    const std::string base = fs::path(m_target).filename().string();
+    const std::string base = fs::path(beside).filename().string();
     int dirFd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirFd >= 0) {
         removeStaleTemps(dirFd, base);
         ::close(dirFd);
     }
-    const std::string prefix = m_target + std::string(kTempInfix) + std::to_string(::getpid()) + "-";
+    const std::string prefix = beside + std::string(kTempInfix) + std::to_string(::getpid()) + "-";
     for (int attempt = 0; attempt < 100 && m_fd < 0; ++attempt) {
         std::string candidate = prefix + (g_suffixSource ? g_suffixSource() : randomSuffix());
         m_fd = ::open(candidate.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -194,7 +258,7 @@ OutputFile::OutputFile(const std::string& path, const std::vector<std::string>& 
             break;
     }
     if (m_fd < 0)
-        throw IoError(shown + ": cannot create a temporary file in " + textForTerminal(folder) + ": "
+        throw IoError(textForTerminal(m_target) + ": cannot create a temporary file in " + textForTerminal(folder) + ": "
             + std::strerror(errno) + " (check that the folder is writable)");
     armSignals(m_writePath);
 }
@@ -225,6 +289,28 @@ void OutputFile::commit()
     if (::fstat(m_fd, &mine) != 0 || ::lstat(m_writePath.c_str(), &named) != 0 || mine.st_dev != named.st_dev
         || mine.st_ino != named.st_ino)
         fail("the temporary file " + m_writePath + " was replaced while gpumem wrote it; nothing was renamed");
+    if (m_throughFd >= 0) {
+        // What the verb printed to the same descriptor before comes first.
+        (m_throughFd == 1 ? std::cout : std::cerr).flush();
+        std::vector<char> buffer(std::size_t(1) << 20);
+        if (::lseek(m_fd, 0, SEEK_SET) != 0)
+            fail(std::string("reading the temporary file back failed: ") + std::strerror(errno));
+        for (;;) {
+            const ssize_t n = ::read(m_fd, buffer.data(), buffer.size());
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
+                fail(std::string("reading the temporary file back failed: ") + std::strerror(errno));
+            if (n == 0)
+                break;
+            if (!writeAll(m_throughFd, buffer.data(), static_cast<std::size_t>(n)))
+                fail("writing to descriptor " + std::to_string(m_throughFd) + " failed: " + std::strerror(errno));
+        }
+        ::unlink(m_writePath.c_str());
+        m_committed = true;
+        disarmSignals();
+        return;
+    }
     if (m_uid >= 0 && (static_cast<long>(mine.st_uid) != m_uid || static_cast<long>(mine.st_gid) != m_gid)) {
         // Root keeps the owner; another user keeps the group where it is one of theirs. Best effort.
         if (::fchown(m_fd, static_cast<uid_t>(m_uid), static_cast<gid_t>(m_gid)) != 0)

@@ -5,8 +5,13 @@
 //   O_CREAT|O_EXCL|O_NOFOLLOW under a random name `OUT.gpumem-tmp-<pid>-<6 random characters>` (mode 0600
 //   while written), given OUT's mode (and owner where the OS allows), fsync'ed and renamed over OUT;
 // - an OUT that is a symbolic link is refused (a link planted in a shared folder must not redirect
-//   the write to the file it points to), unless it names a FIFO or device, or the path is under /dev/
-//   (/dev/stdout, /dev/null): those are written directly, as is a FIFO or device;
+//   the write to the file it points to), unless it names a FIFO or device (/dev/stdout to a pipe or a
+//   terminal, /dev/null): those are written directly, as is a FIFO or device, and a path under /dev/ that
+//   does not exist;
+// - an OUT that names one of the process's own descriptors open on a regular file (/dev/stdout, /dev/stderr,
+//   /dev/fd/N, /proc/self/fd/N: standard output redirected to a file) is written to a temporary file in the
+//   temporary folder and copied through that descriptor at commit, at its offset: opening the path again
+//   would truncate the file and write from its start, over what the descriptor wrote;
 // - temporary files of this pattern for the same OUT that an earlier gpumem left behind (SIGKILL, power
 //   loss) are removed first when they are regular files owned by this user whose writer's pid no longer
 //   runs, or that nobody touched for kStaleTempSeconds.
@@ -47,18 +52,27 @@ public:
 
     // The path to write to now (the temporary file, or OUT itself when written directly).
     const std::string& writePath() const { return m_writePath; }
+    // Whether OUT is this process's standard output (-o /dev/stdout, to a pipe or a file): a verb then says
+    // "wrote OUT" on stderr, not into its output.
+    bool writesStandardOutput() const { return m_standardOutput; }
     // Moves the finished file into place: checks the temporary name still holds the file created (else
     // IoError, nothing renamed), sets OUT's mode and owner on it, fsyncs it, renames it over OUT and
-    // fsyncs the folder. Throws IoError.
+    // fsyncs the folder; for one of the process's descriptors, flushes std::cout (std::cerr for 2), copies
+    // the file through the descriptor and removes it. Throws IoError.
     void commit();
 
 private:
+    // Creates the temporary file `beside`.gpumem-tmp-<pid>-<6 characters> (after removing stale ones of the
+    // same pattern) and arms the signal handlers. Throws IoError.
+    void createTemporary(const std::string& beside);
     std::string m_target;
     std::string m_writePath;
     int m_fd = -1; // the temporary file as created (identity check, fchmod, fsync)
     unsigned m_mode = 0; // the mode OUT gets
     long m_uid = -1, m_gid = -1; // OUT's owner to keep, -1 when new
     bool m_direct = false;
+    int m_throughFd = -1; // the process's descriptor OUT names, written through at commit; -1 otherwise
+    bool m_standardOutput = false;
     bool m_committed = false;
 };
 

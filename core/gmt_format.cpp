@@ -1198,6 +1198,31 @@ namespace {
         return {};
     }
 
+    // What a stop at `stop` left unread, from the end chunk when the file still ends with an intact one (a chunk
+    // damaged in the middle; a cut file has none): "; the end chunk at offset E counts N memory events: M of
+    // them, in the chunks from offset S to it, were not read", or "" when the end chunk is the stop itself,
+    // absent, or counts no more than `read` (the memory events kept). An end chunk's payload is one varint.
+    template <typename Bytes> std::string unreadAfter(const Bytes& bytes, std::size_t stop, std::uint64_t read)
+    {
+        for (std::size_t payload = 1; payload <= 10 && bytes.size() >= kChunkHeaderSize + payload; ++payload) {
+            const std::size_t at = bytes.size() - kChunkHeaderSize - payload;
+            if (at <= stop)
+                break;
+            const char* h = bytes.view(at, kChunkHeaderSize + payload).data();
+            const std::string_view body(h + kChunkHeaderSize, payload);
+            if (detail::getU32(h) != kEnd || detail::getU32(h + 4) != payload || !checksumOk(detail::getU32(h + 12), chunkCrc(h, body)))
+                continue;
+            Cursor c(body);
+            const std::uint64_t total = c.varint();
+            if (c.failed() || total <= read)
+                return {};
+            return "; the end chunk at offset " + std::to_string(at) + " counts " + std::to_string(total) + " memory events: "
+                + std::to_string(total - read) + " of them, in the chunks from offset " + std::to_string(stop)
+                + " to it, were not read";
+        }
+        return {};
+    }
+
     // Where a chunk lies in the file: its header's offset, payload length and record count.
     struct ChunkRef {
         std::size_t offset = 0;
@@ -1298,7 +1323,7 @@ namespace {
                         + "): it is damaged or was cut in or before its first MEMV chunk");
             b.stats().add(code, Severity::Error,
                 path + ": " + detail + "; read " + std::to_string(chunks) + " whole chunks (" + std::to_string(reader.events)
-                    + " memory events) before it");
+                    + " memory events) before it" + unreadAfter(bytes, at, reader.events));
         };
         // Progress at most ~1000 times (the callback may post to a GUI thread), then 1.0 at the end.
         const std::size_t progressStep = std::max<std::size_t>(bytes.size() / 1000, 1);

@@ -46,13 +46,34 @@ Severity ImportStats::worst() const
     return worst;
 }
 
+AnomalyPlace placeOf(std::string_view detail, std::string_view source)
+{
+    if (source.empty() || !detail.starts_with(source) || detail.substr(source.size(), 1) != ":")
+        return { {}, detail };
+    std::size_t end = source.size() + 1;
+    while (end < detail.size() && detail[end] >= '0' && detail[end] <= '9') // "SOURCE:LINE: …"
+        ++end;
+    if (end > source.size() + 1) {
+        if (detail.substr(end, 2) != ": ")
+            return { {}, detail };
+        return { detail.substr(0, end), detail.substr(end + 2) };
+    }
+    if (detail.substr(source.size(), 2) != ": ")
+        return { {}, detail };
+    return { source, detail.substr(source.size() + 2) };
+}
+
 void ImportStats::throwIfStrictViolated(std::string_view source) const
 {
+    // Review finding (2026-12-02): "X: code (1×, error): X: detail" said the path twice; the detail's own place
+    // (with its line, where it has one) now opens the message.
     for (const auto& a : m_anomalies)
-        if (a.severity != Severity::Info)
-            throw FormatError(std::string(source) + ": " + quoteForMessage(a.code, kMaxDetailBytes) + " (" + std::to_string(a.count) + "×, "
-                + std::string(toString(a.severity)) + "): " + a.detail
+        if (a.severity != Severity::Info) {
+            const AnomalyPlace place = placeOf(a.detail, source);
+            throw FormatError(std::string(place.where.empty() ? source : place.where) + ": " + quoteForMessage(a.code, kMaxDetailBytes)
+                + " (" + std::to_string(a.count) + "×, " + std::string(toString(a.severity)) + "): " + std::string(place.rest)
                 + " — rerun without --strict to import anyway");
+        }
 }
 
 } // namespace gpumem

@@ -19,6 +19,15 @@ struct Anomaly {
     std::string detail;      // the first occurrence, with its file offset, event index or field
 };
 
+// Where an anomaly's detail says it happened, and the rest of it. The importers start most details with the
+// file they read ("SOURCE: …", "SOURCE:LINE: …"): such a detail splits after that place, so that a message
+// naming SOURCE itself does not say it twice; any other detail has no `where` and is all `rest`.
+struct AnomalyPlace {
+    std::string_view where; // "SOURCE" or "SOURCE:LINE"; empty when the detail does not start with SOURCE
+    std::string_view rest;
+};
+AnomalyPlace placeOf(std::string_view detail, std::string_view source);
+
 class ImportStats {
 public:
     static constexpr std::size_t kMaxDetailBytes = 1000;
@@ -31,7 +40,8 @@ public:
     bool empty() const { return m_anomalies.empty(); }
     // The worst severity present; Info when empty.
     Severity worst() const;
-    // Throws FormatError naming `source` and the first warning or error, if any (the --strict rule).
+    // Throws FormatError naming `source` (or the detail's "SOURCE:LINE", placeOf) and the first warning or
+    // error, if any (the --strict rule).
     void throwIfStrictViolated(std::string_view source) const;
 
 private:

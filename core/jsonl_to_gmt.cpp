@@ -42,7 +42,8 @@ namespace {
         all.throwIfStrictViolated(path);
     }
 
-    std::uint64_t streamJsonlToGmt(const std::string& in, const std::string& out, const JsonlToGmtOptions& options, std::size_t perChunk)
+    std::uint64_t streamJsonlToGmt(
+        const std::string& in, const std::string& out, const JsonlToGmtOptions& options, std::size_t perChunk, ImportStats& stats)
     {
         const std::string folder = options.spoolFolder.empty() ? spoolFolderFor(out) : options.spoolFolder;
         GmtChunkSpool events(folder);
@@ -116,6 +117,7 @@ namespace {
             w.appendSpool(*kernels);
         w.appendRecordsAfterKernels(skeleton, perChunk);
         w.finish();
+        stats = skeleton.importStats();
         return count;
     }
 } // namespace
@@ -126,7 +128,7 @@ JsonlToGmtResult writeGmtFromJsonl(const std::string& jsonlPath, const std::stri
     JsonlToGmtResult result;
     if (!options.whole) {
         try {
-            result.memoryEvents = streamJsonlToGmt(jsonlPath, gmtPath, options, perChunk);
+            result.memoryEvents = streamJsonlToGmt(jsonlPath, gmtPath, options, perChunk, result.importStats);
             result.streamed = true;
             return result;
         } catch (const OutOfOrder& o) {
@@ -141,6 +143,7 @@ JsonlToGmtResult writeGmtFromJsonl(const std::string& jsonlPath, const std::stri
         trace.stats().throwIfStrictViolated(jsonlPath);
     writeGmt(trace, gmtPath, perChunk);
     result.memoryEvents = trace.memory().count();
+    result.importStats = trace.importStats();
     return result;
 }
 

@@ -11,6 +11,8 @@
 // Memory: the tables, the annotations and counter samples, one chunk of events and one of kernels,
 // and with `strict` the blocks live at once (ChunkPairing, core/chunk_pairing.h). Disk: the spool,
 // about the size of the events' chunks in the output, until the output is written.
+#include "core/import_stats.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -36,6 +38,9 @@ struct JsonlToGmtResult {
     bool streamed = false;
     // Why the trace was read whole although streaming was asked for ("X:LINE: …"); empty otherwise.
     std::string fallback;
+    // The input's import anomalies, as written to the output (Trace::importStats(); a damaged trace's
+    // `truncated` or `corrupt_chunk` carried in its .jsonl, for instance): the caller says the errors.
+    ImportStats importStats;
 };
 
 // Writes the .gmt of the .jsonl (gzip allowed) at `jsonlPath` to `gmtPath` (created or truncated).

@@ -25,6 +25,14 @@ inline std::string slurp(const std::filesystem::path& p)
     return s.str();
 }
 
+// `s` with every `from` replaced by `to`, left to right (joining wrapped lines, escaping for HTML).
+inline std::string replaceAll(std::string s, const std::string& from, const std::string& to)
+{
+    for (std::size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size())
+        s.replace(at, from.size(), to);
+    return s;
+}
+
 inline CliResult runCli(const std::string& args)
 {
     static int counter = 0;

@@ -1,0 +1,58 @@
+#include "cli/out_of_memory.h"
+
+#include "core/message_quote.h"
+
+#include <algorithm>
+#include <array>
+
+namespace gpumem::cli {
+
+bool streamsGmt(std::string_view verb)
+{
+    constexpr std::array<std::string_view, 6> kStreaming { "info", "analyze", "report", "replay", "sweep", "fit" };
+    return std::find(kStreaming.begin(), kStreaming.end(), verb) != kStreaming.end();
+}
+
+std::string outOfMemoryMessage(std::string_view verb, const std::vector<std::string>& inputs, const std::vector<bool>& gmt)
+{
+    // Review finding (2026-12-02): a bare "out of memory" said neither what was being read nor what to do.
+    std::string m = "out of memory";
+    std::string names, other; // every input; the first that is not a .gmt
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+        if (k == 3) {
+            names += " and " + std::to_string(inputs.size() - 3) + " more";
+            break;
+        }
+        names += (k ? ", " : "") + textForTerminal(inputs[k]);
+    }
+    for (std::size_t k = 0; k < inputs.size() && other.empty(); ++k)
+        if (k >= gmt.size() || !gmt[k])
+            other = inputs[k];
+    if (!names.empty())
+        m += " while working on " + names;
+    m += inputs.size() > 1 ? ": the traces need more memory than the process may use"
+                           : ": the trace needs more memory than the process may use";
+    const std::string more = "run where it may use more (ulimit -v, the job's or container's memory limit)";
+    if (streamsGmt(verb) && !other.empty()) {
+        // The .gmt beside it: run.json.gz → run.gmt.
+        std::string gmtName = other;
+        if (gmtName.ends_with(".gz"))
+            gmtName.resize(gmtName.size() - 3);
+        if (const auto dot = gmtName.rfind('.'); dot != std::string::npos && dot > 0 && gmtName.find('/', dot) == std::string::npos
+            && gmtName[dot - 1] != '/')
+            gmtName.resize(dot);
+        return m + ". " + std::string(verb) + " streams a .gmt in bounded memory: convert it first (gpumem convert "
+            + textForTerminal(other) + " -o " + textForTerminal(gmtName + ".gmt") + ") and give the .gmt "
+            + "(docs/streaming.md), or " + more;
+    }
+    if (streamsGmt(verb))
+        return m + ". " + std::string(verb) + " still reads a .gmt whole with some options (--strict among them; "
+            + "docs/streaming.md lists them): leave those out"
+            + (verb == "analyze" || verb == "report" ? ", set GPUMEM_ANALYZE_IN_MEMORY_EVENTS=0 to stream it whatever its size"
+                                                      : "")
+            + ", or " + more;
+    return m + ". " + std::string(verb) + " holds the whole trace in memory: " + more
+        + "; docs/streaming.md lists the verbs that stream a .gmt";
+}
+
+} // namespace gpumem::cli

@@ -1,0 +1,42 @@
+// What `gpumem VERB` says on std::bad_alloc (cli/out_of_memory.h; review finding 2026-12-02: a bare "out of
+// memory"). A tiny RLIMIT_AS makes the process fail elsewhere first (thread creation, shared libraries:
+// "Resource temporarily unavailable" at 40 MB on this machine), so the message is checked as a function.
+#include "cli/out_of_memory.h"
+
+#include <gtest/gtest.h>
+
+using gpumem::cli::outOfMemoryMessage;
+
+TEST(OutOfMemoryMessage, NamesTheTraceAndSaysToConvertItForAVerbThatStreamsAGmt)
+{
+    EXPECT_EQ(outOfMemoryMessage("replay", { "run.json.gz" }, { false }),
+        "out of memory while working on run.json.gz: the trace needs more memory than the process may use. replay "
+        "streams a .gmt in bounded memory: convert it first (gpumem convert run.json.gz -o run.gmt) and give "
+        "the .gmt (docs/streaming.md), or run where it may use more (ulimit -v, the job's or container's memory "
+        "limit)");
+}
+
+TEST(OutOfMemoryMessage, ForAGmtNamesTheOptionsThatReadItWholeAndTheBudget)
+{
+    EXPECT_EQ(outOfMemoryMessage("analyze", { "run.gmt" }, { true }),
+        "out of memory while working on run.gmt: the trace needs more memory than the process may use. analyze still "
+        "reads a .gmt whole with some options (--strict among them; docs/streaming.md lists them): leave those out, "
+        "set GPUMEM_ANALYZE_IN_MEMORY_EVENTS=0 to stream it whatever its size, or run where it may use more (ulimit "
+        "-v, the job's or container's memory limit)");
+    EXPECT_EQ(outOfMemoryMessage("fit", { "run.gmt" }, { true }).find("GPUMEM_ANALYZE_IN_MEMORY_EVENTS"), std::string::npos);
+}
+
+TEST(OutOfMemoryMessage, AVerbThatHoldsTheTraceSaysSoAndListsAtMostThreeTraces)
+{
+    EXPECT_EQ(outOfMemoryMessage("diff", { "a.gmt", "b.jsonl" }, { true, false }),
+        "out of memory while working on a.gmt, b.jsonl: the traces need more memory than the process may use. diff "
+        "holds the whole trace in memory: run where it may use more (ulimit -v, the job's or container's memory "
+        "limit); docs/streaming.md lists the verbs that stream a .gmt");
+    const std::string many = outOfMemoryMessage("ranks", { "r0.gmt", "r1.gmt", "r2.gmt", "r3.gmt", "r4.gmt" }, {});
+    EXPECT_EQ(many.rfind("out of memory while working on r0.gmt, r1.gmt, r2.gmt and 2 more: ", 0), 0u) << many;
+    // The .gmt beside a file without an extension, or in a folder with a dot.
+    EXPECT_NE(outOfMemoryMessage("sweep", { "v1.2/run" }, { false }).find("(gpumem convert v1.2/run -o v1.2/run.gmt)"), std::string::npos);
+    EXPECT_NE(outOfMemoryMessage("sweep", { "/tmp/.hidden" }, { false }).find("-o /tmp/.hidden.gmt)"), std::string::npos);
+    // No trace given (a verb that failed before its arguments were read): no name.
+    EXPECT_EQ(outOfMemoryMessage("record", {}, {}).rfind("out of memory: the trace needs more memory", 0), 0u);
+}
