@@ -92,6 +92,20 @@ namespace {
             stat.freed = addSaturated(stat.freed, up ? 0 : previous - v);
             stat.current = v;
         }
+        // see(v) where v is known not to be below / above the value before: an alloc raises allocated, active
+        // and requested, a free lowers them (ByteTotal is monotone in each direction), so pass 1 updates those
+        // three series in the event's case, not at every event (issue 22).
+        void seeUp(Bytes v)
+        {
+            stat.peak = std::max(stat.peak, v);
+            stat.allocated = addSaturated(stat.allocated, v - stat.current);
+            stat.current = v;
+        }
+        void seeDown(Bytes v)
+        {
+            stat.freed = addSaturated(stat.freed, stat.current - v);
+            stat.current = v;
+        }
         // see(v) where the value may not have changed (reserved and inactive split: 0 throughout without segment
         // events or a counter; active: allocated's): see(v) after v changes nothing, so it is skipped.
         void seeIfChanged(Bytes v)
@@ -335,6 +349,7 @@ namespace {
         };
         auto leaveActive = [&](DeviceRun& r, Address address, Bytes size, Bytes request) {
             r.active -= size;
+            r.sActive.seeDown(r.active.value());
             r.layout.release(address, size);
             r.lowLive -= request;
             --r.activeCount;
@@ -377,6 +392,9 @@ namespace {
                     r.allocated += size;
                     r.active += size;
                     r.requested += request;
+                    r.sAllocated.seeUp(r.allocated.value());
+                    r.sActive.seeUp(r.active.value());
+                    r.sRequested.seeUp(r.requested.value());
                     r.layout.allocate(cAddress[j], size);
                     Pass1Block& b = blocks.emplace(blockKey(dev, cAddress[j]));
                     b.block.allocation = p.allocations;
@@ -440,6 +458,8 @@ namespace {
                     addToAgreement(r.agreementWithoutSteps, size, b.block.category, freedWithoutSteps);
                     r.allocated -= size;
                     r.requested -= request;
+                    r.sAllocated.seeDown(r.allocated.value());
+                    r.sRequested.seeDown(r.requested.value());
                     --r.live;
                     ++r.allocations.freed;
                     if (completed && bitSet(*completed, i)) {
@@ -500,9 +520,9 @@ namespace {
                 pt.ordinal = r.events;
                 pt.event = i;
                 pt.time = cTime[j];
-                pt.allocated = r.allocated.value();
-                pt.active = r.active.value();
-                pt.requested = r.requested.value();
+                pt.allocated = r.sAllocated.stat.current; // the series' values after this event (seeUp, seeDown)
+                pt.active = r.sActive.stat.current;
+                pt.requested = r.sRequested.stat.current;
                 pt.reserved = r.reserved.value();
                 pt.largestFree = r.layout.largestFree();
                 if (r.counter) {
@@ -523,9 +543,6 @@ namespace {
                 if (r.events == 0)
                     r.firstTime = pt.time;
                 ++r.events;
-                r.sAllocated.see(pt.allocated);
-                r.sActive.see(pt.active);
-                r.sRequested.see(pt.requested);
                 r.sReserved.seeIfChanged(pt.reserved);
                 r.sInactive.seeIfChanged(r.layout.inactiveSplit());
                 if (!r.peakAllocated || pt.allocated > r.peakAllocated->allocated) {

@@ -180,6 +180,18 @@ namespace {
         return afterLength + len;
     }
 
+    // The n varints of a column in blocks (detail::readVarintBlocks): with pext where the CPU runs it fast.
+    template <typename G> void readVarintColumn(const unsigned char*& p, const unsigned char* end, std::size_t n, bool& bad, G&& g)
+    {
+#ifdef GPUMEM_HAVE_PEXT_VARINTS
+        if (detail::fastPext()) {
+            detail::readVarintBlocksPext(p, end, n, bad, g);
+            return;
+        }
+#endif
+        detail::readVarintBlocks(p, end, n, bad, g);
+    }
+
     // Decodes one column of n values and appends them to `column`. With Bounded, every value must be below
     // `limit` (checked on the 64-bit value, before narrowing to T). Returns false on malformed data (then
     // some values may have been appended: the caller drops the chunk). Values are constructed in place in
@@ -199,10 +211,17 @@ namespace {
         const auto* end = p + data.size();
         bool bad = false;
         std::uint64_t max = 0;
-        auto store = [&](std::uint64_t v) {
-            column.push_back(static_cast<T>(v));
-            if constexpr (Bounded)
-                max = std::max(max, v);
+        // A block of k ≤ kVarintBlock decoded values, each turned into the column's value by `value`, appended
+        // at once.
+        auto appendBlock = [&](const std::uint64_t* v, std::size_t k, auto&& value) {
+            T out[detail::kVarintBlock];
+            for (std::size_t i = 0; i < k; ++i) {
+                const std::uint64_t x = value(v[i]);
+                if constexpr (Bounded)
+                    max = std::max(max, x);
+                out[i] = static_cast<T>(x);
+            }
+            column.insert(column.end(), out, out + k);
         };
         switch (enc) {
         case kConst:
@@ -212,8 +231,16 @@ namespace {
         case kLinear: {
             std::uint64_t v = detail::readVarint(p, end, bad);
             const auto step = static_cast<std::uint64_t>(unzigzag(detail::readVarint(p, end, bad)));
+            if constexpr (Bounded) { // the last value is not the largest where the step wraps
+                std::uint64_t w = v;
+                for (std::size_t i = 0; i < n; ++i, w += step)
+                    max = std::max(max, w);
+            }
+            const std::size_t at = column.size();
+            column.resize(at + n); // filled then overwritten: a loop the compiler vectorises (push_back reloaded the end)
+            T* out = column.data() + at;
             for (std::size_t i = 0; i < n; ++i, v += step)
-                store(v);
+                out[i] = static_cast<T>(v);
             break;
         }
         case kRaw:
@@ -236,15 +263,14 @@ namespace {
                 p = end;
                 break;
             }
-            detail::readVarints(p, end, n, bad, store);
+            readVarintColumn(p, end, n, bad, [&](const std::uint64_t* v, std::size_t k) { appendBlock(v, k, [](std::uint64_t x) { return x; }); });
             break;
         case kDelta: {
             if (len < n)
                 return false;
             std::uint64_t v = 0;
-            detail::readVarints(p, end, n, bad, [&](std::uint64_t x) {
-                v += static_cast<std::uint64_t>(unzigzag(x));
-                store(v);
+            readVarintColumn(p, end, n, bad, [&](const std::uint64_t* x, std::size_t k) {
+                appendBlock(x, k, [&](std::uint64_t d) { return v += static_cast<std::uint64_t>(unzigzag(d)); });
             });
             break;
         }
@@ -252,7 +278,9 @@ namespace {
             if (!sizes || len < n)
                 return false;
             std::size_t i = 0;
-            detail::readVarints(p, end, n, bad, [&](std::uint64_t x) { store(sizes[i++] + static_cast<std::uint64_t>(unzigzag(x))); });
+            readVarintColumn(p, end, n, bad, [&](const std::uint64_t* x, std::size_t k) {
+                appendBlock(x, k, [&](std::uint64_t d) { return sizes[i++] + static_cast<std::uint64_t>(unzigzag(d)); });
+            });
             break;
         }
         default:

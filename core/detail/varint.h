@@ -177,6 +177,89 @@ rest:
     }
 }
 
+// readVarints in blocks: g(values, k) for each run of k ≤ kVarintBlock values, in order, so that the caller
+// appends a block at a time (a push_back per value reloaded the vector's end pointer at every value).
+inline constexpr std::size_t kVarintBlock = 64;
+template <typename G> void readVarintBlocks(const unsigned char*& p, const unsigned char* end, std::size_t n, bool& bad, G&& g)
+{
+    std::uint64_t values[kVarintBlock];
+    std::size_t k = 0;
+    readVarints(p, end, n, bad, [&](std::uint64_t v) {
+        values[k++] = v;
+        if (k == kVarintBlock) {
+            g(static_cast<const std::uint64_t*>(values), k);
+            k = 0;
+        }
+    });
+    if (k > 0)
+        g(static_cast<const std::uint64_t*>(values), k);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define GPUMEM_HAVE_PEXT_VARINTS 1
+// readVarintBlocks with BMI2: the stop bytes of each 8-byte word gathered by one pext, and each varint of up
+// to 8 bytes by one pext under a bzhi mask of its 7-bit groups, where readVarints spends a dozen shifts and
+// masks; the values of each 64-byte block into a local array, handed over at once (issue 22: the decode was
+// a quarter of `gpumem analyze`'s instructions). The same values, end position and verdict as readVarints
+// (tests/core/varint_test.cpp runs both). Only where fastPext() says so: compiled for BMI2 in a binary
+// that must run without it, so called (not inlined) behind that test.
+template <typename G>
+[[gnu::target("bmi2")]] void readVarintBlocksPext(const unsigned char*& p, const unsigned char* end, std::size_t n, bool& bad, G&& g)
+{
+    std::uint64_t values[kVarintBlock];
+    std::size_t i = 0, k = 0;
+    while (i < n && end - p >= 72) {
+        std::uint64_t stops = 0;
+        for (int w = 0; w < 8; ++w) {
+            std::uint64_t x;
+            __builtin_memcpy(&x, p + 8 * w, 8);
+            stops |= __builtin_ia32_pext_di(~x, 0x8080808080808080ull) << (8 * w);
+        }
+        if (stops == 0)
+            break;
+        std::size_t start = 0;
+        const std::size_t room = n - i; // values still wanted: at most 64 end in this block
+        k = 0;
+        while (stops != 0 && k < room) {
+            const std::size_t last = static_cast<std::size_t>(__builtin_ctzll(stops));
+            const std::size_t length = last - start + 1;
+            if (length > 8)
+                break; // 9 or 10 bytes, or malformed: the one-at-a-time loop decides
+            std::uint64_t x;
+            __builtin_memcpy(&x, p + start, 8);
+            values[k++] = __builtin_ia32_pext_di(x, __builtin_ia32_bzhi_di(0x7F7F7F7F7F7F7F7Full, static_cast<unsigned>(8 * length)));
+            start = last + 1;
+            stops &= stops - 1;
+        }
+        p += start;
+        i += k;
+        if (k > 0)
+            g(static_cast<const std::uint64_t*>(values), k);
+        if (stops != 0 && i < n)
+            break; // stopped at a long varint
+    }
+    k = 0;
+    for (; i < n; ++i) {
+        const std::uint64_t v = readVarint(p, end, bad);
+        if (bad)
+            break;
+        values[k++] = v;
+        if (k == kVarintBlock) {
+            g(static_cast<const std::uint64_t*>(values), k);
+            k = 0;
+        }
+    }
+    if (k > 0)
+        g(static_cast<const std::uint64_t*>(values), k);
+}
+
+// Whether readVarintBlocksPext is the faster reader here: the CPU has BMI2 and runs pext in a cycle or so —
+// Intel since Haswell, AMD since Zen 3 (family 19h); AMD's earlier BMI2 CPUs microcode it (tens to
+// hundreds of cycles). GPUMEM_NO_PEXT=1 in the environment says no (tests and benchmarks of the portable
+// reader). Decided once.
+bool fastPext();
+#endif
+
 inline std::uint64_t readVarintSlow(const unsigned char*& p, const unsigned char* end, bool& bad)
 {
     std::uint64_t v = 0;

@@ -1,5 +1,6 @@
-// The bulk varint readers of core/detail/varint.h (readVarints, varintsExactly) against the reference,
-// n calls of readVarint: the same values, the same end position, the same verdict on malformed input.
+// The bulk varint readers of core/detail/varint.h (readVarints, readVarintBlocks, readVarintBlocksPext where
+// the CPU has BMI2, varintsExactly) against the reference, n calls of readVarint: the same values, the same
+// end position, the same verdict on malformed input.
 #include "core/detail/varint.h"
 
 #include <gtest/gtest.h>
@@ -45,6 +46,32 @@ namespace {
         EXPECT_EQ(bad, ref.bad) << what;
         EXPECT_EQ(got, ref.values) << what;
         EXPECT_EQ(static_cast<std::size_t>(p - begin), ref.consumed) << what;
+        {
+            const auto* q = reinterpret_cast<const unsigned char*>(bytes.data());
+            bool badBlocks = false;
+            std::vector<std::uint64_t> blocks;
+            readVarintBlocks(q, q + bytes.size(), n, badBlocks, [&](const std::uint64_t* v, std::size_t k) {
+                EXPECT_LE(k, kVarintBlock);
+                blocks.insert(blocks.end(), v, v + k);
+            });
+            EXPECT_EQ(badBlocks, ref.bad) << what << " (blocks)";
+            EXPECT_EQ(blocks, ref.values) << what << " (blocks)";
+            EXPECT_EQ(static_cast<std::size_t>(q - begin), ref.consumed) << what << " (blocks)";
+        }
+#ifdef GPUMEM_HAVE_PEXT_VARINTS
+        if (__builtin_cpu_supports("bmi2")) { // fast or not: the answers must be the same
+            const auto* q = reinterpret_cast<const unsigned char*>(bytes.data());
+            bool badPext = false;
+            std::vector<std::uint64_t> pext;
+            readVarintBlocksPext(q, q + bytes.size(), n, badPext, [&](const std::uint64_t* v, std::size_t k) {
+                EXPECT_LE(k, kVarintBlock);
+                pext.insert(pext.end(), v, v + k);
+            });
+            EXPECT_EQ(badPext, ref.bad) << what << " (pext)";
+            EXPECT_EQ(pext, ref.values) << what << " (pext)";
+            EXPECT_EQ(static_cast<std::size_t>(q - begin), ref.consumed) << what << " (pext)";
+        }
+#endif
         const bool exact = !ref.bad && ref.consumed == bytes.size();
         const auto* q = reinterpret_cast<const unsigned char*>(bytes.data());
         EXPECT_EQ(varintsExactly(q, q + bytes.size(), n), exact) << what;
