@@ -238,19 +238,8 @@ template <typename G>
         if (stops != 0 && i < n)
             break; // stopped at a long varint
     }
-    k = 0;
-    for (; i < n; ++i) {
-        const std::uint64_t v = readVarint(p, end, bad);
-        if (bad)
-            break;
-        values[k++] = v;
-        if (k == kVarintBlock) {
-            g(static_cast<const std::uint64_t*>(values), k);
-            k = 0;
-        }
-    }
-    if (k > 0)
-        g(static_cast<const std::uint64_t*>(values), k);
+    if (i < n) // the last bytes, or a varint of 9 or 10 bytes: the portable reader from there
+        readVarintBlocks(p, end, n - i, bad, g);
 }
 
 // Whether readVarintBlocksPext is the faster reader here: the CPU has BMI2 and runs pext in a cycle or so —

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace gpumem::detail {
@@ -46,30 +47,22 @@ namespace {
         EXPECT_EQ(bad, ref.bad) << what;
         EXPECT_EQ(got, ref.values) << what;
         EXPECT_EQ(static_cast<std::size_t>(p - begin), ref.consumed) << what;
-        {
+        // A block reader's values put together, as (verdict, values, bytes consumed).
+        auto blocksOf = [&](auto reader) {
             const auto* q = reinterpret_cast<const unsigned char*>(bytes.data());
             bool badBlocks = false;
-            std::vector<std::uint64_t> blocks;
-            readVarintBlocks(q, q + bytes.size(), n, badBlocks, [&](const std::uint64_t* v, std::size_t k) {
+            std::vector<std::uint64_t> values;
+            reader(q, q + bytes.size(), n, badBlocks, [&](const std::uint64_t* v, std::size_t k) {
                 EXPECT_LE(k, kVarintBlock);
-                blocks.insert(blocks.end(), v, v + k);
+                values.insert(values.end(), v, v + k);
             });
-            EXPECT_EQ(badBlocks, ref.bad) << what << " (blocks)";
-            EXPECT_EQ(blocks, ref.values) << what << " (blocks)";
-            EXPECT_EQ(static_cast<std::size_t>(q - begin), ref.consumed) << what << " (blocks)";
-        }
+            return std::tuple(badBlocks, values, static_cast<std::size_t>(q - begin));
+        };
+        const auto expected = std::tuple(ref.bad, ref.values, ref.consumed);
+        EXPECT_EQ(blocksOf([](auto&&... a) { readVarintBlocks(a...); }), expected) << what << " (blocks)";
 #ifdef GPUMEM_HAVE_PEXT_VARINTS
         if (__builtin_cpu_supports("bmi2")) { // fast or not: the answers must be the same
-            const auto* q = reinterpret_cast<const unsigned char*>(bytes.data());
-            bool badPext = false;
-            std::vector<std::uint64_t> pext;
-            readVarintBlocksPext(q, q + bytes.size(), n, badPext, [&](const std::uint64_t* v, std::size_t k) {
-                EXPECT_LE(k, kVarintBlock);
-                pext.insert(pext.end(), v, v + k);
-            });
-            EXPECT_EQ(badPext, ref.bad) << what << " (pext)";
-            EXPECT_EQ(pext, ref.values) << what << " (pext)";
-            EXPECT_EQ(static_cast<std::size_t>(q - begin), ref.consumed) << what << " (pext)";
+            EXPECT_EQ(blocksOf([](auto&&... a) { readVarintBlocksPext(a...); }), expected) << what << " (pext)";
         }
 #endif
         const bool exact = !ref.bad && ref.consumed == bytes.size();
