@@ -7,28 +7,31 @@
 # `gpumem analyze`, `gpumem analyze --format json` (the analysis without the text output's verdict,
 # which is `gpumem explain`'s diagnosis: replays that prove remedies) and `gpumem info` on the .gmt
 # run RUNS times each, alternating, every output to /dev/null; the figure is the best CPU time
-# (user + system) of each and its peak RSS (/usr/bin/time). Printed: events per second, bytes of peak RSS per event, and the ratios of gpumem
-# to heaptrack_print (speed: higher is better for gpumem; memory: lower is better).
+# (user + system, to the microsecond: the rusage of the child, read by python3's os.wait4; GNU time
+# counts in hundredths, a tenth of gpumem's time at 10^6 events) of each and its peak RSS. Printed:
+# events per second, bytes of peak RSS per event, and the ratios of gpumem to heaptrack_print (speed:
+# higher is better for gpumem; memory: lower is better).
 #
 # usage: bench/heaptrack_vs_gpumem.sh [--events N] [--runs R] [--live L] [BUILD_DIR]
-#   N events (default 1000000: N/2 pairs; about 12 s of CPU, most of it heaptrack recording), R runs (3),
-#   L live blocks in the window (64), BUILD_DIR with the gpumem binary (build/ci).
-# Needs heaptrack and heaptrack_print (Debian: heaptrack), a C compiler, GNU time (/usr/bin/time).
+#   N events (default 10000000: N/2 pairs; about 2 minutes, most of it heaptrack recording; at 10^6 the
+#   fixed costs of both tools weigh more), R runs (3), L live blocks in the window (64), BUILD_DIR with
+#   the gpumem binary (build/ci).
+# Needs heaptrack and heaptrack_print (Debian: heaptrack), a C compiler and python3.
 set -euo pipefail
-events=1000000 runs=3 live=64 build=build/ci
+events=10000000 runs=3 live=64 build=build/ci
 while [ $# -gt 0 ]; do
   case "$1" in
     --events) events=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --live) live=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "heaptrack_vs_gpumem.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) build=$1; shift ;;
   esac
 done
 here=$(cd "$(dirname "$0")" && pwd)
 gpumem="$build/cli/gpumem"
-for tool in heaptrack heaptrack_print cc /usr/bin/time "$gpumem"; do
+for tool in heaptrack heaptrack_print cc python3 "$gpumem"; do
   command -v "$tool" >/dev/null || { echo "heaptrack_vs_gpumem.sh: $tool not found" >&2; exit 1; }
 done
 pairs=$((events / 2))
@@ -45,10 +48,18 @@ rm -f "$tmp/stream.jsonl"
 declare -A cpu rss
 measure() { # name command...
   local name=$1; shift
-  /usr/bin/time -f "%U %S %M" -o "$tmp/time" "$@" >/dev/null 2>"$tmp/stderr" \
-    || { echo "heaptrack_vs_gpumem.sh: $* failed:" >&2; cat "$tmp/stderr" >&2; exit 1; }
-  read -r user sys kib <"$tmp/time"
-  local s; s=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.3f", u + s }')
+  python3 - "$tmp/time" "$@" >/dev/null 2>"$tmp/stderr" <<'PY' \
+    || { echo "heaptrack_vs_gpumem.sh: ${*} failed:" >&2; cat "$tmp/stderr" >&2; exit 1; }
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, ru = os.wait4(pid, 0)
+open(sys.argv[1], "w").write("%.6f %d\n" % (ru.ru_utime + ru.ru_stime, ru.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+PY
+  local s kib
+  read -r s kib <"$tmp/time"
   if [ -z "${cpu[$name]:-}" ] || awk -v a="$s" -v b="${cpu[$name]}" 'BEGIN { exit !(a < b) }'; then cpu[$name]=$s; fi
   if [ -z "${rss[$name]:-}" ] || [ "$kib" -gt "${rss[$name]}" ]; then rss[$name]=$kib; fi
 }
