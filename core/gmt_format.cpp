@@ -874,6 +874,8 @@ namespace {
         std::size_t memvBegin = 0, memvEnd = 0;
 
         bool str(std::uint64_t id) const { return id < strings; }
+        // The table rows a MEMV chunk read now may refer to.
+        MemvLimits limits() const { return MemvLimits { b.deviceCount(), b.streamCount(), b.scopeCount(), b.siteCount() }; }
 
         // Applies a chunk. Events of a malformed chunk are all dropped (memory events, kernels,
         // annotations, samples); table rows decoded before a malformed record may remain, unused,
@@ -1081,7 +1083,7 @@ namespace {
             if (streaming)
                 m.clear();
             const std::size_t before = m.count();
-            if (!decodeMemv(c, n, m, MemvLimits { b.deviceCount(), b.streamCount(), b.scopeCount(), b.siteCount() }, streaming))
+            if (!decodeMemv(c, n, m, limits(), streaming))
                 return false;
             memvBegin = before;
             memvEnd = m.count();
@@ -1263,6 +1265,11 @@ namespace {
         ChunkRef memv;
         std::optional<ChunkRef> mevx;
         std::uint64_t first = 0;
+        // The table rows read before the MEMV chunk and before its MEVX chunk: what their references may
+        // point at (ChunkReader::decodeMemory). The whole file's counts would accept a row defined after
+        // the chunk, which readGmt refuses.
+        MemvLimits limits;
+        std::uint64_t pools = 0;
     };
     // What the opening pass of openGmtSource keeps of the chunks it does not hold.
     struct StreamIndex {
@@ -1277,9 +1284,9 @@ namespace {
         TimeNs lastTime = 0;
         std::uint64_t lastSequence = 0;
 
-        void addMemory(const ChunkRef& ref, const MemoryEventColumns& m, std::uint64_t first)
+        void addMemory(const ChunkRef& ref, const MemoryEventColumns& m, std::uint64_t first, const MemvLimits& limits)
         {
-            memory.push_back(MemoryChunkRef { ref, std::nullopt, first });
+            memory.push_back(MemoryChunkRef { ref, std::nullopt, first, limits, 0 });
             for (std::size_t i = 0; i < m.count() && sorted; ++i) {
                 if (first + i > 0)
                     sorted = lastTime < m.time[i] || (lastTime == m.time[i] && lastSequence <= m.sequence[i]);
@@ -1387,10 +1394,12 @@ namespace {
                         throw DeferredCheckFailed();
                     const ChunkRef ref { offset, length, records };
                     if (type == kMemory) {
-                        index->memory.push_back(MemoryChunkRef { ref, std::nullopt, reader.events });
+                        index->memory.push_back(MemoryChunkRef { ref, std::nullopt, reader.events, reader.limits(), 0 });
                         reader.events += records;
-                    } else
+                    } else {
                         index->memory.back().mevx = ref;
+                        index->memory.back().pools = b.poolCount();
+                    }
                     reader.afterMemv = type == kMemory;
                     ++chunks;
                     offset += kChunkHeaderSize + length;
@@ -1426,9 +1435,11 @@ namespace {
             if (index) {
                 const ChunkRef ref { offset, length, records };
                 if (type == kMemory)
-                    index->addMemory(ref, b.memoryColumns(), reader.events - records);
-                else if (type == kMemoryExtension)
+                    index->addMemory(ref, b.memoryColumns(), reader.events - records, reader.limits());
+                else if (type == kMemoryExtension) {
                     index->memory.back().mevx = ref; // decode() accepts a MEVX chunk only right after its MEMV chunk
+                    index->memory.back().pools = b.poolCount();
+                }
                 else if (type == kKernels) {
                     index->kernels.push_back(ref);
                     index->kernelCount += b.kernels().size();
@@ -1552,14 +1563,14 @@ namespace {
                 throw DeferredCheckFailed();
             m_columns.clear();
             Cursor memv(m_file.view(c.memv.payload(), c.memv.length));
-            if (!decodeMemv(memv, c.memv.records, m_columns, m_limits)) {
+            if (!decodeMemv(memv, c.memv.records, m_columns, c.limits)) {
                 if (check)
                     throw DeferredCheckFailed();
                 throw changed(c.memv);
             }
             if (c.mevx) {
                 Cursor mevx(m_file.view(c.mevx->payload(), c.mevx->length));
-                if (!decodeMevx(mevx, c.mevx->records, m_columns, 0, m_skeleton.pools().size())) {
+                if (!decodeMevx(mevx, c.mevx->records, m_columns, 0, c.pools)) {
                     if (check)
                         throw DeferredCheckFailed();
                     throw changed(*c.mevx);

@@ -345,6 +345,47 @@ TEST(GmtSource, AMalformedChunkUnderAValidChecksumFailsTheDeferredCheckAndReadsA
     fs::remove_all(dir);
 }
 
+// A table chunk after the memory chunk whose references need it: readGmt refuses the memory chunk (its
+// references must point at rows read before it), and so must a source whose checks are deferred to the
+// pass: it checks each chunk against the tables read before it, not the whole file's (review, 2026-12-02:
+// it accepted such a file whole). STRM moved after MEMV, POOL after MEVX; whole chunks move, so every
+// checksum stays valid.
+TEST(GmtSource, ATableChunkAfterTheMemoryChunkThatNeedsItReadsAsReadGmt)
+{
+    const auto dir = tempDir();
+    struct Case {
+        const char* trace;
+        std::string_view table, after;
+    };
+    for (const Case& c : { Case { "two_devices_streams.jsonl", "STRM", "MEMV" }, Case { "mempool_release.jsonl", "POOL", "MEVX" } }) {
+        const fs::path whole = dir / "whole.gmt", moved = dir / "moved.gmt";
+        writeGmt(readJsonl(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/" + c.trace), whole.string());
+        const std::string bytes = fileBytes(whole);
+        const auto table = chunksOfType(bytes, c.table), after = chunksOfType(bytes, c.after);
+        ASSERT_EQ(table.size(), 1u) << c.trace;
+        ASSERT_FALSE(after.empty()) << c.trace;
+        ASSERT_LT(table.front(), after.front()) << c.trace;
+        auto chunkBytes = [&](std::size_t at) {
+            const auto* u = reinterpret_cast<const unsigned char*>(bytes.data() + at + 4);
+            return 16 + (std::size_t(u[0]) | std::size_t(u[1]) << 8 | std::size_t(u[2]) << 16 | std::size_t(u[3]) << 24);
+        };
+        // The table chunk cut out and put back right after the first chunk of type `after`.
+        const std::size_t t = table.front(), tn = chunkBytes(t), a = after.front(), an = chunkBytes(a);
+        const std::string reordered = bytes.substr(0, t) + bytes.substr(t + tn, a + an - (t + tn)) + bytes.substr(t, tn) + bytes.substr(a + an);
+        ASSERT_EQ(reordered.size(), bytes.size());
+        writeFile(moved, reordered);
+        bool refused = false;
+        try {
+            refused = readGmt(moved.string()).importStats().find("corrupt_chunk") != nullptr;
+        } catch (const FormatError&) {
+            refused = true;
+        }
+        EXPECT_TRUE(refused) << c.trace << ": readGmt read a " << c.after << " chunk before the " << c.table << " it needs";
+        expectSourceReadsAsReadGmt(moved, std::string(c.trace) + " with " + std::string(c.table) + " after " + std::string(c.after));
+    }
+    fs::remove_all(dir);
+}
+
 TEST(GmtSource, EventsOutOfOrderAreSortedAsReadGmtSortsThem)
 {
     const auto dir = tempDir();
