@@ -15,6 +15,7 @@
 #include <vector>
 
 namespace gpumem {
+class ImportStats;
 class Trace;
 namespace analyze {
     struct Analysis;
@@ -93,6 +94,11 @@ bool isGmtFile(const std::string& path);
 // the allocated peak without a reserved series), the headline figure, and that the remedies were not replayed
 // (explain's replays need the trace in memory). `skeleton`: the source's; `events`: the trace's memory events.
 std::string streamedVerdict(const analyze::BoundedAnalysis& bounded, const Trace& skeleton, std::uint64_t events);
+
+// "gpumem VERB: note: PATH is damaged (CODE ×N): the answer covers what could be read; DETAIL", wrapped to
+// 100 columns on `err`, for each anomaly of error severity in `stats` (a cut or corrupt .gmt, a truncated
+// .json.gz): a verb that answers from what it could read says so first (explain, analyze).
+void noteDamagedTrace(std::string_view verb, const std::string& path, const ImportStats& stats, std::ostream& err);
 
 // --format with the allowed values; returns the chosen one or throws UsageError listing them.
 std::string checkedChoice(const po::variables_map& vm, const char* option, const std::vector<std::string>& allowed);

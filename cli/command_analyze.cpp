@@ -228,6 +228,8 @@ namespace {
                 if (auto done = runBounded(vm, path, format, report, out, err))
                     return *done;
             Trace trace = loadTrace(path, load);
+            // A damaged or cut trace is analysed as far as it reads, and said so first, as explain does.
+            noteDamagedTrace("analyze", path, trace.importStats(), err);
             analyze::AnalysisOptions options;
             options.device = deviceOption(vm, trace, path);
             const auto at = vm.count("at") ? vm["at"].as<std::vector<std::string>>() : std::vector<std::string> {};
@@ -318,6 +320,7 @@ namespace {
             }
             const auto& analysis = bounded.analysis;
             checkInstantRange(at, options.instants, analysis.origin, analysis.firstEventTime, analysis.lastEventTime);
+            noteDamagedTrace("analyze", path, skeleton.importStats(), err);
             for (std::size_t k = 0; k < at.size(); ++k) {
                 const auto& spec = options.instants[k];
                 if (spec.kind == analyze::InstantSpec::Kind::PeakReserved && !analysis.hasReserved)
@@ -501,6 +504,16 @@ std::string streamedVerdict(const analyze::BoundedAnalysis& bounded, const Trace
             + (stated == h->time ? std::string() : " at the " + h->moment);
     return v + (v.empty() ? "R" : "; r") + "emedies were not proven by replay: the trace (" + std::to_string(events)
         + " events) is over the in-memory budget; 'gpumem explain' replays them.";
+}
+
+void noteDamagedTrace(std::string_view verb, const std::string& path, const ImportStats& stats, std::ostream& err)
+{
+    for (const auto& a : stats.anomalies())
+        if (a.severity == Severity::Error)
+            err << analyze::wrapText("gpumem " + std::string(verb) + ": note: " + textForTerminal(path) + " is damaged ("
+                           + textForTerminal(a.code) + " ×" + std::to_string(a.count)
+                           + "): the answer covers what could be read; " + messageForTerminal(a.detail),
+                100);
 }
 
 std::unique_ptr<Command> makeAnalyzeCommand() { return std::make_unique<AnalyzeCommand>(); }

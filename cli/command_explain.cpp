@@ -73,12 +73,7 @@ namespace {
             Trace trace = loadTrace(path);
             // A damaged or cut trace is explained as far as it reads, and said so first (review finding:
             // a truncated .json.gz was explained without a word).
-            for (const auto& a : trace.stats().anomalies())
-                if (a.severity == Severity::Error)
-                    err << analyze::wrapText("gpumem explain: note: " + textForTerminal(path) + " is damaged ("
-                                   + textForTerminal(a.code) + " ×" + std::to_string(a.count)
-                                   + "): the answer covers what could be read; " + messageForTerminal(a.detail),
-                        100);
+            noteDamagedTrace("explain", path, trace.stats(), err);
             options.device = deviceOption(vm, trace, path);
             const TimeNs start = analyze::traceSpan(trace).start;
             if (vm.count("at")) {

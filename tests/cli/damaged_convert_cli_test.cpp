@@ -46,19 +46,30 @@ namespace {
     std::string joined(const std::string& s) { return gpumem::test::replaceAll(s, "\n  ", " "); }
 } // namespace
 
+namespace {
+    // tiny_alloc_free as .gmt in MEMV chunks of 4, 4 and 2 at `damaged`, one byte of the second chunk's payload
+    // flipped; returns the offsets of that chunk and of the end chunk.
+    std::pair<std::size_t, std::size_t> writeDamagedTiny(const std::string& damaged)
+    {
+        gpumem::writeGmt(gpumem::readJsonl(GPUMEM_SOURCE_DIR "/tests/data/tiny_alloc_free.jsonl"), damaged, 4);
+        std::string bytes = gpumem::test::slurp(damaged);
+        const auto chunks = chunksOf(bytes);
+        EXPECT_EQ(chunks.size(), 7u); // STRS DEVS STRM MEMV MEMV MEMV END
+        if (chunks.size() != 7u || chunks[4].type != "MEMV" || chunks[6].type != "END ")
+            return { 0, 0 };
+        const std::size_t memv = chunks[4].offset, end = chunks[6].offset;
+        bytes[memv + 16 + 2] ^= 0x10;
+        std::ofstream(damaged, std::ios::binary | std::ios::trunc) << bytes;
+        return { memv, end };
+    }
+} // namespace
+
 TEST(DamagedConvertCli, SaysHowManyEventsACorruptChunkDroppedAndWhere)
 {
     const auto dir = gpumem::test::scratchDir("damaged_convert");
     const std::string damaged = (dir / "damaged.gmt").string();
-    gpumem::writeGmt(gpumem::readJsonl(GPUMEM_SOURCE_DIR "/tests/data/tiny_alloc_free.jsonl"), damaged, 4);
-    std::string bytes = gpumem::test::slurp(damaged);
-    const auto chunks = chunksOf(bytes);
-    ASSERT_EQ(chunks.size(), 7u); // STRS DEVS STRM MEMV MEMV MEMV END
-    ASSERT_EQ(chunks[4].type, "MEMV");
-    ASSERT_EQ(chunks[6].type, "END ");
-    const std::size_t memv = chunks[4].offset, end = chunks[6].offset;
-    bytes[memv + 16 + 2] ^= 0x10;
-    std::ofstream(damaged, std::ios::binary | std::ios::trunc) << bytes;
+    const auto [memv, end] = writeDamagedTiny(damaged);
+    ASSERT_NE(memv, 0u);
 
     const std::string lost = "checksum mismatch in chunk MEMV at offset " + std::to_string(memv)
         + ": the rest of the file is ignored; read 4 whole chunks (4 memory events) before it; the end chunk at offset "
@@ -107,4 +118,32 @@ TEST(DamagedConvertCli, AnIntactTraceConvertsWithoutAWord)
     const auto r = runCli("convert tests/data/tiny_alloc_free.jsonl -o '" + (dir / "tiny.gmt").string() + "'");
     EXPECT_EQ(r.exitCode, 0);
     EXPECT_EQ(r.err, "");
+}
+
+// analyze said nothing about a damaged trace (only info listed the anomaly; session-10 note): it now says, on
+// stderr and first, that the answer covers what could be read, as explain does — read whole (text) and
+// streamed (--format json, and text with GPUMEM_ANALYZE_IN_MEMORY_EVENTS=0) alike, exit 0.
+TEST(DamagedConvertCli, AnalyzeSaysTheTraceIsDamagedReadWholeOrStreamed)
+{
+    const auto dir = gpumem::test::scratchDir("damaged_analyze");
+    const std::string damaged = (dir / "damaged.gmt").string();
+    const auto [memv, end] = writeDamagedTiny(damaged);
+    ASSERT_NE(memv, 0u);
+    const std::string note = "gpumem analyze: note: " + damaged
+        + " is damaged (corrupt_chunk ×1): the answer covers what could be read; " + damaged
+        + ": checksum mismatch in chunk MEMV at offset " + std::to_string(memv);
+    for (const char* budget : { "", "0" }) {
+        for (const char* format : { "text", "json" }) {
+            SCOPED_TRACE(std::string(format) + " budget '" + budget + "'");
+            if (*budget)
+                ::setenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS", budget, 1);
+            const auto r = runCli("analyze --format " + std::string(format) + " '" + damaged + "'");
+            ::unsetenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
+            EXPECT_EQ(r.exitCode, 0) << r.err;
+            EXPECT_EQ(joined(r.err).rfind(note, 0), 0u) << r.err;
+            EXPECT_NE(r.out.find(std::string(format) == "json" ? "\"peak\"" : "memory summary"), std::string::npos);
+        }
+    }
+    const auto intact = runCli("analyze --format json tests/data/tiny_alloc_free.jsonl");
+    EXPECT_EQ(intact.err, "");
 }
