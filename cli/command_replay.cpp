@@ -403,38 +403,35 @@ namespace {
             }
             // A .gmt is replayed chunk by chunk (docs/streaming.md "Replay"): the trace is never held whole.
             // Any other format is read whole and replayed as one chunk, by the same engine.
-            const ReplayInput input(path);
-            const MemoryEventSource& source = input.source();
-            options.device = deviceOption(vm, input.tables(), path);
-            // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
-            if (!options.device)
-                options.device = replay::defaultReplayDevice(source);
-            // Every row starts from the same state (--start; replay/start_state.h).
-            const replay::StartState start = readStart(vm);
-            replay::applyStartState(options, source, start);
-            std::vector<replay::ReplayResult> results(specs.size());
-            replay::parallelFor(specs.size(), input.jobs(jobs),
-                [&](std::size_t i) { results[i] = replay::Replayer(options).run(source, specs[i]); });
-            const DeviceId device = options.device.value_or(0);
-            auto context = input.context(device, start);
-            context.width = readTableWidth(vm);
-            analyze::writeReplayTable(results, format, input.traceStart(), out, context);
-            warnAboutMemoryBeforeTheWindow(context.before.openingAllocated, err, start, context.width);
-            noteAssumedDeviceMemory(input.tables(), options, err);
-            // Review defect M6 (2026-12-02): a schedule that matches no point of the trace added nothing, silently.
-            if (options.addEmptyCache.any()
-                && std::all_of(results.begin(), results.end(), [](const replay::ReplayResult& r) { return r.emptyCacheAdded == 0; }))
-                err << analyze::wrapText("note: --empty-cache-at '" + textForTerminal(options.addEmptyCache.text())
-                        + "' matched no point of this trace, so no empty_cache call was added"
-                        + (options.addEmptyCache.stepEnd ? " (step-end needs step annotations such as ProfilerStep#N)"
-                                                         : options.addEmptyCache.annotationGlob.empty()
-                                                             ? std::string()
-                                                             : " (no annotation name matches the pattern)"),
-                    context.width ? context.width : 100);
-            std::vector<GateSubject> subjects;
-            for (const auto& r : results)
-                subjects.push_back({ r.policy, r.ooms, r.peakReserved.bytes });
-            return applyGates(gates, subjects, name(), err);
+            // The .gmt's chunks are checked by the first replay's pass (withReplayInput): nothing is written before.
+            return withReplayInput(path, [&, base = options](const ReplayInput& input) -> int {
+                options = base; // a retry starts from the options as given
+                const MemoryEventSource& source = input.source();
+                const replay::StartState start = prepareReplays(vm, input, path, options);
+                std::vector<replay::ReplayResult> results(specs.size());
+                replay::parallelFor(specs.size(), input.jobs(jobs),
+                    [&](std::size_t i) { results[i] = replay::Replayer(options).run(source, specs[i]); });
+                const DeviceId device = options.device.value_or(0);
+                auto context = input.context(device, start);
+                context.width = readTableWidth(vm);
+                analyze::writeReplayTable(results, format, input.traceStart(), out, context);
+                warnAboutMemoryBeforeTheWindow(context.before.openingAllocated, err, start, context.width);
+                noteAssumedDeviceMemory(input.tables(), options, err);
+                // Review defect M6 (2026-12-02): a schedule that matches no point of the trace added nothing, silently.
+                if (options.addEmptyCache.any()
+                    && std::all_of(results.begin(), results.end(), [](const replay::ReplayResult& r) { return r.emptyCacheAdded == 0; }))
+                    err << analyze::wrapText("note: --empty-cache-at '" + textForTerminal(options.addEmptyCache.text())
+                            + "' matched no point of this trace, so no empty_cache call was added"
+                            + (options.addEmptyCache.stepEnd ? " (step-end needs step annotations such as ProfilerStep#N)"
+                                                             : options.addEmptyCache.annotationGlob.empty()
+                                                                 ? std::string()
+                                                                 : " (no annotation name matches the pattern)"),
+                        context.width ? context.width : 100);
+                std::vector<GateSubject> subjects;
+                for (const auto& r : results)
+                    subjects.push_back({ r.policy, r.ooms, r.peakReserved.bytes });
+                return applyGates(gates, subjects, name(), err);
+            });
         }
     };
 } // namespace

@@ -91,43 +91,41 @@ namespace {
             const std::string path = paths.front();
             options.source = path;
             // A .gmt is streamed, a replay a pass (docs/streaming.md); any other format is read whole.
-            const ReplayInput input(path);
-            const MemoryEventSource& source = input.source();
-            options.device = deviceOption(vm, input.tables(), path);
-            // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
-            if (!options.device)
-                options.device = replay::defaultReplayDevice(source);
-            const replay::StartState start = readStart(vm);
-            replay::applyStartState(options, source, start);
-            // --empty-cache-at tries the calls as a remedy: every configuration is replayed without and
-            // with them, side by side, and the effect each time is said under the table.
-            const replay::EmptyCacheSchedule schedule = options.addEmptyCache;
-            const std::size_t variants = schedule.any() ? 2 : 1;
-            replay::ReplayOptions plain = options;
-            plain.addEmptyCache = {};
-            std::vector<analyze::SweepRow> rows(specs.size() * variants);
-            replay::parallelFor(rows.size(), input.jobs(jobs), [&](std::size_t k) {
-                const std::size_t i = k / variants;
-                const bool with = k % variants == 1;
-                rows[k].spec = with ? specs[i].text + " + empty_cache " + schedule.text() : specs[i].text;
-                rows[k].result = replay::Replayer(with ? options : plain).run(source, specs[i]);
+            // The .gmt's chunks are checked by the first replay's pass (withReplayInput): nothing is written before.
+            return withReplayInput(path, [&, base = options](const ReplayInput& input) -> int {
+                options = base; // a retry starts from the options as given
+                const MemoryEventSource& source = input.source();
+                const replay::StartState start = prepareReplays(vm, input, path, options);
+                // --empty-cache-at tries the calls as a remedy: every configuration is replayed without and
+                // with them, side by side, and the effect each time is said under the table.
+                const replay::EmptyCacheSchedule schedule = options.addEmptyCache;
+                const std::size_t variants = schedule.any() ? 2 : 1;
+                replay::ReplayOptions plain = options;
+                plain.addEmptyCache = {};
+                std::vector<analyze::SweepRow> rows(specs.size() * variants);
+                replay::parallelFor(rows.size(), input.jobs(jobs), [&](std::size_t k) {
+                    const std::size_t i = k / variants;
+                    const bool with = k % variants == 1;
+                    rows[k].spec = with ? specs[i].text + " + empty_cache " + schedule.text() : specs[i].text;
+                    rows[k].result = replay::Replayer(with ? options : plain).run(source, specs[i]);
+                });
+                auto context = input.context(options.device.value_or(0), start);
+                context.width = readTableWidth(vm);
+                analyze::writeSweepTable(rows, format, input.firstEventTime(), out, context);
+                if (variants == 2 && format == "text")
+                    for (std::size_t i = 0; i < specs.size(); ++i)
+                        out << analyze::wrapText(textForTerminal(specs[i].text) + ": "
+                                + analyze::emptyCacheEffectText(rows[2 * i].result, rows[2 * i + 1].result, schedule)
+                                + " (proven by replay)",
+                            context.width);
+                warnAboutMemoryBeforeTheWindow(context.before.openingAllocated, err, start, context.width);
+                const std::size_t best = analyze::bestSweepRow(rows);
+                if (best == rows.size())
+                    return kExitOk;
+                const auto& r = rows[best].result;
+                return applyGates(gates,
+                    { { "the best configuration (" + rows[best].spec + ")", r.ooms, r.peakReserved.bytes } }, name(), err);
             });
-            auto context = input.context(options.device.value_or(0), start);
-            context.width = readTableWidth(vm);
-            analyze::writeSweepTable(rows, format, input.firstEventTime(), out, context);
-            if (variants == 2 && format == "text")
-                for (std::size_t i = 0; i < specs.size(); ++i)
-                    out << analyze::wrapText(textForTerminal(specs[i].text) + ": "
-                            + analyze::emptyCacheEffectText(rows[2 * i].result, rows[2 * i + 1].result, schedule)
-                            + " (proven by replay)",
-                        context.width);
-            warnAboutMemoryBeforeTheWindow(context.before.openingAllocated, err, start, context.width);
-            const std::size_t best = analyze::bestSweepRow(rows);
-            if (best == rows.size())
-                return kExitOk;
-            const auto& r = rows[best].result;
-            return applyGates(gates,
-                { { "the best configuration (" + rows[best].spec + ")", r.ooms, r.peakReserved.bytes } }, name(), err);
         }
     };
 } // namespace

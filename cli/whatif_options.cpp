@@ -203,21 +203,32 @@ bool streamsReplay(const std::string& path)
     return importer && importer->name() == "gmt";
 }
 
-std::unique_ptr<MemoryEventSource> openReplayableSource(const std::string& path)
+std::unique_ptr<MemoryEventSource> openReplayableSource(const std::string& path, GmtChecks checks)
 {
-    auto source = openGmtSource(path);
+    auto source = openGmtSource(path, {}, checks);
     refuseNothingToReplay(path, source->eventCount(), source->skeleton());
     return source;
 }
 
-ReplayInput::ReplayInput(const std::string& path)
+ReplayInput::ReplayInput(const std::string& path, GmtChecks checks)
 {
     if (streamsReplay(path))
-        m_streamed = openReplayableSource(path);
+        m_streamed = openReplayableSource(path, checks);
     else {
         m_trace = loadReplayableTrace(path);
         m_view = traceView(m_trace);
     }
+}
+
+replay::StartState prepareReplays(const po::variables_map& vm, const ReplayInput& input, const std::string& path,
+    replay::ReplayOptions& options)
+{
+    options.device = deviceOption(vm, input.tables(), path);
+    if (!options.device)
+        options.device = replay::defaultReplayDevice(input.source());
+    const replay::StartState start = readStart(vm);
+    replay::applyStartState(options, input.source(), start);
+    return start;
 }
 
 analyze::ComparisonContext ReplayInput::context(DeviceId device, replay::StartState start) const

@@ -4,6 +4,8 @@
 // Parse-only helpers; no state.
 #include "analyze/comparison.h"
 #include "cli/command.h"
+#include "core/error.h"
+#include "core/event_source.h"
 #include "core/trace.h"
 #include "core/types.h"
 #include "replay/policy_spec.h"
@@ -13,6 +15,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpumem::cli {
@@ -55,14 +58,16 @@ Trace loadReplayableTrace(const std::string& path);
 // Whether a replay of `path` streams it (docs/streaming.md "Replay"): a .gmt by its content, unless the
 // environment sets GPUMEM_REPLAY_IN_MEMORY=1 (the trace is then read whole: tests compare the two).
 bool streamsReplay(const std::string& path);
-// openGmtSource(path) with the refusals of loadReplayableTrace.
-std::unique_ptr<MemoryEventSource> openReplayableSource(const std::string& path);
+// openGmtSource(path, {}, checks) with the refusals of loadReplayableTrace.
+std::unique_ptr<MemoryEventSource> openReplayableSource(const std::string& path, GmtChecks checks = GmtChecks::AtOpen);
 
 // The trace of a what-if verb (replay, sweep, fit) as the one replay engine takes it: a .gmt streamed
 // (streamsReplay), any other format read whole (loadReplayableTrace) and served as one chunk.
 class ReplayInput {
 public:
-    explicit ReplayInput(const std::string& path);
+    // `checks`: for a streamed .gmt, whether its memory chunks are checked at open or by the first pass
+    // (core/event_source.h; withReplayInput below retries with the checks at open).
+    explicit ReplayInput(const std::string& path, GmtChecks checks = GmtChecks::AtOpen);
     const MemoryEventSource& source() const { return m_streamed ? *m_streamed : *m_view; }
     const Trace& tables() const { return source().skeleton(); } // devices, streams, pools, annotations
     bool streamed() const { return m_streamed != nullptr; }
@@ -79,6 +84,37 @@ private:
     Trace m_trace;
     std::unique_ptr<MemoryEventSource> m_view;
 };
+
+// What replay and sweep set before their replays: options.device (--device, else the busiest device, chosen
+// once rather than by every replay: each is a pass over the trace) and the state every row starts from
+// (--start, replay/start_state.h), which it returns.
+replay::StartState prepareReplays(const po::variables_map& vm, const ReplayInput& input, const std::string& path,
+    replay::ReplayOptions& options);
+
+// f(input) with `path` as a ReplayInput whose .gmt chunks are checked by the first pass, and once more with the
+// checks at open when one fails there (withGmtSource's rule, core/event_source.h: the answer on a damaged or
+// unsorted file is the checked reading's). f must write nothing before its first full pass is done: replay
+// and sweep write their tables after every replay.
+template <typename F> decltype(auto) withReplayInput(const std::string& path, F&& f)
+{
+    if (streamsReplay(path)) {
+        std::optional<ReplayInput> deferred;
+        try {
+            deferred.emplace(path, GmtChecks::InFirstPass);
+        } catch (const DeferredCheckFailed&) {
+        } catch (const FormatError&) {
+        }
+        if (deferred) {
+            try {
+                return f(std::as_const(*deferred));
+            } catch (const DeferredCheckFailed&) {
+            }
+            deferred.reset();
+        }
+    }
+    const ReplayInput checked(path);
+    return f(checked);
+}
 
 // A profiler trace starts after the model was loaded: its recorded "Total Allocated" is already above
 // zero at the first sample, and those bytes are not in the trace. With --start recorded every replay

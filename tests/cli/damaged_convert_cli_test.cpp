@@ -147,3 +147,25 @@ TEST(DamagedConvertCli, AnalyzeSaysTheTraceIsDamagedReadWholeOrStreamed)
     const auto intact = runCli("analyze --format json tests/data/tiny_alloc_free.jsonl");
     EXPECT_EQ(intact.err, "");
 }
+
+// replay and sweep stream a .gmt with its chunk checks deferred to the first replay's pass; the damaged chunk
+// fails there and the verb starts over with the file opened checked (cli/whatif_options.h withReplayInput):
+// the same output, error stream and exit code as the trace read whole (GPUMEM_REPLAY_IN_MEMORY=1), once.
+TEST(DamagedConvertCli, ReplayAndSweepOfADamagedGmtAnswerAsTheTraceReadWhole)
+{
+    const auto dir = gpumem::test::scratchDir("damaged_replay");
+    const std::string damaged = (dir / "damaged.gmt").string();
+    ASSERT_NE(writeDamagedTiny(damaged).first, 0u);
+    for (const std::string verb : { "replay --policy pytorch --policy direct", "sweep --policy pytorch --policy direct" }) {
+        SCOPED_TRACE(verb);
+        const auto streamed = runCli(verb + " '" + damaged + "'");
+        ::setenv("GPUMEM_REPLAY_IN_MEMORY", "1", 1);
+        const auto whole = runCli(verb + " '" + damaged + "'");
+        ::unsetenv("GPUMEM_REPLAY_IN_MEMORY");
+        EXPECT_EQ(streamed.exitCode, whole.exitCode);
+        EXPECT_EQ(streamed.out, whole.out);
+        EXPECT_EQ(streamed.err, whole.err);
+        EXPECT_NE(streamed.out.find("pytorch"), std::string::npos); // a table, not an error
+        EXPECT_EQ(streamed.err.find("deferred"), std::string::npos);
+    }
+}
