@@ -95,6 +95,7 @@ namespace {
             const std::string path = paths.front();
             // A .gmt is streamed, a probe a pass (docs/streaming.md); any other format is read whole.
             const ReplayInput input(path);
+            noteDamagedTrace(name(), path, input.tables().importStats(), err); // as analyze does
             options.device = deviceOption(vm, input.tables(), path);
             options.source = path;
             // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).

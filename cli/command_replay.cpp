@@ -411,6 +411,8 @@ namespace {
                 std::vector<replay::ReplayResult> results(specs.size());
                 replay::parallelFor(specs.size(), input.jobs(jobs),
                     [&](std::size_t i) { results[i] = replay::Replayer(options).run(source, specs[i]); });
+                // The replays are done (no retry can follow): a damaged trace is said to be one, as analyze does.
+                noteDamagedTrace(name(), path, input.tables().importStats(), err);
                 const DeviceId device = options.device.value_or(0);
                 auto context = input.context(device, start);
                 context.width = readTableWidth(vm);

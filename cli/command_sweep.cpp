@@ -109,6 +109,8 @@ namespace {
                     rows[k].spec = with ? specs[i].text + " + empty_cache " + schedule.text() : specs[i].text;
                     rows[k].result = replay::Replayer(with ? options : plain).run(source, specs[i]);
                 });
+                // The replays are done (no retry can follow): a damaged trace is said to be one, as analyze does.
+                noteDamagedTrace(name(), path, input.tables().importStats(), err);
                 auto context = input.context(options.device.value_or(0), start);
                 context.width = readTableWidth(vm);
                 analyze::writeSweepTable(rows, format, input.firstEventTime(), out, context);

@@ -150,7 +150,8 @@ TEST(DamagedConvertCli, AnalyzeSaysTheTraceIsDamagedReadWholeOrStreamed)
 
 // replay and sweep stream a .gmt with its chunk checks deferred to the first replay's pass; the damaged chunk
 // fails there and the verb starts over with the file opened checked (cli/whatif_options.h withReplayInput):
-// the same output, error stream and exit code as the trace read whole (GPUMEM_REPLAY_IN_MEMORY=1), once.
+// the same output, error stream and exit code as the trace read whole (GPUMEM_REPLAY_IN_MEMORY=1), once; and,
+// as analyze does, each of replay, sweep and fit says once that the trace is damaged.
 TEST(DamagedConvertCli, ReplayAndSweepOfADamagedGmtAnswerAsTheTraceReadWhole)
 {
     const auto dir = gpumem::test::scratchDir("damaged_replay");
@@ -167,5 +168,12 @@ TEST(DamagedConvertCli, ReplayAndSweepOfADamagedGmtAnswerAsTheTraceReadWhole)
         EXPECT_EQ(streamed.err, whole.err);
         EXPECT_NE(streamed.out.find("pytorch"), std::string::npos); // a table, not an error
         EXPECT_EQ(streamed.err.find("deferred"), std::string::npos);
+        // and says, once, that the trace is damaged
+        const std::string note = "gpumem " + verb.substr(0, verb.find(' ')) + ": note: " + damaged + " is damaged (corrupt_chunk ×1)";
+        const std::string err = joined(streamed.err);
+        EXPECT_EQ(err.find(note), err.rfind(note)) << streamed.err;
+        EXPECT_NE(err.find(note), std::string::npos) << streamed.err;
     }
+    const auto fit = runCli("fit --policy pytorch '" + damaged + "'");
+    EXPECT_NE(joined(fit.err).find("gpumem fit: note: " + damaged + " is damaged (corrupt_chunk ×1)"), std::string::npos) << fit.err;
 }
