@@ -79,7 +79,7 @@ namespace {
                 stats = trace.importStats();
             }
             output.commit();
-            (output.writesStandardOutput() ? err : out) // not into the trace written there
+            output.noticeStream(out, err) // not into the trace written there
                 << "wrote " << textForTerminal(outPath) << " (" << to << ", " << counted(events, "memory event", "memory events") << ")\n";
             noteDamage(stats, in, outPath, err);
             return kExitOk;

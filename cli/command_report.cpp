@@ -194,7 +194,7 @@ namespace {
                     throw IoError(outPath + ": writing failed (disk full?)");
             }
             output.commit();
-            (output.writesStandardOutput() ? err : out) << "wrote " << textForTerminal(outPath) << '\n'; // not into the page
+            output.noticeStream(out, err) << "wrote " << textForTerminal(outPath) << '\n'; // not into the page
             return kExitOk;
         }
     };

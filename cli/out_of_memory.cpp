@@ -33,7 +33,8 @@ std::string outOfMemoryMessage(std::string_view verb, const std::vector<std::str
     m += inputs.size() > 1 ? ": the traces need more memory than the process may use"
                            : ": the trace needs more memory than the process may use";
     const std::string more = "run where it may use more (ulimit -v, the job's or container's memory limit)";
-    if (streamsGmt(verb) && !other.empty()) {
+    const bool streams = streamsGmt(verb);
+    if (streams && !other.empty()) {
         // The .gmt beside it: run.json.gz → run.gmt.
         std::string gmtName = other;
         if (gmtName.ends_with(".gz"))
@@ -45,7 +46,7 @@ std::string outOfMemoryMessage(std::string_view verb, const std::vector<std::str
             + textForTerminal(other) + " -o " + textForTerminal(gmtName + ".gmt") + ") and give the .gmt "
             + "(docs/streaming.md), or " + more;
     }
-    if (streamsGmt(verb))
+    if (streams)
         return m + ". " + std::string(verb) + " still reads a .gmt whole with some options (--strict among them; "
             + "docs/streaming.md lists them): leave those out"
             + (verb == "analyze" || verb == "report" ? ", set GPUMEM_ANALYZE_IN_MEMORY_EVENTS=0 to stream it whatever its size"

@@ -2,7 +2,7 @@
 // What `gpumem VERB` says when memory runs out (std::bad_alloc reaching cli/main.cpp): the verb, the
 // trace(s) it was working on, and what to do — convert to .gmt where the verb streams one, leave out the
 // options that read a .gmt whole, or run where the process may use more memory (docs/streaming.md).
-// Pure functions, no allocation beyond the returned string.
+// Pure functions.
 #include <string>
 #include <string_view>
 #include <vector>

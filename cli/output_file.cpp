@@ -1,6 +1,7 @@
 #include "cli/output_file.h"
 
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/message_quote.h"
 
 #include <atomic>
@@ -201,9 +202,7 @@ OutputFile::OutputFile(const std::string& path, const std::vector<std::string>& 
             if (mode < 0 || (mode & O_ACCMODE) == O_RDONLY)
                 throw IoError(shown + ": descriptor " + std::to_string(fd) + " is not open for writing; give a file name");
             m_throughFd = fd;
-            std::error_code ec;
-            const fs::path tmp = fs::temp_directory_path(ec);
-            createTemporary(((ec ? fs::path("/tmp") : tmp) / ("gpumem-fd" + std::to_string(fd))).string());
+            createTemporary((fs::path(temporaryFolder()) / ("gpumem-fd" + std::to_string(fd))).string());
             return;
         }
     if ((resolves && !S_ISREG(st.st_mode)) || (isDevicePath(path) && !resolves)) { // a FIFO or a device: write straight into it

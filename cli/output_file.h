@@ -17,6 +17,7 @@
 //   runs, or that nobody touched for kStaleTempSeconds.
 // While a temporary file exists, SIGINT/SIGTERM/SIGHUP remove it before the process dies. One OutputFile
 // at a time. Every verb that writes a file goes through it, so the checks below apply to all of them alike.
+#include <iosfwd>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +56,8 @@ public:
     // Whether OUT is this process's standard output (-o /dev/stdout, to a pipe or a file): a verb then says
     // "wrote OUT" on stderr, not into its output.
     bool writesStandardOutput() const { return m_standardOutput; }
+    // Where a verb says "wrote …": `err` when the output is standard output (not into what was written), else `out`.
+    std::ostream& noticeStream(std::ostream& out, std::ostream& err) const { return m_standardOutput ? err : out; }
     // Moves the finished file into place: checks the temporary name still holds the file created (else
     // IoError, nothing renamed), sets OUT's mode and owner on it, fsyncs it, renames it over OUT and
     // fsyncs the folder; for one of the process's descriptors, flushes std::cout (std::cerr for 2), copies

@@ -4,7 +4,6 @@
 // Parse-only helpers; no state.
 #include "analyze/comparison.h"
 #include "cli/command.h"
-#include "core/error.h"
 #include "core/event_source.h"
 #include "core/trace.h"
 #include "core/types.h"
@@ -13,9 +12,9 @@
 #include "replay/start_state.h"
 
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace gpumem::cli {
@@ -97,23 +96,12 @@ replay::StartState prepareReplays(const po::variables_map& vm, const ReplayInput
 // and sweep write their tables after every replay.
 template <typename F> decltype(auto) withReplayInput(const std::string& path, F&& f)
 {
-    if (streamsReplay(path)) {
-        std::optional<ReplayInput> deferred;
-        try {
-            deferred.emplace(path, GmtChecks::InFirstPass);
-        } catch (const DeferredCheckFailed&) {
-        } catch (const FormatError&) {
-        }
-        if (deferred) {
-            try {
-                return f(std::as_const(*deferred));
-            } catch (const DeferredCheckFailed&) {
-            }
-            deferred.reset();
-        }
+    if (!streamsReplay(path)) { // read whole: nothing is deferred, and a bad file is not read twice
+        const ReplayInput input(path);
+        return f(input);
     }
-    const ReplayInput checked(path);
-    return f(checked);
+    // On the heap: a ReplayInput's view points into it, so it does not move.
+    return withDeferredChecks([&](GmtChecks checks) { return std::make_unique<ReplayInput>(path, checks); }, f);
 }
 
 // A profiler trace starts after the model was loaded: its recorded "Total Allocated" is already above

@@ -83,8 +83,8 @@ std::unique_ptr<MemoryEventSource> traceView(const Trace& trace);
 // A chunk that fails a check there throws DeferredCheckFailed — from the opening itself where its header
 // already shows it — and the file is then to be opened again with GmtChecks::AtOpen, which reads it as
 // readGmt does (dropping the damaged chunk and what follows it, or reading an unsorted file whole):
-// withGmtSource() does both. Until a pass has reached every chunk, eventCount() counts the events the
-// chunk headers announce.
+// withGmtSource() does both. eventCount() counts the events the chunk headers announce (on a sound file,
+// the events).
 enum class GmtChecks { AtOpen, InFirstPass };
 std::unique_ptr<MemoryEventSource> openGmtSource(
     const std::string& path, const LoadOptions& options = {}, GmtChecks checks = GmtChecks::AtOpen);
@@ -100,28 +100,34 @@ public:
     }
 };
 
-// f(source) over `path` opened with its checks deferred (GmtChecks::InFirstPass) and, when one fails, once
-// more over the file opened with GmtChecks::AtOpen; returns what f returns. A FormatError of the deferred
-// opening is not the answer either (the checked opening, which may stop earlier, gives the error or the
-// anomalies readGmt would): the file is opened again. f must write nothing before its passes are done (a
-// retry would write it twice) and must not keep the source past its return.
-template <typename F> decltype(auto) withGmtSource(const std::string& path, const LoadOptions& options, F&& f)
+// f(*open(GmtChecks::InFirstPass)) and, when a deferred check fails, once more f(*open(GmtChecks::AtOpen));
+// returns what f returns. `open` returns a pointer-like owner of what f reads (a source, a verb's input).
+// A FormatError of the deferred opening is not the answer either (the checked opening, which may stop
+// earlier, gives the error or the anomalies readGmt would): the file is opened again. f must write nothing
+// before its first full pass is done (a retry would write it twice) and must not keep what it was given.
+template <typename Open, typename F> decltype(auto) withDeferredChecks(Open&& open, F&& f)
 {
-    std::unique_ptr<MemoryEventSource> deferred;
+    decltype(open(GmtChecks::AtOpen)) deferred;
     try {
-        deferred = openGmtSource(path, options, GmtChecks::InFirstPass);
+        deferred = open(GmtChecks::InFirstPass);
     } catch (const DeferredCheckFailed&) {
     } catch (const FormatError&) {
     }
     if (deferred) {
         try {
-            return f(*deferred);
+            return f(std::as_const(*deferred));
         } catch (const DeferredCheckFailed&) {
         }
         deferred.reset();
     }
-    const auto checked = openGmtSource(path, options, GmtChecks::AtOpen);
-    return f(*checked);
+    const auto checked = open(GmtChecks::AtOpen);
+    return f(std::as_const(*checked));
+}
+
+// withDeferredChecks over openGmtSource(path, options, checks): f(const MemoryEventSource&).
+template <typename F> decltype(auto) withGmtSource(const std::string& path, const LoadOptions& options, F&& f)
+{
+    return withDeferredChecks([&](GmtChecks checks) { return openGmtSource(path, options, checks); }, f);
 }
 
 } // namespace gpumem

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <new>
@@ -678,6 +679,13 @@ void FileWindow::fill(std::size_t offset, std::size_t length) const
     }
     m_begin = offset;
     m_filled = want;
+}
+
+std::string temporaryFolder()
+{
+    std::error_code ec;
+    const auto tmp = std::filesystem::temp_directory_path(ec);
+    return ec ? std::string("/tmp") : tmp.string();
 }
 
 } // namespace gpumem

@@ -83,6 +83,9 @@ std::string readFileHead(const std::string& path, std::size_t limit);
 // sniff. A corrupt gzip head yields what could be decompressed. Throws IoError if unreadable.
 std::string readContentHead(const std::string& path, std::size_t limit = 64 * 1024);
 
+// The folder for temporary files: $TMPDIR (std::filesystem::temp_directory_path), else /tmp.
+std::string temporaryFolder();
+
 // Decompresses a whole gzip/zlib buffer; `source` names it in errors. The result has at least
 // kReadPadding bytes of spare capacity.
 std::string gunzip(std::string_view compressed, std::string_view source);

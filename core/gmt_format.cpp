@@ -1271,6 +1271,24 @@ namespace {
         MemvLimits limits;
         std::uint64_t pools = 0;
     };
+    // TraceBuilder::build's test (sortMemory), event by event across chunks: (time, sequence) never goes back.
+    struct EventOrder {
+        TimeNs lastTime = 0;
+        std::uint64_t lastSequence = 0;
+        // Whether the events of a chunk holding events [first, first + m.count()) follow those seen before.
+        bool follows(const MemoryEventColumns& m, std::uint64_t first)
+        {
+            bool sorted = true;
+            for (std::size_t i = 0, n = m.count(); i < n; ++i) {
+                if (first + i > 0)
+                    sorted &= lastTime < m.time[i] || (lastTime == m.time[i] && lastSequence <= m.sequence[i]);
+                lastTime = m.time[i];
+                lastSequence = m.sequence[i];
+            }
+            return sorted;
+        }
+    };
+
     // What the opening pass of openGmtSource keeps of the chunks it does not hold.
     struct StreamIndex {
         std::vector<MemoryChunkRef> memory;
@@ -1279,20 +1297,15 @@ namespace {
         // GmtChecks::InFirstPass: MEMV and MEVX chunks are indexed from their headers alone (no checksum, no
         // decode); GmtSource checks each in the first pass that reaches it.
         bool deferred = false;
-        // Whether the events are in (time, sequence) order, TraceBuilder::build's test (sortMemory).
+        // Whether the events are in (time, sequence) order.
         bool sorted = true;
-        TimeNs lastTime = 0;
-        std::uint64_t lastSequence = 0;
+        EventOrder order;
 
         void addMemory(const ChunkRef& ref, const MemoryEventColumns& m, std::uint64_t first, const MemvLimits& limits)
         {
             memory.push_back(MemoryChunkRef { ref, std::nullopt, first, limits, 0 });
-            for (std::size_t i = 0; i < m.count() && sorted; ++i) {
-                if (first + i > 0)
-                    sorted = lastTime < m.time[i] || (lastTime == m.time[i] && lastSequence <= m.sequence[i]);
-                lastTime = m.time[i];
-                lastSequence = m.sequence[i];
-            }
+            if (sorted)
+                sorted = order.follows(m, first);
         }
     };
 
@@ -1559,35 +1572,25 @@ namespace {
         {
             const MemoryChunkRef& c = m_index.memory[k];
             const bool check = m_index.deferred && k >= m_checked;
+            // A chunk that does not decode: not checked yet, or rewritten since it was.
+            auto failed = [&](const ChunkRef& chunk) {
+                if (check)
+                    throw DeferredCheckFailed();
+                throw changed(chunk);
+            };
             if (check && (!chunkIntact(m_file, c.memv.offset) || (c.mevx && !chunkIntact(m_file, c.mevx->offset))))
                 throw DeferredCheckFailed();
             m_columns.clear();
             Cursor memv(m_file.view(c.memv.payload(), c.memv.length));
-            if (!decodeMemv(memv, c.memv.records, m_columns, c.limits)) {
-                if (check)
-                    throw DeferredCheckFailed();
-                throw changed(c.memv);
-            }
+            if (!decodeMemv(memv, c.memv.records, m_columns, c.limits))
+                failed(c.memv);
             if (c.mevx) {
                 Cursor mevx(m_file.view(c.mevx->payload(), c.mevx->length));
-                if (!decodeMevx(mevx, c.mevx->records, m_columns, 0, c.pools)) {
-                    if (check)
-                        throw DeferredCheckFailed();
-                    throw changed(*c.mevx);
-                }
+                if (!decodeMevx(mevx, c.mevx->records, m_columns, 0, c.pools))
+                    failed(*c.mevx);
             }
             if (check && k == m_checked) {
-                // StreamIndex::addMemory's test: (time, sequence) never goes back.
-                const TimeNs* time = m_columns.time.data();
-                const std::uint64_t* sequence = m_columns.sequence.data();
-                bool sorted = true;
-                for (std::size_t i = 0, n = m_columns.count(); i < n; ++i) {
-                    if (c.first + i > 0)
-                        sorted &= m_lastTime < time[i] || (m_lastTime == time[i] && m_lastSequence <= sequence[i]);
-                    m_lastTime = time[i];
-                    m_lastSequence = sequence[i];
-                }
-                if (!sorted)
+                if (!m_order.follows(m_columns, c.first))
                     throw DeferredCheckFailed();
                 ++m_checked;
             }
@@ -1607,10 +1610,9 @@ namespace {
         MemvLimits m_limits;
         std::uint64_t m_events = 0;
         mutable MemoryEventColumns m_columns; // the chunk of the pass, reused
-        // Deferred checks: chunks [0, m_checked) passed them in order; the last event of chunk m_checked - 1.
+        // Deferred checks: chunks [0, m_checked) passed them in order, the last event seen being chunk m_checked - 1's.
         mutable std::size_t m_checked = 0;
-        mutable TimeNs m_lastTime = 0;
-        mutable std::uint64_t m_lastSequence = 0;
+        mutable EventOrder m_order;
     };
 } // namespace
 

@@ -2,6 +2,7 @@
 
 #include "core/chunk_pairing.h"
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/gmt_format.h"
 #include "core/jsonl_format.h"
 
@@ -21,14 +22,12 @@ namespace {
 
     std::string spoolFolderFor(const std::string& gmtPath)
     {
-        // A FIFO or device (cli/output_file.h writes those directly), or a name under /dev/ (/dev/stdout
-        // may lead to a regular file, but /dev is no place for a file of gigabytes).
+        // A FIFO or device (cli/output_file.h writes those directly), or a name under /dev/ (/dev/stdout onto a
+        // regular file is written through a temporary file in the temporary folder; /dev is no place for a file
+        // of gigabytes either way).
         struct stat st {};
-        if (gmtPath.starts_with("/dev/") || (::stat(gmtPath.c_str(), &st) == 0 && !S_ISREG(st.st_mode))) {
-            std::error_code ec;
-            auto tmp = std::filesystem::temp_directory_path(ec);
-            return ec ? std::string("/tmp") : tmp.string();
-        }
+        if (gmtPath.starts_with("/dev/") || (::stat(gmtPath.c_str(), &st) == 0 && !S_ISREG(st.st_mode)))
+            return temporaryFolder();
         auto parent = std::filesystem::path(gmtPath).parent_path();
         return parent.empty() ? std::string(".") : parent.string();
     }
