@@ -220,6 +220,7 @@ namespace {
         std::string recordedAutograd; // autogradEvidence's memory part, "" when no alloc records such a category
         std::uint64_t allocations = 0;
         bool snapshots = true; // false once taking peak snapshots cost more than a pass, or where steps are sure
+        std::uint64_t allocFreeChunks = 0; // chunks the alloc/free kernel took
     };
 
     // Thrown by the first pass at a free_completed event when it ran without pass 0.
@@ -355,6 +356,195 @@ namespace {
             --r.activeCount;
             ++r.activeAllocations.freed;
         };
+        // An alloc's block record, the alloc sizes and the recorded categories (both loops below).
+        auto openBlock = [&](DeviceRun& r, DeviceId dev, Address address, Bytes size, Bytes request, ScopeId scope, SiteId site,
+                             StreamId stream, Category category) {
+            Pass1Block& b = blocks.emplace(blockKey(dev, address));
+            b.block.allocation = p.allocations;
+            b.block.size = size;
+            b.block.scope = scope;
+            b.block.site = site;
+            b.block.stream = stream;
+            b.block.category = category;
+            b.block.beforeWindow = r.events < r.rebuilt;
+            b.request = request;
+            b.device = dev;
+            b.inUse = true;
+            if (!annotatedSteps) {
+                // Room for every alloc up to 8 M at once: the pages are touched only as they fill, and
+                // doubling would copy the sizes and hold both copies at its peak.
+                if (r.allocSizes.capacity() == 0)
+                    r.allocSizes.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(source.eventCount(), 1u << 23)));
+                r.allocSizes.push_back(size);
+            }
+            ++p.allocations;
+            if (category != Category::Unknown) {
+                p.recordedCategories = true;
+                if (p.recordedAutograd.empty() && isAutogradCategory(category))
+                    p.recordedAutograd = "recorded category " + std::string(toString(category));
+            }
+        };
+        // A free that closes the block in `slot`, before the totals change (both loops below): the peak's blocks
+        // are those live now when the live set first changes after it; the block's mark in the peak snapshot;
+        // the inference agreement. Returns the block's record.
+        auto closeBlock = [&](DeviceRun& r, DeviceId dev, std::uint32_t slot, SiteId freeSite) -> Pass1Block& {
+            if (r.peakPending) {
+                if (blocks[slot].block.size > 0) {
+                    if (!r.peakDirty && p.snapshots)
+                        takeSnapshot(r, dev);
+                    r.peakPending = false;
+                } else
+                    r.peakDirty = true;
+            }
+            Pass1Block& b = blocks[slot];
+            if (r.snapshotValid && b.snapGeneration == r.snapGeneration) {
+                r.snapshotFreed[b.snapPosition] = 1;
+                r.snapshot[b.snapPosition].siteFromFree = freeSite == b.block.site && b.block.site != 0;
+            }
+            addToAgreement(r.agreementWithoutSteps, b.block.size, b.block.category, freedWithoutSteps);
+            return b;
+        };
+        // Active follows allocated (the same bytes, counts and series) wherever no free awaits a completion.
+        const bool mirroredActive = !completed || std::none_of(completed->begin(), completed->end(), [](std::uint64_t w) { return w != 0; });
+        const bool allocFreeKernel = mirroredActive && !charts && timeSpecs.empty();
+        auto sameStat = [](const MemoryStats::Stat& a, const MemoryStats::Stat& b) {
+            return a.current == b.current && a.peak == b.peak && a.allocated == b.allocated && a.freed == b.freed;
+        };
+        // The general loop below, for a chunk of allocs and frees on one device that has had no segment event, no
+        // reserved counter, no snapshot-rebuilt events and no open OOM instant (issue 22: most chunks of a long
+        // trace): what the general loop recomputes at every event but cannot change there — reserved, largest
+        // free and inactive split (0), waste (none), the reserved peak, active (allocated's) — is left as it is,
+        // and the running figures are 64-bit locals folded back at the chunk's end (saturating sums are
+        // associative, so one addSaturated per chunk is the general loop's per-event ones). The same results
+        // in the same order, bit for bit (tests/analyze/bounded_analysis_test.cpp compares both with the
+        // in-memory analysis). False, with nothing changed, outside that case: no size or request of 2^40
+        // bytes or more, totals under 2^62, so that no local can overflow.
+        auto allocFreeChunk = [&](const MemoryEventColumns& m, std::uint64_t firstIndex) -> bool {
+            const std::size_t n = m.count();
+            const EventKind* const cKind = m.kind.data();
+            const DeviceId* const cDevice = m.device.data();
+            const Bytes* const cSize = m.size.data();
+            const Bytes* const cRequestedSize = m.requestedSize.data();
+            const DeviceId dev = cDevice[0];
+            if (n >= (std::size_t(1) << 22) || dev >= p.devices.size())
+                return false;
+            DeviceRun& r = p.devices[dev];
+            constexpr Bytes kRoom = Bytes(1) << 62;
+            if (r.counter || r.segments || r.events == 0 || !r.firstRequest || r.extendingReserved || r.oomOpen || r.rebuilt != 0
+                || r.previousWaste || !r.peakAllocated || !r.fullest || r.fullest->event != r.peakAllocated->event
+                || r.sReserved.stat.current != 0 || r.sInactive.stat.current != 0 || !(r.active == r.allocated)
+                || r.activeCount != r.live || !sameStat(r.activeAllocations, r.allocations) || !sameStat(r.sActive.stat, r.sAllocated.stat)
+                || r.allocated.value() >= kRoom || r.requested.value() >= kRoom || r.lowLive < 0 || r.lowLive >= Wide(kRoom))
+                return false;
+            bool other = false;
+            Bytes wide = 0;
+            for (std::size_t j = 0; j < n; ++j) {
+                other |= (cKind[j] != EventKind::Alloc) & (cKind[j] != EventKind::Free);
+                other |= cDevice[j] != dev;
+                wide |= cSize[j] | cRequestedSize[j];
+            }
+            if (other || (wide >> 40) != 0)
+                return false;
+
+            const TimeNs* const cTime = m.time.data();
+            const Address* const cAddress = m.address.data();
+            const ScopeId* const cScope = m.scope.data();
+            const SiteId* const cSite = m.site.data();
+            const StreamId* const cStream = m.stream.data();
+            const Category* const cCategory = m.category.data();
+            Bytes allocated = r.allocated.value(), requested = r.requested.value();
+            Bytes allocatedUp = 0, allocatedDown = 0, requestedUp = 0, requestedDown = 0;
+            Bytes allocatedPeak = r.sAllocated.stat.peak, requestedPeak = r.sRequested.stat.peak;
+            Bytes peakValue = r.peakAllocated->allocated;
+            auto low = static_cast<std::int64_t>(r.lowLive), lowMax = std::int64_t(0);
+            // lowLive − freedBefore exceeds lowPeakLessFreed exactly where lowLive exceeds their sum.
+            auto lessFreedThreshold = [&r] {
+                const Wide t = r.lowPeakLessFreed + r.freedBefore;
+                return t >= Wide(std::numeric_limits<std::int64_t>::max()) ? std::numeric_limits<std::int64_t>::max()
+                                                                            : static_cast<std::int64_t>(t);
+            };
+            std::int64_t threshold = lessFreedThreshold();
+            std::uint64_t live = r.live, livePeak = r.allocations.peak, allocs = 0, frees = 0;
+            const std::uint64_t ordinal0 = r.events;
+            for (std::size_t j = 0; j < n; ++j) {
+                if (cKind[j] == EventKind::Alloc) {
+                    const Bytes size = cSize[j], request = cRequestedSize[j] ? cRequestedSize[j] : size;
+                    allocated += size;
+                    allocatedUp += size;
+                    requested += request;
+                    requestedUp += request;
+                    allocatedPeak = std::max(allocatedPeak, allocated);
+                    requestedPeak = std::max(requestedPeak, requested);
+                    openBlock(r, dev, cAddress[j], size, request, cScope[j], cSite[j], cStream[j], cCategory[j]);
+                    low += static_cast<std::int64_t>(request);
+                    ++live;
+                    ++allocs;
+                    lowMax = std::max(lowMax, low);
+                    if (low > threshold) {
+                        r.lowPeakLessFreed = Wide(low) - r.freedBefore;
+                        threshold = low;
+                    }
+                    livePeak = std::max(livePeak, live);
+                    if (allocated > peakValue) { // the point after this event, as the general loop builds it
+                        Point pt;
+                        pt.ordinal = ordinal0 + j;
+                        pt.event = firstIndex + j;
+                        pt.time = cTime[j];
+                        pt.allocated = pt.active = pt.ratioAllocated = allocated;
+                        pt.requested = requested;
+                        r.peakAllocated = pt;
+                        r.fullest = pt;
+                        peakValue = allocated;
+                        r.peakPending = true;
+                        r.peakDirty = false;
+                        r.snapshotValid = false;
+                        ++r.snapGeneration;
+                    } else if (r.peakPending)
+                        r.peakDirty = true;
+                    continue;
+                }
+                const std::uint32_t slot = blocks.close(blockKey(dev, cAddress[j]));
+                if (slot == gpumem::detail::AddressMap::kNone) {
+                    r.freedBefore += cRequestedSize[j] ? cRequestedSize[j] : cSize[j];
+                    threshold = lessFreedThreshold();
+                    continue;
+                }
+                Pass1Block& b = closeBlock(r, dev, slot, cSite[j]);
+                const Bytes size = b.block.size, request = b.request;
+                const Bytes allocatedDrop = std::min(allocated, size), requestedDrop = std::min(requested, request);
+                allocated -= allocatedDrop;
+                allocatedDown += allocatedDrop;
+                requested -= requestedDrop;
+                requestedDown += requestedDrop;
+                low -= static_cast<std::int64_t>(request);
+                --live;
+                ++frees;
+                b.inUse = false;
+                blocks.release(slot);
+            }
+            auto fold = [](SeriesStat& s, Bytes current, Bytes peak, Bytes up, Bytes down) {
+                s.stat.current = current;
+                s.stat.peak = peak;
+                s.stat.allocated = addSaturated(s.stat.allocated, up);
+                s.stat.freed = addSaturated(s.stat.freed, down);
+            };
+            r.allocated = ByteTotal(allocated);
+            r.active = r.allocated;
+            r.requested = ByteTotal(requested);
+            fold(r.sAllocated, allocated, allocatedPeak, allocatedUp, allocatedDown);
+            r.sActive = r.sAllocated;
+            fold(r.sRequested, requested, requestedPeak, requestedUp, requestedDown);
+            r.lowLive = low;
+            r.lowPeak = std::max(r.lowPeak, Wide(lowMax));
+            r.live = r.activeCount = live;
+            r.allocations.allocated += allocs;
+            r.allocations.freed += frees;
+            r.allocations.peak = livePeak;
+            r.activeAllocations = r.allocations;
+            r.events += n;
+            r.previousTime = cTime[n - 1];
+            return true;
+        };
         source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t firstIndex) {
             const std::size_t n = m.count();
             if (n && first) {
@@ -363,6 +553,10 @@ namespace {
             }
             if (n)
                 p.lastTime = m.time.back();
+            if (n && allocFreeKernel && allocFreeChunk(m, firstIndex)) {
+                ++p.allocFreeChunks;
+                return;
+            }
             // The columns as local pointers: a narrow store (a flag, a category) may alias anything, and the
             // vectors' data pointers were reloaded at every use (issue 22).
             const TimeNs* const cTime = m.time.data();
@@ -396,17 +590,7 @@ namespace {
                     r.sActive.seeUp(r.active.value());
                     r.sRequested.seeUp(r.requested.value());
                     r.layout.allocate(cAddress[j], size);
-                    Pass1Block& b = blocks.emplace(blockKey(dev, cAddress[j]));
-                    b.block.allocation = p.allocations;
-                    b.block.size = size;
-                    b.block.scope = cScope[j];
-                    b.block.site = cSite[j];
-                    b.block.stream = cStream[j];
-                    b.block.category = cCategory[j];
-                    b.block.beforeWindow = r.events < r.rebuilt;
-                    b.request = request;
-                    b.device = dev;
-                    b.inUse = true;
+                    openBlock(r, dev, cAddress[j], size, request, cScope[j], cSite[j], cStream[j], cCategory[j]);
                     r.lowLive += request;
                     ++r.live;
                     ++r.activeCount;
@@ -418,19 +602,6 @@ namespace {
                     r.lowPeakLessFreed = std::max(r.lowPeakLessFreed, r.lowLive - r.freedBefore);
                     r.allocations.peak = std::max(r.allocations.peak, r.live);
                     r.activeAllocations.peak = std::max(r.activeAllocations.peak, r.activeCount);
-                    if (!annotatedSteps) {
-                        // Room for every alloc up to 8 M at once: the pages are touched only as they fill, and
-                        // doubling would copy the sizes and hold both copies at its peak.
-                        if (r.allocSizes.capacity() == 0)
-                            r.allocSizes.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(source.eventCount(), 1u << 23)));
-                        r.allocSizes.push_back(size);
-                    }
-                    ++p.allocations;
-                    if (cCategory[j] != Category::Unknown) {
-                        p.recordedCategories = true;
-                        if (p.recordedAutograd.empty() && isAutogradCategory(cCategory[j]))
-                            p.recordedAutograd = "recorded category " + std::string(toString(cCategory[j]));
-                    }
                     break;
                 }
                 case EventKind::Free: {
@@ -439,23 +610,10 @@ namespace {
                         r.freedBefore += cRequestedSize[j] ? cRequestedSize[j] : cSize[j];
                         break;
                     }
-                    if (r.peakPending) { // the live set changes: the peak's blocks are those live now
-                        if (blocks[slot].block.size > 0) {
-                            if (!r.peakDirty && p.snapshots)
-                                takeSnapshot(r, dev);
-                            r.peakPending = false;
-                        } else
-                            r.peakDirty = true;
-                    }
                     // The fields read before the flag is cleared (a narrow store read back wide stalls), and not the
                     // whole record copied: only a free that awaits its completion needs it.
-                    Pass1Block& b = blocks[slot];
+                    Pass1Block& b = closeBlock(r, dev, slot, cSite[j]);
                     const Bytes size = b.block.size, request = b.request;
-                    if (r.snapshotValid && b.snapGeneration == r.snapGeneration) {
-                        r.snapshotFreed[b.snapPosition] = 1;
-                        r.snapshot[b.snapPosition].siteFromFree = cSite[j] == b.block.site && b.block.site != 0;
-                    }
-                    addToAgreement(r.agreementWithoutSteps, size, b.block.category, freedWithoutSteps);
                     r.allocated -= size;
                     r.requested -= request;
                     r.sAllocated.seeDown(r.allocated.value());
@@ -1114,13 +1272,14 @@ BoundedAnalysis analyzeSource(const MemoryEventSource& source, const AnalysisOpt
         out.passes = 3;
     }
     progress(0.4);
+    out.allocFreeChunks = p1.allocFreeChunks;
     a.firstEventTime = p1.firstTime;
     a.lastEventTime = p1.lastTime;
     {
         // The trace start: the first memory event, or an earlier kernel, annotation or counter sample.
         TimeSpan span = traceSpan(skeleton);
         TimeNs lo = p1.firstTime;
-        if (!skeleton.annotations().empty() || !skeleton.kernels().empty())
+        if (!skeleton.annotations().empty() || !skeleton.kernels().empty() || !skeleton.counterSamples().empty())
             lo = std::min(lo, span.start);
         if (skeleton.kernels().empty() && source.kernelCount() > 0)
             source.forEachKernelChunk([&](std::span<const Kernel> kernels) {

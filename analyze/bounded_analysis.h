@@ -45,6 +45,9 @@ struct BoundedAnalysis {
     // What needs the trace in memory ("memory counters", …); "" when the passes gave the whole answer.
     std::string needsTrace;
     int passes = 0; // over the source's memory events
+    // Chunks pass 1 read through its kernel for allocs and frees on one device (the same results as its
+    // general loop; for tests and benchmarks).
+    std::uint64_t allocFreeChunks = 0;
     std::optional<ChartBuckets> charts; // with a ChartRequest, when the analysis found a device with events
 
     // The moments a verdict opens with (cli streamedVerdict, as explain's verdict does; analyze/diagnosis.cpp):

@@ -48,6 +48,7 @@ public:
     // The total, or kSaturatedBytes where it is ≥ 2^64 − 1.
     Bytes value() const { return m_high != 0 ? kSaturatedBytes : m_low; }
     bool saturated() const { return m_high != 0 || m_low == kSaturatedBytes; }
+    bool operator==(const ByteTotal&) const = default; // the same exact sum
 
 private:
     // The exact sum as two 64-bit halves, m_high · 2^64 + m_low: the same 128 bits as an unsigned __int128,
