@@ -30,9 +30,8 @@ namespace {
         std::uint32_t open(std::uint64_t key, const Record& record)
         {
             std::uint32_t slot;
-            if (!m_free.empty()) {
-                slot = m_free.back();
-                m_free.pop_back();
+            if (m_freeCount > 0) {
+                slot = m_free[--m_freeCount];
                 m_records[slot] = record;
             } else {
                 slot = static_cast<std::uint32_t>(m_records.size());
@@ -47,9 +46,8 @@ namespace {
         Record& emplace(std::uint64_t key)
         {
             std::uint32_t slot;
-            if (!m_free.empty()) {
-                slot = m_free.back();
-                m_free.pop_back();
+            if (m_freeCount > 0) {
+                slot = m_free[--m_freeCount];
                 m_records[slot] = Record {};
             } else {
                 slot = static_cast<std::uint32_t>(m_records.size());
@@ -60,7 +58,16 @@ namespace {
         }
         // The slot of the block a free at `key` closes, or AddressMap::kNone; the caller releases it.
         std::uint32_t close(std::uint64_t key) { return m_map.take(key); }
-        void release(std::uint32_t slot) { m_free.push_back(slot); }
+        // The free slots are a stack in m_free[0, m_freeCount): the vector only grows, so a release is a store
+        // (push_back was a call per free in pass 1).
+        void release(std::uint32_t slot)
+        {
+            if (m_freeCount == m_free.size()) [[unlikely]]
+                m_free.push_back(slot);
+            else
+                m_free[m_freeCount] = slot;
+            ++m_freeCount;
+        }
         Record& operator[](std::uint32_t slot) { return m_records[slot]; }
         std::vector<Record>& records() { return m_records; }
 
@@ -68,6 +75,7 @@ namespace {
         gpumem::detail::AddressMap m_map;
         std::vector<Record> m_records;
         std::vector<std::uint32_t> m_free;
+        std::size_t m_freeCount = 0;
     };
 
     // The state of one device after one of its events: a point of its DeviceTimeline.
@@ -358,7 +366,7 @@ namespace {
         };
         // An alloc's block record, the alloc sizes and the recorded categories (both loops below).
         auto openBlock = [&](DeviceRun& r, DeviceId dev, Address address, Bytes size, Bytes request, ScopeId scope, SiteId site,
-                             StreamId stream, Category category) {
+                             StreamId stream, Category category) __attribute__((always_inline)) {
             Pass1Block& b = blocks.emplace(blockKey(dev, address));
             b.block.allocation = p.allocations;
             b.block.size = size;
@@ -387,7 +395,7 @@ namespace {
         // A free that closes the block in `slot`, before the totals change (both loops below): the peak's blocks
         // are those live now when the live set first changes after it; the block's mark in the peak snapshot;
         // the inference agreement. Returns the block's record.
-        auto closeBlock = [&](DeviceRun& r, DeviceId dev, std::uint32_t slot, SiteId freeSite) -> Pass1Block& {
+        auto closeBlock = [&](DeviceRun& r, DeviceId dev, std::uint32_t slot, SiteId freeSite) __attribute__((always_inline)) -> Pass1Block& {
             if (r.peakPending) {
                 if (blocks[slot].block.size > 0) {
                     if (!r.peakDirty && p.snapshots)
