@@ -231,6 +231,42 @@ namespace {
         std::uint64_t allocFreeChunks = 0; // chunks the alloc/free kernel took
     };
 
+    // What pass 1's alloc/free kernel asks of a chunk before it takes it: the OR of its kinds (Alloc and Free
+    // are kinds 0 and 1, so any other kind sets a higher bit), of its devices XOR `dev`, of its sizes and
+    // requested sizes, and its number of allocs. Not inlined: in the kernel's lambda GCC left these
+    // reductions scalar (three loops of 5 instructions an event); alone it vectorises them.
+    struct ChunkShape {
+        std::uint8_t kinds = 0;
+        DeviceId otherDevice = 0;
+        Bytes wide = 0;
+        std::size_t allocs = 0;
+    };
+    [[gnu::noinline]] ChunkShape chunkShape(const MemoryEventColumns& m, DeviceId dev)
+    {
+        static_assert(static_cast<int>(EventKind::Alloc) == 0 && static_cast<int>(EventKind::Free) == 1);
+        const std::size_t n = m.count();
+        const EventKind* const kind = m.kind.data();
+        const DeviceId* const device = m.device.data();
+        const Bytes* const size = m.size.data();
+        const Bytes* const requested = m.requestedSize.data();
+        ChunkShape s;
+        for (std::size_t j = 0; j < n; ++j)
+            s.kinds |= static_cast<std::uint8_t>(kind[j]);
+        DeviceId other = 0;
+        for (std::size_t j = 0; j < n; ++j)
+            other |= static_cast<DeviceId>(device[j] ^ dev);
+        s.otherDevice = other;
+        Bytes wide = 0;
+        for (std::size_t j = 0; j < n; ++j)
+            wide |= size[j] | requested[j];
+        s.wide = wide;
+        std::size_t allocs = 0;
+        for (std::size_t j = 0; j < n; ++j)
+            allocs += kind[j] == EventKind::Alloc;
+        s.allocs = allocs;
+        return s;
+    }
+
     // Thrown by the first pass at a free_completed event when it ran without pass 0.
     struct NeedsCompletions { };
 
@@ -364,7 +400,13 @@ namespace {
             --r.activeCount;
             ++r.activeAllocations.freed;
         };
-        // An alloc's block record, the alloc sizes and the recorded categories (both loops below).
+        // Room for every alloc up to 8 M at once: the pages are touched only as they fill, and doubling would
+        // copy the sizes and hold both copies at its peak.
+        auto reserveAllocSizes = [&](DeviceRun& r) {
+            if (r.allocSizes.capacity() == 0)
+                r.allocSizes.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(source.eventCount(), 1u << 23)));
+        };
+        // An alloc's block record and the recorded categories (both loops below).
         auto openBlock = [&](DeviceRun& r, DeviceId dev, Address address, Bytes size, Bytes request, ScopeId scope, SiteId site,
                              StreamId stream, Category category) __attribute__((always_inline)) {
             Pass1Block& b = blocks.emplace(blockKey(dev, address));
@@ -378,13 +420,6 @@ namespace {
             b.request = request;
             b.device = dev;
             b.inUse = true;
-            if (!annotatedSteps) {
-                // Room for every alloc up to 8 M at once: the pages are touched only as they fill, and
-                // doubling would copy the sizes and hold both copies at its peak.
-                if (r.allocSizes.capacity() == 0)
-                    r.allocSizes.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(source.eventCount(), 1u << 23)));
-                r.allocSizes.push_back(size);
-            }
             ++p.allocations;
             if (category != Category::Unknown) {
                 p.recordedCategories = true;
@@ -444,15 +479,18 @@ namespace {
                 || r.activeCount != r.live || !sameStat(r.activeAllocations, r.allocations) || !sameStat(r.sActive.stat, r.sAllocated.stat)
                 || r.allocated.value() >= kRoom || r.requested.value() >= kRoom || r.lowLive < 0 || r.lowLive >= Wide(kRoom))
                 return false;
-            bool other = false;
-            Bytes wide = 0;
-            for (std::size_t j = 0; j < n; ++j) {
-                other |= (cKind[j] != EventKind::Alloc) & (cKind[j] != EventKind::Free);
-                other |= cDevice[j] != dev;
-                wide |= cSize[j] | cRequestedSize[j];
-            }
-            if (other || (wide >> 40) != 0)
+            const ChunkShape shape = chunkShape(m, dev);
+            if (shape.kinds > 1 || shape.otherDevice != 0 || (shape.wide >> 40) != 0)
                 return false;
+            const std::size_t allocs = shape.allocs;
+            // The alloc sizes (step detection by period) written in place: push_back was a call per alloc.
+            Bytes* allocSizes = nullptr;
+            if (!annotatedSteps) {
+                reserveAllocSizes(r);
+                const std::size_t at = r.allocSizes.size();
+                r.allocSizes.resize(at + allocs);
+                allocSizes = r.allocSizes.data() + at;
+            }
 
             const TimeNs* const cTime = m.time.data();
             const Address* const cAddress = m.address.data();
@@ -472,7 +510,8 @@ namespace {
                                                                             : static_cast<std::int64_t>(t);
             };
             std::int64_t threshold = lessFreedThreshold();
-            std::uint64_t live = r.live, livePeak = r.allocations.peak, allocs = 0, frees = 0;
+            std::uint64_t live = r.live, livePeak = r.allocations.peak, frees = 0;
+            std::size_t opened = 0;
             const std::uint64_t ordinal0 = r.events;
             for (std::size_t j = 0; j < n; ++j) {
                 if (cKind[j] == EventKind::Alloc) {
@@ -484,9 +523,11 @@ namespace {
                     allocatedPeak = std::max(allocatedPeak, allocated);
                     requestedPeak = std::max(requestedPeak, requested);
                     openBlock(r, dev, cAddress[j], size, request, cScope[j], cSite[j], cStream[j], cCategory[j]);
+                    if (allocSizes)
+                        allocSizes[opened] = size;
+                    ++opened;
                     low += static_cast<std::int64_t>(request);
                     ++live;
-                    ++allocs;
                     lowMax = std::max(lowMax, low);
                     if (low > threshold) {
                         r.lowPeakLessFreed = Wide(low) - r.freedBefore;
@@ -545,7 +586,7 @@ namespace {
             r.lowLive = low;
             r.lowPeak = std::max(r.lowPeak, Wide(lowMax));
             r.live = r.activeCount = live;
-            r.allocations.allocated += allocs;
+            r.allocations.allocated += opened;
             r.allocations.freed += frees;
             r.allocations.peak = livePeak;
             r.activeAllocations = r.allocations;
@@ -599,6 +640,10 @@ namespace {
                     r.sRequested.seeUp(r.requested.value());
                     r.layout.allocate(cAddress[j], size);
                     openBlock(r, dev, cAddress[j], size, request, cScope[j], cSite[j], cStream[j], cCategory[j]);
+                    if (!annotatedSteps) {
+                        reserveAllocSizes(r);
+                        r.allocSizes.push_back(size);
+                    }
                     r.lowLive += request;
                     ++r.live;
                     ++r.activeCount;

@@ -78,7 +78,7 @@ CategoryAgreement compareCategories(const Trace& trace, std::span<const Category
     std::span<const Category> inferred, std::span<const std::size_t> allocations);
 // Counts one block of `size` bytes recorded as `recorded` and inferred as `inferred` (compareCategories' step).
 // Inline: the bounded analysis calls it at every free (issue 22).
-inline void addToAgreement(CategoryAgreement& r, Bytes size, Category rec, Category inf)
+[[gnu::always_inline]] inline void addToAgreement(CategoryAgreement& r, Bytes size, Category rec, Category inf)
 {
     auto& cell = r.confusion[static_cast<std::size_t>(rec)][static_cast<std::size_t>(inf)];
     cell = addSaturated(cell, size); // core/byte_total.h: no wrapped sums
