@@ -80,12 +80,36 @@ namespace {
             for (std::size_t i = 0; i < paths.size(); ++i) {
                 const auto& path = paths[i];
                 if (mayStream && isGmtFile(path)) {
-                    auto source = openGmtSource(path, load);
-                    if (const auto span = source->firstAndLastTime(); span && source->eventCount() > budget) {
-                        analyze::AnalysisOptions o;
-                        o.device = deviceOption(vm, source->skeleton(), path);
-                        const analyze::ChartRequest request { span->first, analyze::reportChartEnd(span->first, span->second), options.buckets };
-                        auto bounded = analyze::analyzeSource(*source, o, &request);
+                    // Opened without its opening pass (the chunks' checks run in the analysis's first pass, as for
+                    // analyze): a trace under the budget is read whole below without an unused pass over it, and a
+                    // chunk that fails a check starts this trace over with the file opened checked (nothing of it is
+                    // kept before the analysis ends).
+                    std::unique_ptr<MemoryEventSource> source;
+                    std::optional<analyze::BoundedAnalysis> analysed;
+                    auto attempt = [&](GmtChecks checks) {
+                        analysed.reset();
+                        source.reset();
+                        source = openGmtSource(path, load, checks);
+                        if (source->eventCount() <= budget)
+                            return;
+                        if (const auto span = source->firstAndLastTime()) {
+                            analyze::AnalysisOptions o;
+                            o.device = deviceOption(vm, source->skeleton(), path);
+                            const analyze::ChartRequest request { span->first, analyze::reportChartEnd(span->first, span->second),
+                                options.buckets };
+                            analysed = analyze::analyzeSource(*source, o, &request);
+                        }
+                    };
+                    // withDeferredChecks's rule, written out because the page keeps the source (its skeleton).
+                    try {
+                        attempt(GmtChecks::InFirstPass);
+                    } catch (const DeferredCheckFailed&) {
+                        attempt(GmtChecks::AtOpen);
+                    } catch (const FormatError&) {
+                        attempt(GmtChecks::AtOpen);
+                    }
+                    if (analysed) {
+                        auto& bounded = *analysed;
                         if (bounded.needsTrace.empty()) {
                             if (!bounded.analysis.empty)
                                 verdicts[i] = streamedVerdict(bounded, source->skeleton(), source->eventCount());

@@ -4,9 +4,11 @@
 // with two devices, marker and ProfilerStep# steps (mlp_train), stacks for the flame graph (line_trace, the
 // snapshot), segments (the snapshot), a ring-buffer window, annotated steps, and one the passes cannot analyse (step-like user ranges: read whole).
 #include "cli_runner.h"
+#include "damaged_gmt.h"
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <sstream>
 
 using gpumem::test::runCli;
@@ -21,6 +23,26 @@ namespace {
             (line.find("<p class='verdict'>") != std::string::npos ? *verdicts : out) += line + '\n';
         return out;
     }
+
+    // `gpumem report GMT` read whole and streamed (in-memory budget 0), both pages without their verdicts.
+    struct Reports {
+        gpumem::test::CliResult whole, streamed;
+        std::string page, streamedPage, wholeVerdict, streamedVerdict;
+    };
+    Reports reportBothWays(const std::filesystem::path& dir, const std::string& gmt)
+    {
+        const std::string whole = (dir / "whole.html").string(), streamed = (dir / "streamed.html").string();
+        Reports r;
+        r.whole = runCli("report '" + gmt + "' -o '" + whole + "'");
+        ::setenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS", "0", 1);
+        r.streamed = runCli("report '" + gmt + "' -o '" + streamed + "'");
+        ::unsetenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
+        if (r.whole.exitCode == 0 && r.streamed.exitCode == 0) {
+            r.page = withoutVerdicts(gpumem::test::slurp(whole), &r.wholeVerdict);
+            r.streamedPage = withoutVerdicts(gpumem::test::slurp(streamed), &r.streamedVerdict);
+        }
+        return r;
+    }
 } // namespace
 
 TEST(BoundedReportCli, AStreamedPageEqualsTheWholeOneButItsVerdict)
@@ -30,18 +52,15 @@ TEST(BoundedReportCli, AStreamedPageEqualsTheWholeOneButItsVerdict)
              "traces/mlp_train.jsonl", "tests/data/snapshot/protocol_2.pickle", "tests/data/ring_buffer_window.jsonl",
              "tests/data/stacks/line_trace.jsonl", "tests/data/annotated_step.jsonl", "tests/data/hostile_names.jsonl" }) {
         SCOPED_TRACE(trace);
-        const std::string gmt = (dir / "trace.gmt").string(), whole = (dir / "whole.html").string(), streamed = (dir / "streamed.html").string();
+        const std::string gmt = (dir / "trace.gmt").string();
         const auto converted = runCli(std::string("convert ") + trace + " -o '" + gmt + "'");
         ASSERT_EQ(converted.exitCode, 0) << converted.err;
-        const auto w = runCli("report '" + gmt + "' -o '" + whole + "'");
-        ::setenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS", "0", 1);
-        const auto s = runCli("report '" + gmt + "' -o '" + streamed + "'");
-        ::unsetenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
-        ASSERT_EQ(w.exitCode, 0) << w.err;
+        const auto r = reportBothWays(dir, gmt);
+        const auto& s = r.streamed;
+        const std::string &page = r.page, &wholeVerdict = r.wholeVerdict, &streamedVerdict = r.streamedVerdict;
+        ASSERT_EQ(r.whole.exitCode, 0) << r.whole.err;
         ASSERT_EQ(s.exitCode, 0) << s.err;
-        std::string wholeVerdict, streamedVerdict;
-        const std::string page = withoutVerdicts(gpumem::test::slurp(whole), &wholeVerdict);
-        EXPECT_EQ(withoutVerdicts(gpumem::test::slurp(streamed), &streamedVerdict), page);
+        EXPECT_EQ(r.streamedPage, page);
         EXPECT_NE(page.find("<svg"), std::string::npos); // the charts are there to compare
         if (std::string(trace).find("stacks") != std::string::npos || std::string(trace).find("pickle") != std::string::npos) {
             EXPECT_NE(page.find("class='flame'"), std::string::npos); // and the flame graph, from the kept live blocks
@@ -55,4 +74,20 @@ TEST(BoundedReportCli, AStreamedPageEqualsTheWholeOneButItsVerdict)
             EXPECT_EQ(s.err, "");
         }
     }
+}
+
+TEST(BoundedReportCli, ADamagedGmtStreamedReadsAsTheWholeOne)
+{
+    // The streamed report checks the chunks in its first pass; the second MEMV chunk fails its CRC there, and
+    // the report starts that trace over with the file opened checked: the page is the whole one's but its
+    // verdict, the 4 events before the damage (without the retry the report failed on the deferred check).
+    const auto dir = gpumem::test::scratchDir("bounded_report_damaged");
+    const std::string gmt = (dir / "damaged.gmt").string();
+    ASSERT_NE(gpumem::test::writeDamagedTiny(gmt).first, 0u);
+    const auto r = reportBothWays(dir, gmt);
+    ASSERT_EQ(r.whole.exitCode, 0) << r.whole.err;
+    ASSERT_EQ(r.streamed.exitCode, 0) << r.streamed.err;
+    EXPECT_EQ(r.streamed.err, r.whole.err);
+    EXPECT_EQ(r.streamedPage, r.page);
+    EXPECT_NE(r.streamedVerdict.find("remedies were not proven by replay"), std::string::npos) << r.streamedVerdict;
 }
