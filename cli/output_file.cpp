@@ -127,21 +127,6 @@ namespace {
             return -1;
         return fd;
     }
-
-    // Writes all `n` bytes to `fd` at its own offset (O_APPEND respected); false with errno set on failure.
-    bool writeAll(int fd, const char* data, std::size_t n)
-    {
-        while (n > 0) {
-            const ssize_t w = ::write(fd, data, n);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                return false;
-            data += w;
-            n -= static_cast<std::size_t>(w);
-        }
-        return true;
-    }
 } // namespace
 
 void setTempSuffixSource(TempSuffixSource source) { g_suffixSource = source; }
@@ -276,10 +261,13 @@ void OutputFile::commit()
 {
     if (m_direct || m_committed)
         return;
-    auto fail = [&](const std::string& why) {
+    auto removeTemporary = [&] { // nothing is renamed
         ::unlink(m_writePath.c_str());
         disarmSignals();
         m_committed = true;
+    };
+    auto fail = [&](const std::string& why) {
+        removeTemporary();
         throw IoError(m_target + ": cannot write (" + why + ")");
     };
     // The writer opened the temporary file by name: it must still be the file created above (a name
@@ -291,23 +279,14 @@ void OutputFile::commit()
     if (m_throughFd >= 0) {
         // What the verb printed to the same descriptor before comes first.
         (m_throughFd == 1 ? std::cout : std::cerr).flush();
-        std::vector<char> buffer(std::size_t(1) << 20);
-        if (::lseek(m_fd, 0, SEEK_SET) != 0)
-            fail(std::string("reading the temporary file back failed: ") + std::strerror(errno));
-        for (;;) {
-            const ssize_t n = ::read(m_fd, buffer.data(), buffer.size());
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0)
-                fail(std::string("reading the temporary file back failed: ") + std::strerror(errno));
-            if (n == 0)
-                break;
-            if (!writeAll(m_throughFd, buffer.data(), static_cast<std::size_t>(n)))
-                fail("writing to descriptor " + std::to_string(m_throughFd) + " failed: " + std::strerror(errno));
+        try {
+            copyDescriptor(m_fd, static_cast<std::uint64_t>(mine.st_size), m_throughFd, m_writePath,
+                m_target + " (descriptor " + std::to_string(m_throughFd) + ")");
+        } catch (const IoError&) {
+            removeTemporary();
+            throw;
         }
-        ::unlink(m_writePath.c_str());
-        m_committed = true;
-        disarmSignals();
+        removeTemporary(); // copied: it has done its work
         return;
     }
     if (m_uid >= 0 && (static_cast<long>(mine.st_uid) != m_uid || static_cast<long>(mine.st_gid) != m_gid)) {
