@@ -105,27 +105,27 @@ namespace {
 
     bool isDevicePath(const std::string& path) { return path.rfind("/dev/", 0) == 0; }
 
-    // The descriptor of this process that `path` names (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N,
-    // /proc/<this pid>/fd/N), when it is open on the file `st` describes; else -1.
-    int ownDescriptorOf(const std::string& path, const struct stat& st)
+    // The descriptor number `path` names (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N, /proc/<this
+    // pid>/fd/N); else -1. Whether it is open on the file is isOpenOn's question.
+    int descriptorNamedBy(const std::string& path)
     {
-        int fd = -1;
         if (path == "/dev/stdout")
-            fd = 1;
-        else if (path == "/dev/stderr")
-            fd = 2;
-        else
-            for (const std::string& prefix : { std::string("/dev/fd/"), std::string("/proc/self/fd/"), std::string("/proc/thread-self/fd/"),
-                     "/proc/" + std::to_string(::getpid()) + "/fd/" })
-                if (path.size() > prefix.size() && path.size() <= prefix.size() + 6 && path.rfind(prefix, 0) == 0
-                    && path.find_first_not_of("0123456789", prefix.size()) == std::string::npos) {
-                    fd = std::stoi(path.substr(prefix.size()));
-                    break;
-                }
+            return 1;
+        if (path == "/dev/stderr")
+            return 2;
+        for (const std::string& prefix : { std::string("/dev/fd/"), std::string("/proc/self/fd/"), std::string("/proc/thread-self/fd/"),
+                 "/proc/" + std::to_string(::getpid()) + "/fd/" })
+            if (path.size() > prefix.size() && path.size() <= prefix.size() + 6 && path.rfind(prefix, 0) == 0
+                && path.find_first_not_of("0123456789", prefix.size()) == std::string::npos)
+                return std::stoi(path.substr(prefix.size()));
+        return -1;
+    }
+
+    // Whether this process's descriptor `fd` is open on the file `st` describes.
+    bool isOpenOn(int fd, const struct stat& st)
+    {
         struct stat open {};
-        if (fd < 0 || ::fstat(fd, &open) != 0 || open.st_dev != st.st_dev || open.st_ino != st.st_ino)
-            return -1;
-        return fd;
+        return ::fstat(fd, &open) == 0 && open.st_dev == st.st_dev && open.st_ino == st.st_ino;
     }
 } // namespace
 
@@ -174,11 +174,11 @@ OutputFile::OutputFile(const std::string& path, const std::vector<std::string>& 
             if (::stat(input.c_str(), &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino)
                 throw UsageError("the output '" + path + "' is the input; choose another output file");
         }
-        struct stat out {};
-        m_standardOutput = ::fstat(1, &out) == 0 && out.st_dev == st.st_dev && out.st_ino == st.st_ino;
+        m_standardOutput = isOpenOn(1, st);
     }
     if (resolves && S_ISREG(st.st_mode))
-        if (const int fd = ownDescriptorOf(path, st); fd >= 0) {
+        // A descriptor of this process open on that file (standard output's was looked at above).
+        if (const int fd = descriptorNamedBy(path); fd >= 0 && (fd == 1 ? m_standardOutput : isOpenOn(fd, st))) {
             // Review finding (2026-12-02): `-o /dev/stdout` with standard output redirected to a file opened the
             // file again, at offset 0 and truncated, so the output overwrote what was written before it and
             // the "wrote" line overwrote its start. It is written to a temporary file and copied through the
