@@ -1,10 +1,10 @@
 #include "cli/out_of_memory.h"
 
 #include "core/message_quote.h"
+#include "importers/importer_registry.h"
 
 #include <algorithm>
 #include <array>
-#include <filesystem>
 
 namespace gpumem::cli {
 
@@ -31,17 +31,12 @@ std::string outOfMemoryMessage(
         m += " while working on " + names;
     m += inputs.size() > 1 ? ": the traces need more memory than the process may use"
                            : ": the trace needs more memory than the process may use";
-    const std::string more = "run where it may use more (ulimit -v, the job's or container's memory limit)";
+    const std::string more(kRunWithMoreMemory);
     const bool streams = streamsGmt(verb);
     const auto other = streams ? std::find_if_not(inputs.begin(), inputs.end(), isGmt) : inputs.end();
     if (other != inputs.end()) {
-        // The .gmt beside it: run.json.gz → run.gmt.
-        std::filesystem::path gmt(*other);
-        if (gmt.extension() == ".gz")
-            gmt.replace_extension();
-        gmt.replace_extension(".gmt");
         return m + ". " + std::string(verb) + " streams a .gmt in bounded memory: convert it first (gpumem convert "
-            + textForTerminal(*other) + " -o " + textForTerminal(gmt.string()) + ") and give the .gmt "
+            + textForTerminal(*other) + " -o " + textForTerminal(gmtPathBeside(*other)) + ") and give the .gmt "
             + "(docs/streaming.md), or " + more;
     }
     if (streams)
