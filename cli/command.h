@@ -95,10 +95,17 @@ bool isGmtFile(const std::string& path);
 // (explain's replays need the trace in memory). `skeleton`: the source's; `events`: the trace's memory events.
 std::string streamedVerdict(const analyze::BoundedAnalysis& bounded, const Trace& skeleton, std::uint64_t events);
 
-// "gpumem VERB: note: PATH is damaged (CODE ×N): the answer covers what could be read; DETAIL", wrapped to
-// 100 columns on `err`, for each anomaly of error severity in `stats` (a cut or corrupt .gmt, a truncated
-// .json.gz): a verb that answers from what it could read says so first (explain, analyze).
-void noteDamagedTrace(std::string_view verb, const std::string& path, const ImportStats& stats, std::ostream& err);
+// What a verb that read a damaged trace says of it, once for each anomaly of error severity in `stats` (a cut
+// or corrupt .gmt, a truncated .json.gz), wrapped to 100 columns on `err`, before its answer:
+//   "gpumem VERB: note: PATH is damaged (CODE ×N): DETAIL. The answer covers what could be read; re-export or
+//   re-record the trace for the rest"
+// DETAIL without the "PATH: " an importer starts it with (placeOf, core/import_stats.h), so that PATH is said
+// once. `written`: the file the verb wrote from the trace (convert), said in place of the answer, as a warning
+// (a file that looks whole outlives the run): "gpumem convert: warning: PATH is damaged (CODE ×N): DETAIL.
+// WRITTEN holds what could be read and records the anomaly ('gpumem info' lists it); re-export or re-record the
+// trace for the rest, or give --strict to refuse a damaged input".
+void noteDamagedTrace(std::string_view verb, const std::string& path, const ImportStats& stats, std::ostream& err,
+    const std::string& written = {});
 
 // --format with the allowed values; returns the chosen one or throws UsageError listing them.
 std::string checkedChoice(const po::variables_map& vm, const char* option, const std::vector<std::string>& allowed);

@@ -506,14 +506,23 @@ std::string streamedVerdict(const analyze::BoundedAnalysis& bounded, const Trace
         + " events) is over the in-memory budget; 'gpumem explain' replays them.";
 }
 
-void noteDamagedTrace(std::string_view verb, const std::string& path, const ImportStats& stats, std::ostream& err)
+void noteDamagedTrace(std::string_view verb, const std::string& path, const ImportStats& stats, std::ostream& err, const std::string& written)
 {
     for (const auto& a : stats.anomalies())
-        if (a.severity == Severity::Error)
-            err << analyze::wrapText("gpumem " + std::string(verb) + ": note: " + textForTerminal(path) + " is damaged ("
-                           + textForTerminal(a.code) + " ×" + std::to_string(a.count)
-                           + "): the answer covers what could be read; " + messageForTerminal(a.detail),
+        if (a.severity == Severity::Error) {
+            // A .gmt's stop names the file too (said once); a detail naming a line, or another file, as it is.
+            const AnomalyPlace place = placeOf(a.detail, path);
+            const std::string detail = place.where == path ? std::string(place.rest) : a.detail;
+            const std::string covered = written.empty()
+                ? std::string("The answer covers what could be read; re-export or re-record the trace for the rest")
+                : textForTerminal(written)
+                    + " holds what could be read and records the anomaly ('gpumem info' lists it); re-export or re-record "
+                      "the trace for the rest, or give --strict to refuse a damaged input";
+            err << analyze::wrapText("gpumem " + std::string(verb) + (written.empty() ? ": note: " : ": warning: ")
+                           + textForTerminal(path) + " is damaged (" + textForTerminal(a.code) + " ×" + std::to_string(a.count)
+                           + "): " + messageForTerminal(detail) + ". " + covered,
                 100);
+        }
 }
 
 std::unique_ptr<Command> makeAnalyzeCommand() { return std::make_unique<AnalyzeCommand>(); }

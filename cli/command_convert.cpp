@@ -1,5 +1,4 @@
 // gpumem convert IN -o OUT — any readable trace to .gmt or .jsonl.
-#include "analyze/comparison.h"
 #include "cli/command.h"
 #include "cli/output_file.h"
 #include "core/error.h"
@@ -81,32 +80,15 @@ namespace {
             output.commit();
             output.noticeStream(out, err) // not into the trace written there
                 << "wrote " << textForTerminal(outPath) << " (" << to << ", " << counted(events, "memory event", "memory events") << ")\n";
-            noteDamage(stats, in, outPath, err);
+            // A damaged input (an error-severity anomaly: a cut file, a corrupt chunk) converts as far as it reads,
+            // as every verb reads it; the output records the anomaly. Said on stderr, so that nothing is lost
+            // without a word; --strict refuses such an input instead (exit 1). Exit 0: a crashed run's trace, cut
+            // after its last whole chunk, is salvaged this way (docs/trace-format.md §8).
+            noteDamagedTrace(name(), in, stats, err, outPath);
             return kExitOk;
         }
 
     private:
-        // A damaged input (an error-severity anomaly: a cut file, a corrupt chunk) converts as far as it reads,
-        // as every verb reads it (explain says so too); the output records the anomaly. Said on stderr, so
-        // that nothing is lost without a word; --strict refuses such an input instead (exit 1). Exit 0: a
-        // crashed run's trace, cut after its last whole chunk, is salvaged this way (docs/trace-format.md §8).
-        static void noteDamage(const ImportStats& stats, const std::string& in, const std::string& outPath, std::ostream& err)
-        {
-            for (const auto& a : stats.anomalies())
-                if (a.severity == Severity::Error) {
-                    // A .gmt's stop names the file too (said once); a detail naming a line, or another file, as it is.
-                    const AnomalyPlace place = placeOf(a.detail, in);
-                    const std::string detail = place.where == in ? std::string(place.rest) : a.detail;
-                    err << analyze::wrapText("gpumem convert: warning: " + textForTerminal(in) + " is damaged ("
-                                   + textForTerminal(a.code) + " ×" + std::to_string(a.count) + "): "
-                                   + messageForTerminal(detail) + ". " + textForTerminal(outPath)
-                                   + " holds what could be read and records the anomaly ('gpumem info' lists it); "
-                                     "re-export or re-record the trace for the rest, or give --strict to refuse a "
-                                     "damaged input",
-                        100);
-                }
-        }
-
         // .jsonl to .gmt while reading (core/jsonl_to_gmt.h): the same file as loadTrace then writeGmt, in
         // memory that grows with the tables. GPUMEM_CONVERT_WHOLE=1 reads the trace whole as before (the
         // baseline of bench/convert_scale.sh).

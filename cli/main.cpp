@@ -284,11 +284,7 @@ static int runVerb(Command& command, const std::vector<std::string>& args, const
         // Building the message may fail too: then the bare words.
         std::string message = "out of memory";
         try {
-            const auto inputs = traceArguments(vm);
-            std::vector<bool> gmt;
-            for (const auto& path : inputs)
-                gmt.push_back(gpumem::cli::isGmtFile(path));
-            message = gpumem::cli::outOfMemoryMessage(verb, inputs, gmt);
+            message = gpumem::cli::outOfMemoryMessage(verb, traceArguments(vm), gpumem::cli::isGmtFile);
         } catch (...) {
         }
         err << "gpumem " << verb << ": error: " << message << '\n';

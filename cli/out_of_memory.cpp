@@ -1,6 +1,7 @@
 #include "cli/out_of_memory.h"
 
 #include "core/message_quote.h"
+#include "importers/importer_registry.h"
 
 #include <algorithm>
 #include <array>
@@ -13,11 +14,12 @@ bool streamsGmt(std::string_view verb)
     return std::find(kStreaming.begin(), kStreaming.end(), verb) != kStreaming.end();
 }
 
-std::string outOfMemoryMessage(std::string_view verb, const std::vector<std::string>& inputs, const std::vector<bool>& gmt)
+std::string outOfMemoryMessage(
+    std::string_view verb, const std::vector<std::string>& inputs, const std::function<bool(const std::string&)>& isGmt)
 {
     // Review finding (2026-12-02): a bare "out of memory" said neither what was being read nor what to do.
     std::string m = "out of memory";
-    std::string names, other; // every input; the first that is not a .gmt
+    std::string names; // every input, the first three by name
     for (std::size_t k = 0; k < inputs.size(); ++k) {
         if (k == 3) {
             names += " and " + std::to_string(inputs.size() - 3) + " more";
@@ -25,25 +27,16 @@ std::string outOfMemoryMessage(std::string_view verb, const std::vector<std::str
         }
         names += (k ? ", " : "") + textForTerminal(inputs[k]);
     }
-    for (std::size_t k = 0; k < inputs.size() && other.empty(); ++k)
-        if (k >= gmt.size() || !gmt[k])
-            other = inputs[k];
     if (!names.empty())
         m += " while working on " + names;
     m += inputs.size() > 1 ? ": the traces need more memory than the process may use"
                            : ": the trace needs more memory than the process may use";
-    const std::string more = "run where it may use more (ulimit -v, the job's or container's memory limit)";
+    const std::string more(kRunWithMoreMemory);
     const bool streams = streamsGmt(verb);
-    if (streams && !other.empty()) {
-        // The .gmt beside it: run.json.gz → run.gmt.
-        std::string gmtName = other;
-        if (gmtName.ends_with(".gz"))
-            gmtName.resize(gmtName.size() - 3);
-        if (const auto dot = gmtName.rfind('.'); dot != std::string::npos && dot > 0 && gmtName.find('/', dot) == std::string::npos
-            && gmtName[dot - 1] != '/')
-            gmtName.resize(dot);
+    const auto other = streams ? std::find_if_not(inputs.begin(), inputs.end(), isGmt) : inputs.end();
+    if (other != inputs.end()) {
         return m + ". " + std::string(verb) + " streams a .gmt in bounded memory: convert it first (gpumem convert "
-            + textForTerminal(other) + " -o " + textForTerminal(gmtName + ".gmt") + ") and give the .gmt "
+            + textForTerminal(*other) + " -o " + textForTerminal(gmtPathBeside(*other)) + ") and give the .gmt "
             + "(docs/streaming.md), or " + more;
     }
     if (streams)

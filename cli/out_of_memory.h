@@ -3,6 +3,7 @@
 // trace(s) it was working on, and what to do — convert to .gmt where the verb streams one, leave out the
 // options that read a .gmt whole, or run where the process may use more memory (docs/streaming.md).
 // Pure functions.
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,7 +15,9 @@ namespace gpumem::cli {
 bool streamsGmt(std::string_view verb);
 
 // The message after "gpumem VERB: error: ", one line. `inputs`: the trace paths given (may be empty);
-// `gmt[k]`: whether inputs[k] holds a .gmt (by content; false where unknown).
-std::string outOfMemoryMessage(std::string_view verb, const std::vector<std::string>& inputs, const std::vector<bool>& gmt);
+// `isGmt(path)`: whether a path holds a .gmt (by content: cli/command.h isGmtFile), asked only where `verb`
+// streams a .gmt, in order, up to the first input that does not (the one the message says to convert).
+std::string outOfMemoryMessage(
+    std::string_view verb, const std::vector<std::string>& inputs, const std::function<bool(const std::string&)>& isGmt);
 
 } // namespace gpumem::cli

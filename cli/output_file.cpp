@@ -105,42 +105,27 @@ namespace {
 
     bool isDevicePath(const std::string& path) { return path.rfind("/dev/", 0) == 0; }
 
-    // The descriptor of this process that `path` names (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N,
-    // /proc/<this pid>/fd/N), when it is open on the file `st` describes; else -1.
-    int ownDescriptorOf(const std::string& path, const struct stat& st)
+    // The descriptor number `path` names (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N, /proc/<this
+    // pid>/fd/N); else -1. Whether it is open on the file is isOpenOn's question.
+    int descriptorNamedBy(const std::string& path)
     {
-        int fd = -1;
         if (path == "/dev/stdout")
-            fd = 1;
-        else if (path == "/dev/stderr")
-            fd = 2;
-        else
-            for (const std::string& prefix : { std::string("/dev/fd/"), std::string("/proc/self/fd/"), std::string("/proc/thread-self/fd/"),
-                     "/proc/" + std::to_string(::getpid()) + "/fd/" })
-                if (path.size() > prefix.size() && path.size() <= prefix.size() + 6 && path.rfind(prefix, 0) == 0
-                    && path.find_first_not_of("0123456789", prefix.size()) == std::string::npos) {
-                    fd = std::stoi(path.substr(prefix.size()));
-                    break;
-                }
-        struct stat open {};
-        if (fd < 0 || ::fstat(fd, &open) != 0 || open.st_dev != st.st_dev || open.st_ino != st.st_ino)
-            return -1;
-        return fd;
+            return 1;
+        if (path == "/dev/stderr")
+            return 2;
+        for (const std::string& prefix : { std::string("/dev/fd/"), std::string("/proc/self/fd/"), std::string("/proc/thread-self/fd/"),
+                 "/proc/" + std::to_string(::getpid()) + "/fd/" })
+            if (path.size() > prefix.size() && path.size() <= prefix.size() + 6 && path.rfind(prefix, 0) == 0
+                && path.find_first_not_of("0123456789", prefix.size()) == std::string::npos)
+                return std::stoi(path.substr(prefix.size()));
+        return -1;
     }
 
-    // Writes all `n` bytes to `fd` at its own offset (O_APPEND respected); false with errno set on failure.
-    bool writeAll(int fd, const char* data, std::size_t n)
+    // Whether this process's descriptor `fd` is open on the file `st` describes.
+    bool isOpenOn(int fd, const struct stat& st)
     {
-        while (n > 0) {
-            const ssize_t w = ::write(fd, data, n);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                return false;
-            data += w;
-            n -= static_cast<std::size_t>(w);
-        }
-        return true;
+        struct stat open {};
+        return ::fstat(fd, &open) == 0 && open.st_dev == st.st_dev && open.st_ino == st.st_ino;
     }
 } // namespace
 
@@ -189,11 +174,11 @@ OutputFile::OutputFile(const std::string& path, const std::vector<std::string>& 
             if (::stat(input.c_str(), &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino)
                 throw UsageError("the output '" + path + "' is the input; choose another output file");
         }
-        struct stat out {};
-        m_standardOutput = ::fstat(1, &out) == 0 && out.st_dev == st.st_dev && out.st_ino == st.st_ino;
+        m_standardOutput = isOpenOn(1, st);
     }
     if (resolves && S_ISREG(st.st_mode))
-        if (const int fd = ownDescriptorOf(path, st); fd >= 0) {
+        // A descriptor of this process open on that file (standard output's was looked at above).
+        if (const int fd = descriptorNamedBy(path); fd >= 0 && (fd == 1 ? m_standardOutput : isOpenOn(fd, st))) {
             // Review finding (2026-12-02): `-o /dev/stdout` with standard output redirected to a file opened the
             // file again, at offset 0 and truncated, so the output overwrote what was written before it and
             // the "wrote" line overwrote its start. It is written to a temporary file and copied through the
@@ -276,10 +261,13 @@ void OutputFile::commit()
 {
     if (m_direct || m_committed)
         return;
-    auto fail = [&](const std::string& why) {
+    auto removeTemporary = [&] { // nothing is renamed
         ::unlink(m_writePath.c_str());
         disarmSignals();
         m_committed = true;
+    };
+    auto fail = [&](const std::string& why) {
+        removeTemporary();
         throw IoError(m_target + ": cannot write (" + why + ")");
     };
     // The writer opened the temporary file by name: it must still be the file created above (a name
@@ -291,23 +279,14 @@ void OutputFile::commit()
     if (m_throughFd >= 0) {
         // What the verb printed to the same descriptor before comes first.
         (m_throughFd == 1 ? std::cout : std::cerr).flush();
-        std::vector<char> buffer(std::size_t(1) << 20);
-        if (::lseek(m_fd, 0, SEEK_SET) != 0)
-            fail(std::string("reading the temporary file back failed: ") + std::strerror(errno));
-        for (;;) {
-            const ssize_t n = ::read(m_fd, buffer.data(), buffer.size());
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0)
-                fail(std::string("reading the temporary file back failed: ") + std::strerror(errno));
-            if (n == 0)
-                break;
-            if (!writeAll(m_throughFd, buffer.data(), static_cast<std::size_t>(n)))
-                fail("writing to descriptor " + std::to_string(m_throughFd) + " failed: " + std::strerror(errno));
+        try {
+            copyDescriptor(m_fd, static_cast<std::uint64_t>(mine.st_size), m_throughFd, m_writePath,
+                m_target + " (descriptor " + std::to_string(m_throughFd) + ")");
+        } catch (const IoError&) {
+            removeTemporary();
+            throw;
         }
-        ::unlink(m_writePath.c_str());
-        m_committed = true;
-        disarmSignals();
+        removeTemporary(); // copied: it has done its work
         return;
     }
     if (m_uid >= 0 && (static_cast<long>(mine.st_uid) != m_uid || static_cast<long>(mine.st_gid) != m_gid)) {

@@ -681,6 +681,47 @@ void FileWindow::fill(std::size_t offset, std::size_t length) const
     m_filled = want;
 }
 
+void copyDescriptor(int from, std::uint64_t bytes, int to, std::string_view fromName, std::string_view toName)
+{
+    auto fail = [](std::string_view name, const char* what, const std::string& why) {
+        throw IoError(std::string(name) + ": cannot " + what + ": " + why);
+    };
+    off_t offset = 0;
+    const auto size = static_cast<off_t>(bytes);
+    while (offset < size) {
+        const ssize_t n = ::copy_file_range(from, &offset, to, nullptr, static_cast<std::size_t>(size - offset), 0);
+        if (n > 0)
+            continue; // copy_file_range moved `offset`
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n == 0 || errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP || errno == EBADF)
+            break; // not between these descriptors, or `from` ends early: the loop below says which
+        fail(toName, "write", std::strerror(errno));
+    }
+    if (offset == size)
+        return;
+    constexpr std::size_t kPiece = 1 << 20;
+    auto buffer = std::make_unique_for_overwrite<char[]>(kPiece);
+    while (offset < size) {
+        const ssize_t n = ::pread(from, buffer.get(), std::min<std::size_t>(kPiece, static_cast<std::size_t>(size - offset)), offset);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            fail(fromName, "read", std::strerror(errno));
+        if (n == 0)
+            fail(fromName, "read", "it ends after " + std::to_string(offset) + " of " + std::to_string(bytes) + " bytes");
+        for (ssize_t done = 0; done < n;) {
+            const ssize_t w = ::write(to, buffer.get() + done, static_cast<std::size_t>(n - done));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                fail(toName, "write", w < 0 ? std::strerror(errno) : "no byte was written");
+            done += w;
+        }
+        offset += n;
+    }
+}
+
 std::string temporaryFolder()
 {
     std::error_code ec;

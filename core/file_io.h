@@ -3,6 +3,7 @@
 // read-only memory map. Every failure is an IoError (OS refused) or FormatError (bad gzip stream)
 // whose message names the path.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -85,6 +86,15 @@ std::string readContentHead(const std::string& path, std::size_t limit = 64 * 10
 
 // The folder for temporary files: $TMPDIR (std::filesystem::temp_directory_path), else /tmp.
 std::string temporaryFolder();
+
+// Copies bytes [0, `bytes`) of the regular file open at `from` to `to`, written at `to`'s own offset, which
+// advances (O_APPEND respected): a regular file, a pipe, a terminal. `from` is read at explicit offsets; its own
+// offset is neither used nor moved. In the kernel (copy_file_range: no copy through user space, a reflink on
+// filesystems that share extents) where the two descriptors allow it, else read and written 1 MiB at a time
+// (pread, write: a pipe, a terminal, an O_APPEND `to`, an old kernel). Throws IoError "FROM_NAME: cannot read: …"
+// when a read fails or `from` holds fewer than `bytes` bytes, "TO_NAME: cannot write: …" when a write fails
+// (strerror's words); `to` may then hold part of the bytes.
+void copyDescriptor(int from, std::uint64_t bytes, int to, std::string_view fromName, std::string_view toName);
 
 // Decompresses a whole gzip/zlib buffer; `source` names it in errors. The result has at least
 // kReadPadding bytes of spare capacity.

@@ -704,34 +704,8 @@ void GmtWriter::appendSpool(GmtChunkSpool& spool)
         throw Error(m_path + ": the spool was closed");
     if (m_fd < 0)
         throw Error(m_path + ": write after finish()");
-    const auto size = static_cast<off_t>(from.m_bytesWritten);
-    off_t offset = 0;
-    // In the kernel where it can (no copy through user space; a reflink on filesystems that share extents).
-    while (offset < size) {
-        const ssize_t n = ::copy_file_range(from.m_fd, &offset, m_fd, nullptr, static_cast<std::size_t>(size - offset), 0);
-        if (n > 0) {
-            m_bytesWritten += static_cast<std::uint64_t>(n);
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n == 0 || errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP || errno == EBADF)
-            break; // not between these files (a pipe, another filesystem on old kernels): read and write
-        throw IoError(m_path + ": cannot write: " + std::strerror(errno));
-    }
-    if (offset < size) {
-        constexpr std::size_t kPiece = 1 << 20;
-        auto buffer = std::make_unique_for_overwrite<char[]>(kPiece);
-        while (offset < size) {
-            const ssize_t n = ::pread(from.m_fd, buffer.get(), std::min<std::size_t>(kPiece, static_cast<std::size_t>(size - offset)), offset);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                throw IoError(from.m_path + ": cannot read back the spooled chunks: " + (n < 0 ? std::strerror(errno) : "the file is shorter"));
-            writeAll(buffer.get(), static_cast<std::size_t>(n));
-            offset += n;
-        }
-    }
+    copyDescriptor(from.m_fd, from.m_bytesWritten, m_fd, from.m_path, m_path);
+    m_bytesWritten += from.m_bytesWritten;
     m_memoryEvents += from.m_memoryEvents;
 }
 

@@ -41,8 +41,9 @@ namespace {
         all.throwIfStrictViolated(path);
     }
 
-    std::uint64_t streamJsonlToGmt(
-        const std::string& in, const std::string& out, const JsonlToGmtOptions& options, std::size_t perChunk, ImportStats& stats)
+    // The conversion while reading; its result has `streamed` set. Throws OutOfOrder at the first record out of
+    // trace order.
+    JsonlToGmtResult streamJsonlToGmt(const std::string& in, const std::string& out, const JsonlToGmtOptions& options, std::size_t perChunk)
     {
         const std::string folder = options.spoolFolder.empty() ? spoolFolderFor(out) : options.spoolFolder;
         GmtChunkSpool events(folder);
@@ -116,8 +117,11 @@ namespace {
             w.appendSpool(*kernels);
         w.appendRecordsAfterKernels(skeleton, perChunk);
         w.finish();
-        stats = skeleton.importStats();
-        return count;
+        JsonlToGmtResult result;
+        result.memoryEvents = count;
+        result.streamed = true;
+        result.importStats = skeleton.importStats();
+        return result;
     }
 } // namespace
 
@@ -127,9 +131,7 @@ JsonlToGmtResult writeGmtFromJsonl(const std::string& jsonlPath, const std::stri
     JsonlToGmtResult result;
     if (!options.whole) {
         try {
-            result.memoryEvents = streamJsonlToGmt(jsonlPath, gmtPath, options, perChunk, result.importStats);
-            result.streamed = true;
-            return result;
+            return streamJsonlToGmt(jsonlPath, gmtPath, options, perChunk);
         } catch (const OutOfOrder& o) {
             result.fallback = jsonlPath + ":" + std::to_string(o.line) + ": a " + o.what + " earlier than the one before it ("
                 + (std::string_view(o.what) == "kernel" ? "by start" : "by time, then seq")

@@ -2,6 +2,7 @@
 #include "core/file_io.h"
 #include "importers/importer_registry.h"
 
+#include <filesystem>
 #include <new>
 #include <sys/stat.h>
 
@@ -87,12 +88,41 @@ Trace loadTrace(const std::string& path, const LoadOptions& options, const Impor
     try {
         trace = importer->load(path, options);
     } catch (const std::bad_alloc&) {
-        throw Error(path + ": out of memory while reading it as " + std::string(importer->name())
-            + " (the trace needs more memory than is available)");
+        throw Error(outOfMemoryWhileReading(path, importer->name()));
     }
     if (options.strict)
         trace.stats().throwIfStrictViolated(path);
     return trace;
+}
+
+std::string gmtPathBeside(const std::string& path)
+{
+    std::filesystem::path gmt(path);
+    if (gmt.extension() == ".gz")
+        gmt.replace_extension();
+    return gmt.replace_extension(".gmt").string();
+}
+
+std::string outOfMemoryWhileReading(const std::string& path, std::string_view format)
+{
+    // Review finding (2026-12-02): the message said what happened, not what to do.
+    // Raw, as every Error's words: the front end makes them printable (cli/main.cpp messageForTerminal).
+    const std::string convert = "gpumem convert " + path + " -o " + gmtPathBeside(path);
+    const std::string streaming = "info, analyze, report, replay, sweep and fit stream a .gmt (docs/streaming.md)";
+    std::string m = path + ": out of memory while reading it as " + std::string(format)
+        + " (the trace needs more memory than the process may use): ";
+    if (format == "jsonl")
+        m += "convert it to .gmt, which reads a .jsonl in trace order (as gpumem writes one) in memory that grows with its "
+             "tables, not its events (" + convert
+            + "), and give the .gmt: " + streaming;
+    else if (format == "gmt")
+        m += "this verb, or one of its options, reads a .gmt whole; " + streaming
+            + " but for the options it lists (--strict among them): leave those out; text analyze and report read a .gmt "
+              "of up to GPUMEM_ANALYZE_IN_MEMORY_EVENTS events (14 M unless set) whole: set it to 0 to stream it whatever its size";
+    else
+        m += "gpumem reads a " + std::string(format) + " trace whole, and so does convert: convert it to .gmt once where more "
+            "memory is available (" + convert + "), then " + streaming;
+    return m + "; or " + std::string(kRunWithMoreMemory);
 }
 
 } // namespace gpumem

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <new>
 #include <numeric>
 #include <set>
 #include <unordered_map>
@@ -809,6 +810,9 @@ namespace {
             throw FormatError(std::string(m_source) + ":" + location() + ": " + e.what()
                 + "; the file is damaged or not a Kineto trace");
         } catch (const simdjson::simdjson_error& e) {
+            // simdjson says a failed allocation with an error code: it is memory, not the file (loadTrace says so).
+            if (e.error() == simdjson::MEMALLOC)
+                throw std::bad_alloc();
             // (The parser cannot report a byte offset once it has failed; the event index is exact.)
             // The file may have been cut (a profiler killed while writing): importKinetoJson() looks
             // for the cut and re-reads the part before it, or reports this message.

@@ -14,6 +14,7 @@
 #include <array>
 #include <limits>
 #include <map>
+#include <new>
 #include <optional>
 #include <unordered_map>
 
@@ -111,6 +112,8 @@ namespace {
                 throw BadJson { "bytes follow the list's closing ']'", records.size(),
                     static_cast<std::size_t>(rest.value_unsafe() - json.data()) };
         } catch (const simdjson::simdjson_error& e) {
+            if (e.error() == simdjson::MEMALLOC) // memory, not the file (loadTrace says so)
+                throw std::bad_alloc();
             std::string what = e.what();
             if (!what.empty() && what.back() == '.')
                 what.pop_back();

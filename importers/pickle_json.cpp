@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <optional>
 #include <type_traits>
 
@@ -430,6 +431,8 @@ PickleDocument PickleDocument::fromJsonText(Input input, std::string_view source
         builder.reserve(text.size());
         builder.build(json);
     } catch (const InvalidJson& e) {
+        if (e.code == simdjson::MEMALLOC) // memory, not the text (loadTrace says so)
+            throw std::bad_alloc();
         if (e.code == simdjson::DEPTH_ERROR)
             throw fail("the JSON nests deeper than " + std::to_string(maxDepth) + " levels");
         // (Only when nlohmann would have accepted the text: e.g. one beyond simdjson's 4 GiB.)

@@ -23,6 +23,16 @@ using gpumem::test::writeDamagedTiny;
 namespace {
     // stderr with wrapText's continuation lines ("\n  ") joined.
     std::string joined(const std::string& s) { return gpumem::test::replaceAll(s, "\n  ", " "); }
+
+    // What the .gmt reader says writeDamagedTiny's file lost (the anomaly's detail, after its "PATH: ").
+    std::string lostDetail(std::size_t memv, std::size_t end)
+    {
+        return "checksum mismatch in chunk MEMV at offset " + std::to_string(memv)
+            + ": the rest of the file is ignored; read 4 whole chunks (4 memory events) before it; the end chunk at "
+              "offset "
+            + std::to_string(end) + " counts 10 memory events: 6 of them, in the chunks from offset " + std::to_string(memv)
+            + " to it, were not read";
+    }
 } // namespace
 
 TEST(DamagedConvertCli, SaysHowManyEventsACorruptChunkDroppedAndWhere)
@@ -32,10 +42,7 @@ TEST(DamagedConvertCli, SaysHowManyEventsACorruptChunkDroppedAndWhere)
     const auto [memv, end] = writeDamagedTiny(damaged);
     ASSERT_NE(memv, 0u);
 
-    const std::string lost = "checksum mismatch in chunk MEMV at offset " + std::to_string(memv)
-        + ": the rest of the file is ignored; read 4 whole chunks (4 memory events) before it; the end chunk at offset "
-        + std::to_string(end) + " counts 10 memory events: 6 of them, in the chunks from offset " + std::to_string(memv)
-        + " to it, were not read";
+    const std::string lost = lostDetail(memv, end);
     auto warning = [&](const std::string& in, const std::string& out, const std::string& detail) {
         return "gpumem convert: warning: " + in + " is damaged (corrupt_chunk ×1): " + detail + ". " + out
             + " holds what could be read and records the anomaly ('gpumem info' lists it); re-export or re-record the "
@@ -90,9 +97,8 @@ TEST(DamagedConvertCli, AnalyzeSaysTheTraceIsDamagedReadWholeOrStreamed)
     const std::string damaged = (dir / "damaged.gmt").string();
     const auto [memv, end] = writeDamagedTiny(damaged);
     ASSERT_NE(memv, 0u);
-    const std::string note = "gpumem analyze: note: " + damaged
-        + " is damaged (corrupt_chunk ×1): the answer covers what could be read; " + damaged
-        + ": checksum mismatch in chunk MEMV at offset " + std::to_string(memv);
+    const std::string note = "gpumem analyze: note: " + damaged + " is damaged (corrupt_chunk ×1): " + lostDetail(memv, end)
+        + ". The answer covers what could be read; re-export or re-record the trace for the rest\n";
     for (const char* budget : { "", "0" }) {
         for (const char* format : { "text", "json" }) {
             SCOPED_TRACE(std::string(format) + " budget '" + budget + "'");
@@ -137,4 +143,34 @@ TEST(DamagedConvertCli, ReplayAndSweepOfADamagedGmtAnswerAsTheTraceReadWhole)
     }
     const auto fit = runCli("fit --policy pytorch '" + damaged + "'");
     EXPECT_NE(joined(fit.err).find("gpumem fit: note: " + damaged + " is damaged (corrupt_chunk ×1)"), std::string::npos) << fit.err;
+}
+
+// Review finding (2026-12-02): convert said "X is damaged (…): DETAIL" with DETAIL's own "X: " left out, the
+// other verbs "X is damaged (…): …; X: DETAIL", the path twice. One function (cli/command.h noteDamagedTrace)
+// says it for all of them now: the whole note, with the path once, once per verb.
+TEST(DamagedConvertCli, EveryVerbSaysOnceThatTheTraceIsDamagedNamingItOnce)
+{
+    const auto dir = gpumem::test::scratchDir("damaged_every_verb");
+    const std::string damaged = (dir / "damaged.gmt").string();
+    const auto [memv, end] = writeDamagedTiny(damaged);
+    ASSERT_NE(memv, 0u);
+    const std::string said = " is damaged (corrupt_chunk ×1): " + lostDetail(memv, end) + ". ";
+    const std::string answer = "The answer covers what could be read; re-export or re-record the trace for the rest\n";
+    for (const std::string verb : { "analyze", "analyze --format json", "explain --no-remedies", "replay --policy pytorch",
+             "sweep --policy pytorch --policy direct", "fit --policy pytorch" }) {
+        SCOPED_TRACE(verb);
+        const auto r = runCli(verb + " '" + damaged + "'");
+        EXPECT_EQ(r.exitCode, 0) << r.err;
+        const std::string note = "gpumem " + verb.substr(0, verb.find(' ')) + ": note: " + damaged + said + answer;
+        const std::string err = joined(r.err);
+        EXPECT_NE(err.find(note), std::string::npos) << r.err;
+        EXPECT_EQ(err.find(" is damaged"), err.rfind(" is damaged")) << r.err;
+    }
+    const std::string out = (dir / "salvaged.jsonl").string();
+    const auto r = runCli("convert '" + damaged + "' -o '" + out + "'");
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(joined(r.err),
+        "gpumem convert: warning: " + damaged + said + out
+            + " holds what could be read and records the anomaly ('gpumem info' lists it); re-export or re-record the "
+              "trace for the rest, or give --strict to refuse a damaged input\n");
 }

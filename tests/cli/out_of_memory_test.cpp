@@ -7,9 +7,14 @@
 
 using gpumem::cli::outOfMemoryMessage;
 
+namespace {
+// Whether a path holds a .gmt, told by its name here (main asks the content).
+bool namedGmt(const std::string& path) { return path.ends_with(".gmt"); }
+} // namespace
+
 TEST(OutOfMemoryMessage, NamesTheTraceAndSaysToConvertItForAVerbThatStreamsAGmt)
 {
-    EXPECT_EQ(outOfMemoryMessage("replay", { "run.json.gz" }, { false }),
+    EXPECT_EQ(outOfMemoryMessage("replay", { "run.json.gz" }, namedGmt),
         "out of memory while working on run.json.gz: the trace needs more memory than the process may use. replay "
         "streams a .gmt in bounded memory: convert it first (gpumem convert run.json.gz -o run.gmt) and give "
         "the .gmt (docs/streaming.md), or run where it may use more (ulimit -v, the job's or container's memory "
@@ -18,25 +23,42 @@ TEST(OutOfMemoryMessage, NamesTheTraceAndSaysToConvertItForAVerbThatStreamsAGmt)
 
 TEST(OutOfMemoryMessage, ForAGmtNamesTheOptionsThatReadItWholeAndTheBudget)
 {
-    EXPECT_EQ(outOfMemoryMessage("analyze", { "run.gmt" }, { true }),
+    EXPECT_EQ(outOfMemoryMessage("analyze", { "run.gmt" }, namedGmt),
         "out of memory while working on run.gmt: the trace needs more memory than the process may use. analyze still "
         "reads a .gmt whole with some options (--strict among them; docs/streaming.md lists them): leave those out, "
         "set GPUMEM_ANALYZE_IN_MEMORY_EVENTS=0 to stream it whatever its size, or run where it may use more (ulimit "
         "-v, the job's or container's memory limit)");
-    EXPECT_EQ(outOfMemoryMessage("fit", { "run.gmt" }, { true }).find("GPUMEM_ANALYZE_IN_MEMORY_EVENTS"), std::string::npos);
+    EXPECT_EQ(outOfMemoryMessage("fit", { "run.gmt" }, namedGmt).find("GPUMEM_ANALYZE_IN_MEMORY_EVENTS"), std::string::npos);
 }
 
 TEST(OutOfMemoryMessage, AVerbThatHoldsTheTraceSaysSoAndListsAtMostThreeTraces)
 {
-    EXPECT_EQ(outOfMemoryMessage("diff", { "a.gmt", "b.jsonl" }, { true, false }),
+    EXPECT_EQ(outOfMemoryMessage("diff", { "a.gmt", "b.jsonl" }, namedGmt),
         "out of memory while working on a.gmt, b.jsonl: the traces need more memory than the process may use. diff "
         "holds the whole trace in memory: run where it may use more (ulimit -v, the job's or container's memory "
         "limit); docs/streaming.md lists the verbs that stream a .gmt");
-    const std::string many = outOfMemoryMessage("ranks", { "r0.gmt", "r1.gmt", "r2.gmt", "r3.gmt", "r4.gmt" }, {});
+    const std::string many = outOfMemoryMessage("ranks", { "r0.gmt", "r1.gmt", "r2.gmt", "r3.gmt", "r4.gmt" }, namedGmt);
     EXPECT_EQ(many.rfind("out of memory while working on r0.gmt, r1.gmt, r2.gmt and 2 more: ", 0), 0u) << many;
     // The .gmt beside a file without an extension, or in a folder with a dot.
-    EXPECT_NE(outOfMemoryMessage("sweep", { "v1.2/run" }, { false }).find("(gpumem convert v1.2/run -o v1.2/run.gmt)"), std::string::npos);
-    EXPECT_NE(outOfMemoryMessage("sweep", { "/tmp/.hidden" }, { false }).find("-o /tmp/.hidden.gmt)"), std::string::npos);
+    EXPECT_NE(outOfMemoryMessage("sweep", { "v1.2/run" }, namedGmt).find("(gpumem convert v1.2/run -o v1.2/run.gmt)"), std::string::npos);
+    EXPECT_NE(outOfMemoryMessage("sweep", { "/tmp/.hidden" }, namedGmt).find("-o /tmp/.hidden.gmt)"), std::string::npos);
     // No trace given (a verb that failed before its arguments were read): no name.
-    EXPECT_EQ(outOfMemoryMessage("record", {}, {}).rfind("out of memory: the trace needs more memory", 0), 0u);
+    EXPECT_EQ(outOfMemoryMessage("record", {}, namedGmt).rfind("out of memory: the trace needs more memory", 0), 0u);
+}
+
+// The content of an input is looked at only where the message needs it: for a verb that streams a .gmt, up to
+// the first input that is not one (review finding: main detected the format of every input, for any verb).
+TEST(OutOfMemoryMessage, AsksWhetherAnInputIsAGmtOnlyUpToTheFirstThatIsNot)
+{
+    std::vector<std::string> asked;
+    auto isGmt = [&](const std::string& path) {
+        asked.push_back(path);
+        return namedGmt(path);
+    };
+    const std::string m = outOfMemoryMessage("replay", { "a.gmt", "b.jsonl.gz", "c.json", "d.gmt" }, isGmt);
+    EXPECT_EQ(asked, (std::vector<std::string> { "a.gmt", "b.jsonl.gz" }));
+    EXPECT_NE(m.find("(gpumem convert b.jsonl.gz -o b.gmt)"), std::string::npos) << m;
+    asked.clear();
+    outOfMemoryMessage("diff", { "a.json", "b.json" }, isGmt);
+    EXPECT_TRUE(asked.empty());
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -186,4 +187,81 @@ TEST(ReadContentHead, ReadsThePlainHeadOnceAndInflatesAGzipHead)
     EXPECT_EQ(readContentHead(plain, 1), "{");
     std::filesystem::remove(plain);
     std::filesystem::remove(gz);
+}
+
+namespace {
+// `n` bytes that differ from place to place (a copy that drops or repeats a piece shows).
+std::string patternBytes(std::size_t n)
+{
+    std::string s(n, '\0');
+    std::uint32_t x = 2463534242u;
+    for (auto& c : s) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        c = static_cast<char>(x);
+    }
+    return s;
+}
+
+std::string readAll(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    return { std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>() };
+}
+} // namespace
+
+// copyDescriptor serves GmtWriter::appendSpool and OutputFile's commit through a descriptor (review finding:
+// two copies of the copy). 2.5 MiB: more than one 1 MiB piece of the fallback.
+TEST(CopyDescriptor, CopiesAFileToAFileAtItsOffsetAndToAPipeThroughTheFallback)
+{
+    const auto dir = std::filesystem::temp_directory_path() / ("gpumem_copy_descriptor_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string fromPath = (dir / "from").string(), toPath = (dir / "to").string();
+    const std::string bytes = patternBytes((5u << 20) / 2);
+    std::ofstream(fromPath, std::ios::binary) << bytes;
+    const int from = ::open(fromPath.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(from, 0);
+
+    // A regular file that already holds a head: the bytes go after it, and `from`'s offset does not move.
+    const int to = ::open(toPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_GE(to, 0);
+    ASSERT_EQ(::write(to, "head", 4), 4);
+    copyDescriptor(from, bytes.size(), to, fromPath, toPath);
+    ::close(to);
+    EXPECT_EQ(readAll(toPath), "head" + bytes);
+    EXPECT_EQ(::lseek(from, 0, SEEK_CUR), 0);
+
+    // A pipe: copy_file_range refuses it, pread/write copy it; a child reads the other end.
+    int pipeFds[2];
+    ASSERT_EQ(::pipe(pipeFds), 0);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        ::close(pipeFds[1]);
+        std::string got;
+        char buffer[65536];
+        for (ssize_t n; (n = ::read(pipeFds[0], buffer, sizeof buffer)) > 0;)
+            got.append(buffer, static_cast<std::size_t>(n));
+        ::_exit(got == bytes ? 0 : 1);
+    }
+    ::close(pipeFds[0]);
+    copyDescriptor(from, bytes.size(), pipeFds[1], fromPath, "the pipe");
+    ::close(pipeFds[1]);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the pipe's reader got other bytes";
+
+    // Fewer bytes than asked for: an IoError naming the source and how far it got.
+    const int short_ = ::open(toPath.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    ASSERT_GE(short_, 0);
+    try {
+        copyDescriptor(from, bytes.size() + 10, short_, fromPath, toPath);
+        ADD_FAILURE() << "no IoError";
+    } catch (const IoError& e) {
+        EXPECT_EQ(std::string(e.what()),
+            fromPath + ": cannot read: it ends after " + std::to_string(bytes.size()) + " of " + std::to_string(bytes.size() + 10)
+                + " bytes");
+    }
+    ::close(short_);
+    ::close(from);
+    std::filesystem::remove_all(dir);
 }

@@ -1,0 +1,48 @@
+// What loadTrace says when memory runs out while an importer reads a trace (importers/importer_registry.h;
+// review finding 2026-12-02: it said what happened, not what to do). Checked as a function, as
+// tests/cli/out_of_memory_test.cpp checks main's message: a small RLIMIT_AS fails elsewhere first.
+#include "importers/importer_registry.h"
+
+#include <gtest/gtest.h>
+
+using gpumem::gmtPathBeside;
+using gpumem::outOfMemoryWhileReading;
+
+TEST(OutOfMemoryWhileReading, AJsonlTraceIsToldToConvertToGmtWhichStreamsIt)
+{
+    EXPECT_EQ(outOfMemoryWhileReading("runs/step.jsonl.gz", "jsonl"),
+        "runs/step.jsonl.gz: out of memory while reading it as jsonl (the trace needs more memory than the process may "
+        "use): convert it to .gmt, which reads a .jsonl in trace order (as gpumem writes one) in memory that grows with "
+        "its tables, not its events (gpumem convert runs/step.jsonl.gz -o runs/step.gmt), and give the .gmt: info, "
+        "analyze, report, replay, sweep and fit stream a .gmt (docs/streaming.md); or run where it may use more "
+        "(ulimit -v, the job's or container's memory limit)");
+}
+
+TEST(OutOfMemoryWhileReading, AGmtIsToldWhichOptionsReadItWhole)
+{
+    EXPECT_EQ(outOfMemoryWhileReading("run.gmt", "gmt"),
+        "run.gmt: out of memory while reading it as gmt (the trace needs more memory than the process may use): this "
+        "verb, or one of its options, reads a .gmt whole; info, analyze, report, replay, sweep and fit stream a .gmt "
+        "(docs/streaming.md) but for the options it lists (--strict among them): leave those out; text analyze and "
+        "report read a .gmt of up to GPUMEM_ANALYZE_IN_MEMORY_EVENTS events (14 M unless set) whole: set it to 0 to "
+        "stream it whatever its size; or run where it may use more (ulimit -v, the job's or container's memory limit)");
+}
+
+// Convert reads such a format with the same importer, whole: converting where the verb ran out would run out too.
+TEST(OutOfMemoryWhileReading, AnotherFormatIsToldToConvertOnceWhereMoreMemoryIsAvailable)
+{
+    EXPECT_EQ(outOfMemoryWhileReading("w0.pt.trace.json.gz", "kineto"),
+        "w0.pt.trace.json.gz: out of memory while reading it as kineto (the trace needs more memory than the process "
+        "may use): gpumem reads a kineto trace whole, and so does convert: convert it to .gmt once where more memory "
+        "is available (gpumem convert w0.pt.trace.json.gz -o w0.pt.trace.gmt), then info, analyze, report, replay, "
+        "sweep and fit stream a .gmt (docs/streaming.md); or run where it may use more (ulimit -v, the job's or "
+        "container's memory limit)");
+}
+
+TEST(GmtPathBeside, ReplacesATrailingGzThenTheExtension)
+{
+    EXPECT_EQ(gmtPathBeside("run.json.gz"), "run.gmt");
+    EXPECT_EQ(gmtPathBeside("snap.pickle"), "snap.gmt");
+    EXPECT_EQ(gmtPathBeside("v1.2/run"), "v1.2/run.gmt");
+    EXPECT_EQ(gmtPathBeside("/tmp/.hidden"), "/tmp/.hidden.gmt");
+}
