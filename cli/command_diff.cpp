@@ -33,7 +33,7 @@ namespace {
                 "trace", po::value<std::vector<std::string>>()->required(), "the two traces A and B (positional)");
             p.add("trace", -1);
         }
-        int run(const po::variables_map& vm, std::ostream& out, std::ostream&) override
+        int run(const po::variables_map& vm, std::ostream& out, std::ostream& err) override
         {
             const std::string format = checkedChoice(vm, "format", { "text", "json", "csv" });
             const auto paths = vm["trace"].as<std::vector<std::string>>();
@@ -44,6 +44,7 @@ namespace {
             std::vector<analyze::Analysis> analyses;
             for (const auto& path : paths) {
                 Trace trace = loadTrace(path, load);
+                noteDamagedTrace(name(), path, trace.importStats(), err); // a damaged side is compared as far as it reads
                 analyze::AnalysisOptions options;
                 options.device = deviceOption(vm, trace, path);
                 const std::vector<std::string> at { vm["at"].as<std::string>() };

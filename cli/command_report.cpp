@@ -113,6 +113,7 @@ namespace {
                         if (bounded.needsTrace.empty()) {
                             if (!bounded.analysis.empty)
                                 verdicts[i] = streamedVerdict(bounded, source->skeleton(), source->eventCount());
+                            noteDamagedTrace(name(), path, source->skeleton().importStats(), err);
                             traces.push_back(Trace {}); // the skeleton is the source's
                             analyses.push_back(std::move(bounded.analysis));
                             charts[i] = std::move(bounded.charts);
@@ -125,6 +126,7 @@ namespace {
                     }
                 }
                 traces.push_back(loadTrace(path, load));
+                noteDamagedTrace(name(), path, traces.back().importStats(), err); // the page covers what could be read
                 analyze::AnalysisOptions o;
                 o.device = deviceOption(vm, traces.back(), path);
                 analyses.push_back(analyze::analyzeTrace(traces.back(), o));

@@ -166,6 +166,23 @@ TEST(DamagedConvertCli, EveryVerbSaysOnceThatTheTraceIsDamagedNamingItOnce)
         EXPECT_NE(err.find(note), std::string::npos) << r.err;
         EXPECT_EQ(err.find(" is damaged"), err.rfind(" is damaged")) << r.err;
     }
+    // report, read whole and streamed (in-memory budget 0: its deferred check fails and it starts over), and
+    // diff, for its damaged side only.
+    const std::string html = (dir / "report.html").string(), intact = GPUMEM_SOURCE_DIR "/tests/data/tiny_alloc_free.jsonl";
+    for (const char* budget : { "", "0" })
+        for (const std::string& verb : { "report -o '" + html + "' '" + damaged + "'", "diff '" + damaged + "' '" + intact + "'",
+                 "diff '" + intact + "' '" + damaged + "'" }) {
+            SCOPED_TRACE(verb + " budget " + budget);
+            if (*budget)
+                ::setenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS", budget, 1);
+            const auto r = runCli(verb);
+            ::unsetenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
+            EXPECT_EQ(r.exitCode, 0) << r.err;
+            const std::string err = joined(r.err);
+            EXPECT_NE(err.find("gpumem " + verb.substr(0, verb.find(' ')) + ": note: " + damaged + said + answer), std::string::npos)
+                << r.err;
+            EXPECT_EQ(err.find(" is damaged"), err.rfind(" is damaged")) << r.err;
+        }
     const std::string out = (dir / "salvaged.jsonl").string();
     const auto r = runCli("convert '" + damaged + "' -o '" + out + "'");
     EXPECT_EQ(r.exitCode, 0) << r.err;
