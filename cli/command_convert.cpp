@@ -1,5 +1,6 @@
 // gpumem convert IN -o OUT — any readable trace to .gmt or .jsonl.
 #include "cli/command.h"
+#include "cli/out_of_memory.h"
 #include "cli/output_file.h"
 #include "core/error.h"
 #include "core/message_quote.h"
@@ -103,8 +104,8 @@ namespace {
                 if (!result.fallback.empty())
                     err << "gpumem convert: note: " << messageForTerminal(result.fallback) << '\n';
                 return result;
-            } catch (const std::bad_alloc&) { // as loadTrace says it
-                throw Error(in + ": out of memory while reading it as jsonl (the trace needs more memory than is available)");
+            } catch (const std::bad_alloc&) {
+                throw Error(convertOutOfMemoryMessage(in, options.whole));
             }
         }
     };

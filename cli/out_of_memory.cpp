@@ -49,4 +49,16 @@ std::string outOfMemoryMessage(
         + "; docs/streaming.md lists the verbs that stream a .gmt";
 }
 
+std::string convertOutOfMemoryMessage(const std::string& in, bool whole)
+{
+    const std::string head = textForTerminal(in) + ": out of memory while converting it (the trace needs more memory than the process may use): ";
+    if (whole)
+        return head + "GPUMEM_CONVERT_WHOLE is set, so the .jsonl was read whole: unset it to stream it, or "
+            + std::string(kRunWithMoreMemory);
+    return head + "convert streams a .jsonl whose records are in trace order (memory events by time, then sequence; "
+                  "kernels by start), holding only its tables, annotations and counter samples, and reads one out of "
+                  "order whole: write the file in trace order, or "
+        + std::string(kRunWithMoreMemory);
+}
+
 } // namespace gpumem::cli

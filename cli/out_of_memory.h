@@ -20,4 +20,9 @@ bool streamsGmt(std::string_view verb);
 std::string outOfMemoryMessage(
     std::string_view verb, const std::vector<std::string>& inputs, const std::function<bool(const std::string&)>& isGmt);
 
+// What `gpumem convert IN.jsonl -o OUT.gmt` says when memory runs out while it converts (core/jsonl_to_gmt.h):
+// it streams a .jsonl whose records are in trace order, holding its tables, and reads one out of order whole;
+// `whole`: GPUMEM_CONVERT_WHOLE made it read the file whole. One line, starting with the path.
+std::string convertOutOfMemoryMessage(const std::string& in, bool whole);
+
 } // namespace gpumem::cli

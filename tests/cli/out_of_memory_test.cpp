@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+using gpumem::cli::convertOutOfMemoryMessage;
 using gpumem::cli::outOfMemoryMessage;
 
 namespace {
@@ -61,4 +62,19 @@ TEST(OutOfMemoryMessage, AsksWhetherAnInputIsAGmtOnlyUpToTheFirstThatIsNot)
     asked.clear();
     outOfMemoryMessage("diff", { "a.json", "b.json" }, isGmt);
     EXPECT_TRUE(asked.empty());
+}
+
+// convert of a .jsonl (streamed where it is in trace order) says what holds memory there and what to do (the
+// helper's finding: it said only "the trace needs more memory than is available").
+TEST(OutOfMemoryMessage, ConvertOfAJsonlSaysWhatItHoldsAndHowToStreamIt)
+{
+    EXPECT_EQ(convertOutOfMemoryMessage("run.jsonl", false),
+        "run.jsonl: out of memory while converting it (the trace needs more memory than the process may use): convert "
+        "streams a .jsonl whose records are in trace order (memory events by time, then sequence; kernels by start), "
+        "holding only its tables, annotations and counter samples, and reads one out of order whole: write the file in "
+        "trace order, or run where it may use more (ulimit -v, the job's or container's memory limit)");
+    EXPECT_EQ(convertOutOfMemoryMessage("run.jsonl", true),
+        "run.jsonl: out of memory while converting it (the trace needs more memory than the process may use): "
+        "GPUMEM_CONVERT_WHOLE is set, so the .jsonl was read whole: unset it to stream it, or run where it may use more "
+        "(ulimit -v, the job's or container's memory limit)");
 }
