@@ -31,6 +31,17 @@ namespace {
         throw IoError(path + ": cannot " + what + ": " + std::strerror(errno));
     }
 
+    // A file mapped whole needs address space of its size: where mmap says ENOMEM, the process may not use that
+    // much (a review finding: "cannot map: Cannot allocate memory" said nothing of what to do).
+    [[noreturn]] void throwMapFailed(const std::string& path, std::size_t bytes)
+    {
+        if (errno == ENOMEM)
+            throw IoError(path + ": cannot map its " + std::to_string(bytes)
+                + " bytes: the process may not use that much address space; run where it may use more (ulimit -v, the "
+                  "job's or container's memory limit)");
+        throwIo(path, "map");
+    }
+
     // Big buffers are touched once, front to back: transparent huge pages cut the page faults 512×
     // (half the import time of a 50 MB trace went to faults without them). Advisory only.
     void adviseHugePages(void* data, std::size_t size)
@@ -390,7 +401,7 @@ FileBuffer readFileBuffer(const std::string& path, std::size_t mapAbove)
             int saved = errno;
             ::close(fd);
             errno = saved;
-            throwIo(path, "map");
+            throwMapFailed(path, static_cast<std::size_t>(st.st_size));
         }
         ::close(fd);
         const auto size = static_cast<std::size_t>(st.st_size);
@@ -579,8 +590,10 @@ MappedFile::MappedFile(const std::string& path)
         m_data = ::mmap(nullptr, m_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m_data == MAP_FAILED) {
             m_data = nullptr;
+            const int saved = errno;
             ::close(fd);
-            throwIo(path, "map");
+            errno = saved;
+            throwMapFailed(path, m_size);
         }
     }
     ::close(fd);

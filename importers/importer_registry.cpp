@@ -116,9 +116,10 @@ std::string outOfMemoryWhileReading(const std::string& path, std::string_view fo
              "tables, not its events (" + convert
             + "), and give the .gmt: " + streaming;
     else if (format == "gmt")
-        m += "this verb, or one of its options, reads a .gmt whole; " + streaming
-            + " but for the options it lists (--strict among them): leave those out; text analyze and report read a .gmt "
-              "of up to GPUMEM_ANALYZE_IN_MEMORY_EVENTS events (14 M unless set) whole: set it to 0 to stream it whatever its size";
+        m += "explain, diff, ranks and convert hold the whole trace; " + streaming
+            + " but for the options it lists (--strict among them), and text analyze and report read a .gmt of up to "
+              "GPUMEM_ANALYZE_IN_MEMORY_EVENTS events (14 M unless set) whole: with one of those six, leave such options "
+              "out or set it to 0 to stream the trace whatever its size";
     else
         m += "gpumem reads a " + std::string(format) + " trace whole, and so does convert: convert it to .gmt once where more "
             "memory is available (" + convert + "), then " + streaming;

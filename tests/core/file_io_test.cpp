@@ -1,5 +1,6 @@
 #include "core/error.h"
 #include "core/file_io.h"
+#include "tests/core/address_space_limit.h"
 #include "tests/core/gzip_test_support.h"
 
 #include <gtest/gtest.h>
@@ -264,4 +265,19 @@ TEST(CopyDescriptor, CopiesAFileToAFileAtItsOffsetAndToAPipeThroughTheFallback)
     ::close(short_);
     ::close(from);
     std::filesystem::remove_all(dir);
+}
+
+// A file mapped whole needs address space of its size; where the process may not use that much, the error says
+// so and what to do (review finding: "cannot map: Cannot allocate memory", while `analyze` of the same .jsonl
+// advised `convert`, which maps it too). The smallest input: a sparse 1 GiB file, mapped in a child whose address
+// space is held to what it uses plus 256 MiB.
+TEST(FileBuffer, AMapLargerThanTheAddressSpaceLeftSaysSoAndWhatToDo)
+{
+    const std::string path = writeTemp("sparse.bin", "");
+    std::filesystem::resize_file(path, std::uintmax_t(1) << 30);
+    const std::string said = gpumem::test::whatUnderAddressSpaceLimit(rlim_t(256) << 20, [&] { readFileBuffer(path, 0); });
+    std::filesystem::remove(path);
+    EXPECT_EQ(said,
+        path + ": cannot map its 1073741824 bytes: the process may not use that much address space; run where it may use "
+               "more (ulimit -v, the job's or container's memory limit)");
 }

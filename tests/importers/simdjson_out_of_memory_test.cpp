@@ -7,6 +7,7 @@
 // allocates about 5.7 bytes a byte of input, the read about 1), loaded in a child whose address space is held
 // to what it uses plus 3 times the blanks.
 #include "importers/importer_registry.h"
+#include "tests/core/address_space_limit.h"
 
 #include <gtest/gtest.h>
 
@@ -33,40 +34,7 @@ std::string slurp(const std::string& path)
 // loads).
 std::string loadedUnderATightLimit(const std::string& path)
 {
-    int fds[2];
-    if (::pipe(fds) != 0)
-        return "pipe failed";
-    const pid_t child = ::fork();
-    if (child < 0)
-        return "fork failed";
-    if (child == 0) {
-        ::close(fds[0]);
-        std::string said = "no error";
-        {
-            std::ifstream statm("/proc/self/statm");
-            std::size_t pages = 0;
-            statm >> pages;
-            const rlim_t limit = pages * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) + 3 * kBlanks;
-            const rlimit as { limit, limit };
-            ::setrlimit(RLIMIT_AS, &as);
-        }
-        try {
-            gpumem::loadTrace(path);
-        } catch (const std::exception& e) {
-            said = e.what();
-        }
-        (void)!::write(fds[1], said.data(), said.size());
-        ::_exit(0);
-    }
-    ::close(fds[1]);
-    std::string said;
-    char buffer[4096];
-    for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;)
-        said.append(buffer, static_cast<std::size_t>(n));
-    ::close(fds[0]);
-    int status = 0;
-    ::waitpid(child, &status, 0);
-    return said;
+    return gpumem::test::whatUnderAddressSpaceLimit(3 * kBlanks, [&] { gpumem::loadTrace(path); });
 }
 
 // `content` with kBlanks blanks before its last byte (the closing ']' or '}') at `name` in a fresh folder:
