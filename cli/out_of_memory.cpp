@@ -40,11 +40,13 @@ std::string outOfMemoryMessage(
             + "(docs/streaming.md), or " + more;
     }
     if (streams)
-        return m + ". " + std::string(verb) + " still reads a .gmt whole with some options (--strict among them; "
-            + "docs/streaming.md lists them): leave those out"
-            + (verb == "analyze" || verb == "report" ? ", set GPUMEM_ANALYZE_IN_MEMORY_EVENTS=0 to stream it whatever its size"
+        // Not "leave those out" alone: the reviewer's replay, given no option, ran out streaming (F3, 2026-12-02).
+        return m + ". " + std::string(verb) + " streams a .gmt holding what its answer needs (the blocks live at once), "
+            + "but reads it whole with some options (--strict among them; docs/streaming.md lists them): if one was "
+              "given, leave it out"
+            + (verb == "analyze" || verb == "report" ? "; set GPUMEM_ANALYZE_IN_MEMORY_EVENTS=0 to stream it whatever its size"
                                                       : "")
-            + ", or " + more;
+            + "; or " + more;
     return m + ". " + std::string(verb) + " holds the whole trace in memory: " + more
         + "; docs/streaming.md lists the verbs that stream a .gmt";
 }

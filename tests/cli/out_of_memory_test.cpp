@@ -25,10 +25,11 @@ TEST(OutOfMemoryMessage, NamesTheTraceAndSaysToConvertItForAVerbThatStreamsAGmt)
 TEST(OutOfMemoryMessage, ForAGmtNamesTheOptionsThatReadItWholeAndTheBudget)
 {
     EXPECT_EQ(outOfMemoryMessage("analyze", { "run.gmt" }, namedGmt),
-        "out of memory while working on run.gmt: the trace needs more memory than the process may use. analyze still "
-        "reads a .gmt whole with some options (--strict among them; docs/streaming.md lists them): leave those out, "
-        "set GPUMEM_ANALYZE_IN_MEMORY_EVENTS=0 to stream it whatever its size, or run where it may use more (ulimit "
-        "-v, the job's or container's memory limit)");
+        "out of memory while working on run.gmt: the trace needs more memory than the process may use. analyze streams "
+        "a .gmt holding what its answer needs (the blocks live at once), but reads it whole with some options (--strict "
+        "among them; docs/streaming.md lists them): if one was given, leave it out; set GPUMEM_ANALYZE_IN_MEMORY_EVENTS=0 "
+        "to stream it whatever its size; or run where it may use more (ulimit -v, the job's or container's memory "
+        "limit)");
     EXPECT_EQ(outOfMemoryMessage("fit", { "run.gmt" }, namedGmt).find("GPUMEM_ANALYZE_IN_MEMORY_EVENTS"), std::string::npos);
 }
 
