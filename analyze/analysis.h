@@ -73,6 +73,7 @@ struct FragmentationSummary {
 struct MemoryStats {
     struct Stat {
         std::uint64_t current = 0, peak = 0, allocated = 0, freed = 0;
+        friend bool operator==(const Stat&, const Stat&) = default;
     };
     Stat allocatedBytes, activeBytes, requestedBytes, reservedBytes, inactiveSplitBytes;
     Stat allocations, activeAllocations, segments;

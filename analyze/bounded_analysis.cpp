@@ -231,6 +231,34 @@ namespace {
         std::uint64_t allocFreeChunks = 0; // chunks the alloc/free kernel took
     };
 
+    // A chunk's columns as local pointers, as both loops of pass 1 read them: a narrow store (a flag, a category)
+    // may alias anything, and the vectors' data pointers were reloaded at every use (issue 22).
+    struct Columns {
+        explicit Columns(const MemoryEventColumns& m)
+            : time(m.time.data())
+            , kind(m.kind.data())
+            , device(m.device.data())
+            , address(m.address.data())
+            , size(m.size.data())
+            , requestedSize(m.requestedSize.data())
+            , scope(m.scope.data())
+            , site(m.site.data())
+            , stream(m.stream.data())
+            , category(m.category.data())
+        {
+        }
+        const TimeNs* time;
+        const EventKind* kind;
+        const DeviceId* device;
+        const Address* address;
+        const Bytes* size;
+        const Bytes* requestedSize;
+        const ScopeId* scope;
+        const SiteId* site;
+        const StreamId* stream;
+        const Category* category;
+    };
+
     // What pass 1's alloc/free kernel asks of a chunk before it takes it: the OR of its kinds (Alloc and Free
     // are kinds 0 and 1, so any other kind sets a higher bit), of its devices XOR `dev`, of its sizes and
     // requested sizes, and its number of allocs. Not inlined: in the kernel's lambda GCC left these
@@ -450,9 +478,6 @@ namespace {
         // Active follows allocated (the same bytes, counts and series) wherever no free awaits a completion.
         const bool mirroredActive = !completed || std::none_of(completed->begin(), completed->end(), [](std::uint64_t w) { return w != 0; });
         const bool allocFreeKernel = mirroredActive && !charts && timeSpecs.empty();
-        auto sameStat = [](const MemoryStats::Stat& a, const MemoryStats::Stat& b) {
-            return a.current == b.current && a.peak == b.peak && a.allocated == b.allocated && a.freed == b.freed;
-        };
         // The general loop below, for a chunk of allocs and frees on one device that has had no segment event, no
         // reserved counter, no snapshot-rebuilt events and no open OOM instant (issue 22: most chunks of a long
         // trace): what the general loop recomputes at every event but cannot change there — reserved, largest
@@ -464,19 +489,16 @@ namespace {
         // bytes or more, totals under 2^62, so that no local can overflow.
         auto allocFreeChunk = [&](const MemoryEventColumns& m, std::uint64_t firstIndex) -> bool {
             const std::size_t n = m.count();
-            const EventKind* const cKind = m.kind.data();
-            const DeviceId* const cDevice = m.device.data();
-            const Bytes* const cSize = m.size.data();
-            const Bytes* const cRequestedSize = m.requestedSize.data();
-            const DeviceId dev = cDevice[0];
+            const Columns c(m);
+            const DeviceId dev = c.device[0];
             if (n >= (std::size_t(1) << 22) || dev >= p.devices.size())
                 return false;
             DeviceRun& r = p.devices[dev];
             constexpr Bytes kRoom = Bytes(1) << 62;
             if (r.counter || r.segments || r.events == 0 || !r.firstRequest || r.extendingReserved || r.oomOpen || r.rebuilt != 0
                 || r.previousWaste || !r.peakAllocated || !r.fullest || r.fullest->event != r.peakAllocated->event
-                || r.sReserved.stat.current != 0 || r.sInactive.stat.current != 0 || !(r.active == r.allocated)
-                || r.activeCount != r.live || !sameStat(r.activeAllocations, r.allocations) || !sameStat(r.sActive.stat, r.sAllocated.stat)
+                || r.sReserved.stat.current != 0 || r.sInactive.stat.current != 0 || r.active != r.allocated
+                || r.activeCount != r.live || r.activeAllocations != r.allocations || r.sActive.stat != r.sAllocated.stat
                 || r.allocated.value() >= kRoom || r.requested.value() >= kRoom || r.lowLive < 0 || r.lowLive >= Wide(kRoom))
                 return false;
             const ChunkShape shape = chunkShape(m, dev);
@@ -492,12 +514,6 @@ namespace {
                 allocSizes = r.allocSizes.data() + at;
             }
 
-            const TimeNs* const cTime = m.time.data();
-            const Address* const cAddress = m.address.data();
-            const ScopeId* const cScope = m.scope.data();
-            const SiteId* const cSite = m.site.data();
-            const StreamId* const cStream = m.stream.data();
-            const Category* const cCategory = m.category.data();
             Bytes allocated = r.allocated.value(), requested = r.requested.value();
             Bytes allocatedUp = 0, allocatedDown = 0, requestedUp = 0, requestedDown = 0;
             Bytes allocatedPeak = r.sAllocated.stat.peak, requestedPeak = r.sRequested.stat.peak;
@@ -514,15 +530,15 @@ namespace {
             std::size_t opened = 0;
             const std::uint64_t ordinal0 = r.events;
             for (std::size_t j = 0; j < n; ++j) {
-                if (cKind[j] == EventKind::Alloc) {
-                    const Bytes size = cSize[j], request = cRequestedSize[j] ? cRequestedSize[j] : size;
+                if (c.kind[j] == EventKind::Alloc) {
+                    const Bytes size = c.size[j], request = c.requestedSize[j] ? c.requestedSize[j] : size;
                     allocated += size;
                     allocatedUp += size;
                     requested += request;
                     requestedUp += request;
                     allocatedPeak = std::max(allocatedPeak, allocated);
                     requestedPeak = std::max(requestedPeak, requested);
-                    openBlock(r, dev, cAddress[j], size, request, cScope[j], cSite[j], cStream[j], cCategory[j]);
+                    openBlock(r, dev, c.address[j], size, request, c.scope[j], c.site[j], c.stream[j], c.category[j]);
                     if (allocSizes)
                         allocSizes[opened] = size;
                     ++opened;
@@ -538,7 +554,7 @@ namespace {
                         Point pt;
                         pt.ordinal = ordinal0 + j;
                         pt.event = firstIndex + j;
-                        pt.time = cTime[j];
+                        pt.time = c.time[j];
                         pt.allocated = pt.active = pt.ratioAllocated = allocated;
                         pt.requested = requested;
                         r.peakAllocated = pt;
@@ -552,13 +568,13 @@ namespace {
                         r.peakDirty = true;
                     continue;
                 }
-                const std::uint32_t slot = blocks.close(blockKey(dev, cAddress[j]));
+                const std::uint32_t slot = blocks.close(blockKey(dev, c.address[j]));
                 if (slot == gpumem::detail::AddressMap::kNone) {
-                    r.freedBefore += cRequestedSize[j] ? cRequestedSize[j] : cSize[j];
+                    r.freedBefore += c.requestedSize[j] ? c.requestedSize[j] : c.size[j];
                     threshold = lessFreedThreshold();
                     continue;
                 }
-                Pass1Block& b = closeBlock(r, dev, slot, cSite[j]);
+                Pass1Block& b = closeBlock(r, dev, slot, c.site[j]);
                 const Bytes size = b.block.size, request = b.request;
                 const Bytes allocatedDrop = std::min(allocated, size), requestedDrop = std::min(requested, request);
                 allocated -= allocatedDrop;
@@ -591,7 +607,7 @@ namespace {
             r.allocations.peak = livePeak;
             r.activeAllocations = r.allocations;
             r.events += n;
-            r.previousTime = cTime[n - 1];
+            r.previousTime = c.time[n - 1];
             return true;
         };
         source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t firstIndex) {
@@ -606,40 +622,29 @@ namespace {
                 ++p.allocFreeChunks;
                 return;
             }
-            // The columns as local pointers: a narrow store (a flag, a category) may alias anything, and the
-            // vectors' data pointers were reloaded at every use (issue 22).
-            const TimeNs* const cTime = m.time.data();
-            const EventKind* const cKind = m.kind.data();
-            const DeviceId* const cDevice = m.device.data();
-            const Address* const cAddress = m.address.data();
-            const Bytes* const cSize = m.size.data();
-            const Bytes* const cRequestedSize = m.requestedSize.data();
-            const ScopeId* const cScope = m.scope.data();
-            const SiteId* const cSite = m.site.data();
-            const StreamId* const cStream = m.stream.data();
-            const Category* const cCategory = m.category.data();
+            const Columns c(m);
             DeviceRun* const runs = p.devices.data();
             const std::size_t runCount = p.devices.size(), timeSpecCount = timeSpecs.size();
             const bool withCharts = charts != nullptr;
             for (std::size_t j = 0; j < n; ++j) {
                 const std::uint64_t i = firstIndex + j;
-                const DeviceId dev = cDevice[j];
+                const DeviceId dev = c.device[j];
                 if (dev >= runCount)
                     throw FormatError("memory event " + std::to_string(i) + ": device " + std::to_string(dev)
                         + " is not in the trace's device table");
                 DeviceRun& r = runs[dev];
-                const EventKind kind = cKind[j];
+                const EventKind kind = c.kind[j];
                 switch (kind) {
                 case EventKind::Alloc: {
-                    const Bytes size = cSize[j], request = cRequestedSize[j] ? cRequestedSize[j] : size;
+                    const Bytes size = c.size[j], request = c.requestedSize[j] ? c.requestedSize[j] : size;
                     r.allocated += size;
                     r.active += size;
                     r.requested += request;
                     r.sAllocated.seeUp(r.allocated.value());
                     r.sActive.seeUp(r.active.value());
                     r.sRequested.seeUp(r.requested.value());
-                    r.layout.allocate(cAddress[j], size);
-                    openBlock(r, dev, cAddress[j], size, request, cScope[j], cSite[j], cStream[j], cCategory[j]);
+                    r.layout.allocate(c.address[j], size);
+                    openBlock(r, dev, c.address[j], size, request, c.scope[j], c.site[j], c.stream[j], c.category[j]);
                     if (!annotatedSteps) {
                         reserveAllocSizes(r);
                         r.allocSizes.push_back(size);
@@ -658,14 +663,14 @@ namespace {
                     break;
                 }
                 case EventKind::Free: {
-                    const std::uint32_t slot = blocks.close(blockKey(dev, cAddress[j]));
+                    const std::uint32_t slot = blocks.close(blockKey(dev, c.address[j]));
                     if (slot == gpumem::detail::AddressMap::kNone) { // allocated before the window: closes nothing
-                        r.freedBefore += cRequestedSize[j] ? cRequestedSize[j] : cSize[j];
+                        r.freedBefore += c.requestedSize[j] ? c.requestedSize[j] : c.size[j];
                         break;
                     }
                     // The fields read before the flag is cleared (a narrow store read back wide stalls), and not the
                     // whole record copied: only a free that awaits its completion needs it.
-                    Pass1Block& b = closeBlock(r, dev, slot, cSite[j]);
+                    Pass1Block& b = closeBlock(r, dev, slot, c.site[j]);
                     const Bytes size = b.block.size, request = b.request;
                     r.allocated -= size;
                     r.requested -= request;
@@ -676,9 +681,9 @@ namespace {
                     if (completed && bitSet(*completed, i)) {
                         Pass1Block awaited = b;
                         awaited.inUse = false;
-                        awaiting.open(blockKey(dev, cAddress[j]), awaited);
+                        awaiting.open(blockKey(dev, c.address[j]), awaited);
                     } else
-                        leaveActive(r, cAddress[j], size, request);
+                        leaveActive(r, c.address[j], size, request);
                     b.inUse = false;
                     blocks.release(slot);
                     break;
@@ -686,18 +691,18 @@ namespace {
                 case EventKind::FreeCompleted: {
                     if (!completed)
                         throw NeedsCompletions {};
-                    const std::uint32_t slot = awaiting.close(blockKey(dev, cAddress[j]));
+                    const std::uint32_t slot = awaiting.close(blockKey(dev, c.address[j]));
                     if (slot == gpumem::detail::AddressMap::kNone)
                         break; // the completion of a free before the window
                     const Pass1Block& b = awaiting[slot];
-                    leaveActive(r, cAddress[j], b.block.size, b.request);
+                    leaveActive(r, c.address[j], b.block.size, b.request);
                     awaiting.release(slot);
                     break;
                 }
                 case EventKind::SegmentAlloc:
                 case EventKind::SegmentMap:
-                    r.reserved += cSize[j];
-                    r.layout.addSegment(cAddress[j], cSize[j]);
+                    r.reserved += c.size[j];
+                    r.layout.addSegment(c.address[j], c.size[j]);
                     if (kind == EventKind::SegmentAlloc) {
                         ++r.segs;
                         ++r.segmentCount.allocated;
@@ -706,8 +711,8 @@ namespace {
                     break;
                 case EventKind::SegmentFree:
                 case EventKind::SegmentUnmap:
-                    r.reserved -= cSize[j];
-                    r.layout.removeSegment(cAddress[j]);
+                    r.reserved -= c.size[j];
+                    r.layout.removeSegment(c.address[j]);
                     if (kind == EventKind::SegmentFree) {
                         r.segs -= std::min<std::uint64_t>(r.segs, 1);
                         ++r.segmentCount.freed;
@@ -717,20 +722,20 @@ namespace {
                     ++r.ooms;
                     break;
                 case EventKind::Marker:
-                    r.markers.push_back(cTime[j]);
+                    r.markers.push_back(c.time[j]);
                     break;
                 default:
                     break;
                 }
                 r.segments |= isSegmentLevel(kind);
                 if (!r.firstRequest && isRequestLevel(kind))
-                    r.firstRequest = replay::FirstRequest { kind, cSize[j] };
+                    r.firstRequest = replay::FirstRequest { kind, c.size[j] };
 
                 // The point after this event.
                 Point pt;
                 pt.ordinal = r.events;
                 pt.event = i;
-                pt.time = cTime[j];
+                pt.time = c.time[j];
                 pt.allocated = r.sAllocated.stat.current; // the series' values after this event (seeUp, seeDown)
                 pt.active = r.sActive.stat.current;
                 pt.requested = r.sRequested.stat.current;
