@@ -93,9 +93,20 @@ namespace {
                 return runJobFit(vm, w, out, err);
             }
             const std::string path = paths.front();
-            // A .gmt is streamed, a probe a pass (docs/streaming.md); any other format is read whole.
-            const ReplayInput input(path);
-            noteDamagedTrace(name(), path, input.tables().importStats(), err); // as analyze does
+            // A .gmt is streamed, a probe a pass (docs/streaming.md); any other format is read whole. The .gmt's
+            // chunks are checked by the first pass (withReplayInput), not by an opening pass of their own:
+            // nothing is written before the probes are done.
+            return withReplayInput(path, [&, base = options](const ReplayInput& input) -> int {
+                replay::FitOptions fit = base; // a retry starts from the options as given
+                return fitAndWrite(vm, input, path, specs, gates, format, fit, out, err);
+            });
+        }
+
+    private:
+        int fitAndWrite(const po::variables_map& vm, const ReplayInput& input, const std::string& path,
+            const std::vector<replay::PolicySpec>& specs, const Gates& gates, const std::string& format,
+            replay::FitOptions& options, std::ostream& out, std::ostream& err) const
+        {
             options.device = deviceOption(vm, input.tables(), path);
             options.source = path;
             // The busiest device, chosen once here rather than by every replay (each is a pass over the trace).
@@ -105,6 +116,8 @@ namespace {
             std::vector<replay::FitResult> fits;
             for (const auto& s : specs)
                 fits.push_back(replay::fitCapacity(input.source(), s, options));
+            // The passes are done (no retry can follow): a damaged trace is said to be one, as analyze does.
+            noteDamagedTrace(name(), path, input.tables().importStats(), err);
             auto context = input.context(options.device.value_or(0), options.start);
             context.width = readTableWidth(vm);
             analyze::writeFitTable(fits, format, out, context);
