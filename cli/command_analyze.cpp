@@ -286,8 +286,8 @@ namespace {
 
     private:
         // `gpumem analyze` of a .gmt in passes over its chunks (analyze/bounded_analysis.h), without holding
-        // the trace; nullopt when the trace is to be analysed in memory instead: the passes need it (memory
-        // counters, …), or the text's verdict does (explain's replays) and the trace fits kInMemoryEvents.
+        // the trace for its tables; nullopt when the trace is to be analysed in memory instead: the passes need
+        // it (memory counters, …). Text within the in-memory budget reads the trace whole for its verdict alone.
         static std::optional<int> runBounded(const po::variables_map& vm, const std::string& path, const std::string& format,
             const analyze::ReportOptions& report, std::ostream& out, std::ostream& err)
         {
@@ -298,9 +298,8 @@ namespace {
         static std::optional<int> runBounded(const po::variables_map& vm, const MemoryEventSource& source, const std::string& path,
             const std::string& format, const analyze::ReportOptions& report, std::ostream& out, std::ostream& err)
         {
+            // Text under the budget streams its tables too: the verdict alone reads the trace whole (below).
             const std::uint64_t events = source.eventCount(), budget = inMemoryEventBudget();
-            if (format == "text" && events <= budget)
-                return std::nullopt;
             const Trace& skeleton = source.skeleton();
             analyze::AnalysisOptions options;
             options.device = deviceOption(vm, skeleton, path);
@@ -341,8 +340,19 @@ namespace {
             else if (format == "csv")
                 analyze::writeAnalysisCsv(analysis, path, report, out);
             else {
-                // The verdict still leads; its remedies are explain's replays, which need the trace in memory.
-                if (!analysis.empty) {
+                // The verdict leads. Its remedies are explain's replays, which need the trace in memory: under the
+                // budget it is read whole for them alone, and diagnosed with the streamed analysis (equal to
+                // analyzeTrace's but for the timeline and the per-allocation categories, which the verdict does not
+                // read: only the evidence names categories), so the in-memory timeline is never built; over it, the
+                // verdict says the remedies were not replayed.
+                if (events <= budget) {
+                    const Trace trace = loadTrace(path, {});
+                    if (auto verdict = analyze::verdictFor(trace, analysis)) {
+                        analyze::Diagnosis d;
+                        d.verdict = *verdict;
+                        out << analyze::verdictLines(d) << '\n';
+                    }
+                } else if (!analysis.empty) {
                     analyze::Diagnosis d;
                     d.verdict = streamedVerdict(bounded, skeleton, events);
                     out << analyze::verdictLines(d) << '\n';
