@@ -267,6 +267,19 @@ std::span<const Allocation> Trace::allocations() const
     std::call_once(m_body->pairedOnce, [this] { m_body->pair(); });
     return m_body->allocations;
 }
+std::span<const std::uint32_t> Trace::allocationOfEvents() const
+{
+    std::call_once(m_body->allocationOfEventsOnce, [this] {
+        const auto allocs = allocations();
+        auto& of = m_body->allocationOfEvents;
+        of.assign(m_body->memory.count(), kNoAllocationOfEvent);
+        for (std::size_t a = 0; a < allocs.size(); ++a)
+            for (std::uint64_t e : { allocs[a].allocEvent, allocs[a].freeEvent, allocs[a].freeCompletedEvent })
+                if (e != kNoIndex)
+                    of[e] = std::uint32_t(a);
+    });
+    return m_body->allocationOfEvents;
+}
 const ImportStats& Trace::importStats() const { return m_body->importStats; }
 const ImportStats& Trace::stats() const
 {

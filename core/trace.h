@@ -178,6 +178,12 @@ public:
     std::span<const CounterSample> counterSamples() const;
     // Pairs alloc → free → free_completed by (device, address) on first call. Thread-safe.
     std::span<const Allocation> allocations() const;
+    // The allocation (index into allocations()) each memory event opens, frees or completes the free of;
+    // kNoAllocationOfEvent where none (segment events, unmatched frees, …). Shape: memory().count(), 4 bytes
+    // an event, computed once on first call and kept with the trace, so that the replays of one trace share it
+    // (replay/detail/foresight.h). Thread-safe.
+    std::span<const std::uint32_t> allocationOfEvents() const;
+    static constexpr std::uint32_t kNoAllocationOfEvent = 0xffffffffu;
     // Anomalies of the import plus those found while pairing.
     const ImportStats& stats() const;
     // Anomalies recorded by the importer alone (what a writer stores; pairing re-derives the rest).

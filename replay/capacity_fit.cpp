@@ -44,7 +44,7 @@ Bytes livePeak(const MemoryEventSource& source, std::optional<DeviceId> device, 
     const Trace& tables = source.skeleton();
     ReplayOptions ask;
     ask.openingAllocated = opening; // the frees without an alloc, when the opening bytes are held
-    const std::vector<std::uint32_t> allocationOf = detail::EventPairing::allocationOfEvents(source);
+    const std::span<const std::uint32_t> allocationOf = detail::EventPairing::allocationOfEvents(source);
     const detail::Foresight ahead
         = detail::foresee(source, allocationOf, *device, initialStateEventCount(tables, *device), ask, false);
     __extension__ typedef __int128 Wide; // GCC and Clang have it; -Wpedantic stays quiet

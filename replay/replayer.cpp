@@ -525,7 +525,7 @@ ReplayResult replayTrace(const MemoryEventSource& source, const PolicySpec& spec
     const bool emptyStart = options.initialState == InitialStateMode::Empty; // the rebuilt events are not fed
     const bool needSourcePeak = options.capacity != 0 && !options.outsideBytes && outsideMemoryNeedsEvents(trace);
     // A whole trace's own pairing by event (empty for a streamed source: each pass pairs its chunks).
-    const std::vector<std::uint32_t> allocationOf = detail::EventPairing::allocationOfEvents(source);
+    const std::span<const std::uint32_t> allocationOf = detail::EventPairing::allocationOfEvents(source);
     const detail::Foresight ahead = detail::foresee(source, allocationOf, dev, initialEvents, options, needSourcePeak);
     const std::uint64_t n = ahead.events;
 

@@ -30,6 +30,8 @@ struct TraceBody {
     mutable std::vector<Allocation> allocations;
     mutable ImportStats stats;
     void pair() const;
+    mutable std::once_flag allocationOfEventsOnce;
+    mutable std::vector<std::uint32_t> allocationOfEvents;
 };
 
 } // namespace gpumem::detail

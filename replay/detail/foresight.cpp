@@ -6,22 +6,15 @@
 
 namespace gpumem::replay::detail {
 
-std::vector<std::uint32_t> EventPairing::allocationOfEvents(const MemoryEventSource& source)
+static_assert(Trace::kNoAllocationOfEvent == RequestFeeder::kNoAllocation);
+
+std::span<const std::uint32_t> EventPairing::allocationOfEvents(const MemoryEventSource& source)
 {
-    std::vector<std::uint32_t> of;
     const Trace* trace = source.wholeTrace();
-    if (!trace)
-        return of;
-    of.assign(trace->memory().count(), RequestFeeder::kNoAllocation);
-    const auto allocs = trace->allocations();
-    for (std::size_t a = 0; a < allocs.size(); ++a)
-        for (std::uint64_t e : { allocs[a].allocEvent, allocs[a].freeEvent, allocs[a].freeCompletedEvent })
-            if (e != kNoIndex)
-                of[e] = std::uint32_t(a);
-    return of;
+    return trace ? trace->allocationOfEvents() : std::span<const std::uint32_t> {};
 }
 
-EventPairing::EventPairing(const std::vector<std::uint32_t>& allocationOf, bool completions)
+EventPairing::EventPairing(std::span<const std::uint32_t> allocationOf, bool completions)
     : m_allocationOf(allocationOf)
 {
     if (allocationOf.empty())
@@ -35,7 +28,7 @@ EventPairing::Paired EventPairing::streamedStep(const MemoryEventColumns& m, std
     return { out.pairing, out.block.allocation };
 }
 
-Foresight foresee(const MemoryEventSource& source, const std::vector<std::uint32_t>& allocationOf, DeviceId dev,
+Foresight foresee(const MemoryEventSource& source, std::span<const std::uint32_t> allocationOf, DeviceId dev,
     std::uint64_t preWindow, const ReplayOptions& options, bool needSourcePeak)
 {
     const Trace& tables = source.skeleton();

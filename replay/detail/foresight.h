@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <utility>
+#include <span>
 #include <vector>
 
 namespace gpumem::replay::detail {
@@ -26,11 +27,12 @@ public:
         ChunkPairing::Pairing pairing = ChunkPairing::Pairing::None;
         std::uint32_t allocation = 0; // for Opened, Closed, Completed
     };
-    // For a whole trace, the allocation of each event (kNoAllocation where none); empty otherwise.
-    static std::vector<std::uint32_t> allocationOfEvents(const MemoryEventSource& source);
+    // For a whole trace, the allocation of each event (kNoAllocation where none: Trace::allocationOfEvents,
+    // kept with the trace); empty otherwise.
+    static std::span<const std::uint32_t> allocationOfEvents(const MemoryEventSource& source);
     // `allocationOf`: allocationOfEvents(source) where the source is a whole trace, else empty (a
     // ChunkPairing pairs, tracking completions if `completions`). Must outlive the pairing.
-    EventPairing(const std::vector<std::uint32_t>& allocationOf, bool completions);
+    EventPairing(std::span<const std::uint32_t> allocationOf, bool completions);
     Paired step(const MemoryEventColumns& m, std::size_t j, std::uint64_t index)
     {
         if (m_pairing)
@@ -54,7 +56,7 @@ public:
 private:
     static constexpr std::uint32_t kNone = 0xffffffffu; // RequestFeeder::kNoAllocation
     Paired streamedStep(const MemoryEventColumns& m, std::size_t j, std::uint64_t index);
-    const std::vector<std::uint32_t>& m_allocationOf;
+    std::span<const std::uint32_t> m_allocationOf;
     ImportStats m_discarded; // the pairing's anomalies are the trace's (info and analyze report them)
     std::optional<ChunkPairing> m_pairing;
     std::uint64_t m_allocations = 0;
@@ -90,7 +92,7 @@ struct Foresight {
 // window. options.followRecorded asks for the hints, options.openingAllocated > 0 for the frees without
 // an alloc; needSourcePeak feeds sourcePeak.
 // allocationOf: EventPairing::allocationOfEvents(source).
-Foresight foresee(const MemoryEventSource& source, const std::vector<std::uint32_t>& allocationOf, DeviceId dev,
+Foresight foresee(const MemoryEventSource& source, std::span<const std::uint32_t> allocationOf, DeviceId dev,
     std::uint64_t preWindow, const ReplayOptions& options, bool needSourcePeak);
 
 } // namespace gpumem::replay::detail

@@ -243,3 +243,31 @@ TEST(TraceBuilder, InternsFramesAndSitesByValueAndStringsAcrossArenaChunks)
     EXPECT_EQ(copy.find("function_7" + std::string(7, 'y')), ids[7]);
     EXPECT_EQ(copy.find("absent"), std::nullopt);
 }
+
+// Trace::allocationOfEvents (kept with the trace so that its replays share it, issue 22): each alloc, free
+// and free_completed names its allocation; a segment event and a free without an alloc name none.
+TEST(TraceBuilder, AllocationOfEventsNamesTheAllocationOfEachPairedEvent)
+{
+    TraceBuilder b;
+    auto dev = b.device(DeviceType::Cuda, 0);
+    auto s = b.stream(dev, 0);
+    MemoryEvent e;
+    e.device = dev;
+    e.stream = s;
+    auto add = [&](TimeNs t, EventKind k, Address a, Bytes size) {
+        e.time = t, e.kind = k, e.address = a, e.size = size;
+        b.add(e);
+    };
+    add(0, EventKind::SegmentAlloc, 0x1000, 4096);
+    add(1, EventKind::Alloc, 0x1000, 512); // allocation 0
+    add(2, EventKind::Alloc, 0x1200, 512); // allocation 1
+    add(3, EventKind::Free, 0x1000, 512);
+    add(4, EventKind::FreeCompleted, 0x1000, 512);
+    add(5, EventKind::Free, 0x9000, 512); // no alloc in the trace
+    add(6, EventKind::Free, 0x1200, 512);
+    const Trace t = b.build();
+    constexpr auto none = Trace::kNoAllocationOfEvent;
+    const auto of = t.allocationOfEvents();
+    EXPECT_EQ(std::vector<std::uint32_t>(of.begin(), of.end()), (std::vector<std::uint32_t> { none, 0, 1, 0, 0, none, 1 }));
+    EXPECT_EQ(t.allocationOfEvents().data(), of.data()); // computed once
+}
