@@ -17,13 +17,8 @@ RequestFeeder::RequestFeeder(const Trace& trace, DeviceId device, AllocatorPolic
     m_device = device;
     m_allocs = trace.allocations();
     useDenseAddresses(m_allocs.size());
-    m_allocOf.assign(trace.memory().count(), kNoAllocation);
+    m_allocOf = trace.allocationOfEvents(); // kept with the trace, shared with its other replays
     m_streamKey.resize(trace.streams().size());
-    for (std::size_t a = 0; a < m_allocs.size(); ++a) {
-        for (std::uint64_t e : { m_allocs[a].allocEvent, m_allocs[a].freeEvent, m_allocs[a].freeCompletedEvent })
-            if (e != kNoIndex)
-                m_allocOf[e] = std::uint32_t(a);
-    }
     for (std::size_t s = 0; s < m_streamKey.size(); ++s)
         m_streamKey[s] = trace.streams()[s].handle;
 }

@@ -31,7 +31,7 @@ namespace gpumem::replay {
 
 class RequestFeeder {
 public:
-    static constexpr std::uint32_t kNoAllocation = std::numeric_limits<std::uint32_t>::max();
+    static constexpr std::uint32_t kNoAllocation = Trace::kNoAllocationOfEvent;
 
     enum class Outcome : std::uint8_t {
         Ignored = 0, // not a request-level event
@@ -131,7 +131,7 @@ private:
     AllocatorPolicy& m_top;
     Bytes m_maxRequest;
     std::span<const Allocation> m_allocs;
-    std::vector<std::uint32_t> m_allocOf;
+    std::span<const std::uint32_t> m_allocOf; // Trace::allocationOfEvents of m_trace
     std::vector<StreamKey> m_streamKey;
     detail::AddressMap<Address> m_simAddress; // allocation + 1 → its simulated block
     std::vector<Address> m_dense; // or by allocation (useDenseAddresses)

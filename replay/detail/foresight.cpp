@@ -6,8 +6,6 @@
 
 namespace gpumem::replay::detail {
 
-static_assert(Trace::kNoAllocationOfEvent == RequestFeeder::kNoAllocation);
-
 std::span<const std::uint32_t> EventPairing::allocationOfEvents(const MemoryEventSource& source)
 {
     const Trace* trace = source.wholeTrace();

@@ -54,7 +54,7 @@ public:
     std::uint64_t allocations() const { return m_allocations; } // allocs so far
 
 private:
-    static constexpr std::uint32_t kNone = 0xffffffffu; // RequestFeeder::kNoAllocation
+    static constexpr std::uint32_t kNone = Trace::kNoAllocationOfEvent; // = RequestFeeder::kNoAllocation
     Paired streamedStep(const MemoryEventColumns& m, std::size_t j, std::uint64_t index);
     std::span<const std::uint32_t> m_allocationOf;
     ImportStats m_discarded; // the pairing's anomalies are the trace's (info and analyze report them)

@@ -6,14 +6,21 @@
 
 using namespace gpumem;
 
+namespace {
+// An event on the builder's first CUDA device and its stream 0 (both declared here).
+MemoryEvent eventOnOneStream(TraceBuilder& b)
+{
+    MemoryEvent e;
+    e.device = b.device(DeviceType::Cuda, 0);
+    e.stream = b.stream(e.device, 0);
+    return e;
+}
+} // namespace
+
 TEST(TraceBuilder, SortsMemoryEventsByTimeThenSequence)
 {
     TraceBuilder b;
-    auto dev = b.device(DeviceType::Cuda, 0);
-    auto s = b.stream(dev, 0);
-    MemoryEvent e;
-    e.device = dev;
-    e.stream = s;
+    MemoryEvent e = eventOnOneStream(b);
     e.time = 20, e.sequence = 5, e.address = 0x100, e.size = 512, e.kind = EventKind::Free;
     b.add(e);
     e.time = 10, e.sequence = 9, e.kind = EventKind::Alloc;
@@ -249,11 +256,7 @@ TEST(TraceBuilder, InternsFramesAndSitesByValueAndStringsAcrossArenaChunks)
 TEST(TraceBuilder, AllocationOfEventsNamesTheAllocationOfEachPairedEvent)
 {
     TraceBuilder b;
-    auto dev = b.device(DeviceType::Cuda, 0);
-    auto s = b.stream(dev, 0);
-    MemoryEvent e;
-    e.device = dev;
-    e.stream = s;
+    MemoryEvent e = eventOnOneStream(b);
     auto add = [&](TimeNs t, EventKind k, Address a, Bytes size) {
         e.time = t, e.kind = k, e.address = a, e.size = size;
         b.add(e);
