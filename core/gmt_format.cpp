@@ -1429,6 +1429,17 @@ namespace {
             // Whole chunks with valid checksums after the end chunk are data an early END hides (a damaged or
             // joined file; issue 21): said as an error naming them, not as a warning about stray bytes.
             std::size_t at = offset, whole = 0, events = 0;
+            // `cat a.gmt b.gmt` puts b's file header after a's end chunk: its chunks are counted past that
+            // header, so the join is named as an error instead of a trailing_bytes warning, which analyze does not print.
+            std::size_t secondHeader = 0;
+            if (bytes.size() - offset >= kFileHeaderFixed
+                && std::memcmp(bytes.view(offset, sizeof kGmtMagic).data(), kGmtMagic, sizeof kGmtMagic) == 0) {
+                const std::uint64_t secondMetaLen = detail::getU32(bytes.view(offset + 12, 4).data());
+                if (secondMetaLen + 4 <= bytes.size() - offset - kFileHeaderFixed) {
+                    secondHeader = offset;
+                    at = offset + kFileHeaderFixed + secondMetaLen + 4;
+                }
+            }
             while (chunkInFile(bytes, at) && chunkIntact(bytes, at)) {
                 const std::string_view c = wholeChunk(bytes, at);
                 const char* ch = c.data();
@@ -1437,7 +1448,13 @@ namespace {
                     events += detail::getU32(ch + 8);
                 at += c.size();
             }
-            if (whole > 0)
+            if (secondHeader != 0)
+                b.stats().add("chunks_after_end", Severity::Error,
+                    path + ": a second .gmt trace (its file header at offset " + std::to_string(secondHeader) + ", then "
+                        + std::to_string(whole) + " whole chunks, " + std::to_string(events)
+                        + " memory events) follows the end chunk and was not read: the file joins two traces (cat a.gmt b.gmt?); "
+                          "the trace holds only the first. Give each trace as its own file");
+            else if (whole > 0)
                 b.stats().add("chunks_after_end", Severity::Error,
                     path + ": " + std::to_string(whole) + " whole chunks (" + std::to_string(events)
                         + " memory events) follow the end chunk that ends at offset " + std::to_string(offset)

@@ -110,6 +110,19 @@ TEST(Hardening, GmtChunksAfterAnEarlyEndChunkAreNamedAsAnError)
         << a->detail;
     EXPECT_NE(a->detail.find("(" + std::to_string(trace.memory().count()) + " memory events)"), std::string::npos) << a->detail;
     EXPECT_EQ(t.stats().find("trailing_bytes"), nullptr);
+    // `cat one.gmt one.gmt`: the second file header came first and hid the join behind a trailing_bytes warning.
+    std::ofstream(joined, std::ios::binary) << bytes << bytes;
+    Trace cat = readGmt(joined.string());
+    EXPECT_EQ(cat.memory().count(), trace.memory().count());
+    const Anomaly* c = cat.stats().find("chunks_after_end");
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->severity, Severity::Error);
+    EXPECT_NE(c->detail.find("a second .gmt trace (its file header at offset " + std::to_string(bytes.size()) + ", then "),
+        std::string::npos)
+        << c->detail;
+    EXPECT_NE(c->detail.find(std::to_string(trace.memory().count()) + " memory events) follows the end chunk"), std::string::npos)
+        << c->detail;
+    EXPECT_EQ(cat.stats().find("trailing_bytes"), nullptr);
     // Stray bytes that are no chunk are still a warning.
     std::ofstream(joined, std::ios::binary) << bytes << "junk";
     EXPECT_NE(readGmt(joined.string()).stats().find("trailing_bytes"), nullptr);
