@@ -16,6 +16,7 @@
 
 namespace gpumem {
 class ImportStats;
+class MemoryEventSource;
 class Trace;
 namespace analyze {
     struct Analysis;
@@ -81,6 +82,14 @@ std::vector<analyze::InstantSpec> instantSpecs(const std::vector<std::string>& a
 // has no state to break down: UsageError naming the device, its first event and what to give instead.
 // The one check of analyze and diff (brief tx item 4).
 void checkInstantsOnDevice(
+    const analyze::Analysis& analysis, const std::vector<std::string>& at, const std::vector<analyze::InstantSpec>& specs);
+
+// The same two for an analysis of a .gmt in passes (analyze/bounded_analysis.h), which has no timeline: --at
+// values parsed from the source's origin (analyze::sourceOrigin), and every check instantSpecs and
+// checkInstantsOnDevice make, from the figures the passes keep (first and last event times, hasReserved, the
+// device's first event), with the same messages. UsageError (analyze, diff).
+std::vector<analyze::InstantSpec> streamedInstantSpecs(const std::vector<std::string>& at, const MemoryEventSource& source);
+void checkStreamedInstants(
     const analyze::Analysis& analysis, const std::vector<std::string>& at, const std::vector<analyze::InstantSpec>& specs);
 
 // The most memory events `analyze` (text) and `report` read whole where they could stream a .gmt instead

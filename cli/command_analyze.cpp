@@ -83,6 +83,33 @@ void checkInstantsOnDevice(
                     + std::to_string(dev->time.front()) + "); give a later time or --device");
 }
 
+std::vector<analyze::InstantSpec> streamedInstantSpecs(const std::vector<std::string>& at, const MemoryEventSource& source)
+{
+    std::vector<analyze::InstantSpec> specs;
+    if (!at.empty()) {
+        const TimeNs origin = analyze::sourceOrigin(source);
+        for (const auto& a : at)
+            specs.push_back(analyze::InstantSpec::parse(a, origin));
+    }
+    return specs;
+}
+
+void checkStreamedInstants(
+    const analyze::Analysis& analysis, const std::vector<std::string>& at, const std::vector<analyze::InstantSpec>& specs)
+{
+    checkInstantRange(at, specs, analysis.origin, analysis.firstEventTime, analysis.lastEventTime);
+    for (std::size_t k = 0; k < at.size() && k < specs.size(); ++k)
+        if (specs[k].kind == analyze::InstantSpec::Kind::PeakReserved && !analysis.hasReserved)
+            throw UsageError("--at '" + at[k] + "': the trace has no reserved peak on " + analysis.deviceLabel
+                + " (no segment events or reserved counter); give --at peak or a time");
+    if (!analysis.empty)
+        for (std::size_t k = 0; k < at.size() && k < specs.size(); ++k)
+            if (const auto& spec = specs[k]; spec.kind == analyze::InstantSpec::Kind::Time && spec.time < analysis.deviceFirstTime)
+                throw UsageError("--at '" + at[k] + "' is before the first memory event of " + analysis.deviceLabel + ", at "
+                    + formatOffsetBetween(analysis.origin, analysis.deviceFirstTime) + " from the trace start (@"
+                    + std::to_string(analysis.deviceFirstTime) + "); give a later time or --device");
+}
+
 std::vector<analyze::GroupBy> groupBys(const po::variables_map& vm)
 {
     if (!vm.count("by"))
@@ -304,11 +331,7 @@ namespace {
             analyze::AnalysisOptions options;
             options.device = deviceOption(vm, skeleton, path);
             const auto at = vm.count("at") ? vm["at"].as<std::vector<std::string>>() : std::vector<std::string> {};
-            if (!at.empty()) {
-                const TimeNs origin = analyze::sourceOrigin(source);
-                for (const auto& a : at)
-                    options.instants.push_back(analyze::InstantSpec::parse(a, origin));
-            }
+            options.instants = streamedInstantSpecs(at, source);
             auto bounded = analyze::analyzeSource(source, options);
             if (!bounded.needsTrace.empty()) {
                 if (events > budget)
@@ -318,21 +341,9 @@ namespace {
                 return std::nullopt;
             }
             const auto& analysis = bounded.analysis;
-            checkInstantRange(at, options.instants, analysis.origin, analysis.firstEventTime, analysis.lastEventTime);
+            // Said first, as the in-memory path says it before it parses --at.
             noteDamagedTrace("analyze", path, skeleton.importStats(), err);
-            for (std::size_t k = 0; k < at.size(); ++k) {
-                const auto& spec = options.instants[k];
-                if (spec.kind == analyze::InstantSpec::Kind::PeakReserved && !analysis.hasReserved)
-                    throw UsageError("--at '" + at[k] + "': the trace has no reserved peak on " + analysis.deviceLabel
-                        + " (no segment events or reserved counter); give --at peak or a time");
-            }
-            if (!analysis.empty)
-                for (std::size_t k = 0; k < at.size(); ++k)
-                    if (const auto& spec = options.instants[k];
-                        spec.kind == analyze::InstantSpec::Kind::Time && spec.time < analysis.deviceFirstTime)
-                        throw UsageError("--at '" + at[k] + "' is before the first memory event of " + analysis.deviceLabel + ", at "
-                            + formatOffsetBetween(analysis.origin, analysis.deviceFirstTime) + " from the trace start (@"
-                            + std::to_string(analysis.deviceFirstTime) + "); give a later time or --device");
+            checkStreamedInstants(analysis, at, options.instants);
             noteMemoryBeforeTheTrace(analysis, err);
             if (format == "json")
                 out << analyze::analysisToJson(skeleton, analysis, path, report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
