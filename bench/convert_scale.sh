@@ -10,8 +10,8 @@
 #
 # usage: bench/convert_scale.sh [--events N] [--gzip] [--limit BYTES] [BUILD_DIR]
 #   N events (default 10000000: ~1.2 GB of .jsonl, ~20 s of CPU per convert); --limit the address-space
-#   cap of each convert (default 16G; the mapped input counts, so the whole path needs 40G at 10^8
-#   events); BUILD_DIR holds cli/gpumem and bench/make_big_gmt (build/ci). Needs prlimit (util-linux),
+#   cap of each convert (default 16G; the whole path's columns double as they grow: it needed 40G at 10^8
+#   events while its input was mapped, 2026-12-02); BUILD_DIR holds cli/gpumem and bench/make_big_gmt (build/ci). Needs prlimit (util-linux),
 #   GNU time (/usr/bin/time), cmp, and gzip for --gzip. A path that fails is reported, without ratios.
 set -euo pipefail
 events=10000000 build=build/ci gz=0 limit=16G
@@ -69,7 +69,7 @@ for input in "${inputs[@]}"; do
       printf "%-14s %-9s %9.2f %7.0f MiB %9.1f  %s\n", i, p, cpu, kib / 1024, kib * 1024 / n, st }'
   done
   if [ "$wholeOk" != 1 ] || [ "$streamedOk" != 1 ]; then
-    echo "$name: no ratio: a path failed (a larger --limit lets the whole path run: its address space holds the mapped input too)"
+    echo "$name: no ratio: a path failed (a larger --limit lets the whole path run: it holds the trace's columns)"
     continue
   fi
   cmp -s "$tmp/whole.gmt" "$tmp/streamed.gmt" || { echo "convert_scale.sh: the two .gmt files of $name differ" >&2; exit 1; }

@@ -465,24 +465,39 @@ std::string readContentHead(const std::string& path, std::size_t limit)
     return inflateAll(raw, path, limit, OnDamage::ReturnPrefix);
 }
 
-// The file as stored is mapped, not read: its pages are read as the lines reach them, and every
-// kReleaseBytes of it that has been handed out (or inflated) is given back to the kernel
-// (MADV_DONTNEED: a private read-only file mapping rereads a page from the file if it is touched
-// again), so resident memory stays near one window of the file however large it is. A file that
-// cannot be mapped (a pipe) is read whole, as before.
+// A plain regular file is read through a window of kWindowBytes (read(2) into one buffer that keeps the
+// partial line at its end), so neither memory nor address space grows with the file (issue 22: a mapped
+// 241 MB .jsonl could not be converted under `ulimit -v 250M`). A gzip file as stored is mapped, not read:
+// its pages are read as the inflater reaches them, and every kReleaseBytes of it that has been inflated is
+// given back to the kernel (MADV_DONTNEED: a private read-only file mapping rereads a page from the file if
+// it is touched again), so resident memory stays near one window of it however large it is. A file that is
+// not regular (a pipe) is read whole, as before.
 struct LineReader::Impl {
     static constexpr std::size_t kReleaseBytes = std::size_t(8) << 20;
+    static constexpr std::size_t kWindowBytes = std::size_t(8) << 20;
     std::string path;
     std::optional<MappedFile> map;
-    std::string whole; // the file read whole where it cannot be mapped
-    std::string_view raw; // the file as stored (the map or `whole`)
+    std::string whole; // the file read whole where it is not regular
+    std::string_view raw; // a gzip file as stored (the map or `whole`)
     std::size_t released = 0; // raw[0, released) has been given back to the kernel
     std::unique_ptr<Inflater> inflater; // null for a plain file
     std::string inflated; // gzip: inflated, not yet handed out (from `pos`)
-    std::string_view text; // what lines are cut from: `raw` for a plain file, `inflated` for gzip
+    int fd = -1; // a plain regular file, read through `window`
+    std::uint64_t fileSize = 0, dropped = 0; // its size at open; the bytes handed out before window[0]
+    std::string window;
+    std::string_view text; // what lines are cut from: `window`, `whole` or `inflated`
     std::size_t pos = 0;
     std::size_t searched = 0; // text[pos, searched) holds no '\n': a long line is scanned once, not per step
     bool streamEnded = false;
+
+    Impl() = default;
+    Impl(const Impl&) = delete;
+    Impl& operator=(const Impl&) = delete;
+    ~Impl()
+    {
+        if (fd >= 0)
+            ::close(fd);
+    }
 
     // Gives back the pages of raw[0, done) once a whole window of them has been read.
     void release(std::size_t done)
@@ -495,6 +510,29 @@ struct LineReader::Impl {
             ::madvise(const_cast<char*>(raw.data()) + released, end - released, MADV_DONTNEED);
         released = std::max(released, end);
     }
+
+    // The next kWindowBytes of a plain file after the partial line at text[pos, end); streamEnded at its end.
+    void readWindow()
+    {
+        window.erase(0, pos);
+        searched -= pos;
+        dropped += pos;
+        pos = 0;
+        if (window.capacity() < kWindowBytes)
+            window.reserve(kWindowBytes);
+        // Reads fill the window up to its size; a partial line longer than half of it doubles what is read.
+        const std::size_t at = window.size(), room = at < kWindowBytes / 2 ? kWindowBytes - at : at;
+        window.resize(at + room);
+        ssize_t n;
+        do
+            n = ::read(fd, window.data() + at, room);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+            throwIo(path, "read");
+        window.resize(at + static_cast<std::size_t>(n));
+        streamEnded = n == 0;
+        text = window;
+    }
 };
 
 LineReader::LineReader(const std::string& path)
@@ -504,6 +542,22 @@ LineReader::LineReader(const std::string& path)
     m.path = path;
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+        m.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (m.fd < 0)
+            throwIo(path, "open");
+        char magic[2] = {};
+        ssize_t n;
+        do
+            n = ::pread(m.fd, magic, sizeof magic, 0);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+            throwIo(path, "read");
+        if (!isGzip(std::string_view(magic, static_cast<std::size_t>(n)))) {
+            m.fileSize = static_cast<std::uint64_t>(st.st_size);
+            return; // read through the window from the first next()
+        }
+        ::close(m.fd);
+        m.fd = -1;
         m.map.emplace(path);
         m.raw = m.map->bytes();
     } else {
@@ -541,6 +595,10 @@ bool LineReader::next(std::string_view& line)
             m.pos = m.text.size();
             return true;
         }
+        if (m.fd >= 0) {
+            m.readWindow();
+            continue;
+        }
         m.inflated.erase(0, m.pos); // what was handed out; the partial line stays
         m.searched -= m.pos;
         m.pos = 0;
@@ -565,6 +623,8 @@ bool LineReader::next(std::string_view& line)
 double LineReader::fractionRead() const
 {
     const Impl& m = *m_impl;
+    if (m.fd >= 0)
+        return m.fileSize == 0 ? (m.streamEnded ? 1.0 : 0.0) : std::min(1.0, double(m.dropped + m.pos) / double(m.fileSize));
     if (!m.inflater)
         return m.text.empty() ? 1.0 : double(m.pos) / double(m.text.size());
     return m.raw.empty() ? 1.0 : double(m.inflater->consumed()) / double(m.raw.size());

@@ -102,8 +102,9 @@ std::string gunzip(std::string_view compressed, std::string_view source);
 
 // A file's content (decompressed if gzip, by magic) one line at a time, so that a line-oriented reader
 // (.jsonl) never holds the whole inflated text: a gzip file is inflated 64 KiB at a time as lines are
-// asked for; a plain file is read whole (it is its own size). The same errors and inflateLimit() as
-// readFileMaybeGzip(path). Move-only; not thread-safe.
+// asked for from its mapped bytes; a plain regular file is read 8 MiB at a time through one buffer, so that
+// neither memory nor address space grows with the file; a pipe is read whole. The same errors and
+// inflateLimit() as readFileMaybeGzip(path). Move-only; not thread-safe.
 class LineReader {
 public:
     explicit LineReader(const std::string& path); // throws IoError naming the path

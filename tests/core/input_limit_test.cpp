@@ -144,3 +144,69 @@ TEST(LineReader, APlainJsonlIsReadWithoutHoldingTheWholeFile)
     EXPECT_EQ(readJsonlInAChild(path, bytes), 0) << "1: peak memory grew by more than a quarter of the " << bytes
                                                << "-byte file; 2: no records read";
 }
+
+// A plain file is read through an 8 MiB window: lines that straddle its edges, a line longer than the window
+// (9 MiB) and a last line without '\n' come out whole and in order, and the progress reaches 1.
+TEST(LineReader, LinesAcrossTheReadWindowAndLongerThanItComeOutWhole)
+{
+    std::vector<std::string> lines;
+    std::string text;
+    for (std::size_t i = 0; text.size() < (std::size_t(20) << 20); ++i) {
+        lines.push_back(i == 700 ? std::string(std::size_t(9) << 20, 'x') : std::string(1 + i * 7919 % 40000, char('a' + i % 26)));
+        text += lines.back() + '\n';
+    }
+    lines.push_back("last without newline");
+    text += lines.back();
+    const auto path = std::filesystem::temp_directory_path() / ("gpumem-window-" + std::to_string(::getpid()) + ".txt");
+    std::ofstream(path, std::ios::binary) << text;
+    LineReader reader(path.string());
+    std::string_view line;
+    std::size_t n = 0;
+    while (reader.next(line)) {
+        ASSERT_LT(n, lines.size());
+        ASSERT_EQ(line.size(), lines[n].size()) << "line " << n;
+        ASSERT_EQ(line, lines[n]) << "line " << n;
+        ++n;
+    }
+    EXPECT_EQ(n, lines.size());
+    EXPECT_EQ(reader.fractionRead(), 1.0);
+    std::filesystem::remove(path);
+}
+
+// The window needs no address space of the file's size (issue 22: a mapped 241 MB .jsonl failed to convert
+// under `ulimit -v 250M`): a child limited to its own address space + 40 MiB reads a 96 MiB .jsonl.
+TEST(LineReader, APlainJsonlIsReadInLessAddressSpaceThanTheFile)
+{
+    const auto path = std::filesystem::temp_directory_path() / ("gpumem-as-" + std::to_string(::getpid()) + ".jsonl");
+    {
+        std::ofstream out(path, std::ios::binary);
+        out << "{\"format\":\"gpumem-jsonl\",\"version\":1,\"metadata\":{}}\n";
+        for (std::size_t written = 0; written < (std::size_t(96) << 20);) {
+            const std::string line = "{\"type\":\"future_record\",\"n\":" + std::to_string(written) + "}\n";
+            out << line;
+            written += line.size();
+        }
+    }
+    pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        std::ifstream statm("/proc/self/statm");
+        std::size_t pages = 0;
+        statm >> pages;
+        const rlim_t limit = pages * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)) + (std::size_t(40) << 20);
+        const rlimit as { limit, limit };
+        if (pages == 0 || ::setrlimit(RLIMIT_AS, &as) != 0)
+            ::_exit(3);
+        try {
+            Trace t = readJsonl(path.string());
+            ::_exit(t.stats().count("unknown_record") > 0 ? 0 : 2);
+        } catch (...) {
+            ::_exit(1);
+        }
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    std::filesystem::remove(path);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the read failed under the limit; 2: no records read; 3: no limit set";
+}
