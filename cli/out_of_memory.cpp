@@ -10,7 +10,7 @@ namespace gpumem::cli {
 
 bool streamsGmt(std::string_view verb)
 {
-    constexpr std::array<std::string_view, 6> kStreaming { "info", "analyze", "report", "replay", "sweep", "fit" };
+    constexpr std::array<std::string_view, 7> kStreaming { "info", "analyze", "report", "replay", "sweep", "fit", "diff" };
     return std::find(kStreaming.begin(), kStreaming.end(), verb) != kStreaming.end();
 }
 

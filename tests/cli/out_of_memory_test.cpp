@@ -35,10 +35,14 @@ TEST(OutOfMemoryMessage, ForAGmtNamesTheOptionsThatReadItWholeAndTheBudget)
 
 TEST(OutOfMemoryMessage, AVerbThatHoldsTheTraceSaysSoAndListsAtMostThreeTraces)
 {
-    EXPECT_EQ(outOfMemoryMessage("diff", { "a.gmt", "b.jsonl" }, namedGmt),
-        "out of memory while working on a.gmt, b.jsonl: the traces need more memory than the process may use. diff "
+    EXPECT_EQ(outOfMemoryMessage("explain", { "a.gmt", "b.jsonl" }, namedGmt),
+        "out of memory while working on a.gmt, b.jsonl: the traces need more memory than the process may use. explain "
         "holds the whole trace in memory: run where it may use more (ulimit -v, the job's or container's memory "
         "limit); docs/streaming.md lists the verbs that stream a .gmt");
+    // diff analyses each .gmt side in passes (2026-12-03): the side to convert is named.
+    EXPECT_NE(outOfMemoryMessage("diff", { "a.gmt", "b.jsonl" }, namedGmt)
+                  .find(". diff streams a .gmt in bounded memory: convert it first (gpumem convert b.jsonl -o b.gmt)"),
+        std::string::npos);
     const std::string many = outOfMemoryMessage("ranks", { "r0.gmt", "r1.gmt", "r2.gmt", "r3.gmt", "r4.gmt" }, namedGmt);
     EXPECT_EQ(many.rfind("out of memory while working on r0.gmt, r1.gmt, r2.gmt and 2 more: ", 0), 0u) << many;
     // The .gmt beside a file without an extension, or in a folder with a dot.
@@ -61,7 +65,7 @@ TEST(OutOfMemoryMessage, AsksWhetherAnInputIsAGmtOnlyUpToTheFirstThatIsNot)
     EXPECT_EQ(asked, (std::vector<std::string> { "a.gmt", "b.jsonl.gz" }));
     EXPECT_NE(m.find("(gpumem convert b.jsonl.gz -o b.gmt)"), std::string::npos) << m;
     asked.clear();
-    outOfMemoryMessage("diff", { "a.json", "b.json" }, isGmt);
+    outOfMemoryMessage("explain", { "a.json", "b.json" }, isGmt);
     EXPECT_TRUE(asked.empty());
 }
 
