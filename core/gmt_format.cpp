@@ -1155,12 +1155,13 @@ namespace {
     // offset, not along the chunk lengths, since the damage at `stop` may be in a length; the checksums it
     // computes are bounded by the file size, so a file of many false "MEMV" headers stays linear. Empty
     // when none is found.
-    template <typename Bytes> std::string memoryEvidence(const Bytes& bytes, std::size_t stop)
+    // The first offset at or after `from` where a whole chunk with a valid checksum is a MEMV chunk of events
+    // or an END chunk counting some, and what it is (in `what`); npos when none is found. Every offset is
+    // looked at, not along the chunk lengths; the bytes checksummed come out of `budget` (the file's size for
+    // one search, shared by the searches of one file), so that false "MEMV" headers keep every search linear.
+    template <typename Bytes> std::size_t nextMemoryEvidence(const Bytes& bytes, std::size_t from, std::string& what, std::size_t& budget)
     {
-        if (bytes.size() - stop >= 4 && detail::getU32(bytes.view(stop, 4).data()) == kMemory)
-            return "the chunk at offset " + std::to_string(stop) + " is a MEMV chunk";
-        std::size_t budget = bytes.size();
-        for (std::size_t at = stop; bytes.size() - at >= kChunkHeaderSize; ++at) {
+        for (std::size_t at = from; bytes.size() - at >= kChunkHeaderSize; ++at) {
             const char* h = bytes.view(at, kChunkHeaderSize).data();
             const std::uint32_t type = detail::getU32(h);
             if (type != kMemory && type != kEnd)
@@ -1175,16 +1176,34 @@ namespace {
             std::string_view payload(h + kChunkHeaderSize, length);
             if (!checksumOk(detail::getU32(h + 12), chunkCrc(h, payload)))
                 continue;
-            if (type == kMemory && detail::getU32(h + 8) > 0)
-                return "a whole MEMV chunk of " + std::to_string(detail::getU32(h + 8)) + " events follows at offset " + std::to_string(at);
+            if (type == kMemory && detail::getU32(h + 8) > 0) {
+                what = "a whole MEMV chunk of " + std::to_string(detail::getU32(h + 8)) + " events follows at offset " + std::to_string(at);
+                return at;
+            }
             if (type == kEnd) {
                 Cursor c(payload);
                 std::uint64_t expected = c.varint();
-                if (!c.failed() && expected > 0)
-                    return "its end chunk at offset " + std::to_string(at) + " counts " + std::to_string(expected) + " memory events";
+                if (!c.failed() && expected > 0) {
+                    what = "its end chunk at offset " + std::to_string(at) + " counts " + std::to_string(expected) + " memory events";
+                    return at;
+                }
             }
         }
-        return {};
+        return std::string::npos;
+    }
+
+    // Where a file whose reading stopped at `stop` before any memory event was read shows that it holds
+    // memory events: the chunk at `stop` is a MEMV chunk (its type is readable), or a whole chunk further on
+    // with a valid checksum is a MEMV chunk or an END chunk counting events (nextMemoryEvidence: the damage at
+    // `stop` may be in a length, so a file of many false "MEMV" headers stays linear). Empty when none is found.
+    template <typename Bytes> std::string memoryEvidence(const Bytes& bytes, std::size_t stop)
+    {
+        if (bytes.size() - stop >= 4 && detail::getU32(bytes.view(stop, 4).data()) == kMemory)
+            return "the chunk at offset " + std::to_string(stop) + " is a MEMV chunk";
+        std::string what;
+        std::size_t budget = bytes.size();
+        nextMemoryEvidence(bytes, stop, what, budget);
+        return what;
     }
 
     // What a stop at `stop` left unread, from the end chunk when the file still ends with an intact one (a chunk
@@ -1428,38 +1447,67 @@ namespace {
         if (ended && offset < bytes.size()) {
             // Whole chunks with valid checksums after the end chunk are data an early END hides (a damaged or
             // joined file; issue 21): said as an error naming them, not as a warning about stray bytes.
-            std::size_t at = offset, whole = 0, events = 0;
-            // `cat a.gmt b.gmt` puts b's file header after a's end chunk: its chunks are counted past that
-            // header, so the join is named as an error instead of a trailing_bytes warning, which analyze does not print.
-            std::size_t secondHeader = 0;
-            if (bytes.size() - offset >= kFileHeaderFixed
-                && std::memcmp(bytes.view(offset, sizeof kGmtMagic).data(), kGmtMagic, sizeof kGmtMagic) == 0) {
-                const std::uint64_t secondMetaLen = detail::getU32(bytes.view(offset + 12, 4).data());
-                if (secondMetaLen + 4 <= bytes.size() - offset - kFileHeaderFixed) {
-                    secondHeader = offset;
-                    at = offset + kFileHeaderFixed + secondMetaLen + 4;
+            // `cat a.gmt b.gmt` puts b's file header after a's end chunk: the chunks are counted past each file
+            // header, and where what follows is no chunk (a byte between the files, a damaged header) from the
+            // next whole chunk of memory events, so that a join is named as an error instead of a trailing_bytes
+            // warning, which analyze does not print (review of issue 22).
+            std::size_t whole = 0, events = 0, headers = 0, firstHeader = 0, firstChunk = std::string::npos;
+            auto skipFileHeader = [&](std::size_t& at) {
+                if (bytes.size() - at < sizeof kGmtMagic || std::memcmp(bytes.view(at, sizeof kGmtMagic).data(), kGmtMagic, sizeof kGmtMagic) != 0)
+                    return false;
+                if (headers++ == 0)
+                    firstHeader = at;
+                std::uint64_t metaLen2 = 0;
+                if (bytes.size() - at >= kFileHeaderFixed)
+                    metaLen2 = detail::getU32(bytes.view(at + 12, 4).data());
+                // A header cut, or whose metadata length runs past the file: the search below goes on after its magic.
+                at += bytes.size() - at >= kFileHeaderFixed && metaLen2 + 4 <= bytes.size() - at - kFileHeaderFixed
+                    ? kFileHeaderFixed + metaLen2 + 4
+                    : sizeof kGmtMagic;
+                return true;
+            };
+            auto countFrom = [&](std::size_t at) {
+                for (;;) {
+                    if (chunkInFile(bytes, at) && chunkIntact(bytes, at)) {
+                        const std::string_view c = wholeChunk(bytes, at);
+                        if (firstChunk == std::string::npos)
+                            firstChunk = at;
+                        ++whole;
+                        if (detail::getU32(c.data()) == kMemory)
+                            events += detail::getU32(c.data() + 8);
+                        at += c.size();
+                    } else if (!skipFileHeader(at))
+                        return at;
                 }
+            };
+            std::size_t stoppedAt = countFrom(offset);
+            bool searched = false;
+            std::size_t budget = bytes.size();
+            for (std::string what; stoppedAt < bytes.size();) {
+                const std::size_t next = nextMemoryEvidence(bytes, stoppedAt, what, budget);
+                if (next == std::string::npos)
+                    break;
+                searched = true;
+                stoppedAt = countFrom(next);
             }
-            while (chunkInFile(bytes, at) && chunkIntact(bytes, at)) {
-                const std::string_view c = wholeChunk(bytes, at);
-                const char* ch = c.data();
-                ++whole;
-                if (detail::getU32(ch) == kMemory)
-                    events += detail::getU32(ch + 8);
-                at += c.size();
-            }
-            if (secondHeader != 0)
+            const std::string unread = std::to_string(whole) + " whole chunks, " + std::to_string(events) + " memory events";
+            if (headers == 1)
                 b.stats().add("chunks_after_end", Severity::Error,
-                    path + ": a second .gmt trace (its file header at offset " + std::to_string(secondHeader) + ", then "
-                        + std::to_string(whole) + " whole chunks, " + std::to_string(events)
-                        + " memory events) follows the end chunk and was not read: the file joins two traces (cat a.gmt b.gmt?); "
+                    path + ": a second .gmt trace (its file header at offset " + std::to_string(firstHeader) + ", then "
+                        + unread + ") follows the end chunk and was not read: the file joins two traces (cat a.gmt b.gmt?); "
                           "the trace holds only the first. Give each trace as its own file");
+            else if (headers > 1)
+                b.stats().add("chunks_after_end", Severity::Error,
+                    path + ": " + std::to_string(headers) + " more .gmt traces (file headers from offset " + std::to_string(firstHeader)
+                        + "; " + unread + " in all) follow the end chunk and were not read: the file joins "
+                        + std::to_string(headers + 1) + " traces (cat a.gmt b.gmt …?); the trace holds only the first. Give each "
+                          "trace as its own file");
             else if (whole > 0)
                 b.stats().add("chunks_after_end", Severity::Error,
                     path + ": " + std::to_string(whole) + " whole chunks (" + std::to_string(events)
-                        + " memory events) follow the end chunk that ends at offset " + std::to_string(offset)
-                        + " and were not read: an early end chunk (a damaged or concatenated file); the trace holds only the "
-                          "chunks before it");
+                        + " memory events) follow the end chunk that ends at offset " + std::to_string(offset) + " and were not read"
+                        + (searched ? " (the first at offset " + std::to_string(firstChunk) + ", after bytes that are no chunk)" : "")
+                        + ": an early end chunk (a damaged or concatenated file); the trace holds only the chunks before it");
             else
                 b.stats().add("trailing_bytes", Severity::Warning, path + ": " + std::to_string(bytes.size() - offset) + " bytes after the end chunk were ignored");
         }

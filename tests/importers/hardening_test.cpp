@@ -123,6 +123,41 @@ TEST(Hardening, GmtChunksAfterAnEarlyEndChunkAreNamedAsAnError)
     EXPECT_NE(c->detail.find(std::to_string(trace.memory().count()) + " memory events) follows the end chunk"), std::string::npos)
         << c->detail;
     EXPECT_EQ(cat.stats().find("trailing_bytes"), nullptr);
+    // The second file cut inside its header (its magic and 6 bytes): still a joined file, with nothing read of it.
+    std::ofstream(joined, std::ios::binary) << bytes << bytes.substr(0, 14);
+    const Trace cut = readGmt(joined.string());
+    ASSERT_NE(cut.stats().find("chunks_after_end"), nullptr);
+    EXPECT_NE(cut.stats().find("chunks_after_end")->detail.find("then 0 whole chunks, 0 memory events"), std::string::npos);
+    EXPECT_EQ(cut.stats().find("trailing_bytes"), nullptr);
+    // Review of the fix: a byte between the two files, or a damaged second header (its magic, its metadata
+    // length), hid the second trace behind trailing_bytes again; the next whole MEMV chunk is searched for.
+    const std::string events = std::to_string(trace.memory().count()) + " memory events)";
+    std::string badMagic = bytes, badLength = bytes;
+    badMagic[1] = 'X';
+    badLength[14] = '\xff';
+    for (const std::string& second : { "\n" + bytes, badMagic, badLength }) {
+        std::ofstream(joined, std::ios::binary) << bytes << second;
+        const Trace t2 = readGmt(joined.string());
+        EXPECT_EQ(t2.memory().count(), trace.memory().count());
+        const Anomaly* e = t2.stats().find("chunks_after_end");
+        ASSERT_NE(e, nullptr) << second.size();
+        EXPECT_NE(e->detail.find(events), std::string::npos) << e->detail;
+        EXPECT_NE(e->detail.find(second == badLength ? "a second .gmt trace (its file header at offset " + std::to_string(bytes.size())
+                                                     : std::string(", after bytes that are no chunk)")),
+            std::string::npos)
+            << e->detail;
+        EXPECT_EQ(t2.stats().find("trailing_bytes"), nullptr);
+    }
+    // Three files joined: both further traces are counted.
+    std::ofstream(joined, std::ios::binary) << bytes << bytes << bytes;
+    const Anomaly* three = readGmt(joined.string()).stats().find("chunks_after_end");
+    ASSERT_NE(three, nullptr);
+    EXPECT_NE(three->detail.find("2 more .gmt traces (file headers from offset " + std::to_string(bytes.size()) + "; "),
+        std::string::npos)
+        << three->detail;
+    EXPECT_NE(three->detail.find(", " + std::to_string(2 * trace.memory().count()) + " memory events in all) follow the end chunk"),
+        std::string::npos)
+        << three->detail;
     // Stray bytes that are no chunk are still a warning.
     std::ofstream(joined, std::ios::binary) << bytes << "junk";
     EXPECT_NE(readGmt(joined.string()).stats().find("trailing_bytes"), nullptr);
