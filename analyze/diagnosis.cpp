@@ -4,13 +4,17 @@
 #include "analyze/outside_layer.h"
 
 #include "analyze/analysis_report.h" // percent
+#include "analyze/bounded_analysis.h" // sourceOrigin
 #include "analyze/category_inference.h"
 #include "analyze/replay_report.h"
 #include "analyze/steps.h"
 #include "analyze/trace_summary.h"
+#include "core/chunk_pairing.h"
 #include "core/display_width.h"
 #include "core/error.h"
+#include "core/event_source.h"
 #include "core/message_quote.h"
+#include "core/outside_memory.h"
 #include "core/units.h"
 #include "replay/capacity_fit.h"
 #include "replay/fidelity.h"
@@ -22,6 +26,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <map>
 #include <ostream>
 #include <sstream>
@@ -76,32 +81,45 @@ namespace {
         return s.str();
     }
 
+    // What the evidence reads of a trace allocation live at the moment: its alloc event (index, site, scope,
+    // recorded category, time) and, once freed, the times of its free and of its free_completed. From
+    // Trace::allocations() and the memory columns of a whole trace, or from one pass of a source.
+    struct AllocationFacts {
+        std::uint64_t allocEvent = kNoIndex;
+        SiteId site = 0;
+        ScopeId scope = 0;
+        Category category = Category::Unknown;
+        TimeNs time = 0;
+        std::optional<TimeNs> freeTime, freeCompletedTime;
+    };
+
     // The state at the moment, with the trace allocation behind each live block.
     struct Context {
-        const Trace& trace;
+        const Trace& trace; // the tables: a whole trace, or a source's skeleton
         DeviceId device = 0;
         TimeNs start = 0;
         const Analysis* analysis = nullptr;
         std::unordered_map<Address, std::uint32_t> allocationAt; // simulated address → allocation
         const PolicyState* state = nullptr;
         std::uint64_t firstWindowEvent = 0; // the first event after the state a snapshot importer rebuilt
+        std::unordered_map<std::uint32_t, AllocationFacts> facts; // by allocation, for those live at the moment
 
-        std::optional<std::uint64_t> allocEvent(Address a) const
+        // The facts of the allocation at simulated address `a` whose alloc event the trace holds, or null.
+        const AllocationFacts* allocEvent(Address a) const
         {
             auto it = allocationAt.find(a);
             if (it == allocationAt.end())
-                return std::nullopt;
-            const auto& al = trace.allocations()[it->second];
-            if (al.allocEvent == kNoIndex)
-                return std::nullopt;
-            return al.allocEvent;
+                return nullptr;
+            const auto f = facts.find(it->second);
+            if (f == facts.end() || f->second.allocEvent == kNoIndex)
+                return nullptr;
+            return &f->second;
         }
-        std::string siteOf(std::uint64_t ev) const
+        std::string siteOf(const AllocationFacts& f) const
         {
-            const auto& m = trace.memory();
-            std::string s = siteLabel(trace, m.site[ev]);
+            std::string s = siteLabel(trace, f.site);
             if (s.empty())
-                s = scopePath(trace, m.scope[ev]);
+                s = scopePath(trace, f.scope);
             return s;
         }
         std::string categoryOf(Address a) const
@@ -111,8 +129,8 @@ namespace {
                 return std::string(toString(Category::Unknown));
             if (analysis && it->second < analysis->categories.size())
                 return std::string(toString(analysis->categories[it->second]));
-            const auto& al = trace.allocations()[it->second];
-            return std::string(toString(al.allocEvent == kNoIndex ? Category::Unknown : trace.memory().category[al.allocEvent]));
+            const AllocationFacts* f = allocEvent(a);
+            return std::string(toString(f ? f->category : Category::Unknown));
         }
         EvidenceBlock block(const BlockInfo& b, StreamKey stream) const
         {
@@ -126,10 +144,10 @@ namespace {
                 e.category = categoryOf(b.address);
                 if (auto it = allocationAt.find(b.address); it != allocationAt.end())
                     e.allocation = it->second;
-                if (auto ev = allocEvent(b.address)) {
-                    e.site = siteOf(*ev);
-                    if (*ev >= firstWindowEvent) // the rebuilt state before a snapshot's window has no time
-                        e.allocTime = trace.memory().time[*ev];
+                if (const AllocationFacts* f = allocEvent(b.address)) {
+                    e.site = siteOf(*f);
+                    if (f->allocEvent >= firstWindowEvent) // the rebuilt state before a snapshot's window has no time
+                        e.allocTime = f->time;
                 }
             }
             return e;
@@ -204,15 +222,14 @@ namespace {
     std::vector<Contributor> contributors(const Context& c, std::size_t n)
     {
         std::map<std::pair<std::string, std::string>, std::pair<Bytes, std::uint64_t>> groups;
-        const auto& m = c.trace.memory();
         for (const auto& seg : c.state->segments)
             for (const auto& b : seg.blocks) {
                 if (b.state != BlockState::Allocated && b.state != BlockState::PendingFree)
                     continue;
                 const Bytes bytes = b.requested ? b.requested : b.size;
-                auto ev = c.allocEvent(b.address);
-                std::string site = ev ? siteLabel(c.trace, m.site[*ev]) : std::string("(before the trace)");
-                std::string module = ev ? scopePath(c.trace, m.scope[*ev]) : std::string("(before the trace)");
+                const AllocationFacts* ev = c.allocEvent(b.address);
+                std::string site = ev ? siteLabel(c.trace, ev->site) : std::string("(before the trace)");
+                std::string module = ev ? scopePath(c.trace, ev->scope) : std::string("(before the trace)");
                 // A trace without stacks (or scopes) has no such grouping: one "(no stack)" row says nothing.
                 for (auto key : { std::pair<std::string, std::string> { "site", site }, { "module", module },
                          { "category", c.categoryOf(b.address) } }) {
@@ -348,17 +365,15 @@ namespace {
     //   returns false, as it does with maxSplitSize unset);
     // - a state from before the window (adopted segments, opening bytes) could hold large-pool blocks, and
     //   the cudaMallocAsync backend and expandable segments follow other rules: each of them excludes it.
-    bool onlySmallPoolRequests(const Trace& trace, DeviceId dev, const replay::PyTorchConfig& config, const replay::ReplayOptions& ro)
+    // `largeRequest`: whether an alloc of `dev` requests more than kSmallSize (EventFacts).
+    bool onlySmallPoolRequests(const Trace& tables, DeviceId dev, const replay::PyTorchConfig& config, const replay::ReplayOptions& ro,
+        bool largeRequest)
     {
         if (config.expandableSegments || config.asyncBackend || (config.maxSplitSize != replay::kUnlimited && config.maxSplitSize <= replay::kSmallBuffer))
             return false;
-        if (ro.openingAllocated != 0 || replay::initialStateEventCount(trace, dev) != 0)
+        if (ro.openingAllocated != 0 || replay::initialStateEventCount(tables, dev) != 0)
             return false;
-        const auto& m = trace.memory();
-        for (std::size_t i = 0; i < m.count(); ++i)
-            if (m.kind[i] == EventKind::Alloc && m.device[i] == dev && (m.requestedSize[i] ? m.requestedSize[i] : m.size[i]) > replay::kSmallSize)
-                return false;
-        return true;
+        return !largeRequest;
     }
     // Whether `candidate` differs from `baseline` in max_split_size alone, to a value above 2 MiB (or unset).
     bool onlyMaxSplitDiffers(replay::PyTorchConfig candidate, const replay::PyTorchConfig& baseline)
@@ -412,13 +427,157 @@ namespace {
         return out;
     }
 
-    bool hasRequests(const Trace& t, DeviceId dev)
+    // What diagnose() asks of the memory events before its replays, in one pass (whole trace or source).
+    struct RecordedOomEvent {
+        std::uint64_t event = 0;
+        TimeNs time = 0;
+        Bytes size = 0;
+        StreamId stream = 0;
+    };
+    struct EventFacts {
+        bool hasRequests = false; // an alloc on the device
+        bool largeRequest = false; // an alloc on the device requesting more than kSmallSize (onlySmallPoolRequests)
+        std::optional<RecordedOomEvent> firstOom; // the first oom event of the device
+        std::uint64_t lastAt = kNoIndex; // --at: the last event of the device at or before it
+        TimeNs deviceEnd = 0; // the time of the device's last event
+        std::uint64_t firstWindowEvent = 0; // the device's event number `rebuilt` (0 when rebuilt is 0)
+    };
+    // `peak`, when given, is fed every event (outsideMemory's figure from the events).
+    EventFacts eventFacts(const MemoryEventSource& source, DeviceId dev, std::optional<TimeNs> at, std::uint64_t rebuilt, AllocationSourcePeak* peak)
     {
-        const auto& m = t.memory();
-        for (std::size_t i = 0; i < m.count(); ++i)
-            if (m.device[i] == dev && m.kind[i] == EventKind::Alloc)
-                return true;
-        return false;
+        EventFacts f;
+        std::uint64_t seen = 0;
+        source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t first) {
+            for (std::size_t j = 0; j < m.count(); ++j) {
+                if (peak)
+                    peak->add(m, j);
+                if (m.device[j] != dev)
+                    continue;
+                const std::uint64_t i = first + j;
+                if (rebuilt > 0 && seen++ == rebuilt)
+                    f.firstWindowEvent = i;
+                if (m.kind[j] == EventKind::Alloc) {
+                    f.hasRequests = true;
+                    f.largeRequest = f.largeRequest || (m.requestedSize[j] ? m.requestedSize[j] : m.size[j]) > replay::kSmallSize;
+                } else if (m.kind[j] == EventKind::Oom && !f.firstOom)
+                    f.firstOom = RecordedOomEvent { i, m.time[j], m.size[j], m.stream[j] };
+                if (at && m.time[j] <= *at)
+                    f.lastAt = i;
+                f.deviceEnd = std::max(f.deviceEnd, m.time[j]);
+            }
+        });
+        return f;
+    }
+
+    // The facts of the allocations `wanted` (Trace::allocations() indices, all on `dev`): from the trace where
+    // the source serves one whole, else from a pass that pairs the events as Trace::allocations() does
+    // (ChunkPairing, completions tracked). With `steps`, `category` is the inferred one (inferCategories'
+    // rules for these allocations alone: a continued lifetime's origin and the op-local test, as the bounded
+    // analysis's block pass follows them), for an analysis that keeps no per-allocation categories.
+    std::unordered_map<std::uint32_t, AllocationFacts> allocationFacts(
+        const MemoryEventSource& source, DeviceId dev, std::vector<std::uint32_t> wanted, const StepSet* steps)
+    {
+        std::unordered_map<std::uint32_t, AllocationFacts> out;
+        if (wanted.empty())
+            return out;
+        if (const Trace* whole = source.wholeTrace()) {
+            const std::vector<Category> inferred = steps ? inferCategories(*whole, *steps) : std::vector<Category> {};
+            const auto& m = whole->memory();
+            for (const std::uint32_t id : wanted) {
+                const auto& al = whole->allocations()[id];
+                AllocationFacts f;
+                f.allocEvent = al.allocEvent;
+                if (al.allocEvent != kNoIndex) {
+                    f.site = m.site[al.allocEvent];
+                    f.scope = m.scope[al.allocEvent];
+                    f.category = steps ? inferred[id] : m.category[al.allocEvent];
+                    f.time = m.time[al.allocEvent];
+                }
+                if (al.freeEvent != kNoIndex)
+                    f.freeTime = m.time[al.freeEvent];
+                if (al.freeCompletedEvent != kNoIndex)
+                    f.freeCompletedTime = m.time[al.freeCompletedEvent];
+                out.emplace(id, f);
+            }
+            return out;
+        }
+        for (const std::uint32_t id : wanted)
+            out.emplace(id, AllocationFacts {});
+        ImportStats stats = source.skeleton().importStats();
+        ChunkPairing pairing(stats, true);
+        // For the inference: the origin of each live block of `dev` (the first alloc of a continued lifetime),
+        // the device's matched frees at the current time, its allocs so far and, for the wanted, their count
+        // before the alloc (category_inference.cpp inferCategories; bounded_analysis.cpp blockPass).
+        struct RecentFree {
+            Address address;
+            Bytes size;
+            TimeNs origin;
+        };
+        std::unordered_map<std::uint32_t, TimeNs> origin;
+        std::unordered_map<std::uint32_t, std::uint32_t> allocsBefore;
+        std::vector<RecentFree> recentFrees;
+        TimeNs recentTime = std::numeric_limits<TimeNs>::min();
+        std::uint32_t allocs = 0;
+        std::unordered_map<std::uint32_t, BlockLife> lives;
+        source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t first) {
+            for (std::size_t j = 0; j < m.count(); ++j) {
+                const ChunkPairing::Outcome o = pairing.step(m, j, first + j);
+                if (steps && m.device[j] == dev) {
+                    if (m.time[j] != recentTime) {
+                        recentFrees.clear();
+                        recentTime = m.time[j];
+                    }
+                    if (o.replaced)
+                        origin.erase(o.replaced->allocation); // never freed, as Trace::allocations() has it
+                    if (o.pairing == ChunkPairing::Pairing::Opened) {
+                        TimeNs from = m.time[j];
+                        for (auto f = recentFrees.rbegin(); f != recentFrees.rend(); ++f)
+                            if (f->address == m.address[j] && f->size == m.size[j]) {
+                                from = f->origin;
+                                break;
+                            }
+                        origin[o.block.allocation] = from;
+                        if (out.count(o.block.allocation)) {
+                            allocsBefore[o.block.allocation] = allocs;
+                            lives[o.block.allocation].allocTime = from;
+                        }
+                        ++allocs;
+                    } else if (o.pairing == ChunkPairing::Pairing::Closed) {
+                        const auto at = origin.find(o.block.allocation);
+                        const TimeNs from = at != origin.end() ? at->second : m.time[j];
+                        if (at != origin.end())
+                            origin.erase(at);
+                        recentFrees.push_back({ m.address[j], m.size[j], from });
+                        if (const auto w = lives.find(o.block.allocation); w != lives.end()) {
+                            w->second.freeTime = m.time[j];
+                            w->second.opLocal = from == out[o.block.allocation].time && allocs == allocsBefore[o.block.allocation] + 1;
+                        }
+                    }
+                }
+                if (o.pairing != ChunkPairing::Pairing::Opened && o.pairing != ChunkPairing::Pairing::Closed
+                    && o.pairing != ChunkPairing::Pairing::Completed)
+                    continue;
+                const auto it = out.find(o.block.allocation);
+                if (it == out.end())
+                    continue;
+                AllocationFacts& f = it->second;
+                if (o.pairing == ChunkPairing::Pairing::Opened) {
+                    f.allocEvent = first + j;
+                    f.site = m.site[j];
+                    f.scope = m.scope[j];
+                    f.category = m.category[j];
+                    f.time = m.time[j];
+                } else if (o.pairing == ChunkPairing::Pairing::Closed)
+                    f.freeTime = m.time[j];
+                else
+                    f.freeCompletedTime = m.time[j];
+            }
+        });
+        if (steps)
+            for (auto& [id, f] : out)
+                if (f.allocEvent != kNoIndex)
+                    f.category = inferCategory(*steps, lives[id]);
+        return out;
     }
 
     void rank(Diagnosis& d)
@@ -428,7 +587,7 @@ namespace {
 
     // ---- counters only (an OOM message, a memory_summary) ----
 
-    Diagnosis diagnoseCounters(const Trace& trace, DeviceId dev, Diagnosis d)
+    Diagnosis diagnoseCounters(const Trace& trace, DeviceId dev, Diagnosis d, const std::optional<RecordedOomEvent>& firstOom, TimeNs start)
     {
         d.countersOnly = true;
         MemoryLayers L;
@@ -442,16 +601,13 @@ namespace {
         L.deviceFree = get(kDeviceFreeCounter);
         if (trace.devices()[dev].totalMemory)
             L.deviceTotal = trace.devices()[dev].totalMemory;
-        const auto& m = trace.memory();
-        for (std::size_t i = 0; i < m.count(); ++i)
-            if (m.device[i] == dev && m.kind[i] == EventKind::Oom) {
-                L.request = m.size[i];
-                d.moment.kind = Moment::Kind::RecordedOom;
-                d.moment.time = m.time[i];
-                d.moment.event = i;
-                d.moment.request = m.size[i];
-                break;
-            }
+        if (firstOom) {
+            L.request = firstOom->size;
+            d.moment.kind = Moment::Kind::RecordedOom;
+            d.moment.time = firstOom->time;
+            d.moment.event = firstOom->event;
+            d.moment.request = firstOom->size;
+        }
         d.moment.reserved = L.reserved.value_or(0);
         d.moment.allocated = L.allocated.value_or(0);
         d.moment.deviceFree = L.deviceFree;
@@ -525,7 +681,7 @@ namespace {
             f.statement = "This profiler trace's memory events record sizes but no addresses (PyTorch <= 1.9): no "
                           "block can be paired, placed or replayed, so neither fragmentation nor a fix can be "
                           "shown; the allocated bytes peak at "
-                + formatBytes(f.bytes) + " at " + formatOffsetBetween(traceSpan(trace).start, legacyPeak->second)
+                + formatBytes(f.bytes) + " at " + formatOffsetBetween(start, legacyPeak->second)
                 + ". Profile again with PyTorch 1.10 or later (profile_memory=True), or record a memory snapshot.";
             f.cause = "sizes without addresses (PyTorch <= 1.9 profiler)";
             f.rule = "pairing allocations with frees and replaying them needs each block's address";
@@ -696,8 +852,21 @@ namespace {
 
 Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
 {
+    return diagnose(*traceView(trace), options);
+}
+
+Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& options)
+{
+    // The tables (devices, streams, strings, metadata, annotations, counters): the trace itself where the source
+    // serves one whole, else the source's skeleton. The replays and the scans read the events: of the whole
+    // trace where there is one (its pairing computed once, the candidates in parallel), else chunk by chunk.
+    const Trace& trace = source.skeleton();
+    const Trace* const whole = source.wholeTrace();
+    auto replayOf = [&](const replay::ReplayOptions& o, const replay::PolicySpec& sp) {
+        return whole ? replay::Replayer(o).run(*whole, sp) : replay::Replayer(o).run(source, sp);
+    };
     Diagnosis d;
-    auto device = options.device ? options.device : replay::defaultReplayDevice(trace);
+    auto device = options.device ? options.device : whole ? replay::defaultReplayDevice(*whole) : replay::defaultReplayDevice(source);
     if (!device && !trace.counterSeries().empty()) {
         // The device whose recorded counter peaks highest, a GPU before the host (a PyTorch <= 1.9 profiler
         // trace counts the CPU's allocations too), as the viewer opens such a trace.
@@ -722,11 +891,18 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
     const DeviceId dev = *device;
     d.device = dev;
     d.deviceLabel = deviceLabel(trace.devices()[dev]);
+    const std::uint64_t rebuilt = replay::initialStateEventCount(trace, dev);
+    std::optional<AllocationSourcePeak> outsideFeed; // outsideMemory's figure from the events, fed by the pass
+    if (!whole && !options.outsideBytes && outsideMemoryNeedsEvents(trace))
+        outsideFeed.emplace(trace, dev);
+    const EventFacts facts = eventFacts(source, dev, options.at, rebuilt, outsideFeed ? &*outsideFeed : nullptr);
     if (options.outsideBytes)
         d.outside = OutsideMemory { *options.outsideBytes, 0, "command_line" };
+    else if (whole)
+        d.outside = outsideMemory(*whole, dev);
     else
-        d.outside = outsideMemory(trace, dev);
-    const TimeNs start = traceSpan(trace).start;
+        d.outside = outsideMemory(trace, dev, outsideFeed ? &*outsideFeed : nullptr);
+    const TimeNs start = whole ? traceSpan(*whole).start : sourceOrigin(source);
 
     d.policy = options.policy;
     d.policyOrigin = "given";
@@ -735,25 +911,15 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
     const replay::PolicySpec spec = replay::parsePolicySpec(d.policy);
     replay::validatePolicySpec(spec);
 
-    if (!hasRequests(trace, dev)) {
+    if (!facts.hasRequests) {
         // An OOM event without counters (a message that names only the request) is explained too.
-        const auto& mem = trace.memory();
-        bool oom = false;
-        for (std::size_t i = 0; i < mem.count() && !oom; ++i)
-            oom = mem.device[i] == dev && mem.kind[i] == EventKind::Oom;
-        if (oom || counterValue(trace, dev, kReservedCounter) || counterValue(trace, dev, kAllocatedCounter)
+        if (facts.firstOom || counterValue(trace, dev, kReservedCounter) || counterValue(trace, dev, kAllocatedCounter)
             || counterValue(trace, dev, kProcessCounter) || counterValue(trace, dev, kLegacyAllocatedCounter))
-            return diagnoseCounters(trace, dev, std::move(d));
+            return diagnoseCounters(trace, dev, std::move(d), facts.firstOom, start);
         throw Error("device " + d.deviceLabel + " has no allocations and no memory counters: nothing to explain");
     }
 
-    const auto& m = trace.memory();
-    std::optional<std::uint64_t> recordedOom;
-    for (std::size_t i = 0; i < m.count(); ++i)
-        if (m.device[i] == dev && m.kind[i] == EventKind::Oom) {
-            recordedOom = i;
-            break;
-        }
+    const std::optional<RecordedOomEvent>& recordedOom = facts.firstOom;
     const Bytes total = trace.devices()[dev].totalMemory;
     d.capacity = options.capacity;
     d.capacityOrigin = options.capacity ? "given" : "unlimited";
@@ -772,8 +938,11 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
     ro.recordSegmentEvents = true;
     // The start every what-if comparison uses (replay/start_state.h, issue 16): memory the trace shows
     // from before its window is live from the start, so explain agrees with replay, fit and sweep.
-    replay::applyStartState(ro, trace, replay::StartState::Recorded);
-    const replay::ReplayResult r0 = replay::Replayer(ro).run(trace, spec);
+    if (whole)
+        replay::applyStartState(ro, *whole, replay::StartState::Recorded);
+    else
+        replay::applyStartState(ro, source, replay::StartState::Recorded);
+    const replay::ReplayResult r0 = replayOf(ro, spec);
     d.policyName = r0.policy;
     d.ooms = r0.ooms;
     d.peakReserved = r0.peakReserved.bytes;
@@ -782,8 +951,9 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
     d.deviceCalls = r0.deviceCalls();
     d.allocRetries = r0.allocRetries;
     d.lowerBound = options.analysis ? options.analysis->fragmentation.lowerBound
-                                    : replay::livePeak(trace, dev, ro.openingAllocated, true);
-    if (const auto rec = recordedReserved(trace, dev))
+        : whole                     ? replay::livePeak(*whole, dev, ro.openingAllocated, true)
+                                    : replay::livePeak(source, dev, ro.openingAllocated, true);
+    if (const auto rec = whole ? recordedReserved(*whole, dev) : recordedReserved(source, dev))
         d.recordedPeakReserved = rec->bytes;
 
     // The moment and the state there.
@@ -794,22 +964,16 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
         o.stopAfterEvent = event;
         o.onOom = replay::OnOom::Skip;
         o.recordSegmentEvents = false;
-        r1 = replay::Replayer(o).run(trace, spec);
+        r1 = replayOf(o, spec);
         at = &r1;
     };
     const replay::FailureDetail* failure = nullptr;
     if (options.at) {
-        std::uint64_t last = kNoIndex;
-        for (std::size_t i = 0; i < m.count() && m.time[i] <= *options.at; ++i)
-            if (m.device[i] == dev)
-                last = i;
+        const std::uint64_t last = facts.lastAt; // the events are in time order: the last of the device at or before it
         if (last == kNoIndex)
             throw UsageError("--at " + formatOffsetBetween(start, *options.at) + " is before the first memory event of "
                 + d.deviceLabel);
-        TimeNs end = m.time[last];
-        for (std::size_t i = last + 1; i < m.count(); ++i)
-            if (m.device[i] == dev)
-                end = std::max(end, m.time[i]);
+        const TimeNs end = facts.deviceEnd;
         if (*options.at > end)
             throw UsageError("--at " + formatOffsetBetween(start, *options.at) + " is after the last memory event of "
                 + d.deviceLabel + " (" + formatOffsetBetween(start, end) + "); give a time within the trace");
@@ -832,12 +996,12 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
         if (!r0.failureDetails.empty())
             failure = &r0.failureDetails.front();
     } else if (recordedOom) {
-        stateAt(*recordedOom);
+        stateAt(recordedOom->event);
         d.moment.kind = Moment::Kind::RecordedOom;
-        d.moment.time = m.time[*recordedOom];
-        d.moment.event = *recordedOom;
-        d.moment.request = m.size[*recordedOom];
-        d.moment.stream = trace.streams()[m.stream[*recordedOom]].handle;
+        d.moment.time = recordedOom->time;
+        d.moment.event = recordedOom->event;
+        d.moment.request = recordedOom->size;
+        d.moment.stream = trace.streams()[recordedOom->stream].handle;
     } else {
         stateAt(r0.peakReserved.event);
         d.moment.kind = Moment::Kind::PeakReserved;
@@ -851,15 +1015,17 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
             d.moment.deviceFree = d.capacity - std::min(d.capacity, at->finalReserved);
     }
 
-    Context c { trace, dev, start, options.analysis, {}, nullptr, 0 };
-    if (const std::uint64_t rebuilt = replay::initialStateEventCount(trace, dev); rebuilt > 0)
-        for (std::size_t i = 0, seen = 0; i < m.count(); ++i)
-            if (m.device[i] == dev && seen++ == rebuilt) {
-                c.firstWindowEvent = i;
-                break;
-            }
-    for (const auto& [a, addr] : at->liveAllocations)
+    Context c { trace, dev, start, options.analysis, {}, nullptr, facts.firstWindowEvent, {} };
+    std::vector<std::uint32_t> liveIds;
+    for (const auto& [a, addr] : at->liveAllocations) {
         c.allocationAt.emplace(addr, a);
+        liveIds.push_back(a);
+    }
+    // An analysis without per-allocation categories (the bounded one, analyze/bounded_analysis.h) has them
+    // inferred here for the allocations live at the moment, where the trace records none.
+    const Analysis* an = options.analysis;
+    const bool infer = an && an->categories.empty() && !an->categoriesRecorded;
+    c.facts = allocationFacts(source, dev, std::move(liveIds), infer ? &an->steps : nullptr);
     static const PolicyState kEmpty;
     const PolicyState& state = at->finalState ? *at->finalState : kEmpty;
     c.state = &state;
@@ -1050,11 +1216,11 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
                     EvidenceBlock e = c.block(b, seg.stream);
                     std::string line = "pending " + c.blockText(e);
                     if (auto it = c.allocationAt.find(b.address); it != c.allocationAt.end()) {
-                        const auto& al = trace.allocations()[it->second];
-                        if (al.freeEvent != kNoIndex && al.freeCompletedEvent != kNoIndex) {
-                            const TimeNs wait = m.time[al.freeCompletedEvent] - m.time[al.freeEvent];
+                        const auto fa = c.facts.find(it->second);
+                        if (fa != c.facts.end() && fa->second.freeTime && fa->second.freeCompletedTime) {
+                            const TimeNs wait = *fa->second.freeCompletedTime - *fa->second.freeTime;
                             longest = std::max(longest, wait);
-                            line += "; freed " + formatOffsetBetween(start, m.time[al.freeEvent]) + ", reusable after "
+                            line += "; freed " + formatOffsetBetween(start, *fa->second.freeTime) + ", reusable after "
                                 + formatSeconds(wait);
                         }
                     }
@@ -1240,7 +1406,7 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
 
     // before_trace: what the window leaves unknown
     {
-        const Bytes opening = replay::openingAllocated(trace, dev);
+        const Bytes opening = whole ? replay::openingAllocated(*whole, dev) : replay::openingAllocated(source, dev);
         const std::string format = trace.metadata().value("source_format", std::string());
         const bool profiler = format == "kineto" || format == "pytorch-memory-timeline" || format == "xplane"
             || format == "nsys-sqlite";
@@ -1338,7 +1504,7 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
         eo.addEmptyCache.stepEnd = true;
         // Candidates that set max_split_size_mb replay exactly as the baseline where the trace never exercises
         // it (sameAsBaselineUnlessLargePool): their result is the baseline's, without a replay.
-        const bool maxSplitIdle = config && onlySmallPoolRequests(trace, dev, *config, ro);
+        const bool maxSplitIdle = config && onlySmallPoolRequests(trace, dev, *config, ro, facts.largeRequest);
         std::vector<replay::ReplayResult> results(specs.size() + (steps ? 1 : 0));
         std::vector<std::size_t> toRun;
         for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -1349,9 +1515,10 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
         }
         if (steps)
             toRun.push_back(specs.size());
-        replay::parallelFor(toRun.size(), options.jobs, [&](std::size_t k) {
+        // A source serves one pass at a time: its candidates run one after another.
+        replay::parallelFor(toRun.size(), whole ? options.jobs : 1, [&](std::size_t k) {
             const std::size_t i = toRun[k];
-            results[i] = i < specs.size() ? replay::Replayer(co).run(trace, specs[i]) : replay::Replayer(eo).run(trace, spec);
+            results[i] = i < specs.size() ? replayOf(co, specs[i]) : replayOf(eo, spec);
         });
         d.remedyReplays = toRun.size();
         d.remedyReplaysSkipped = results.size() - toRun.size();
@@ -1417,11 +1584,13 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
         // The smallest GPU the best fix fits, where the search is cheap (gpumem fit: a few rounds of parallel probes).
         // (Not for the empty_cache remedy: fit replays a policy spec, without added calls.)
         // (Nor for the verdict alone: the fit is in the remedy's line, not in the verdict.)
-        if (!options.verdictOnly && !d.remedies.empty() && d.remedies.front().emptyCacheAt.empty() && m.count() <= kFitEventLimit) {
+        if (!options.verdictOnly && !d.remedies.empty() && d.remedies.front().emptyCacheAt.empty()
+        && (whole ? whole->memory().count() : source.eventCount()) <= kFitEventLimit) {
             replay::FitOptions fo;
             fo.jobs = options.jobs;
             fo.device = dev;
-            const auto fit = replay::fitCapacity(trace, replay::parsePolicySpec(d.remedies.front().spec), fo);
+            const auto fitSpec = replay::parsePolicySpec(d.remedies.front().spec);
+            const auto fit = whole ? replay::fitCapacity(*whole, fitSpec, fo) : replay::fitCapacity(source, fitSpec, fo);
             if (fit.fits && fit.capacity) {
                 d.remedies.front().fitsIn = fit.capacity;
                 d.remedies.front().changes += "; fits a GPU of " + formatBytes(fit.capacity) + " (--capacity "

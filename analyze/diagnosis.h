@@ -174,6 +174,14 @@ struct Diagnosis {
 // Throws UsageError for a bad policy spec or device, or a trace with neither memory events nor memory
 // counters on the device.
 Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options = {});
+// The same diagnosis over the memory events of a source, in passes (docs/streaming.md): one for what the
+// replays must know ahead (requests, the first recorded OOM, --at's event), the replays (the baseline, the
+// moment's, each candidate's one after another, fit's probes), and one that pairs the events for the
+// allocations live at the moment (their sites, categories and times). Memory: what the replays hold (the
+// live blocks, the policy's state), not the events. diagnose(trace) is this over traceView(trace), which
+// reads the whole trace's pairing and runs the candidates in parallel. Equal results either way
+// (tests/cli/streaming_explain_cli_test.cpp).
+Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& options = {});
 
 // format: text (the verdict, findings ranked by bytes, proven fixes; 100 columns), json (docs/explain.md)
 // or markdown. Times relative to `start` (the trace start). Throws UsageError for another format.

@@ -92,9 +92,10 @@ std::vector<analyze::InstantSpec> streamedInstantSpecs(const std::vector<std::st
 void checkStreamedInstants(
     const analyze::Analysis& analysis, const std::vector<std::string>& at, const std::vector<analyze::InstantSpec>& specs);
 
-// The most memory events `analyze` (text) and `report` read whole where they could stream a .gmt instead
-// (analyze/bounded_analysis.h; about 150 bytes an event in memory): 14 M, or GPUMEM_ANALYZE_IN_MEMORY_EVENTS
-// (digits only, else UsageError; 0 streams every .gmt). Over it their verdict is not proven by replay.
+// The most memory events `analyze` (text), `report` and `explain` read whole where they could stream a .gmt
+// instead (analyze/bounded_analysis.h; about 150 bytes an event in memory): 14 M, or
+// GPUMEM_ANALYZE_IN_MEMORY_EVENTS (digits only, else UsageError; 0 streams every .gmt). Over it the verdict of
+// analyze and report is not proven by replay; explain diagnoses in passes (analyze::diagnose over a source).
 std::uint64_t inMemoryEventBudget();
 // Whether `path` holds a .gmt trace, by its content (importers' detectFormat, as `gpumem info` decides).
 bool isGmtFile(const std::string& path);

@@ -10,7 +10,7 @@ namespace gpumem::cli {
 
 bool streamsGmt(std::string_view verb)
 {
-    constexpr std::array<std::string_view, 7> kStreaming { "info", "analyze", "report", "replay", "sweep", "fit", "diff" };
+    constexpr std::array<std::string_view, 8> kStreaming { "info", "analyze", "report", "replay", "sweep", "fit", "diff", "explain" };
     return std::find(kStreaming.begin(), kStreaming.end(), verb) != kStreaming.end();
 }
 
@@ -44,7 +44,7 @@ std::string outOfMemoryMessage(
         return m + ". " + std::string(verb) + " streams a .gmt holding what its answer needs (the blocks live at once), "
             + "but reads it whole with some options (--strict among them; docs/streaming.md lists them): if one was "
               "given, leave it out"
-            + (verb == "analyze" || verb == "report" ? "; set GPUMEM_ANALYZE_IN_MEMORY_EVENTS=0 to stream it whatever its size"
+            + (verb == "analyze" || verb == "report" || verb == "explain" ? "; set GPUMEM_ANALYZE_IN_MEMORY_EVENTS=0 to stream it whatever its size"
                                                       : "")
             + "; or " + more;
     return m + ". " + std::string(verb) + " holds the whole trace in memory: " + more

@@ -11,7 +11,7 @@
 namespace gpumem::cli {
 
 // Whether `verb` reads a .gmt chunk by chunk (docs/streaming.md "Which verbs stream"): info, analyze,
-// report, replay, sweep, fit, diff.
+// report, replay, sweep, fit, diff, explain.
 bool streamsGmt(std::string_view verb);
 
 // The message after "gpumem VERB: error: ", one line. `inputs`: the trace paths given (may be empty);

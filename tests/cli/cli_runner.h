@@ -52,6 +52,20 @@ inline CliResult runCli(const std::string& args)
     return r;
 }
 
+// f(path) for every bundled trace (tests/data and traces/, recursive: every format gpumem reads) that
+// `gpumem convert` writes to `gmt`, once it is there.
+template <typename F> void forEachBundledTraceAsGmt(const std::string& gmt, F&& f)
+{
+    for (const char* folder : { GPUMEM_SOURCE_DIR "/tests/data", GPUMEM_SOURCE_DIR "/traces" })
+        for (const auto& e : std::filesystem::recursive_directory_iterator(folder)) {
+            if (!e.is_regular_file() || e.path().extension() == ".md" || e.path().extension() == ".py")
+                continue;
+            const std::string trace = e.path().string();
+            if (runCli("convert '" + trace + "' -o '" + gmt + "'").exitCode == 0)
+                f(trace);
+        }
+}
+
 inline std::filesystem::path scratchDir(const std::string& name)
 {
     auto dir = std::filesystem::temp_directory_path() / ("gpumem-test-" + std::to_string(::getpid())) / name;

@@ -35,8 +35,8 @@ TEST(OutOfMemoryMessage, ForAGmtNamesTheOptionsThatReadItWholeAndTheBudget)
 
 TEST(OutOfMemoryMessage, AVerbThatHoldsTheTraceSaysSoAndListsAtMostThreeTraces)
 {
-    EXPECT_EQ(outOfMemoryMessage("explain", { "a.gmt", "b.jsonl" }, namedGmt),
-        "out of memory while working on a.gmt, b.jsonl: the traces need more memory than the process may use. explain "
+    EXPECT_EQ(outOfMemoryMessage("ranks", { "a.gmt", "b.jsonl" }, namedGmt),
+        "out of memory while working on a.gmt, b.jsonl: the traces need more memory than the process may use. ranks "
         "holds the whole trace in memory: run where it may use more (ulimit -v, the job's or container's memory "
         "limit); docs/streaming.md lists the verbs that stream a .gmt");
     // diff analyses each .gmt side in passes (2026-12-03): the side to convert is named.
@@ -65,7 +65,7 @@ TEST(OutOfMemoryMessage, AsksWhetherAnInputIsAGmtOnlyUpToTheFirstThatIsNot)
     EXPECT_EQ(asked, (std::vector<std::string> { "a.gmt", "b.jsonl.gz" }));
     EXPECT_NE(m.find("(gpumem convert b.jsonl.gz -o b.gmt)"), std::string::npos) << m;
     asked.clear();
-    outOfMemoryMessage("explain", { "a.json", "b.json" }, isGmt);
+    outOfMemoryMessage("ranks", { "a.json", "b.json" }, isGmt);
     EXPECT_TRUE(asked.empty());
 }
 

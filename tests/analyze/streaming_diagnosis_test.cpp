@@ -1,0 +1,94 @@
+// diagnose() over a source (analyze/diagnosis.h) in slices of 7 events — a streamed .gmt as the engine sees
+// it, without the whole trace's pairing — gives, field for field (its JSON), the diagnosis of the trace held
+// whole, on every loadable trace of tests/data and traces/ and on every public trace: at the default moment,
+// at a capacity (replayed OOMs), at a time, without remedies; without an analysis, and with one (the whole
+// trace's analyzeTrace against the slices' bounded analysis, whose categories are inferred for the blocks
+// live at the moment only).
+#include "analyze/analysis.h"
+#include "analyze/bounded_analysis.h"
+#include "analyze/diagnosis.h"
+#include "analyze/trace_summary.h"
+#include "core/error.h"
+#include "core/event_source.h"
+#include "tests/trace_files.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+using namespace gpumem;
+namespace fs = std::filesystem;
+
+namespace {
+// The diagnosis as JSON, or the error it throws.
+std::string diagnosed(const std::function<analyze::Diagnosis()>& run, TimeNs start)
+{
+    try {
+        return analyze::diagnosisToJson(run(), start).dump();
+    } catch (const Error& e) {
+        return std::string("error: ") + e.what();
+    }
+}
+
+// Compares the two engines on `trace` under each option set; returns how many compared without an error.
+std::size_t expectSameDiagnoses(const Trace& trace, const std::string& what)
+{
+    if (trace.memory().count() == 0)
+        return 0;
+    const TimeNs start = analyze::traceSpan(trace).start;
+    const auto& t = trace.memory().time;
+    std::vector<analyze::DiagnosisOptions> sets(4);
+    sets[1].capacity = Bytes(64) << 20;
+    sets[2].at = t[t.size() / 2];
+    sets[3].remedies = false;
+    const std::unique_ptr<MemoryEventSource> slices = memorySource(trace, 7);
+    std::optional<analyze::Analysis> whole;
+    std::optional<analyze::BoundedAnalysis> bounded;
+    try {
+        whole = analyze::analyzeTrace(trace);
+        bounded = analyze::analyzeSource(*slices);
+    } catch (const Error&) {
+    }
+    const bool withAnalysis = whole && bounded && bounded->needsTrace.empty() && !whole->empty && !whole->countersOnly;
+    std::size_t ok = 0;
+    for (std::size_t k = 0; k < sets.size(); ++k)
+        for (int analysed = 0; analysed <= (withAnalysis ? 1 : 0); ++analysed) {
+            analyze::DiagnosisOptions a = sets[k], b = sets[k];
+            if (analysed) {
+                a.analysis = &*whole;
+                b.analysis = &bounded->analysis;
+            }
+            const std::string expected = diagnosed([&] { return analyze::diagnose(trace, a); }, start);
+            EXPECT_EQ(diagnosed([&] { return analyze::diagnose(*slices, b); }, start), expected)
+                << what << ", option set " << k << (analysed ? ", with the analysis" : "");
+            ok += expected.rfind("error: ", 0) != 0;
+        }
+    return ok;
+}
+} // namespace
+
+TEST(StreamingDiagnosis, EqualsTheWholeTraceDiagnosisOnEveryBundledTrace)
+{
+    std::size_t traces = 0, compared = 0;
+    for (const char* dir : { GPUMEM_SOURCE_DIR "/tests/data", GPUMEM_SOURCE_DIR "/traces" })
+        test::forEachLoadableTrace(dir, [&](const fs::path& path, const Trace& trace) {
+            ++traces;
+            compared += expectSameDiagnoses(trace, path.string());
+        });
+    EXPECT_GE(traces, 70u);
+    EXPECT_GE(compared, 300u);
+}
+
+TEST(StreamingDiagnosis, EqualsTheWholeTraceDiagnosisOnEveryPublicTrace)
+{
+    const auto paths = test::tracesUnder(GPUMEM_PUBLIC_TRACES);
+    if (paths.empty())
+        GTEST_SKIP() << "public traces absent (set GPUMEM_PUBLIC_TRACES to ../shared/traces/public)";
+    std::size_t compared = 0;
+    test::forEachLoadableTrace(GPUMEM_PUBLIC_TRACES, [&](const fs::path& path, const Trace& trace) {
+        if (trace.memory().count() <= 2'000'000)
+            compared += expectSameDiagnoses(trace, path.string());
+    });
+    EXPECT_GE(compared, 20u);
+}
