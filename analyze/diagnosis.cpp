@@ -1024,7 +1024,8 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
     // An analysis without per-allocation categories (the bounded one, analyze/bounded_analysis.h) has them
     // inferred here for the allocations live at the moment, where the trace records none.
     const Analysis* an = options.analysis;
-    const bool infer = an && an->categories.empty() && !an->categoriesRecorded;
+    // (Not for the verdict alone, which names no category: over a whole trace the inference is a pass of its own.)
+    const bool infer = an && an->categories.empty() && !an->categoriesRecorded && !options.verdictOnly;
     c.facts = allocationFacts(source, dev, std::move(liveIds), infer ? &an->steps : nullptr);
     static const PolicyState kEmpty;
     const PolicyState& state = at->finalState ? *at->finalState : kEmpty;
