@@ -7,6 +7,7 @@
 
 #include <boost/program_options.hpp>
 
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -116,6 +117,13 @@ std::string streamedVerdict(const analyze::BoundedAnalysis& bounded, const Trace
 // trace for the rest, or give --strict to refuse a damaged input".
 void noteDamagedTrace(std::string_view verb, const std::string& path, const ImportStats& stats, std::ostream& err,
     const std::string& written = {});
+
+// For a verb that reads a .gmt in passes: parse() reads the options the skeleton decides (--device, --at);
+// where it throws UsageError, a pass that checks the chunks comes first (a failed check opens the file again,
+// checked at open: withGmtSource) and the damaged-trace note, as the verb reading the trace whole says it
+// before it refuses an option; then the error. Call it before the first pass.
+void parseBeforeThePasses(std::string_view verb, const std::string& path, const MemoryEventSource& source, std::ostream& err,
+    const std::function<void()>& parse);
 
 // --format with the allowed values; returns the chosen one or throws UsageError listing them.
 std::string checkedChoice(const po::variables_map& vm, const char* option, const std::vector<std::string>& allowed);

@@ -329,9 +329,11 @@ namespace {
             const std::uint64_t events = source.eventCount(), budget = inMemoryEventBudget();
             const Trace& skeleton = source.skeleton();
             analyze::AnalysisOptions options;
-            options.device = deviceOption(vm, skeleton, path);
             const auto at = vm.count("at") ? vm["at"].as<std::vector<std::string>>() : std::vector<std::string> {};
-            options.instants = streamedInstantSpecs(at, source);
+            parseBeforeThePasses("analyze", path, source, err, [&] {
+                options.device = deviceOption(vm, skeleton, path);
+                options.instants = streamedInstantSpecs(at, source);
+            });
             auto bounded = analyze::analyzeSource(source, options);
             if (!bounded.needsTrace.empty()) {
                 if (events > budget)
@@ -544,6 +546,18 @@ void noteDamagedTrace(std::string_view verb, const std::string& path, const Impo
                            + "): " + messageForTerminal(detail) + ". " + covered,
                 100);
         }
+}
+
+void parseBeforeThePasses(std::string_view verb, const std::string& path, const MemoryEventSource& source, std::ostream& err,
+    const std::function<void()>& parse)
+{
+    try {
+        parse();
+    } catch (const UsageError&) {
+        source.forEachChunk([](const MemoryEventColumns&, std::uint64_t) { });
+        noteDamagedTrace(verb, path, source.skeleton().importStats(), err);
+        throw;
+    }
 }
 
 std::unique_ptr<Command> makeAnalyzeCommand() { return std::make_unique<AnalyzeCommand>(); }

@@ -86,11 +86,17 @@ namespace {
             return withGmtSource(path, {}, [&](const MemoryEventSource& source) -> std::optional<analyze::Analysis> {
                 const Trace& skeleton = source.skeleton();
                 analyze::AnalysisOptions options;
-                options.device = deviceOption(vm, skeleton, path);
                 const std::vector<std::string> at { vm["at"].as<std::string>() };
                 const std::string which = side + " (" + path + "): ";
+                parseBeforeThePasses("diff", path, source, err, [&] {
+                    options.device = deviceOption(vm, skeleton, path);
+                    try {
+                        options.instants = streamedInstantSpecs(at, source);
+                    } catch (const UsageError& e) {
+                        throw UsageError(which + e.what());
+                    }
+                });
                 try {
-                    options.instants = streamedInstantSpecs(at, source);
                     auto bounded = analyze::analyzeSource(source, options);
                     if (!bounded.needsTrace.empty())
                         return std::nullopt;

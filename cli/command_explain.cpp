@@ -131,9 +131,12 @@ namespace {
                 if (source.eventCount() <= inMemoryEventBudget())
                     return std::nullopt;
                 const Trace& skeleton = source.skeleton();
-                options.device = deviceOption(vm, skeleton, path);
                 const TimeNs start = analyze::sourceOrigin(source);
-                options.at = atOption(vm, start);
+                // Read whole, a damaged trace is said so before its options are refused (review finding).
+                parseBeforeThePasses("explain", path, source, err, [&] {
+                    options.device = deviceOption(vm, skeleton, path);
+                    options.at = atOption(vm, start);
+                });
                 analyze::AnalysisOptions ao;
                 ao.device = options.device;
                 auto bounded = analyze::analyzeSource(source, ao);

@@ -108,7 +108,7 @@ std::string outOfMemoryWhileReading(const std::string& path, std::string_view fo
     // Review finding (2026-12-02): the message said what happened, not what to do.
     // Raw, as every Error's words: the front end makes them printable (cli/main.cpp messageForTerminal).
     const std::string convert = "gpumem convert " + path + " -o " + gmtPathBeside(path);
-    const std::string streaming = "info, analyze, report, replay, sweep and fit stream a .gmt (docs/streaming.md)";
+    const std::string streaming = "info, analyze, report, replay, sweep, fit, diff and explain stream a .gmt (docs/streaming.md)";
     std::string m = path + ": out of memory while reading it as " + std::string(format)
         + " (the trace needs more memory than the process may use): ";
     if (format == "jsonl")
@@ -116,10 +116,10 @@ std::string outOfMemoryWhileReading(const std::string& path, std::string_view fo
              "tables, not its events (" + convert
             + "), and give the .gmt: " + streaming;
     else if (format == "gmt")
-        m += "explain, diff, ranks and convert hold the whole trace; " + streaming
-            + " but for the options it lists (--strict among them), and text analyze and report read a .gmt of up to "
-              "GPUMEM_ANALYZE_IN_MEMORY_EVENTS events (14 M unless set) whole: with one of those six, leave such options "
-              "out or set it to 0 to stream the trace whatever its size";
+        m += "ranks and convert hold the whole trace; " + streaming
+            + " but for the options it lists (--strict among them), and text analyze, report and explain read a .gmt of up "
+              "to GPUMEM_ANALYZE_IN_MEMORY_EVENTS events (14 M unless set) whole: with one of those eight, leave such "
+              "options out or set it to 0 to stream the trace whatever its size";
     else
         m += "gpumem reads a " + std::string(format) + " trace whole, and so does convert: convert it to .gmt once where more "
             "memory is available (" + convert + "), then " + streaming;

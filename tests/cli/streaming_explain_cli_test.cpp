@@ -54,3 +54,39 @@ TEST(StreamingExplainCli, APassedExplainFitsWhereTheWholeTraceDoesNot)
     EXPECT_EQ(rc, 0);
     EXPECT_EQ(gpumem::test::slurp(out), whole.out);
 }
+
+// Review finding: in passes, a refused --device or --at came before the damaged-trace note (or, where the only
+// MEMV chunk is damaged, instead of the whole read's error, exit 2 for 1). Now a pass checks the chunks first:
+// explain prints what it prints read whole, and analyze and diff say the trace is damaged before refusing.
+TEST(StreamingExplainCli, ADamagedTraceIsSaidSoBeforeARefusedOption)
+{
+    const auto dir = gpumem::test::scratchDir("streaming_explain_damaged");
+    const std::string one = (dir / "two.gmt").string(), tiny = (dir / "tiny.gmt").string();
+    ASSERT_EQ(runCli("convert tests/data/two_devices_streams.jsonl -o '" + one + "'").exitCode, 0);
+    ASSERT_EQ(runCli("convert tests/data/tiny_alloc_free.jsonl -o '" + tiny + "'").exitCode, 0);
+    const std::string bytes = gpumem::test::slurp(one);
+    std::string flipped = gpumem::test::slurp(tiny);
+    ASSERT_GT(flipped.size(), 260u);
+    flipped[260] = static_cast<char>(flipped[260] ^ 0xff); // inside its one MEMV chunk
+    const std::string joined = (dir / "joined.gmt").string(), cut = (dir / "cut.gmt").string(), flip = (dir / "flip.gmt").string();
+    std::ofstream(joined, std::ios::binary) << bytes << bytes;
+    std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() - 1);
+    std::ofstream(flip, std::ios::binary) << flipped;
+    for (const std::string& file : { joined, cut, flip })
+        for (const char* args : { "--device 7", "--at peak" }) {
+            const std::string command = std::string("explain ") + args + " '" + file + "'";
+            const auto whole = runCli(command);
+            ::setenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS", "0", 1);
+            const auto passes = runCli(command);
+            ::unsetenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
+            EXPECT_EQ(passes.exitCode, whole.exitCode) << command;
+            EXPECT_EQ(passes.err, whole.err) << command;
+            EXPECT_NE(whole.exitCode, 0) << command;
+        }
+    for (const std::string& command : { "analyze --device 7 '" + joined + "'", "diff --device 7 '" + joined + "' '" + joined + "'",
+             "diff --at 999s '" + cut + "' '" + cut + "'" }) {
+        const auto r = runCli(command);
+        EXPECT_EQ(r.exitCode, 2) << command;
+        EXPECT_NE(r.err.find(" is damaged"), std::string::npos) << command << ": " << r.err;
+    }
+}

@@ -14,20 +14,21 @@ TEST(OutOfMemoryWhileReading, AJsonlTraceIsToldToConvertToGmtWhichStreamsIt)
         "runs/step.jsonl.gz: out of memory while reading it as jsonl (the trace needs more memory than the process may "
         "use): convert it to .gmt, which reads a .jsonl in trace order (as gpumem writes one) in memory that grows with "
         "its tables, not its events (gpumem convert runs/step.jsonl.gz -o runs/step.gmt), and give the .gmt: info, "
-        "analyze, report, replay, sweep and fit stream a .gmt (docs/streaming.md); or run where it may use more "
+        "analyze, report, replay, sweep, fit, diff and explain stream a .gmt (docs/streaming.md); or run where it may use more "
         "(ulimit -v, the job's or container's memory limit)");
 }
 
 // The message does not know the verb: it says which verbs hold the trace and what helps with the others (review
-// finding: explain, diff and convert were told to leave out options they were not given).
+// finding: explain, diff and convert were told to leave out options they were not given; diff and explain stream
+// since 2026-12-03).
 TEST(OutOfMemoryWhileReading, AGmtIsToldWhichVerbsAndOptionsReadItWhole)
 {
     EXPECT_EQ(outOfMemoryWhileReading("run.gmt", "gmt"),
         "run.gmt: out of memory while reading it as gmt (the trace needs more memory than the process may use): "
-        "explain, diff, ranks and convert hold the whole trace; info, analyze, report, replay, sweep and fit stream a "
-        ".gmt (docs/streaming.md) but for the options it lists (--strict among them), and text analyze and report read "
-        "a .gmt of up to GPUMEM_ANALYZE_IN_MEMORY_EVENTS events (14 M unless set) whole: with one of those six, leave "
-        "such options out or set it to 0 to stream the trace whatever its size; or run where it may use more (ulimit "
+        "ranks and convert hold the whole trace; info, analyze, report, replay, sweep, fit, diff and explain stream a "
+        ".gmt (docs/streaming.md) but for the options it lists (--strict among them), and text analyze, report and "
+        "explain read a .gmt of up to GPUMEM_ANALYZE_IN_MEMORY_EVENTS events (14 M unless set) whole: with one of those "
+        "eight, leave such options out or set it to 0 to stream the trace whatever its size; or run where it may use more (ulimit "
         "-v, the job's or container's memory limit)");
 }
 
@@ -38,7 +39,7 @@ TEST(OutOfMemoryWhileReading, AnotherFormatIsToldToConvertOnceWhereMoreMemoryIsA
         "w0.pt.trace.json.gz: out of memory while reading it as kineto (the trace needs more memory than the process "
         "may use): gpumem reads a kineto trace whole, and so does convert: convert it to .gmt once where more memory "
         "is available (gpumem convert w0.pt.trace.json.gz -o w0.pt.trace.gmt), then info, analyze, report, replay, "
-        "sweep and fit stream a .gmt (docs/streaming.md); or run where it may use more (ulimit -v, the job's or "
+        "sweep, fit, diff and explain stream a .gmt (docs/streaming.md); or run where it may use more (ulimit -v, the job's or "
         "container's memory limit)");
 }
 
