@@ -499,7 +499,7 @@ bool isGmtFile(const std::string& path)
 std::string streamedVerdict(const analyze::BoundedAnalysis& bounded, const Trace& skeleton, std::uint64_t events)
 {
     // The first facts of explain's verdict (analyze/diagnosis.cpp, "The verdict: one sentence"), from the trace
-    // as recorded: explain's come from a replay of it, which needs the trace in memory.
+    // as recorded: explain's come from replays of it (in passes over the budget, about ten times these passes).
     const auto& analysis = bounded.analysis;
     const auto at = [&](TimeNs t) { return formatOffsetBetween(analysis.origin, t); };
     const auto state = [](const analyze::BoundedAnalysis::Moment& m) {
