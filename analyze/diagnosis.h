@@ -180,7 +180,9 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options = {});
 // allocations live at the moment (their sites, categories and times). Memory: what the replays hold (the
 // live blocks, the policy's state), not the events. diagnose(trace) is this over traceView(trace), which
 // reads the whole trace's pairing and runs the candidates in parallel. Equal results either way
-// (tests/cli/streaming_explain_cli_test.cpp).
+// (tests/analyze/streaming_diagnosis_test.cpp, tests/cli/streaming_explain_cli_test.cpp).
+// Throws what diagnose(trace) throws, and what the source's passes throw (FormatError naming the file and
+// offset; DeferredCheckFailed from a .gmt opened with its checks deferred: withGmtSource opens it again).
 Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& options = {});
 
 // format: text (the verdict, findings ranked by bytes, proven fixes; 100 columns), json (docs/explain.md)
