@@ -13,7 +13,7 @@
 #   N events (default 100000000: ~1.1 GB of .gmt, minutes of CPU), --limit the address-space cap of
 #   each process (default 8G; a size such as 8G, 512M or a byte count), --keep writes the trace there and keeps it (default: a
 #   temporary file, deleted at exit), --verbs a subset of: info analyze analyze-json replay replay-whole
-#   report diff (replay streams the .gmt; replay-whole is the same replay with the trace read whole,
+#   report diff explain (replay streams the .gmt; replay-whole is the same replay with the trace read whole,
 #   GPUMEM_REPLAY_IN_MEMORY=1: the baseline of the streamed one; diff compares the trace with itself);
 #   BUILD_DIR holds cli/gpumem and bench/make_big_gmt (build/ci).
 # Needs prlimit (util-linux) and GNU time (/usr/bin/time).
@@ -37,7 +37,7 @@ done
 # Checked before minutes of generating: the count, the verbs and the limit.
 case "$events" in ''|*[!0-9]*|0) echo "scale.sh: --events takes a positive whole number, not '$events'" >&2; exit 2 ;; esac
 for verb in $verbs; do
-  case "$verb" in info|analyze|analyze-json|replay|replay-whole|report|diff) ;; *) echo "scale.sh: unknown verb $verb (info analyze analyze-json replay replay-whole report diff)" >&2; exit 2 ;; esac
+  case "$verb" in info|analyze|analyze-json|replay|replay-whole|report|diff|explain) ;; *) echo "scale.sh: unknown verb $verb (info analyze analyze-json replay replay-whole report diff explain)" >&2; exit 2 ;; esac
 done
 limitBytes=$(numfmt --from=iec "$limit" 2>/dev/null) || { echo "scale.sh: --limit '$limit' is not a size (e.g. 8G, 8589934592)" >&2; exit 2; }
 gpumem="$build/cli/gpumem" generator="$build/bench/make_big_gmt"
@@ -79,6 +79,7 @@ for verb in $verbs; do
     replay-whole) args=(replay --policy pytorch) ;; # run with GPUMEM_REPLAY_IN_MEMORY=1 below
     report) args=(report -o "$tmp/report.html") ;;
     diff) args=(diff "$trace") ;; # the trace against itself: two analyses in passes, both held
+    explain) args=(explain) ;; # in passes over the in-memory budget (14 M events)
     *) echo "scale.sh: unknown verb $verb" >&2; exit 2 ;;
   esac
   if [ "$verb" = info ]; then
