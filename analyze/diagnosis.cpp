@@ -1516,10 +1516,19 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
         }
         if (steps)
             toRun.push_back(specs.size());
-        // A source serves one pass at a time: its candidates run one after another.
-        replay::parallelFor(toRun.size(), whole ? options.jobs : 1, [&](std::size_t k) {
+        // A source serves one pass at a time: its candidates run one after another, or in parallel on sources of
+        // their own (options.reopen).
+        const unsigned jobs = options.jobs ? options.jobs : replay::defaultJobs();
+        const bool ownSources = !whole && options.reopen && jobs > 1 && toRun.size() > 1;
+        replay::parallelFor(toRun.size(), whole || ownSources ? jobs : 1, [&](std::size_t k) {
             const std::size_t i = toRun[k];
-            results[i] = i < specs.size() ? replayOf(co, specs[i]) : replayOf(eo, spec);
+            const replay::ReplayOptions& o = i < specs.size() ? co : eo;
+            const replay::PolicySpec& sp = i < specs.size() ? specs[i] : spec;
+            if (ownSources) {
+                const std::unique_ptr<MemoryEventSource> own = options.reopen();
+                results[i] = replay::Replayer(o).run(*own, sp);
+            } else
+                results[i] = replayOf(o, sp);
         });
         d.remedyReplays = toRun.size();
         d.remedyReplaysSkipped = results.size() - toRun.size();

@@ -21,7 +21,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <functional>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,6 +52,11 @@ struct DiagnosisOptions {
     // a lower bound (not in the verdict), and the smallest-GPU fit of the best remedy (Remedy::fitsIn) is
     // skipped. The verdict is the one a full diagnosis gives.
     bool verdictOnly = false;
+    // For diagnose(source) of a streamed source: opens the same source again (a .gmt: openGmtSource of its path,
+    // with the checks the first one was opened with), so that the remedy replays run on `jobs` threads, one
+    // source each (a source serves one pass at a time). Empty: they run one after another. Unused for a whole
+    // trace, whose replays share it.
+    std::function<std::unique_ptr<MemoryEventSource>()> reopen;
 };
 
 // A block named as evidence. Addresses are the replay's: the recorded ones for a state adopted from a
@@ -176,7 +183,8 @@ struct Diagnosis {
 Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options = {});
 // The same diagnosis over the memory events of a source, in passes (docs/streaming.md): one for what the
 // replays must know ahead (requests, the first recorded OOM, --at's event), the replays (the baseline, the
-// moment's, each candidate's one after another, fit's probes), and one that pairs the events for the
+// moment's, the candidates' — in parallel on sources of their own with options.reopen, else one after
+// another — fit's probes), and one that pairs the events for the
 // allocations live at the moment (their sites, categories and times). Memory: what the replays hold (the
 // live blocks, the policy's state), not the events. diagnose(trace) is this over traceView(trace), which
 // reads the whole trace's pairing and runs the candidates in parallel. Equal results either way

@@ -1,7 +1,8 @@
 // diagnose() over a source (analyze/diagnosis.h) in slices of 7 events — a streamed .gmt as the engine sees
 // it, without the whole trace's pairing — gives, field for field (its JSON), the diagnosis of the trace held
 // whole, on every loadable trace of tests/data and traces/ and on every public trace: at the default moment,
-// at a capacity (replayed OOMs), at a time, without remedies; without an analysis, and with one (the whole
+// at a capacity (replayed OOMs), at a time, without remedies, the candidates in parallel on sources of their own;
+// without an analysis, and with one (the whole
 // trace's analyzeTrace against the slices' bounded analysis, whose categories are inferred for the blocks
 // live at the moment only).
 #include "analyze/analysis.h"
@@ -38,10 +39,17 @@ std::size_t expectSameDiagnoses(const Trace& trace, const std::string& what)
         return 0;
     const TimeNs start = analyze::traceSpan(trace).start;
     const auto& t = trace.memory().time;
-    std::vector<analyze::DiagnosisOptions> sets(4);
+    std::vector<analyze::DiagnosisOptions> sets(6);
     sets[1].capacity = Bytes(64) << 20;
     sets[2].at = t[t.size() / 2];
     sets[3].remedies = false;
+    // The candidates in parallel, each on a source of its own (DiagnosisOptions::reopen), at the peak and at a
+    // capacity (replayed OOMs).
+    for (std::size_t k : { 4, 5 }) {
+        sets[k].jobs = 3;
+        sets[k].reopen = [&trace] { return memorySource(trace, 7); };
+    }
+    sets[5].capacity = Bytes(64) << 20;
     const std::unique_ptr<MemoryEventSource> slices = memorySource(trace, 7);
     std::optional<analyze::Analysis> whole;
     std::optional<analyze::BoundedAnalysis> bounded;
@@ -55,6 +63,7 @@ std::size_t expectSameDiagnoses(const Trace& trace, const std::string& what)
     for (std::size_t k = 0; k < sets.size(); ++k)
         for (int analysed = 0; analysed <= (withAnalysis ? 1 : 0); ++analysed) {
             analyze::DiagnosisOptions a = sets[k], b = sets[k];
+            a.reopen = nullptr; // the whole trace's candidates share it
             if (analysed) {
                 a.analysis = &*whole;
                 b.analysis = &bounded->analysis;
@@ -77,7 +86,7 @@ TEST(StreamingDiagnosis, EqualsTheWholeTraceDiagnosisOnEveryBundledTrace)
             compared += expectSameDiagnoses(trace, path.string());
         });
     EXPECT_GE(traces, 70u);
-    EXPECT_GE(compared, 300u);
+    EXPECT_GE(compared, 450u);
 }
 
 TEST(StreamingDiagnosis, EqualsTheWholeTraceDiagnosisOnEveryPublicTrace)
