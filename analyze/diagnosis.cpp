@@ -1599,6 +1599,7 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
             replay::FitOptions fo;
             fo.jobs = options.jobs;
             fo.device = dev;
+            fo.reopen = options.reopen;
             const auto fitSpec = replay::parsePolicySpec(d.remedies.front().spec);
             const auto fit = whole ? replay::fitCapacity(*whole, fitSpec, fo) : replay::fitCapacity(source, fitSpec, fo);
             if (fit.fits && fit.capacity) {

@@ -113,6 +113,7 @@ namespace {
             if (!options.device)
                 options.device = replay::defaultReplayDevice(input.source());
             options.start = readStart(vm);
+            options.reopen = input.reopener(); // a streamed .gmt: the probes of a round in parallel, a source each
             std::vector<replay::FitResult> fits;
             for (const auto& s : specs)
                 fits.push_back(replay::fitCapacity(input.source(), s, options));

@@ -211,6 +211,8 @@ std::unique_ptr<MemoryEventSource> openReplayableSource(const std::string& path,
 }
 
 ReplayInput::ReplayInput(const std::string& path, GmtChecks checks)
+    : m_path(path)
+    , m_checks(checks)
 {
     if (streamsReplay(path))
         m_streamed = openReplayableSource(path, checks);
@@ -218,6 +220,13 @@ ReplayInput::ReplayInput(const std::string& path, GmtChecks checks)
         m_trace = loadReplayableTrace(path);
         m_view = traceView(m_trace);
     }
+}
+
+std::function<std::unique_ptr<MemoryEventSource>()> ReplayInput::reopener() const
+{
+    if (!streamed())
+        return {};
+    return [path = m_path, checks = m_checks] { return openGmtSource(path, {}, checks); };
 }
 
 replay::StartState prepareReplays(const po::variables_map& vm, const ReplayInput& input, const std::string& path,

@@ -72,6 +72,9 @@ public:
     bool streamed() const { return m_streamed != nullptr; }
     // Replays at once: a streamed source serves one pass at a time.
     unsigned jobs(unsigned wanted) const { return streamed() ? 1 : wanted; }
+    // Opens the streamed .gmt again with the checks this one was opened with (for replays in parallel, one
+    // source each: FitOptions::reopen); empty when the trace is held whole.
+    std::function<std::unique_ptr<MemoryEventSource>()> reopener() const;
     // The comparison's context (analyze/comparison.h) and the time of the first memory event.
     analyze::ComparisonContext context(DeviceId device, replay::StartState start) const;
     TimeNs firstEventTime() const;
@@ -79,6 +82,8 @@ public:
     TimeNs traceStart() const;
 
 private:
+    std::string m_path;
+    GmtChecks m_checks = GmtChecks::AtOpen;
     std::unique_ptr<MemoryEventSource> m_streamed;
     Trace m_trace;
     std::unique_ptr<MemoryEventSource> m_view;

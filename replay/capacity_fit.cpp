@@ -109,8 +109,19 @@ FitResult fitCapacity(const MemoryEventSource& source, const PolicySpec& spec, c
         throw UsageError("fit: the largest capacity to try must be at least one step (" + std::to_string(step) + " B)");
     FitResult result;
     result.spec = spec.text;
-    // A streamed source serves one pass at a time: its probes run one after another.
-    const unsigned jobs = !source.wholeTrace() ? 1 : options.jobs == 0 ? defaultJobs() : options.jobs;
+    // A streamed source serves one pass at a time: its probes run one after another, or in parallel on sources
+    // of their own (options.reopen).
+    const bool streamed = !source.wholeTrace();
+    const unsigned wanted = options.jobs == 0 ? defaultJobs() : options.jobs;
+    const unsigned jobs = streamed && !options.reopen ? 1 : wanted;
+    const bool ownSources = streamed && options.reopen && jobs > 1;
+    // f(the source a parallel task reads): one of its own where the source is streamed.
+    auto onSource = [&](auto&& f) {
+        if (!ownSources)
+            return f(source);
+        const std::unique_ptr<MemoryEventSource> own = options.reopen();
+        return f(*own);
+    };
     std::uint64_t unlimitedOoms = 0;
     ReplayOptions start; // what every replay of the search starts from
     start.device = options.device;
@@ -123,11 +134,12 @@ FitResult fitCapacity(const MemoryEventSource& source, const PolicySpec& spec, c
     // The bounds: the policy on an unlimited device, and the live bytes (two replays, in parallel).
     parallelFor(2, jobs, [&](std::size_t i) {
         if (i == 1) {
-            result.lowerBound = livePeak(source, options.device, start.openingAllocated,
-                options.start == StartState::Recorded);
+            result.lowerBound = onSource([&](const MemoryEventSource& s) {
+                return livePeak(s, options.device, start.openingAllocated, options.start == StartState::Recorded);
+            });
             return;
         }
-        ReplayResult free = Replayer(unlimited).run(source, spec);
+        ReplayResult free = onSource([&](const MemoryEventSource& s) { return Replayer(unlimited).run(s, spec); });
         result.policy = free.policy;
         result.lowerBoundMark = free.reservedIsLowerBound;
         result.unlimitedPeakReserved = free.peakReserved.bytes;
@@ -148,7 +160,7 @@ FitResult fitCapacity(const MemoryEventSource& source, const PolicySpec& spec, c
     auto run = [&](const std::vector<Bytes>& capacities) {
         std::vector<FitProbe> got(capacities.size());
         parallelFor(capacities.size(), jobs,
-            [&](std::size_t i) { got[i] = probe(source, spec, capacities[i], start); });
+            [&](std::size_t i) { got[i] = onSource([&](const MemoryEventSource& s) { return probe(s, spec, capacities[i], start); }); });
         probes.insert(probes.end(), got.begin(), got.end());
         return got;
     };

@@ -21,6 +21,8 @@
 // Thread-safe: fitCapacity() shares nothing between calls.
 #include "replay/start_state.h"
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +43,10 @@ struct FitOptions {
     // As ReplayOptions::outsideBytes: held outside the allocator on every probed device, so the capacity
     // found includes it (nullopt = the trace's figure).
     std::optional<Bytes> outsideBytes;
+    // For a streamed source: opens the same source again (a .gmt: openGmtSource of its path, with the checks the
+    // first one was opened with), so that the probes of a round run on `jobs` threads, one source each (a
+    // source serves one pass at a time). Empty: they run one after another. Unused for a whole trace.
+    std::function<std::unique_ptr<MemoryEventSource>()> reopen;
 };
 
 struct FitProbe {

@@ -170,6 +170,12 @@ void expectStreamedReplaysEqual(const Trace& trace, const std::vector<const Memo
     const std::string wholeFit = fitText(fitCapacity(trace, parsePolicySpec("pytorch"), fit));
     for (std::size_t k = 0; k < sources.size(); ++k)
         EXPECT_EQ(fitText(fitCapacity(*sources[k], parsePolicySpec("pytorch"), fit)), wholeFit) << what << " fit, " << names[k];
+    // The probes of a round in parallel, each on a source of its own (FitOptions::reopen).
+    FitOptions parallel = fit;
+    parallel.jobs = 3;
+    parallel.reopen = [&trace] { return memorySource(trace, 7); };
+    for (std::size_t k = 0; k < sources.size(); ++k)
+        EXPECT_EQ(fitText(fitCapacity(*sources[k], parsePolicySpec("pytorch"), parallel)), wholeFit) << what << " fit in parallel, " << names[k];
     for (std::size_t k = 0; k < sources.size(); ++k)
         for (const bool withRebuilt : { true, false })
             EXPECT_EQ(livePeak(*sources[k], std::nullopt, 1 << 20, withRebuilt), livePeak(trace, std::nullopt, 1 << 20, withRebuilt))
