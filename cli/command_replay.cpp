@@ -406,11 +406,10 @@ namespace {
             // The .gmt's chunks are checked by the first replay's pass (withReplayInput): nothing is written before.
             return withReplayInput(path, [&, base = options](const ReplayInput& input) -> int {
                 options = base; // a retry starts from the options as given
-                const MemoryEventSource& source = input.source();
                 const replay::StartState start = prepareReplays(vm, input, path, options);
                 std::vector<replay::ReplayResult> results(specs.size());
-                replay::parallelFor(specs.size(), input.jobs(jobs),
-                    [&](std::size_t i) { results[i] = replay::Replayer(options).run(source, specs[i]); });
+                input.forEachReplay(specs.size(), jobs,
+                    [&](const MemoryEventSource& on, std::size_t i) { results[i] = replay::Replayer(options).run(on, specs[i]); });
                 // The replays are done (no retry can follow): a damaged trace is said to be one, as analyze does.
                 noteDamagedTrace(name(), path, input.tables().importStats(), err);
                 const DeviceId device = options.device.value_or(0);

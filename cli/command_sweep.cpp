@@ -94,7 +94,6 @@ namespace {
             // The .gmt's chunks are checked by the first replay's pass (withReplayInput): nothing is written before.
             return withReplayInput(path, [&, base = options](const ReplayInput& input) -> int {
                 options = base; // a retry starts from the options as given
-                const MemoryEventSource& source = input.source();
                 const replay::StartState start = prepareReplays(vm, input, path, options);
                 // --empty-cache-at tries the calls as a remedy: every configuration is replayed without and
                 // with them, side by side, and the effect each time is said under the table.
@@ -103,11 +102,11 @@ namespace {
                 replay::ReplayOptions plain = options;
                 plain.addEmptyCache = {};
                 std::vector<analyze::SweepRow> rows(specs.size() * variants);
-                replay::parallelFor(rows.size(), input.jobs(jobs), [&](std::size_t k) {
+                input.forEachReplay(rows.size(), jobs, [&](const MemoryEventSource& on, std::size_t k) {
                     const std::size_t i = k / variants;
                     const bool with = k % variants == 1;
                     rows[k].spec = with ? specs[i].text + " + empty_cache " + schedule.text() : specs[i].text;
-                    rows[k].result = replay::Replayer(with ? options : plain).run(source, specs[i]);
+                    rows[k].result = replay::Replayer(with ? options : plain).run(on, specs[i]);
                 });
                 // The replays are done (no retry can follow): a damaged trace is said to be one, as analyze does.
                 noteDamagedTrace(name(), path, input.tables().importStats(), err);

@@ -70,11 +70,13 @@ public:
     const MemoryEventSource& source() const { return m_streamed ? *m_streamed : *m_view; }
     const Trace& tables() const { return source().skeleton(); } // devices, streams, pools, annotations
     bool streamed() const { return m_streamed != nullptr; }
-    // Replays at once: a streamed source serves one pass at a time.
-    unsigned jobs(unsigned wanted) const { return streamed() ? 1 : wanted; }
     // Opens the streamed .gmt again with the checks this one was opened with (for replays in parallel, one
     // source each: FitOptions::reopen); empty when the trace is held whole.
     std::function<std::unique_ptr<MemoryEventSource>()> reopener() const;
+    // f(source, i) for each i in [0, count) on `jobs` threads (0 = replay::defaultJobs()): a streamed .gmt serves
+    // one pass at a time, so where more than one runs at once each reads the file opened again (reopener);
+    // otherwise f reads source(). The first exception f throws is rethrown (replay::parallelFor).
+    void forEachReplay(std::size_t count, unsigned jobs, const std::function<void(const MemoryEventSource&, std::size_t)>& f) const;
     // The comparison's context (analyze/comparison.h) and the time of the first memory event.
     analyze::ComparisonContext context(DeviceId device, replay::StartState start) const;
     TimeNs firstEventTime() const;
