@@ -513,12 +513,15 @@ namespace {
             Bytes size;
             TimeNs origin;
         };
+        struct WantedLife {
+            BlockLife life;
+            std::uint32_t allocsBefore = 0;
+        };
         std::unordered_map<std::uint32_t, TimeNs> origin;
-        std::unordered_map<std::uint32_t, std::uint32_t> allocsBefore;
         std::vector<RecentFree> recentFrees;
         TimeNs recentTime = std::numeric_limits<TimeNs>::min();
         std::uint32_t allocs = 0;
-        std::unordered_map<std::uint32_t, BlockLife> lives;
+        std::unordered_map<std::uint32_t, WantedLife> lives; // the wanted allocations' lives
         source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t first) {
             for (std::size_t j = 0; j < m.count(); ++j) {
                 const ChunkPairing::Outcome o = pairing.step(m, j, first + j);
@@ -537,10 +540,8 @@ namespace {
                                 break;
                             }
                         origin[o.block.allocation] = from;
-                        if (out.count(o.block.allocation)) {
-                            allocsBefore[o.block.allocation] = allocs;
-                            lives[o.block.allocation].allocTime = from;
-                        }
+                        if (out.count(o.block.allocation))
+                            lives[o.block.allocation] = WantedLife { BlockLife { from, std::nullopt, false }, allocs };
                         ++allocs;
                     } else if (o.pairing == ChunkPairing::Pairing::Closed) {
                         const auto at = origin.find(o.block.allocation);
@@ -549,8 +550,8 @@ namespace {
                             origin.erase(at);
                         recentFrees.push_back({ m.address[j], m.size[j], from });
                         if (const auto w = lives.find(o.block.allocation); w != lives.end()) {
-                            w->second.freeTime = m.time[j];
-                            w->second.opLocal = from == out[o.block.allocation].time && allocs == allocsBefore[o.block.allocation] + 1;
+                            w->second.life.freeTime = m.time[j];
+                            w->second.life.opLocal = from == out[o.block.allocation].time && allocs == w->second.allocsBefore + 1;
                         }
                     }
                 }
@@ -576,7 +577,7 @@ namespace {
         if (steps)
             for (auto& [id, f] : out)
                 if (f.allocEvent != kNoIndex)
-                    f.category = inferCategory(*steps, lives[id]);
+                    f.category = inferCategory(*steps, lives[id].life);
         return out;
     }
 
@@ -858,15 +859,12 @@ Diagnosis diagnose(const Trace& trace, const DiagnosisOptions& options)
 Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& options)
 {
     // The tables (devices, streams, strings, metadata, annotations, counters): the trace itself where the source
-    // serves one whole, else the source's skeleton. The replays and the scans read the events: of the whole
-    // trace where there is one (its pairing computed once, the candidates in parallel), else chunk by chunk.
+    // serves one whole (traceView), else the source's skeleton. Every replay and scan reads the source: a whole
+    // trace's is one chunk, and its replays use the pairing the trace computed once.
     const Trace& trace = source.skeleton();
     const Trace* const whole = source.wholeTrace();
-    auto replayOf = [&](const replay::ReplayOptions& o, const replay::PolicySpec& sp) {
-        return whole ? replay::Replayer(o).run(*whole, sp) : replay::Replayer(o).run(source, sp);
-    };
     Diagnosis d;
-    auto device = options.device ? options.device : whole ? replay::defaultReplayDevice(*whole) : replay::defaultReplayDevice(source);
+    auto device = options.device ? options.device : replay::defaultReplayDevice(source);
     if (!device && !trace.counterSeries().empty()) {
         // The device whose recorded counter peaks highest, a GPU before the host (a PyTorch <= 1.9 profiler
         // trace counts the CPU's allocations too), as the viewer opens such a trace.
@@ -893,16 +891,14 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
     d.deviceLabel = deviceLabel(trace.devices()[dev]);
     const std::uint64_t rebuilt = replay::initialStateEventCount(trace, dev);
     std::optional<AllocationSourcePeak> outsideFeed; // outsideMemory's figure from the events, fed by the pass
-    if (!whole && !options.outsideBytes && outsideMemoryNeedsEvents(trace))
+    if (!options.outsideBytes && outsideMemoryNeedsEvents(trace))
         outsideFeed.emplace(trace, dev);
     const EventFacts facts = eventFacts(source, dev, options.at, rebuilt, outsideFeed ? &*outsideFeed : nullptr);
     if (options.outsideBytes)
         d.outside = OutsideMemory { *options.outsideBytes, 0, "command_line" };
-    else if (whole)
-        d.outside = outsideMemory(*whole, dev);
     else
         d.outside = outsideMemory(trace, dev, outsideFeed ? &*outsideFeed : nullptr);
-    const TimeNs start = whole ? traceSpan(*whole).start : sourceOrigin(source);
+    const TimeNs start = sourceOrigin(source);
 
     d.policy = options.policy;
     d.policyOrigin = "given";
@@ -938,11 +934,8 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
     ro.recordSegmentEvents = true;
     // The start every what-if comparison uses (replay/start_state.h, issue 16): memory the trace shows
     // from before its window is live from the start, so explain agrees with replay, fit and sweep.
-    if (whole)
-        replay::applyStartState(ro, *whole, replay::StartState::Recorded);
-    else
-        replay::applyStartState(ro, source, replay::StartState::Recorded);
-    const replay::ReplayResult r0 = replayOf(ro, spec);
+    replay::applyStartState(ro, source, replay::StartState::Recorded);
+    const replay::ReplayResult r0 = replay::Replayer(ro).run(source, spec);
     d.policyName = r0.policy;
     d.ooms = r0.ooms;
     d.peakReserved = r0.peakReserved.bytes;
@@ -951,8 +944,8 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
     d.deviceCalls = r0.deviceCalls();
     d.allocRetries = r0.allocRetries;
     d.lowerBound = options.analysis ? options.analysis->fragmentation.lowerBound
-        : whole                     ? replay::livePeak(*whole, dev, ro.openingAllocated, true)
                                     : replay::livePeak(source, dev, ro.openingAllocated, true);
+    // (A whole trace's summary reads its own pairing; a source's pairs the events again.)
     if (const auto rec = whole ? recordedReserved(*whole, dev) : recordedReserved(source, dev))
         d.recordedPeakReserved = rec->bytes;
 
@@ -964,7 +957,7 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
         o.stopAfterEvent = event;
         o.onOom = replay::OnOom::Skip;
         o.recordSegmentEvents = false;
-        r1 = replayOf(o, spec);
+        r1 = replay::Replayer(o).run(source, spec);
         at = &r1;
     };
     const replay::FailureDetail* failure = nullptr;
@@ -1407,7 +1400,7 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
 
     // before_trace: what the window leaves unknown
     {
-        const Bytes opening = whole ? replay::openingAllocated(*whole, dev) : replay::openingAllocated(source, dev);
+        const Bytes opening = replay::openingAllocated(source, dev);
         const std::string format = trace.metadata().value("source_format", std::string());
         const bool profiler = format == "kineto" || format == "pytorch-memory-timeline" || format == "xplane"
             || format == "nsys-sqlite";
@@ -1516,19 +1509,11 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
         }
         if (steps)
             toRun.push_back(specs.size());
-        // A source serves one pass at a time: its candidates run one after another, or in parallel on sources of
-        // their own (options.reopen).
-        const unsigned jobs = options.jobs ? options.jobs : replay::defaultJobs();
-        const bool ownSources = !whole && options.reopen && jobs > 1 && toRun.size() > 1;
-        replay::parallelFor(toRun.size(), whole || ownSources ? jobs : 1, [&](std::size_t k) {
+        // A streamed source serves one pass at a time: its candidates run one after another, or in parallel on
+        // sources of their own (options.reopen).
+        replay::forEachOnSource(toRun.size(), options.jobs, source, options.reopen, [&](const MemoryEventSource& on, std::size_t k) {
             const std::size_t i = toRun[k];
-            const replay::ReplayOptions& o = i < specs.size() ? co : eo;
-            const replay::PolicySpec& sp = i < specs.size() ? specs[i] : spec;
-            if (ownSources) {
-                const std::unique_ptr<MemoryEventSource> own = options.reopen();
-                results[i] = replay::Replayer(o).run(*own, sp);
-            } else
-                results[i] = replayOf(o, sp);
+            results[i] = i < specs.size() ? replay::Replayer(co).run(on, specs[i]) : replay::Replayer(eo).run(on, spec);
         });
         d.remedyReplays = toRun.size();
         d.remedyReplaysSkipped = results.size() - toRun.size();
@@ -1595,13 +1580,12 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
         // (Not for the empty_cache remedy: fit replays a policy spec, without added calls.)
         // (Nor for the verdict alone: the fit is in the remedy's line, not in the verdict.)
         if (!options.verdictOnly && !d.remedies.empty() && d.remedies.front().emptyCacheAt.empty()
-        && (whole ? whole->memory().count() : source.eventCount()) <= kFitEventLimit) {
+        && source.eventCount() <= kFitEventLimit) {
             replay::FitOptions fo;
             fo.jobs = options.jobs;
             fo.device = dev;
             fo.reopen = options.reopen;
-            const auto fitSpec = replay::parsePolicySpec(d.remedies.front().spec);
-            const auto fit = whole ? replay::fitCapacity(*whole, fitSpec, fo) : replay::fitCapacity(source, fitSpec, fo);
+            const auto fit = replay::fitCapacity(source, replay::parsePolicySpec(d.remedies.front().spec), fo);
             if (fit.fits && fit.capacity) {
                 d.remedies.front().fitsIn = fit.capacity;
                 d.remedies.front().changes += "; fits a GPU of " + formatBytes(fit.capacity) + " (--capacity "

@@ -17,13 +17,12 @@
 // diagnose() is thread-safe for shared Traces; a Diagnosis is an immutable value.
 #include "core/outside_memory.h"
 #include "analyze/analysis.h"
+#include "replay/parallel_runs.h"
 #include "replay/replayer.h"
 
 #include <nlohmann/json_fwd.hpp>
 
-#include <functional>
 #include <iosfwd>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,7 +55,7 @@ struct DiagnosisOptions {
     // with the checks the first one was opened with), so that the remedy replays run on `jobs` threads, one
     // source each (a source serves one pass at a time). Empty: they run one after another. Unused for a whole
     // trace, whose replays share it.
-    std::function<std::unique_ptr<MemoryEventSource>()> reopen;
+    replay::SourceOpener reopen;
 };
 
 // A block named as evidence. Addresses are the replay's: the recorded ones for a state adopted from a

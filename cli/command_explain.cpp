@@ -85,17 +85,22 @@ namespace {
             analyze::AnalysisOptions ao;
             ao.device = options.device;
             std::optional<analyze::Analysis> analysis;
-            if (!trace.memory().time.empty()) {
-                analysis = analyze::analyzeTrace(trace, ao);
-                if (!analysis->empty && !analysis->countersOnly)
-                    options.analysis = &*analysis;
-                if (!options.device && !analysis->empty)
-                    options.device = analysis->device;
-            }
+            if (!trace.memory().time.empty())
+                useAnalysis(options, analysis.emplace(analyze::analyzeTrace(trace, ao)));
             return write(vm, analyze::diagnose(trace, options), format, start, out, err);
         }
 
     private:
+        // The diagnosis reads the analysis of the trace's memory events (the lower bound, the categories) where
+        // there is one, and its device where none was given. `analysis` must outlive the diagnosis.
+        static void useAnalysis(analyze::DiagnosisOptions& options, const analyze::Analysis& analysis)
+        {
+            if (!analysis.empty && !analysis.countersOnly)
+                options.analysis = &analysis;
+            if (!options.device && !analysis.empty)
+                options.device = analysis.device;
+        }
+
         // --at TIME from the trace start `start`; nullopt without it. UsageError for an instant that is not a time.
         static std::optional<TimeNs> atOption(const po::variables_map& vm, TimeNs start)
         {
@@ -151,11 +156,7 @@ namespace {
                     return std::nullopt;
                 // After the first pass (a retry of the checked opening would say it twice).
                 noteDamagedTrace("explain", path, skeleton.importStats(), err);
-                const analyze::Analysis& analysis = bounded.analysis;
-                if (!analysis.empty && !analysis.countersOnly)
-                    options.analysis = &analysis;
-                if (!options.device && !analysis.empty)
-                    options.device = analysis.device;
+                useAnalysis(options, bounded.analysis);
                 return write(vm, analyze::diagnose(source, options), format, start, out, err);
             });
         }

@@ -222,7 +222,7 @@ ReplayInput::ReplayInput(const std::string& path, GmtChecks checks)
     }
 }
 
-std::function<std::unique_ptr<MemoryEventSource>()> ReplayInput::reopener() const
+replay::SourceOpener ReplayInput::reopener() const
 {
     if (!streamed())
         return {};
@@ -232,16 +232,7 @@ std::function<std::unique_ptr<MemoryEventSource>()> ReplayInput::reopener() cons
 void ReplayInput::forEachReplay(
     std::size_t count, unsigned jobs, const std::function<void(const MemoryEventSource&, std::size_t)>& f) const
 {
-    const unsigned threads = jobs ? jobs : replay::defaultJobs();
-    if (!streamed() || threads == 1 || count < 2) {
-        replay::parallelFor(count, streamed() ? 1 : threads, [&](std::size_t i) { f(source(), i); });
-        return;
-    }
-    const auto reopen = reopener();
-    replay::parallelFor(count, threads, [&](std::size_t i) {
-        const std::unique_ptr<MemoryEventSource> own = reopen();
-        f(*own, i);
-    });
+    replay::forEachOnSource(count, jobs, source(), reopener(), f);
 }
 
 replay::StartState prepareReplays(const po::variables_map& vm, const ReplayInput& input, const std::string& path,

@@ -7,6 +7,7 @@
 #include "core/event_source.h"
 #include "core/trace.h"
 #include "core/types.h"
+#include "replay/parallel_runs.h"
 #include "replay/policy_spec.h"
 #include "replay/replayer.h"
 #include "replay/start_state.h"
@@ -72,10 +73,9 @@ public:
     bool streamed() const { return m_streamed != nullptr; }
     // Opens the streamed .gmt again with the checks this one was opened with (for replays in parallel, one
     // source each: FitOptions::reopen); empty when the trace is held whole.
-    std::function<std::unique_ptr<MemoryEventSource>()> reopener() const;
-    // f(source, i) for each i in [0, count) on `jobs` threads (0 = replay::defaultJobs()): a streamed .gmt serves
-    // one pass at a time, so where more than one runs at once each reads the file opened again (reopener);
-    // otherwise f reads source(). The first exception f throws is rethrown (replay::parallelFor).
+    replay::SourceOpener reopener() const;
+    // f(source, i) for each i in [0, count) on `jobs` threads (0 = replay::defaultJobs()): replay::forEachOnSource
+    // over source() with reopener().
     void forEachReplay(std::size_t count, unsigned jobs, const std::function<void(const MemoryEventSource&, std::size_t)>& f) const;
     // The comparison's context (analyze/comparison.h) and the time of the first memory event.
     analyze::ComparisonContext context(DeviceId device, replay::StartState start) const;

@@ -110,18 +110,7 @@ FitResult fitCapacity(const MemoryEventSource& source, const PolicySpec& spec, c
     FitResult result;
     result.spec = spec.text;
     // A streamed source serves one pass at a time: its probes run one after another, or in parallel on sources
-    // of their own (options.reopen).
-    const bool streamed = !source.wholeTrace();
-    const unsigned wanted = options.jobs == 0 ? defaultJobs() : options.jobs;
-    const unsigned jobs = streamed && !options.reopen ? 1 : wanted;
-    const bool ownSources = streamed && options.reopen && jobs > 1;
-    // f(the source a parallel task reads): one of its own where the source is streamed.
-    auto onSource = [&](auto&& f) {
-        if (!ownSources)
-            return f(source);
-        const std::unique_ptr<MemoryEventSource> own = options.reopen();
-        return f(*own);
-    };
+    // of their own (options.reopen; forEachOnSource).
     std::uint64_t unlimitedOoms = 0;
     ReplayOptions start; // what every replay of the search starts from
     start.device = options.device;
@@ -132,14 +121,12 @@ FitResult fitCapacity(const MemoryEventSource& source, const PolicySpec& spec, c
     const ReplayOptions& unlimited = start;
 
     // The bounds: the policy on an unlimited device, and the live bytes (two replays, in parallel).
-    parallelFor(2, jobs, [&](std::size_t i) {
+    forEachOnSource(2, options.jobs, source, options.reopen, [&](const MemoryEventSource& on, std::size_t i) {
         if (i == 1) {
-            result.lowerBound = onSource([&](const MemoryEventSource& s) {
-                return livePeak(s, options.device, start.openingAllocated, options.start == StartState::Recorded);
-            });
+            result.lowerBound = livePeak(on, options.device, start.openingAllocated, options.start == StartState::Recorded);
             return;
         }
-        ReplayResult free = onSource([&](const MemoryEventSource& s) { return Replayer(unlimited).run(s, spec); });
+        ReplayResult free = Replayer(unlimited).run(on, spec);
         result.policy = free.policy;
         result.lowerBoundMark = free.reservedIsLowerBound;
         result.unlimitedPeakReserved = free.peakReserved.bytes;
@@ -159,8 +146,8 @@ FitResult fitCapacity(const MemoryEventSource& source, const PolicySpec& spec, c
     std::vector<FitProbe>& probes = result.probes;
     auto run = [&](const std::vector<Bytes>& capacities) {
         std::vector<FitProbe> got(capacities.size());
-        parallelFor(capacities.size(), jobs,
-            [&](std::size_t i) { got[i] = onSource([&](const MemoryEventSource& s) { return probe(s, spec, capacities[i], start); }); });
+        forEachOnSource(capacities.size(), options.jobs, source, options.reopen,
+            [&](const MemoryEventSource& on, std::size_t i) { got[i] = probe(on, spec, capacities[i], start); });
         probes.insert(probes.end(), got.begin(), got.end());
         return got;
     };

@@ -19,10 +19,9 @@
 // is kept, and a probe that fits below a larger probe that fails is reported as non-monotone, since then
 // "C fits" does not promise that every larger capacity does.
 // Thread-safe: fitCapacity() shares nothing between calls.
+#include "replay/parallel_runs.h"
 #include "replay/start_state.h"
 
-#include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,7 +45,7 @@ struct FitOptions {
     // For a streamed source: opens the same source again (a .gmt: openGmtSource of its path, with the checks the
     // first one was opened with), so that the probes of a round run on `jobs` threads, one source each (a
     // source serves one pass at a time). Empty: they run one after another. Unused for a whole trace.
-    std::function<std::unique_ptr<MemoryEventSource>()> reopen;
+    SourceOpener reopen;
 };
 
 struct FitProbe {

@@ -1,5 +1,7 @@
 #include "replay/parallel_runs.h"
 
+#include "core/event_source.h"
+
 #include <algorithm>
 #include <atomic>
 #include <exception>
@@ -46,6 +48,20 @@ void parallelFor(std::size_t count, unsigned jobs, const std::function<void(std:
         t.join();
     if (first)
         std::rethrow_exception(first);
+}
+
+void forEachOnSource(std::size_t count, unsigned jobs, const MemoryEventSource& source, const SourceOpener& reopen,
+    const std::function<void(const MemoryEventSource& on, std::size_t)>& body)
+{
+    const unsigned threads = jobs ? jobs : defaultJobs();
+    if (source.wholeTrace() || !reopen || threads == 1 || count < 2) {
+        parallelFor(count, source.wholeTrace() ? threads : 1, [&](std::size_t i) { body(source, i); });
+        return;
+    }
+    parallelFor(count, threads, [&](std::size_t i) {
+        const std::unique_ptr<MemoryEventSource> own = reopen();
+        body(*own, i);
+    });
 }
 
 } // namespace gpumem::replay

@@ -4,6 +4,11 @@
 // `jobs` threads in index order; each index runs exactly once. Stateless; safe to call from any thread.
 #include <cstddef>
 #include <functional>
+#include <memory>
+
+namespace gpumem {
+class MemoryEventSource;
+}
 
 namespace gpumem::replay {
 
@@ -14,5 +19,15 @@ unsigned defaultJobs();
 // calling thread only). The first exception a body throws stops the hand-out of further indices and is
 // rethrown here after every thread has finished.
 void parallelFor(std::size_t count, unsigned jobs, const std::function<void(std::size_t)>& body);
+
+// Opens a source again (a .gmt: openGmtSource of its path, with the checks the first opening had).
+using SourceOpener = std::function<std::unique_ptr<MemoryEventSource>()>;
+
+// body(on, i) for every i in [0, count), as parallelFor. A whole trace's source (wholeTrace()) is shared by the
+// threads. A streamed source serves one pass at a time: with `reopen`, where more than one body runs at once,
+// each reads a source of its own (opened per body: its replay state and read window besides); without, the
+// bodies run one after another on `source`. What replay, sweep, fit and explain run their replays with.
+void forEachOnSource(std::size_t count, unsigned jobs, const MemoryEventSource& source, const SourceOpener& reopen,
+    const std::function<void(const MemoryEventSource& on, std::size_t)>& body);
 
 } // namespace gpumem::replay
