@@ -1453,7 +1453,12 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
         };
         if (config && base.version.empty() && !spec.inner) {
             const auto opts = effectivePytorchOptions(*config);
-            if (!config->expandableSegments)
+            // Only the settings the trace's PyTorch has (allocConfKeys): a 1.10 trace has no expandable segments,
+            // and its candidate failed the whole explain ("unknown pytorch@1.10 option").
+            // (The version the replays take: the trace's recorded one, replay::policyContextOf.)
+            const std::vector<std::string> keys
+                = replay::allocConfKeys(replay::pytorchConfigFor(base, replay::policyContextOf(trace.metadata())).version);
+            if (!config->expandableSegments && std::find(keys.begin(), keys.end(), "expandable_segments") != keys.end())
                 add(withOption("pytorch", opts, "expandable_segments", "True"),
                     { "external_fragmentation", "oversize_split" });
             if (config->maxSplitSize == replay::kUnlimited || has("oversize_split"))

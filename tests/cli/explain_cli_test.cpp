@@ -237,3 +237,15 @@ TEST(HelpText, EveryVerbsHelpAndTheFormatsFitOneHundredColumns)
             EXPECT_LE(gpumem::displayWidth(l), 100u) << "help " << topic << ": " << l;
     }
 }
+
+// Review finding (2026-12-03): a trace recorded with PyTorch 1.10 replays under 1.10's rules, which have no
+// expandable segments; the expandable_segments candidate failed the whole explain ("unknown pytorch@1.10
+// option"). Candidates now come from the settings the replayed version has.
+TEST(ExplainCli, ATraceOfAnOldPyTorchIsExplainedWithTheSettingsItHas)
+{
+    const auto r = runCli("explain --format json tests/data/versions/record_stream_queue_torch110.jsonl");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("pytorch@1.10"), std::string::npos);
+    EXPECT_EQ(r.out.find("expandable_segments:True"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("roundup_power2_divisions:4"), std::string::npos) << r.out; // a 1.10 setting, still tried
+}
