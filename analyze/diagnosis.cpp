@@ -441,6 +441,8 @@ namespace {
         std::uint64_t lastAt = kNoIndex; // --at: the last event of the device at or before it
         TimeNs deviceEnd = 0; // the time of the device's last event
         std::uint64_t firstWindowEvent = 0; // the device's event number `rebuilt` (0 when rebuilt is 0)
+        bool reservesSegments = false; // a segment_alloc or segment_map on the device (a recorded reserved series)
+        bool completions = false; // a free_completed on the device
     };
     // `peak`, when given, is fed every event (outsideMemory's figure from the events).
     EventFacts eventFacts(const MemoryEventSource& source, DeviceId dev, std::optional<TimeNs> at, std::uint64_t rebuilt, AllocationSourcePeak* peak)
@@ -461,6 +463,10 @@ namespace {
                     f.largeRequest = f.largeRequest || (m.requestedSize[j] ? m.requestedSize[j] : m.size[j]) > replay::kSmallSize;
                 } else if (m.kind[j] == EventKind::Oom && !f.firstOom)
                     f.firstOom = RecordedOomEvent { i, m.time[j], m.size[j], m.stream[j] };
+                else if (m.kind[j] == EventKind::SegmentAlloc || m.kind[j] == EventKind::SegmentMap)
+                    f.reservesSegments = true;
+                else if (m.kind[j] == EventKind::FreeCompleted)
+                    f.completions = true;
                 if (at && m.time[j] <= *at)
                     f.lastAt = i;
                 f.deviceEnd = std::max(f.deviceEnd, m.time[j]);
@@ -474,8 +480,10 @@ namespace {
     // (ChunkPairing, completions tracked). With `steps`, `category` is the inferred one (inferCategories'
     // rules for these allocations alone: a continued lifetime's origin and the op-local test, as the bounded
     // analysis's block pass follows them), for an analysis that keeps no per-allocation categories.
+    // `completions`: the device has free_completed events (EventFacts): without, the pass ends once every wanted
+    // allocation is freed, since nothing later adds to its facts; with, once each has its completion too.
     std::unordered_map<std::uint32_t, AllocationFacts> allocationFacts(
-        const MemoryEventSource& source, DeviceId dev, std::vector<std::uint32_t> wanted, const StepSet* steps)
+        const MemoryEventSource& source, DeviceId dev, std::vector<std::uint32_t> wanted, const StepSet* steps, bool completions)
     {
         std::unordered_map<std::uint32_t, AllocationFacts> out;
         if (wanted.empty())
@@ -504,7 +512,7 @@ namespace {
         for (const std::uint32_t id : wanted)
             out.emplace(id, AllocationFacts {});
         ImportStats stats = source.skeleton().importStats();
-        ChunkPairing pairing(stats, true);
+        ChunkPairing pairing(stats, completions); // (the device's blocks pair alike without tracking where it has none)
         // For the inference: the origin of each live block of `dev` (the first alloc of a continued lifetime),
         // the device's matched frees at the current time, its allocs so far and, for the wanted, their count
         // before the alloc (category_inference.cpp inferCategories; bounded_analysis.cpp blockPass).
@@ -522,8 +530,13 @@ namespace {
         TimeNs recentTime = std::numeric_limits<TimeNs>::min();
         std::uint32_t allocs = 0;
         std::unordered_map<std::uint32_t, WantedLife> lives; // the wanted allocations' lives
+        std::size_t unfinished = out.size(); // wanted allocations whose facts a later event may still add to
+        struct AllFound { };
+        try {
         source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t first) {
             for (std::size_t j = 0; j < m.count(); ++j) {
+                if (unfinished == 0)
+                    throw AllFound {};
                 const ChunkPairing::Outcome o = pairing.step(m, j, first + j);
                 if (steps && m.device[j] == dev) {
                     if (m.time[j] != recentTime) {
@@ -568,12 +581,17 @@ namespace {
                     f.scope = m.scope[j];
                     f.category = m.category[j];
                     f.time = m.time[j];
-                } else if (o.pairing == ChunkPairing::Pairing::Closed)
+                } else if (o.pairing == ChunkPairing::Pairing::Closed) {
                     f.freeTime = m.time[j];
-                else
+                    unfinished -= !completions;
+                } else {
                     f.freeCompletedTime = m.time[j];
+                    unfinished -= completions && f.freeTime;
+                }
             }
         });
+        } catch (const AllFound&) {
+        }
         if (steps)
             for (auto& [id, f] : out)
                 if (f.allocEvent != kNoIndex)
@@ -935,6 +953,9 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
     // The start every what-if comparison uses (replay/start_state.h, issue 16): memory the trace shows
     // from before its window is live from the start, so explain agrees with replay, fit and sweep.
     replay::applyStartState(ro, source, replay::StartState::Recorded);
+    // One look-ahead pass for the baseline, the moment's and the candidates' replays (over a streamed source,
+    // a pass of its own per replay otherwise).
+    ro.foresight = replay::makeForesightMemo();
     const replay::ReplayResult r0 = replay::Replayer(ro).run(source, spec);
     d.policyName = r0.policy;
     d.ooms = r0.ooms;
@@ -945,9 +966,17 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
     d.allocRetries = r0.allocRetries;
     d.lowerBound = options.analysis ? options.analysis->fragmentation.lowerBound
                                     : replay::livePeak(source, dev, ro.openingAllocated, true);
-    // (A whole trace's summary reads its own pairing; a source's pairs the events again.)
-    if (const auto rec = whole ? recordedReserved(*whole, dev) : recordedReserved(source, dev))
-        d.recordedPeakReserved = rec->bytes;
+    // (A whole trace's summary reads its own pairing; a source's pairs the events again, so that pass is run only
+    // where the trace may record a reserved series: segment events or a counter named for it, which is where
+    // recordedReserved finds one.)
+    const bool reservedCounter = std::any_of(trace.counterSeries().begin(), trace.counterSeries().end(), [&](const CounterSeries& s) {
+        std::string name(trace.str(s.name));
+        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+        return s.device == dev && name.find("reserved") != std::string::npos;
+    });
+    if (facts.reservesSegments || reservedCounter)
+        if (const auto rec = whole ? recordedReserved(*whole, dev) : recordedReserved(source, dev))
+            d.recordedPeakReserved = rec->bytes;
 
     // The moment and the state there.
     replay::ReplayResult r1;
@@ -1019,7 +1048,7 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
     const Analysis* an = options.analysis;
     // (Not for the verdict alone, which names no category: over a whole trace the inference is a pass of its own.)
     const bool infer = an && an->categories.empty() && !an->categoriesRecorded && !options.verdictOnly;
-    c.facts = allocationFacts(source, dev, std::move(liveIds), infer ? &an->steps : nullptr);
+    c.facts = allocationFacts(source, dev, std::move(liveIds), infer ? &an->steps : nullptr, facts.completions);
     static const PolicyState kEmpty;
     const PolicyState& state = at->finalState ? *at->finalState : kEmpty;
     c.state = &state;
@@ -1775,15 +1804,21 @@ nlohmann::json diagnosisToJson(const Diagnosis& d, TimeNs start)
 
 std::optional<std::string> verdictFor(const Trace& trace, const Analysis& analysis)
 {
+    return verdictFor(*traceView(trace), analysis);
+}
+
+std::optional<std::string> verdictFor(const MemoryEventSource& source, const Analysis& analysis, replay::SourceOpener reopen)
+{
     if (analysis.empty && !analysis.countersOnly)
         return std::nullopt;
     try {
         DiagnosisOptions o;
         o.device = analysis.device;
         o.verdictOnly = true;
+        o.reopen = std::move(reopen);
         if (!analysis.countersOnly)
             o.analysis = &analysis;
-        return diagnose(trace, o).verdict;
+        return diagnose(source, o).verdict;
     } catch (const Error&) {
         return std::nullopt;
     }

@@ -202,6 +202,11 @@ nlohmann::json diagnosisToJson(const Diagnosis& diagnosis, TimeNs start);
 // trace without memory events or counters on the device). Never throws gpumem::Error (a report must not
 // fail for its verdict): nullopt then.
 std::optional<std::string> verdictFor(const Trace& trace, const Analysis& analysis);
+// The same verdict of a streamed source (a .gmt: analyze's text under the in-memory budget, issue 22), diagnosed
+// in passes over it (diagnose(source)) with its bounded analysis; `reopen` as DiagnosisOptions::reopen (empty: the
+// candidates one after another). Equal to verdictFor(trace, analyzeTrace(trace)) of the trace read whole
+// (tests/analyze/streaming_diagnosis_test.cpp). Throws no gpumem::Error; DeferredCheckFailed passes through.
+std::optional<std::string> verdictFor(const MemoryEventSource& source, const Analysis& analysis, replay::SourceOpener reopen = {});
 
 // The verdict wrapped to `width` columns, prefixed "verdict: " (analyze's text and the HTML report open
 // with it).

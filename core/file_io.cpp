@@ -728,9 +728,16 @@ std::string_view FileWindow::view(std::size_t offset, std::size_t length) const
     return { m_buffer.get() + (offset - m_begin), length };
 }
 
-void FileWindow::fill(std::size_t offset, std::size_t length) const
+std::string_view FileWindow::peek(std::size_t offset, std::size_t length) const
 {
-    const std::size_t want = std::min(std::max(length, kWindowBytes), m_size - std::min(offset, m_size));
+    if (offset < m_begin || offset - m_begin > m_filled || length > m_filled - (offset - m_begin))
+        fill(offset, length, kPeekBytes);
+    return { m_buffer.get() + (offset - m_begin), length };
+}
+
+void FileWindow::fill(std::size_t offset, std::size_t length, std::size_t readAhead) const
+{
+    const std::size_t want = std::min(std::max(length, readAhead), m_size - std::min(offset, m_size));
     if (want < length)
         throw IoError(m_path + ": cannot read " + std::to_string(length) + " bytes at offset " + std::to_string(offset)
             + ": the file has " + std::to_string(m_size));

@@ -159,10 +159,15 @@ public:
     // Bytes [offset, offset + length), which must lie within size(); valid until the next call.
     // Throws IoError naming the path and offset when the read fails or the file has shrunk.
     std::string_view view(std::size_t offset, std::size_t length) const;
+    // view() for a few bytes in a file read by jumps (the chunk headers of a .gmt index): where they lie
+    // outside the window, only kPeekBytes are read from `offset`, not kWindowBytes (issue 22: each opening
+    // of a 89 MB .gmt read the whole file to index its 153 chunk headers). Same rules and errors as view().
+    static constexpr std::size_t kPeekBytes = 4096;
+    std::string_view peek(std::size_t offset, std::size_t length) const;
     const std::string& path() const { return m_path; }
 
 private:
-    void fill(std::size_t offset, std::size_t length) const;
+    void fill(std::size_t offset, std::size_t length, std::size_t readAhead = kWindowBytes) const;
     std::string m_path;
     int m_fd = -1;
     std::size_t m_size = 0;

@@ -1081,6 +1081,7 @@ namespace {
         std::size_t size() const { return all.size(); }
         // [offset, offset + length), which the caller has checked lies in the file.
         std::string_view view(std::size_t offset, std::size_t length) const { return all.substr(offset, length); }
+        std::string_view peek(std::size_t offset, std::size_t length) const { return view(offset, length); }
     };
 
     // Sums the events that the MEMV chunk headers announce (no checksums), so the columns are
@@ -1146,7 +1147,7 @@ namespace {
     {
         if (bytes.size() - at < kChunkHeaderSize)
             return false;
-        return detail::getU32(bytes.view(at, kChunkHeaderSize).data() + 4) <= bytes.size() - at - kChunkHeaderSize;
+        return detail::getU32(bytes.peek(at, kChunkHeaderSize).data() + 4) <= bytes.size() - at - kChunkHeaderSize;
     }
 
     // Where a file whose reading stopped at `stop` before any memory event was read shows that it holds
@@ -1378,7 +1379,7 @@ namespace {
                 // checks its checksum and payload and the event order (GmtSource::check). What would need a
                 // decision here (a MEVX chunk not right after its MEMV chunk, a count over the limit) is left
                 // to the checked opening.
-                const char* h = bytes.view(offset, kChunkHeaderSize).data();
+                const char* h = bytes.peek(offset, kChunkHeaderSize).data();
                 const std::uint32_t type = detail::getU32(h), length = detail::getU32(h + 4), records = detail::getU32(h + 8);
                 if (type == kMemory || type == kMemoryExtension) {
                     if (records > kGmtMaxEventsPerChunk

@@ -526,7 +526,13 @@ ReplayResult replayTrace(const MemoryEventSource& source, const PolicySpec& spec
     const bool needSourcePeak = options.capacity != 0 && !options.outsideBytes && outsideMemoryNeedsEvents(trace);
     // A whole trace's own pairing by event (empty for a streamed source: each pass pairs its chunks).
     const std::span<const std::uint32_t> allocationOf = detail::EventPairing::allocationOfEvents(source);
-    const detail::Foresight ahead = detail::foresee(source, allocationOf, dev, initialEvents, options, needSourcePeak);
+    auto look = [&] { return detail::foresee(source, allocationOf, dev, initialEvents, options, needSourcePeak); };
+    const std::shared_ptr<const detail::Foresight> foresight = options.foresight
+        ? options.foresight->of({ dev, initialEvents, options.followRecorded, options.openingAllocated, needSourcePeak,
+                                    !allocationOf.empty() },
+              look)
+        : std::make_shared<const detail::Foresight>(look());
+    const detail::Foresight& ahead = *foresight;
     const std::uint64_t n = ahead.events;
 
     Bytes totalMemory = options.totalMemory;
@@ -966,6 +972,8 @@ ReplayResult replayTrace(const MemoryEventSource& source, const PolicySpec& spec
 }
 
 } // namespace
+
+std::shared_ptr<ForesightMemo> makeForesightMemo() { return std::make_shared<ForesightMemo>(); }
 
 ReplayResult Replayer::run(const MemoryEventSource& source, const PolicySpec& spec) const
 {

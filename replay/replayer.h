@@ -46,6 +46,7 @@
 #include "replay/policy_spec.h"
 
 #include <atomic>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,6 +75,15 @@ struct EmptyCacheSchedule {
 };
 // Parses `step-end`, `annotation GLOB` (or `annotation:GLOB`), `every N`; UsageError naming the forms.
 EmptyCacheSchedule parseEmptyCacheSchedule(std::string_view text);
+
+// The look-ahead pass of a replay (what it must know before it feeds the events: replay/detail/foresight.h),
+// kept for the next replay given the same memo (ReplayOptions::foresight) that asks the same of it: the same
+// device, window start, recorded hints, opening allocated bytes and outside-memory need. diagnose's baseline,
+// moment and candidate replays share one (issue 22: each ran its own pass over the source, a pairing of every
+// event, the third of a streamed verdict's time). Every replay given one memo must replay the same events —
+// the same trace, whatever source serves it (a .gmt opened again is the same trace). Thread-safe.
+class ForesightMemo;
+std::shared_ptr<ForesightMemo> makeForesightMemo();
 
 struct ReplayOptions {
     Bytes capacity = 0; // bytes the simulated device may hand out; 0 = unlimited
@@ -118,6 +128,9 @@ struct ReplayOptions {
     // The trace's file name, leading the FormatError of an initial state that cannot be adopted (its
     // segments overlap); empty: the message names no file.
     std::string source;
+    // Shared with other replays of the same trace (makeForesightMemo): the look-ahead pass runs once for all
+    // of them. Null: the replay makes its own.
+    std::shared_ptr<ForesightMemo> foresight;
 };
 
 struct FailedRequest {

@@ -9,6 +9,8 @@
 #include "replay/fidelity.h"
 #include "replay/replayer.h"
 
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <utility>
 #include <span>
@@ -96,3 +98,37 @@ Foresight foresee(const MemoryEventSource& source, std::span<const std::uint32_t
     std::uint64_t preWindow, const ReplayOptions& options, bool needSourcePeak);
 
 } // namespace gpumem::replay::detail
+
+namespace gpumem::replay {
+
+// ReplayOptions::foresight (replay/replayer.h): foresee()'s result by what it depends on besides the events.
+class ForesightMemo {
+public:
+    struct Key {
+        DeviceId device = 0;
+        std::uint64_t preWindow = 0;
+        bool followRecorded = false;
+        Bytes openingAllocated = 0;
+        bool needSourcePeak = false;
+        bool wholeTrace = false; // paired by the trace's own allocations (the same result, kept apart)
+        friend bool operator==(const Key&, const Key&) = default;
+    };
+    // The foresight for `key`, made by compute() the first time (under the lock: replays running in parallel
+    // wait for the one pass rather than each running it). What compute() throws is thrown and nothing is kept.
+    template <typename F> std::shared_ptr<const detail::Foresight> of(const Key& key, F&& compute)
+    {
+        std::lock_guard lock(m_mutex);
+        for (const auto& [k, f] : m_entries)
+            if (k == key)
+                return f;
+        auto made = std::make_shared<const detail::Foresight>(compute());
+        m_entries.emplace_back(key, made);
+        return made;
+    }
+
+private:
+    std::mutex m_mutex;
+    std::vector<std::pair<Key, std::shared_ptr<const detail::Foresight>>> m_entries;
+};
+
+} // namespace gpumem::replay

@@ -1,7 +1,8 @@
 // diagnose() over a source (analyze/diagnosis.h) in slices of 7 events — a streamed .gmt as the engine sees
 // it, without the whole trace's pairing — gives, field for field (its JSON), the diagnosis of the trace held
 // whole, on every loadable trace of tests/data and traces/ and on every public trace: at the default moment,
-// at a capacity (replayed OOMs), at a time, without remedies, the candidates in parallel on sources of their own;
+// at a capacity (replayed OOMs), at a time, without remedies, the candidates in parallel on sources of their own,
+// the verdict alone (DiagnosisOptions::verdictOnly: analyze's text);
 // without an analysis, and with one (the whole
 // trace's analyzeTrace against the slices' bounded analysis, whose categories are inferred for the blocks
 // live at the moment only).
@@ -11,6 +12,7 @@
 #include "analyze/trace_summary.h"
 #include "core/error.h"
 #include "core/event_source.h"
+#include "importers/importer_registry.h"
 #include "tests/trace_files.h"
 
 #include <gtest/gtest.h>
@@ -22,10 +24,12 @@ using namespace gpumem;
 namespace fs = std::filesystem;
 
 namespace {
-// The diagnosis as JSON, or the error it throws.
-std::string diagnosed(const std::function<analyze::Diagnosis()>& run, TimeNs start)
+// The diagnosis as JSON (`verdictOnly`: its verdict alone, which is all such a diagnosis promises), or the error it throws.
+std::string diagnosed(const std::function<analyze::Diagnosis()>& run, TimeNs start, bool verdictOnly = false)
 {
     try {
+        if (verdictOnly)
+            return run().verdict;
         return analyze::diagnosisToJson(run(), start).dump();
     } catch (const Error& e) {
         return std::string("error: ") + e.what();
@@ -39,7 +43,7 @@ std::size_t expectSameDiagnoses(const Trace& trace, const std::string& what)
         return 0;
     const TimeNs start = analyze::traceSpan(trace).start;
     const auto& t = trace.memory().time;
-    std::vector<analyze::DiagnosisOptions> sets(6);
+    std::vector<analyze::DiagnosisOptions> sets(9);
     sets[1].capacity = Bytes(64) << 20;
     sets[2].at = t[t.size() / 2];
     sets[3].remedies = false;
@@ -50,6 +54,13 @@ std::size_t expectSameDiagnoses(const Trace& trace, const std::string& what)
         sets[k].reopen = [&trace] { return memorySource(trace, 7); };
     }
     sets[5].capacity = Bytes(64) << 20;
+    // The verdict alone (analyze's text, verdictFor): its candidates stop once rejected, and the evidence names
+    // no inferred category; serial and in parallel.
+    for (std::size_t k : { 6, 7, 8 })
+        sets[k].verdictOnly = true;
+    sets[7].capacity = Bytes(64) << 20;
+    sets[8].jobs = 3;
+    sets[8].reopen = [&trace] { return memorySource(trace, 7); };
     const std::unique_ptr<MemoryEventSource> slices = memorySource(trace, 7);
     std::optional<analyze::Analysis> whole;
     std::optional<analyze::BoundedAnalysis> bounded;
@@ -68,8 +79,8 @@ std::size_t expectSameDiagnoses(const Trace& trace, const std::string& what)
                 a.analysis = &*whole;
                 b.analysis = &bounded->analysis;
             }
-            const std::string expected = diagnosed([&] { return analyze::diagnose(trace, a); }, start);
-            EXPECT_EQ(diagnosed([&] { return analyze::diagnose(*slices, b); }, start), expected)
+            const std::string expected = diagnosed([&] { return analyze::diagnose(trace, a); }, start, a.verdictOnly);
+            EXPECT_EQ(diagnosed([&] { return analyze::diagnose(*slices, b); }, start, b.verdictOnly), expected)
                 << what << ", option set " << k << (analysed ? ", with the analysis" : "");
             ok += expected.rfind("error: ", 0) != 0;
         }
@@ -100,4 +111,33 @@ TEST(StreamingDiagnosis, EqualsTheWholeTraceDiagnosisOnEveryPublicTrace)
             compared += expectSameDiagnoses(trace, path.string());
     });
     EXPECT_GE(compared, 20u);
+}
+
+// The run's own reserved peak, where the trace records one (segment events or a reserved counter), leads the
+// no-OOM verdict beside the replayed one: read whole and in slices (a source skips that pass where the trace
+// records neither, so the three shapes are asserted, not only the two engines' agreement).
+TEST(StreamingDiagnosis, TheRecordedReservedPeakIsNamedWhereTheTraceRecordsOne)
+{
+    struct Case {
+        const char* path;
+        std::optional<Bytes> recorded;
+        const char* inVerdict;
+    };
+    const Case cases[] = {
+        { "/traces/mlp_train.jsonl", Bytes(765460480), " in replay (the run recorded 730.00 MiB)" }, // segment events
+        { "/tests/data/hostile_names.jsonl", Bytes(2) << 20, "" }, // a Total Reserved counter, no segment events
+        { "/tests/data/counter_before_memory.jsonl", std::nullopt, "" }, // an allocated counter only
+    };
+    for (const Case& c : cases) {
+        const Trace trace = loadTrace(std::string(GPUMEM_SOURCE_DIR) + c.path);
+        const auto slices = memorySource(trace, 7);
+        for (const bool whole : { true, false }) {
+            const analyze::Diagnosis d = whole ? analyze::diagnose(trace) : analyze::diagnose(*slices);
+            EXPECT_EQ(d.recordedPeakReserved, c.recorded) << c.path << (whole ? " whole" : " in slices");
+            EXPECT_NE(d.verdict.find(c.inVerdict), std::string::npos) << c.path << ": " << d.verdict;
+            if (!c.recorded) {
+                EXPECT_EQ(d.verdict.find("the run recorded"), std::string::npos) << d.verdict;
+            }
+        }
+    }
 }

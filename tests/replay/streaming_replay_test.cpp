@@ -4,7 +4,8 @@
 // trace written as .gmt in chunks of 5; for pytorch (default and the fidelity settings: recorded
 // addresses, adopted initial state, timeline and segment events), direct and other policies, with
 // --start recorded and empty, on an unlimited device and on one too small (OnOom stop and skip); and
-// fitCapacity over each source as over the trace.
+// fitCapacity over each source as over the trace; and each setting once more with the look-ahead shared
+// (ReplayOptions::foresight) across all of them.
 #include "core/error.h"
 #include "core/event_source.h"
 #include "core/gmt_format.h"
@@ -18,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <unistd.h>
@@ -119,6 +121,9 @@ std::vector<Setting> settings(Bytes capacity)
     out.push_back(steps);
     out.push_back(Setting { "compaction:pytorch", "compaction[every=7]:pytorch", {}, StartState::Recorded, false });
     out.push_back(Setting { "optimal", "optimal", {}, StartState::Recorded, false });
+    Setting ignored { "pytorch, the rebuilt initial state ignored", "pytorch", {}, StartState::Recorded, false };
+    ignored.options.initialState = InitialStateMode::Ignore;
+    out.push_back(ignored);
     return out;
 }
 
@@ -139,6 +144,12 @@ void expectStreamedReplaysEqual(const Trace& trace, const std::vector<const Memo
     const std::vector<std::string>& names, const std::string& what, bool full)
 {
     const Bytes unlimitedPeak = Replayer().run(trace, parsePolicySpec("pytorch")).peakReserved.bytes;
+    // Each source's replays once more sharing one look-ahead memo (ReplayOptions::foresight) across every
+    // setting, as diagnose's replays share one: a setting whose look-ahead differs from an earlier one's
+    // (another start, window, recorded hints, outside-memory need) must not be handed that one's.
+    std::vector<std::shared_ptr<ForesightMemo>> memos;
+    for (std::size_t k = 0; k < sources.size() + 1; ++k)
+        memos.push_back(makeForesightMemo());
     for (const Setting& s : settings(unlimitedPeak / 2)) {
         if (!full && s.spec != "pytorch" && s.spec != "direct")
             continue;
@@ -155,7 +166,36 @@ void expectStreamedReplaysEqual(const Trace& trace, const std::vector<const Memo
                 applyStartState(streamed, *sources[k], s.start);
             EXPECT_EQ(streamed.openingAllocated, o.openingAllocated) << what << " " << names[k];
             EXPECT_EQ(describe(Replayer(streamed).run(*sources[k], spec)), whole) << what << ", " << s.name << ", " << names[k];
+            streamed.foresight = memos[k];
+            EXPECT_EQ(describe(Replayer(streamed).run(*sources[k], spec)), whole)
+                << what << ", " << s.name << ", " << names[k] << ", the look-ahead shared with the settings before it";
         }
+        ReplayOptions shared = o;
+        shared.foresight = memos.back();
+        EXPECT_EQ(describe(Replayer(shared).run(trace, spec)), whole) << what << ", " << s.name << ", whole, the look-ahead shared";
+    }
+    // The same in another order: the empty starts first, then the rest from the last: a look-ahead made for a
+    // later setting is not handed to an earlier one either (the forward order alone hands a start without an
+    // opening the one made with it, and the ignored initial state comes last there).
+    auto all = settings(unlimitedPeak / 2);
+    std::reverse(all.begin(), all.end());
+    std::stable_partition(all.begin(), all.end(), [](const Setting& s) { return s.start == StartState::Empty && !s.fidelity; });
+    const auto reverseMemo = makeForesightMemo();
+    for (auto s = all.begin(); s != all.end(); ++s) {
+        if (!full && s->spec != "pytorch" && s->spec != "direct")
+            continue;
+        ReplayOptions o = optionsFor(*s, trace);
+        const PolicySpec spec = parsePolicySpec(s->spec);
+        const std::string whole = describe(Replayer(o).run(trace, spec));
+        ReplayOptions streamed = s->options;
+        streamed.device = defaultReplayDevice(*sources[0]);
+        if (s->fidelity)
+            streamed = o;
+        else
+            applyStartState(streamed, *sources[0], s->start);
+        streamed.foresight = reverseMemo;
+        EXPECT_EQ(describe(Replayer(streamed).run(*sources[0], spec)), whole)
+            << what << ", " << s->name << ", " << names[0] << ", the look-ahead shared with the settings after it";
     }
     auto fitText = [](const FitResult& f) {
         std::string t = std::to_string(f.fits) + " " + std::to_string(f.capacity) + " " + std::to_string(f.lowerBound) + " "
