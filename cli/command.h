@@ -93,10 +93,11 @@ std::vector<analyze::InstantSpec> streamedInstantSpecs(const std::vector<std::st
 void checkStreamedInstants(
     const analyze::Analysis& analysis, const std::vector<std::string>& at, const std::vector<analyze::InstantSpec>& specs);
 
-// The most memory events `analyze` (text), `report` and `explain` read whole where they could stream a .gmt
-// instead (analyze/bounded_analysis.h; about 150 bytes an event in memory): 14 M, or
-// GPUMEM_ANALYZE_IN_MEMORY_EVENTS (digits only, else UsageError; 0 streams every .gmt). Over it the verdict of
-// analyze and report is not proven by replay; explain diagnoses in passes (analyze::diagnose over a source).
+// The most memory events of a .gmt whose verdict `analyze` (text) and `report` prove by replay (explain's
+// diagnosis in passes over the file, analyze::verdictFor over a source: several replays of the trace): 14 M, or
+// GPUMEM_ANALYZE_IN_MEMORY_EVENTS (digits only, else UsageError). Over it their verdict gives the recorded facts
+// and says the remedies were not proven by replay. Either way the .gmt is streamed (the name is from when the
+// verdict read the trace whole); explain diagnoses any .gmt in passes.
 std::uint64_t inMemoryEventBudget();
 // Whether `path` holds a .gmt trace, by its content (importers' detectFormat, as `gpumem info` decides).
 bool isGmtFile(const std::string& path);

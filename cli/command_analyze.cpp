@@ -11,6 +11,7 @@
 #include "analyze/trace_summary.h"
 #include "replay/fidelity.h"
 #include "cli/command.h"
+#include "cli/whatif_options.h"
 #include "core/display_width.h"
 #include "core/error.h"
 #include "core/event_source.h"
@@ -366,7 +367,10 @@ namespace {
                 // 0.9 GB at 10^7 events, these passes take as much CPU in 62 MiB); over it, the verdict says the
                 // remedies were not replayed (explain replays them).
                 if (events <= budget) {
-                    if (auto verdict = analyze::verdictFor(source, analysis, std::move(reopen))) {
+                    std::optional<Trace> whole; // GPUMEM_REPLAY_IN_MEMORY=1: the verdict's replays over the trace read whole
+                    if (replaysInMemory())
+                        whole = loadTrace(path, {});
+                    if (auto verdict = whole ? analyze::verdictFor(*whole, analysis) : analyze::verdictFor(source, analysis, std::move(reopen))) {
                         analyze::Diagnosis d;
                         d.verdict = *verdict;
                         out << analyze::verdictLines(d) << '\n';

@@ -72,7 +72,7 @@ namespace {
             options.outsideBytes = readOutside(vm);
             options.jobs = readJobs(vm);
             options.remedies = !vm.count("no-remedies");
-            if (isGmtFile(path))
+            if (isGmtFile(path) && streamsReplay(path))
                 if (auto done = runInPasses(vm, path, format, options, out, err))
                     return *done;
             Trace trace = loadTrace(path);
@@ -125,10 +125,10 @@ namespace {
             return kExitOk;
         }
 
-        // A .gmt of more memory events than the in-memory budget (inMemoryEventBudget, as analyze and report take
-        // it) is explained in passes over its chunks (analyze::diagnose over a source; issue 22: 10^8 events
-        // took 15.9 GB read whole), with the bounded analysis in place of analyzeTrace's: the same diagnosis.
-        // nullopt when it is to be read whole instead: under the budget, or what the passes cannot compute.
+        // A .gmt is explained in passes over its chunks (analyze::diagnose over a source; issue 22: 10^8 events took
+        // 15.9 GB read whole, and 10^7 took more CPU whole than in passes once the replays shared their look-ahead),
+        // with the bounded analysis in place of analyzeTrace's: the same diagnosis. nullopt when it is to be read
+        // whole instead: what the passes cannot compute (GPUMEM_REPLAY_IN_MEMORY=1 reads it whole before: streamsReplay).
         static std::optional<int> runInPasses(const po::variables_map& vm, const std::string& path, const std::string& format,
             analyze::DiagnosisOptions options, std::ostream& out, std::ostream& err)
         {
@@ -139,8 +139,6 @@ namespace {
                 return openGmtSource(path, {}, c);
             };
             return withDeferredChecks(open, [&](const MemoryEventSource& source) -> std::optional<int> {
-                if (source.eventCount() <= inMemoryEventBudget())
-                    return std::nullopt;
                 options.reopen = [&path, mode = checks] { return openGmtSource(path, {}, mode); };
                 const Trace& skeleton = source.skeleton();
                 const TimeNs start = analyze::sourceOrigin(source);

@@ -65,11 +65,13 @@ namespace {
             const std::string outPath = vm["output"].as<std::string>();
             OutputFile output(outPath, paths); // checks the destination before the work
             analyze::HtmlOptions options;
-            // A .gmt of more events than the in-memory budget is analysed in passes (analyze/bounded_analysis.h),
-            // its charts bucketed in the first: only its skeleton is held. The ranks section and the policy rows
-            // need the events, so they read it whole (docs/streaming.md).
+            // A .gmt is analysed in passes (analyze/bounded_analysis.h), its charts bucketed in the first: only its
+            // skeleton is held. Up to the budget its verdict is explain's, diagnosed in passes too (verdictFor over
+            // the source), so the page is the whole trace's byte for byte; over it, the verdict says the remedies
+            // were not replayed. The ranks section and the policy rows need the events, so they read it whole
+            // (docs/streaming.md).
             const std::uint64_t budget = inMemoryEventBudget();
-            const bool mayStream = !load.strict && !vm.count("ranks") && !vm.count("policy") && paths.size() == 1;
+            const bool mayStream = !load.strict && !vm.count("ranks") && !vm.count("policy") && paths.size() == 1 && !replaysInMemory();
             std::vector<Trace> traces;
             std::vector<analyze::Analysis> analyses;
             std::vector<std::unique_ptr<MemoryEventSource>> sources(paths.size());
@@ -81,23 +83,26 @@ namespace {
                 const auto& path = paths[i];
                 if (mayStream && isGmtFile(path)) {
                     // Opened without its opening pass (the chunks' checks run in the analysis's first pass, as for
-                    // analyze): a trace under the budget is read whole below without an unused pass over it, and a
-                    // chunk that fails a check starts this trace over with the file opened checked (nothing of it is
-                    // kept before the analysis ends).
+                    // analyze): a chunk that fails a check starts this trace over with the file opened checked
+                    // (nothing of it is kept before the analysis ends). The verdict's candidate replays open the
+                    // file again with the same checks.
                     std::unique_ptr<MemoryEventSource> source;
                     std::optional<analyze::BoundedAnalysis> analysed;
                     auto attempt = [&](GmtChecks checks) {
                         analysed.reset();
                         source.reset();
+                        verdicts[i].clear();
                         source = openGmtSource(path, load, checks);
-                        if (source->eventCount() <= budget)
-                            return;
                         if (const auto span = source->firstAndLastTime()) {
                             analyze::AnalysisOptions o;
                             o.device = deviceOption(vm, source->skeleton(), path);
                             const analyze::ChartRequest request { span->first, analyze::reportChartEnd(span->first, span->second),
                                 options.buckets };
                             analysed = analyze::analyzeSource(*source, o, &request);
+                            if (analysed->needsTrace.empty() && source->eventCount() <= budget) // (a check may fail here too)
+                                verdicts[i] = analyze::verdictFor(*source, analysed->analysis, [&path, &load, checks] {
+                                    return openGmtSource(path, load, checks);
+                                }).value_or("");
                         }
                     };
                     // withDeferredChecks's rule, written out because the page keeps the source (its skeleton).
@@ -111,7 +116,7 @@ namespace {
                     if (analysed) {
                         auto& bounded = *analysed;
                         if (bounded.needsTrace.empty()) {
-                            if (!bounded.analysis.empty)
+                            if (source->eventCount() > budget && !bounded.analysis.empty)
                                 verdicts[i] = streamedVerdict(bounded, source->skeleton(), source->eventCount());
                             noteDamagedTrace(name(), path, source->skeleton().importStats(), err);
                             traces.push_back(Trace {}); // the skeleton is the source's
@@ -120,9 +125,10 @@ namespace {
                             sources[i] = std::move(source);
                             continue;
                         }
-                        err << analyze::wrapText("note: " + textForTerminal(path) + " is read whole (" + std::to_string(source->eventCount())
-                                + " events): the analysis needs the trace in memory for " + bounded.needsTrace,
-                            100);
+                        if (source->eventCount() > budget)
+                            err << analyze::wrapText("note: " + textForTerminal(path) + " is read whole (" + std::to_string(source->eventCount())
+                                    + " events): the analysis needs the trace in memory for " + bounded.needsTrace,
+                                100);
                     }
                 }
                 traces.push_back(loadTrace(path, load));

@@ -1,5 +1,7 @@
 #include "cli/out_of_memory.h"
 
+#include "cli/whatif_options.h"
+
 #include "core/message_quote.h"
 #include "importers/importer_registry.h"
 
@@ -44,8 +46,7 @@ std::string outOfMemoryMessage(
         return m + ". " + std::string(verb) + " streams a .gmt holding what its answer needs (the blocks live at once), "
             + "but reads it whole with some options (--strict among them; docs/streaming.md lists them): if one was "
               "given, leave it out"
-            + (verb == "analyze" || verb == "report" || verb == "explain" ? "; set GPUMEM_ANALYZE_IN_MEMORY_EVENTS=0 to stream it whatever its size"
-                                                      : "")
+            + (replaysInMemory() ? "; GPUMEM_REPLAY_IN_MEMORY=1 is set, which reads it whole for the replays: unset it" : "")
             + "; or " + more;
     return m + ". " + std::string(verb) + " holds the whole trace in memory: " + more
         + "; docs/streaming.md lists the verbs that stream a .gmt";

@@ -197,7 +197,7 @@ Trace loadReplayableTrace(const std::string& path)
 
 bool streamsReplay(const std::string& path)
 {
-    if (const char* v = std::getenv("GPUMEM_REPLAY_IN_MEMORY"); v && std::string_view(v) == "1")
+    if (replaysInMemory())
         return false;
     const Importer* importer = detectFormat(path);
     return importer && importer->name() == "gmt";

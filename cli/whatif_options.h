@@ -12,6 +12,8 @@
 #include "replay/replayer.h"
 #include "replay/start_state.h"
 
+#include <cstdlib>
+#include <string_view>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -55,8 +57,16 @@ unsigned readJobs(const po::variables_map& vm);
 
 // loadTrace(path), refusing (gpumem::Error) a trace without memory events: there is nothing to replay.
 Trace loadReplayableTrace(const std::string& path);
-// Whether a replay of `path` streams it (docs/streaming.md "Replay"): a .gmt by its content, unless the
-// environment sets GPUMEM_REPLAY_IN_MEMORY=1 (the trace is then read whole: tests compare the two).
+// Whether the environment sets GPUMEM_REPLAY_IN_MEMORY=1: the replays of replay, sweep, fit and explain, and those
+// of the verdict of text analyze and report, read a .gmt whole instead of streaming it (the baseline the tests
+// and bench/scale.sh compare the streamed answers with).
+inline bool replaysInMemory()
+{
+    const char* v = std::getenv("GPUMEM_REPLAY_IN_MEMORY");
+    return v && std::string_view(v) == "1";
+}
+// Whether a replay of `path` streams it (docs/streaming.md "Replay"): a .gmt by its content, unless
+// replaysInMemory() (the trace is then read whole: tests compare the two).
 bool streamsReplay(const std::string& path);
 // openGmtSource(path, {}, checks) with the refusals of loadReplayableTrace.
 std::unique_ptr<MemoryEventSource> openReplayableSource(const std::string& path, GmtChecks checks = GmtChecks::AtOpen);

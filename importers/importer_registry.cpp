@@ -117,9 +117,8 @@ std::string outOfMemoryWhileReading(const std::string& path, std::string_view fo
             + "), and give the .gmt: " + streaming;
     else if (format == "gmt")
         m += "ranks and convert hold the whole trace; " + streaming
-            + " but for the options it lists (--strict among them), and text analyze, report and explain read a .gmt of up "
-              "to GPUMEM_ANALYZE_IN_MEMORY_EVENTS events (14 M unless set) whole: with one of those eight, leave such "
-              "options out or set it to 0 to stream the trace whatever its size";
+            + " but for the options it lists (--strict among them) and where GPUMEM_REPLAY_IN_MEMORY=1 is set: with one of "
+              "those eight, leave such options out and unset it";
     else
         m += "gpumem reads a " + std::string(format) + " trace whole, and so does convert: convert it to .gmt once where more "
             "memory is available (" + convert + "), then " + streaming;

@@ -1,6 +1,7 @@
-// `gpumem report` of one .gmt over the in-memory budget (here 0 events) runs the bounded analysis, its time
-// charts bucketed in the first pass (analyze/bounded_analysis.h ChartRequest): the page equals the one made
-// from the trace held whole except the verdict, which says its remedies were not proven by replay. Traces
+// `gpumem report` of one .gmt runs the bounded analysis, its time charts bucketed in the first pass
+// (analyze/bounded_analysis.h ChartRequest): under the in-memory budget, with its verdict proven in passes, the
+// page equals the one made from the trace held whole (GPUMEM_REPLAY_IN_MEMORY=1); over it (here 0 events), but
+// the verdict, which says its remedies were not proven by replay. Traces
 // with two devices, marker and ProfilerStep# steps (mlp_train), stacks for the flame graph (line_trace, the
 // snapshot), segments (the snapshot), a ring-buffer window, annotated steps, and one the passes cannot analyse (step-like user ranges: read whole).
 #include "cli_runner.h"
@@ -24,21 +25,27 @@ namespace {
         return out;
     }
 
-    // `gpumem report GMT` read whole and streamed (in-memory budget 0), both pages without their verdicts.
+    // `gpumem report GMT` read whole (GPUMEM_REPLAY_IN_MEMORY=1), streamed with its verdict proven in passes (the
+    // default, under the budget) and streamed over the budget (0 events), the pages without their verdicts.
     struct Reports {
-        gpumem::test::CliResult whole, streamed;
-        std::string page, streamedPage, wholeVerdict, streamedVerdict;
+        gpumem::test::CliResult whole, proven, streamed;
+        std::string page, provenPage, streamedPage, wholeVerdict, provenVerdict, streamedVerdict;
     };
-    Reports reportBothWays(const std::filesystem::path& dir, const std::string& gmt)
+    Reports reportThreeWays(const std::filesystem::path& dir, const std::string& gmt)
     {
-        const std::string whole = (dir / "whole.html").string(), streamed = (dir / "streamed.html").string();
+        const std::string whole = (dir / "whole.html").string(), proven = (dir / "proven.html").string(),
+                          streamed = (dir / "streamed.html").string();
         Reports r;
+        ::setenv("GPUMEM_REPLAY_IN_MEMORY", "1", 1);
         r.whole = runCli("report '" + gmt + "' -o '" + whole + "'");
+        ::unsetenv("GPUMEM_REPLAY_IN_MEMORY");
+        r.proven = runCli("report '" + gmt + "' -o '" + proven + "'");
         ::setenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS", "0", 1);
         r.streamed = runCli("report '" + gmt + "' -o '" + streamed + "'");
         ::unsetenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
-        if (r.whole.exitCode == 0 && r.streamed.exitCode == 0) {
+        if (r.whole.exitCode == 0 && r.proven.exitCode == 0 && r.streamed.exitCode == 0) {
             r.page = withoutVerdicts(gpumem::test::slurp(whole), &r.wholeVerdict);
+            r.provenPage = withoutVerdicts(gpumem::test::slurp(proven), &r.provenVerdict);
             r.streamedPage = withoutVerdicts(gpumem::test::slurp(streamed), &r.streamedVerdict);
         }
         return r;
@@ -55,12 +62,17 @@ TEST(BoundedReportCli, AStreamedPageEqualsTheWholeOneButItsVerdict)
         const std::string gmt = (dir / "trace.gmt").string();
         const auto converted = runCli(std::string("convert ") + trace + " -o '" + gmt + "'");
         ASSERT_EQ(converted.exitCode, 0) << converted.err;
-        const auto r = reportBothWays(dir, gmt);
+        const auto r = reportThreeWays(dir, gmt);
         const auto& s = r.streamed;
         const std::string &page = r.page, &wholeVerdict = r.wholeVerdict, &streamedVerdict = r.streamedVerdict;
         ASSERT_EQ(r.whole.exitCode, 0) << r.whole.err;
+        ASSERT_EQ(r.proven.exitCode, 0) << r.proven.err;
         ASSERT_EQ(s.exitCode, 0) << s.err;
         EXPECT_EQ(r.streamedPage, page);
+        // Under the budget the streamed page is the whole one, verdict and all, and says nothing more on stderr.
+        EXPECT_EQ(r.provenPage, page);
+        EXPECT_EQ(r.provenVerdict, wholeVerdict);
+        EXPECT_EQ(r.proven.err, r.whole.err);
         EXPECT_NE(page.find("<svg"), std::string::npos); // the charts are there to compare
         if (std::string(trace).find("stacks") != std::string::npos || std::string(trace).find("pickle") != std::string::npos) {
             EXPECT_NE(page.find("class='flame'"), std::string::npos); // and the flame graph, from the kept live blocks
@@ -84,10 +96,14 @@ TEST(BoundedReportCli, ADamagedGmtStreamedReadsAsTheWholeOne)
     const auto dir = gpumem::test::scratchDir("bounded_report_damaged");
     const std::string gmt = (dir / "damaged.gmt").string();
     ASSERT_NE(gpumem::test::writeDamagedTiny(gmt).first, 0u);
-    const auto r = reportBothWays(dir, gmt);
+    const auto r = reportThreeWays(dir, gmt);
     ASSERT_EQ(r.whole.exitCode, 0) << r.whole.err;
+    ASSERT_EQ(r.proven.exitCode, 0) << r.proven.err;
     ASSERT_EQ(r.streamed.exitCode, 0) << r.streamed.err;
     EXPECT_EQ(r.streamed.err, r.whole.err);
     EXPECT_EQ(r.streamedPage, r.page);
+    EXPECT_EQ(r.proven.err, r.whole.err);
+    EXPECT_EQ(r.provenPage, r.page);
+    EXPECT_EQ(r.provenVerdict, r.wholeVerdict);
     EXPECT_NE(r.streamedVerdict.find("remedies were not proven by replay"), std::string::npos) << r.streamedVerdict;
 }

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 using gpumem::cli::convertOutOfMemoryMessage;
 using gpumem::cli::outOfMemoryMessage;
 
@@ -27,10 +29,15 @@ TEST(OutOfMemoryMessage, ForAGmtNamesTheOptionsThatReadItWholeAndTheBudget)
     EXPECT_EQ(outOfMemoryMessage("analyze", { "run.gmt" }, namedGmt),
         "out of memory while working on run.gmt: the trace needs more memory than the process may use. analyze streams "
         "a .gmt holding what its answer needs (the blocks live at once), but reads it whole with some options (--strict "
-        "among them; docs/streaming.md lists them): if one was given, leave it out; set GPUMEM_ANALYZE_IN_MEMORY_EVENTS=0 "
-        "to stream it whatever its size; or run where it may use more (ulimit -v, the job's or container's memory "
-        "limit)");
-    EXPECT_EQ(outOfMemoryMessage("fit", { "run.gmt" }, namedGmt).find("GPUMEM_ANALYZE_IN_MEMORY_EVENTS"), std::string::npos);
+        "among them; docs/streaming.md lists them): if one was given, leave it out; or run where it may use more "
+        "(ulimit -v, the job's or container's memory limit)");
+    // Where the environment makes the replays read the trace whole, the message says to unset it.
+    ::setenv("GPUMEM_REPLAY_IN_MEMORY", "1", 1);
+    const std::string set = outOfMemoryMessage("explain", { "run.gmt" }, namedGmt);
+    ::unsetenv("GPUMEM_REPLAY_IN_MEMORY");
+    EXPECT_NE(set.find("; GPUMEM_REPLAY_IN_MEMORY=1 is set, which reads it whole for the replays: unset it; or run where"),
+        std::string::npos) << set;
+    EXPECT_EQ(outOfMemoryMessage("fit", { "run.gmt" }, namedGmt).find("GPUMEM_"), std::string::npos);
 }
 
 TEST(OutOfMemoryMessage, AVerbThatHoldsTheTraceSaysSoAndListsAtMostThreeTraces)

@@ -1,8 +1,7 @@
-// `gpumem explain` of a .gmt over the in-memory budget runs in passes over its chunks (analyze::diagnose over a
-// source, with the bounded analysis; issue 22: 10^8 events took 15.9 GB read whole) and prints what the whole
-// trace's explain prints: every bundled trace as .gmt, with the budget at 0 (every .gmt in passes) against the
-// default (these read whole), at the default moment, at a capacity, at a time, in each format, without
-// remedies; stdout, stderr and exit code.
+// `gpumem explain` of a .gmt runs in passes over its chunks (analyze::diagnose over a source, with the bounded
+// analysis; issue 22: 10^8 events took 15.9 GB read whole) and prints what the whole trace's explain prints:
+// every bundled trace as .gmt, in passes (the default) against read whole (GPUMEM_REPLAY_IN_MEMORY=1), at the
+// default moment, at a capacity, at a time, in each format, without remedies; stdout, stderr and exit code.
 #include "cli_runner.h"
 
 #include <gtest/gtest.h>
@@ -20,10 +19,10 @@ TEST(StreamingExplainCli, EveryBundledTraceAsGmtExplainsInPassesAsReadWhole)
     forEachBundledTraceAsGmt(gmt, [&](const std::string& trace) {
         for (const char* args : { "", "--format json --capacity 64MiB", "--at 1ms --format markdown", "--no-remedies --fail-if-oom" }) {
             const std::string command = std::string("explain ") + args + " '" + gmt + "'";
-            const auto whole = runCli(command);
-            ::setenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS", "0", 1);
             const auto passes = runCli(command);
-            ::unsetenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
+            ::setenv("GPUMEM_REPLAY_IN_MEMORY", "1", 1);
+            const auto whole = runCli(command);
+            ::unsetenv("GPUMEM_REPLAY_IN_MEMORY");
             EXPECT_EQ(passes.exitCode, whole.exitCode) << trace << ' ' << args << ": " << passes.err;
             EXPECT_EQ(passes.out, whole.out) << trace << ' ' << args;
             EXPECT_EQ(passes.err, whole.err) << trace << ' ' << args;
@@ -36,8 +35,8 @@ TEST(StreamingExplainCli, EveryBundledTraceAsGmtExplainsInPassesAsReadWhole)
 }
 
 // The passes hold no more than the replays need: 2 M generated events (bench/make_big_gmt, 22 MB), explained
-// in passes under a 150 MiB address-space cap — where the whole trace (340 MB resident) runs out of memory —
-// print the whole trace's explanation.
+// in passes under a 150 MiB address-space cap — where the whole trace (340 MB resident, GPUMEM_REPLAY_IN_MEMORY=1)
+// runs out of memory — print the whole trace's explanation.
 TEST(StreamingExplainCli, APassedExplainFitsWhereTheWholeTraceDoesNot)
 {
     const std::string generator = GPUMEM_BINARY_DIR "/bench/make_big_gmt";
@@ -46,11 +45,13 @@ TEST(StreamingExplainCli, APassedExplainFitsWhereTheWholeTraceDoesNot)
     const auto dir = gpumem::test::scratchDir("streaming_explain_cap");
     const std::string gmt = (dir / "big.gmt").string(), out = (dir / "out.txt").string();
     ASSERT_EQ(std::system(("'" + generator + "' --events 2000000 -o '" + gmt + "' >/dev/null 2>&1").c_str()), 0);
+    ::setenv("GPUMEM_REPLAY_IN_MEMORY", "1", 1);
     const auto whole = runCli("explain '" + gmt + "'");
+    ::unsetenv("GPUMEM_REPLAY_IN_MEMORY");
     ASSERT_EQ(whole.exitCode, 0) << whole.err;
     const std::string capped = "prlimit --as=157286400 '" GPUMEM_CLI "' explain '" + gmt + "' >'" + out + "' 2>/dev/null";
-    EXPECT_NE(std::system(capped.c_str()), 0) << "the whole trace fitted the cap: the test proves nothing";
-    const int rc = std::system(("GPUMEM_ANALYZE_IN_MEMORY_EVENTS=0 " + capped).c_str());
+    EXPECT_NE(std::system(("GPUMEM_REPLAY_IN_MEMORY=1 " + capped).c_str()), 0) << "the whole trace fitted the cap: the test proves nothing";
+    const int rc = std::system(capped.c_str());
     EXPECT_EQ(rc, 0);
     EXPECT_EQ(gpumem::test::slurp(out), whole.out);
 }
@@ -75,10 +76,10 @@ TEST(StreamingExplainCli, ADamagedTraceIsSaidSoBeforeARefusedOption)
     for (const std::string& file : { joined, cut, flip })
         for (const char* args : { "--device 7", "--at peak" }) {
             const std::string command = std::string("explain ") + args + " '" + file + "'";
-            const auto whole = runCli(command);
-            ::setenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS", "0", 1);
             const auto passes = runCli(command);
-            ::unsetenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
+            ::setenv("GPUMEM_REPLAY_IN_MEMORY", "1", 1);
+            const auto whole = runCli(command);
+            ::unsetenv("GPUMEM_REPLAY_IN_MEMORY");
             EXPECT_EQ(passes.exitCode, whole.exitCode) << command;
             EXPECT_EQ(passes.err, whole.err) << command;
             EXPECT_NE(whole.exitCode, 0) << command;

@@ -26,9 +26,8 @@ TEST(OutOfMemoryWhileReading, AGmtIsToldWhichVerbsAndOptionsReadItWhole)
     EXPECT_EQ(outOfMemoryWhileReading("run.gmt", "gmt"),
         "run.gmt: out of memory while reading it as gmt (the trace needs more memory than the process may use): "
         "ranks and convert hold the whole trace; info, analyze, report, replay, sweep, fit, diff and explain stream a "
-        ".gmt (docs/streaming.md) but for the options it lists (--strict among them), and text analyze, report and "
-        "explain read a .gmt of up to GPUMEM_ANALYZE_IN_MEMORY_EVENTS events (14 M unless set) whole: with one of those "
-        "eight, leave such options out or set it to 0 to stream the trace whatever its size; or run where it may use more (ulimit "
+        ".gmt (docs/streaming.md) but for the options it lists (--strict among them) and where GPUMEM_REPLAY_IN_MEMORY=1 "
+        "is set: with one of those eight, leave such options out and unset it; or run where it may use more (ulimit "
         "-v, the job's or container's memory limit)");
 }
 
