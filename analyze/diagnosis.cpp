@@ -1055,9 +1055,9 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
 
     const replay::PolicySpec& base = innermost(spec);
     const bool pytorch = base.policy == "pytorch" || base.policy == "gmlake";
-    replay::PolicyContext pctx;
-    if (auto it = trace.metadata().find("allocator_settings"); it != trace.metadata().end() && it->is_object())
-        pctx.recordedSettings = &*it;
+    // The context every replay of the trace takes (its recorded settings and PyTorch version), so that the rules
+    // the findings apply (rounding, the small pool, max_split_size) are the ones the replays ran.
+    const replay::PolicyContext pctx = replay::policyContextOf(trace.metadata());
     std::optional<replay::PyTorchConfig> config;
     if (base.policy == "pytorch")
         config = replay::pytorchConfigFor(base, pctx);
@@ -1484,9 +1484,7 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
             const auto opts = effectivePytorchOptions(*config);
             // Only the settings the trace's PyTorch has (allocConfKeys): a 1.10 trace has no expandable segments,
             // and its candidate failed the whole explain ("unknown pytorch@1.10 option").
-            // (The version the replays take: the trace's recorded one, replay::policyContextOf.)
-            const std::vector<std::string> keys
-                = replay::allocConfKeys(replay::pytorchConfigFor(base, replay::policyContextOf(trace.metadata())).version);
+            const std::vector<std::string> keys = replay::allocConfKeys(config->version);
             if (!config->expandableSegments && std::find(keys.begin(), keys.end(), "expandable_segments") != keys.end())
                 add(withOption("pytorch", opts, "expandable_segments", "True"),
                     { "external_fragmentation", "oversize_split" });
