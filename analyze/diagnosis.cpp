@@ -1817,6 +1817,11 @@ std::optional<std::string> verdictFor(const MemoryEventSource& source, const Ana
         if (!analysis.countersOnly)
             o.analysis = &analysis;
         return diagnose(source, o).verdict;
+    } catch (const IoError&) {
+        // The file could not be read (opened again for a candidate, or changed while it was read): the answer
+        // is an error, as reading the trace whole would have given, not a page without its verdict (review
+        // finding: under `ulimit -n 4` analyze printed its tables without the verdict, exit 0).
+        throw;
     } catch (const Error&) {
         return std::nullopt;
     }

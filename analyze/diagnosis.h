@@ -205,7 +205,8 @@ std::optional<std::string> verdictFor(const Trace& trace, const Analysis& analys
 // The same verdict of a streamed source (a .gmt: analyze's text under the in-memory budget, issue 22), diagnosed
 // in passes over it (diagnose(source)) with its bounded analysis; `reopen` as DiagnosisOptions::reopen (empty: the
 // candidates one after another). Equal to verdictFor(trace, analyzeTrace(trace)) of the trace read whole
-// (tests/analyze/streaming_diagnosis_test.cpp). Throws no gpumem::Error; DeferredCheckFailed passes through.
+// (tests/analyze/streaming_diagnosis_test.cpp). Throws IoError where the source cannot be read (opened again, or
+// changed while read) and no other gpumem::Error; DeferredCheckFailed passes through.
 std::optional<std::string> verdictFor(const MemoryEventSource& source, const Analysis& analysis, replay::SourceOpener reopen = {});
 
 // The verdict wrapped to `width` columns, prefixed "verdict: " (analyze's text and the HTML report open

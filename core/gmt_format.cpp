@@ -1624,10 +1624,12 @@ namespace {
             return m_columns;
         }
 
-        // The chunks were checked when the file was opened: one that no longer decodes was rewritten since.
-        FormatError changed(const ChunkRef& chunk) const
+        // The chunks were checked when the file was opened: one that no longer decodes was rewritten since. An
+        // IoError, as FileWindow's for a file that shrank: the reading failed, not the format (a verdict that
+        // drops what it cannot prove must not drop this silently: analyze::verdictFor).
+        IoError changed(const ChunkRef& chunk) const
         {
-            return FormatError(m_file.path() + ": the chunk at offset " + std::to_string(chunk.offset)
+            return IoError(m_file.path() + ": the chunk at offset " + std::to_string(chunk.offset)
                 + " no longer decodes as it did when the file was opened: the file changed while it was read");
         }
 

@@ -10,6 +10,7 @@
 #include "analyze/bounded_analysis.h"
 #include "analyze/diagnosis.h"
 #include "analyze/trace_summary.h"
+#include "replay/parallel_runs.h"
 #include "core/error.h"
 #include "core/event_source.h"
 #include "importers/importer_registry.h"
@@ -139,5 +140,55 @@ TEST(StreamingDiagnosis, TheRecordedReservedPeakIsNamedWhereTheTraceRecordsOne)
                 EXPECT_EQ(d.verdict.find("the run recorded"), std::string::npos) << d.verdict;
             }
         }
+    }
+}
+
+namespace {
+// A source whose passes after the first `good` fail as a file that changed while it was read does (IoError).
+class FailingLaterSource final : public MemoryEventSource {
+public:
+    FailingLaterSource(const Trace& trace, int good)
+        : m_inner(memorySource(trace, 7))
+        , m_good(good)
+    {
+    }
+    const Trace& skeleton() const override { return m_inner->skeleton(); }
+    std::uint64_t eventCount() const override { return m_inner->eventCount(); }
+    std::uint64_t kernelCount() const override { return m_inner->kernelCount(); }
+    void forEachChunk(const std::function<void(const MemoryEventColumns&, std::uint64_t)>& visit) const override
+    {
+        if (m_passes++ >= m_good)
+            throw IoError("trace.gmt: the file ends at offset 99 but had 999 bytes when it was opened (it changed while it was read)");
+        m_inner->forEachChunk(visit);
+    }
+
+private:
+    std::unique_ptr<MemoryEventSource> m_inner;
+    int m_good;
+    mutable int m_passes = 0;
+};
+} // namespace
+
+// Review finding: the verdict of a streamed .gmt caught every gpumem::Error, so a file that could not be read
+// again (opened for a candidate under `ulimit -n 4`, or cut while read) gave analyze's and report's page without
+// its verdict, exit 0. A read failure is the answer now (IoError), as reading the trace whole gave; what the
+// diagnosis itself refuses still leaves the verdict out.
+TEST(StreamingDiagnosis, AVerdictWhoseSourceCannotBeReadIsAnErrorNotAnOmission)
+{
+    const Trace trace = loadTrace(std::string(GPUMEM_SOURCE_DIR) + "/traces/mlp_train.jsonl");
+    const auto slices = memorySource(trace, 7);
+    const analyze::BoundedAnalysis bounded = analyze::analyzeSource(*slices);
+    ASSERT_TRUE(bounded.needsTrace.empty());
+    ASSERT_TRUE(analyze::verdictFor(*slices, bounded.analysis).has_value());
+    for (const int good : { 0, 1, 2, 3 }) {
+        const FailingLaterSource failing(trace, good);
+        EXPECT_THROW(analyze::verdictFor(failing, bounded.analysis), IoError) << "after " << good << " good passes";
+    }
+    // A candidate's source that cannot be opened (DiagnosisOptions::reopen, used where the candidates run on more
+    // than one thread) fails the verdict the same way.
+    if (replay::defaultJobs() > 1) {
+        EXPECT_THROW(analyze::verdictFor(*slices, bounded.analysis,
+                         []() -> std::unique_ptr<MemoryEventSource> { throw IoError("trace.gmt: cannot open: Too many open files"); }),
+            IoError);
     }
 }
