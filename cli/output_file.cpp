@@ -35,12 +35,20 @@ namespace {
         std::raise(sig);
     }
 
+    // Before a read error ends the process from a signal handler (a mapped input cut while read: MappedFile).
+    extern "C" void removeTemp()
+    {
+        if (g_tempActive.load())
+            ::unlink(g_tempPath);
+    }
+
     void armSignals(const std::string& temp)
     {
         std::snprintf(g_tempPath, sizeof g_tempPath, "%s", temp.c_str());
         g_tempActive = true;
         for (int sig : { SIGINT, SIGTERM, SIGHUP })
             std::signal(sig, removeTempAndDie);
+        setBeforeFatalReadError(removeTemp);
     }
 
     void disarmSignals()
@@ -48,6 +56,7 @@ namespace {
         g_tempActive = false;
         for (int sig : { SIGINT, SIGTERM, SIGHUP })
             std::signal(sig, SIG_DFL);
+        setBeforeFatalReadError(nullptr);
     }
 
     constexpr std::string_view kTempInfix = ".gpumem-tmp-";

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,9 @@
 #include <new>
 #include <optional>
 #include <utility>
+#include <atomic>
+#include <csignal>
+#include <mutex>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -630,6 +634,101 @@ double LineReader::fractionRead() const
     return m.raw.empty() ? 1.0 : double(m.inflater->consumed()) / double(m.raw.size());
 }
 
+namespace {
+    // The maps MappedFile holds, for its SIGBUS handler (read there without locks: a slot's path is written
+    // before its range is published, and the range cleared before the slot is reused).
+    struct MappedRange {
+        std::atomic<bool> used { false };
+        std::atomic<std::uintptr_t> begin { 0 }, end { 0 };
+        char path[1024] {};
+    };
+    constexpr std::size_t kMappedRanges = 64; // maps at once that a cut turns into an error (more: a crash, as before)
+    MappedRange g_mapped[kMappedRanges];
+    std::atomic<void (*)()> g_beforeFatal { nullptr };
+    struct sigaction g_previousBusAction {};
+
+    void writeAll(const char* s, std::size_t n)
+    {
+        while (n > 0) {
+            const ssize_t w = ::write(2, s, n);
+            if (w <= 0)
+                return;
+            s += w;
+            n -= static_cast<std::size_t>(w);
+        }
+    }
+
+    extern "C" void onBusError(int sig, siginfo_t* info, void* context)
+    {
+        const auto at = reinterpret_cast<std::uintptr_t>(info->si_addr);
+        for (const MappedRange& r : g_mapped) {
+            const std::uintptr_t b = r.begin.load(std::memory_order_acquire);
+            if (b == 0 || at < b || at >= r.end.load(std::memory_order_acquire))
+                continue;
+            if (void (*hook)() = g_beforeFatal.load())
+                hook();
+            static constexpr char kHead[] = "gpumem: error: ";
+            static constexpr char kTail[] = ": the file was cut while it was read (it is shorter than when gpumem opened "
+                                            "it: something rewrote or truncated it); give it again once it is complete\n";
+            writeAll(kHead, sizeof kHead - 1);
+            writeAll(r.path, ::strnlen(r.path, sizeof r.path));
+            writeAll(kTail, sizeof kTail - 1);
+            ::_exit(1);
+        }
+        // Not a page of ours: the action installed before (raised again: it is delivered once this handler
+        // returns, for a fault and for a signal sent alike).
+        if ((g_previousBusAction.sa_flags & SA_SIGINFO) && g_previousBusAction.sa_sigaction) {
+            g_previousBusAction.sa_sigaction(sig, info, context);
+            return;
+        }
+        ::sigaction(SIGBUS, &g_previousBusAction, nullptr);
+        ::raise(sig);
+    }
+
+    void installBusHandler()
+    {
+        static std::once_flag once;
+        std::call_once(once, [] {
+            struct sigaction action {};
+            action.sa_sigaction = onBusError;
+            action.sa_flags = SA_SIGINFO;
+            sigemptyset(&action.sa_mask);
+            ::sigaction(SIGBUS, &action, &g_previousBusAction);
+        });
+    }
+
+    // The slot publishing [data, data + size) as `path`'s map; kMappedRanges when none is free.
+    std::size_t publishMap(const void* data, std::size_t size, const std::string& path)
+    {
+        installBusHandler();
+        for (std::size_t k = 0; k < kMappedRanges; ++k) {
+            bool expected = false;
+            if (!g_mapped[k].used.compare_exchange_strong(expected, true))
+                continue;
+            std::snprintf(g_mapped[k].path, sizeof g_mapped[k].path, "%s", path.c_str());
+            const auto b = reinterpret_cast<std::uintptr_t>(data);
+            g_mapped[k].end.store(b + size, std::memory_order_release);
+            g_mapped[k].begin.store(b, std::memory_order_release);
+            return k;
+        }
+        return kMappedRanges;
+    }
+
+    void withdrawMap(const void* data)
+    {
+        const auto b = reinterpret_cast<std::uintptr_t>(data);
+        for (MappedRange& r : g_mapped)
+            if (r.used.load() && r.begin.load() == b) {
+                r.begin.store(0, std::memory_order_release);
+                r.end.store(0, std::memory_order_release);
+                r.used.store(false);
+                return;
+            }
+    }
+} // namespace
+
+void setBeforeFatalReadError(void (*hook)()) { g_beforeFatal.store(hook); }
+
 MappedFile::MappedFile(const std::string& path)
     : m_path(path)
 {
@@ -655,14 +754,17 @@ MappedFile::MappedFile(const std::string& path)
             errno = saved;
             throwMapFailed(path, m_size);
         }
+        publishMap(m_data, m_size, path);
     }
     ::close(fd);
 }
 
 MappedFile::~MappedFile()
 {
-    if (m_data)
+    if (m_data) {
+        withdrawMap(m_data);
         ::munmap(m_data, m_size);
+    }
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
@@ -675,8 +777,10 @@ MappedFile::MappedFile(MappedFile&& other) noexcept
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept
 {
     if (this != &other) {
-        if (m_data)
+        if (m_data) {
+            withdrawMap(m_data);
             ::munmap(m_data, m_size);
+        }
         m_path = std::move(other.m_path);
         m_data = std::exchange(other.m_data, nullptr);
         m_size = std::exchange(other.m_size, 0);

@@ -124,6 +124,10 @@ private:
 };
 
 // A read-only memory map of a whole file (an empty file maps to an empty span). Move-only.
+// A whole file mapped read-only. A file cut while it is mapped makes the next read of a page past its new end
+// raise SIGBUS: MappedFile turns that into the file's error instead of a crash (exit 1, "PATH: the file was cut
+// while it was read", after the hook of setBeforeFatalReadError), for the maps it made; a SIGBUS elsewhere
+// keeps the action that was installed before.
 class MappedFile {
 public:
     explicit MappedFile(const std::string& path); // throws IoError
@@ -141,6 +145,10 @@ private:
     void* m_data = nullptr;
     std::size_t m_size = 0;
 };
+
+// A function MappedFile's SIGBUS handler calls before it ends the process (async-signal-safe calls only: the CLI
+// removes the temporary of the output it was writing, cli/output_file.cpp). nullptr: none.
+void setBeforeFatalReadError(void (*hook)());
 
 // A file read through one reused buffer, a window of it at a time (openGmtSource): what it holds is
 // the window, not the file. A map of the whole file would count against `prlimit --as` and its

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
+#include <csignal>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -280,4 +281,60 @@ TEST(FileBuffer, AMapLargerThanTheAddressSpaceLeftSaysSoAndWhatToDo)
     EXPECT_EQ(said,
         path + ": cannot map its 1073741824 bytes: the process may not use that much address space; run where it may use "
                "more (ulimit -v, the job's or container's memory limit)");
+}
+
+namespace {
+// Runs f in a child process with its stderr in `err`; returns the wait status.
+template <typename F> int inChild(const std::string& err, F&& f)
+{
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ::dup2(fd, 2);
+        f();
+        ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return status;
+}
+std::string slurpFile(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+} // namespace
+
+// Review finding: a trace cut while it was mapped whole (readGmt, the JSON and pickle readers) killed gpumem with
+// SIGBUS (exit 135). Now the read of a page past the new end is the file's error: exit 1, the path and what
+// happened on stderr, after the hook that removes an output's temporary; a SIGBUS that is not a mapped file's keeps
+// its default action.
+TEST(MappedFile, AFileCutWhileMappedIsAnErrorNamingItNotACrash)
+{
+    const auto dir = std::filesystem::temp_directory_path() / ("gpumem_cut_map_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "trace.gmt").string(), err = (dir / "err.txt").string(), temp = (dir / "out.tmp").string();
+    std::ofstream(path, std::ios::binary) << std::string(std::size_t(1) << 20, 'x');
+    std::ofstream(temp) << "partial output";
+    static std::string tempPath;
+    tempPath = temp;
+    const int status = inChild(err, [&] {
+        setBeforeFatalReadError([] { ::unlink(tempPath.c_str()); });
+        MappedFile map(path);
+        ::truncate(path.c_str(), 4096); // another process cuts the file
+        volatile char last = map.bytes().back(); // a page past the new end
+        (void)last;
+    });
+    ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+    EXPECT_EQ(WEXITSTATUS(status), 1);
+    const std::string message = slurpFile(err);
+    EXPECT_NE(message.find("gpumem: error: " + path + ": the file was cut while it was read"), std::string::npos) << message;
+    EXPECT_FALSE(std::filesystem::exists(temp)) << "the hook did not run";
+    // A SIGBUS of another cause: the default action (the process dies of it).
+    const int other = inChild(err, [&] {
+        MappedFile map(path); // the handler is installed
+        ::raise(SIGBUS);
+    });
+    EXPECT_TRUE(WIFSIGNALED(other) && WTERMSIG(other) == SIGBUS) << "status " << other;
+    std::filesystem::remove_all(dir);
 }
