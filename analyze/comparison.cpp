@@ -1,6 +1,7 @@
 #include "analyze/comparison.h"
 
 #include "analyze/trace_summary.h"
+#include "core/counter_units.h"
 #include "core/display_width.h"
 #include "core/units.h"
 #include "replay/capacity_fit.h"
@@ -27,6 +28,31 @@ std::optional<RecordedReserved> recordedReserved(const Trace& trace, DeviceId de
 std::optional<RecordedReserved> recordedReserved(const MemoryEventSource& source, DeviceId device)
 {
     return recordedReservedOf(summarize(source), device);
+}
+
+std::optional<Bytes> recordedReservedBytes(const Trace& tables, DeviceId device, Bytes segmentPeak)
+{
+    if (segmentPeak > 0) // segment events win over counters (recordedReservedOf)
+        return segmentPeak;
+    // The counters' peaks as TraceSummary's finish takes them: samples of 0 bytes or more; a byte counter that
+    // stays 0 was not recorded.
+    const auto& series = tables.counterSeries();
+    std::vector<std::optional<Bytes>> peaks(series.size());
+    for (const auto& c : tables.counterSamples())
+        if (c.series < peaks.size() && c.value >= 0 && series[c.series].device == device)
+            peaks[c.series] = std::max(peaks[c.series].value_or(0), static_cast<Bytes>(c.value));
+    std::optional<Bytes> out;
+    for (std::size_t i = 0; i < series.size(); ++i) {
+        if (!peaks[i])
+            continue;
+        std::string name(tables.str(series[i].name));
+        if (*peaks[i] == 0 && isByteCounter(name))
+            continue;
+        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+        if (name.find("reserved") != std::string::npos && (!out || *peaks[i] > *out))
+            out = *peaks[i];
+    }
+    return out;
 }
 
 namespace {

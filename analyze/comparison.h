@@ -27,6 +27,12 @@ struct RecordedReserved {
 std::optional<RecordedReserved> recordedReserved(const Trace& trace, DeviceId device);
 // The same from the summary of a source (analyze::summarize over its chunks).
 std::optional<RecordedReserved> recordedReserved(const MemoryEventSource& source, DeviceId device);
+// recordedReserved(…)->bytes alone without the summary's pass (it pairs every event): from `segmentPeak`, the
+// device's peak of the running sum of segment_alloc/segment_map minus segment_free/segment_unmap bytes (ByteTotal's
+// saturating sum, raised at each add; 0 without segment events), else the trace's counters named "…reserved…" on
+// the device (`tables`: a trace or a source's skeleton). diagnose() feeds it from its facts pass
+// (tests/analyze/streaming_diagnosis_test.cpp compares it with recordedReserved on every trace and device).
+std::optional<Bytes> recordedReservedBytes(const Trace& tables, DeviceId device, Bytes segmentPeak);
 
 struct ComparisonContext {
     replay::StartState start = replay::StartState::Recorded;

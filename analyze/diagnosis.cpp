@@ -9,6 +9,7 @@
 #include "analyze/replay_report.h"
 #include "analyze/steps.h"
 #include "analyze/trace_summary.h"
+#include "core/byte_total.h"
 #include "core/chunk_pairing.h"
 #include "core/display_width.h"
 #include "core/error.h"
@@ -441,7 +442,9 @@ namespace {
         std::uint64_t lastAt = kNoIndex; // --at: the last event of the device at or before it
         TimeNs deviceEnd = 0; // the time of the device's last event
         std::uint64_t firstWindowEvent = 0; // the device's event number `rebuilt` (0 when rebuilt is 0)
-        bool reservesSegments = false; // a segment_alloc or segment_map on the device (a recorded reserved series)
+        // The peak of the device's recorded segment bytes (segment_alloc/map minus free/unmap, raised at each add):
+        // recordedReservedBytes's segment figure; 0 without segment events.
+        Bytes segmentReservedPeak = 0;
         bool completions = false; // a free_completed on the device
     };
     // `peak`, when given, is fed every event (outsideMemory's figure from the events).
@@ -449,6 +452,7 @@ namespace {
     {
         EventFacts f;
         std::uint64_t seen = 0;
+        ByteTotal segments;
         source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t first) {
             for (std::size_t j = 0; j < m.count(); ++j) {
                 if (peak)
@@ -463,8 +467,11 @@ namespace {
                     f.largeRequest = f.largeRequest || (m.requestedSize[j] ? m.requestedSize[j] : m.size[j]) > replay::kSmallSize;
                 } else if (m.kind[j] == EventKind::Oom && !f.firstOom)
                     f.firstOom = RecordedOomEvent { i, m.time[j], m.size[j], m.stream[j] };
-                else if (m.kind[j] == EventKind::SegmentAlloc || m.kind[j] == EventKind::SegmentMap)
-                    f.reservesSegments = true;
+                else if (m.kind[j] == EventKind::SegmentAlloc || m.kind[j] == EventKind::SegmentMap) {
+                    segments += m.size[j];
+                    f.segmentReservedPeak = std::max(f.segmentReservedPeak, segments.value());
+                } else if (m.kind[j] == EventKind::SegmentFree || m.kind[j] == EventKind::SegmentUnmap)
+                    segments -= m.size[j];
                 else if (m.kind[j] == EventKind::FreeCompleted)
                     f.completions = true;
                 if (at && m.time[j] <= *at)
@@ -880,7 +887,6 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
     // serves one whole (traceView), else the source's skeleton. Every replay and scan reads the source: a whole
     // trace's is one chunk, and its replays use the pairing the trace computed once.
     const Trace& trace = source.skeleton();
-    const Trace* const whole = source.wholeTrace();
     Diagnosis d;
     auto device = options.device ? options.device : replay::defaultReplayDevice(source);
     if (!device && !trace.counterSeries().empty()) {
@@ -966,17 +972,9 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
     d.allocRetries = r0.allocRetries;
     d.lowerBound = options.analysis ? options.analysis->fragmentation.lowerBound
                                     : replay::livePeak(source, dev, ro.openingAllocated, true);
-    // (A whole trace's summary reads its own pairing; a source's pairs the events again, so that pass is run only
-    // where the trace may record a reserved series: segment events or a counter named for it, which is where
-    // recordedReserved finds one.)
-    const bool reservedCounter = std::any_of(trace.counterSeries().begin(), trace.counterSeries().end(), [&](const CounterSeries& s) {
-        std::string name(trace.str(s.name));
-        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
-        return s.device == dev && name.find("reserved") != std::string::npos;
-    });
-    if (facts.reservesSegments || reservedCounter)
-        if (const auto rec = whole ? recordedReserved(*whole, dev) : recordedReserved(source, dev))
-            d.recordedPeakReserved = rec->bytes;
+    // The run's own reserved peak from the facts pass's segment sums and the counters (recordedReserved made a
+    // summary of the trace for it: a pass that pairs every event, a twentieth of a streamed verdict).
+    d.recordedPeakReserved = recordedReservedBytes(trace, dev, facts.segmentReservedPeak);
 
     // The moment and the state there.
     replay::ReplayResult r1;

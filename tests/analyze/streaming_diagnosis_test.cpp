@@ -8,9 +8,11 @@
 // live at the moment only).
 #include "analyze/analysis.h"
 #include "analyze/bounded_analysis.h"
+#include "analyze/comparison.h"
 #include "analyze/diagnosis.h"
 #include "analyze/trace_summary.h"
 #include "replay/parallel_runs.h"
+#include "core/byte_total.h"
 #include "core/error.h"
 #include "core/event_source.h"
 #include "importers/importer_registry.h"
@@ -191,4 +193,37 @@ TEST(StreamingDiagnosis, AVerdictWhoseSourceCannotBeReadIsAnErrorNotAnOmission)
                          []() -> std::unique_ptr<MemoryEventSource> { throw IoError("trace.gmt: cannot open: Too many open files"); }),
             IoError);
     }
+}
+
+// recordedReservedBytes — what diagnose takes instead of recordedReserved's summary, a pass that paired every
+// event — is recordedReserved's figure on every loadable trace and device of tests/data, traces/ and the public
+// traces: the segment peak summed here as the facts pass sums it, the counters from the trace's tables.
+TEST(StreamingDiagnosis, TheRecordedReservedBytesAreRecordedReservedsOnEveryTrace)
+{
+    std::size_t checked = 0, recorded = 0;
+    auto check = [&](const fs::path& path, const Trace& trace) {
+        for (DeviceId dev = 0; dev < trace.devices().size(); ++dev) {
+            const auto& m = trace.memory();
+            ByteTotal segments;
+            Bytes peak = 0;
+            for (std::size_t i = 0; i < m.count(); ++i) {
+                if (m.device[i] != dev)
+                    continue;
+                if (m.kind[i] == EventKind::SegmentAlloc || m.kind[i] == EventKind::SegmentMap) {
+                    segments += m.size[i];
+                    peak = std::max(peak, segments.value());
+                } else if (m.kind[i] == EventKind::SegmentFree || m.kind[i] == EventKind::SegmentUnmap)
+                    segments -= m.size[i];
+            }
+            const auto expected = analyze::recordedReserved(trace, dev);
+            EXPECT_EQ(analyze::recordedReservedBytes(trace, dev, peak), expected ? std::optional<Bytes>(expected->bytes) : std::nullopt)
+                << path.string() << " device " << dev;
+            ++checked;
+            recorded += expected.has_value();
+        }
+    };
+    for (const char* dir : { GPUMEM_SOURCE_DIR "/tests/data", GPUMEM_SOURCE_DIR "/traces", GPUMEM_PUBLIC_TRACES })
+        test::forEachLoadableTrace(dir, check);
+    EXPECT_GE(checked, 80u);
+    EXPECT_GE(recorded, 20u);
 }
