@@ -6,6 +6,7 @@
 
 #include "core/display_width.h"
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/message_quote.h"
 #include "mpi/process_group.h"
 
@@ -245,6 +246,7 @@ static int runVerb(Command& command, const std::vector<std::string>& args, const
     std::ostream& err, bool& local)
 {
     po::variables_map vm; // read by the out-of-memory message: the traces the verb was given
+    gpumem::setFatalReadErrorPrefix("gpumem " + verb); // a mapped input cut while read (core/file_io.h)
     try {
         po::positional_options_description pos;
         auto opts = optionsOf(command, pos);

@@ -1,6 +1,7 @@
 #include "core/file_io.h"
 
 #include "core/error.h"
+#include "core/message_quote.h"
 
 #include <zlib.h>
 #ifdef GPUMEM_HAVE_LIBDEFLATE
@@ -32,6 +33,12 @@ namespace gpumem {
 namespace {
     [[noreturn]] void throwIo(const std::string& path, const char* what)
     {
+        // Out of file descriptors: say what to do (review finding: the streamed verbs open a .gmt once more per
+        // replay they run in parallel, so `ulimit -n 4` failed where reading it whole had not).
+        if (errno == EMFILE || errno == ENFILE)
+            throw IoError(path + ": cannot " + what + ": " + std::strerror(errno)
+                + " (the process may open no more files: raise `ulimit -n`, or give --jobs 1 where the verb takes it: each "
+                  "replay run in parallel reads a .gmt through a descriptor of its own)");
         throw IoError(path + ": cannot " + what + ": " + std::strerror(errno));
     }
 
@@ -57,6 +64,13 @@ namespace {
         const auto end = (reinterpret_cast<std::uintptr_t>(data) + size) & ~(kHuge - 1);
         if (end > begin)
             ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+    }
+
+    // The error of a file that ends, while it is read, before the size it had when it was opened.
+    std::string cutWhileRead(const std::string& path, std::uint64_t opened, std::uint64_t read)
+    {
+        return path + ": the file was cut while it was read (it had " + std::to_string(opened) + " bytes when it was opened; "
+            + std::to_string(read) + " could be read): give it again once whatever writes it is done";
     }
 
     std::string readRaw(const std::string& path, std::size_t limit)
@@ -90,6 +104,10 @@ namespace {
             out.append(buf, static_cast<std::size_t>(n));
         }
         ::close(fd);
+        // A whole read that ends before the size the file had when it was opened: something cut it meanwhile
+        // (review finding: a JSON trace cut while read was taken for a damaged one, its page written, exit 0).
+        if (S_ISREG(st.st_mode) && out.size() < limit && out.size() < static_cast<std::size_t>(st.st_size))
+            throw IoError(cutWhileRead(path, static_cast<std::uint64_t>(st.st_size), out.size()));
         return out;
     }
 
@@ -535,6 +553,8 @@ struct LineReader::Impl {
             throwIo(path, "read");
         window.resize(at + static_cast<std::size_t>(n));
         streamEnded = n == 0;
+        if (streamEnded && dropped + window.size() < fileSize)
+            throw IoError(cutWhileRead(path, fileSize, dropped + window.size()));
         text = window;
     }
 };
@@ -645,6 +665,7 @@ namespace {
     constexpr std::size_t kMappedRanges = 64; // maps at once that a cut turns into an error (more: a crash, as before)
     MappedRange g_mapped[kMappedRanges];
     std::atomic<void (*)()> g_beforeFatal { nullptr };
+    char g_fatalPrefix[256] = "gpumem"; // what precedes ": error: " (setFatalReadErrorPrefix)
     struct sigaction g_previousBusAction {};
 
     void writeAll(const char* s, std::size_t n)
@@ -667,9 +688,10 @@ namespace {
                 continue;
             if (void (*hook)() = g_beforeFatal.load())
                 hook();
-            static constexpr char kHead[] = "gpumem: error: ";
+            static constexpr char kHead[] = ": error: ";
             static constexpr char kTail[] = ": the file was cut while it was read (it is shorter than when gpumem opened "
                                             "it: something rewrote or truncated it); give it again once it is complete\n";
+            writeAll(g_fatalPrefix, ::strnlen(g_fatalPrefix, sizeof g_fatalPrefix));
             writeAll(kHead, sizeof kHead - 1);
             writeAll(r.path, ::strnlen(r.path, sizeof r.path));
             writeAll(kTail, sizeof kTail - 1);
@@ -705,7 +727,8 @@ namespace {
             bool expected = false;
             if (!g_mapped[k].used.compare_exchange_strong(expected, true))
                 continue;
-            std::snprintf(g_mapped[k].path, sizeof g_mapped[k].path, "%s", path.c_str());
+            // As the CLI prints an error's words (no control characters reach the terminal from a file name).
+            std::snprintf(g_mapped[k].path, sizeof g_mapped[k].path, "%s", messageForTerminal(path).c_str());
             const auto b = reinterpret_cast<std::uintptr_t>(data);
             g_mapped[k].end.store(b + size, std::memory_order_release);
             g_mapped[k].begin.store(b, std::memory_order_release);
@@ -728,6 +751,11 @@ namespace {
 } // namespace
 
 void setBeforeFatalReadError(void (*hook)()) { g_beforeFatal.store(hook); }
+
+void setFatalReadErrorPrefix(const std::string& prefix)
+{
+    std::snprintf(g_fatalPrefix, sizeof g_fatalPrefix, "%s", messageForTerminal(prefix).c_str());
+}
 
 MappedFile::MappedFile(const std::string& path)
     : m_path(path)
@@ -857,8 +885,9 @@ void FileWindow::fill(std::size_t offset, std::size_t length, std::size_t readAh
         if (n < 0)
             throw IoError(m_path + ": cannot read at offset " + std::to_string(offset + got) + ": " + std::strerror(errno));
         if (n == 0)
-            throw IoError(m_path + ": the file ends at offset " + std::to_string(offset + got) + " but had "
-                + std::to_string(m_size) + " bytes when it was opened (it changed while it was read)");
+            throw IoError(m_path + ": the file was cut while it was read (it had " + std::to_string(m_size)
+                + " bytes when it was opened and ends before offset " + std::to_string(offset + got)
+                + " now): give it again once whatever writes it is done");
         got += static_cast<std::size_t>(n);
     }
     m_begin = offset;

@@ -149,6 +149,9 @@ private:
 // A function MappedFile's SIGBUS handler calls before it ends the process (async-signal-safe calls only: the CLI
 // removes the temporary of the output it was writing, cli/output_file.cpp). nullptr: none.
 void setBeforeFatalReadError(void (*hook)());
+// What that message opens with before ": error: " (default "gpumem"; the CLI sets "gpumem VERB", as its other
+// errors read). Not thread-safe: set it before the work starts.
+void setFatalReadErrorPrefix(const std::string& prefix);
 
 // A file read through one reused buffer, a window of it at a time (openGmtSource): what it holds is
 // the window, not the file. A map of the whole file would count against `prlimit --as` and its

@@ -117,8 +117,8 @@ std::string outOfMemoryWhileReading(const std::string& path, std::string_view fo
             + "), and give the .gmt: " + streaming;
     else if (format == "gmt")
         m += "ranks and convert hold the whole trace; " + streaming
-            + " but for the options it lists (--strict among them) and where GPUMEM_REPLAY_IN_MEMORY=1 is set: with one of "
-              "those eight, leave such options out and unset it";
+            + " but for the options it lists (--strict among them): leave such options out, and GPUMEM_REPLAY_IN_MEMORY "
+              "unset (at 1 it reads the trace whole for replay, sweep, fit, explain and the verdicts of analyze and report)";
     else
         m += "gpumem reads a " + std::string(format) + " trace whole, and so does convert: convert it to .gmt once where more "
             "memory is available (" + convert + "), then " + streaming;

@@ -160,7 +160,7 @@ public:
     void forEachChunk(const std::function<void(const MemoryEventColumns&, std::uint64_t)>& visit) const override
     {
         if (m_passes++ >= m_good)
-            throw IoError("trace.gmt: the file ends at offset 99 but had 999 bytes when it was opened (it changed while it was read)");
+            throw IoError("trace.gmt: the file was cut while it was read (it had 999 bytes when it was opened and ends before offset 99 now)");
         m_inner->forEachChunk(visit);
     }
 

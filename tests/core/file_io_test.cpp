@@ -320,6 +320,7 @@ TEST(MappedFile, AFileCutWhileMappedIsAnErrorNamingItNotACrash)
     tempPath = temp;
     const int status = inChild(err, [&] {
         setBeforeFatalReadError([] { ::unlink(tempPath.c_str()); });
+        setFatalReadErrorPrefix("gpumem explain"); // as the CLI sets it for the verb
         MappedFile map(path);
         ::truncate(path.c_str(), 4096); // another process cuts the file
         volatile char last = map.bytes().back(); // a page past the new end
@@ -328,7 +329,7 @@ TEST(MappedFile, AFileCutWhileMappedIsAnErrorNamingItNotACrash)
     ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
     EXPECT_EQ(WEXITSTATUS(status), 1);
     const std::string message = slurpFile(err);
-    EXPECT_NE(message.find("gpumem: error: " + path + ": the file was cut while it was read"), std::string::npos) << message;
+    EXPECT_NE(message.find("gpumem explain: error: " + path + ": the file was cut while it was read"), std::string::npos) << message;
     EXPECT_FALSE(std::filesystem::exists(temp)) << "the hook did not run";
     // A SIGBUS of another cause: the default action (the process dies of it).
     const int other = inChild(err, [&] {

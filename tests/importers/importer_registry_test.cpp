@@ -26,9 +26,9 @@ TEST(OutOfMemoryWhileReading, AGmtIsToldWhichVerbsAndOptionsReadItWhole)
     EXPECT_EQ(outOfMemoryWhileReading("run.gmt", "gmt"),
         "run.gmt: out of memory while reading it as gmt (the trace needs more memory than the process may use): "
         "ranks and convert hold the whole trace; info, analyze, report, replay, sweep, fit, diff and explain stream a "
-        ".gmt (docs/streaming.md) but for the options it lists (--strict among them) and where GPUMEM_REPLAY_IN_MEMORY=1 "
-        "is set: with one of those eight, leave such options out and unset it; or run where it may use more (ulimit "
-        "-v, the job's or container's memory limit)");
+        ".gmt (docs/streaming.md) but for the options it lists (--strict among them): leave such options out, and "
+        "GPUMEM_REPLAY_IN_MEMORY unset (at 1 it reads the trace whole for replay, sweep, fit, explain and the verdicts of "
+        "analyze and report); or run where it may use more (ulimit -v, the job's or container's memory limit)");
 }
 
 // Convert reads such a format with the same importer, whole: converting where the verb ran out would run out too.
