@@ -319,16 +319,10 @@ namespace {
         static std::optional<int> runBounded(const po::variables_map& vm, const std::string& path, const std::string& format,
             const analyze::ReportOptions& report, std::ostream& out, std::ostream& err)
         {
-            // The chunks are checked by the first pass, not by an opening pass of their own (withGmtSource); the
-            // verdict's candidate replays open the file again with the checks the source was opened with.
-            GmtChecks checks = GmtChecks::InFirstPass;
-            auto open = [&](GmtChecks c) {
-                checks = c;
-                return openGmtSource(path, {}, c);
-            };
-            return withDeferredChecks(open, [&](const MemoryEventSource& source) {
-                return runBounded(vm, source, [&path, mode = checks] { return openGmtSource(path, {}, mode); }, path, format,
-                    report, out, err);
+            // The chunks are checked by the first pass, not by an opening pass of their own; the verdict's candidate
+            // replays open the file again with the checks the source was opened with.
+            return withReopenableGmtSource(path, {}, [&](const MemoryEventSource& source, SourceOpener reopen) {
+                return runBounded(vm, source, std::move(reopen), path, format, report, out, err);
             });
         }
         static std::optional<int> runBounded(const po::variables_map& vm, const MemoryEventSource& source, replay::SourceOpener reopen,

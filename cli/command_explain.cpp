@@ -132,14 +132,9 @@ namespace {
         static std::optional<int> runInPasses(const po::variables_map& vm, const std::string& path, const std::string& format,
             analyze::DiagnosisOptions options, std::ostream& out, std::ostream& err)
         {
-            // The checks the source f is given was opened with: the candidates' own sources are opened alike.
-            GmtChecks checks = GmtChecks::InFirstPass;
-            auto open = [&](GmtChecks c) {
-                checks = c;
-                return openGmtSource(path, {}, c);
-            };
-            return withDeferredChecks(open, [&](const MemoryEventSource& source) -> std::optional<int> {
-                options.reopen = [&path, mode = checks] { return openGmtSource(path, {}, mode); };
+            // The candidates' own sources are opened with the checks the first had.
+            return withReopenableGmtSource(path, {}, [&](const MemoryEventSource& source, SourceOpener reopen) -> std::optional<int> {
+                options.reopen = std::move(reopen);
                 const Trace& skeleton = source.skeleton();
                 const TimeNs start = analyze::sourceOrigin(source);
                 // Read whole, a damaged trace is said so before its options are refused (review finding).

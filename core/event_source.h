@@ -130,4 +130,21 @@ template <typename F> decltype(auto) withGmtSource(const std::string& path, cons
     return withDeferredChecks([&](GmtChecks checks) { return openGmtSource(path, options, checks); }, f);
 }
 
+// Opens a source again (a .gmt: openGmtSource of its path, with the checks the first opening had): what a verb's
+// replays in parallel read, one source each (replay::forEachOnSource).
+using SourceOpener = std::function<std::unique_ptr<MemoryEventSource>()>;
+// withGmtSource, with f(source, reopen) also given an opener of the same file with the checks `source` was opened
+// with (explain's candidates, analyze's verdict).
+template <typename F> decltype(auto) withReopenableGmtSource(const std::string& path, const LoadOptions& options, F&& f)
+{
+    GmtChecks opened = GmtChecks::InFirstPass;
+    auto open = [&](GmtChecks checks) {
+        opened = checks;
+        return openGmtSource(path, options, checks);
+    };
+    return withDeferredChecks(open, [&](const MemoryEventSource& source) {
+        return f(source, SourceOpener([path, options, opened] { return openGmtSource(path, options, opened); }));
+    });
+}
+
 } // namespace gpumem

@@ -2,13 +2,11 @@
 // A small thread pool for independent replays (design.md §5: a Replayer is single-threaded per run, so
 // what-if verbs run many runs in parallel instead). parallelFor() hands indices 0..count-1 to up to
 // `jobs` threads in index order; each index runs exactly once. Stateless; safe to call from any thread.
+#include "core/event_source.h"
+
 #include <cstddef>
 #include <functional>
 #include <memory>
-
-namespace gpumem {
-class MemoryEventSource;
-}
 
 namespace gpumem::replay {
 
@@ -20,8 +18,8 @@ unsigned defaultJobs();
 // rethrown here after every thread has finished.
 void parallelFor(std::size_t count, unsigned jobs, const std::function<void(std::size_t)>& body);
 
-// Opens a source again (a .gmt: openGmtSource of its path, with the checks the first opening had).
-using SourceOpener = std::function<std::unique_ptr<MemoryEventSource>()>;
+// Opens a source again (core/event_source.h).
+using gpumem::SourceOpener;
 
 // body(on, i) for every i in [0, count), as parallelFor. A whole trace's source (wholeTrace()) is shared by the
 // threads. A streamed source serves one pass at a time: with `reopen`, where more than one body runs at once,

@@ -10,6 +10,7 @@
 
 using gpumem::test::forEachBundledTraceAsGmt;
 using gpumem::test::runCli;
+using gpumem::test::runCliWith;
 
 
 TEST(BoundedAnalyzeCli, GmtOutputEqualsTheInMemoryAnalysis)
@@ -90,9 +91,7 @@ TEST(BoundedAnalyzeCli, TextOverTheInMemoryBudgetLeadsWithAVerdictThatNamesExpla
     const std::string gmt = (dir / "mlp.gmt").string();
     ASSERT_EQ(runCli("convert traces/mlp_train.jsonl -o '" + gmt + "'").exitCode, 0);
     const auto whole = runCli("analyze '" + gmt + "'");
-    ::setenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS", "0", 1);
-    const auto bounded = runCli("analyze '" + gmt + "'");
-    ::unsetenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
+    const auto bounded = runCliWith("GPUMEM_ANALYZE_IN_MEMORY_EVENTS", "0", "analyze '" + gmt + "'");
     ASSERT_EQ(bounded.exitCode, 0) << bounded.err;
     EXPECT_EQ(bounded.out.rfind("verdict: ", 0), 0u) << bounded.out;
     std::string verdict = bounded.out.substr(0, bounded.out.find("\n\n"));
@@ -115,9 +114,7 @@ TEST(BoundedAnalyzeCli, ABudgetThatIsNotAWholeNumberIsAUsageError)
     ASSERT_EQ(runCli("convert traces/mlp_train.jsonl -o '" + gmt + "'").exitCode, 0);
     for (const char* value : { "-1", "text", " 5", "99999999999999999999999" }) {
         SCOPED_TRACE(value);
-        ::setenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS", value, 1);
-        const auto r = runCli("analyze '" + gmt + "'");
-        ::unsetenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
+        const auto r = runCliWith("GPUMEM_ANALYZE_IN_MEMORY_EVENTS", value, "analyze '" + gmt + "'");
         EXPECT_EQ(r.exitCode, 2);
         EXPECT_NE(r.err.find("GPUMEM_ANALYZE_IN_MEMORY_EVENTS='" + std::string(value) + "' is not a whole number"), std::string::npos) << r.err;
         EXPECT_EQ(r.out, "");

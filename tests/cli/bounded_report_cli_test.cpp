@@ -13,6 +13,7 @@
 #include <sstream>
 
 using gpumem::test::runCli;
+using gpumem::test::runCliWith;
 
 namespace {
     // The page without its verdict paragraphs (one line each).
@@ -36,13 +37,9 @@ namespace {
         const std::string whole = (dir / "whole.html").string(), proven = (dir / "proven.html").string(),
                           streamed = (dir / "streamed.html").string();
         Reports r;
-        ::setenv("GPUMEM_REPLAY_IN_MEMORY", "1", 1);
-        r.whole = runCli("report '" + gmt + "' -o '" + whole + "'");
-        ::unsetenv("GPUMEM_REPLAY_IN_MEMORY");
+        r.whole = runCliWith("GPUMEM_REPLAY_IN_MEMORY", "1", "report '" + gmt + "' -o '" + whole + "'");
         r.proven = runCli("report '" + gmt + "' -o '" + proven + "'");
-        ::setenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS", "0", 1);
-        r.streamed = runCli("report '" + gmt + "' -o '" + streamed + "'");
-        ::unsetenv("GPUMEM_ANALYZE_IN_MEMORY_EVENTS");
+        r.streamed = runCliWith("GPUMEM_ANALYZE_IN_MEMORY_EVENTS", "0", "report '" + gmt + "' -o '" + streamed + "'");
         if (r.whole.exitCode == 0 && r.proven.exitCode == 0 && r.streamed.exitCode == 0) {
             r.page = withoutVerdicts(gpumem::test::slurp(whole), &r.wholeVerdict);
             r.provenPage = withoutVerdicts(gpumem::test::slurp(proven), &r.provenVerdict);

@@ -52,6 +52,16 @@ inline CliResult runCli(const std::string& args)
     return r;
 }
 
+// runCli(args) with the environment variable `name` set to `value` for that run alone (unset after it): the
+// switches the tests compare two ways of answering with (GPUMEM_REPLAY_IN_MEMORY, GPUMEM_ANALYZE_IN_MEMORY_EVENTS).
+inline CliResult runCliWith(const char* name, const char* value, const std::string& args)
+{
+    ::setenv(name, value, 1);
+    CliResult r = runCli(args);
+    ::unsetenv(name);
+    return r;
+}
+
 // f(path) for every bundled trace (tests/data and traces/, recursive: every format gpumem reads) that
 // `gpumem convert` writes to `gmt`, once it is there.
 template <typename F> void forEachBundledTraceAsGmt(const std::string& gmt, F&& f)

@@ -18,6 +18,7 @@
 #include <vector>
 
 using gpumem::test::runCli;
+using gpumem::test::runCliWith;
 using gpumem::test::writeDamagedTiny;
 
 namespace {
@@ -65,9 +66,7 @@ TEST(DamagedConvertCli, SaysHowManyEventsACorruptChunkDroppedAndWhere)
     // The .jsonl carries the anomaly, whose detail names the .gmt it came from: said as it is.
     for (const char* whole : { "0", "1" }) {
         SCOPED_TRACE(whole);
-        ::setenv("GPUMEM_CONVERT_WHOLE", whole, 1);
-        r = runCli("convert '" + jsonl + "' -o '" + gmt + "'");
-        ::unsetenv("GPUMEM_CONVERT_WHOLE");
+        r = runCliWith("GPUMEM_CONVERT_WHOLE", whole, "convert '" + jsonl + "' -o '" + gmt + "'");
         EXPECT_EQ(r.exitCode, 0) << r.err;
         EXPECT_EQ(joined(r.err), warning(jsonl, gmt, damaged + ": " + lost));
     }
@@ -129,9 +128,7 @@ TEST(DamagedConvertCli, ReplayAndSweepOfADamagedGmtAnswerAsTheTraceReadWhole)
              "fit --policy pytorch --policy direct" }) {
         SCOPED_TRACE(verb);
         const auto streamed = runCli(verb + " '" + damaged + "'");
-        ::setenv("GPUMEM_REPLAY_IN_MEMORY", "1", 1);
-        const auto whole = runCli(verb + " '" + damaged + "'");
-        ::unsetenv("GPUMEM_REPLAY_IN_MEMORY");
+        const auto whole = runCliWith("GPUMEM_REPLAY_IN_MEMORY", "1", verb + " '" + damaged + "'");
         EXPECT_EQ(streamed.exitCode, whole.exitCode);
         EXPECT_EQ(streamed.out, whole.out);
         EXPECT_EQ(streamed.err, whole.err);

@@ -10,6 +10,7 @@
 
 using gpumem::test::forEachBundledTraceAsGmt;
 using gpumem::test::runCli;
+using gpumem::test::runCliWith;
 
 TEST(StreamingExplainCli, EveryBundledTraceAsGmtExplainsInPassesAsReadWhole)
 {
@@ -20,9 +21,7 @@ TEST(StreamingExplainCli, EveryBundledTraceAsGmtExplainsInPassesAsReadWhole)
         for (const char* args : { "", "--format json --capacity 64MiB", "--at 1ms --format markdown", "--no-remedies --fail-if-oom" }) {
             const std::string command = std::string("explain ") + args + " '" + gmt + "'";
             const auto passes = runCli(command);
-            ::setenv("GPUMEM_REPLAY_IN_MEMORY", "1", 1);
-            const auto whole = runCli(command);
-            ::unsetenv("GPUMEM_REPLAY_IN_MEMORY");
+            const auto whole = runCliWith("GPUMEM_REPLAY_IN_MEMORY", "1", command);
             EXPECT_EQ(passes.exitCode, whole.exitCode) << trace << ' ' << args << ": " << passes.err;
             EXPECT_EQ(passes.out, whole.out) << trace << ' ' << args;
             EXPECT_EQ(passes.err, whole.err) << trace << ' ' << args;
@@ -45,9 +44,7 @@ TEST(StreamingExplainCli, APassedExplainFitsWhereTheWholeTraceDoesNot)
     const auto dir = gpumem::test::scratchDir("streaming_explain_cap");
     const std::string gmt = (dir / "big.gmt").string(), out = (dir / "out.txt").string();
     ASSERT_EQ(std::system(("'" + generator + "' --events 2000000 -o '" + gmt + "' >/dev/null 2>&1").c_str()), 0);
-    ::setenv("GPUMEM_REPLAY_IN_MEMORY", "1", 1);
-    const auto whole = runCli("explain '" + gmt + "'");
-    ::unsetenv("GPUMEM_REPLAY_IN_MEMORY");
+    const auto whole = runCliWith("GPUMEM_REPLAY_IN_MEMORY", "1", "explain '" + gmt + "'");
     ASSERT_EQ(whole.exitCode, 0) << whole.err;
     const std::string capped = "prlimit --as=157286400 '" GPUMEM_CLI "' explain '" + gmt + "' >'" + out + "' 2>/dev/null";
     EXPECT_NE(std::system(("GPUMEM_REPLAY_IN_MEMORY=1 " + capped).c_str()), 0) << "the whole trace fitted the cap: the test proves nothing";
@@ -77,9 +74,7 @@ TEST(StreamingExplainCli, ADamagedTraceIsSaidSoBeforeARefusedOption)
         for (const char* args : { "--device 7", "--at peak" }) {
             const std::string command = std::string("explain ") + args + " '" + file + "'";
             const auto passes = runCli(command);
-            ::setenv("GPUMEM_REPLAY_IN_MEMORY", "1", 1);
-            const auto whole = runCli(command);
-            ::unsetenv("GPUMEM_REPLAY_IN_MEMORY");
+            const auto whole = runCliWith("GPUMEM_REPLAY_IN_MEMORY", "1", command);
             EXPECT_EQ(passes.exitCode, whole.exitCode) << command;
             EXPECT_EQ(passes.err, whole.err) << command;
             EXPECT_NE(whole.exitCode, 0) << command;

@@ -17,6 +17,7 @@
 
 namespace fs = std::filesystem;
 using gpumem::test::runCli;
+using gpumem::test::runCliWith;
 using namespace gpumem;
 
 namespace {
@@ -27,9 +28,7 @@ using gpumem::test::forEachLoadableTrace;
 void expectStreamedEqualsWhole(const std::string& args, const std::string& what)
 {
     const auto streamed = runCli(args);
-    ::setenv("GPUMEM_REPLAY_IN_MEMORY", "1", 1);
-    const auto whole = runCli(args);
-    ::unsetenv("GPUMEM_REPLAY_IN_MEMORY");
+    const auto whole = runCliWith("GPUMEM_REPLAY_IN_MEMORY", "1", args);
     EXPECT_EQ(streamed.exitCode, whole.exitCode) << what << ": " << args << "\n" << streamed.err;
     EXPECT_EQ(streamed.out, whole.out) << what << ": " << args;
     EXPECT_EQ(streamed.err, whole.err) << what << ": " << args;
