@@ -40,15 +40,16 @@ namespace {
             m_map.exchange(key, slot); // an earlier block there keeps its slot: live, never freed
             return slot;
         }
-        // open() for a record written in place: the slot's record, reset, valid until the next open. Filling a
+        // open() for a record written in place: the slot's record, valid until the next open, which the caller
+        // must assign field by field, every field (a reused slot holds the record of a freed block). Filling a
         // record on the stack and copying it read back its narrow stores as wide loads (a store-forwarding
-        // stall per alloc, a tenth of pass 1 on a malloc/free stream).
-        Record& emplace(std::uint64_t key)
+        // stall per alloc, a tenth of pass 1 on a malloc/free stream); resetting it first (`= Record {}`)
+        // compiled to a `rep stos` at every alloc.
+        Record& emplaceForOverwrite(std::uint64_t key)
         {
             std::uint32_t slot;
             if (m_freeCount > 0) {
                 slot = m_free[--m_freeCount];
-                m_records[slot] = Record {};
             } else {
                 slot = static_cast<std::uint32_t>(m_records.size());
                 m_records.emplace_back();
@@ -169,7 +170,8 @@ namespace {
         Wide lowLive = 0, lowPeak = 0, freedBefore = 0, lowPeakLessFreed = 0;
         std::vector<std::optional<Point>> atTime; // per --at TIME: the last point at or before it
         std::vector<TimeNs> markers;
-        std::vector<Bytes> allocSizes;
+        std::vector<std::uint32_t> allocSizes; // as codes (AllocSizeCodes): step detection compares them only
+        AllocSizeCodes sizeCodes;
         // The blocks live at the allocated peak, taken when the live set first changes after it (a free), so a
         // trace without steps needs no third pass: valid unless the live set changed without lowering the
         // allocated bytes first (a zero-byte block) or the snapshots cost too much.
@@ -197,6 +199,9 @@ namespace {
         bool inUse = false;
         std::uint32_t snapGeneration = 0, snapPosition = 0; // in its device's peak snapshot, when generations match
     };
+    // firstPass's openBlock assigns every field of a reused record (LiveBlocks::emplaceForOverwrite): a field
+    // added here or to LiveBlock must be assigned there too, which these sizes make the compiler ask for.
+    static_assert(sizeof(LiveBlock) == 32 && sizeof(Pass1Block) == 56, "assign the new field in firstPass's openBlock");
 
     // With no steps a block's inferred category depends only on whether it is ever freed (inferCategory).
     Category inferredWithoutSteps(bool freed)
@@ -437,7 +442,7 @@ namespace {
         // An alloc's block record and the recorded categories (both loops below).
         auto openBlock = [&](DeviceRun& r, DeviceId dev, Address address, Bytes size, Bytes request, ScopeId scope, SiteId site,
                              StreamId stream, Category category) __attribute__((always_inline)) {
-            Pass1Block& b = blocks.emplace(blockKey(dev, address));
+            Pass1Block& b = blocks.emplaceForOverwrite(blockKey(dev, address)); // every field of Pass1Block below
             b.block.allocation = p.allocations;
             b.block.size = size;
             b.block.scope = scope;
@@ -445,9 +450,12 @@ namespace {
             b.block.stream = stream;
             b.block.category = category;
             b.block.beforeWindow = r.events < r.rebuilt;
+            b.block.siteFromFree = false;
             b.request = request;
             b.device = dev;
             b.inUse = true;
+            b.snapGeneration = 0;
+            b.snapPosition = 0;
             ++p.allocations;
             if (category != Category::Unknown) {
                 p.recordedCategories = true;
@@ -506,7 +514,7 @@ namespace {
                 return false;
             const std::size_t allocs = shape.allocs;
             // The alloc sizes (step detection by period) written in place: push_back was a call per alloc.
-            Bytes* allocSizes = nullptr;
+            std::uint32_t* allocSizes = nullptr;
             if (!annotatedSteps) {
                 reserveAllocSizes(r);
                 const std::size_t at = r.allocSizes.size();
@@ -540,7 +548,7 @@ namespace {
                     requestedPeak = std::max(requestedPeak, requested);
                     openBlock(r, dev, c.address[j], size, request, c.scope[j], c.site[j], c.stream[j], c.category[j]);
                     if (allocSizes)
-                        allocSizes[opened] = size;
+                        allocSizes[opened] = r.sizeCodes.code(size);
                     ++opened;
                     low += static_cast<std::int64_t>(request);
                     ++live;
@@ -647,7 +655,7 @@ namespace {
                     openBlock(r, dev, c.address[j], size, request, c.scope[j], c.site[j], c.stream[j], c.category[j]);
                     if (!annotatedSteps) {
                         reserveAllocSizes(r);
-                        r.allocSizes.push_back(size);
+                        r.allocSizes.push_back(r.sizeCodes.code(size));
                     }
                     r.lowLive += request;
                     ++r.live;

@@ -3,6 +3,7 @@
 #include "analyze/frame_folding.h"
 
 #include "core/byte_total.h"
+#include "core/error.h"
 
 #include <algorithm>
 #include <array>
@@ -254,7 +255,8 @@ namespace {
 
 } // namespace
 
-std::size_t allocSizePeriod(std::span<const Bytes> sizes)
+namespace {
+    template <typename Size> std::size_t periodOf(std::span<const Size> sizes)
 {
     const std::size_t n = sizes.size(), L = kSignatureLength;
     if (n < 3 * L)
@@ -265,7 +267,7 @@ std::size_t allocSizePeriod(std::span<const Bytes> sizes)
     std::uint64_t pow = 1;
     for (std::size_t i = 0; i < L; ++i)
         pow *= kBase;
-    auto mix = [](Bytes s) { return (s ^ (s >> 29)) * 0x9E3779B97F4A7C15ULL + 1; };
+    auto mix = [](std::uint64_t s) { return (s ^ (s >> 29)) * 0x9E3779B97F4A7C15ULL + 1; };
     const std::size_t windows = n - L + 1;
     // Calls visit(q, hash of sizes[q, q + L)) for every window q in order.
     static_assert((kSignatureLength & (kSignatureLength - 1)) == 0, "the ring of mixed sizes is indexed by a mask");
@@ -347,6 +349,19 @@ std::size_t allocSizePeriod(std::span<const Bytes> sizes)
             break;
     }
     return period;
+}
+} // namespace
+
+std::size_t allocSizePeriod(std::span<const Bytes> sizes) { return periodOf(sizes); }
+std::size_t allocSizePeriod(std::span<const std::uint32_t> sizeCodes) { return periodOf(sizeCodes); }
+
+std::uint32_t AllocSizeCodes::largeCode(Bytes size)
+{
+    const auto [it, added] = m_large.try_emplace(size, static_cast<std::uint32_t>(kOwnCode + m_large.size()));
+    if (added && m_large.size() > kOwnCode)
+        throw FormatError("more than 2^31 distinct alloc sizes of 2 GiB or more on one device: alloc-size periodicity "
+                          "cannot code them; split the trace");
+    return it->second;
 }
 
 namespace {
@@ -629,7 +644,7 @@ std::vector<std::uint8_t> scopePhaseFlags(const Trace& trace)
     return flags;
 }
 
-StepRanges findStepRanges(const Trace& trace, std::span<const TimeNs> markerTimes, std::span<const Bytes> allocSizes)
+StepRanges findStepRanges(const Trace& trace, std::span<const TimeNs> markerTimes, std::span<const std::uint32_t> allocSizeCodes)
 {
     StepRanges out;
     StepSet& set = out.set;
@@ -647,7 +662,7 @@ StepRanges findStepRanges(const Trace& trace, std::span<const TimeNs> markerTime
         ranges = std::move(marks);
         set.source = StepSource::Marker;
         set.detail = "marker events";
-    } else if (const auto period = allocSizePeriod(allocSizes); period >= 2) {
+    } else if (const auto period = allocSizePeriod(allocSizeCodes); period >= 2) {
         out.unresolved = "an alloc-size period of " + std::to_string(period) + " allocs, whose step boundaries need the timeline";
         return out;
     } else

@@ -29,6 +29,7 @@
 
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace gpumem::analyze {
@@ -108,7 +109,25 @@ StepSet detectSteps(const Trace& trace, const DeviceTimeline& device);
 
 // The period, in allocs, that detection source 4 finds in a device's alloc sizes (in event order); 0 or 1
 // when there is none (fewer than 3 × kSignatureLength allocs, or nothing repeats on ≥ 50 % of positions).
+// Only whether two sizes are equal matters, so the sizes may be given as codes (AllocSizeCodes): the same
+// period as the sizes they code.
 std::size_t allocSizePeriod(std::span<const Bytes> sizes);
+std::size_t allocSizePeriod(std::span<const std::uint32_t> sizeCodes);
+
+// 32-bit codes of alloc sizes, one per distinct size: a size below 2^31 bytes is its own code, a larger one
+// 2^31 plus its rank among the distinct larger sizes coded so far (first seen, first ranked). The alloc
+// sizes a pass keeps for allocSizePeriod take half the memory so (issue 22: 8 bytes an alloc were two
+// thirds of `gpumem analyze --format json`'s resident memory on a malloc/free stream, and their page
+// faults 5 % of its time). Throws FormatError past 2^31 distinct sizes of 2 GiB or more (no code left).
+class AllocSizeCodes {
+public:
+    static constexpr Bytes kOwnCode = Bytes(1) << 31; // sizes below this are their own code
+    std::uint32_t code(Bytes size) { return size < kOwnCode ? static_cast<std::uint32_t>(size) : largeCode(size); }
+
+private:
+    std::uint32_t largeCode(Bytes size);
+    std::unordered_map<Bytes, std::uint32_t> m_large;
+};
 // Phase marks of the annotations: (start, true) for an optimizer range, (start, false) for a backward one.
 std::vector<std::pair<TimeNs, bool>> annotationPhaseMarks(const Trace& trace);
 // Per scope: 1 when it or an ancestor names an optimizer, 2 when it names backward, else 0.
@@ -116,15 +135,15 @@ std::vector<std::uint8_t> scopePhaseFlags(const Trace& trace);
 
 // Step detection from what one pass over a device's events gathers (analyze/bounded_analysis.h): the
 // sources of detectSteps in its order, from the trace's tables, the device's marker times and its alloc
-// sizes. The steps carry number, start and end (backwardStart = end) only: their figures and phases are
-// the caller's. `unresolved` says what the timeline is needed for when detection cannot finish without
-// it (a step-like user range's share of the device's events, or the boundaries of an alloc-size
-// period); "" when it finished.
+// sizes (as AllocSizeCodes). The steps carry number, start and end (backwardStart = end) only: their
+// figures and phases are the caller's. `unresolved` says what the timeline is needed for when detection
+// cannot finish without it (a step-like user range's share of the device's events, or the boundaries of
+// an alloc-size period); "" when it finished.
 struct StepRanges {
     StepSet set;
     std::string unresolved;
 };
-StepRanges findStepRanges(const Trace& trace, std::span<const TimeNs> markerTimes, std::span<const Bytes> allocSizes);
+StepRanges findStepRanges(const Trace& trace, std::span<const TimeNs> markerTimes, std::span<const std::uint32_t> allocSizeCodes);
 
 // One call site (or scope, where no stack was recorded) whose blocks survive from several steps.
 struct LeakSite {

@@ -27,5 +27,18 @@ bool fastPext()
     return fast;
 }
 
+bool fastAvx512Varints()
+{
+    static const bool fast = [] {
+        for (const char* name : { "GPUMEM_NO_PEXT", "GPUMEM_NO_AVX512" })
+            if (const char* no = std::getenv(name); no && std::string_view(no) == "1")
+                return false;
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi")
+            && __builtin_cpu_supports("avx512vbmi2");
+    }();
+    return fast;
+}
+
 } // namespace gpumem::detail
 #endif

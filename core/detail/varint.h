@@ -4,9 +4,13 @@
 // at most 10 bytes, and a 10th byte may only be 0 or 1 (the 64th bit). Header-only: the codec's
 // inner loops need these inlined.
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 namespace gpumem::detail {
 
@@ -247,6 +251,97 @@ template <typename G>
 // hundreds of cycles). GPUMEM_NO_PEXT=1 in the environment says no (tests and benchmarks of the portable
 // reader). Decided once.
 bool fastPext();
+
+#define GPUMEM_HAVE_AVX512_VARINTS 1
+// readVarintBlocks with AVX-512 (F, BW, VBMI, VBMI2): 64 bytes at once, eight varints a vector (issue 22: the
+// varint decode was a quarter of `gpumem analyze --format json`, and readVarintBlocksPext spends about five
+// cycles a value in a chain of tzcnt, load, bzhi and pext per varint). For each 64-byte block:
+//   - the stop bytes (high bit clear) are one vpmovb2m; the block is taken whole when every varint that
+//     ends in it is at most 8 bytes long (no run of 8 continuation bytes before its last stop) and no more
+//     values end in it than are wanted; otherwise readVarint takes one value (a 9- or 10-byte varint, a
+//     malformed one, the column's end: its verdict is the reference's) and the loop goes on after it;
+//   - the start and end offset of each varint are vpcompressb of 0…63 under the stop mask and under the
+//     mask of the bytes after a stop (and byte 0);
+//   - for each eight varints, vpermb broadcasts the k-th start and length over the k-th 64-bit lane, a
+//     masked vpermb gathers each varint's bytes into its lane (bytes past its length zero), and three
+//     select-and-shift steps (vpternlogq) join the 7-bit groups: 2×7 → 14 bits in each 16-bit word,
+//     2×14 → 28 in each 32-bit, 2×28 → 56 in the 64-bit lane — the value of a varint of up to 8 bytes.
+// The same values, blocks of at most kVarintBlock, end position and verdict as readVarints
+// (tests/core/varint_test.cpp runs every reader on the same inputs). Only where fastAvx512Varints() says
+// so: compiled for those extensions in a binary that must run without them, so called behind that test.
+template <typename G>
+[[gnu::target("avx512f,avx512bw,avx512vbmi,avx512vbmi2,popcnt,lzcnt")]] void readVarintBlocksAvx512(
+    const unsigned char*& p, const unsigned char* end, std::size_t n, bool& bad, G&& g)
+{
+    alignas(64) std::uint64_t values[kVarintBlock];
+    const __m512i iota = _mm512_set_epi8(63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, 47, 46, 45, 44, 43,
+        42, 41, 40, 39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13,
+        12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    // Byte b of lane k: k (which varint of the eight the lane holds), and b (the byte within the varint).
+    const __m512i laneIndex = _mm512_set_epi64(0x0707070707070707ll, 0x0606060606060606ll, 0x0505050505050505ll,
+        0x0404040404040404ll, 0x0303030303030303ll, 0x0202020202020202ll, 0x0101010101010101ll, 0);
+    const __m512i byteIndex = _mm512_set1_epi64(0x0706050403020100ll);
+    const __m512i eight = _mm512_set1_epi8(8), one = _mm512_set1_epi8(1), low7 = _mm512_set1_epi8(0x7f);
+    const __m512i keep14 = _mm512_set1_epi16(0x007f), keep28 = _mm512_set1_epi32(0x3fff), keep56 = _mm512_set1_epi64(0x0fffffff);
+    constexpr int kSelect = 0xca; // vpternlogq: A ? B : C, bit by bit
+    // The zero-masked forms under an all-ones mask: GCC 12's unmasked ones start from _mm512_undefined_epi32()
+    // and warn of it as maybe uninitialised (GCC bug 105593); the same instructions.
+    constexpr __mmask64 kAll = ~__mmask64(0);
+    std::size_t i = 0;
+    while (i < n) {
+        if (end - p < 64)
+            break;
+        const __m512i data = _mm512_loadu_si512(p);
+        const std::uint64_t continuation = _mm512_movepi8_mask(data), stops = ~continuation;
+        std::size_t count = 0;
+        unsigned last = 0;
+        if (stops != 0) {
+            last = 63 - static_cast<unsigned>(__builtin_clzll(stops));
+            // Bit j of run: bytes j … j + 7 are all continuation bytes before the last stop (a varint of 9+).
+            std::uint64_t run = continuation & (last == 63 ? ~std::uint64_t(0) : (std::uint64_t(2) << last) - 1);
+            run &= run >> 1;
+            run &= run >> 2;
+            run &= run >> 4;
+            count = run == 0 ? static_cast<std::size_t>(__builtin_popcountll(stops)) : 0;
+        }
+        if (count == 0 || count > n - i) { // one value the exact way, then on
+            const std::uint64_t v = readVarint(p, end, bad);
+            if (bad)
+                return;
+            values[0] = v;
+            ++i;
+            g(static_cast<const std::uint64_t*>(values), std::size_t(1));
+            continue;
+        }
+        const __m512i ends = _mm512_maskz_compress_epi8(stops, iota);
+        const __m512i starts = _mm512_maskz_compress_epi8((stops << 1) | 1, iota);
+        const __m512i lengths = _mm512_add_epi8(_mm512_sub_epi8(ends, starts), one);
+        __m512i pick = laneIndex;
+        for (std::size_t k = 0; k < count; k += 8) {
+            const __m512i start = _mm512_maskz_permutexvar_epi8(kAll, pick, starts);
+            const __m512i length = _mm512_maskz_permutexvar_epi8(kAll, pick, lengths);
+            const __mmask64 inVarint = _mm512_cmplt_epu8_mask(byteIndex, length);
+            __m512i x = _mm512_maskz_permutexvar_epi8(inVarint, _mm512_add_epi8(start, byteIndex), data);
+            x = _mm512_and_si512(x, low7);
+            x = _mm512_ternarylogic_epi64(keep14, x, _mm512_maskz_srli_epi16(__mmask32(0xffffffffu), x, 1), kSelect);
+            x = _mm512_ternarylogic_epi64(keep28, x, _mm512_maskz_srli_epi32(__mmask16(0xffff), x, 2), kSelect);
+            x = _mm512_ternarylogic_epi64(keep56, x, _mm512_maskz_srli_epi64(__mmask8(0xff), x, 4), kSelect);
+            _mm512_store_si512(values + k, x);
+            pick = _mm512_add_epi8(pick, eight);
+        }
+        p += last + 1;
+        i += count;
+        g(static_cast<const std::uint64_t*>(values), count);
+    }
+    if (i < n) // the last bytes of the input: the portable reader
+        readVarintBlocks(p, end, n - i, bad, g);
+}
+
+// Whether readVarintBlocksAvx512 can run here and is the reader to use: the CPU has AVX-512 F, BW, VBMI and
+// VBMI2 (Intel since Ice Lake, AMD since Zen 4), the operating system saves the vector state (what
+// __builtin_cpu_supports checks), and neither GPUMEM_NO_PEXT=1 (the portable reader) nor
+// GPUMEM_NO_AVX512=1 (readVarintBlocksPext, where fastPext()) is in the environment. Decided once.
+bool fastAvx512Varints();
 #endif
 
 inline std::uint64_t readVarintSlow(const unsigned char*& p, const unsigned char* end, bool& bad)

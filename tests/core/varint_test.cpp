@@ -1,5 +1,5 @@
 // The bulk varint readers of core/detail/varint.h (readVarints, readVarintBlocks, readVarintBlocksPext where
-// the CPU has BMI2, varintsExactly) against the reference, n calls of readVarint: the same values, the same
+// the CPU has BMI2, readVarintBlocksAvx512 where it has AVX-512 VBMI2, varintsExactly) against the reference, n calls of readVarint: the same values, the same
 // end position, the same verdict on malformed input.
 #include "core/detail/varint.h"
 
@@ -63,6 +63,12 @@ namespace {
 #ifdef GPUMEM_HAVE_PEXT_VARINTS
         if (__builtin_cpu_supports("bmi2")) { // fast or not: the answers must be the same
             EXPECT_EQ(blocksOf([](auto&&... a) { readVarintBlocksPext(a...); }), expected) << what << " (pext)";
+        }
+#endif
+#ifdef GPUMEM_HAVE_AVX512_VARINTS
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi")
+            && __builtin_cpu_supports("avx512vbmi2")) {
+            EXPECT_EQ(blocksOf([](auto&&... a) { readVarintBlocksAvx512(a...); }), expected) << what << " (avx-512)";
         }
 #endif
         const bool exact = !ref.bad && ref.consumed == bytes.size();
