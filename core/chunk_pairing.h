@@ -51,7 +51,71 @@ public:
     explicit ChunkPairing(ImportStats& stats, bool trackCompletions = false);
 
     // Pairs event i of `chunk`, whose index in the trace is `index`. Events must come in trace order.
-    Outcome step(const MemoryEventColumns& chunk, std::size_t i, std::uint64_t index);
+    // Inline, with every rare case (an anomaly, a segment_free, the address-ordered set) out of line in
+    // chunk_pairing.cpp: the call, its register saves and the Outcome's trip through memory were a third of
+    // the pairing's instructions where every streamed pass pairs (issue 22).
+    Outcome step(const MemoryEventColumns& chunk, std::size_t i, std::uint64_t index)
+    {
+        Outcome out;
+        switch (chunk.kind[i]) {
+        case EventKind::Alloc: {
+            const DeviceId device = chunk.device[i];
+            const Address address = chunk.address[i];
+            if (m_byAddress) [[unlikely]]
+                m_byAddress->emplace(device, address);
+            out.pairing = Pairing::Opened;
+            out.block = Block { index, static_cast<std::uint32_t>(m_allocations++), device, address, chunk.size[i] };
+            const std::uint32_t slot = store(out.block, kLive);
+            if (const std::uint32_t earlier = m_live.exchange(key(device, address), slot); earlier != detail::AddressMap::kNone) [[unlikely]]
+                replaced(out, earlier, index);
+            break;
+        }
+        case EventKind::Free: {
+            const DeviceId device = chunk.device[i];
+            const Address address = chunk.address[i];
+            const std::uint64_t k = key(device, address);
+            const std::uint32_t slot = m_live.take(k);
+            if (slot == detail::AddressMap::kNone) [[unlikely]] {
+                out.pairing = Pairing::Unmatched;
+                unmatchedFree(address, index);
+                break;
+            }
+            out.pairing = Pairing::Closed;
+            out.block = m_blocks[slot];
+            // A free's size is the block's (0: not known); another size means one of the two is wrong.
+            if (const Bytes size = chunk.size[i]; size != 0 && size != out.block.size) [[unlikely]]
+                sizeMismatch(out.block, size, index);
+            if (m_trackCompletions) {
+                m_inUse[slot] = kAwaiting;
+                if (const std::uint32_t older = m_awaiting.exchange(k, slot); older != detail::AddressMap::kNone)
+                    release(older);
+            } else {
+                release(slot);
+            }
+            if (m_byAddress) [[unlikely]]
+                m_byAddress->erase({ device, address });
+            break;
+        }
+        case EventKind::SegmentFree:
+            segmentFree(chunk, i, index);
+            break;
+        case EventKind::FreeCompleted: {
+            out.pairing = Pairing::Uncompleted;
+            if (!m_trackCompletions)
+                break;
+            const std::uint32_t slot = m_awaiting.take(key(chunk.device[i], chunk.address[i]));
+            if (slot == detail::AddressMap::kNone)
+                break; // completion of a free before the window: the unmatched free was already counted
+            out.pairing = Pairing::Completed;
+            out.block = m_blocks[slot];
+            release(slot);
+            break;
+        }
+        default:
+            break;
+        }
+        return out;
+    }
     // Adds the repeats of each anomaly to the stats: the first occurrence is added with its detail at
     // once, the others only counted until here (building a detail per event cost a tenth of pairing,
     // as in TraceBody::pair). Call after the last chunk, before reading the stats.
@@ -70,8 +134,31 @@ public:
 private:
     static constexpr std::uint8_t kFree = 0, kLive = 1, kAwaiting = 2;
     static std::uint64_t key(DeviceId device, Address address) { return detail::blockKey(device, address); }
-    std::uint32_t store(const Block& block, std::uint8_t state);
-    void release(std::uint32_t slot);
+    std::uint32_t store(const Block& block, std::uint8_t state)
+    {
+        std::uint32_t slot;
+        if (!m_freeSlots.empty()) {
+            slot = m_freeSlots.back();
+            m_freeSlots.pop_back();
+            m_blocks[slot] = block;
+            m_inUse[slot] = state;
+        } else {
+            slot = static_cast<std::uint32_t>(m_blocks.size());
+            m_blocks.push_back(block);
+            m_inUse.push_back(state);
+        }
+        return slot;
+    }
+    void release(std::uint32_t slot)
+    {
+        m_inUse[slot] = kFree;
+        m_freeSlots.push_back(slot);
+    }
+    // The rare cases of step(), out of line.
+    [[gnu::cold]] void replaced(Outcome& out, std::uint32_t earlier, std::uint64_t index);
+    [[gnu::cold]] void unmatchedFree(Address address, std::uint64_t index);
+    [[gnu::cold]] void sizeMismatch(const Block& block, Bytes freeSize, std::uint64_t index);
+    [[gnu::cold]] void segmentFree(const MemoryEventColumns& chunk, std::size_t i, std::uint64_t index);
 
     // One anomaly code: its first occurrence is in the stats, `pending` more are counted here.
     struct Tally {
