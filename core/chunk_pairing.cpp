@@ -9,7 +9,9 @@ ChunkPairing::ChunkPairing(ImportStats& stats, bool trackCompletions)
     : m_stats(stats)
     , m_trackCompletions(trackCompletions)
 {
-    m_live.reserve(1u << 12);
+    // m_live starts small and grows with the live blocks: a table reserved for 4096 of them (512 KiB) spread a
+    // stream of 64 live blocks over the L2 cache, where a table of 32 KiB keeps them in L1 (issue 22: `replay`
+    // of the 64-live-block heaptrack stream 6 % less CPU without the reserve).
 }
 
 void ChunkPairing::finish()

@@ -7,10 +7,11 @@
 // there). Addresses recur — an allocator hands the same few thousand addresses out again and again —
 // so the table stays as small as the set of blocks live at once, not the event count.
 //
-// Linear probing in a power-of-two table kept at most an eighth full while small, a quarter beyond (short
-// runs: the erase walks its run to the end); erase shifts the following entries
-// back (Knuth's algorithm R, TAOCP vol. 3 §6.4), so there are no tombstones and a long run of
-// alloc/free pairs never degrades the probes. 16 bytes a slot (64 to 128 bytes a live key); grows by doubling, never shrinks.
+// Linear probing in a power-of-two table kept at most a 32nd full while it is at most 32 KiB, an eighth while
+// at most 1 MiB, a quarter beyond (short runs: the erase walks its run to the end); erase shifts the
+// following entries back (Knuth's algorithm R, TAOCP vol. 3 §6.4), so there are no tombstones and a long run
+// of alloc/free pairs never degrades the probes. 16 bytes a slot (64 to 128 bytes a live key past 64 live
+// keys; the table of fewer is at most 32 KiB); grows by doubling, never shrinks.
 // heaptrack (src/util/pointermap.h) splits pointers into a page and a 16-bit offset to save memory
 // per live pointer, and keeps each pointer's allocation-info index beside it (src/util/indices.h), so a
 // free needs nothing but the map; gpumem keeps one flat table because it holds only the live blocks,
@@ -124,10 +125,16 @@ private:
     // aligned and close together, and the product's top bits spread them as well as a full mix (fmix64)
     // did here, at a third of its latency — the erase's shift-back computes the home of every entry it
     // passes.
-    // Slots per entry at most: an eighth full while the table fits the L2 cache (64 Ki slots, 1 MiB), where a
-    // probe or a shift-back that finds its neighbour taken is a mispredicted branch in every pairing; a
-    // quarter full beyond, where the memory matters more (a trace with millions of blocks live at once).
-    static constexpr std::size_t kSpread(std::size_t slots) { return slots < (std::size_t(1) << 16) ? 8 : 4; }
+    // Slots per entry at most: a 32nd full while the table fits any L1 data cache (2 Ki slots, 32 KiB: up to 64
+    // keys), an eighth full while it fits the L2 cache (64 Ki slots, 1 MiB), where a probe or a shift-back that
+    // finds its neighbour taken is a mispredicted branch in every pairing; a quarter full beyond, where the
+    // memory matters more (a trace with millions of blocks live at once). Issue 22: on the 64-live-block
+    // malloc/free stream of bench/heaptrack_vs_gpumem.sh an eighth full left a taken neighbour at 23 % of the
+    // frees' shift-backs (6 % a 32nd full), and `analyze --format json` took 12 % more CPU.
+    static constexpr std::size_t kSpread(std::size_t slots)
+    {
+        return slots < (std::size_t(1) << 12) ? 32 : slots < (std::size_t(1) << 16) ? 8 : 4;
+    }
     std::size_t home(std::uint64_t key) const { return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> m_shift); }
     void rehash(std::size_t capacity)
     {
