@@ -202,37 +202,58 @@ namespace {
     // `limit` (checked on the 64-bit value, before narrowing to T). Returns false on malformed data (then
     // some values may have been appended: the caller drops the chunk). Values are constructed in place in
     // the capacity readGmt reserved for the whole file (announcedEvents), never zero-filled first: a
-    // resize before the overwrite wrote every value twice (6 % of a read).
+    // resize before the overwrite wrote every value twice (6 % of a read). With `inPlace`, the column holds
+    // exactly n values already (a streamed chunk in reused columns: GmtSource) and they are overwritten, each
+    // written once where appending copied every block of varints twice more (into a block, then into the
+    // column: 4 % of `analyze --format json`, issue 22).
     template <bool Bounded, typename T>
-    bool decodeColumn(Cursor& c, std::size_t n, std::vector<T>& column, std::uint64_t limit = 0, const Bytes* sizes = nullptr)
+    bool decodeColumn(Cursor& c, std::size_t n, std::vector<T>& column, std::uint64_t limit = 0, const Bytes* sizes = nullptr,
+        bool inPlace = false)
     {
         const std::uint8_t enc = c.byte();
         const std::uint64_t len = c.varint();
         std::string_view data = c.bytes(len);
         if (c.failed())
             return false;
-        if (column.capacity() - column.size() < n) // a file whose chunk headers announced fewer events
+        T* const direct = inPlace ? column.data() : nullptr;
+        if (!inPlace && column.capacity() - column.size() < n) // a file whose chunk headers announced fewer events
             column.reserve(std::max(column.size() + n, 2 * column.capacity()));
+        // Room for n values at the end of the column: its own (inPlace), or n more values (filled, then overwritten).
+        auto room = [&]() -> T* {
+            if (direct)
+                return direct;
+            const std::size_t at = column.size();
+            column.resize(at + n); // filled then overwritten: a loop the compiler vectorises (push_back reloaded the end)
+            return column.data() + at;
+        };
         const auto* p = reinterpret_cast<const unsigned char*>(data.data());
         const auto* end = p + data.size();
         bool bad = false;
         std::uint64_t max = 0;
-        // A block of k ≤ kVarintBlock decoded values, each turned into the column's value by `value`, appended
-        // at once.
+        std::size_t written = 0; // inPlace: values written so far
+        // A block of k ≤ kVarintBlock decoded values, each turned into the column's value by `value`: written in
+        // place, or appended at once.
         auto appendBlock = [&](const std::uint64_t* v, std::size_t k, auto&& value) {
-            T out[detail::kVarintBlock];
+            T block[detail::kVarintBlock];
+            T* const out = direct ? direct + written : block;
             for (std::size_t i = 0; i < k; ++i) {
                 const std::uint64_t x = value(v[i]);
                 if constexpr (Bounded)
                     max = std::max(max, x);
                 out[i] = static_cast<T>(x);
             }
-            column.insert(column.end(), out, out + k);
+            if (direct)
+                written += k;
+            else
+                column.insert(column.end(), block, block + k);
         };
         switch (enc) {
         case kConst:
             max = detail::readVarint(p, end, bad);
-            column.insert(column.end(), n, static_cast<T>(max));
+            if (direct)
+                std::fill_n(direct, n, static_cast<T>(max));
+            else
+                column.insert(column.end(), n, static_cast<T>(max));
             break;
         case kLinear: {
             std::uint64_t v = detail::readVarint(p, end, bad);
@@ -242,9 +263,7 @@ namespace {
                 for (std::size_t i = 0; i < n; ++i, w += step)
                     max = std::max(max, w);
             }
-            const std::size_t at = column.size();
-            column.resize(at + n); // filled then overwritten: a loop the compiler vectorises (push_back reloaded the end)
-            T* out = column.data() + at;
+            T* const out = room();
             for (std::size_t i = 0; i < n; ++i, v += step)
                 out[i] = static_cast<T>(v);
             break;
@@ -260,10 +279,8 @@ namespace {
                         max = std::max<std::uint64_t>(max, p[i]);
                 }
                 bad = seen >= 0x80;
-                // Filled then overwritten: two loops the compiler vectorises, where push_back was one it could not.
-                const std::size_t at = column.size();
-                column.resize(at + n);
-                T* out = column.data() + at;
+                // Two loops the compiler vectorises, where push_back was one it could not.
+                T* const out = room();
                 for (std::size_t i = 0; i < n; ++i)
                     out[i] = static_cast<T>(p[i]);
                 p = end;
@@ -762,25 +779,34 @@ namespace {
     // file: the index reads time, kind and sequence only) the address, size, requested size and thread
     // columns are checked as decodeColumn would and left empty: the same payloads are accepted, at a
     // third of the cost (docs/streaming.md).
-    bool decodeMemv(Cursor& c, std::uint32_t n, MemoryEventColumns& m, const MemvLimits& limits, bool checkOnly = false)
+    // With inPlace, `m` holds one chunk's columns reused (GmtSource): each is resized to n and overwritten
+    // (decodeColumn's inPlace), and a malformed payload leaves them empty.
+    bool decodeMemv(Cursor& c, std::uint32_t n, MemoryEventColumns& m, const MemvLimits& limits, bool checkOnly = false,
+        bool inPlace = false)
     {
-        const std::size_t before = m.count();
+        if (inPlace) // the same size chunk after chunk: no fill but the first and the last
+            forEachColumn(m, [&](auto& v) { v.resize(n); });
+        const std::size_t before = inPlace ? 0 : m.count();
         // The requested sizes may be coded as differences from the sizes (kDiffSize); an empty chunk reads none,
         // so it needs no size column (whether one was allocated before must not decide what is accepted).
         static constexpr Bytes kNoSizes[1] = { 0 };
         auto wide = [&](std::vector<std::uint64_t>& column, bool diffFromSize = false) {
             const Bytes* sizes = !diffFromSize ? nullptr : n == 0 ? kNoSizes : m.size.data() + before;
-            return checkOnly ? checkColumn(c, n, diffFromSize) : decodeColumn<false>(c, n, column, 0, sizes);
+            return checkOnly ? checkColumn(c, n, diffFromSize) : decodeColumn<false>(c, n, column, 0, sizes, inPlace);
         };
         // Reference columns must point at table rows read before this chunk.
-        bool ok = (n == 0 || (limits.devices > 0 && limits.streams > 0)) && decodeColumn<false>(c, n, m.time)
-            && decodeColumn<true>(c, n, m.kind, kMemvKindLimit) && decodeColumn<true>(c, n, m.device, limits.devices)
-            && decodeColumn<true>(c, n, m.stream, limits.streams) && wide(m.address) && wide(m.size)
-            && wide(m.requestedSize, true) && decodeColumn<true>(c, n, m.scope, limits.scopes)
-            && decodeColumn<true>(c, n, m.site, limits.sites) && wide(m.thread)
-            && decodeColumn<false>(c, n, m.sequence) && decodeColumn<true>(c, n, m.category, kCategoryCount) && c.atEnd();
+        bool ok = (n == 0 || (limits.devices > 0 && limits.streams > 0)) && decodeColumn<false>(c, n, m.time, 0, nullptr, inPlace)
+            && decodeColumn<true>(c, n, m.kind, kMemvKindLimit, nullptr, inPlace)
+            && decodeColumn<true>(c, n, m.device, limits.devices, nullptr, inPlace)
+            && decodeColumn<true>(c, n, m.stream, limits.streams, nullptr, inPlace) && wide(m.address) && wide(m.size)
+            && wide(m.requestedSize, true) && decodeColumn<true>(c, n, m.scope, limits.scopes, nullptr, inPlace)
+            && decodeColumn<true>(c, n, m.site, limits.sites, nullptr, inPlace) && wide(m.thread)
+            && decodeColumn<false>(c, n, m.sequence, 0, nullptr, inPlace)
+            && decodeColumn<true>(c, n, m.category, kCategoryCount, nullptr, inPlace) && c.atEnd();
         if (!ok) // drop the partly decoded chunk so every column keeps the same length
             forEachColumn(m, [&](auto& v) { v.resize(before); });
+        else if (inPlace)
+            std::fill(m.pool.begin(), m.pool.end(), PoolId(0));
         else
             m.pool.resize(m.count(), 0);
         return ok;
@@ -1628,9 +1654,8 @@ namespace {
             };
             if (check && (!chunkIntact(m_file, c.memv.offset) || (c.mevx && !chunkIntact(m_file, c.mevx->offset))))
                 throw DeferredCheckFailed();
-            m_columns.clear();
             Cursor memv(m_file.view(c.memv.payload(), c.memv.length));
-            if (!decodeMemv(memv, c.memv.records, m_columns, c.limits))
+            if (!decodeMemv(memv, c.memv.records, m_columns, c.limits, false, true))
                 failed(c.memv);
             if (c.mevx) {
                 Cursor mevx(m_file.view(c.mevx->payload(), c.mevx->length));
