@@ -16,6 +16,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -206,9 +207,14 @@ namespace {
     // exactly n values already (a streamed chunk in reused columns: GmtSource) and they are overwritten, each
     // written once where appending copied every block of varints twice more (into a block, then into the
     // column: 4 % of `analyze --format json`, issue 22).
+    //
+    // `constFill` (inPlace only): the value every element of the column holds, if one does (a const column the
+    // chunk before): a const column of that value again is not written (issue 22: the const columns of a
+    // chunk — device, stream, scope, site, thread, category — rewritten chunk after chunk were a quarter of a
+    // megabyte of stores per 10⁴ events). Updated to what the column holds after this call.
     template <bool Bounded, typename T>
     bool decodeColumn(Cursor& c, std::size_t n, std::vector<T>& column, std::uint64_t limit = 0, const Bytes* sizes = nullptr,
-        bool inPlace = false)
+        bool inPlace = false, std::optional<std::uint64_t>* constFill = nullptr)
     {
         const std::uint8_t enc = c.byte();
         const std::uint64_t len = c.varint();
@@ -216,6 +222,12 @@ namespace {
         if (c.failed())
             return false;
         T* const direct = inPlace ? column.data() : nullptr;
+        // What the column held throughout before (a plain pair: GCC 12 warns of a copied optional's value as
+        // maybe uninitialised).
+        const bool held = constFill && constFill->has_value();
+        const std::uint64_t heldValue = held ? **constFill : 0;
+        if (constFill)
+            constFill->reset(); // until the column holds one value again
         if (!inPlace && column.capacity() - column.size() < n) // a file whose chunk headers announced fewer events
             column.reserve(std::max(column.size() + n, 2 * column.capacity()));
         // Room for n values at the end of the column: its own (inPlace), or n more values (filled, then overwritten).
@@ -250,9 +262,12 @@ namespace {
         switch (enc) {
         case kConst:
             max = detail::readVarint(p, end, bad);
-            if (direct)
-                std::fill_n(direct, n, static_cast<T>(max));
-            else
+            if (direct) {
+                if (!held || heldValue != max)
+                    std::fill_n(direct, n, static_cast<T>(max));
+                if (constFill && !bad)
+                    *constFill = max;
+            } else
                 column.insert(column.end(), n, static_cast<T>(max));
             break;
         case kLinear: {
@@ -780,34 +795,51 @@ namespace {
     // columns are checked as decodeColumn would and left empty: the same payloads are accepted, at a
     // third of the cost (docs/streaming.md).
     // With inPlace, `m` holds one chunk's columns reused (GmtSource): each is resized to n and overwritten
-    // (decodeColumn's inPlace), and a malformed payload leaves them empty.
+    // (decodeColumn's inPlace), and a malformed payload leaves them empty. `held` (inPlace only): the value
+    // each column of `m` holds throughout, where one does (decodeColumn's constFill), kept up to date; the
+    // caller resets it where it changes the columns itself.
+    struct HeldValues {
+        std::array<std::optional<std::uint64_t>, 13> column; // in forEachColumn's order
+        void reset() { column.fill(std::nullopt); }
+    };
     bool decodeMemv(Cursor& c, std::uint32_t n, MemoryEventColumns& m, const MemvLimits& limits, bool checkOnly = false,
-        bool inPlace = false)
+        bool inPlace = false, HeldValues* held = nullptr)
     {
-        if (inPlace) // the same size chunk after chunk: no fill but the first and the last
+        if (inPlace) { // the same size chunk after chunk: no fill but the first and the last
+            if (held && m.count() < n) // the elements added are zeros
+                held->reset();
             forEachColumn(m, [&](auto& v) { v.resize(n); });
+        }
         const std::size_t before = inPlace ? 0 : m.count();
+        auto heldOf = [&](std::size_t k) { return held ? &held->column[k] : nullptr; };
         // The requested sizes may be coded as differences from the sizes (kDiffSize); an empty chunk reads none,
         // so it needs no size column (whether one was allocated before must not decide what is accepted).
         static constexpr Bytes kNoSizes[1] = { 0 };
-        auto wide = [&](std::vector<std::uint64_t>& column, bool diffFromSize = false) {
+        auto wide = [&](std::vector<std::uint64_t>& column, std::size_t k, bool diffFromSize = false) {
             const Bytes* sizes = !diffFromSize ? nullptr : n == 0 ? kNoSizes : m.size.data() + before;
-            return checkOnly ? checkColumn(c, n, diffFromSize) : decodeColumn<false>(c, n, column, 0, sizes, inPlace);
+            return checkOnly ? checkColumn(c, n, diffFromSize) : decodeColumn<false>(c, n, column, 0, sizes, inPlace, heldOf(k));
         };
         // Reference columns must point at table rows read before this chunk.
-        bool ok = (n == 0 || (limits.devices > 0 && limits.streams > 0)) && decodeColumn<false>(c, n, m.time, 0, nullptr, inPlace)
-            && decodeColumn<true>(c, n, m.kind, kMemvKindLimit, nullptr, inPlace)
-            && decodeColumn<true>(c, n, m.device, limits.devices, nullptr, inPlace)
-            && decodeColumn<true>(c, n, m.stream, limits.streams, nullptr, inPlace) && wide(m.address) && wide(m.size)
-            && wide(m.requestedSize, true) && decodeColumn<true>(c, n, m.scope, limits.scopes, nullptr, inPlace)
-            && decodeColumn<true>(c, n, m.site, limits.sites, nullptr, inPlace) && wide(m.thread)
-            && decodeColumn<false>(c, n, m.sequence, 0, nullptr, inPlace)
-            && decodeColumn<true>(c, n, m.category, kCategoryCount, nullptr, inPlace) && c.atEnd();
-        if (!ok) // drop the partly decoded chunk so every column keeps the same length
+        bool ok = (n == 0 || (limits.devices > 0 && limits.streams > 0))
+            && decodeColumn<false>(c, n, m.time, 0, nullptr, inPlace, heldOf(0))
+            && decodeColumn<true>(c, n, m.kind, kMemvKindLimit, nullptr, inPlace, heldOf(1))
+            && decodeColumn<true>(c, n, m.device, limits.devices, nullptr, inPlace, heldOf(2))
+            && decodeColumn<true>(c, n, m.stream, limits.streams, nullptr, inPlace, heldOf(3)) && wide(m.address, 4)
+            && wide(m.size, 5) && wide(m.requestedSize, 6, true)
+            && decodeColumn<true>(c, n, m.scope, limits.scopes, nullptr, inPlace, heldOf(7))
+            && decodeColumn<true>(c, n, m.site, limits.sites, nullptr, inPlace, heldOf(8)) && wide(m.thread, 9)
+            && decodeColumn<false>(c, n, m.sequence, 0, nullptr, inPlace, heldOf(10))
+            && decodeColumn<true>(c, n, m.category, kCategoryCount, nullptr, inPlace, heldOf(11)) && c.atEnd();
+        if (!ok) { // drop the partly decoded chunk so every column keeps the same length
             forEachColumn(m, [&](auto& v) { v.resize(before); });
-        else if (inPlace)
-            std::fill(m.pool.begin(), m.pool.end(), PoolId(0));
-        else
+            if (held)
+                held->reset();
+        } else if (inPlace) {
+            if (!held || held->column[12] != 0)
+                std::fill(m.pool.begin(), m.pool.end(), PoolId(0));
+            if (held)
+                held->column[12] = 0;
+        } else
             m.pool.resize(m.count(), 0);
         return ok;
     }
@@ -1655,9 +1687,10 @@ namespace {
             if (check && (!chunkIntact(m_file, c.memv.offset) || (c.mevx && !chunkIntact(m_file, c.mevx->offset))))
                 throw DeferredCheckFailed();
             Cursor memv(m_file.view(c.memv.payload(), c.memv.length));
-            if (!decodeMemv(memv, c.memv.records, m_columns, c.limits, false, true))
+            if (!decodeMemv(memv, c.memv.records, m_columns, c.limits, false, true, &m_held))
                 failed(c.memv);
             if (c.mevx) {
+                m_held.reset(); // it sets pools and kinds
                 Cursor mevx(m_file.view(c.mevx->payload(), c.mevx->length));
                 if (!decodeMevx(mevx, c.mevx->records, m_columns, 0, c.pools))
                     failed(*c.mevx);
@@ -1685,6 +1718,7 @@ namespace {
         MemvLimits m_limits;
         std::uint64_t m_events = 0;
         mutable MemoryEventColumns m_columns; // the chunk of the pass, reused
+        mutable HeldValues m_held; // what its columns hold throughout, where one value (decodeMemv)
         // Deferred checks: chunks [0, m_checked) passed them in order, the last event seen being chunk m_checked - 1's.
         mutable std::size_t m_checked = 0;
         mutable EventOrder m_order;
