@@ -64,8 +64,17 @@ public:
             if (m_byAddress) [[unlikely]]
                 m_byAddress->emplace(device, address);
             out.pairing = Pairing::Opened;
-            out.block = Block { index, static_cast<std::uint32_t>(m_allocations++), device, address, chunk.size[i] };
-            const std::uint32_t slot = store(out.block, kLive);
+            const auto allocation = static_cast<std::uint32_t>(m_allocations++);
+            const Bytes size = chunk.size[i];
+            // Field by field, into the slot and into the outcome: a Block built on the stack by narrow stores and
+            // copied by 16-byte loads stalled every alloc on a failed store forwarding (a quarter of the pairing).
+            const std::uint32_t slot = openSlot(kLive);
+            Block& stored = m_blocks[slot];
+            stored.allocEvent = out.block.allocEvent = index;
+            stored.allocation = out.block.allocation = allocation;
+            stored.device = out.block.device = device;
+            stored.address = out.block.address = address;
+            stored.size = out.block.size = size;
             if (const std::uint32_t earlier = m_live.exchange(key(device, address), slot); earlier != detail::AddressMap::kNone) [[unlikely]]
                 replaced(out, earlier, index);
             break;
@@ -134,17 +143,17 @@ public:
 private:
     static constexpr std::uint8_t kFree = 0, kLive = 1, kAwaiting = 2;
     static std::uint64_t key(DeviceId device, Address address) { return detail::blockKey(device, address); }
-    std::uint32_t store(const Block& block, std::uint8_t state)
+    // A slot for a new block in `state`, whose fields the caller writes.
+    std::uint32_t openSlot(std::uint8_t state)
     {
         std::uint32_t slot;
         if (!m_freeSlots.empty()) {
             slot = m_freeSlots.back();
             m_freeSlots.pop_back();
-            m_blocks[slot] = block;
             m_inUse[slot] = state;
         } else {
             slot = static_cast<std::uint32_t>(m_blocks.size());
-            m_blocks.push_back(block);
+            m_blocks.emplace_back();
             m_inUse.push_back(state);
         }
         return slot;
