@@ -478,9 +478,14 @@ namespace {
                     r.peakDirty = true;
             }
             Pass1Block& b = blocks[slot];
-            if (r.snapshotValid && b.snapGeneration == r.snapGeneration) {
-                r.snapshotFreed[b.snapPosition] = 1;
-                r.snapshot[b.snapPosition].siteFromFree = freeSite == b.block.site && b.block.site != 0;
+            // The block's mark is in its own device's snapshot: where keys collide (detail::blockKey folds the
+            // device into bits 52–63 of the address), a free on one device closes a block of another, and the
+            // snapshot position indexed the freeing device's snapshot (a write past its end: heap corruption on
+            // a fuzzed three-device trace with addresses of 2^52 and more).
+            DeviceRun& owner = b.device == dev ? r : p.devices[b.device];
+            if (owner.snapshotValid && b.snapGeneration == owner.snapGeneration) {
+                owner.snapshotFreed[b.snapPosition] = 1;
+                owner.snapshot[b.snapPosition].siteFromFree = freeSite == b.block.site && b.block.site != 0;
             }
             return b;
         };

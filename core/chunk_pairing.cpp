@@ -43,11 +43,11 @@ void ChunkPairing::unmatchedFree(Address address, std::uint64_t index)
     });
 }
 
-void ChunkPairing::sizeMismatch(const Block& block, Bytes freeSize, std::uint64_t index)
+void ChunkPairing::sizeMismatch(const Block& block, Address freeAddress, Bytes freeSize, std::uint64_t index)
 {
     note(m_sizeMismatch, [&] {
         return "memory event " + std::to_string(index) + ": free of " + std::to_string(freeSize) + " bytes at address "
-            + std::to_string(block.address) + ", whose alloc (event " + std::to_string(block.allocEvent) + ") was of "
+            + std::to_string(freeAddress) + ", whose alloc (event " + std::to_string(block.allocEvent) + ") was of "
             + std::to_string(block.size) + " bytes";
     });
 }

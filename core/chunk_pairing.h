@@ -93,7 +93,7 @@ public:
             out.block = m_blocks[slot];
             // A free's size is the block's (0: not known); another size means one of the two is wrong.
             if (const Bytes size = chunk.size[i]; size != 0 && size != out.block.size) [[unlikely]]
-                sizeMismatch(out.block, size, index);
+                sizeMismatch(out.block, address, size, index);
             if (m_trackCompletions) {
                 m_inUse[slot] = kAwaiting;
                 if (const std::uint32_t older = m_awaiting.exchange(k, slot); older != detail::AddressMap::kNone)
@@ -166,7 +166,8 @@ private:
     // The rare cases of step(), out of line.
     [[gnu::cold]] void replaced(Outcome& out, std::uint32_t earlier, std::uint64_t index);
     [[gnu::cold]] void unmatchedFree(Address address, std::uint64_t index);
-    [[gnu::cold]] void sizeMismatch(const Block& block, Bytes freeSize, std::uint64_t index);
+    // `freeAddress`: the free's own (the block's may differ where keys collide: detail::blockKey).
+    [[gnu::cold]] void sizeMismatch(const Block& block, Address freeAddress, Bytes freeSize, std::uint64_t index);
     [[gnu::cold]] void segmentFree(const MemoryEventColumns& chunk, std::size_t i, std::uint64_t index);
 
     // One anomaly code: its first occurrence is in the stats, `pending` more are counted here.

@@ -117,4 +117,37 @@ TEST(ChunkPairing, RepeatedAnomaliesAreCountedWithTheFirstDetail)
     EXPECT_EQ(p.liveAtEnd, 1u); // the later block; the earlier one was reported as replaced
 }
 
+// A review's finding (the inlined step named the alloc's address): a free on device 1 whose key folds onto a live
+// block of device 0 (detail::blockKey: device << 52 ^ address) closes it, and its free_size_mismatch names the
+// free's own address, as TraceBody::pair does.
+TEST(ChunkPairing, ASizeMismatchNamesTheFreesAddressWhereKeysCollide)
+{
+    TraceBuilder b;
+    const DeviceId d0 = b.device(DeviceType::Cuda, 0), d1 = b.device(DeviceType::Cuda, 1);
+    const StreamId s0 = b.stream(d0, 0), s1 = b.stream(d1, 0);
+    const Address allocAt = 0xFFF0000000000000ull, freeAt = allocAt ^ (std::uint64_t(1) << 52);
+    MemoryEvent alloc;
+    alloc.time = 1000;
+    alloc.kind = EventKind::Alloc;
+    alloc.device = d0;
+    alloc.stream = s0;
+    alloc.address = allocAt;
+    alloc.size = 512;
+    b.add(alloc);
+    MemoryEvent free = alloc;
+    free.time = 2000;
+    free.kind = EventKind::Free;
+    free.device = d1;
+    free.stream = s1;
+    free.address = freeAt;
+    free.size = 1024;
+    b.add(free);
+    const Trace trace = b.build();
+    const Paired p = pairInChunks(trace, false);
+    EXPECT_EQ(anomalyText(p.stats), anomalyText(trace.stats()));
+    ASSERT_NE(p.stats.find("free_size_mismatch"), nullptr);
+    EXPECT_EQ(p.stats.find("free_size_mismatch")->detail,
+        "memory event 1: free of 1024 bytes at address " + std::to_string(freeAt) + ", whose alloc (event 0) was of 512 bytes");
+}
+
 } // namespace
