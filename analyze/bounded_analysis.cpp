@@ -267,16 +267,16 @@ namespace {
 
     // What pass 1's alloc/free kernel asks of a chunk before it takes it: the OR of its kinds (Alloc and Free
     // are kinds 0 and 1, so any other kind sets a higher bit), of its devices XOR `dev`, of its sizes and
-    // requested sizes, and its number of allocs. Not inlined: in the kernel's lambda GCC left these
-    // reductions scalar (three loops of 5 instructions an event); alone it vectorises them, with AVX2 where
-    // the CPU has it (a clone chosen by the loader: the baseline's SSE2 takes two vectors where it takes one).
+    // requested sizes, and its number of allocs. Not inlined (a clone chosen by the loader never is): in the
+    // kernel's lambda GCC left these reductions scalar (three loops of 5 instructions an event); alone it
+    // vectorises them, with AVX2 where the CPU has it (the baseline's SSE2 takes two vectors where it takes one).
     struct ChunkShape {
         std::uint8_t kinds = 0;
         DeviceId otherDevice = 0;
         Bytes wide = 0;
         std::size_t allocs = 0;
     };
-    [[gnu::noinline, gnu::target_clones("avx2", "default")]] ChunkShape chunkShape(const MemoryEventColumns& m, DeviceId dev)
+    [[gnu::target_clones("avx2", "default")]] ChunkShape chunkShape(const MemoryEventColumns& m, DeviceId dev)
     {
         static_assert(static_cast<int>(EventKind::Alloc) == 0 && static_cast<int>(EventKind::Free) == 1);
         const std::size_t n = m.count();

@@ -38,6 +38,17 @@ struct ChartRequest {
     std::size_t n = 0;
 };
 
+// BoundedAnalysis's moments, at namespace scope: nested in it, clang found them not default-constructible
+// where its std::optional members are declared, before the struct is complete (the fuzz build).
+struct BoundedMoment {
+    TimeNs time = 0;
+    Bytes allocated = 0;
+    std::optional<Bytes> reserved;
+};
+struct BoundedRecordedOom : BoundedMoment {
+    Bytes request = 0; // the oom event's size: what was asked for (bytes)
+};
+
 struct BoundedAnalysis {
     // Equal to analyzeTrace()'s on the same trace (except `timeline`, empty, and the per-allocation vectors
     // categories, inferred, categorySources, empty) when needsTrace is empty.
@@ -55,14 +66,8 @@ struct BoundedAnalysis {
     // is the allocated series, or the recorded allocated counter where reserved is a recorded counter too
     // (FragmentationSummary::Headline::live); `reserved` only with a reserved series (Analysis::hasReserved).
     // Filled from pass 1 whenever the device has events, needsTrace or not.
-    struct Moment {
-        TimeNs time = 0;
-        Bytes allocated = 0;
-        std::optional<Bytes> reserved;
-    };
-    struct RecordedOom : Moment {
-        Bytes request = 0; // the oom event's size: what was asked for (bytes)
-    };
+    using Moment = BoundedMoment;
+    using RecordedOom = BoundedRecordedOom;
     std::optional<RecordedOom> firstOom; // the first recorded oom event
     std::optional<Moment> peakAllocated; // the first point of the allocated peak
     // The reserved peak at its fullest instant: the most allocated while reserved is at its peak (as the headline

@@ -23,14 +23,19 @@ int main(int argc, char** argv)
             for (const auto& e : fs::directory_iterator(source / dir))
                 if (e.path().extension() == ".jsonl" && fs::file_size(e.path()) < (1 << 20)) // small seeds fuzz faster
                     jsonl.push_back(e.path());
-    fs::create_directories(out / "gmt_reader_fuzzer");
+    // The .gmt seeds serve the whole reader and the streamed one alike.
+    const char* gmtHarnesses[] = { "gmt_reader_fuzzer", "gmt_source_fuzzer" };
+    for (const char* harness : gmtHarnesses)
+        fs::create_directories(out / harness);
     fs::create_directories(out / "jsonl_reader_fuzzer");
     for (const auto& path : jsonl) {
         fs::copy_file(path, out / "jsonl_reader_fuzzer" / path.filename(), fs::copy_options::overwrite_existing);
         gpumem::Trace trace = gpumem::readJsonl(path.string());
         // Whole tables and one chunk, and many small chunks (every chunk boundary is a place to mutate).
-        gpumem::writeGmt(trace, (out / "gmt_reader_fuzzer" / (path.stem().string() + ".gmt")).string());
-        gpumem::writeGmt(trace, (out / "gmt_reader_fuzzer" / (path.stem().string() + ".chunks3.gmt")).string(), 3);
+        for (const char* harness : gmtHarnesses) {
+            gpumem::writeGmt(trace, (out / harness / (path.stem().string() + ".gmt")).string());
+            gpumem::writeGmt(trace, (out / harness / (path.stem().string() + ".chunks3.gmt")).string(), 3);
+        }
     }
     std::printf("fuzz seeds: %zu traces → %s\n", jsonl.size(), out.string().c_str());
     return 0;

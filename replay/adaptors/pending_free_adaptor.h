@@ -18,6 +18,17 @@
 
 namespace gpumem::replay {
 
+namespace detail {
+    // PendingFreeAdaptor's record of a block, at namespace scope: nested in the class, clang (the fuzz build)
+    // found it not default-constructible where the class's AddressMap<Block> member is declared, before the
+    // class is complete.
+    struct PendingFreeBlock {
+        Bytes allocated = 0; // what the block added to the upstream's stats().allocated
+        Bytes requested = 0;
+        bool pending = false;
+    };
+}
+
 class PendingFreeAdaptor final : public PolicyAdaptor {
 public:
     explicit PendingFreeAdaptor(AllocatorPolicy& upstream)
@@ -26,11 +37,7 @@ public:
     }
 
 private:
-    struct Block {
-        Bytes allocated = 0; // what the block added to the upstream's stats().allocated
-        Bytes requested = 0;
-        bool pending = false;
-    };
+    using Block = detail::PendingFreeBlock;
     std::optional<Address> doAllocate(Bytes bytes, StreamKey stream) override;
     void doDeallocate(Address address, Bytes bytes, StreamKey stream) override;
     void doRequestFree(Address address) override;

@@ -331,7 +331,7 @@ public:
 private:
     using Streams = std::vector<std::unique_ptr<Index>>;
     // The index of the first stream >= `stream`.
-    Streams::const_iterator streamAtOrAfter(std::uint64_t stream) const
+    typename Streams::const_iterator streamAtOrAfter(std::uint64_t stream) const
     {
         return std::lower_bound(m_streams.begin(), m_streams.end(), stream,
             [](const std::unique_ptr<Index>& x, std::uint64_t k) { return x->stream < k; });
