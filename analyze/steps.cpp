@@ -257,99 +257,99 @@ namespace {
 
 namespace {
     template <typename Size> std::size_t periodOf(std::span<const Size> sizes)
-{
-    const std::size_t n = sizes.size(), L = kSignatureLength;
-    if (n < 3 * L)
-        return 0;
-    // Rolling polynomial hash of every window of L sizes, computed as it rolls (not stored: 8 bytes an alloc
-    // for a trace of millions of allocs; issue 22).
-    constexpr std::uint64_t kBase = 1000003ULL;
-    std::uint64_t pow = 1;
-    for (std::size_t i = 0; i < L; ++i)
-        pow *= kBase;
-    auto mix = [](std::uint64_t s) { return (s ^ (s >> 29)) * 0x9E3779B97F4A7C15ULL + 1; };
-    const std::size_t windows = n - L + 1;
-    // Calls visit(q, hash of sizes[q, q + L)) for every window q in order.
-    static_assert((kSignatureLength & (kSignatureLength - 1)) == 0, "the ring of mixed sizes is indexed by a mask");
-    auto rollHashes = [&](auto&& visit) {
-        std::uint64_t h = 0, ring[kSignatureLength] = {}; // the mixed sizes of the window, each computed once
-        for (std::size_t i = 0; i < n; ++i) {
-            const std::uint64_t m = mix(sizes[i]);
-            h = h * kBase + m;
-            if (i >= L)
-                h -= pow * ring[i & (L - 1)];
-            ring[i & (L - 1)] = m;
-            if (i + 1 >= L)
-                visit(i + 1 - L, h);
-        }
-    };
-    // The candidate periods of each anchor: the distances to the other windows equal to the anchor's, the 32
-    // smallest distinct ones. All three anchors in one scan, keeping only the last 32 matches before an anchor
-    // and the first 32 after it (the smallest distances on each side), not every match: a trace of one size
-    // throughout matches at every window (issue 22: one scan where there were three, no list of n matches).
-    constexpr std::size_t kCandidates = 32;
-    const std::array<std::size_t, 3> anchors { std::min(n / 3, windows - 1), std::min(n / 2, windows - 1), std::size_t(0) };
-    struct Matches {
-        std::uint64_t target = 0;
-        std::array<std::size_t, kCandidates> before {}; // a ring of the last matches before the anchor
-        std::size_t beforeCount = 0;
-        std::vector<std::size_t> after;
-    };
-    std::array<Matches, 3> matches;
-    for (std::size_t k = 0; k < anchors.size(); ++k)
-        for (std::size_t i = anchors[k]; i < anchors[k] + L; ++i)
-            matches[k].target = matches[k].target * kBase + mix(sizes[i]);
-    rollHashes([&](std::size_t q, std::uint64_t h) {
-        for (std::size_t k = 0; k < anchors.size(); ++k) {
-            auto& mk = matches[k];
-            if (h != mk.target || q == anchors[k] || (q > anchors[k] && mk.after.size() == kCandidates)
-                || !std::equal(sizes.begin() + q, sizes.begin() + q + L, sizes.begin() + anchors[k]))
-                continue;
-            if (q < anchors[k])
-                mk.before[mk.beforeCount++ % kCandidates] = anchors[k] - q;
-            else
-                mk.after.push_back(q - anchors[k]);
-        }
-    });
-    auto candidatesOf = [&](std::size_t k) {
-        const auto& mk = matches[k];
-        std::vector<std::size_t> c(mk.after.begin(), mk.after.end());
-        c.insert(c.end(), mk.before.begin(), mk.before.begin() + std::min(mk.beforeCount, kCandidates));
-        std::sort(c.begin(), c.end());
-        c.erase(std::unique(c.begin(), c.end()), c.end());
-        if (c.size() > kCandidates)
-            c.resize(kCandidates);
-        return c;
-    };
-    // Match share of S[i] == S[i + P], sampled on at most 200k positions.
-    auto matchShare = [&](std::size_t P) {
-        const std::size_t span = n - P;
-        const std::size_t stride = std::max<std::size_t>(1, span / 200000);
-        std::size_t same = 0, total = 0;
-        for (std::size_t i = 0; i < span; i += stride, ++total)
-            same += sizes[i] == sizes[i + P];
-        return total ? static_cast<double>(same) / static_cast<double>(total) : 0.0;
-    };
-    std::size_t period = 0;
-    double bestShare = 0.5; // below this, nothing repeats
-    for (std::size_t k = 0; k < anchors.size(); ++k) {
-        const auto candidates = candidatesOf(k);
-        // P = 1 competes too: a sequence that repeats every single alloc (one size throughout)
-        // repeats every 2, 3, … allocs as well, and the old minimum of 2 made that "every 2 allocs".
-        for (auto P : candidates) {
-            if (P * 2 > n)
-                continue;
-            const double share = matchShare(P);
-            if (share > bestShare + 1e-9) {
-                bestShare = share;
-                period = P;
+    {
+        const std::size_t n = sizes.size(), L = kSignatureLength;
+        if (n < 3 * L)
+            return 0;
+        // Rolling polynomial hash of every window of L sizes, computed as it rolls (not stored: 8 bytes an alloc
+        // for a trace of millions of allocs; issue 22).
+        constexpr std::uint64_t kBase = 1000003ULL;
+        std::uint64_t pow = 1;
+        for (std::size_t i = 0; i < L; ++i)
+            pow *= kBase;
+        auto mix = [](std::uint64_t s) { return (s ^ (s >> 29)) * 0x9E3779B97F4A7C15ULL + 1; };
+        const std::size_t windows = n - L + 1;
+        // Calls visit(q, hash of sizes[q, q + L)) for every window q in order.
+        static_assert((kSignatureLength & (kSignatureLength - 1)) == 0, "the ring of mixed sizes is indexed by a mask");
+        auto rollHashes = [&](auto&& visit) {
+            std::uint64_t h = 0, ring[kSignatureLength] = {}; // the mixed sizes of the window, each computed once
+            for (std::size_t i = 0; i < n; ++i) {
+                const std::uint64_t m = mix(sizes[i]);
+                h = h * kBase + m;
+                if (i >= L)
+                    h -= pow * ring[i & (L - 1)];
+                ring[i & (L - 1)] = m;
+                if (i + 1 >= L)
+                    visit(i + 1 - L, h);
             }
+        };
+        // The candidate periods of each anchor: the distances to the other windows equal to the anchor's, the 32
+        // smallest distinct ones. All three anchors in one scan, keeping only the last 32 matches before an anchor
+        // and the first 32 after it (the smallest distances on each side), not every match: a trace of one size
+        // throughout matches at every window (issue 22: one scan where there were three, no list of n matches).
+        constexpr std::size_t kCandidates = 32;
+        const std::array<std::size_t, 3> anchors { std::min(n / 3, windows - 1), std::min(n / 2, windows - 1), std::size_t(0) };
+        struct Matches {
+            std::uint64_t target = 0;
+            std::array<std::size_t, kCandidates> before {}; // a ring of the last matches before the anchor
+            std::size_t beforeCount = 0;
+            std::vector<std::size_t> after;
+        };
+        std::array<Matches, 3> matches;
+        for (std::size_t k = 0; k < anchors.size(); ++k)
+            for (std::size_t i = anchors[k]; i < anchors[k] + L; ++i)
+                matches[k].target = matches[k].target * kBase + mix(sizes[i]);
+        rollHashes([&](std::size_t q, std::uint64_t h) {
+            for (std::size_t k = 0; k < anchors.size(); ++k) {
+                auto& mk = matches[k];
+                if (h != mk.target || q == anchors[k] || (q > anchors[k] && mk.after.size() == kCandidates)
+                    || !std::equal(sizes.begin() + q, sizes.begin() + q + L, sizes.begin() + anchors[k]))
+                    continue;
+                if (q < anchors[k])
+                    mk.before[mk.beforeCount++ % kCandidates] = anchors[k] - q;
+                else
+                    mk.after.push_back(q - anchors[k]);
+            }
+        });
+        auto candidatesOf = [&](std::size_t k) {
+            const auto& mk = matches[k];
+            std::vector<std::size_t> c(mk.after.begin(), mk.after.end());
+            c.insert(c.end(), mk.before.begin(), mk.before.begin() + std::min(mk.beforeCount, kCandidates));
+            std::sort(c.begin(), c.end());
+            c.erase(std::unique(c.begin(), c.end()), c.end());
+            if (c.size() > kCandidates)
+                c.resize(kCandidates);
+            return c;
+        };
+        // Match share of S[i] == S[i + P], sampled on at most 200k positions.
+        auto matchShare = [&](std::size_t P) {
+            const std::size_t span = n - P;
+            const std::size_t stride = std::max<std::size_t>(1, span / 200000);
+            std::size_t same = 0, total = 0;
+            for (std::size_t i = 0; i < span; i += stride, ++total)
+                same += sizes[i] == sizes[i + P];
+            return total ? static_cast<double>(same) / static_cast<double>(total) : 0.0;
+        };
+        std::size_t period = 0;
+        double bestShare = 0.5; // below this, nothing repeats
+        for (std::size_t k = 0; k < anchors.size(); ++k) {
+            const auto candidates = candidatesOf(k);
+            // P = 1 competes too: a sequence that repeats every single alloc (one size throughout)
+            // repeats every 2, 3, … allocs as well, and the old minimum of 2 made that "every 2 allocs".
+            for (auto P : candidates) {
+                if (P * 2 > n)
+                    continue;
+                const double share = matchShare(P);
+                if (share > bestShare + 1e-9) {
+                    bestShare = share;
+                    period = P;
+                }
+            }
+            if (period)
+                break;
         }
-        if (period)
-            break;
+        return period;
     }
-    return period;
-}
 } // namespace
 
 std::size_t allocSizePeriod(std::span<const Bytes> sizes) { return periodOf(sizes); }

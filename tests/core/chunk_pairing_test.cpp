@@ -126,18 +126,8 @@ TEST(ChunkPairing, ASizeMismatchNamesTheFreesAddressWhereKeysCollide)
     const DeviceId d0 = b.device(DeviceType::Cuda, 0), d1 = b.device(DeviceType::Cuda, 1);
     const StreamId s0 = b.stream(d0, 0), s1 = b.stream(d1, 0);
     const Address allocAt = 0xFFF0000000000000ull, freeAt = allocAt ^ (std::uint64_t(1) << 52);
-    auto add = [&](TimeNs time, EventKind kind, DeviceId device, StreamId stream, Address address, Bytes size) {
-        MemoryEvent e;
-        e.time = time;
-        e.kind = kind;
-        e.device = device;
-        e.stream = stream;
-        e.address = address;
-        e.size = size;
-        b.add(e);
-    };
-    add(1000, EventKind::Alloc, d0, s0, allocAt, 512);
-    add(2000, EventKind::Free, d1, s1, freeAt, 1024);
+    b.add(MemoryEvent { .time = 1000, .kind = EventKind::Alloc, .device = d0, .stream = s0, .address = allocAt, .size = 512 });
+    b.add(MemoryEvent { .time = 2000, .kind = EventKind::Free, .device = d1, .stream = s1, .address = freeAt, .size = 1024 });
     const Trace trace = b.build();
     const Paired p = pairInChunks(trace, false);
     EXPECT_EQ(anomalyText(p.stats), anomalyText(trace.stats()));
