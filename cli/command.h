@@ -126,6 +126,11 @@ void noteDamagedTrace(std::string_view verb, const std::string& path, const Impo
 void parseBeforeThePasses(std::string_view verb, const std::string& path, const MemoryEventSource& source, std::ostream& err,
     const std::function<void()>& parse);
 
+// A diagnostic (an error, a usage message: "gpumem VERB: error: …") as it is printed, within 100 display
+// columns as the notes are: each line of `text` wrapped at blanks, continuations indented by two (a path or
+// word wider than the line stays whole), every line ending in '\n'.
+std::string fitMessage(const std::string& text);
+
 // --format with the allowed values; returns the chosen one or throws UsageError listing them.
 std::string checkedChoice(const po::variables_map& vm, const char* option, const std::vector<std::string>& allowed);
 

@@ -84,7 +84,7 @@ namespace {
                 } catch (const Cancelled&) {
                     throw;
                 } catch (const Error& e) {
-                    err << "gpumem info: error: " << messageForTerminal(e.what()) << '\n';
+                    err << fitMessage("gpumem info: error: " + messageForTerminal(e.what()));
                     rc = kExitFailed;
                 }
             }

@@ -1,6 +1,9 @@
 #include "cli/command.h"
 
+#include "analyze/comparison.h"
 #include "core/error.h"
+
+#include <sstream>
 
 namespace gpumem::cli {
 
@@ -48,6 +51,16 @@ bool isPositional(const po::positional_options_description& positionals, const s
         if (positionals.name_for_position(i) == name)
             return true;
     return false;
+}
+
+std::string fitMessage(const std::string& text)
+{
+    constexpr std::size_t kWidth = 100;
+    std::string out;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);)
+        out += line.empty() ? std::string("\n") : analyze::wrapText(line, kWidth, "  ");
+    return out;
 }
 
 std::string checkedChoice(const po::variables_map& vm, const char* option, const std::vector<std::string>& allowed)

@@ -265,20 +265,20 @@ static int runVerb(Command& command, const std::vector<std::string>& args, const
         return command.run(vm, out, err);
     } catch (const po::too_many_positional_options_error&) {
         // Boost says "too many positional options have been specified on the command line" (review finding).
-        err << "gpumem " << verb << ": " << verb << " takes "
-                  << (verb == "diff" ? "two trace files, A and B" : "one trace file") << " (usage: gpumem "
-                  << oneLineSynopsis(command) << ")\n";
+        err << fitMessage("gpumem " + verb + ": " + verb + " takes "
+            + (verb == "diff" ? "two trace files, A and B" : "one trace file") + " (usage: gpumem "
+            + oneLineSynopsis(command) + ")");
         return kExitUsage;
     } catch (const po::error& e) {
-        err << "gpumem " << verb << ": " << gpumem::messageForTerminal(e.what()) << "\nRun 'gpumem help " << verb
-                  << "' for its options.\n";
+        err << fitMessage("gpumem " + verb + ": " + gpumem::messageForTerminal(e.what()) + "\nRun 'gpumem help " + verb
+            + "' for its options.");
         return kExitUsage;
     } catch (const gpumem::UsageError& e) {
-        err << "gpumem " << verb << ": " << gpumem::messageForTerminal(e.what()) << '\n';
+        err << fitMessage("gpumem " + verb + ": " + gpumem::messageForTerminal(e.what()));
         return kExitUsage;
     } catch (const gpumem::Error& e) {
         local = !gpumem::mpi::processGroup().lastFailureWasShared();
-        err << "gpumem " << verb << ": error: " << gpumem::messageForTerminal(e.what()) << '\n';
+        err << fitMessage("gpumem " + verb + ": error: " + gpumem::messageForTerminal(e.what()));
         return kExitFailed;
     } catch (const std::bad_alloc&) {
         local = !gpumem::mpi::processGroup().lastFailureWasShared();
@@ -289,12 +289,16 @@ static int runVerb(Command& command, const std::vector<std::string>& args, const
             message = gpumem::cli::outOfMemoryMessage(verb, traceArguments(vm), gpumem::cli::isGmtFile);
         } catch (...) {
         }
-        err << "gpumem " << verb << ": error: " << message << '\n';
+        try {
+            err << fitMessage("gpumem " + verb + ": error: " + message);
+        } catch (...) {
+            err << "gpumem " << verb << ": error: " << message << '\n';
+        }
         return kExitFailed;
     } catch (const std::exception& e) {
         local = !gpumem::mpi::processGroup().lastFailureWasShared();
-        err << "gpumem " << verb << ": internal error: " << gpumem::messageForTerminal(e.what())
-                  << " — please report it with the input\n";
+        err << fitMessage("gpumem " + verb + ": internal error: " + gpumem::messageForTerminal(e.what())
+            + " — please report it with the input");
         return kExitFailed;
     }
 }
@@ -355,7 +359,7 @@ int main(int argc, char** argv)
         try {
             session.emplace(argc, argv);
         } catch (const gpumem::Error& e) {
-            std::cerr << "gpumem " << verb << ": error: " << gpumem::messageForTerminal(e.what()) << '\n';
+            std::cerr << fitMessage("gpumem " + verb + ": error: " + gpumem::messageForTerminal(e.what()));
             return kExitFailed;
         }
     const auto& group = gpumem::mpi::processGroup();

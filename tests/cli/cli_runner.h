@@ -14,7 +14,8 @@ namespace gpumem::test {
 struct CliResult {
     int exitCode = -1;
     std::string out;
-    std::string err;
+    std::string err; // stderr with each error's wrapped lines joined again (joinWrappedErrors)
+    std::string errRaw; // stderr as printed: every line within 100 columns
 };
 
 inline std::string slurp(const std::filesystem::path& p)
@@ -33,6 +34,30 @@ inline std::string replaceAll(std::string s, const std::string& from, const std:
     return s;
 }
 
+// `err` with the continuation lines ("  " + words) of each error and usage message joined to the line before
+// with one blank, as the message was before cli/main.cpp's fitMessage wrapped it at 100 columns: the tests
+// match the message's words, CliWidth tests the wrapping on `errRaw`. Notes and warnings, wrapped by their
+// verbs, stay as printed.
+inline std::string joinWrappedErrors(const std::string& err)
+{
+    std::string out;
+    bool joining = false; // the line before belongs to an error or usage message
+    std::istringstream lines(err);
+    for (std::string line; std::getline(lines, line);) {
+        if (joining && line.size() > 2 && line.compare(0, 2, "  ") == 0 && line[2] != ' ') {
+            out.back() = ' ';
+            out += line.substr(2) + '\n';
+            continue;
+        }
+        joining = line.compare(0, 7, "gpumem ") == 0 && line.find(": note: ") == std::string::npos
+            && line.find(": warning: ") == std::string::npos;
+        out += line + '\n';
+    }
+    if (!err.empty() && err.back() != '\n' && !out.empty())
+        out.pop_back();
+    return out;
+}
+
 inline CliResult runCli(const std::string& args)
 {
     static int counter = 0;
@@ -46,7 +71,8 @@ inline CliResult runCli(const std::string& args)
     CliResult r;
     r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     r.out = slurp(outFile);
-    r.err = slurp(errFile);
+    r.errRaw = slurp(errFile);
+    r.err = joinWrappedErrors(r.errRaw);
     std::filesystem::remove(outFile);
     std::filesystem::remove(errFile);
     return r;
