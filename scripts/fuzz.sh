@@ -6,6 +6,9 @@
 #
 #   scripts/fuzz.sh <name_fuzzer|all> [seconds=60]
 #   scripts/fuzz.sh merge <name_fuzzer|all>     # fold build/fuzz/corpus/<name> into fuzz/corpus/<name>
+#   scripts/fuzz.sh check                       # build every harness, run each once over its kept corpus
+#                                               # and seeds, no new inputs (scripts/test.sh, so CI keeps
+#                                               # the harnesses building and the kept regressions fixed)
 #
 # Corpora kept in the repository: fuzz/corpus/<name>/ holds the inputs worth keeping (regressions of
 # issues, e.g. issue21_*, and what `merge` keeps: libFuzzer's -merge=1 adds only inputs that reach new
@@ -26,7 +29,11 @@ if [[ $# -lt 1 ]]; then
 fi
 target=$1
 seconds=${2:-60}
-merge=0
+merge=0 check=0
+if [[ $target == check ]]; then
+  check=1
+  target=all
+fi
 if [[ $target == merge ]]; then
   merge=1
   target=${2:?usage: scripts/fuzz.sh merge <name_fuzzer|all>}
@@ -50,7 +57,7 @@ if [[ ! -f $build/CMakeCache.txt ]]; then
 fi
 jobs=${FUZZ_BUILD_JOBS:-2}
 if [[ $target == all ]]; then
-  cmake --build "$build" -j "$jobs" --target gpumem_fuzzers
+  cmake --build "$build" -j "$jobs" --target gpumem_fuzzers gpumem_fuzz_seeds
   mapfile -t names < <(find "$build/fuzz" -maxdepth 1 -type f -name '*_fuzzer' -perm -u+x -printf '%f\n' | sort)
 else
   cmake --build "$build" -j "$jobs" --target gpumem_fuzz_seeds "$target"
@@ -92,6 +99,35 @@ if [[ $merge == 1 ]]; then
       "$root/fuzz/corpus/$name" "$build/corpus/$name" >"$build/logs/$name.merge.log" 2>&1 || status=1
     echo "== $name: fuzz/corpus/$name has $(ls "$root/fuzz/corpus/$name" | wc -l) files"
   done
+  exit $status
+fi
+if [[ $check == 1 ]]; then
+  # Each harness over the inputs kept in the repository and the generated seeds, once: -runs=0 executes
+  # them and stops (libFuzzer), so the result does not depend on chance or on the machine's speed.
+  total=0
+  for name in "${names[@]}"; do
+    mkdir -p "$build/logs"
+    seeds=()
+    for dir in "$root/fuzz/corpus/$name" "$build/fuzz-seeds/$name" "$root/fuzz/seeds/$name" "$(extra_seeds "$name")"; do
+      [[ -d $dir ]] && [[ -n $(ls -A "$dir") ]] && seeds+=("$dir")
+    done
+    if [[ ${#seeds[@]} -eq 0 ]]; then
+      echo "scripts/fuzz.sh check: $name has no seeds or kept corpus" >&2
+      status=1
+      continue
+    fi
+    if "$build/fuzz/$name" -runs=0 -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 "${seeds[@]}" \
+        >"$build/logs/$name.check.log" 2>&1; then
+      runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$build/logs/$name.check.log" | grep -o '[0-9]*$' || echo 0)
+      total=$((total + runs))
+      echo "== $name: ok, $runs inputs"
+    else
+      echo "== $name: FAILED on a kept input (see $build/logs/$name.check.log)"
+      tail -n 30 "$build/logs/$name.check.log"
+      status=1
+    fi
+  done
+  echo "fuzz check: ${#names[@]} harnesses built, $total kept and seed inputs run once"
   exit $status
 fi
 for name in "${names[@]}"; do

@@ -2,7 +2,8 @@
 # Builds gpumem with the ci preset (Release, warnings as errors) and runs the whole test suite, then
 # core's and the importers' tests once more in a build without libdeflate (the zlib fallback, preset ci-zlib).
 # Tests labelled `gpu` run only where nvidia-smi sees a GPU. Then builds the .deb and runs it from a
-# temporary root (scripts/package-check.sh). Exits non-zero on any failure; the last lines say which
+# temporary root (scripts/package-check.sh), and the fuzz harnesses, each run once over its kept inputs
+# (scripts/fuzz.sh check). Exits non-zero on any failure; the last lines say which
 # parts were built and how many tests of each passed (scripts/test_summary.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +37,11 @@ for suite in test_core test_importers; do
 done
 # The .deb, unpacked into a temporary root and run from there.
 scripts/package-check.sh build/ci
+# The libFuzzer harnesses (clang, ASan, UBSan; build/fuzz) built, and each run once over the inputs kept in
+# fuzz/corpus/ and its seeds: a harness that no longer builds, or a kept regression that crashes again, fails
+# here rather than at the next fuzzing run (the clang build had stopped compiling unnoticed, 2026-12-03).
+scripts/fuzz.sh check | tee build/fuzz-check.log
 python3 scripts/test_summary.py build/ci "$junit" \
   "zlib fallback (build/ci-zlib): $zlib passed" \
-  "package: $(cd build/ci && ls gpumem_*.deb) unpacked into a temporary root and run (scripts/package-check.sh)"
+  "package: $(cd build/ci && ls gpumem_*.deb) unpacked into a temporary root and run (scripts/package-check.sh)" \
+  "$(tail -n 1 build/fuzz-check.log) (scripts/fuzz.sh check)"
