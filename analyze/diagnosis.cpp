@@ -906,10 +906,11 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
             }
         }
     }
-    if (!device || *device >= trace.devices().size())
-        throw UsageError(device ? "device " + std::to_string(*device) + " does not exist; the trace has "
-                    + std::to_string(trace.devices().size()) + " devices"
-                                : std::string("the trace has no memory events and no memory counters: nothing to explain"));
+    if (!device) // the input, not how gpumem was called: exit 1, as replay, fit and sweep give (review finding)
+        throw Error("the trace has no memory events and no memory counters: nothing to explain");
+    if (*device >= trace.devices().size())
+        throw UsageError("device " + std::to_string(*device) + " does not exist; the trace has "
+            + std::to_string(trace.devices().size()) + " devices");
     const DeviceId dev = *device;
     d.device = dev;
     d.deviceLabel = deviceLabel(trace.devices()[dev]);

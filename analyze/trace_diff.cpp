@@ -50,7 +50,7 @@ std::vector<DiffRow> diffGroupRows(GroupBy g, std::span<const GroupRow> before, 
 TraceDiff diffAnalyses(const Analysis& before, const Analysis& after)
 {
     if (before.breakdowns.empty() || after.breakdowns.empty())
-        throw UsageError("nothing to compare: " + std::string(before.breakdowns.empty() ? "the first" : "the second")
+        throw Error("nothing to compare: " + std::string(before.breakdowns.empty() ? "the first" : "the second")
             + " trace has no memory events on the analyzed device");
     const auto& a = before.breakdowns.front();
     const auto& b = after.breakdowns.front();

@@ -102,7 +102,7 @@ namespace {
             try {
                 JsonlToGmtResult result = writeGmtFromJsonl(in, writePath, options);
                 if (!result.fallback.empty())
-                    err << "gpumem convert: note: " << messageForTerminal(result.fallback) << '\n';
+                    err << fitMessage("gpumem convert: note: " + messageForTerminal(result.fallback));
                 return result;
             } catch (const std::bad_alloc&) {
                 throw Error(convertOutOfMemoryMessage(in, options.whole));

@@ -145,12 +145,11 @@ namespace {
                 else if (f.lowerBound > f.maxCapacity)
                     why = "its live peak, " + formatBytes(f.lowerBound)
                         + ", is above it; raise --max-capacity to at least " + formatBytes(f.lowerBound);
-                err << "gpumem fit: " << textForTerminal(f.spec) << " fits nowhere up to --max-capacity " << formatBytes(f.maxCapacity)
-                    << ": " << why << '\n';
+                err << fitMessage("gpumem fit: " + textForTerminal(f.spec) + " fits nowhere up to --max-capacity "
+                    + formatBytes(f.maxCapacity) + ": " + why);
                 if (gateJudges)
-                    err << "gpumem fit: gate: " << textForTerminal(f.spec) << " needs more than --max-capacity "
-                        << formatBytes(f.maxCapacity) << ", so more than --max-reserved "
-                        << formatBytes(*gates.maxReserved) << '\n';
+                    err << fitMessage("gpumem fit: gate: " + textForTerminal(f.spec) + " needs more than --max-capacity "
+                        + formatBytes(f.maxCapacity) + ", so more than --max-reserved " + formatBytes(*gates.maxReserved));
                 noFit = true;
             }
             const int gate = applyGates(gates, subjects, name(), err);

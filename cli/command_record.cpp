@@ -58,8 +58,8 @@ namespace {
                 out << "libgpumem_tracer.so: " << (library.empty() ? "not found" : library) << '\n'
                     << "python helper: " << (helper.empty() ? "not found" : helper) << '\n';
                 if (library.empty())
-                    err << "gpumem record: cannot find libgpumem_tracer.so; build it (GPUMEM_BUILD_TRACER=ON) or set "
-                           "GPUMEM_TRACER_LIBRARY to its path\n";
+                    err << fitMessage("gpumem record: cannot find libgpumem_tracer.so; build it (GPUMEM_BUILD_TRACER=ON) or set "
+                                      "GPUMEM_TRACER_LIBRARY to its path");
                 return library.empty() ? kExitFailed : kExitOk;
             }
             tracer::RecordOptions options;

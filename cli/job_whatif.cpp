@@ -257,13 +257,12 @@ int runJobFit(const po::variables_map& vm, const JobWhatIf& job, std::ostream& o
             subjects.push_back({ fits[i].spec + " (needed by " + names[v.worst] + ")", 0, v.capacity });
             continue;
         }
-        err << "gpumem fit: " << textForTerminal(fits[i].spec) << " fits " << names[v.worst] << " nowhere up to --max-capacity "
-            << formatBytes(job.fit.maxCapacity) << " (its live peak: " << formatBytes(fits[i].ranks[v.worst].lowerBound)
-            << "); run gpumem fit on that rank's trace for the probes\n";
+        err << fitMessage("gpumem fit: " + textForTerminal(fits[i].spec) + " fits " + names[v.worst]
+            + " nowhere up to --max-capacity " + formatBytes(job.fit.maxCapacity) + " (its live peak: "
+            + formatBytes(fits[i].ranks[v.worst].lowerBound) + "); run gpumem fit on that rank's trace for the probes");
         if (gateJudges)
-            err << "gpumem fit: gate: " << textForTerminal(fits[i].spec) << " needs more than --max-capacity "
-                << formatBytes(job.fit.maxCapacity) << ", so more than --max-reserved " << formatBytes(*gates.maxReserved)
-                << '\n';
+            err << fitMessage("gpumem fit: gate: " + textForTerminal(fits[i].spec) + " needs more than --max-capacity "
+                + formatBytes(job.fit.maxCapacity) + ", so more than --max-reserved " + formatBytes(*gates.maxReserved));
         noFit = true;
     }
     const int gate = applyGates(gates, subjects, "fit", err);

@@ -217,8 +217,8 @@ int help(const std::vector<std::string>& args, const std::vector<std::unique_ptr
             printVerbHelp(std::cout, *c);
             return kExitOk;
         }
-    std::cerr << "gpumem help: unknown verb '" << gpumem::textForTerminal(args[0])
-              << "'; run 'gpumem help' for the list\n";
+    std::cerr << fitMessage("gpumem help: unknown verb '" + gpumem::textForTerminal(args[0])
+        + "'; run 'gpumem help' for the list");
     return kExitUsage;
 }
 } // namespace
@@ -329,8 +329,8 @@ int main(int argc, char** argv)
     const std::string verb = args[0];
     if (verb == "--version" || verb == "version") {
         if (args.size() > 1) {
-            std::cerr << "gpumem " << gpumem::textForTerminal(verb) << " takes no arguments ('"
-                      << gpumem::textForTerminal(args[1]) << "' given)\n";
+            std::cerr << fitMessage("gpumem " + gpumem::textForTerminal(verb) + " takes no arguments ('"
+                + gpumem::textForTerminal(args[1]) + "' given)");
             return kExitUsage;
         }
         std::cout << "gpumem " GPUMEM_VERSION "\n";
@@ -348,8 +348,8 @@ int main(int argc, char** argv)
         if (c->name() == verb)
             command = c.get();
     if (!command) {
-        std::cerr << "gpumem: unknown verb '" << gpumem::textForTerminal(verb)
-                  << "'; run 'gpumem help' for the list of verbs\n";
+        std::cerr << fitMessage("gpumem: unknown verb '" + gpumem::textForTerminal(verb)
+            + "'; run 'gpumem help' for the list of verbs");
         return kExitUsage;
     }
     // Verbs that spread their work join the MPI job when an MPI launcher started this process; only rank 0

@@ -42,20 +42,39 @@ namespace {
             ::unlink(g_tempPath);
     }
 
+    // Every signal whose default action ends the process and that a user or the system may send while an output
+    // is written: a closed pipe on stderr (SIGPIPE), a timer, a CPU or file-size limit (`ulimit -f`: SIGXFSZ).
+    // Before, only INT, TERM and HUP removed the temporary (review finding). A signal the process was started
+    // ignoring (`nohup`: HUP; a shell's SIGPIPE) stays ignored, and each keeps its earlier action afterwards.
+    constexpr int kEndingSignals[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGALRM, SIGUSR1, SIGUSR2, SIGXCPU, SIGXFSZ,
+        SIGVTALRM, SIGPROF };
+    struct sigaction g_previous[std::size(kEndingSignals)];
+    bool g_armed[std::size(kEndingSignals)] = {};
+
     void armSignals(const std::string& temp)
     {
         std::snprintf(g_tempPath, sizeof g_tempPath, "%s", temp.c_str());
         g_tempActive = true;
-        for (int sig : { SIGINT, SIGTERM, SIGHUP })
-            std::signal(sig, removeTempAndDie);
+        for (std::size_t i = 0; i < std::size(kEndingSignals); ++i) {
+            if (g_armed[i] || ::sigaction(kEndingSignals[i], nullptr, &g_previous[i]) != 0
+                || g_previous[i].sa_handler != SIG_DFL || (g_previous[i].sa_flags & SA_SIGINFO))
+                continue;
+            struct sigaction act {};
+            act.sa_handler = removeTempAndDie;
+            ::sigemptyset(&act.sa_mask);
+            g_armed[i] = ::sigaction(kEndingSignals[i], &act, nullptr) == 0;
+        }
         setBeforeFatalReadError(removeTemp);
     }
 
     void disarmSignals()
     {
         g_tempActive = false;
-        for (int sig : { SIGINT, SIGTERM, SIGHUP })
-            std::signal(sig, SIG_DFL);
+        for (std::size_t i = 0; i < std::size(kEndingSignals); ++i)
+            if (g_armed[i]) {
+                ::sigaction(kEndingSignals[i], &g_previous[i], nullptr);
+                g_armed[i] = false;
+            }
         setBeforeFatalReadError(nullptr);
     }
 
@@ -235,13 +254,24 @@ void OutputFile::createTemporary(const std::string& beside)
     namespace fs = std::filesystem;
     const fs::path parent = fs::path(beside).parent_path();
     const std::string folder = parent.empty() ? std::string(".") : parent.string();
-    const std::string base = fs::path(beside).filename().string();
+    // The temporary's name is the output's, shortened where the infix, a pid of up to 10 digits and the random
+    // characters would take it past NAME_MAX (a 245-byte output name failed with "File name too long"; review
+    // finding); cut at a UTF-8 character boundary.
+    std::string base = fs::path(beside).filename().string();
+    constexpr std::size_t kNameMax = 255, kAdded = kTempInfix.size() + 10 + 1 + kRandomChars;
+    if (base.size() + kAdded > kNameMax) {
+        std::size_t keep = kNameMax - kAdded;
+        while (keep > 0 && (static_cast<unsigned char>(base[keep]) & 0xC0) == 0x80)
+            --keep;
+        base.resize(keep);
+    }
     int dirFd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirFd >= 0) {
         removeStaleTemps(dirFd, base);
         ::close(dirFd);
     }
-    const std::string prefix = beside + std::string(kTempInfix) + std::to_string(::getpid()) + "-";
+    const std::string prefix = (parent.empty() ? fs::path(base) : parent / base).string() + std::string(kTempInfix)
+        + std::to_string(::getpid()) + "-";
     for (int attempt = 0; attempt < 100 && m_fd < 0; ++attempt) {
         std::string candidate = prefix + (g_suffixSource ? g_suffixSource() : randomSuffix());
         m_fd = ::open(candidate.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);

@@ -29,7 +29,8 @@ namespace gpumem::cli {
 inline constexpr long kStaleTempSeconds = 24 * 60 * 60;
 
 // Whether `name` (a file name, no folder) is a temporary file name OutputFile uses for the output file
-// named `outName`: `outName.gpumem-tmp-<decimal pid>-<6 characters of [A-Za-z0-9]>`; sets `pid`.
+// named `outName`: `outName.gpumem-tmp-<decimal pid>-<6 characters of [A-Za-z0-9]>`; sets `pid`. (OutputFile
+// shortens `outName` there to keep the temporary's name within NAME_MAX, 255 bytes.)
 bool isOutputTempName(std::string_view name, std::string_view outName, long& pid);
 
 // Where the 6 random characters of a temporary file name come from: getrandom() by default. Tests

@@ -46,13 +46,14 @@ int applyGates(const Gates& gates, const std::vector<GateSubject>& subjects, std
     int code = kExitOk;
     for (const auto& s : subjects) {
         if (gates.failIfOom && s.ooms > 0) {
-            err << "gpumem " << verb << ": gate: " << textForTerminal(s.label) << " had " << s.ooms << " failed request"
-                << (s.ooms == 1 ? "" : "s") << " (--fail-if-oom)\n";
+            err << fitMessage("gpumem " + std::string(verb) + ": gate: " + textForTerminal(s.label) + " had "
+                + std::to_string(s.ooms) + " failed request" + (s.ooms == 1 ? "" : "s") + " (--fail-if-oom)");
             code = kExitGate;
         }
         if (gates.maxReserved && s.peakReserved > *gates.maxReserved) {
-            err << "gpumem " << verb << ": gate: " << textForTerminal(s.label) << " reserved " << formatBytes(s.peakReserved) << " ("
-                << s.peakReserved << " B), more than --max-reserved " << formatBytes(*gates.maxReserved) << '\n';
+            err << fitMessage("gpumem " + std::string(verb) + ": gate: " + textForTerminal(s.label) + " reserved "
+                + formatBytes(s.peakReserved) + " (" + std::to_string(s.peakReserved) + " B), more than --max-reserved "
+                + formatBytes(*gates.maxReserved));
             code = kExitGate;
         }
     }

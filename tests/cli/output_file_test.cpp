@@ -251,3 +251,40 @@ TEST(OutputFile, ReplacingKeepsTheOwnerOfOutWhereTheSystemAllows)
     EXPECT_EQ(st.st_gid, 4322u);
     EXPECT_EQ(st.st_mode & 07777, 0640u);
 }
+
+// Review finding (2026-12-04): only INT, TERM and HUP removed the temporary; a report whose stderr pipe was
+// closed died of SIGPIPE at its first warning and left OUT.gpumem-tmp-… behind. The smallest input: the bundled
+// trace as .gmt, cut inside a chunk (so the report warns while its output is open).
+TEST(OutputFile, AReportKilledBySigpipeOnItsStderrLeavesNoTemporary)
+{
+    auto dir = scratchDir("sigpipe");
+    const fs::path whole = dir / "whole.gmt", cut = dir / "cut.gmt", out = dir / "r.html";
+    ASSERT_EQ(runCli("convert traces/mlp_train.jsonl -o '" + whole.string() + "'").exitCode, 0);
+    const std::string bytes = slurp(whole);
+    ASSERT_GT(bytes.size(), 3700u);
+    std::ofstream(cut, std::ios::binary) << bytes.substr(0, 3700);
+    // stderr into a pipe whose reader has closed it at once; `exec 0<&-` keeps the writer from being the reader.
+    const fs::path script = dir / "run.sh";
+    std::ofstream(script) << "'" GPUMEM_CLI "' report '" << cut.string() << "' -o '" << out.string()
+                          << "' 2>&1 >/dev/null | (exec 0<&-; sleep 0.2; true)\nexit ${PIPESTATUS[0]}\n";
+    const int status = std::system(("bash '" + script.string() + "'").c_str());
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 128 + SIGPIPE) << "the report should die of the closed pipe";
+    EXPECT_TRUE(tempNamesIn(dir, "r.html").empty()) << "the temporary was left behind";
+    EXPECT_FALSE(fs::exists(out));
+}
+
+// Review finding (2026-12-04): an output name of 245 bytes (legal: NAME_MAX is 255) failed with "cannot create a
+// temporary file … File name too long", the infix and suffix taking the temporary's name past 255 bytes.
+TEST(OutputFile, AnOutputNameNearNameMaxIsWrittenThroughAShortenedTemporary)
+{
+    auto dir = scratchDir("long-name");
+    const std::string name = std::string(240, 'r') + ".html";
+    const auto r = runCli("report traces/mlp_train.jsonl -o '" + (dir / name).string() + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_TRUE(fs::is_regular_file(dir / name));
+    std::size_t files = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir))
+        ++files;
+    EXPECT_EQ(files, 1u) << "a temporary was left beside the output";
+}

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 using gpumem::test::runCli;
 
 // tests/data/tiny_alloc_free.jsonl at its peak: 512 B, 1536 B and 4 MiB live.
@@ -39,4 +41,24 @@ TEST(AnalyzeAt, ATimeBeforeTheDevicesFirstEventIsAUsageError)
     const auto ok = runCli("analyze --at 200ns --device 1 --by size tests/data/two_devices_streams.jsonl");
     EXPECT_EQ(ok.exitCode, 0) << ok.err;
     EXPECT_NE(ok.out.find("| Live at t=1732000000000000200 ns +0.000000 s: 0 B in 0 blocks"), std::string::npos) << ok.out;
+}
+
+// Review finding (2026-12-04): a trace without memory events is the input's fault, not the command line's, yet
+// explain and diff exited 2 (usage) where replay, fit and sweep exit 1. Smallest input: a header and a device.
+TEST(EventlessTrace, ExplainAndDiffFailWithExitOneNotAUsageError)
+{
+    const auto path = gpumem::test::scratchDir("eventless") / "eventless.jsonl";
+    std::ofstream(path) << R"({"format":"gpumem-jsonl","version":1,"metadata":{}})" "\n"
+                        << R"({"type":"device","id":0,"kind":"cuda","ordinal":0})" "\n"
+                        << R"({"type":"stream","id":0,"device":0,"handle":0})" "\n";
+    const auto e = runCli("explain '" + path.string() + "'");
+    EXPECT_EQ(e.exitCode, 1) << e.err;
+    EXPECT_NE(e.err.find("gpumem explain: error: the trace has no memory events and no memory counters"),
+        std::string::npos) << e.err;
+    const auto d = runCli("diff '" + path.string() + "' traces/mlp_train.jsonl");
+    EXPECT_EQ(d.exitCode, 1) << d.err;
+    EXPECT_NE(d.err.find("gpumem diff: error: nothing to compare: the first trace has no memory events"),
+        std::string::npos) << d.err;
+    const auto r = runCli("replay --policy pytorch '" + path.string() + "'");
+    EXPECT_EQ(r.exitCode, 1) << r.err;
 }
