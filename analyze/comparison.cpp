@@ -162,6 +162,53 @@ std::string bytesInUnitOf(Bytes bytes, Bytes unitOf)
     return buf;
 }
 
+std::string shortenSpec(const std::string& spec, std::size_t width)
+{
+    if (displayWidth(spec) <= width)
+        return spec;
+    // "policy:" then options "key:value" (or "key=value") separated by ','; a wrapper's inner spec is left whole.
+    const std::size_t colon = spec.find(':');
+    if (colon == std::string::npos)
+        return shortenMiddle(spec, width);
+    struct Option {
+        std::string key, rest; // rest: ":value" (or "" for a bare word)
+    };
+    std::vector<Option> options;
+    for (std::size_t start = colon + 1; start <= spec.size();) {
+        std::size_t end = spec.find(',', start);
+        if (end == std::string::npos)
+            end = spec.size();
+        const std::string part = spec.substr(start, end - start);
+        const std::size_t sep = part.find_first_of(":=");
+        options.push_back(sep == std::string::npos ? Option { part, "" } : Option { part.substr(0, sep), part.substr(sep) });
+        start = end + 1;
+    }
+    auto joined = [&] {
+        std::string out = spec.substr(0, colon + 1);
+        for (std::size_t i = 0; i < options.size(); ++i)
+            out += (i ? "," : "") + options[i].key + options[i].rest;
+        return out;
+    };
+    constexpr std::size_t kShortestKey = 5; // 4 columns and the "…"
+    std::string out = joined();
+    while (displayWidth(out) > width) {
+        // The longest key that can still lose a column (keys are ASCII: PyTorch's, RMM's, TF's option names).
+        Option* longest = nullptr;
+        for (auto& o : options)
+            if (!o.rest.empty() && displayWidth(o.key) > kShortestKey
+                && (!longest || displayWidth(o.key) > displayWidth(longest->key)))
+                longest = &o;
+        if (!longest)
+            return shortenMiddle(out, width);
+        const bool cut = longest->key.size() >= 3 && longest->key.compare(longest->key.size() - 3, 3, "…") == 0;
+        std::string stem = cut ? longest->key.substr(0, longest->key.size() - 3) : longest->key;
+        stem.pop_back();
+        longest->key = stem + "…";
+        out = joined();
+    }
+    return out;
+}
+
 std::string shortenMiddle(const std::string& text, std::size_t width)
 {
     if (displayWidth(text) <= width)

@@ -70,6 +70,11 @@ std::string bytesInUnitOf(Bytes bytes, Bytes unitOf);
 // `text` within `width` display columns: unchanged if it fits, else its start and its end with "…"
 // between (the end holds a site's "(file.py:410)" or a policy's last option). width < 5: cut at the end.
 std::string shortenMiddle(const std::string& text, std::size_t width);
+// A policy spec ("pytorch:max_split_size_mb:64,roundup_power2_divisions:1") within `width` display columns with
+// every option's value kept: the option keys are cut short first, the longest first, each to no fewer than 4
+// columns and a "…" ("pytorch:max_s…:64,roun…:1"); only if that is not enough, shortenMiddle. The rows of a
+// sweep differ in their values, which shortenMiddle cut away (two rows read alike; review finding).
+std::string shortenSpec(const std::string& spec, std::size_t width);
 
 // Lines of at most `width` columns (greedy at spaces; a word longer than the width stands alone);
 // every line after the first starts with `indent`. Each line ends in '\n'.

@@ -160,6 +160,21 @@ void writeSweepTable(const std::vector<SweepRow>& rows, std::string_view format,
     if (context.recorded)
         table.push_back({ "", "recorded", bytesInUnitOf(context.recorded->bytes, reservedMax),
             overBoundText(context.recorded->bytes, context.lowerBound), "-", "-", "-" });
+    // A configuration wider than its column keeps every option's value (shortenSpec): the rows of a grid differ
+    // in their values, and the middle cut of writeColumns hid them (two rows read alike).
+    if (context.width != 0) {
+        std::size_t others = 2 * (table.front().size() - 1);
+        for (std::size_t c = 0; c < table.front().size(); ++c)
+            if (c != 1) {
+                std::size_t w = 0;
+                for (const auto& row : table)
+                    w = std::max(w, displayWidth(row[c]));
+                others += w;
+            }
+        if (others < context.width)
+            for (std::size_t r = 1; r < table.size(); ++r)
+                table[r][1] = shortenSpec(table[r][1], context.width - others);
+    }
     writeColumns(table, 2, out, context.width, 1);
     if (best < rows.size())
         out << wrapText("* best: " + textForTerminal(rows[best].spec)

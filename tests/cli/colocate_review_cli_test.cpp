@@ -104,12 +104,13 @@ TEST(SweepReview, RowsComeBestFirstAndGridBlanksAreTrimmed)
                     "--policy direct");
     ASSERT_EQ(r.exitCode, 0) << r.err;
     // Issue 16: "vs bound" (reserved / the lower bound) is the one overhead column instead of waste at the
-    // peak, and the configuration is shortened in the middle to keep the table within 100 columns.
+    // peak, and the configuration's option keys are cut short (its values kept: analyze::shortenSpec) to keep the
+    // table within 100 columns.
     EXPECT_EQ(r.out,
         "   configuration                         peak reserved  vs bound  peak allocated  device calls  OOMs\n"
-        "*  pytorch:per…cess_memory_fraction:0.5      24.00 MiB   1.000 x       24.00 MiB             2     0\n"
+        "*  pytorch:per_process_memory_frac…:0.5      24.00 MiB   1.000 x       24.00 MiB             2     0\n"
         "   direct                                    24.00 MiB   1.000 x       24.00 MiB             4     0\n"
-        "   pytorch:per…s_memory_fraction:0.0005      12.00 MiB   0.500 x       12.00 MiB             1     1\n"
+        "   pytorch:per_process_memory_f…:0.0005      12.00 MiB   0.500 x       12.00 MiB             1     1\n"
         "* best: pytorch:per_process_memory_fraction:0.5\n");
 }
 
