@@ -453,6 +453,11 @@ def run_child(argv, limit_bytes, optional=False):
 def scale(args):
     sizes = [int(float(n)) for n in args.scale.split(",")]
     source = args.source or os.path.join(ROOT, "../shared/traces/public/cs336-bcrafton/memory_snapshot.pickle")
+    if not os.path.isfile(source):
+        # A clean clone has no ../shared (review finding: a traceback said so before).
+        raise SystemExit(f"snapshot_vs_pickle.py: {source}: no such snapshot to repeat; give one with "
+                         f"--source SNAPSHOT.pickle (the default is the public cs336-bcrafton snapshot, "
+                         f"../shared/traces/public, SOURCES.md)")
     limit = int(args.memory_limit_gib * 2**30)
     gpumem = args.gpumem
     folder = tempfile.mkdtemp(prefix="gpumem_snapshot_scale_", dir="/tmp")
