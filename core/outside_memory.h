@@ -30,7 +30,8 @@ struct OutsideMemory {
     // Where the figure comes from: "oom_message" (PyTorch's out-of-memory text), "command_line"
     // (--outside BYTES), or what a writer put there.
     std::string source;
-    Bytes bytes() const { return process + otherProcesses; } // counted against the capacity
+    // Counted against the capacity; saturates at 2^64 - 1 (two figures of a hand-edited trace summed to 0 B).
+    Bytes bytes() const { return process > ~Bytes(0) - otherProcesses ? ~Bytes(0) : process + otherProcesses; }
 };
 
 // Libraries whose driver allocations are the traced allocator's, by file-name prefix [choice]: PyTorch's

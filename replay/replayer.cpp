@@ -462,11 +462,17 @@ namespace {
 
 // The limit that refused a request (FailedRequest::refusedBy). The device refused it: its capacity,
 // or the simulator's 4 EiB limit when the capacity is 0 or above it (docs/policies.md).
-std::string deviceLimitText(const SimulatedDevice& sim, Bytes outside = 0)
+// `given`: the capacity the replay was asked for, before `outside` was taken from it (the simulated device keeps at
+// least 1 B: the trace's outside_allocator figure may be the whole capacity or more, where the text said "17.00 GiB
+// less 17.00 GiB" for a 16 GiB capacity; review finding).
+std::string deviceLimitText(const SimulatedDevice& sim, Bytes outside = 0, Bytes given = 0)
 {
-    if (sim.capacity() != 0 && sim.capacity() <= kMaxDeviceBytes && outside != 0)
-        return "the device capacity, " + formatBytes(sim.capacity() + outside) + " less " + formatBytes(outside)
+    if (given != 0 && outside >= given)
+        return "the device capacity, " + formatBytes(given) + ", all of it taken by the " + formatBytes(outside)
             + " outside the allocator";
+    if (sim.capacity() != 0 && sim.capacity() <= kMaxDeviceBytes && outside != 0)
+        return "the device capacity, " + formatBytes(given != 0 ? given : sim.capacity() + outside) + " less "
+            + formatBytes(outside) + " outside the allocator";
     if (sim.capacity() != 0 && sim.capacity() <= kMaxDeviceBytes)
         return "the device capacity, " + formatBytes(sim.capacity());
     return "the simulator's device limit, " + formatBytes(kMaxDeviceBytes);
@@ -644,7 +650,7 @@ ReplayResult replayTrace(const MemoryEventSource& source, const PolicySpec& spec
         openingFailure = FailedRequest { n ? time : 0, event, size, 0, st.reserved, st.allocated,
             sim.limit() - std::min(sim.limit(), st.reserved), true, {} };
         openingFailure->refusedBy = !feeder.admits(size) || sim.counters().failedCalls > 0
-            ? deviceLimitText(sim, result.outsideBytes)
+            ? deviceLimitText(sim, result.outsideBytes, options.capacity)
             : policyLimitText(spec, sim, totalMemory == 0);
     };
     if (options.openingAllocated > 0) {
@@ -843,10 +849,13 @@ ReplayResult replayTrace(const MemoryEventSource& source, const PolicySpec& spec
                 } else if (step.outcome == RequestFeeder::Outcome::Failed) {
                     ++result.ooms;
                     const auto& st = top.stats();
-                    const Bytes free = sim.limit() - std::min(sim.limit(), st.reserved);
+                    // (None where the memory outside the allocator takes the whole capacity: the device keeps 1 B.)
+                    const Bytes free = options.capacity != 0 && result.outsideBytes >= options.capacity
+                        ? 0
+                        : sim.limit() - std::min(sim.limit(), st.reserved);
                     const bool deviceRefused = sim.counters().failedCalls > failedCallsBefore || !feeder.admits(step.request);
                     FailedRequest f { m.time[j], i, step.request, step.stream, st.reserved, st.allocated, free, false, {} };
-                    f.refusedBy = deviceRefused ? deviceLimitText(sim, result.outsideBytes) : policyLimitText(spec, sim, totalMemory == 0);
+                    f.refusedBy = deviceRefused ? deviceLimitText(sim, result.outsideBytes, options.capacity) : policyLimitText(spec, sim, totalMemory == 0);
                     // A block of the state before the window (allocated as a request) that does not fit: the
                     // run could not have started, whatever --on-oom says (as for an adopted state).
                     f.beforeWindow = initial;

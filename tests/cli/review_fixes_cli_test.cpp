@@ -62,3 +62,36 @@ TEST(EventlessTrace, ExplainAndDiffFailWithExitOneNotAUsageError)
     const auto r = runCli("replay --policy pytorch '" + path.string() + "'");
     EXPECT_EQ(r.exitCode, 1) << r.err;
 }
+
+// Review finding (2026-12-04): a trace whose outside_allocator metadata is the whole capacity or more (17 GiB on a
+// 16 GiB replay) said "device free 1 B; refused by the device capacity, 17.00 GiB less 17.00 GiB", and two
+// figures of 2^64 - 1 summed to "0 B less 16.00 EiB". Smallest input: the metadata and one alloc.
+TEST(OutsideAllocatorMetadata, AFigureAtOrAboveTheCapacityIsSaidToTakeAllOfIt)
+{
+    const auto dir = gpumem::test::scratchDir("outside-metadata");
+    auto trace = [&](const std::string& name, const std::string& entry) {
+        const auto path = dir / name;
+        std::ofstream(path) << R"({"format":"gpumem-jsonl","version":1,"metadata":{"outside_allocator":[)" << entry
+                            << "]}}\n"
+                            << R"({"type":"device","id":0,"kind":"cuda","ordinal":0})" "\n"
+                            << R"({"type":"stream","id":0,"device":0,"handle":0})" "\n"
+                            << R"({"type":"mem","t":10,"kind":"alloc","addr":4096,"size":1048576})" "\n";
+        return path.string();
+    };
+    auto joined = [](std::string s) { return gpumem::test::replaceAll(std::move(s), "\n  ", " "); };
+    const auto over = runCli("replay --policy pytorch --capacity 16GiB '"
+        + trace("over.jsonl", R"({"device":0,"bytes":18253611008})") + "'");
+    ASSERT_EQ(over.exitCode, 0) << over.err;
+    const std::string text = joined(over.out + over.err);
+    EXPECT_NE(text.find("device free 0 B"), std::string::npos) << text;
+    EXPECT_NE(text.find("refused by the device capacity, 16.00 GiB, all of it taken by the 17.00 GiB outside the"
+                        " allocator"), std::string::npos) << text;
+    EXPECT_EQ(text.find("17.00 GiB less 17.00 GiB"), std::string::npos) << text;
+    const auto wrapped = runCli("replay --policy pytorch --capacity 16GiB '"
+        + trace("wrap.jsonl", R"({"device":0,"process_bytes":18446744073709551615,"other_processes_bytes":18446744073709551615})")
+        + "'");
+    ASSERT_EQ(wrapped.exitCode, 0) << wrapped.err;
+    const std::string w = joined(wrapped.out + wrapped.err);
+    EXPECT_NE(w.find("all of it taken by the 16.00 EiB outside the allocator"), std::string::npos) << w;
+    EXPECT_EQ(w.find("0 B less"), std::string::npos) << w;
+}
