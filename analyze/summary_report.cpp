@@ -5,6 +5,7 @@
 #include "analyze/comparison.h" // wrapText
 #include "core/byte_total.h"
 #include "core/counter_units.h"
+#include "core/display_width.h"
 #include "core/message_quote.h"
 #include "core/units.h"
 
@@ -50,6 +51,38 @@ namespace {
         }
         return peakText(p, start);
     }
+    // A torch.cuda.memory_stats() total since the process started, not a level: "<stat>.<pool>.allocated" and
+    // ".freed" count every byte (or block) ever allocated or freed (PyTorch CUDACachingAllocator.h, Stat:
+    // current, peak, allocated, freed). Its largest sample is no peak of memory (review finding: "recorded peak
+    // allocated_bytes.all.allocated: 749.75 TiB").
+    bool isCumulativeMemoryStat(std::string_view name)
+    {
+        const auto dot = name.find('.');
+        if (dot == std::string_view::npos || dot == 0 || name.find('.', dot + 1) == std::string_view::npos)
+            return false; // "<stat>.<pool>.<kind>"
+        return name.ends_with(".allocated") || name.ends_with(".freed");
+    }
+    // `prefix` and the items of `list` ("alloc 2, free 2, …"), within 100 columns: broken only between items,
+    // continuations under the first item.
+    std::string listLines(const std::string& prefix, const std::string& list)
+    {
+        std::string out, line = prefix;
+        bool first = true;
+        for (std::size_t start = 0; start <= list.size();) {
+            std::size_t end = list.find(", ", start);
+            if (end == std::string::npos)
+                end = list.size();
+            const std::string item = list.substr(start, end - start) + (end < list.size() ? "," : "");
+            if (!first && displayWidth(line) + 1 + displayWidth(item) > 100) {
+                out += line + '\n';
+                line = std::string(displayWidth(prefix), ' ') + item;
+            } else
+                line += (first ? "" : " ") + item;
+            first = false;
+            start = end + 2;
+        }
+        return out + line + '\n';
+    }
     // "0", "1 range", "2035 (2030 ranges, 5 steps)".
     std::string annotationCounts(const TraceSummary& s)
     {
@@ -87,7 +120,7 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
         out << " (recorded from " << textForTerminal(s.sourceFormat) << ")";
     out << '\n';
     if (!s.tool.empty())
-        out << "  tool            " << textForTerminal(s.tool) << '\n';
+        out << wrapText("  tool            " + textForTerminal(s.tool), 100, std::string(18, ' '));
     out << "  time span       " << formatSecondsBetween(s.start, s.end) << " (start " << s.start << " ns)\n";
     out << "  memory events   " << s.memoryEvents << '\n';
     out << "  allocations     " << s.allocations << '\n';
@@ -101,7 +134,7 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
         if (d.totalMemory)
             out << " (" << formatBytes(d.totalMemory) << ")";
         out << streamCounts(d) << '\n';
-        out << "    events          " << kindCounts(d) << '\n';
+        out << listLines("    events          ", kindCounts(d));
         if (d.kernels)
             out << "    kernels         " << d.kernels << '\n';
         out << "    live at end     " << counted(d.liveAtEnd, "block", "blocks") << ", " << formatByteTotal(d.liveBytesAtEnd) << '\n';
@@ -110,7 +143,9 @@ void writeSummaryText(const TraceSummary& s, std::string_view label, std::string
         if (d.peakReserved)
             out << "    peak reserved   " << peakText(*d.peakReserved, s.start) << " (from segment events)\n";
         for (const auto& [name, peak] : d.recordedPeaks)
-            out << "    recorded peak   " << textForTerminal(name) << ": " << counterPeakText(name, peak, s.start) << '\n';
+            out << wrapText((isCumulativeMemoryStat(name) ? "    recorded total  " : "    recorded peak   ")
+                    + textForTerminal(name) + ": " + counterPeakText(name, peak, s.start),
+                100, std::string(20, ' '));
         if (d.allocatedBeforeTrace)
             out << wrapText("    before trace    " + formatBytes(d.allocatedBeforeTrace)
                     + " already allocated when the trace began: in the recorded peaks, not in peak allocated",

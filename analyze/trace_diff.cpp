@@ -1,6 +1,8 @@
 #include "analyze/trace_diff.h"
 
 #include "analyze/analysis_report.h"
+#include "analyze/comparison.h" // shortenMiddle
+#include "core/display_width.h"
 #include "core/error.h"
 #include "core/message_quote.h"
 #include "core/units.h"
@@ -93,11 +95,18 @@ void writeDiffText(const TraceDiff& d, std::string_view labelBefore, std::string
             continue;
         }
         out << rows.size() << (rows.size() == 1 ? " row changed\n" : " rows changed\n");
-        for (std::size_t i = 0; i < rows.size() && i < top; ++i)
+        for (std::size_t i = 0; i < rows.size() && i < top; ++i) {
             // The module path reads well; a site's key is its whole stack (lines over 1,000 characters):
-            // print the label people read in analyze, with the key in the JSON and CSV.
-            out << "    " << formatByteChange(rows[i].before, rows[i].after) << "  " << textForTerminal(g == GroupBy::Module ? rows[i].key : rows[i].label)
-                << "  (" << formatByteTotalShort(rows[i].before) << " -> " << formatByteTotalShort(rows[i].after) << ")\n";
+            // print the label people read in analyze, with the key in the JSON and CSV. Within 100 columns: the
+            // label is shortened in the middle, keeping its end (a stack of three frames made a 109-column row).
+            const std::string change = formatByteChange(rows[i].before, rows[i].after);
+            const std::string tail = "(" + formatByteTotalShort(rows[i].before) + " -> " + formatByteTotalShort(rows[i].after) + ")";
+            std::string label = textForTerminal(g == GroupBy::Module ? rows[i].key : rows[i].label);
+            const std::size_t fixed = 4 + displayWidth(change) + 2 + 2 + displayWidth(tail);
+            if (fixed + 20 <= 100)
+                label = shortenMiddle(label, 100 - fixed);
+            out << "    " << change << "  " << label << "  " << tail << '\n';
+        }
     }
 }
 

@@ -1,10 +1,12 @@
 // CLI sides of the analyze/info review fixes (task "an"), on the repository's hand-made traces and
 // the shared public ones (skipped with a message where absent).
+#include "core/display_width.h"
 #include "tests/cli/cli_runner.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 
 using gpumem::test::runCli;
 
@@ -94,4 +96,29 @@ TEST(OutsideAllocatorMetadata, AFigureAtOrAboveTheCapacityIsSaidToTakeAllOfIt)
     const std::string w = joined(wrapped.out + wrapped.err);
     EXPECT_NE(w.find("all of it taken by the 16.00 EiB outside the allocator"), std::string::npos) << w;
     EXPECT_EQ(w.find("0 B less"), std::string::npos) << w;
+}
+
+// Review finding (2026-12-04): three outputs passed 100 columns: info's events row of a snapshot with six event
+// kinds (101), info's recorded-peak rows of a memory summary (103), and a diff row naming a three-frame stack
+// (109). And memory_stats' cumulative ".allocated"/".freed" totals were labelled "recorded peak".
+TEST(OutputWidth, InfoAndDiffRowsFitOneHundredColumns)
+{
+    const std::vector<std::string> commands = { "info tests/data/snapshot/empty_cache_burst.json",
+        "info tests/data/oom/message_and_summary_fairseq2442.txt",
+        "diff tests/data/stacks/line_trace.jsonl traces/mlp_train.jsonl" };
+    for (const auto& c : commands) {
+        const auto r = runCli(c);
+        ASSERT_EQ(r.exitCode, 0) << c << ": " << r.err;
+        std::istringstream lines(r.out);
+        for (std::string line; std::getline(lines, line);)
+            EXPECT_LE(gpumem::displayWidth(line), 100u) << c << ": " << line;
+    }
+    const auto info = runCli("info tests/data/snapshot/empty_cache_burst.json");
+    EXPECT_NE(info.out.find("segment_free 1,\n                    empty_cache 1\n"), std::string::npos)
+        << "broken between items, not inside one: " << info.out;
+    const auto summary = runCli("info tests/data/oom/message_and_summary_fairseq2442.txt");
+    EXPECT_NE(summary.out.find("    recorded total  allocated_bytes.large_pool.allocated: 721.26 TiB"), std::string::npos)
+        << summary.out;
+    EXPECT_NE(summary.out.find("    recorded peak   allocated_bytes.large_pool.peak: 25.97 GiB"), std::string::npos)
+        << summary.out;
 }
