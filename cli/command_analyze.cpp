@@ -421,7 +421,11 @@ namespace {
                 try {
                     text = readFileMaybeGzip(source);
                 } catch (const Error& e) {
-                    throw IoError("--by line: cannot read the source file " + textForTerminal(source) + ": " + e.what());
+                    // The reader's message starts with the path already ("x.py: cannot open: …"): not twice.
+                    std::string why = e.what();
+                    if (const std::string named = source + ": "; why.rfind(named, 0) == 0)
+                        why.erase(0, named.size());
+                    throw IoError("--by line: cannot read the source file " + textForTerminal(source) + ": " + why);
                 }
             }
             if (format == "folded") {

@@ -45,6 +45,9 @@ namespace {
     {
         std::uint64_t v = 0;
         auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+        if (ec == std::errc::result_out_of_range && end == value.data() + value.size()) // digits only, too many
+            throw UsageError("pytorch option " + std::string(key) + ": '" + std::string(value)
+                + "' is too large (at most 18446744073709551615)");
         if (ec != std::errc() || end != value.data() + value.size())
             throw UsageError(
                 "pytorch option " + std::string(key) + ": '" + std::string(value) + "' is not a non-negative integer");

@@ -122,3 +122,15 @@ TEST(OutputWidth, InfoAndDiffRowsFitOneHundredColumns)
     EXPECT_NE(summary.out.find("    recorded peak   allocated_bytes.large_pool.peak: 25.97 GiB"), std::string::npos)
         << summary.out;
 }
+
+// Review finding (2026-12-04): a PyTorch option of 21 digits was "not a non-negative integer"; it is one, too large.
+TEST(PolicyOptionValues, ANumberTooLargeIsSaidToBeTooLarge)
+{
+    const auto r = runCli("replay traces/mlp_train.jsonl --policy pytorch:max_split_size_mb:99999999999999999999");
+    EXPECT_EQ(r.exitCode, 2) << r.err;
+    EXPECT_NE(r.err.find("max_split_size_mb: '99999999999999999999' is too large (at most 18446744073709551615)"),
+        std::string::npos) << r.err;
+    const auto neg = runCli("replay traces/mlp_train.jsonl --policy pytorch:max_split_size_mb:-1");
+    EXPECT_EQ(neg.exitCode, 2) << neg.err;
+    EXPECT_NE(neg.err.find("'-1' is not a non-negative integer"), std::string::npos) << neg.err;
+}
