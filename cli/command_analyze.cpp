@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <filesystem>
 #include <iterator>
 #include <optional>
 #include <ostream>
@@ -418,6 +419,10 @@ namespace {
         {
             std::string text;
             if (!source.empty()) {
+                std::error_code ec;
+                if (std::filesystem::is_directory(source, ec)) // (the reader's "give a trace file" misled here)
+                    throw UsageError("--by line: " + textForTerminal(source) + " is a directory; give the Python source "
+                                     "file whose lines to show");
                 try {
                     text = readFileMaybeGzip(source);
                 } catch (const Error& e) {

@@ -141,6 +141,10 @@ TEST(StacksCli, ByLineNamesTheFileItCannotReadOrThatNoFrameNames)
     EXPECT_EQ(missing.exitCode, 1) << missing.err;
     EXPECT_NE(missing.err.find("cannot read the source file tests/data/stacks/absent.py: cannot open"), std::string::npos)
         << "the path once, not twice (review finding, 2026-12-04): " << missing.err;
+    auto folder = runCli("analyze tests/data/stacks/line_trace.jsonl --by line tests/data/stacks");
+    EXPECT_EQ(folder.exitCode, 2) << folder.err;
+    EXPECT_NE(folder.err.find("--by line: tests/data/stacks is a directory; give the Python source file"), std::string::npos)
+        << folder.err;
     auto unnamed = runCli("analyze tests/data/stacks/line_trace.jsonl --by line tests/data/tiny_alloc_free.jsonl");
     EXPECT_EQ(unnamed.exitCode, 2) << unnamed.err;
     EXPECT_NE(unnamed.err.find("no frame of tests/data/stacks/line_trace.jsonl names tests/data/tiny_alloc_free.jsonl"),
