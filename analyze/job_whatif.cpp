@@ -127,7 +127,7 @@ namespace {
             table.push_back(std::move(row));
         }
         const std::size_t settingColumn = best ? 1 : 0;
-        writeTextTable(table, settingColumn + 3, out, width, settingColumn);
+        writeTextTable(table, settingColumn + 3, out, width, settingColumn, best.has_value()); // a sweep: values kept
         out << wrapText("worst rank: the most failed requests, then the highest peak reserved; ranks OOM: the ranks with a "
                         "failed request; OOMs: over every rank; peak reserved: the worst rank's; median: the median "
                         "rank's",

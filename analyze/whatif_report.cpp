@@ -30,7 +30,7 @@ namespace {
     // Within `limit` columns (0 = unlimited): column `shrink` gives up what the others leave, its
     // cells shortened in the middle (comparison.h, shortenMiddle).
     void writeColumns(std::vector<std::vector<std::string>> rows, std::size_t leftColumns, std::ostream& out,
-        std::size_t limit = 0, std::size_t shrink = std::string::npos)
+        std::size_t limit = 0, std::size_t shrink = std::string::npos, bool specs = false)
     {
         for (auto& r : rows)
             for (auto& cell : r)
@@ -50,7 +50,7 @@ namespace {
                 width[shrink] = std::max<std::size_t>(8, limit > others ? limit - others : 8);
                 for (auto& r : rows)
                     if (shrink < r.size())
-                        r[shrink] = shortenMiddle(r[shrink], width[shrink]);
+                        r[shrink] = specs ? shortenSpec(r[shrink], width[shrink]) : shortenMiddle(r[shrink], width[shrink]);
             }
         }
         for (const auto& r : rows) {
@@ -161,21 +161,8 @@ void writeSweepTable(const std::vector<SweepRow>& rows, std::string_view format,
         table.push_back({ "", "recorded", bytesInUnitOf(context.recorded->bytes, reservedMax),
             overBoundText(context.recorded->bytes, context.lowerBound), "-", "-", "-" });
     // A configuration wider than its column keeps every option's value (shortenSpec): the rows of a grid differ
-    // in their values, and the middle cut of writeColumns hid them (two rows read alike).
-    if (context.width != 0) {
-        std::size_t others = 2 * (table.front().size() - 1);
-        for (std::size_t c = 0; c < table.front().size(); ++c)
-            if (c != 1) {
-                std::size_t w = 0;
-                for (const auto& row : table)
-                    w = std::max(w, displayWidth(row[c]));
-                others += w;
-            }
-        if (others < context.width)
-            for (std::size_t r = 1; r < table.size(); ++r)
-                table[r][1] = shortenSpec(table[r][1], context.width - others);
-    }
-    writeColumns(table, 2, out, context.width, 1);
+    // in their values, and a middle cut hid them (two rows read alike).
+    writeColumns(table, 2, out, context.width, 1, true);
     if (best < rows.size())
         out << wrapText("* best: " + textForTerminal(rows[best].spec)
                 + (rows[best].result.ooms ? " (every configuration had a failed request)" : ""),
@@ -387,8 +374,8 @@ void writeFirstFailure(const replay::ColocatedResult& r, const replay::Colocated
 
 namespace gpumem::analyze {
 void writeTextTable(std::vector<std::vector<std::string>> rows, std::size_t leftColumns, std::ostream& out,
-    std::size_t width, std::size_t shrink)
+    std::size_t width, std::size_t shrink, bool specs)
 {
-    writeColumns(std::move(rows), leftColumns, out, width, shrink);
+    writeColumns(std::move(rows), leftColumns, out, width, shrink, specs);
 }
 } // namespace gpumem::analyze

@@ -44,8 +44,9 @@ void writeColocatedReport(const replay::ColocatedResult& result, std::string_vie
 // The text tables of these writers (and of the job tables, job_whatif.h): a header row and data rows,
 // cells made fit for a terminal, columns two blanks apart, the first `leftColumns` left-aligned, the
 // rest right-aligned; within `width` display columns (0 = unlimited) column `shrink` gives up what the
-// others leave, its cells shortened in the middle (shortenMiddle).
+// others leave, its cells shortened in the middle (shortenMiddle), or, with `specs` (a column of policy specs, as
+// in a sweep), with every option's value kept (shortenSpec).
 void writeTextTable(std::vector<std::vector<std::string>> rows, std::size_t leftColumns, std::ostream& out,
-    std::size_t width = 0, std::size_t shrink = std::string::npos);
+    std::size_t width = 0, std::size_t shrink = std::string::npos, bool specs = false);
 
 } // namespace gpumem::analyze
