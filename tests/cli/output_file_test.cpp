@@ -13,6 +13,7 @@
 #include <map>
 #include <thread>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -263,13 +264,26 @@ TEST(OutputFile, AReportKilledBySigpipeOnItsStderrLeavesNoTemporary)
     const std::string bytes = slurp(whole);
     ASSERT_GT(bytes.size(), 3700u);
     std::ofstream(cut, std::ios::binary) << bytes.substr(0, 3700);
-    // stderr into a pipe whose reader has closed it at once; `exec 0<&-` keeps the writer from being the reader.
-    const fs::path script = dir / "run.sh";
-    std::ofstream(script) << "'" GPUMEM_CLI "' report '" << cut.string() << "' -o '" << out.string()
-                          << "' 2>&1 >/dev/null | (exec 0<&-; sleep 0.2; true)\nexit ${PIPESTATUS[0]}\n";
-    const int status = std::system(("bash '" + script.string() + "'").c_str());
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 128 + SIGPIPE) << "the report should die of the closed pipe";
+    // stderr into a pipe whose read end is closed before the report starts: its first warning raises SIGPIPE
+    // (a shell pipeline whose reader had closed "at once" raced the report's first write).
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    ::close(fds[0]);
+    pid_t child = ::fork();
+    if (child == 0) {
+        ::signal(SIGPIPE, SIG_DFL); // as a shell starts it
+        ::dup2(fds[1], 2);
+        const int null = ::open("/dev/null", O_WRONLY);
+        ::dup2(null, 1);
+        ::execl(GPUMEM_CLI, GPUMEM_CLI, "report", cut.c_str(), "-o", out.c_str(), static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    ::close(fds[1]);
+    ASSERT_GT(child, 0);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the report should die of the closed pipe, status " << status;
+    EXPECT_EQ(WTERMSIG(status), SIGPIPE);
     EXPECT_TRUE(tempNamesIn(dir, "r.html").empty()) << "the temporary was left behind";
     EXPECT_FALSE(fs::exists(out));
 }
