@@ -172,6 +172,7 @@ std::string shortenSpec(const std::string& spec, std::size_t width)
         return shortenMiddle(spec, width);
     struct Option {
         std::string key, rest; // rest: ":value" (or "" for a bare word)
+        std::size_t kept; // columns of the key shown; a shorter key than its own gets a "…" (keys are ASCII)
     };
     std::vector<Option> options;
     for (std::size_t start = colon + 1; start <= spec.size();) {
@@ -180,30 +181,30 @@ std::string shortenSpec(const std::string& spec, std::size_t width)
             end = spec.size();
         const std::string part = spec.substr(start, end - start);
         const std::size_t sep = part.find_first_of(":=");
-        options.push_back(sep == std::string::npos ? Option { part, "" } : Option { part.substr(0, sep), part.substr(sep) });
+        const std::string key = part.substr(0, sep);
+        options.push_back({ key, sep == std::string::npos ? "" : part.substr(sep), key.size() });
         start = end + 1;
     }
     auto joined = [&] {
         std::string out = spec.substr(0, colon + 1);
-        for (std::size_t i = 0; i < options.size(); ++i)
-            out += (i ? "," : "") + options[i].key + options[i].rest;
+        for (std::size_t i = 0; i < options.size(); ++i) {
+            const Option& o = options[i];
+            out += (i ? "," : "") + (o.kept < o.key.size() ? o.key.substr(0, o.kept) + "…" : o.key) + o.rest;
+        }
         return out;
     };
-    constexpr std::size_t kShortestKey = 5; // 4 columns and the "…"
+    constexpr std::size_t kShortestKey = 4; // columns kept before the "…"
     std::string out = joined();
     while (displayWidth(out) > width) {
-        // The longest key that can still lose a column (keys are ASCII: PyTorch's, RMM's, TF's option names).
+        // The longest shown key that can still lose a column (a key shortened once shows kept + 1 columns).
+        auto shown = [](const Option& o) { return o.kept < o.key.size() ? o.kept + 1 : o.kept; };
         Option* longest = nullptr;
         for (auto& o : options)
-            if (!o.rest.empty() && displayWidth(o.key) > kShortestKey
-                && (!longest || displayWidth(o.key) > displayWidth(longest->key)))
+            if (!o.rest.empty() && shown(o) > kShortestKey + 1 && (!longest || shown(o) > shown(*longest)))
                 longest = &o;
         if (!longest)
             return shortenMiddle(out, width);
-        const bool cut = longest->key.size() >= 3 && longest->key.compare(longest->key.size() - 3, 3, "…") == 0;
-        std::string stem = cut ? longest->key.substr(0, longest->key.size() - 3) : longest->key;
-        stem.pop_back();
-        longest->key = stem + "…";
+        longest->kept = shown(*longest) - 2; // one column less, with the "…"
         out = joined();
     }
     return out;
@@ -245,7 +246,7 @@ std::string shortenMiddle(const std::string& text, std::size_t width)
     return head + "…" + tail;
 }
 
-std::string wrapText(const std::string& text, std::size_t width, const std::string& indent)
+std::string wrapText(const std::string& text, std::size_t width, const std::string& indent, bool longWordsStay)
 {
     // The text's own leading blanks stay (an indented line of a report); words are split at single blanks,
     // so runs of blanks inside a line survive as they are.
@@ -258,7 +259,8 @@ std::string wrapText(const std::string& text, std::size_t width, const std::stri
         if (end == std::string::npos)
             end = text.size();
         const std::string word = text.substr(start, end - start);
-        if (!atStart && width != 0 && !word.empty() && displayWidth(line) + 1 + displayWidth(word) > width) {
+        if (!atStart && width != 0 && !word.empty() && displayWidth(line) + 1 + displayWidth(word) > width
+            && !(longWordsStay && displayWidth(indent) + displayWidth(word) > width)) {
             while (!line.empty() && line.back() == ' ')
                 line.pop_back();
             out += line + '\n';

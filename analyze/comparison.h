@@ -76,9 +76,10 @@ std::string shortenMiddle(const std::string& text, std::size_t width);
 // sweep differ in their values, which shortenMiddle cut away (two rows read alike; review finding).
 std::string shortenSpec(const std::string& spec, std::size_t width);
 
-// Lines of at most `width` columns (greedy at spaces; a word longer than the width stands alone);
-// every line after the first starts with `indent`. Each line ends in '\n'.
-std::string wrapText(const std::string& text, std::size_t width, const std::string& indent = "  ");
+// Lines of at most `width` columns (greedy at spaces; a word longer than the width stands alone, or, with
+// `longWordsStay`, stays on the line it starts on rather than leaving that line a stub: a long path in an
+// error); every line after the first starts with `indent`. Each line ends in '\n'.
+std::string wrapText(const std::string& text, std::size_t width, const std::string& indent = "  ", bool longWordsStay = false);
 
 // The sentence under a comparison that has a recorded row: what the recorded figure is and why the
 // simulated rows differ from it (the memory from before the window, the cache layout not known).

@@ -1,6 +1,6 @@
 #include "cli/command.h"
 
-#include "core/display_width.h"
+#include "analyze/comparison.h" // wrapText
 #include "core/error.h"
 
 #include <sstream>
@@ -55,36 +55,11 @@ bool isPositional(const po::positional_options_description& positionals, const s
 
 std::string fitMessage(const std::string& text)
 {
-    constexpr std::size_t kWidth = 100;
-    const std::string indent = "  ";
     std::string out;
     std::istringstream lines(text);
     for (std::string line; std::getline(lines, line);) {
-        // Greedy at single blanks, as analyze::wrapText; but a word that no line could hold (a long path) stays on
-        // the line it starts on, rather than leaving that line a stub ("gpumem info: error:") above it.
-        std::string current;
-        std::size_t width = 0;
-        bool atStart = true;
-        for (std::size_t start = 0; start <= line.size();) {
-            std::size_t end = line.find(' ', start);
-            if (end == std::string::npos)
-                end = line.size();
-            const std::string word = line.substr(start, end - start);
-            const std::size_t w = displayWidth(word);
-            if (!atStart && !word.empty() && width + 1 + w > kWidth && indent.size() + w <= kWidth) {
-                out += current + '\n';
-                current = indent + word;
-                width = indent.size() + w;
-            } else {
-                current += (atStart ? "" : " ") + word;
-                width += (atStart ? 0 : 1) + w;
-            }
-            atStart = false;
-            start = end + 1;
-        }
-        while (!current.empty() && current.back() == ' ')
-            current.pop_back();
-        out += current + '\n';
+        const std::string wrapped = analyze::wrapText(line, 100, "  ", true);
+        out += wrapped.empty() ? std::string("\n") : wrapped;
     }
     return out;
 }

@@ -465,14 +465,13 @@ namespace {
 // `given`: the capacity the replay was asked for, before `outside` was taken from it (the simulated device keeps at
 // least 1 B: the trace's outside_allocator figure may be the whole capacity or more, where the text said "17.00 GiB
 // less 17.00 GiB" for a 16 GiB capacity; review finding).
-std::string deviceLimitText(const SimulatedDevice& sim, Bytes outside = 0, Bytes given = 0)
+std::string deviceLimitText(const SimulatedDevice& sim, Bytes outside, Bytes given)
 {
     if (given != 0 && outside >= given)
         return "the device capacity, " + formatBytes(given) + ", all of it taken by the " + formatBytes(outside)
             + " outside the allocator";
     if (sim.capacity() != 0 && sim.capacity() <= kMaxDeviceBytes && outside != 0)
-        return "the device capacity, " + formatBytes(given != 0 ? given : sim.capacity() + outside) + " less "
-            + formatBytes(outside) + " outside the allocator";
+        return "the device capacity, " + formatBytes(given) + " less " + formatBytes(outside) + " outside the allocator";
     if (sim.capacity() != 0 && sim.capacity() <= kMaxDeviceBytes)
         return "the device capacity, " + formatBytes(sim.capacity());
     return "the simulator's device limit, " + formatBytes(kMaxDeviceBytes);

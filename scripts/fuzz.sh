@@ -105,8 +105,8 @@ if [[ $check == 1 ]]; then
   # Each harness over the inputs kept in the repository and the generated seeds, once: -runs=0 executes
   # them and stops (libFuzzer), so the result does not depend on chance or on the machine's speed.
   total=0
+  mkdir -p "$build/logs"
   for name in "${names[@]}"; do
-    mkdir -p "$build/logs"
     seeds=()
     for dir in "$root/fuzz/corpus/$name" "$build/fuzz-seeds/$name" "$root/fuzz/seeds/$name" "$(extra_seeds "$name")"; do
       [[ -d $dir ]] && [[ -n $(ls -A "$dir") ]] && seeds+=("$dir")
