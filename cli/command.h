@@ -72,8 +72,9 @@ std::optional<DeviceId> deviceOption(const po::variables_map& vm, const Trace& t
 inline constexpr const char* kDeviceOptionHelp
     = "device: its position in the list 'gpumem info' prints (0, 1, …) or its label there (cuda:1, hip:3, cpu);"
       " default: the busiest (docs/cli-options.md)";
-// --top N, declared as po::value<long long> so that a negative N is seen (an unsigned option read "-1"
-// as 2^64 − 1): N ≥ 0, else UsageError.
+// --top N, declared as po::value<std::string> and read here: digits only (an unsigned option read "-1" as
+// 2^64 − 1, a long long gave Boost's generic message for 21 digits), else UsageError naming the value; a
+// count past SIZE_MAX saturates (every row).
 std::size_t topOption(const po::variables_map& vm);
 
 // --at values → InstantSpecs, TIME counted from the trace start; a TIME outside the trace's memory events

@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <ostream>
 #include <sstream>
@@ -161,10 +162,18 @@ std::optional<DeviceId> deviceOption(const po::variables_map& vm, const Trace& t
 
 std::size_t topOption(const po::variables_map& vm)
 {
-    const long long n = vm["top"].as<long long>();
-    if (n < 0)
-        throw UsageError("--top " + std::to_string(n) + " is not a number of rows (0, 1, 2, …)");
-    return static_cast<std::size_t>(n);
+    const std::string text = vm["top"].as<std::string>();
+    // Digits only: Boost's long long read "-1" (then ours said so) but answered a 21-digit N with its own
+    // "the argument ('…') for option '--top' is invalid" (review finding). A count past what this machine
+    // can hold asks for every row: it saturates.
+    const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits)
+        throw UsageError("--top " + text + " is not a number of rows (0, 1, 2, …)");
+    std::size_t n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec == std::errc::result_out_of_range)
+        return std::numeric_limits<std::size_t>::max();
+    return n;
 }
 
 namespace {
@@ -197,7 +206,7 @@ namespace {
         {
             o.add_options()("at", po::value<std::vector<std::string>>(), "instant(s) to break down: peak, reserved-peak or TIME")(
                 "by", po::value<std::vector<std::string>>(), "grouping(s): module, category, site, size, stream, stack, line")(
-                "top", po::value<long long>()->default_value(10), "rows per grouping (children per node of the code tree)")(
+                "top", po::value<std::string>()->default_value("10"), "rows per grouping (children per node of the code tree)")(
                 "device", po::value<std::string>(), kDeviceOptionHelp)(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json, csv or folded (--by stack)")(
                 "strict", "treat import anomalies of warning or error severity as failures")(

@@ -28,7 +28,7 @@ namespace {
         void setup(po::options_description& o, po::positional_options_description& p) override
         {
             o.add_options()("at", po::value<std::string>()->default_value("peak"), "instant compared: peak, reserved-peak or TIME")(
-                "top", po::value<long long>()->default_value(10), "rows per grouping")(
+                "top", po::value<std::string>()->default_value("10"), "rows per grouping")(
                 "device", po::value<std::string>(), kDeviceOptionHelp)(
                 "format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
                 "strict", "treat import anomalies of warning or error severity as failures")(

@@ -44,7 +44,7 @@ namespace {
         {
             o.add_options()("format", po::value<std::string>()->default_value("text"), "output: text, json or csv")(
                 "jobs,j", po::value<std::string>(), "traces summarised at once (default: the hardware threads)")(
-                "top", po::value<long long>()->default_value(5), "rows per grouping in the worst rank's difference")(
+                "top", po::value<std::string>()->default_value("5"), "rows per grouping in the worst rank's difference")(
                 "output,o", po::value<std::string>(), "write to FILE instead of standard output")(
                 "device", po::value<std::string>(), "device of every rank, by position in 'gpumem info' (0, 1, ...); default: each trace's busiest")(
                 "strict", "treat import anomalies of warning or error severity as failures")(

@@ -43,7 +43,7 @@ namespace {
         {
             o.add_options()("output,o", po::value<std::string>()->required(), "the HTML file to write")(
                 "policy", po::value<std::vector<std::string>>(), "allocator policy to compare (PolicySpec string)")(
-                "top", po::value<long long>()->default_value(10), "rows per breakdown table (1 or more)")(
+                "top", po::value<std::string>()->default_value("10"), "rows per breakdown table (1 or more)")(
                 "title", po::value<std::string>()->default_value("gpumem report"), "page title")(
                 "device", po::value<std::string>(), kDeviceOptionHelp)(
                 "strict", "treat import anomalies of warning or error severity as failures")(

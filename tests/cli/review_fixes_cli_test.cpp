@@ -30,6 +30,24 @@ TEST(AnalyzeTop, NegativeTopIsAUsageError)
     EXPECT_EQ(d.exitCode, 2) << d.out << d.err;
 }
 
+// Review finding (2026-12-04): --top with 21 digits got Boost's "the argument ('…') for option '--top' is
+// invalid", unlike --top -1. Now a count past what the machine holds asks for every row, and what is not a
+// count is named.
+TEST(AnalyzeTop, AHugeTopIsEveryRowAndANonNumberIsNamed)
+{
+    const auto all = runCli("analyze --by size --top 999999999999999999999 tests/data/tiny_alloc_free.jsonl");
+    ASSERT_EQ(all.exitCode, 0) << all.err;
+    EXPECT_NE(all.out.find("| [4.00 MiB, 8.00 MiB)"), std::string::npos) << all.out;
+    EXPECT_NE(all.out.find("| [512 B, 1.00 KiB)"), std::string::npos) << all.out;
+    for (const char* verb : { "analyze", "report -o /dev/null", "ranks" }) {
+        const auto r = runCli(std::string(verb) + " --top 3x tests/data/tiny_alloc_free.jsonl");
+        EXPECT_EQ(r.exitCode, 2) << verb << ": " << r.out << r.err;
+        EXPECT_NE(r.err.find("--top 3x is not a number of rows (0, 1, 2, …)"), std::string::npos) << verb << ": " << r.err;
+    }
+    const auto d = runCli("diff --top 99999999999999999999999 tests/data/colocate_a.jsonl tests/data/colocate_b.jsonl");
+    EXPECT_EQ(d.exitCode, 0) << d.err;
+}
+
 // --at before the analyzed device's first memory event printed no breakdown and no reason.
 // tests/data/two_devices_streams.jsonl: cuda:0 starts at the trace start, cuda:1 200 ns later.
 TEST(AnalyzeAt, ATimeBeforeTheDevicesFirstEventIsAUsageError)
