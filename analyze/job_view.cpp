@@ -579,8 +579,9 @@ std::vector<std::string> rankTracePaths(const std::vector<std::string>& argument
         }
         if (ec)
             throw IoError(arg + ": cannot list the folder: " + ec.message());
+        // The input's fault, as a missing file is (exit 1; it exited 2, a usage error, in replay, fit and ranks)
         if (names.empty())
-            throw UsageError(arg + ": no traces in this folder (no file in it is in a format gpumem reads; see 'gpumem help formats')");
+            throw Error(arg + ": no traces in this folder (no file in it is in a format gpumem reads; see 'gpumem help formats')");
         // Natural order: runs of digits compare by value, so rank2 comes before rank10.
         auto natural = [](const std::string& a, const std::string& b) {
             std::size_t i = 0, j = 0;

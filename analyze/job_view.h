@@ -129,7 +129,7 @@ std::vector<RankSummary> summarizeRanks(
 
 // The traces a `ranks` argument list names: a file stands for itself, a folder for every regular file in it
 // whose format loadTrace recognises (in natural order of names: rank2 before rank10). Throws IoError for a
-// path that does not exist and UsageError for a folder without a trace, or an empty list.
+// path that does not exist, Error for a folder without a trace (the input's fault: exit 1) and UsageError for an empty list.
 std::vector<std::string> rankTracePaths(const std::vector<std::string>& arguments);
 
 // Outliers: a rank whose peak allocated differs from the median by more than

@@ -189,6 +189,8 @@ TEST(JobView, AnUnreadableTraceStopsTheRunNamingItsFile)
         rankTracePaths({ empty.string() });
         FAIL() << "no error";
     } catch (const UsageError& e) {
+        FAIL() << "a usage error, not the input's: " << e.what();
+    } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("no traces in this folder"), std::string::npos) << e.what();
     }
 }

@@ -105,7 +105,9 @@ TEST(RanksCli, BadInputStopsWithAnErrorNamingTheFile)
 
     const auto empty = scratchDir("ranks-empty");
     const auto none = runCli("ranks " + q(empty));
-    EXPECT_EQ(none.exitCode, 2);
+    EXPECT_EQ(none.exitCode, 1); // the input's fault, as a missing file (was 2)
+    for (const char* verb : { "replay", "fit" })
+        EXPECT_EQ(runCli(std::string(verb) + " " + q(empty)).exitCode, 1) << verb;
     EXPECT_NE(none.err.find("no traces in this folder"), std::string::npos) << none.err;
 
     const auto rank3 = jobDir() / bench::RankJobGenerator::fileName(3, "gmt");
