@@ -1,5 +1,7 @@
 #include "core/outside_memory.h"
 
+#include "core/import_stats.h"
+#include "core/message_quote.h"
 #include "core/trace.h"
 
 #include <nlohmann/json.hpp>
@@ -112,6 +114,51 @@ std::optional<OutsideMemory> outsideMemory(const Trace& trace, DeviceId device, 
         return out;
     }
     return std::nullopt;
+}
+
+void checkOutsideMemoryMetadata(const nlohmann::json& metadata, const std::vector<Device>& devices, ImportStats& stats)
+{
+    constexpr const char* kCode = "outside_allocator_ignored";
+    if (!metadata.is_object() || stats.find(kCode))
+        return;
+    auto it = metadata.find("outside_allocator");
+    if (it == metadata.end())
+        return;
+    std::vector<std::string> problems;
+    auto shown = [](const nlohmann::json& v) { return quoteForMessage(v.dump(), 40); };
+    if (!it->is_array())
+        problems.push_back("metadata \"outside_allocator\" is " + shown(*it)
+            + ", not an array of {\"device\": ORDINAL, \"process_bytes\": N, ...}: ignored (docs/trace-format.md)");
+    else
+        for (std::size_t i = 0; i < it->size(); ++i) {
+            const auto& e = (*it)[i];
+            const std::string where = "metadata outside_allocator[" + std::to_string(i) + "]";
+            if (!e.is_object()) {
+                problems.push_back(where + " is " + shown(e) + ", not an object: ignored");
+                continue;
+            }
+            auto d = e.find("device");
+            if (d == e.end() || !d->is_number_integer()) {
+                problems.push_back(where + (d == e.end() ? " has no \"device\"" : " \"device\" is " + shown(*d))
+                    + ", not a device ordinal (an integer): ignored");
+                continue;
+            }
+            const std::int64_t ordinal = d->get<std::int64_t>();
+            if (std::none_of(devices.begin(), devices.end(), [&](const Device& x) { return x.ordinal == ordinal; })) {
+                problems.push_back(where + " names device ordinal " + std::to_string(ordinal)
+                    + ", which no device of this trace has: ignored");
+                continue;
+            }
+            for (const char* key : { "bytes", "process_bytes", "other_processes_bytes" })
+                if (auto f = e.find(key); f != e.end() && !f->is_number_unsigned())
+                    problems.push_back(where + " \"" + key + "\" is " + shown(*f)
+                        + ", not a byte count (a non-negative integer): read as 0");
+        }
+    for (std::size_t i = 0; i < problems.size(); ++i)
+        if (i == 0)
+            stats.add(kCode, Severity::Warning, problems[0]);
+        else
+            stats.add(kCode, Severity::Warning, {}, 1);
 }
 
 void setOutsideMemory(nlohmann::json& metadata, std::int32_t ordinal, const OutsideMemory& outside)

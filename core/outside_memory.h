@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gpumem {
 
@@ -40,7 +41,7 @@ struct OutsideMemory {
 bool isAllocatorLibrary(std::string_view libraryFile);
 
 // The figure of device `device` (an index into Trace::devices()); nullopt when the trace has none.
-// Entries whose fields have the wrong type are ignored. Without the metadata key, a tracer trace with
+// Entries whose fields have the wrong type are ignored (checkOutsideMemoryMetadata warns of each). Without the metadata key, a tracer trace with
 // allocation sources gives process = that peak, source "tracer_allocation_source" (linear in the memory
 // events).
 std::optional<OutsideMemory> outsideMemory(const Trace& trace, DeviceId device);
@@ -70,6 +71,17 @@ private:
 // outsideMemory from the metadata, with the events' figure given (`fromEvents`, used only where
 // outsideMemoryNeedsEvents): what a streaming reader calls.
 std::optional<OutsideMemory> outsideMemory(const Trace& trace, DeviceId device, const AllocationSourcePeak* fromEvents);
+
+// The entries of metadata["outside_allocator"] that outsideMemory ignores or reads in part, each added to
+// `stats` as one "outside_allocator_ignored" warning (the first with its detail, the rest counted): the key
+// not an array, an entry not an object, without an integer "device", naming an ordinal no device of
+// `devices` has, or a byte field ("bytes", "process_bytes", "other_processes_bytes") that is not a
+// non-negative integer (read as 0). Nothing is added where `stats` has that code already (a .gmt written
+// from such a trace carries it). Called by TraceBuilder::build (review finding: a hand-written
+// "process_bytes": "3GiB" vanished from every replay without a word).
+struct Device;
+class ImportStats;
+void checkOutsideMemoryMetadata(const nlohmann::json& metadata, const std::vector<Device>& devices, ImportStats& stats);
 
 // Adds (or replaces) the entry of device ordinal `ordinal` in `metadata`["outside_allocator"].
 void setOutsideMemory(nlohmann::json& metadata, std::int32_t ordinal, const OutsideMemory& outside);

@@ -3,6 +3,7 @@
 #include "core/detail/flat_id_index.h"
 #include "core/detail/trace_body.h"
 #include "core/error.h"
+#include "core/outside_memory.h"
 
 #include <algorithm>
 #include <numeric>
@@ -316,6 +317,7 @@ Trace TraceBuilder::build()
     check("category", m.category, kCategoryCount);
     check("pool", m.pool, b.pools.size());
     sortMemory(m, b.importStats);
+    checkOutsideMemoryMetadata(b.metadata, b.devices, b.importStats);
     std::stable_sort(b.kernels.begin(), b.kernels.end(),
         [](const Kernel& x, const Kernel& y) { return x.start < y.start; });
     std::stable_sort(b.annotations.begin(), b.annotations.end(),

@@ -7,6 +7,7 @@
 #include "core/outside_memory.h"
 #include "replay/colocated_replay.h"
 
+#include <fstream>
 #include <sstream>
 
 using namespace gpumem;
@@ -100,4 +101,42 @@ TEST(OutsideMemory, ComesFromTheTracersAllocationSources)
     EXPECT_EQ(o->source, "tracer_allocation_source");
     EXPECT_TRUE(isAllocatorLibrary("/x/torch/lib/libc10_cuda.so"));
     EXPECT_FALSE(isAllocatorLibrary("libnccl.so.2"));
+}
+
+// Review finding (2026-12-04): an entry outsideMemory cannot read was ignored without a word, so a hand-written
+// "process_bytes": "3GiB" left every replay without the layer. Smallest input: the header with three bad entries
+// and one device. Each is counted in one warning, which a .gmt keeps once.
+TEST(OutsideMemory, EntriesItCannotReadAreAnImportWarning)
+{
+    const std::string text
+        = R"({"format":"gpumem-jsonl","version":1,"metadata":{"outside_allocator":[{"device":0,"process_bytes":"3GiB"},)"
+          R"({"device":5,"bytes":10},7,{"device":0,"other_processes_bytes":-1}]}})" "\n"
+          R"({"type":"device","id":0,"kind":"cuda","ordinal":0})" "\n";
+    Trace t = readJsonlText(text, "bad_outside.jsonl");
+    const Anomaly* a = t.importStats().find("outside_allocator_ignored");
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->count, 4u);
+    EXPECT_EQ(a->severity, Severity::Warning);
+    EXPECT_EQ(a->detail, R"(metadata outside_allocator[0] "process_bytes" is "3GiB", not a byte count (a non-negative integer): read as 0)");
+    LoadOptions strict;
+    strict.strict = true;
+    const std::string path = ::testing::TempDir() + "bad_outside.jsonl";
+    std::ofstream(path) << text;
+    EXPECT_THROW(loadTrace(path, strict), FormatError); // --strict refuses it
+    const std::string gmt = ::testing::TempDir() + "bad_outside.gmt";
+    writeGmt(t, gmt);
+    EXPECT_EQ(readGmt(gmt).importStats().count("outside_allocator_ignored"), 4u);
+    // A readable entry, and none at all, add nothing.
+    EXPECT_EQ(loadTrace(kData + "outside_30mib.jsonl").importStats().find("outside_allocator_ignored"), nullptr);
+    EXPECT_EQ(loadTrace(kData + "tiny_alloc_free.jsonl").importStats().find("outside_allocator_ignored"), nullptr);
+}
+
+TEST(OutsideMemory, AKeyThatIsNotAnArrayIsAnImportWarning)
+{
+    Trace t = readJsonlText(R"({"format":"gpumem-jsonl","version":1,"metadata":{"outside_allocator":{"device":0,"bytes":5}}})" "\n",
+        "object_outside.jsonl");
+    const Anomaly* a = t.importStats().find("outside_allocator_ignored");
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->detail, R"(metadata "outside_allocator" is {"bytes":5,"device":0}, not an array of {"device": ORDINAL, )"
+                         R"("process_bytes": N, ...}: ignored (docs/trace-format.md))");
 }
