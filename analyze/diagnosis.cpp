@@ -447,20 +447,27 @@ namespace {
         Bytes segmentReservedPeak = 0;
         bool completions = false; // a free_completed on the device
     };
-    // `peak`, when given, is fed every event (outsideMemory's figure from the events).
-    EventFacts eventFacts(const MemoryEventSource& source, DeviceId dev, std::optional<TimeNs> at, std::uint64_t rebuilt, AllocationSourcePeak* peak)
-    {
-        EventFacts f;
-        std::uint64_t seen = 0;
-        ByteTotal segments;
-        source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t first) {
+    // EventFacts of device `dev`, chunk by chunk in trace order. `peak`, when given, is fed every event
+    // (outsideMemory's figure from the events).
+    class EventFactsScan {
+    public:
+        EventFactsScan(DeviceId dev, std::optional<TimeNs> at, std::uint64_t rebuilt, AllocationSourcePeak* peak)
+            : m_dev(dev)
+            , m_at(at)
+            , m_rebuilt(rebuilt)
+            , m_peak(peak)
+        {
+        }
+        void visit(const MemoryEventColumns& m, std::uint64_t first)
+        {
+            EventFacts& f = m_facts;
             for (std::size_t j = 0; j < m.count(); ++j) {
-                if (peak)
-                    peak->add(m, j);
-                if (m.device[j] != dev)
+                if (m_peak)
+                    m_peak->add(m, j);
+                if (m.device[j] != m_dev)
                     continue;
                 const std::uint64_t i = first + j;
-                if (rebuilt > 0 && seen++ == rebuilt)
+                if (m_rebuilt > 0 && m_seen++ == m_rebuilt)
                     f.firstWindowEvent = i;
                 if (m.kind[j] == EventKind::Alloc) {
                     f.hasRequests = true;
@@ -468,18 +475,33 @@ namespace {
                 } else if (m.kind[j] == EventKind::Oom && !f.firstOom)
                     f.firstOom = RecordedOomEvent { i, m.time[j], m.size[j], m.stream[j] };
                 else if (m.kind[j] == EventKind::SegmentAlloc || m.kind[j] == EventKind::SegmentMap) {
-                    segments += m.size[j];
-                    f.segmentReservedPeak = std::max(f.segmentReservedPeak, segments.value());
+                    m_segments += m.size[j];
+                    f.segmentReservedPeak = std::max(f.segmentReservedPeak, m_segments.value());
                 } else if (m.kind[j] == EventKind::SegmentFree || m.kind[j] == EventKind::SegmentUnmap)
-                    segments -= m.size[j];
+                    m_segments -= m.size[j];
                 else if (m.kind[j] == EventKind::FreeCompleted)
                     f.completions = true;
-                if (at && m.time[j] <= *at)
+                if (m_at && m.time[j] <= *m_at)
                     f.lastAt = i;
                 f.deviceEnd = std::max(f.deviceEnd, m.time[j]);
             }
-        });
-        return f;
+        }
+        const EventFacts& facts() const { return m_facts; }
+
+    private:
+        DeviceId m_dev;
+        std::optional<TimeNs> m_at;
+        std::uint64_t m_rebuilt;
+        AllocationSourcePeak* m_peak;
+        EventFacts m_facts;
+        std::uint64_t m_seen = 0;
+        ByteTotal m_segments;
+    };
+    EventFacts eventFacts(const MemoryEventSource& source, DeviceId dev, std::optional<TimeNs> at, std::uint64_t rebuilt, AllocationSourcePeak* peak)
+    {
+        EventFactsScan scan(dev, at, rebuilt, peak);
+        source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t first) { scan.visit(m, first); });
+        return scan.facts();
     }
 
     // The facts of the allocations `wanted` (Trace::allocations() indices, all on `dev`): from the trace where
@@ -918,7 +940,36 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
     std::optional<AllocationSourcePeak> outsideFeed; // outsideMemory's figure from the events, fed by the pass
     if (!options.outsideBytes && outsideMemoryNeedsEvents(trace))
         outsideFeed.emplace(trace, dev);
-    const EventFacts facts = eventFacts(source, dev, options.at, rebuilt, outsideFeed ? &*outsideFeed : nullptr);
+    // The replays' options, but for the capacity (the facts give it: a recorded OOM takes the device's size).
+    replay::ReplayOptions ro;
+    ro.device = dev;
+    ro.outsideBytes = options.outsideBytes;
+    ro.onOom = replay::OnOom::Stop;
+    ro.keepFinalState = true;
+    ro.recordSegmentEvents = true;
+    // One look-ahead pass for the baseline, the moment's and the candidates' replays (over a streamed source,
+    // a pass of its own per replay otherwise).
+    ro.foresight = replay::makeForesightMemo();
+    // Over a streamed source the facts are gathered in the replays' look-ahead pass, one decoding of the source
+    // less (issue 22: a tenth of text analyze's time on a 10 M-event .gmt). Not where the outside-memory figure
+    // comes from the events: the look-ahead then depends on the capacity, which the facts give. (A whole trace's
+    // look-ahead ends after a few events.)
+    const bool factsAhead = !source.wholeTrace() && !outsideFeed;
+    EventFacts facts;
+    bool factsGathered = false;
+    if (factsAhead) {
+        // The start every what-if comparison uses (replay/start_state.h, issue 16): memory the trace shows
+        // from before its window is live from the start, so explain agrees with replay, fit and sweep.
+        replay::applyStartState(ro, source, replay::StartState::Recorded);
+        std::optional<EventFactsScan> scan(std::in_place, dev, options.at, rebuilt, nullptr);
+        factsGathered = replay::foreseeWith(
+            source, ro, [&](const MemoryEventColumns& m, std::uint64_t first) { scan->visit(m, first); },
+            [&] { scan.emplace(dev, options.at, rebuilt, nullptr); });
+        if (factsGathered)
+            facts = scan->facts();
+    }
+    if (!factsGathered)
+        facts = eventFacts(source, dev, options.at, rebuilt, outsideFeed ? &*outsideFeed : nullptr);
     if (options.outsideBytes)
         d.outside = OutsideMemory { *options.outsideBytes, 0, "command_line" };
     else
@@ -949,20 +1000,10 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
         d.capacityOrigin = "the device's total memory: the trace records an OOM";
     }
 
-    replay::ReplayOptions ro;
     ro.capacity = d.capacity;
     ro.totalMemory = options.capacity; // a given capacity is the GPU's size, as `gpumem fit` probes it
-    ro.device = dev;
-    ro.outsideBytes = options.outsideBytes;
-    ro.onOom = replay::OnOom::Stop;
-    ro.keepFinalState = true;
-    ro.recordSegmentEvents = true;
-    // The start every what-if comparison uses (replay/start_state.h, issue 16): memory the trace shows
-    // from before its window is live from the start, so explain agrees with replay, fit and sweep.
-    replay::applyStartState(ro, source, replay::StartState::Recorded);
-    // One look-ahead pass for the baseline, the moment's and the candidates' replays (over a streamed source,
-    // a pass of its own per replay otherwise).
-    ro.foresight = replay::makeForesightMemo();
+    if (!factsAhead) // (the start state: as above)
+        replay::applyStartState(ro, source, replay::StartState::Recorded);
     const replay::ReplayResult r0 = replay::Replayer(ro).run(source, spec);
     d.policyName = r0.policy;
     d.ooms = r0.ooms;

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <unordered_map>
 
 namespace gpumem::replay {
@@ -510,6 +511,25 @@ std::string policyLimitText(const PolicySpec& spec, const SimulatedDevice& sim, 
     return spec.policy + "'s own limit, sized from the device's total memory, " + total;
 }
 
+// What the look-ahead pass of a replay of `source` under `options` on `dev` depends on besides the events: the
+// memo's key (ForesightMemo), and the pairing a whole trace brings.
+struct LookAhead {
+    std::uint64_t rebuiltEvents = 0; // initialStateEventCount
+    std::span<const std::uint32_t> allocationOf; // a whole trace's own pairing by event; empty for a streamed source
+    ForesightMemo::Key key;
+};
+LookAhead lookAheadOf(const MemoryEventSource& source, const ReplayOptions& options, DeviceId dev)
+{
+    const Trace& trace = source.skeleton();
+    LookAhead la;
+    la.rebuiltEvents = initialStateEventCount(trace, dev);
+    la.allocationOf = detail::EventPairing::allocationOfEvents(source);
+    const bool needSourcePeak = options.capacity != 0 && !options.outsideBytes && outsideMemoryNeedsEvents(trace);
+    la.key = { dev, options.initialState == InitialStateMode::Ignore ? 0 : la.rebuiltEvents, options.followRecorded,
+        options.openingAllocated, needSourcePeak, !la.allocationOf.empty() };
+    return la;
+}
+
 // Thrown by a pass's visitor to end the pass early (a stop): forEachChunk leaves the source usable.
 struct PassStopped { };
 
@@ -529,18 +549,14 @@ ReplayResult replayTrace(const MemoryEventSource& source, const PolicySpec& spec
     result.device = dev;
 
     // The initial state of the window.
-    const std::uint64_t rebuiltEvents = initialStateEventCount(trace, dev);
-    std::uint64_t initialEvents = options.initialState == InitialStateMode::Ignore ? 0 : rebuiltEvents;
+    const LookAhead la = lookAheadOf(source, options, dev);
+    const std::uint64_t rebuiltEvents = la.rebuiltEvents;
+    std::uint64_t initialEvents = la.key.preWindow;
     const bool emptyStart = options.initialState == InitialStateMode::Empty; // the rebuilt events are not fed
-    const bool needSourcePeak = options.capacity != 0 && !options.outsideBytes && outsideMemoryNeedsEvents(trace);
-    // A whole trace's own pairing by event (empty for a streamed source: each pass pairs its chunks).
-    const std::span<const std::uint32_t> allocationOf = detail::EventPairing::allocationOfEvents(source);
-    auto look = [&] { return detail::foresee(source, allocationOf, dev, initialEvents, options, needSourcePeak); };
-    const std::shared_ptr<const detail::Foresight> foresight = options.foresight
-        ? options.foresight->of({ dev, initialEvents, options.followRecorded, options.openingAllocated, needSourcePeak,
-                                    !allocationOf.empty() },
-              look)
-        : std::make_shared<const detail::Foresight>(look());
+    const std::span<const std::uint32_t> allocationOf = la.allocationOf;
+    auto look = [&] { return detail::foresee(source, allocationOf, dev, initialEvents, options, la.key.needSourcePeak); };
+    const std::shared_ptr<const detail::Foresight> foresight
+        = options.foresight ? options.foresight->of(la.key, look) : std::make_shared<const detail::Foresight>(look());
     const detail::Foresight& ahead = *foresight;
     const std::uint64_t n = ahead.events;
 
@@ -986,6 +1002,25 @@ ReplayResult replayTrace(const MemoryEventSource& source, const PolicySpec& spec
 } // namespace
 
 std::shared_ptr<ForesightMemo> makeForesightMemo() { return std::make_shared<ForesightMemo>(); }
+
+bool foreseeWith(const MemoryEventSource& source, const ReplayOptions& options,
+    const std::function<void(const MemoryEventColumns&, std::uint64_t first)>& chunk, const std::function<void()>& restarted)
+{
+    if (!options.foresight)
+        throw std::logic_error("foreseeWith: options.foresight is not set");
+    // The device replayTrace takes (a device past the end is its error to give, at the replay).
+    const DeviceId dev = options.device ? *options.device : defaultReplayDevice(source).value_or(0);
+    if (dev >= source.skeleton().devices().size())
+        return false;
+    const LookAhead la = lookAheadOf(source, options, dev);
+    bool shown = false;
+    const detail::PassVisitor visitor { chunk, restarted };
+    options.foresight->of(la.key, [&] {
+        shown = true;
+        return detail::foresee(source, la.allocationOf, dev, la.key.preWindow, options, la.key.needSourcePeak, &visitor);
+    });
+    return shown;
+}
 
 ReplayResult Replayer::run(const MemoryEventSource& source, const PolicySpec& spec) const
 {

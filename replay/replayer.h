@@ -46,6 +46,7 @@
 #include "replay/policy_spec.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -84,6 +85,17 @@ EmptyCacheSchedule parseEmptyCacheSchedule(std::string_view text);
 // the same trace, whatever source serves it (a .gmt opened again is the same trace). Thread-safe.
 class ForesightMemo;
 std::shared_ptr<ForesightMemo> makeForesightMemo();
+
+struct ReplayOptions;
+// Runs the look-ahead pass of a replay of `source` under `options` now and keeps it in options.foresight (which
+// must be set), with `chunk` shown every chunk of that pass before the look-ahead reads it: a caller's facts in
+// the same pass instead of a pass of their own (diagnose's event facts: one decoding of a streamed .gmt less,
+// issue 22). The chunks come in trace order, all of them; where the pass starts over (a source's first
+// free_completed: replay/detail/foresight.cpp), `restarted` is called before the first chunk comes again. False,
+// and nothing is shown, where the memo holds that look-ahead already: the caller then reads the source itself.
+// Errors: those of the source's read (the replays would meet them too).
+bool foreseeWith(const MemoryEventSource& source, const ReplayOptions& options,
+    const std::function<void(const MemoryEventColumns&, std::uint64_t first)>& chunk, const std::function<void()>& restarted);
 
 struct ReplayOptions {
     Bytes capacity = 0; // bytes the simulated device may hand out; 0 = unlimited

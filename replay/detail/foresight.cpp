@@ -32,7 +32,7 @@ struct CompletionsFound { };
 
 // foresee()'s pass, pairing `completions` or not (without: CompletionsFound at the first free_completed event).
 Foresight foreseeOnce(const MemoryEventSource& source, std::span<const std::uint32_t> allocationOf, DeviceId dev,
-    std::uint64_t preWindow, const ReplayOptions& options, bool needSourcePeak, bool completions)
+    std::uint64_t preWindow, const ReplayOptions& options, bool needSourcePeak, bool completions, const PassVisitor* alsoVisit)
 {
     const Trace& tables = source.skeleton();
     Foresight f;
@@ -58,10 +58,12 @@ Foresight foreseeOnce(const MemoryEventSource& source, std::span<const std::uint
     // the window and the first request are found, unless hints, frees without an alloc or the
     // allocation-source peak need every event.
     const Trace* whole = source.wholeTrace();
-    const bool scanAll = !whole || options.followRecorded || options.openingAllocated > 0 || sourcePeak;
+    const bool scanAll = !whole || options.followRecorded || options.openingAllocated > 0 || sourcePeak || alsoVisit;
     struct Seen { };
     try {
     source.forEachChunk([&](const MemoryEventColumns& m, std::uint64_t first) {
+        if (alsoVisit)
+            alsoVisit->chunk(m, first);
         for (std::size_t j = 0; j < m.count(); ++j) {
             const std::uint64_t i = first + j;
             if (!scanAll && windowFound && f.firstRequest)
@@ -154,7 +156,7 @@ Foresight foreseeOnce(const MemoryEventSource& source, std::span<const std::uint
 } // namespace
 
 Foresight foresee(const MemoryEventSource& source, std::span<const std::uint32_t> allocationOf, DeviceId dev,
-    std::uint64_t preWindow, const ReplayOptions& options, bool needSourcePeak)
+    std::uint64_t preWindow, const ReplayOptions& options, bool needSourcePeak, const PassVisitor* alsoVisit)
 {
     // A source is paired without completions until its first free_completed event: tracked, every freed block
     // waits for a completion that a trace without any never brings, so the pairing kept an entry per address
@@ -162,10 +164,12 @@ Foresight foresee(const MemoryEventSource& source, std::span<const std::uint32_t
     // one is paired again from its start with them (snapshots bring their first one within a few events).
     if (!source.wholeTrace())
         try {
-            return foreseeOnce(source, allocationOf, dev, preWindow, options, needSourcePeak, false);
+            return foreseeOnce(source, allocationOf, dev, preWindow, options, needSourcePeak, false, alsoVisit);
         } catch (const CompletionsFound&) {
+            if (alsoVisit && alsoVisit->restarted)
+                alsoVisit->restarted();
         }
-    return foreseeOnce(source, allocationOf, dev, preWindow, options, needSourcePeak, true);
+    return foreseeOnce(source, allocationOf, dev, preWindow, options, needSourcePeak, true, alsoVisit);
 }
 
 

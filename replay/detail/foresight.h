@@ -9,6 +9,7 @@
 #include "replay/fidelity.h"
 #include "replay/replayer.h"
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -94,8 +95,16 @@ struct Foresight {
 // window. options.followRecorded asks for the hints, options.openingAllocated > 0 for the frees without
 // an alloc; needSourcePeak feeds sourcePeak.
 // allocationOf: EventPairing::allocationOfEvents(source).
+// `alsoVisit`, when given, sees every chunk of the pass before the look-ahead reads it (a caller's own facts in
+// the same pass: replay::foreseeWith); the pass then reads every event (no early end), and when it starts over
+// with completions (a source's first free_completed) `restarted` is called first, so that the caller drops what
+// it gathered.
+struct PassVisitor {
+    std::function<void(const MemoryEventColumns&, std::uint64_t first)> chunk;
+    std::function<void()> restarted;
+};
 Foresight foresee(const MemoryEventSource& source, std::span<const std::uint32_t> allocationOf, DeviceId dev,
-    std::uint64_t preWindow, const ReplayOptions& options, bool needSourcePeak);
+    std::uint64_t preWindow, const ReplayOptions& options, bool needSourcePeak, const PassVisitor* alsoVisit = nullptr);
 
 } // namespace gpumem::replay::detail
 

@@ -281,3 +281,35 @@ TEST(StreamingReplay, AStopAfterAnEventEndsTheStreamedPassThere)
 }
 
 } // namespace
+
+// foreseeWith (replay/replayer.h): a caller's facts in the replays' look-ahead pass. Every chunk comes once in
+// trace order, or, where the pass starts over at the source's first free_completed, once more after `restarted`;
+// the memo then serves the replays without another pass, and a second call shows nothing.
+// tests/data/two_devices_streams.jsonl: 16 memory events, its first free_completed the 11th (in slices of 3).
+TEST(ForeseeWith, ShowsEveryChunkOnceAfterTheLastRestartAndFillsTheMemo)
+{
+    const Trace trace = loadTrace(GPUMEM_SOURCE_DIR "/tests/data/two_devices_streams.jsonl");
+    const auto source = memorySource(trace, 3);
+    ReplayOptions o;
+    o.device = 0;
+    o.foresight = makeForesightMemo();
+    std::vector<std::uint64_t> firsts;
+    int restarts = 0;
+    ASSERT_TRUE(foreseeWith(
+        *source, o, [&](const MemoryEventColumns& m, std::uint64_t first) { firsts.push_back(first); (void)m; },
+        [&] { ++restarts; firsts.clear(); }));
+    EXPECT_EQ(restarts, 1);
+    std::vector<std::uint64_t> every;
+    for (std::uint64_t f = 0; f < source->eventCount(); f += 3)
+        every.push_back(f);
+    EXPECT_EQ(firsts, every);
+    // The replays find the look-ahead in the memo: the same result as a replay that makes its own.
+    ReplayOptions alone = o;
+    alone.foresight = nullptr;
+    EXPECT_EQ(describe(Replayer(o).run(*source, parsePolicySpec("pytorch"))),
+        describe(Replayer(alone).run(*source, parsePolicySpec("pytorch"))));
+    EXPECT_FALSE(foreseeWith(*source, o, [&](const MemoryEventColumns&, std::uint64_t) { ADD_FAILURE(); }, [] {}));
+    // Without a memo there is nowhere to keep it.
+    ReplayOptions none;
+    EXPECT_THROW(foreseeWith(*source, none, [](const MemoryEventColumns&, std::uint64_t) {}, [] {}), std::logic_error);
+}
