@@ -1283,8 +1283,11 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
                         if (fa != c.facts.end() && fa->second.freeTime && fa->second.freeCompletedTime) {
                             const TimeNs wait = *fa->second.freeCompletedTime - *fa->second.freeTime;
                             longest = std::max(longest, wait);
-                            line += "; freed " + formatOffsetBetween(start, *fa->second.freeTime) + ", reusable after "
-                                + formatSeconds(wait);
+                            line += "; freed " + formatOffsetBetween(start, *fa->second.freeTime)
+                                // (below a microsecond the figure printed as 0.000000 s: a state rebuilt
+                                // from before the window has its events nanoseconds apart)
+                                + (wait >= 1000 ? ", reusable after " + formatSeconds(wait)
+                                                : ", its free_completed recorded within 1 µs of the free");
                         }
                     }
                     if (f.blocks.size() < 6) {
@@ -1292,10 +1295,11 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
                         f.evidence.push_back(line);
                     }
                 }
-        f.statement = counted(count, "block", "blocks") + " (" + formatBytes(pending)
-            + ") had been freed by the program but were not reusable yet: they were used on another stream "
-              "(record_stream) and wait for its work to finish"
-            + (longest > 0 ? " (the longest for " + formatSeconds(longest) + ")" : std::string()) + ".";
+        f.statement = counted(count, "block", "blocks") + " (" + formatBytes(pending) + ") had been freed by the program but "
+            + (count == 1 ? "was not reusable yet: it was used on another stream (record_stream) and waits"
+                          : "were not reusable yet: they were used on another stream (record_stream) and wait")
+            + " for its work to finish"
+            + (longest >= 1000 ? " (the longest for " + formatSeconds(longest) + ")" : std::string()) + ".";
         f.cause = formatBytes(pending) + " freed but pending on stream events";
         f.rule = "a block freed after record_stream(s) returns to the pool only when the events on s complete "
                  "(free_completed)";
@@ -1961,8 +1965,14 @@ void writeDiagnosis(const Diagnosis& d, std::string_view format, TimeNs start, s
         std::string head = std::to_string(i + 1) + ". " + f.id + "  " + formatBytes(f.bytes) + (f.proven ? "" : "  (unproven)");
         out << head << '\n';
         para("   ", f.statement);
-        for (const auto& e : f.evidence)
-            para("   - ", e);
+        for (const auto& e : f.evidence) {
+            // An indented item belongs to the one above it (a segment's pinning blocks), as in the markdown.
+            const std::size_t indent = e.find_first_not_of(' ');
+            if (indent == 0 || indent == std::string::npos)
+                para("   - ", e);
+            else
+                para("     - ", e.substr(indent));
+        }
         para("   rule: ", f.rule + " [" + f.source + "]");
     }
     out << '\n';

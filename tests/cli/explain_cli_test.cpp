@@ -30,6 +30,19 @@ TEST(ExplainCli, OpensWithTheVerdictAndListsTheProvenFix)
         EXPECT_LE(gpumem::displayWidth(l), 100u) << l;
 }
 
+// The blocks that pin a segment are listed under it, indented as the markdown nests them (review finding: in the
+// text they stood level with the segments, so a reader could not tell which segment each one pinned).
+TEST(ExplainCli, PinningBlocksAreNestedUnderTheirSegment)
+{
+    const auto r = runCli("explain tests/data/explain/external_fragmentation.jsonl");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("   - segment 0x1000000000000 (20.00 MiB, stream 0): free 8.00 MiB, 6.00 MiB; pinned by 1 live block\n"
+                         "     - pinned by 6.00 MiB at 0x1000000600000 from keep (train.py:9), allocated +0.000001 s\n"
+                         "   - segment 0x1000001600000"),
+        std::string::npos)
+        << r.out;
+}
+
 TEST(ExplainCli, FailIfOomExitsThreeAtAnOom)
 {
     auto r = runCli("explain tests/data/explain/capacity.jsonl --capacity 100MiB --fail-if-oom");
