@@ -84,14 +84,25 @@ std::optional<RecordedReserved> recordedReservedOf(const TraceSummary& summary, 
 namespace {
     // The context once its figures are known (the trace's tables give the pool names).
     ComparisonContext contextOf(const Trace& tables, replay::StartState start, const replay::MemoryBeforeWindow& before,
-        const std::function<Bytes(Bytes opening, bool withRebuilt)>& livePeak, std::optional<RecordedReserved> recorded)
+        const std::function<Bytes(Bytes opening, bool withRebuilt)>& livePeak, const TraceSummary& summary,
+        DeviceId device)
     {
         ComparisonContext c;
         c.start = start;
         c.before = before;
         const bool recordedStart = start == replay::StartState::Recorded;
         c.lowerBound = livePeak(recordedStart ? c.before.openingAllocated : 0, recordedStart);
-        c.recorded = std::move(recorded);
+        c.recorded = recordedReservedOf(summary, device);
+        for (const auto& d : summary.devices) {
+            if (d.device != device)
+                continue;
+            c.recordedOoms = d.eventsByKind[static_cast<std::size_t>(EventKind::Oom)];
+            if (d.firstOom) {
+                c.recordedOomRequest = d.firstOom->request;
+                c.recordedFirstOom = d.firstOom->time;
+            }
+            c.deviceTotal = d.totalMemory;
+        }
         for (PoolId p = 0; p < tables.pools().size(); ++p)
             c.poolNames.push_back(poolName(tables, p));
         return c;
@@ -102,14 +113,14 @@ ComparisonContext comparisonContext(const Trace& trace, DeviceId device, replay:
 {
     return contextOf(trace, start, replay::memoryBeforeWindow(trace, device),
         [&](Bytes opening, bool withRebuilt) { return replay::livePeak(trace, device, opening, withRebuilt); },
-        recordedReserved(trace, device));
+        summarize(trace), device);
 }
 
 ComparisonContext comparisonContext(const MemoryEventSource& source, DeviceId device, replay::StartState start)
 {
     return contextOf(source.skeleton(), start, replay::memoryBeforeWindow(source, device),
         [&](Bytes opening, bool withRebuilt) { return replay::livePeak(source, device, opening, withRebuilt); },
-        recordedReserved(source, device));
+        summarize(source), device);
 }
 
 std::string poolName(const Trace& trace, PoolId pool)
@@ -254,10 +265,25 @@ std::string wrapText(const std::string& text, std::size_t width, const std::stri
     std::string out, line = text.substr(0, lead);
     bool atStart = true; // no word on `line` yet
     std::size_t start = lead;
+    // A figure and its unit ("+0.000004 s", "20.00 MiB", "1.039 x") stay on one line (review finding L7).
+    auto isUnit = [](std::string_view w) {
+        for (std::string_view u : { "s", "ms", "µs", "ns", "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "x", "%" })
+            if (w == u || (w.size() > u.size() && w.substr(0, u.size()) == u && std::ispunct(static_cast<unsigned char>(w[u.size()]))
+                              && w[u.size()] != '_' && w[u.size()] != '-'))
+                return true;
+        return false;
+    };
     while (start < text.size()) {
         std::size_t end = text.find(' ', start);
         if (end == std::string::npos)
             end = text.size();
+        if (end > start && std::isdigit(static_cast<unsigned char>(text[end - 1])) && end < text.size()) {
+            std::size_t next = text.find(' ', end + 1);
+            if (next == std::string::npos)
+                next = text.size();
+            if (isUnit(std::string_view(text).substr(end + 1, next - end - 1)))
+                end = next;
+        }
         const std::string word = text.substr(start, end - start);
         if (!atStart && width != 0 && !word.empty() && displayWidth(line) + 1 + displayWidth(word) > width
             && !(longWordsStay && displayWidth(indent) + displayWidth(word) > width)) {

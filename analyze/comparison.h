@@ -41,6 +41,14 @@ struct ComparisonContext {
     // bytes no policy holds in less; 0 = not known (no overhead column).
     Bytes lowerBound = 0;
     std::optional<RecordedReserved> recorded;
+    // The run's own OOMs on the device (its oom events): how many, and the first's request (bytes) and time
+    // (ns, absolute); 0 = none recorded. `deviceTotal`: the device's recorded total memory, 0 = not recorded.
+    // The replay table names them in its recorded row and says why its rows may not fail (an unlimited device).
+    std::uint64_t recordedOoms = 0;
+    Bytes recordedOomRequest = 0;
+    TimeNs recordedFirstOom = 0;
+    Bytes deviceTotal = 0;
+    Bytes capacity = 0; // the replays' device capacity (ReplayOptions::capacity), 0 = unlimited
     std::size_t width = 100; // columns a text table may use; 0 = unlimited (--wide)
     // The trace's pools by index, as reports name them: "default", "graph (1,0)", "mem_pool (0,1)".
     std::vector<std::string> poolNames;

@@ -191,6 +191,66 @@ namespace {
     }
 } // namespace
 
+namespace {
+    // " with no OOM" / " with 3 OOMs, the first at +1.2 s".
+    std::string oomClause(std::uint64_t ooms, TimeNs firstAt)
+    {
+        return ooms == 0 ? std::string(" with no OOM") : " with " + counted(ooms, "OOM", "OOMs") + ", the first at " + formatOffset(firstAt);
+    }
+
+    std::string deviceClause(const ComparisonContext& c)
+    {
+        return c.capacity ? "On a device of " + formatBytes(c.capacity) : std::string("On an unlimited device");
+    }
+} // namespace
+
+std::string replayAnswer(const std::vector<replay::ReplayResult>& results, const std::vector<std::size_t>& order,
+    TimeNs start, const ComparisonContext& context)
+{
+    if (results.empty() || order.empty())
+        return {};
+    auto figures = [&](const replay::ReplayResult& r) {
+        return textForTerminal(rowLabel(r)) + " peaks at " + markedBytes(r.peakReserved.bytes, r.reservedIsLowerBound)
+            + " reserved" + oomClause(r.ooms, r.failures.empty() ? 0 : r.failures.front().time - start);
+    };
+    const auto& best = results[order.front()];
+    std::string s = deviceClause(context) + " "
+        + (results.size() == 1 ? figures(best)
+                               : "the best of " + std::to_string(results.size()) + " policies is " + textForTerminal(rowLabel(best))
+                    + ", which" + figures(best).substr(textForTerminal(rowLabel(best)).size()));
+    if (results.size() > 1) {
+        const auto& next = results[order[1]];
+        s += "; next " + textForTerminal(rowLabel(next)) + ", " + markedBytes(next.peakReserved.bytes, next.reservedIsLowerBound)
+            + (next.ooms ? " with " + counted(next.ooms, "OOM", "OOMs") : std::string());
+    }
+    if (context.recorded || context.recordedOoms) {
+        s += "; the run itself";
+        if (context.recorded)
+            s += " reserved " + formatBytes(context.recorded->bytes);
+        if (context.recordedOoms)
+            s += std::string(context.recorded ? " and" : "") + " failed " + counted(context.recordedOoms, "request", "requests")
+                + " (the first at " + formatOffset(context.recordedFirstOom - start) + ")";
+    }
+    return s + ".";
+}
+
+std::optional<std::string> recordedOomNote(
+    const std::vector<replay::ReplayResult>& results, TimeNs start, const ComparisonContext& context)
+{
+    if (context.recordedOoms == 0)
+        return std::nullopt;
+    std::string s = "recorded OOMs: the run's allocator refused " + counted(context.recordedOoms, "request", "requests")
+        + ", the first at " + formatOffset(context.recordedFirstOom - start) + " (" + formatBytes(context.recordedOomRequest) + ")";
+    if (std::any_of(results.begin(), results.end(), [](const auto& r) { return r.ooms != 0; }))
+        return s + ".";
+    // An oom event allocates nothing: the replays never make the refused request (replay/replayer.h), so
+    // no capacity makes a row fail there; explain replays to that moment and tries the request.
+    return s + ". A replay does not make a refused request (the trace holds no block for it), so no row fails there; "
+               "`gpumem explain` replays to that moment"
+        + (context.deviceTotal ? " on the device's " + formatBytes(context.deviceTotal) : std::string())
+        + " and says why it failed and which setting fits it.";
+}
+
 void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::string_view format, TimeNs start,
     std::ostream& out, const ComparisonContext& context)
 {
@@ -219,7 +279,8 @@ void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::str
             all.push_back({ { "policy", "recorded" }, { "recorded", true }, { "source", recorded->source },
                 { "peak_reserved", recorded->bytes }, { "peak_reserved_time_ns", recorded->time - start },
                 { "peak_allocated", recorded->allocatedPeak ? nlohmann::json(*recorded->allocatedPeak) : nlohmann::json(nullptr) },
-                { "reserved_is_lower_bound", false }, { "start", startName },
+                { "reserved_is_lower_bound", false }, { "start", startName }, { "ooms", context.recordedOoms },
+                { "first_oom_time_ns", context.recordedOoms ? nlohmann::json(context.recordedFirstOom - start) : nlohmann::json(nullptr) },
                 { "reserved_vs_bound", context.lowerBound ? nlohmann::json(overBound(recorded->bytes, context.lowerBound))
                                                           : nlohmann::json(nullptr) } });
         out << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
@@ -260,13 +321,17 @@ void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::str
         }
         if (recorded)
             out << "recorded," << recorded->bytes << ','
-                << (recorded->allocatedPeak ? std::to_string(*recorded->allocatedPeak) : std::string()) << ",,,,,,,,,,"
+                << (recorded->allocatedPeak ? std::to_string(*recorded->allocatedPeak) : std::string()) << ",,,"
+                << (context.recordedOoms ? std::to_string(context.recordedOoms) : std::string()) << ','
+                << (context.recordedOoms ? std::to_string(context.recordedFirstOom - start) : std::string()) << ",,,,,,"
                 << startName << ",0," << ratio(recorded->bytes) << "," << (pools ? "," : "") << "\n";
         return;
     }
     if (format != "text")
         throw UsageError("--format '" + std::string(format) + "' is not one of: text, json, csv");
     const std::size_t width = context.width;
+    if (!results.empty())
+        out << wrapText(replayAnswer(results, order, start, context), width);
     if (context.before.any() || context.start == replay::StartState::Empty)
         out << wrapText(replay::startStateSentence(context.start, context.before), width);
     // One unit per column: the unit of the column's largest figure.
@@ -284,11 +349,13 @@ void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::str
             overBoundText(r.peakReserved.bytes, context.lowerBound), bytesInUnitOf(r.peakAllocated.bytes, allocatedMax),
             std::to_string(r.deviceCalls()), std::to_string(r.ooms), firstOomText(r, start) });
     }
-    if (recorded)
-        rows.push_back({ "-", "recorded", bytesInUnitOf(recorded->bytes, reservedMax),
-            overBoundText(recorded->bytes, context.lowerBound),
-            recorded->allocatedPeak ? bytesInUnitOf(*recorded->allocatedPeak, allocatedMax) : std::string("-"), "-", "-",
-            "-" });
+    const bool recordedOom = context.recordedOoms != 0;
+    if (recorded || recordedOom)
+        rows.push_back({ "-", "recorded", recorded ? bytesInUnitOf(recorded->bytes, reservedMax) : std::string("-"),
+            recorded ? overBoundText(recorded->bytes, context.lowerBound) : std::string("-"),
+            recorded && recorded->allocatedPeak ? bytesInUnitOf(*recorded->allocatedPeak, allocatedMax) : std::string("-"),
+            "-", recordedOom ? std::to_string(context.recordedOoms) : std::string("-"),
+            recordedOom ? formatOffset(context.recordedFirstOom - start) : std::string("-") });
     std::vector<std::size_t> w(rows.front().size(), 0);
     for (const auto& row : rows)
         for (std::size_t c = 0; c < row.size(); ++c)
@@ -299,16 +366,27 @@ void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::str
         others += c == 1 ? 0 : w[c] + 2;
     if (width != 0 && others + w[1] > width)
         w[1] = std::max<std::size_t>(6, width > others ? width - others : 6);
+    // A policy cut to the column keeps every option's value (shortenSpec); the rows cut are written out whole
+    // under the table, so that two specs that differ only in a cut key never read alike (review finding: two
+    // "pytorch…r2_divisions:4" rows).
+    std::vector<std::string> cutRows;
     for (const auto& row : rows) {
         std::string line;
         for (std::size_t c = 0; c < row.size(); ++c) {
-            const std::string cell = c == 1 ? shortenMiddle(row[c], w[c]) : row[c];
+            std::string cell = row[c];
+            if (c == 1 && &row != &rows.front()) {
+                cell = shortenSpec(row[c], w[c]);
+                if (cell != row[c])
+                    cutRows.push_back("rank " + row[0] + ": " + row[c]);
+            }
             line += (c ? "  " : "") + pad(cell, w[c], c == 1);
         }
         while (!line.empty() && line.back() == ' ')
             line.pop_back();
         out << line << '\n';
     }
+    for (const auto& full : cutRows)
+        out << wrapText(full, width, "    ", true);
     if (std::any_of(results.begin(), results.end(), [](const auto& r) { return r.initialAdopted; }))
         out << wrapText("(recorded state): started from the segments and blocks the trace holds from before its window, "
                         "at their recorded addresses; the other rows allocate that state as requests first",
@@ -326,6 +404,8 @@ void writeReplayTable(const std::vector<replay::ReplayResult>& results, std::str
                 + " (the most bytes live at once, with the memory from before the window of this start; no policy "
                   "holds them in less). rank: fewer OOMs, then less reserved, then fewer device calls.",
             width);
+    if (const auto note = recordedOomNote(results, start, context))
+        out << wrapText(*note, width);
     if (recorded) {
         Bytes best = ~Bytes(0);
         for (const auto& r : results)

@@ -22,13 +22,25 @@ namespace gpumem::analyze {
 // The CLI verbs and the viewer each add what it means for their numbers.
 std::optional<std::string> memoryBeforeTheTraceNote(Bytes before);
 
+// The one sentence a replay table opens with: the best row (rankReplays' `order`) with its peak reserved and
+// OOMs, the next row, the device (capacity or unlimited), and what the run itself reserved and failed.
+// "" without results. Offsets are from `start` (ns).
+std::string replayAnswer(const std::vector<replay::ReplayResult>& results, const std::vector<std::size_t>& order,
+    TimeNs start, const ComparisonContext& context);
+// Under a replay table of a trace that records OOMs: how many, the first's time and request, and, where no row
+// fails, why (an unlimited device: the --capacity that replays at the device's size; a capacity given: the
+// memory outside the allocator). nullopt when the trace records no OOM.
+std::optional<std::string> recordedOomNote(
+    const std::vector<replay::ReplayResult>& results, TimeNs start, const ComparisonContext& context);
+
 // format: "text", "json" or "csv" (anything else throws UsageError listing them). Waste at peak is
 // PyTorch-style 1 − allocated/reserved at the fullest instant of the peak reservation (allocators.md §5.4).
-// With a context (comparison.h): text opens with the start state every row shares, ranks the rows
+// With a context (comparison.h): text opens with the answer (replayAnswer), then the start state every row shares, ranks the rows
 // (rankReplays) with a `rank` column, gives reserved / lower bound as the overhead ("vs bound"), marks a
 // reserved figure that is a lower bound with "≥", adds a `recorded` row (the run's own peak reserved)
-// and a sentence on why it differs, and keeps within context.width columns (policy names shortened in
-// the middle; one unit per column). JSON and CSV carry the same as fields (start, lower_bound,
+// (with the run's own OOMs when it recorded any, and recordedOomNote) and a sentence on why it differs, and keeps
+// within context.width columns (a policy cut to its column keeps every option's value, shortenSpec, and is
+// written out whole under the table; one unit per column). JSON and CSV carry the same as fields (start, lower_bound,
 // reserved_vs_bound, is_lower_bound / reserved_is_lower_bound, rank; a "recorded" row).
 // Text and JSON also give the first failed request of each policy (time, size, stream, reserved and
 // device free then), and for a compaction:INNER policy the passes, blocks and bytes moved, and the peak

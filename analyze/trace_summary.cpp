@@ -191,6 +191,10 @@ namespace {
                 case EventKind::SegmentUnmap:
                     m_reserved[d] -= m.size[i];
                     break;
+                case EventKind::Oom:
+                    if (!ds.firstOom)
+                        ds.firstOom = DeviceSummary::Oom { m.size[i], m.time[i] };
+                    break;
                 default:
                     break;
                 }

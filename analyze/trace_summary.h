@@ -47,6 +47,13 @@ struct DeviceSummary {
     Bytes allocatedBeforeTrace = 0;
     // Memory outside the traced allocator (core/outside_memory.h), when the trace records it.
     std::optional<OutsideMemory> outside;
+    // The first oom event on the device (a request the run's allocator refused; eventsByKind counts them
+    // all): its request in bytes and its time (ns, absolute). nullopt when the trace records none.
+    struct Oom {
+        Bytes request = 0;
+        TimeNs time = 0;
+    };
+    std::optional<Oom> firstOom;
 };
 
 struct TraceSummary {

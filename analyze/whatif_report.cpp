@@ -15,6 +15,7 @@
 #include <numeric>
 #include <ostream>
 #include <sstream>
+#include <tuple>
 
 namespace gpumem::analyze {
 
@@ -141,6 +142,23 @@ void writeSweepTable(const std::vector<SweepRow>& rows, std::string_view format,
             out << "0,recorded,recorded," << context.recorded->bytes << ",,,,,,0\n";
         return;
     }
+    if (best < rows.size()) {
+        // The answer first (M9 of the 2026-12-04 review: the best row was named only under the table).
+        const auto& b = rows[best].result;
+        std::string answer = "Best of " + counted(rows.size(), "configuration", "configurations") + ": "
+            + textForTerminal(rows[best].spec) + ", peak reserved " + markedBytes(b.peakReserved.bytes, b.reservedIsLowerBound)
+            + (b.ooms ? ", with " + counted(b.ooms, "OOM", "OOMs") + " (every configuration had a failed request)"
+                      : std::string(" with no OOM"));
+        if (rows.size() > 1) {
+            const auto& worst = rows[order.back()];
+            answer += "; the worst, " + textForTerminal(worst.spec) + ", "
+                + markedBytes(worst.result.peakReserved.bytes, worst.result.reservedIsLowerBound)
+                + (worst.result.ooms ? " with " + counted(worst.result.ooms, "OOM", "OOMs") : std::string());
+        }
+        if (context.recorded)
+            answer += "; the run itself reserved " + formatBytes(context.recorded->bytes);
+        out << wrapText(answer + ".", context.width);
+    }
     if (context.before.any() || context.start == replay::StartState::Empty)
         out << wrapText(replay::startStateSentence(context.start, context.before), context.width);
     Bytes reservedMax = context.recorded ? context.recorded->bytes : 0, allocatedMax = 0;
@@ -227,6 +245,33 @@ void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view 
         if (context.recorded)
             out << "recorded,recorded,,," << context.recorded->bytes << ",,,,,0\n";
         return;
+    }
+    if (!fits.empty()) {
+        // The answer first (M9 of the 2026-12-04 review): the smallest device each policy fits, best first.
+        std::vector<const replay::FitResult*> byCapacity;
+        for (const auto& f : fits)
+            byCapacity.push_back(&f);
+        std::stable_sort(byCapacity.begin(), byCapacity.end(), [](const auto* a, const auto* b) {
+            return std::make_tuple(!a->fits, a->capacity) < std::make_tuple(!b->fits, b->capacity);
+        });
+        const auto& f = *byCapacity.front();
+        std::string answer;
+        if (!f.fits)
+            answer = (fits.size() == 1 ? textForTerminal(f.spec) + " fits no device" : std::string("No policy fits a device"))
+                + " of up to " + formatBytes(f.maxCapacity) + " without an OOM";
+        else if (std::all_of(fits.begin(), fits.end(), [](const auto& g) { return g.fits && g.capacity == 0; }))
+            answer = (fits.size() == 1 ? textForTerminal(f.spec) : std::string("Every policy")) + " needs no memory: nothing is reserved on the device";
+        else {
+            answer = (fits.size() == 1 ? "" : "Smallest of " + std::to_string(fits.size()) + ": ") + textForTerminal(f.spec)
+                + " fits in " + markedBytes(f.capacity, f.lowerBoundMark) + ", the smallest device it replays on without an OOM";
+            if (fits.size() > 1) {
+                const auto& n = *byCapacity[1];
+                answer += "; next " + textForTerminal(n.spec)
+                    + (n.fits ? " in " + markedBytes(n.capacity, n.lowerBoundMark) : std::string(", no fit"));
+            }
+            answer += "; the live peak, which no policy holds in less, is " + formatBytes(f.lowerBound);
+        }
+        out << wrapText(answer + ".", context.width);
     }
     if (context.before.any() || context.start == replay::StartState::Empty)
         out << wrapText(replay::startStateSentence(context.start, context.before), context.width);

@@ -415,6 +415,7 @@ namespace {
                 const DeviceId device = options.device.value_or(0);
                 auto context = input.context(device, start);
                 context.width = readTableWidth(vm);
+                context.capacity = options.capacity;
                 analyze::writeReplayTable(results, format, input.traceStart(), out, context);
                 warnAboutMemoryBeforeTheWindow(context.before.openingAllocated, err, start, context.width);
                 noteAssumedDeviceMemory(input.tables(), options, err);

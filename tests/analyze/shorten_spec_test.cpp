@@ -22,3 +22,14 @@ TEST(ShortenSpec, KeepsEveryValueAndCutsTheLongestKeysFirst)
     EXPECT_EQ(gpumem::displayWidth(tight), 20u) << tight;
     EXPECT_EQ(shortenSpec("direct", 3), gpumem::analyze::shortenMiddle("direct", 3)); // no options
 }
+
+// Review finding L7 (2026-12-04): a wrapped note split "+0.000004 s" and "20.00 MiB" across lines.
+TEST(WrapText, KeepsAFigureAndItsUnitOnOneLine)
+{
+    using gpumem::analyze::wrapText;
+    EXPECT_EQ(wrapText("the first at +0.000004 s).", 24), "the first at\n  +0.000004 s).\n");
+    EXPECT_EQ(wrapText("reserved 20.00 MiB, then", 16), "reserved\n  20.00 MiB,\n  then\n");
+    // A word after a figure that is not a unit wraps on its own; "x" is the ratio's unit.
+    EXPECT_EQ(wrapText("step 3 sizes 1.039 x", 13), "step 3 sizes\n  1.039 x\n");
+    EXPECT_EQ(wrapText("in 3 steps", 5), "in 3\n  steps\n");
+}

@@ -107,6 +107,8 @@ TEST(SweepReview, RowsComeBestFirstAndGridBlanksAreTrimmed)
     // peak, and the configuration's option keys are cut short (its values kept: analyze::shortenSpec) to keep the
     // table within 100 columns.
     EXPECT_EQ(r.out,
+        "Best of 3 configurations: pytorch:per_process_memory_fraction:0.5, peak reserved 24.00 MiB with no\n"
+        "  OOM; the worst, pytorch:per_process_memory_fraction:0.0005, 12.00 MiB with 1 OOM.\n"
         "   configuration                         peak reserved  vs bound  peak allocated  device calls  OOMs\n"
         "*  pytorch:per_process_memory_frac…:0.5      24.00 MiB   1.000 x       24.00 MiB             2     0\n"
         "   direct                                    24.00 MiB   1.000 x       24.00 MiB             4     0\n"

@@ -1,10 +1,14 @@
 // gpumem replay: the comparison table, --fidelity on a public snapshot, --on-oom, and usage errors.
 #include "tests/cli/cli_runner.h"
 
+#include "core/display_width.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <set>
+#include <sstream>
 
 using gpumem::test::runCli;
 
@@ -40,7 +44,11 @@ TEST(ReplayCli, PrintsOneRowPerPolicyInEveryFormat)
     auto text = runCli("replay '" + kSilmont + "' --policy pytorch --policy direct --policy ideal");
     ASSERT_EQ(text.exitCode, 0) << text.err;
     // Issue 16: a rank column, vs bound instead of waste, a `recorded` row and two notes under the table.
-    EXPECT_EQ(std::count(text.out.begin(), text.out.end(), '\n'), 10);
+    EXPECT_EQ(std::count(text.out.begin(), text.out.end(), '\n'), 12);
+    // The answer first (review finding M9, 2026-12-04): the best row, the next and what the run reserved.
+    EXPECT_EQ(text.out.substr(0, text.out.find("\nrank")),
+        "On an unlimited device the best of 3 policies is ideal, which peaks at 3.03 GiB reserved with no\n"
+        "  OOM; next direct, 3.03 GiB; the run itself reserved 3.52 GiB.");
     EXPECT_NE(
         text.out.find("   3  pytorch        3.52 GiB   1.164 x        3.03 GiB             9     0          -"),
         std::string::npos)
@@ -224,4 +232,64 @@ TEST(ReplayCli, TheAssumedMemoryNoteNamesTheDeviceLabel)
     EXPECT_NE(r.err.find("gpumem replay: note: the trace records no memory size for device hip:3 and no --capacity"),
         std::string::npos)
         << r.err;
+}
+
+// Review finding H3 (2026-12-04): on a trace that records an OOM, replay said "0 OOMs" in every row and "-"
+// in the recorded one, and nothing said why. tests/data/explain/recorded_oom_segments.jsonl: a 16 MiB request
+// refused at +4 µs with 20 MiB reserved on a 39.59 GiB A100.
+TEST(ReplayCli, ARecordedOomIsInTheRecordedRowAndTheNoteSaysWhyNoRowFails)
+{
+    auto text = runCli("replay tests/data/explain/recorded_oom_segments.jsonl");
+    ASSERT_EQ(text.exitCode, 0) << text.err;
+    EXPECT_EQ(text.out.rfind("On an unlimited device pytorch peaks at 20.00 MiB reserved with no OOM; the run itself "
+                             "reserved\n  20.00 MiB and failed 1 request (the first at +0.000004 s).\n",
+                  0),
+        0u)
+        << text.out;
+    EXPECT_NE(text.out.find("   -  recorded      20.00 MiB   3.333 x        6.00 MiB             -     1  +0.000004 s\n"),
+        std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find("recorded OOMs: the run's allocator refused 1 request, the first at +0.000004 s (16.00 MiB). "
+                            "A replay\n  does not make a refused request"),
+        std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find("explain` replays to that moment on the device's 39.59 GiB"), std::string::npos) << text.out;
+    auto json = nlohmann::json::parse(runCli("replay tests/data/explain/recorded_oom_segments.jsonl --format json").out);
+    ASSERT_EQ(json.size(), 2u);
+    EXPECT_EQ(json[1]["recorded"], true);
+    EXPECT_EQ(json[1]["ooms"], 1);
+    EXPECT_EQ(json[1]["first_oom_time_ns"], 4000);
+    auto csv = runCli("replay tests/data/explain/recorded_oom_segments.jsonl --format csv").out;
+    EXPECT_NE(csv.find("\nrecorded,20971520,6291456,,,1,4000,,,,,,recorded,0,3.333333,\n"), std::string::npos) << csv;
+    // A trace without oom events: no note, and the recorded row's OOM cells stay "-".
+    auto none = runCli("replay traces/mlp_train.jsonl");
+    EXPECT_EQ(none.out.find("recorded OOMs"), std::string::npos) << none.out;
+}
+
+// Review finding H2 (2026-12-04): the policy column cut specs in the middle, so two specs that differ in a
+// late option read alike ("pytorch…r2_divisions:4" twice). Each value is kept, and every cut spec is written out.
+TEST(ReplayCli, CutPolicyNamesKeepTheirValuesAndAreWrittenOutUnderTheTable)
+{
+    auto text = runCli("replay traces/mlp_train.jsonl --policy pytorch:max_split_size_mb:64,roundup_power2_divisions:4 "
+                       "--policy pytorch:max_split_size_mb:128,roundup_power2_divisions:4 "
+                       "--policy pytorch:max_split_size_mb:64,garbage_collection_threshold:0.5,roundup_power2_divisions:4");
+    ASSERT_EQ(text.exitCode, 0) << text.err;
+    std::istringstream lines(text.out);
+    std::set<std::string> cells;
+    std::size_t rows = 0;
+    for (std::string line; std::getline(lines, line);) {
+        EXPECT_LE(gpumem::displayWidth(line), 100u) << line;
+        if (line.rfind("   ", 0) == 0 && line.find("MiB") != std::string::npos && line.find("recorded") == std::string::npos) {
+            ++rows;
+            cells.insert(line.substr(6, line.find("  ", 6) - 6));
+        }
+    }
+    EXPECT_EQ(rows, 3u) << text.out;
+    EXPECT_EQ(cells.size(), 3u) << text.out; // three different labels
+    EXPECT_NE(text.out.find("\nrank 2: pytorch:max_split_size_mb:128,roundup_power2_divisions:4\n"), std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find(
+                  "\nrank 3: pytorch:max_split_size_mb:64,roundup_power2_divisions:4,garbage_collection_threshold:0.5\n"),
+        std::string::npos)
+        << text.out;
 }

@@ -28,7 +28,13 @@ TEST(SweepCli, ExpandsGridsAndMarksTheBestRowInEveryFormat)
     ASSERT_EQ(text.exitCode, 0) << text.err;
     // Issue 16: header, 4 rows, the recorded row, the best line and the two-line note on the recorded row;
     // "vs bound" is the overhead column.
-    EXPECT_EQ(lines(text.out), 9u) << text.out;
+    EXPECT_EQ(lines(text.out), 11u) << text.out;
+    // The answer first (review finding M9, 2026-12-04): the best and the worst row, and the run's own figure.
+    EXPECT_EQ(text.out.rfind("Best of 4 configurations: direct, peak reserved 640.72 MiB with no OOM; the worst,\n"
+                             "  pytorch:expandable_segments:True, 722.00 MiB; the run itself reserved 730.00 MiB.\n",
+                  0),
+        0u)
+        << text.out;
     // Sorted by peak reserved: direct (640.72 MiB) first and best, expandable segments (722 MiB) last.
     EXPECT_NE(text.out.find("\n*  direct                               640.72 MiB   1.000 x      640.72 MiB           192 "
                             "    0\n"),
@@ -118,6 +124,9 @@ TEST(FitCli, ReportsTheSmallestCapacityWithoutOom)
     ASSERT_EQ(text.exitCode, 0) << text.err;
     // Issue 16: shorter headings, the policy shortened in the middle to stay within 100 columns.
     EXPECT_EQ(text.out,
+        "Smallest of 2: direct fits in 24.00 MiB, the smallest device it replays on without an OOM; next\n"
+        "  pytorch:per_process_memory_fraction:0.5 in 48.00 MiB; the live peak, which no policy holds in\n"
+        "  less, is 24.00 MiB.\n"
         "policy                                fits in  reserved there  unlimited reserved  live peak  probes\n"
         "direct                              24.00 MiB       24.00 MiB           24.00 MiB  24.00 MiB       1\n"
         "pytorch:per…ss_memory_fraction:0.5  48.00 MiB       24.00 MiB           24.00 MiB  24.00 MiB      11\n");
@@ -333,6 +342,7 @@ TEST(FitCli, ATraceThatAllocatesNothingNeedsNoMemory)
     auto text = runCli("fit tests/data/zero_byte_alloc.jsonl --policy pytorch --policy direct");
     ASSERT_EQ(text.exitCode, 0) << text.err;
     EXPECT_EQ(text.out,
+        "Every policy needs no memory: nothing is reserved on the device.\n"
         "policy   fits in  reserved there  unlimited reserved  live peak  probes\n"
         "pytorch      0 B             0 B                 0 B        0 B       0\n"
         "direct       0 B             0 B                 0 B        0 B       0\n"
