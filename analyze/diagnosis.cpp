@@ -628,9 +628,15 @@ namespace {
         return out;
     }
 
+    // Findings by bytes, except segment_churn: its bytes are cudaFree'd over the run (a speed cost), not memory
+    // held at the moment, so it follows every finding that is (it said why a 30 MiB request failed before the
+    // live memory that exceeded the capacity did: oom_after_churn.jsonl).
     void rank(Diagnosis& d)
     {
-        std::stable_sort(d.findings.begin(), d.findings.end(), [](const Finding& a, const Finding& b) { return a.bytes > b.bytes; });
+        std::stable_sort(d.findings.begin(), d.findings.end(), [](const Finding& a, const Finding& b) {
+            const bool ca = a.id == "segment_churn", cb = b.id == "segment_churn";
+            return ca != cb ? cb : a.bytes > b.bytes;
+        });
     }
 
     // ---- counters only (an OOM message, a memory_summary) ----
@@ -1361,8 +1367,14 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
         Bytes freedBytes = 0;
         std::vector<std::string> times;
         std::uint64_t lastEvent = kNoIndex;
+        // The failing request's own flush (release_cached_blocks before its last cudaMalloc) is the OOM's
+        // recovery, not churn before it: its cudaFree calls and its retry are left out of the counts.
+        const bool failed = !r0.failures.empty();
+        const std::uint64_t failingEvent = failed ? r0.failures.front().event : kNoIndex;
         for (const auto& rec : r0.segmentEvents) {
             if (rec.call.kind != EventKind::SegmentFree && rec.call.kind != EventKind::SegmentUnmap)
+                continue;
+            if (rec.event == failingEvent)
                 continue;
             ++frees;
             freedBytes += rec.call.size;
@@ -1374,17 +1386,19 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
             lastEvent = rec.event;
         }
         std::uint64_t retries = r0.allocRetries;
-        if (!r0.failures.empty() && pytorch && retries > 0)
+        if (failed && pytorch && retries > 0)
             --retries; // the failing request's own retry
         if (retries > 0 || bursts >= 2) {
             Finding f;
             f.id = "segment_churn";
             f.bytes = freedBytes;
             f.statement = counted(retries, "cudaMalloc retry", "cudaMalloc retries")
-                + " after freeing the whole cache (num_alloc_retries) and " + counted(frees, "cudaFree", "cudaFree calls")
-                + " of " + formatBytes(freedBytes) + " in " + counted(bursts, "burst", "bursts")
-                + ": the allocator gave memory back and took it again, a synchronising speed cost"
-                + (oom ? " before the failure." : ".");
+                + " after freeing the whole cache and " + counted(frees, "cudaFree", "cudaFree calls") + " of "
+                + formatBytes(freedBytes) + " in " + counted(bursts, "burst", "bursts")
+                + (failed && pytorch ? " before the failure (num_alloc_retries " + std::to_string(r0.allocRetries)
+                              + " with the failing request's own retry)"
+                                     : (failed ? " before the failure" : std::string()))
+                + ": the allocator gave memory back and took it again, a synchronising speed cost.";
             f.cause = counted(retries, "cache flush", "cache flushes") + " and " + counted(frees, "cudaFree", "cudaFrees");
             f.rule = "when cudaMalloc fails PyTorch frees every wholly free cached segment and retries "
                      "(num_alloc_retries; DeepSpeed warns of these \"cache flushes\")";
@@ -1673,16 +1687,19 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
     // The verdict: one sentence.
     std::string v;
     if (oom) {
-        v = (d.moment.kind == Moment::Kind::RecordedOom ? "The recorded OOM at " : "At ")
-            + formatOffsetBetween(start, d.moment.time) + " a " + formatBytes(request) + " request "
-            + (d.moment.kind == Moment::Kind::RecordedOom ? "failed" : "fails")
-            + (d.capacity ? " at " + formatBytes(d.capacity) : std::string()) + " with " + formatBytes(d.moment.reserved)
-            + " reserved";
+        // "At the recorded OOM (+t), a X request failed on a device of C with R reserved" (a forced moment: "At +t,
+        // a X request fails ...").
+        const bool recorded = d.moment.kind == Moment::Kind::RecordedOom;
+        const std::string when = formatOffsetBetween(start, d.moment.time);
+        v = (recorded ? "At the recorded OOM (" + when + "), a " : "At " + when + ", a ") + formatBytes(request)
+            + " request " + (recorded ? "failed" : "fails")
+            + (d.capacity ? " on a device of " + formatBytes(d.capacity) : std::string()) + " with "
+            + formatBytes(d.moment.reserved) + " reserved";
     } else if (d.moment.kind == Moment::Kind::Time) {
         v = "At " + formatOffsetBetween(start, d.moment.time) + " " + formatBytes(d.moment.reserved) + " is reserved for "
             + formatBytes(d.moment.allocated) + " allocated";
     } else {
-        v = "No OOM" + (d.capacity ? " at " + formatBytes(d.capacity) : std::string(" (unlimited device)"))
+        v = "No OOM" + (d.capacity ? " on a device of " + formatBytes(d.capacity) : std::string(" (unlimited device)"))
             + "; the reserved peak is " + formatBytes(d.peakReserved) + " at " + formatOffsetBetween(start, d.moment.time)
             + " for " + formatBytes(d.moment.allocated) + " allocated"
             + (d.recordedPeakReserved && *d.recordedPeakReserved != d.peakReserved

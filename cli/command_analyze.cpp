@@ -533,10 +533,10 @@ std::string streamedVerdict(const analyze::BoundedAnalysis& bounded, const Trace
     if (const auto& oom = bounded.firstOom) {
         stated = oom->time;
         const Bytes total = analysis.device < skeleton.devices().size() ? skeleton.devices()[analysis.device].totalMemory : 0;
-        v = (analysis.stats.ooms > 1 ? "The first of " + std::to_string(analysis.stats.ooms) + " recorded OOMs at "
-                                     : std::string("The recorded OOM at "))
-            + at(oom->time) + " a " + formatBytes(oom->request) + " request failed"
-            + (total ? " at " + formatBytes(total) : std::string()) + " with " + state(*oom);
+        v = (analysis.stats.ooms > 1 ? "At the first of " + std::to_string(analysis.stats.ooms) + " recorded OOMs ("
+                                     : std::string("At the recorded OOM ("))
+            + at(oom->time) + "), a " + formatBytes(oom->request) + " request failed"
+            + (total ? " on a device of " + formatBytes(total) : std::string()) + " with " + state(*oom);
     } else if (const auto& reserved = bounded.peakReserved) {
         stated = reserved->time;
         v = "No recorded OOM; the reserved peak is " + formatBytes(*reserved->reserved) + " at " + at(reserved->time) + " for "

@@ -665,6 +665,7 @@ struct PyTorchPolicy::Impl {
         if (!b) {
             ++counters.numOoms;
             ++stats.ooms;
+            stats.allocRetries = counters.numAllocRetries; // the failed request's own retry counts, as in PyTorch's stats
             device.reportOom(rounded, stream);
             return std::nullopt;
         }

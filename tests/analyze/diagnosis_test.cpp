@@ -266,6 +266,31 @@ TEST(Diagnosis, SegmentChurnCountsRetriesAndCudaFreeBursts)
     EXPECT_NE(f->statement.find("3 cudaFree calls of 86.00 MiB in 3 bursts"), std::string::npos) << f->statement;
 }
 
+TEST(Diagnosis, SegmentChurnLeavesOutTheFailingRequestsOwnFlushAndRanksAfterTheCapacity)
+{
+    // At 40 MiB, with 12 MiB live, requests of 20, 22 and 24 MiB each free the cache and retry cudaMalloc; the
+    // 30 MiB request then frees the 24 MiB segment, retries and fails. PyTorch counts 3 retries; the churn
+    // before the failure is 2 retries and 2 cudaFrees of 42 MiB (20 + 22). Before, the replay's retry count
+    // missed the failing request's (2, less 1: "1 cudaMalloc retry") while its cudaFree was counted (3 of
+    // 66 MiB), and the churn led the verdict ahead of the live memory over the capacity.
+    const Trace t = load("oom_after_churn.jsonl");
+    const auto d = run(t, 40 * MiB);
+    ASSERT_TRUE(d.moment.isOom());
+    EXPECT_EQ(d.allocRetries, 3u);
+    const Finding* f = find(d, "segment_churn");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->bytes, 42 * MiB);
+    EXPECT_EQ(f->statement.rfind("2 cudaMalloc retries after freeing the whole cache and 2 cudaFree calls of 42.00 MiB "
+                                 "in 2 bursts before the failure (num_alloc_retries 3 with the failing request's own retry)",
+                  0),
+        0u)
+        << f->statement;
+    ASSERT_EQ(d.findings.size(), 2u);
+    EXPECT_EQ(d.findings.front().id, "capacity");
+    EXPECT_EQ(d.findings.front().bytes, 2 * MiB);
+    EXPECT_GT(d.verdict.find("(segment_churn)"), d.verdict.find("(capacity)")) << d.verdict;
+}
+
 TEST(Diagnosis, ExpandableSegmentsWithMaxSplitSizeLeaveHolesUnusable)
 {
     const Trace t = load("expandable_max_split.jsonl");

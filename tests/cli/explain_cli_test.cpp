@@ -19,7 +19,7 @@ TEST(ExplainCli, OpensWithTheVerdictAndListsTheProvenFix)
 {
     auto r = runCli("explain tests/data/explain/oversize_split.jsonl --capacity 100MiB");
     ASSERT_EQ(r.exitCode, 0) << r.err;
-    EXPECT_EQ(r.out.rfind("verdict: At +0.000006 s a 60.00 MiB request fails at 100.00 MiB", 0), 0u) << r.out;
+    EXPECT_EQ(r.out.rfind("verdict: At +0.000006 s, a 60.00 MiB request fails on a device of 100.00 MiB", 0), 0u) << r.out;
     EXPECT_NE(r.out.find("1. oversize_split  60.00 MiB"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("proven fixes (replayed on this trace at 100.00 MiB):\n"
                          "  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"),

@@ -59,9 +59,10 @@ TEST(StreamedVerdictCli, NamesTheRecordedOomItsRequestAndTheAllocatedBytesThen)
 {
     // 40 GiB asked for with 110 MiB live on an 80 GiB device, no segment events (so no headline figure).
     const auto v = verdictsOf("tests/data/explain/recorded_oom.jsonl");
-    EXPECT_EQ(v.whole.rfind("The recorded OOM at +0.000002 s a 40.00 GiB request failed at 80.00 GiB with ", 0), 0u) << v.whole;
+    EXPECT_EQ(v.whole.rfind("At the recorded OOM (+0.000002 s), a 40.00 GiB request failed on a device of 80.00 GiB with ", 0), 0u) << v.whole;
     EXPECT_EQ(v.streamed,
-        "The recorded OOM at +0.000002 s a 40.00 GiB request failed at 80.00 GiB with 110.00 MiB allocated (the trace "
+        "At the recorded OOM (+0.000002 s), a 40.00 GiB request failed on a device of 80.00 GiB with 110.00 MiB "
+        "allocated (the trace "
         "records no reserved series); "
             + notReplayed("3 events"));
     EXPECT_EQ(v.report, inHtml(v.streamed));
@@ -72,7 +73,8 @@ TEST(StreamedVerdictCli, NamesTheReservedAndAllocatedBytesAtTheRecordedOom)
     // One 20 MiB segment, 2 MiB allocated when the 16 MiB request fails: the whole verdict's opening, then the
     // recorded allocated bytes and the headline, reserved beyond live at that OOM.
     const auto v = verdictsOf("tests/data/explain/recorded_oom_segments.jsonl");
-    const std::string opening = "The recorded OOM at +0.000004 s a 16.00 MiB request failed at 39.59 GiB with 20.00 MiB reserved";
+    const std::string opening = "At the recorded OOM (+0.000004 s), a 16.00 MiB request failed on a device of 39.59 GiB with "
+                                "20.00 MiB reserved";
     EXPECT_EQ(v.whole.rfind(opening, 0), 0u) << v.whole;
     EXPECT_EQ(v.streamed, opening + " for 2.00 MiB allocated: 18.00 MiB (90.0 %) reserved beyond live; " + notReplayed("5 events"));
     EXPECT_EQ(v.report, inHtml(v.streamed));

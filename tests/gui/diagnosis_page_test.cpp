@@ -50,7 +50,7 @@ TEST(DiagnosisPage, ShowsExplainsVerdictAndFindingsForTheLoadedTrace)
     ASSERT_TRUE(page.diagnosis());
     EXPECT_EQ(page.diagnosis()->moment.kind, analyze::Moment::Kind::RecordedOom);
     const QString text = page.browser()->toPlainText();
-    EXPECT_TRUE(text.startsWith("Verdict: The recorded OOM at +0.000002 s a 40.00 GiB request failed")) << text.toStdString();
+    EXPECT_TRUE(text.startsWith("Verdict: At the recorded OOM (+0.000002 s), a 40.00 GiB request failed on a device of 80.00 GiB")) << text.toStdString();
     EXPECT_TRUE(text.contains("outside_allocator")) << text.toStdString();
     EXPECT_TRUE(text.contains("Show this moment in the memory map")) << text.toStdString();
     QSignalSpy picked(&page, &DiagnosisPage::instantPicked);
