@@ -57,7 +57,8 @@ InstantSpec InstantSpec::parse(std::string_view text, TimeNs traceStart)
     if (!text.empty() && text.front() == '@') {
         absolute = true;
         text.remove_prefix(1);
-    }
+    } else if (!text.empty() && text.front() == '+')
+        text.remove_prefix(1); // "+0.001937 s", as every verb prints a time from the trace start
     // Exact decimal arithmetic (a double has 53 bits: @1752829952237228068 came back as …8032):
     // [-]digits[.digits]unit, the fraction rounded half up to whole nanoseconds.
     __extension__ typedef __int128 Int128;
@@ -83,7 +84,9 @@ InstantSpec InstantSpec::parse(std::string_view text, TimeNs traceStart)
     }
     if (wholeDigits + fractionDigits == 0)
         throw bad();
-    const std::string_view unit = text.substr(i);
+    std::string_view unit = text.substr(i);
+    if (unit.size() > 1 && unit.front() == ' ')
+        unit.remove_prefix(1); // one blank before the unit, as printed: "+0.001937 s"
     const bool zero = whole == 0 && fraction == 0;
     Int128 scale = 0;
     if (unit == "ns" || (unit.empty() && (absolute || zero)))

@@ -23,8 +23,10 @@ struct InstantSpec {
     enum class Kind : std::uint8_t { PeakAllocated, PeakReserved, Time } kind = Kind::PeakAllocated;
     TimeNs time = 0;
     // "peak", "reserved-peak", or a time relative to the trace start: "1.5s", "250ms", "40us",
-    // "1200ns", "1200" (ns); "@<ns>" (or "@<ns>ns", "@-<ns>") is absolute. Decimal and exact: the
-    // fraction rounds half up to whole ns. Throws UsageError otherwise, or for a time beyond int64 ns.
+    // "1200ns" (a unit is needed, except for 0), optionally with a leading '+' and one blank before the
+    // unit, as every verb prints it ("+0.001937 s"); "@<ns>" (or "@<ns>ns", "@-<ns>") is absolute.
+    // Decimal and exact: the fraction rounds half up to whole ns. Throws UsageError otherwise, or for a
+    // time beyond int64 ns.
     static InstantSpec parse(std::string_view text, TimeNs traceStart);
 };
 

@@ -106,10 +106,21 @@ namespace {
         {
             if (!vm.count("at"))
                 return std::nullopt;
-            const auto spec = analyze::InstantSpec::parse(vm["at"].as<std::string>(), start);
+            const std::string& text = vm["at"].as<std::string>();
+            // Not InstantSpec's own error, which offers peak and reserved-peak: explain takes a time only.
+            const auto notATime = [&] {
+                return UsageError("--at '" + text + "' is not a time after the trace start (1.5s, 250ms, 40us, 1200ns, "
+                    + "+0.001937 s as printed) or @<absolute ns>; explain takes a time: the OOM or the reserved peak is "
+                    + "the default");
+            };
+            analyze::InstantSpec spec;
+            try {
+                spec = analyze::InstantSpec::parse(text, start);
+            } catch (const UsageError&) {
+                throw notATime();
+            }
             if (spec.kind != analyze::InstantSpec::Kind::Time)
-                throw UsageError("--at '" + vm["at"].as<std::string>()
-                    + "': explain takes a TIME (1.5s, 250ms, @<ns>); the OOM or the reserved peak is the default");
+                throw notATime();
             return spec.time;
         }
 

@@ -106,6 +106,13 @@ TEST(InstantSpecParse, AbsoluteAndRelativeTimesAreExactNanoseconds)
     EXPECT_EQ(InstantSpec::parse("@9223372036854775807", 0).time, INT64_MAX);
     EXPECT_EQ(InstantSpec::parse("10ms", 1752829952227228068).time, 1752829952237228068);
     EXPECT_EQ(InstantSpec::parse("0.000000001s", 100).time, 101);
+    // A time as every verb prints it ("+0.001937 s") is taken back; a blank with no unit, or two, is not.
+    EXPECT_EQ(InstantSpec::parse("+0.001937 s", 100).time, 1937100);
+    EXPECT_EQ(InstantSpec::parse("+40us", 0).time, 40000);
+    EXPECT_THROW(InstantSpec::parse("+0.5 ", 0), UsageError);
+    EXPECT_THROW(InstantSpec::parse("0.5  s", 0), UsageError);
+    EXPECT_THROW(InstantSpec::parse("+@5", 0), UsageError);
+    EXPECT_THROW(InstantSpec::parse("++5s", 0), UsageError);
     EXPECT_EQ(InstantSpec::parse("1.0000000005s", 0).time, 1000000001); // half a ns rounds up
     EXPECT_EQ(InstantSpec::parse("1.5us", 0).time, 1500);
     EXPECT_EQ(InstantSpec::parse("0", 7).time, 7);

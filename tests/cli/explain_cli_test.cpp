@@ -104,6 +104,22 @@ TEST(ExplainCli, UsageErrors)
     EXPECT_EQ(runCli("explain tests/data/explain/capacity.jsonl --at peak").exitCode, 2);
 }
 
+TEST(ExplainCli, AnAtThatIsNotATimeIsRefusedWithoutOfferingPeak)
+{
+    // explain takes a time only: its error for 'soon' offered "peak, reserved-peak", which it then refused.
+    for (const char* at : { "soon", "peak", "reserved-peak" }) {
+        const auto r = runCli(std::string("explain tests/data/explain/capacity.jsonl --at ") + at);
+        EXPECT_EQ(r.exitCode, 2) << at;
+        EXPECT_NE(r.err.find(std::string("--at '") + at + "' is not a time after the trace start"), std::string::npos) << r.err;
+        EXPECT_EQ(r.err.find("is not peak"), std::string::npos) << r.err;
+    }
+    // A time as the verdict prints it is taken: the moment is the same as --at 1us.
+    const auto printed = runCli("explain tests/data/explain/capacity.jsonl --at '+0.000001 s'");
+    const auto plain = runCli("explain tests/data/explain/capacity.jsonl --at 1us");
+    ASSERT_EQ(printed.exitCode, 0) << printed.err;
+    EXPECT_EQ(printed.out, plain.out);
+}
+
 TEST(ExplainCli, TheHtmlReportOpensWithTheSameVerdict)
 {
     const auto e = runCli("explain tests/data/explain/rounding_overhead.jsonl --format json");
