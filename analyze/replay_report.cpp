@@ -176,7 +176,7 @@ std::optional<std::string> memoryBeforeTheTraceNote(Bytes before)
 {
     if (before == 0)
         return std::nullopt;
-    return formatBytes(before) + " was already allocated when this profiler trace began and is not in it";
+    return formatBytes(before) + " was already allocated when the trace began and is not in it";
 }
 
 namespace {

@@ -18,7 +18,7 @@
 namespace gpumem::analyze {
 
 // The memory a profiler trace does not contain, `before` = replay::openingAllocated(trace, device):
-// "3.82 GiB was already allocated when this profiler trace began and is not in it", or nullopt for 0.
+// "3.82 GiB was already allocated when the trace began and is not in it", or nullopt for 0.
 // The CLI verbs and the viewer each add what it means for their numbers.
 std::optional<std::string> memoryBeforeTheTraceNote(Bytes before);
 

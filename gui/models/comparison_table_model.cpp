@@ -181,7 +181,7 @@ QVariant ComparisonTableModel::data(const QModelIndex& index, int role) const
                        "not a saving.")
             .arg(m_results[std::size_t(row - (m_recorded ? 1 : 0))].ooms);
     if (role == Qt::ToolTipRole && column == VsRecorded && m_openingAllocated > 0)
-        return QString("Not comparable: %1 was already allocated when this profiler trace began; the replays hold "
+        return QString("Not comparable: %1 was already allocated when the trace began; the replays hold "
                        "it, but not the cache the allocator had reserved around it then, which the trace does not "
                        "show: their peak reserved is a lower bound (≥).")
             .arg(bytesText(m_openingAllocated));

@@ -126,7 +126,7 @@ TEST(ReportReview, TheSummaryWarnsAboutMemoryFromBeforeTheTrace)
     const std::string html = slurp(dir / "r.html");
     // Issue 16 item 3: the lower bound now holds the 8 GiB from the start, as the recorded counters do, so
     // the ratio compares like with like and is shown: 10 GiB / (8 + 1) GiB.
-    EXPECT_NE(html.find("<h3>Summary</h3><p class='note'>Note: 8.00 GiB was already allocated when this profiler trace "
+    EXPECT_NE(html.find("<h3>Summary</h3><p class='note'>Note: 8.00 GiB was already allocated when the trace "
                         "began and is not in it: peak allocated, peak active and the breakdowns cover what was "
                         "allocated inside the trace; the recorded counters (peak reserved, the recorded allocated "
                         "counter) and the lower bound include it.</p>"),

@@ -111,7 +111,7 @@ TEST(AnalyzeNotes, WarnsWhenAProfilerTraceBeganWithMemoryAlreadyAllocated)
         GTEST_SKIP() << "public traces not found at " GPUMEM_PUBLIC_TRACES;
     auto r = runCli("analyze --top 1 '" + file + "'");
     ASSERT_EQ(r.exitCode, 0) << r.err;
-    EXPECT_NE(r.err.find("note: 3.82 GiB was already allocated when this profiler trace began"), std::string::npos)
+    EXPECT_NE(r.err.find("note: 3.82 GiB was already allocated when the trace began"), std::string::npos)
         << r.err;
     // ProfilerStep#2 began 19.4 ms before the first memory event: it is the trace start, from which
     // analyze counts as info does (it read -0.019424 s when analyze counted from the first memory event).

@@ -41,3 +41,16 @@ TEST(OomTextCli, HelpFormatsListsTheTextFormats)
     for (const char* name : { "pytorch-oom-message", "pytorch-memory-summary", "tf-oom-report" })
         EXPECT_NE(r.out.find(name), std::string::npos) << name;
 }
+
+TEST(OomTextCli, TheMemoryAllocatedBeforeAMessageIsNotCalledAProfilerTrace)
+{
+    // The 22.90 GiB PyTorch held when the message was printed: analyze and replay said it "was already allocated
+    // when this profiler trace began", of a trace that is an error message.
+    for (const char* verb : { "analyze", "replay" }) {
+        const auto r = runCli(std::string(verb) + " tests/data/oom/current_issue16417.txt");
+        ASSERT_EQ(r.exitCode, 0) << verb << ": " << r.err;
+        const std::string all = r.out + r.err;
+        EXPECT_NE(all.find("22.90 GiB was already allocated when the trace began"), std::string::npos) << all;
+        EXPECT_EQ(all.find("profiler trace"), std::string::npos) << all;
+    }
+}

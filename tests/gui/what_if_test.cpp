@@ -348,7 +348,7 @@ TEST(WhatIfPage, WarnsThatAProfilerTracesReplaysUndercount)
     ASSERT_TRUE(page.run());
     ASSERT_TRUE(finished.wait(60000));
     // `gpumem replay` prints the same figure: the recorded Total Allocated before the first event.
-    EXPECT_TRUE(page.statusText().contains("Note: 3.82 GiB was already allocated when this profiler trace began"))
+    EXPECT_TRUE(page.statusText().contains("Note: 3.82 GiB was already allocated when the trace began"))
         << page.statusText().toStdString();
     ASSERT_EQ(page.table().rowCount(), 2);
     EXPECT_EQ(
