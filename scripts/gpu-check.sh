@@ -159,8 +159,9 @@ cpu_half() {
 }
 
 # The tracer's own code (tests/gpu/tracer_replay.cpp) writes the trace of a run list; the checker
-# must pass it, and must fail only `nccl` when NCCL's buffers come through cuMem* (the tracer's
-# VMM callbacks name no library: a known gap, docs/gpu-check.md).
+# must pass it, also when NCCL's buffers come through cuMem* (the tracer names the library that
+# called cuMemMap from the calling stack; until 2026-12-04 it named none, a gap the first GPU run
+# showed: 194 of NCCL's maps, docs/gpu-check.md).
 tracer_replay() {
   local plan=$1 s=$2 replay=$build/tests/gpu/gpu_check_tracer_replay
   if [ ! -x "$replay" ] || [ -z "$gpumem" ]; then
@@ -174,14 +175,9 @@ tracer_replay() {
     || { cat "$s/replay-check.txt"; die "the checker fails the trace the tracer's code wrote"; }
   "$replay" "$s/run.jsonl" "$s/replay-cumem.gmt" --nccl-cumem || die "gpu_check_tracer_replay --nccl-cumem failed"
   "$gpumem" convert --to jsonl "$s/replay-cumem.gmt" -o "$s/replay-cumem.jsonl" >/dev/null
-  local rc=0 failed
-  python3 "$checker" check --expected "$s/run.jsonl" --trace "$s/replay-cumem.jsonl" >"$s/replay-cumem-check.txt" || rc=$?
-  failed=$(grep '^FAIL' "$s/replay-cumem-check.txt" | cut -d: -f1 | tr '\n' ' ' || true)
-  if [ "$rc" != 1 ] || [ "$failed" != "FAIL nccl " ]; then
-    cat "$s/replay-cumem-check.txt"
-    die "NCCL memory through cuMem* should fail exactly 'nccl' (exit $rc, failed: ${failed:-none})"
-  fi
-  log "tracer replay: the tracer's own code writes a trace the checker passes; NCCL through cuMem* fails 'nccl' (known gap)"
+  python3 "$checker" check --expected "$s/run.jsonl" --trace "$s/replay-cumem.jsonl" >"$s/replay-cumem-check.txt" \
+    || { cat "$s/replay-cumem-check.txt"; die "the checker fails the trace with NCCL's buffers through cuMem*"; }
+  log "tracer replay: the tracer's own code writes a trace the checker passes, NCCL through cudaMalloc or cuMem*"
 }
 
 # ----------------------------------------------------------------------------------- staging

@@ -1,5 +1,7 @@
 #include "tracer/api_callbacks.h"
 
+#include "tracer/caller_library.h"
+
 #include <array>
 
 namespace gpumem::tracer {
@@ -58,11 +60,13 @@ namespace {
 std::span<const CUpti_CallbackId> ApiCallbacks::runtimeCallbackIds() { return kRuntimeAllocs; }
 std::span<const CUpti_CallbackId> ApiCallbacks::driverCallbackIds() { return kDriverAll; }
 
-ApiCallbacks::ApiCallbacks(TraceSink& sink, RangeRecorder& ranges, CorrelationMap& correlations, RangeRecorder::Clock clock)
+ApiCallbacks::ApiCallbacks(TraceSink& sink, RangeRecorder& ranges, CorrelationMap& correlations, RangeRecorder::Clock clock,
+    Caller caller)
     : m_sink(sink)
     , m_ranges(ranges)
     , m_correlations(correlations)
     , m_clock(std::move(clock))
+    , m_caller(caller ? std::move(caller) : Caller(callingLibrary))
 {
 }
 
@@ -100,6 +104,9 @@ void ApiCallbacks::vmm(CUpti_CallbackId cbid, const CUpti_CallbackData& data)
         });
     };
     auto segmentEvent = [&](EventKind kind, std::int32_t device, std::uint64_t address, std::uint64_t size) {
+        // The caller names the library a map belongs to, as CUPTI's allocation source does for
+        // cudaMalloc (a one-frame site: the file's name and its path); an unmap needs none.
+        const std::string caller = kind == EventKind::SegmentMap ? m_caller() : std::string();
         m_sink.update([&](SinkTables& t, PendingEvents& p) {
             if (!p.admit())
                 return;
@@ -114,6 +121,10 @@ void ApiCallbacks::vmm(CUpti_CallbackId cbid, const CUpti_CallbackData& data)
             e.scope = scope;
             e.thread = thread;
             e.sequence = data.correlationId;
+            if (!caller.empty()) {
+                const auto slash = caller.rfind('/');
+                e.site = t.site(slash == std::string::npos ? caller : caller.substr(slash + 1), caller);
+            }
             p.memory.push_back(e);
         });
     };

@@ -1,7 +1,8 @@
 // libgpumem_tracer.so: the thin injection layer (docs/tracer.md). The CUDA driver loads it through
 // CUDA_INJECTION64_PATH and calls InitializeInjection on the thread that runs cuInit; every shared
 // object that uses NVTX loads it through NVTX_INJECTION64_PATH and calls InitializeInjectionNvtx2.
-// Those two functions are the only exported symbols (exports.map). Everything here runs inside
+// InitializeInjectionNvtxExtension takes NVTX extension modules (the payload extension). Those three
+// functions are the only exported symbols (exports.map). Everything here runs inside
 // the traced program: no exception leaves this file, no call waits on the disk (the writer is a
 // background thread), and when CUPTI refuses to start the tracer prints one line and turns off.
 #include "tracer/activity_converter.h"
@@ -407,6 +408,20 @@ GPUMEM_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t getExportTab
         if (s == nullptr || !s->on.load())
             return 0; // NVTX calls stay no-ops
         return installNvtxHandlers(getExportTable);
+    } catch (...) {
+        return 0;
+    }
+}
+
+// NVTX extension modules (the payload extension's nvtxRangePopPayload, which NCCL uses) reach the
+// tool here, once per shared object and module (nvtx3/nvtxDetail/nvtxExtInit.h).
+GPUMEM_EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t* module)
+{
+    try {
+        Session* s = ensureSession();
+        if (s == nullptr || !s->on.load())
+            return 0; // the module's calls stay no-ops
+        return installNvtxExtension(module);
     } catch (...) {
         return 0;
     }

@@ -113,6 +113,24 @@ namespace {
     }
     int domainPop(nvtxDomainHandle_t d) { return withRecorder(-1, [&](RangeRecorder& r) { return r.pop(domainKey(d)); }); }
 
+    // ------------------------------------------------------------------ payload extension handlers
+    // The payloads carry no message the tracer reads (see nvtx_handlers.h).
+    std::string payloadName(nvtxDomainHandle_t d) { return inDomain(d, "(payload)"); }
+    void markPayload(nvtxDomainHandle_t d, const nvtxPayloadData_t*, size_t)
+    {
+        withRecorder(0, [&](RangeRecorder& r) { return r.mark(payloadName(d)), 0; });
+    }
+    int pushPayload(nvtxDomainHandle_t d, const nvtxPayloadData_t*, size_t)
+    {
+        return withRecorder(-1, [&](RangeRecorder& r) { return r.push(payloadName(d), domainKey(d)); });
+    }
+    int popPayload(nvtxDomainHandle_t d, const nvtxPayloadData_t*, size_t) { return domainPop(d); }
+    nvtxRangeId_t startPayload(nvtxDomainHandle_t d, const nvtxPayloadData_t*, size_t)
+    {
+        return withRecorder<nvtxRangeId_t>(0, [&](RangeRecorder& r) { return r.start(payloadName(d)); });
+    }
+    void endPayload(nvtxDomainHandle_t, nvtxRangeId_t id, const nvtxPayloadData_t*, size_t) { end(id); }
+
     nvtxDomainHandle_t domainCreate(std::string name) noexcept
     {
         try {
@@ -203,6 +221,31 @@ int installNvtxHandlers(NvtxGetExportTableFunc_t getExportTable) noexcept
         put(table, size, NVTX_CBID_CORE2_DomainCreateA, &domainCreateA);
         put(table, size, NVTX_CBID_CORE2_DomainCreateW, &domainCreateW);
         put(table, size, NVTX_CBID_CORE2_DomainDestroy, &domainDestroy);
+    }
+    return 1;
+}
+
+int installNvtxExtension(nvtxExtModuleInfo_t* module) noexcept
+{
+    if (module == nullptr || (module->segmentsCount > 0 && module->segments == nullptr))
+        return 0;
+    // Slot numbers are those of payload extension v1; a later incompatible layout changes the
+    // compatibility id's high byte.
+    if (module->moduleId != NVTX_EXT_PAYLOAD_MODULEID || (module->compatId >> 8) != (NVTX_EXT_PAYLOAD_COMPATID >> 8))
+        return 1;
+    for (std::size_t s = 0; s < module->segmentsCount; ++s) {
+        nvtxExtModuleSegment_t& segment = module->segments[s];
+        if (segment.functionSlots == nullptr)
+            continue;
+        auto slot = [&](std::size_t id, auto fn) {
+            if (id < segment.slotCount)
+                segment.functionSlots[id] = reinterpret_cast<intptr_t>(fn);
+        };
+        slot(NVTX3EXT_CBID_nvtxMarkPayload, &markPayload);
+        slot(NVTX3EXT_CBID_nvtxRangePushPayload, &pushPayload);
+        slot(NVTX3EXT_CBID_nvtxRangePopPayload, &popPayload);
+        slot(NVTX3EXT_CBID_nvtxRangeStartPayload, &startPayload);
+        slot(NVTX3EXT_CBID_nvtxRangeEndPayload, &endPayload);
     }
     return 1;
 }

@@ -16,7 +16,8 @@
 // its module brings a __device__ variable (a DEVICE_STATIC record with the variable's name); NCCL
 // takes 2 buffers in ncclCommInitAll through cudaMalloc, or with --nccl-cumem through
 // cuMemCreate + cuMemMap (NCCL's default where the driver allows it), which the tracer sees
-// through driver callbacks that carry no library. Exit status: 0 written, 1 unreadable input.
+// through driver callbacks; the tracer names their library from the calling stack, which the
+// replay stands in for by naming the run list's caller. Exit status: 0 written, 1 unreadable input.
 #include "tests/tracer/tracer_test_util.h" // ActivityBuffer, memoryRecord, kernelRecord
 #include "tracer/activity_converter.h"
 #include "tracer/api_callbacks.h"
@@ -224,6 +225,7 @@ private:
                 vmmRelease(handle);
         } else if (api == "cuMemMap" || api == "cuMemUnmap") {
             m_now = mid;
+            m_caller = kProgram;
             if (api == "cuMemMap")
                 vmmMap(address, size, m_handles.at(id));
             else
@@ -278,6 +280,7 @@ private:
         if (!m_ncclCumem)
             return library(kNccl, size, address);
         m_now += 1;
+        m_caller = kNccl;
         const auto handle = CUmemGenericAllocationHandle(1000 + address % 997);
         vmmCreate(handle, size);
         vmmMap(address, size, handle);
@@ -309,7 +312,8 @@ private:
     RangeRecorder m_ranges { m_sink, [this] { return m_now; } };
     CorrelationMap m_correlations;
     ActivityConverter m_converter { m_sink, m_correlations };
-    ApiCallbacks m_api { m_sink, m_ranges, m_correlations, [this] { return m_now; } };
+    std::string m_caller; // the library making the current driver call (the tracer walks the stack)
+    ApiCallbacks m_api { m_sink, m_ranges, m_correlations, [this] { return m_now; }, [this] { return m_caller; } };
     test::ActivityBuffer m_records; // walked at the end, as CUPTI delivers records: later, in a buffer
     std::vector<std::string> m_stack;
     std::uint32_t m_correlation = 0;

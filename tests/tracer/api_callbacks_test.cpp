@@ -17,7 +17,8 @@ struct Driver {
     RangeRecorder ranges { sink };
     CorrelationMap correlations;
     TimeNs clock = 5000;
-    ApiCallbacks api { sink, ranges, correlations, [this] { return clock += 100; } };
+    std::string caller; // the library the tracer would find on the calling stack
+    ApiCallbacks api { sink, ranges, correlations, [this] { return clock += 100; }, [this] { return caller; } };
     std::uint32_t correlation = 0;
 
     void call(CUpti_CallbackId cbid, void* params, CUresult result = CUDA_SUCCESS)
@@ -134,4 +135,33 @@ TEST(CorrelationMap, EvictsTheOldestBeyondItsCapacity)
     EXPECT_EQ(map.size(), 3u);
     EXPECT_FALSE(map.take(2).has_value());
     EXPECT_EQ(map.take(3)->scope, 3u);
+}
+
+TEST(ApiCallbacks, AMapNamesTheLibraryThatCalledIt)
+{
+    // NCCL 2.2x maps its buffers with cuMemCreate + cuMemMap; the first GPU run had 194 such maps
+    // in ncclCommInitAll with no library (traces/gpu_check_h200.gmt). The map's site is now the
+    // caller, as CUPTI's allocation source names a cudaMalloc's: the file's name and its path.
+    Driver d;
+    constexpr std::size_t chunk = 2 << 20;
+    d.caller = "/usr/lib/x86_64-linux-gnu/libnccl.so.2";
+    auto h = d.create(chunk, 0, 0x21);
+    d.map(0x7f3101c00000, chunk, h);
+    d.caller = "";
+    auto h2 = d.create(chunk, 0, 0x22);
+    d.map(0x7f3101e00000, chunk, h2); // no caller found: no site
+    d.caller = "/usr/lib/x86_64-linux-gnu/libnccl.so.2";
+    d.unmap(0x7f3101c00000, chunk);
+
+    TempDir dir;
+    Trace t = roundTrip(d.sink, dir);
+    const auto& m = t.memory();
+    ASSERT_EQ(m.count(), 3u);
+    ASSERT_NE(m.site[0], 0u);
+    auto frames = t.siteFrames(m.site[0]);
+    ASSERT_EQ(frames.size(), 1u);
+    EXPECT_EQ(t.str(t.frames()[frames[0]].name), "libnccl.so.2");
+    EXPECT_EQ(t.str(t.frames()[frames[0]].file), "/usr/lib/x86_64-linux-gnu/libnccl.so.2");
+    EXPECT_EQ(m.site[1], 0u);
+    EXPECT_EQ(m.site[2], 0u); // an unmap carries no site
 }

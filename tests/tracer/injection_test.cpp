@@ -37,7 +37,7 @@ TEST(TracerLibrary, ExportsOnlyTheTwoInjectionEntryPoints)
         fields >> address >> type >> name;
         symbols.insert(name);
     }
-    EXPECT_EQ(symbols, (std::set<std::string> { "InitializeInjection", "InitializeInjectionNvtx2" })) << r.out;
+    EXPECT_EQ(symbols, (std::set<std::string> { "InitializeInjection", "InitializeInjectionNvtx2", "InitializeInjectionNvtxExtension" })) << r.out;
 }
 
 TEST(TracerLibrary, LoadsWithoutTheCudaDriverAndSwitchesItselfOffInOneLine)
@@ -79,15 +79,20 @@ TEST(TracerLibrary, RecordsNvtxRangesOfAnUnmodifiedProgramAcrossThreadsAndLibrar
     for (ScopeId s = 1; s < t.scopes().size(); ++s)
         paths.insert(scopePath(t, s));
     // The library's domain range nests inside the application's ranges, and the library's
-    // default-domain range inside that: one stack per thread, whichever shared object pushes.
+    // default-domain range inside that: one stack per thread, whichever shared object pushes. The
+    // range the library pops with nvtxRangePopPayload (as NCCL pops ncclCommInitAll's) is closed:
+    // the application's next range is at app:step again, not under [mylib] lib:init (the first GPU
+    // run had every later range of the program under NCCL's).
     EXPECT_EQ(paths,
         (std::set<std::string> { "app:main", "app:main/app:step", "app:main/app:step/[mylib] lib:gemm",
-            "app:main/app:step/[mylib] lib:gemm/lib:inner", "worker:outer", "worker:outer/worker:inner" }));
+            "app:main/app:step/[mylib] lib:gemm/lib:inner", "app:main/app:step/[mylib] lib:init",
+            "app:main/app:step/app:after", "worker:outer", "worker:outer/worker:inner" }));
 
     std::map<std::string, Annotation> byName;
     for (const auto& a : t.annotations())
         byName[std::string(t.str(a.name))] = a;
-    ASSERT_EQ(byName.size(), 8u);
+    ASSERT_EQ(byName.size(), 10u);
+    EXPECT_LE(byName.at("[mylib] lib:init").end, byName.at("app:after").start);
     const auto& main = byName.at("app:main");
     const auto& worker = byName.at("worker:outer");
     EXPECT_NE(main.thread, worker.thread);

@@ -22,6 +22,8 @@ int main(int argc, char** argv)
     nvtxRangePushA("app:main");
     nvtxRangePushA("app:step");
     libraryWork("mylib");
+    nvtxRangePushA("app:after"); // at app:step again: the library closed both its ranges
+    nvtxRangePop();
     nvtxRangePop();
     std::thread worker([span] {
         nvtxRangePushA("worker:outer");

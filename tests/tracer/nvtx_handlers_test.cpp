@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 using namespace gpumem;
@@ -221,4 +222,105 @@ TEST(NvtxHandlers, RefuseAnExportTableWithoutCallbacks)
 {
     EXPECT_EQ(installNvtxHandlers(nullptr), 0);
     EXPECT_EQ(installNvtxHandlers([](uint32_t) -> const void* { return nullptr; }), 0);
+}
+
+// The payload extension as NVTX hands it to the tool (nvtx3/nvtxDetail/nvtxExtImplPayload_v1.h):
+// one segment of 63 slots, indexed by NVTX3EXT_CBID_*, 0 where the tool set nothing.
+namespace {
+struct FakePayloadModule {
+    std::vector<intptr_t> slots = std::vector<intptr_t>(63, 0);
+    nvtxExtModuleSegment_t segment { 0, 63, nullptr };
+    nvtxExtModuleInfo_t info {};
+    explicit FakePayloadModule(uint16_t moduleId = NVTX_EXT_PAYLOAD_MODULEID, uint16_t compatId = NVTX_EXT_PAYLOAD_COMPATID)
+    {
+        segment.functionSlots = slots.data();
+        info = { NVTX_VERSION, sizeof(nvtxExtModuleInfo_t), moduleId, compatId, 1, &segment, nullptr, nullptr };
+    }
+    template <typename Fn> Fn fn(int id) const { return reinterpret_cast<Fn>(slots[id]); }
+};
+} // namespace
+
+TEST(NvtxHandlers, APayloadPopClosesTheRangeItsDomainPushed)
+{
+    // NCCL 2.2x pushes ncclCommInitAll's range with nvtxDomainRangePushEx and pops it with
+    // nvtxRangePopPayload (src/include/nvtx.h); the first GPU run had that pop unhandled, so every
+    // later range of the program nested under "[NCCL] ncclCommInitAll".
+    TraceSink sink;
+    RangeRecorder recorder(sink);
+    RecorderScope active(recorder);
+    FakeDso lib;
+    attach(lib);
+    FakePayloadModule payload;
+    ASSERT_EQ(installNvtxExtension(&payload.info), 1);
+    using PopPayload = int (*)(nvtxDomainHandle_t, const nvtxPayloadData_t*, size_t);
+    using PushPayload = int (*)(nvtxDomainHandle_t, const nvtxPayloadData_t*, size_t);
+    using StartPayload = nvtxRangeId_t (*)(nvtxDomainHandle_t, const nvtxPayloadData_t*, size_t);
+    using EndPayload = void (*)(nvtxDomainHandle_t, nvtxRangeId_t, const nvtxPayloadData_t*, size_t);
+    using MarkPayload = void (*)(nvtxDomainHandle_t, const nvtxPayloadData_t*, size_t);
+    auto popPayload = payload.fn<PopPayload>(NVTX3EXT_CBID_nvtxRangePopPayload);
+    auto pushPayload = payload.fn<PushPayload>(NVTX3EXT_CBID_nvtxRangePushPayload);
+    auto startPayload = payload.fn<StartPayload>(NVTX3EXT_CBID_nvtxRangeStartPayload);
+    auto endPayload = payload.fn<EndPayload>(NVTX3EXT_CBID_nvtxRangeEndPayload);
+    auto markPayload = payload.fn<MarkPayload>(NVTX3EXT_CBID_nvtxMarkPayload);
+    ASSERT_TRUE(popPayload && pushPayload && startPayload && endPayload && markPayload);
+    // Schema registration, enums, scopes and deferred events stay NVTX's no-ops.
+    EXPECT_EQ(payload.slots[NVTX3EXT_CBID_nvtxPayloadSchemaRegister], 0);
+    EXPECT_EQ(payload.slots[NVTX3EXT_CBID_nvtxDomainIsEnabled], 0);
+
+    auto createDomain = lib.core2Fn<nvtxDomainCreateA_impl_fntype>(NVTX_CBID_CORE2_DomainCreateA);
+    auto domainPush = lib.core2Fn<nvtxDomainRangePushEx_impl_fntype>(NVTX_CBID_CORE2_DomainRangePushEx);
+    auto domainPop = lib.core2Fn<nvtxDomainRangePop_impl_fntype>(NVTX_CBID_CORE2_DomainRangePop);
+    nvtxDomainHandle_t nccl = createDomain("NCCL");
+    nvtxEventAttributes_t a {};
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    a.message.ascii = "ncclCommInitAll";
+    const std::uint64_t result[2] = { 0x5eed, 1 };
+    const nvtxPayloadData_t data { NVTX_PAYLOAD_SCHEMA_ID_STATIC_START + 1, sizeof(result), result };
+
+    EXPECT_EQ(lib.push("setup"), 0);
+    EXPECT_EQ(domainPush(nccl, &a), 1);
+    EXPECT_EQ(lib.push("inside"), 2);
+    EXPECT_EQ(popPayload(nccl, &data, 1), 1); // the domain's innermost range, as nvtxDomainRangePop
+    EXPECT_EQ(lib.pop(), 1);
+    EXPECT_EQ(lib.pop(), 0);
+    EXPECT_EQ(lib.push("step 0"), 0);
+    EXPECT_EQ(sinkScopePath(sink, recorder.currentScope()), "step 0"); // not under ncclCommInitAll
+    // A range opened through the extension has its message in a schema the tracer does not read:
+    // it is "[domain] (payload)" and still pairs with its pop.
+    EXPECT_EQ(pushPayload(nccl, &data, 1), 1);
+    EXPECT_EQ(sinkScopePath(sink, recorder.currentScope()), "step 0/[NCCL] (payload)");
+    EXPECT_EQ(domainPop(nccl), 1);
+    EXPECT_EQ(lib.pop(), 0);
+    const nvtxRangeId_t span = startPayload(nccl, &data, 1);
+    markPayload(nccl, &data, 1);
+    endPayload(nccl, span, &data, 1);
+    EXPECT_EQ(popPayload(nccl, &data, 1), -1); // nothing of the domain open
+
+    TempDir dir;
+    Trace t = roundTrip(sink, dir);
+    EXPECT_EQ(annotationNames(t),
+        (std::vector<std::string> { "setup", "[NCCL] ncclCommInitAll", "inside", "step 0", "[NCCL] (payload)",
+            "[NCCL] (payload)", "[NCCL] (payload)" }));
+    EXPECT_EQ(t.stats().count("nvtx_unbalanced_pop"), 1u);
+}
+
+TEST(NvtxHandlers, LeaveOtherExtensionModulesToNvtxAndRefuseAMalformedOne)
+{
+    FakePayloadModule counters(/*moduleId=*/3);
+    EXPECT_EQ(installNvtxExtension(&counters.info), 1);
+    EXPECT_EQ(std::count(counters.slots.begin(), counters.slots.end(), 0), 63);
+    FakePayloadModule later(NVTX_EXT_PAYLOAD_MODULEID, 0x0200); // an incompatible slot layout
+    EXPECT_EQ(installNvtxExtension(&later.info), 1);
+    EXPECT_EQ(std::count(later.slots.begin(), later.slots.end(), 0), 63);
+    FakePayloadModule shortSegment;
+    shortSegment.segment.slotCount = NVTX3EXT_CBID_nvtxRangePopPayload; // slots 0..3 only
+    EXPECT_EQ(installNvtxExtension(&shortSegment.info), 1);
+    EXPECT_NE(shortSegment.slots[NVTX3EXT_CBID_nvtxRangePushPayload], 0);
+    EXPECT_EQ(shortSegment.slots[NVTX3EXT_CBID_nvtxRangePopPayload], 0);
+    EXPECT_EQ(installNvtxExtension(nullptr), 0);
+    FakePayloadModule noSegments;
+    noSegments.info.segments = nullptr;
+    EXPECT_EQ(installNvtxExtension(&noSegments.info), 0);
 }

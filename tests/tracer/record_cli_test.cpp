@@ -28,7 +28,7 @@ TEST(RecordVerb, ListsTheTraceOfAnNvtxProgramOnStdout)
     auto files = out.files();
     ASSERT_EQ(files.size(), 1u);
     EXPECT_EQ(r.out.rfind(files[0] + "\t", 0), 0u) << r.out;
-    EXPECT_EQ(readGmt(files[0]).annotations().size(), 8u);
+    EXPECT_EQ(readGmt(files[0]).annotations().size(), 10u); // nvtx_app.cpp: 7 ranges, 1 start/end range, 1 mark, 1 range popped with nvtxRangePopPayload
 }
 
 TEST(RecordVerb, WithoutACommandIsAUsageError)
