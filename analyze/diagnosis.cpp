@@ -269,6 +269,15 @@ namespace {
             origin = "the trace's recorded allocator_settings";
             return "pytorch";
         }
+        // The tracer records a request (alloc/free) only for the stream-ordered pool
+        // (cudaMallocAsync, cudaMallocFromPoolAsync, tracer/activity_converter.h); a caching
+        // allocator's blocks it cannot see. Its requests are so the CUDA pool's: the first GPU run
+        // (traces/gpu_check_h200.gmt) was replayed under PyTorch's policy, with PyTorch's settings
+        // as the candidate fixes, for a program that has no PyTorch in it.
+        if (meta.value("tool", std::string()) == "gpumem-tracer") {
+            origin = "recorded by the trace: gpumem-tracer records requests of the cudaMallocAsync pool only";
+            return "cuda-async";
+        }
         origin = "default: the trace records no allocator";
         return "pytorch";
     }

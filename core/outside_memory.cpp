@@ -37,12 +37,15 @@ AllocationSourcePeak::AllocationSourcePeak(const Trace& tables, DeviceId device)
 }
 
 // The tracer's allocation source (docs/tracer.md): a one-frame site whose function is a shared object's
-// file name.
+// file name. A cuMemMap'd range has one too since the tracer names the library that called cuMemMap
+// (tracer/caller_library.h): NCCL 2.2x takes its buffers so (194 × 2 MiB on the first GPU run); an
+// unmap at a mapped address ends that mapping.
 void AllocationSourcePeak::add(const MemoryEventColumns& m, std::size_t i)
 {
     if (m.device[i] != m_device)
         return;
-    if (m.kind[i] == EventKind::SegmentAlloc && m.site[i] != 0) {
+    const EventKind kind = m.kind[i];
+    if ((kind == EventKind::SegmentAlloc || kind == EventKind::SegmentMap) && m.site[i] != 0) {
         const auto frames = m_tables->siteFrames(m.site[i]);
         if (frames.size() != 1)
             return;
@@ -54,7 +57,7 @@ void AllocationSourcePeak::add(const MemoryEventColumns& m, std::size_t i)
             return;
         m_now += m.size[i];
         m_peak = std::max(m_peak, m_now);
-    } else if (m.kind[i] == EventKind::SegmentFree) {
+    } else if (kind == EventKind::SegmentFree || kind == EventKind::SegmentUnmap) {
         if (auto it = m_live.find(m.address[i]); it != m_live.end()) {
             m_now -= it->second;
             m_live.erase(it);

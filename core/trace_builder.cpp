@@ -3,6 +3,7 @@
 #include "core/detail/flat_id_index.h"
 #include "core/detail/trace_body.h"
 #include "core/error.h"
+#include "core/message_quote.h"
 #include "core/outside_memory.h"
 
 #include <algorithm>
@@ -33,6 +34,39 @@ namespace {
         for (FrameId f : frames)
             h = (h ^ f) * 0x9e3779b97f4a7c15ULL ^ (h >> 29);
         return detail::mix64(h);
+    }
+
+    // The tracer writes each CUDA device's size into the metadata, "cuda_devices": {"<ordinal>":
+    // {"total_memory": BYTES, "name", …}} (tracer/activity_converter.h: its device rows are written
+    // before CUPTI's DEVICE record arrives). A CUDA device row without a size takes it from there, so
+    // a traced run's replay is on its own GPU's memory (the first GPU run, traces/gpu_check_h200.gmt,
+    // was replayed on the simulator's default 80 GiB although the trace said 139.80 GiB). A value
+    // that is not a positive byte count is left out with a warning (cuda_devices_ignored).
+    void takeRecordedDeviceSizes(const nlohmann::json& metadata, std::vector<Device>& devices, ImportStats& stats)
+    {
+        if (!metadata.is_object())
+            return;
+        auto it = metadata.find("cuda_devices");
+        if (it == metadata.end() || !it->is_object())
+            return;
+        for (Device& d : devices) {
+            if (d.type != DeviceType::Cuda || d.totalMemory != 0)
+                continue;
+            auto e = it->find(std::to_string(d.ordinal));
+            if (e == it->end() || !e->is_object())
+                continue;
+            auto total = e->find("total_memory");
+            if (total == e->end())
+                continue;
+            if (total->is_number_unsigned() && total->get<std::uint64_t>() > 0) {
+                d.totalMemory = total->get<Bytes>();
+                continue;
+            }
+            if (!stats.find("cuda_devices_ignored"))
+                stats.add("cuda_devices_ignored", Severity::Warning,
+                    "metadata cuda_devices[\"" + std::to_string(d.ordinal) + "\"].total_memory is "
+                        + quoteForMessage(total->dump(), 40) + ", not a byte count (a positive integer): the device's size is unknown");
+        }
     }
 } // namespace
 
@@ -318,6 +352,7 @@ Trace TraceBuilder::build()
     check("pool", m.pool, b.pools.size());
     sortMemory(m, b.importStats);
     checkOutsideMemoryMetadata(b.metadata, b.devices, b.importStats);
+    takeRecordedDeviceSizes(b.metadata, b.devices, b.importStats);
     std::stable_sort(b.kernels.begin(), b.kernels.end(),
         [](const Kernel& x, const Kernel& y) { return x.start < y.start; });
     std::stable_sort(b.annotations.begin(), b.annotations.end(),

@@ -274,3 +274,31 @@ TEST(TraceBuilder, AllocationOfEventsNamesTheAllocationOfEachPairedEvent)
     EXPECT_EQ(std::vector<std::uint32_t>(of.begin(), of.end()), (std::vector<std::uint32_t> { none, 0, 1, 0, 0, none, 1 }));
     EXPECT_EQ(t.allocationOfEvents().data(), of.data()); // computed once
 }
+
+TEST(TraceBuilder, ACudaDeviceWithoutASizeTakesTheOneTheTracerRecordedInTheMetadata)
+{
+    // gpumem-tracer writes its device rows before CUPTI's DEVICE record arrives, so the GPU's size
+    // travels in the metadata (tracer/activity_converter.h). The first GPU run
+    // (traces/gpu_check_h200.gmt) was so replayed on the default 80 GiB: its row had no size.
+    TraceBuilder b;
+    b.device(DeviceType::Cuda, 0);
+    b.device(DeviceType::Cuda, 1);
+    b.addDevice(Device { DeviceType::Cuda, 2, 0, 40ull << 30 }); // a row's own size stands
+    b.device(DeviceType::Cuda, 3);
+    b.addDevice(Device { DeviceType::Cpu, -1, 0, 0 });
+    b.metadata()["cuda_devices"] = {
+        { "0", { { "name", "NVIDIA H200" }, { "total_memory", 150109880320ull } } },
+        { "2", { { "total_memory", 1ull << 30 } } },
+        { "3", { { "total_memory", "140GB" } } },
+    };
+    Trace t = b.build();
+    EXPECT_EQ(t.devices()[0].totalMemory, 150109880320ull);
+    EXPECT_EQ(t.devices()[1].totalMemory, 0u); // not in the metadata
+    EXPECT_EQ(t.devices()[2].totalMemory, 40ull << 30);
+    EXPECT_EQ(t.devices()[3].totalMemory, 0u);
+    EXPECT_EQ(t.devices()[4].totalMemory, 0u); // not a CUDA device
+    ASSERT_NE(t.stats().find("cuda_devices_ignored"), nullptr);
+    EXPECT_EQ(t.stats().find("cuda_devices_ignored")->detail,
+        "metadata cuda_devices[\"3\"].total_memory is \"140GB\", not a byte count (a positive integer): the "
+        "device's size is unknown");
+}

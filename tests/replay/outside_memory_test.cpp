@@ -103,6 +103,18 @@ TEST(OutsideMemory, ComesFromTheTracersAllocationSources)
     EXPECT_FALSE(isAllocatorLibrary("libnccl.so.2"));
 }
 
+TEST(OutsideMemory, CountsTheRangesALibraryMappedItself)
+{
+    // tracer_nccl_cumem.jsonl: NCCL's 8 MiB cudaMalloc and two 2 MiB cuMemMap'd buffers are outside the
+    // allocator, 8 + 2 + 2 = 12 MiB at the peak; PyTorch's 20 MiB expandable segment is the allocator's. NCCL
+    // 2.2x maps its buffers so; without the maps the figure was 8 MiB.
+    Trace t = loadTrace(kData + "outside/tracer_nccl_cumem.jsonl");
+    auto o = outsideMemory(t, 0);
+    ASSERT_TRUE(o.has_value());
+    EXPECT_EQ(o->process, 12 * MiB);
+    EXPECT_EQ(o->source, "tracer_allocation_source");
+}
+
 // Review finding (2026-12-04): an entry outsideMemory cannot read was ignored without a word, so a hand-written
 // "process_bytes": "3GiB" left every replay without the layer. Smallest input: the header with three bad entries
 // and one device. Each is counted in one warning, which a .gmt keeps once.
