@@ -278,3 +278,30 @@ TEST(ExplainCli, ATraceOfAnOldPyTorchIsExplainedWithTheSettingsItHas)
     EXPECT_EQ(r.out.find("expandable_segments:True"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("roundup_power2_divisions:4"), std::string::npos) << r.out; // a 1.10 setting, still tried
 }
+
+TEST(ExplainCli, ARunTracedOnAGpuIsReplayedUnderTheCudaPoolOnItsOwnGpusMemory)
+{
+    // The first run recorded by gpumem-tracer on a GPU (traces/gpu_check_h200.gmt: a CUDA program
+    // with cudaMallocAsync pool requests, cuBLAS and NCCL, no PyTorch) was explained under PyTorch's
+    // policy with PyTorch's settings as the fixes, and replayed on the default 80 GiB although the
+    // tracer had recorded the H200's 139.80 GiB in the metadata.
+    auto info = runCli("info traces/gpu_check_h200.gmt");
+    ASSERT_EQ(info.exitCode, 0) << info.err;
+    EXPECT_NE(info.out.find("  device cuda:0 (139.80 GiB), 1 kernel stream, memory events on 2 streams\n"), std::string::npos)
+        << info.out;
+    auto r = runCli("explain traces/gpu_check_h200.gmt");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.out.rfind("verdict: No OOM (unlimited device); the reserved peak is 34.00 MiB at +0.671130 s for 32.00 MiB\n"
+                          "         allocated in replay (the run recorded 962.58 MiB); no candidate setting lowered the peak in\n"
+                          "         replay.\n",
+                  0),
+        0u)
+        << r.out;
+    EXPECT_NE(r.out.find("policy cuda-async (recorded by the trace: gpumem-tracer records requests of the\n"
+                         "cudaMallocAsync pool only)"),
+        std::string::npos)
+        << r.out;
+    auto replay = runCli("replay traces/gpu_check_h200.gmt");
+    ASSERT_EQ(replay.exitCode, 0) << replay.err;
+    EXPECT_EQ(replay.err.find("records no memory size"), std::string::npos) << replay.err;
+}
