@@ -78,9 +78,52 @@ namespace {
     std::string change(Bytes x, Bytes y) { return formatByteTotalShort(x) + " -> " + formatByteTotalShort(y) + " (" + formatByteChange(x, y) + ")"; }
 } // namespace
 
+std::string diffAnswer(const TraceDiff& d)
+{
+    // The peak the sentence leads with: reserved where both traces record it (what the device had to hold),
+    // else allocated.
+    const bool reserved = d.peakReservedBefore && d.peakReservedAfter;
+    const Bytes a = reserved ? *d.peakReservedBefore : d.peakAllocatedBefore;
+    const Bytes b = reserved ? *d.peakReservedAfter : d.peakAllocatedAfter;
+    const std::string what = reserved ? " reserved" : " allocated";
+    std::string s;
+    if (a == b)
+        s = "B peaks at the same " + formatByteTotalShort(a) + what + " as A";
+    else {
+        const Bytes gap = a > b ? a - b : b - a;
+        s = "B peaks " + formatByteTotalShort(gap)
+            + (a > 0 ? " (" + percent(double(gap) / double(a)) + ")" : std::string()) + (b < a ? " lower" : " higher")
+            + " than A: " + formatByteTotalShort(b) + what + " against " + formatByteTotalShort(a);
+    }
+    if (reserved && d.peakAllocatedBefore != d.peakAllocatedAfter)
+        s += " (allocated " + formatByteTotalShort(d.peakAllocatedAfter) + " against " + formatByteTotalShort(d.peakAllocatedBefore)
+            + ")";
+    // The largest change of what was live: by module where the change has a named module, else by category.
+    const DiffRow* largest = nullptr;
+    for (const GroupBy g : { GroupBy::Module, GroupBy::Category }) {
+        for (const auto& r : d.rows)
+            if (r.group == g) {
+                if (g == GroupBy::Module && r.key == "(no scope)")
+                    break;
+                largest = &r;
+                break;
+            }
+        if (largest)
+            break;
+    }
+    if (largest)
+        s += "; the largest change at " + d.instant + " is " + std::string(toString(largest->group)) + " "
+            + (largest->group == GroupBy::Module ? largest->key : largest->label) + ", "
+            + formatByteChange(largest->before, largest->after);
+    else if (d.rows.empty())
+        s += "; nothing live at " + d.instant + " changed";
+    return s + ".";
+}
+
 void writeDiffText(const TraceDiff& d, std::string_view labelBefore, std::string_view labelAfter, std::size_t top, std::ostream& out)
 {
-    out << "gpumem diff\n  A: " << textForTerminal(labelBefore) << "\n  B: " << textForTerminal(labelAfter) << '\n';
+    out << wrapText(textForTerminal(diffAnswer(d)), 100);
+    out << "  A: " << textForTerminal(labelBefore) << "\n  B: " << textForTerminal(labelAfter) << '\n';
     out << "  peak allocated   " << change(d.peakAllocatedBefore, d.peakAllocatedAfter) << '\n';
     if (d.peakReservedBefore && d.peakReservedAfter)
         out << "  peak reserved    " << change(*d.peakReservedBefore, *d.peakReservedAfter) << '\n';

@@ -40,6 +40,11 @@ std::vector<DiffRow> diffGroupRows(GroupBy g, std::span<const GroupRow> before, 
 // Throws UsageError when either has no breakdown (a trace without memory events).
 TraceDiff diffAnalyses(const Analysis& before, const Analysis& after);
 
+// The answer in one sentence, what the text opens with: "B peaks 8.00 MiB (33.3 %) lower than A: 16.00 MiB
+// allocated against 24.00 MiB; the largest change at peak allocated is category temporary, -8.00 MiB." The
+// peak is reserved where both traces record it (then allocated in brackets), else allocated; the largest
+// change is the first changed module row (not "(no scope)"), else the first category row.
+std::string diffAnswer(const TraceDiff& d);
 void writeDiffText(const TraceDiff& d, std::string_view labelBefore, std::string_view labelAfter, std::size_t top, std::ostream& out);
 nlohmann::json diffToJson(const TraceDiff& d, std::string_view labelBefore, std::string_view labelAfter);
 // Header: group,key,label,before_bytes,after_bytes,delta_bytes

@@ -91,6 +91,21 @@ TEST(DiffCli, ReportsExactlyTheModuleThatDiffers)
     EXPECT_EQ(modules, std::vector<std::string> { "Net/Net.fc2" });
     auto text = runCli("diff " + a + " " + b);
     EXPECT_NE(text.out.find("by module (self bytes): 1 row changed\n    +2.00 MiB  Net/Net.fc2"), std::string::npos) << text.out;
+    // The answer first, in one sentence, then the evidence (review finding M9, 2026-12-04).
+    EXPECT_EQ(text.out.substr(0, text.out.find("  A: ")), "B peaks 2.00 MiB (10.0 %) higher than A: 22.00 MiB allocated against 20.00 MiB; the largest change\n"
+              "  at peak allocated is module Net/Net.fc2, +2.00 MiB.\n")
+        << text.out;
+}
+
+TEST(DiffCli, TwoEqualTracesAreSaidToPeakTheSame)
+{
+    auto r = runCli("diff traces/mlp_train.jsonl traces/mlp_train.jsonl");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.out.rfind("B peaks at the same 730.00 MiB reserved as A; nothing live at peak allocated changed.\n"
+                          "  A: traces/mlp_train.jsonl\n  B: traces/mlp_train.jsonl\n",
+                  0),
+        0u)
+        << r.out;
 }
 
 TEST(ReportCli, WritesOneSelfContainedHtmlFile)
