@@ -24,7 +24,9 @@ bool isDriverSide(std::string_view file) noexcept;
 std::string callerLibrary(std::span<void* const> frames, const void* self) noexcept;
 
 // callerLibrary() of the calling thread's stack (glibc backtrace(), at most 64 frames), with the
-// tracer's own code as `self`. Costs one stack walk: the tracer calls it for cuMemMap only.
+// tracer's own code as `self`. Costs one stack walk: the tracer calls it for cuMemMap only, and
+// once when it starts, before any callback, so that glibc loads its unwinder (libgcc_s) then and
+// not inside a driver call.
 std::string callingLibrary() noexcept;
 
 } // namespace gpumem::tracer

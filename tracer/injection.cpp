@@ -7,6 +7,7 @@
 // background thread), and when CUPTI refuses to start the tracer prints one line and turns off.
 #include "tracer/activity_converter.h"
 #include "tracer/api_callbacks.h"
+#include "tracer/caller_library.h"
 #include "tracer/nvtx_handlers.h"
 #include "tracer/range_recorder.h"
 #include "tracer/trace_writer_thread.h"
@@ -326,6 +327,10 @@ namespace {
         CUptiResult r = cuptiActivityRegisterCallbacks(bufferRequested, bufferCompleted);
         if (r != CUPTI_SUCCESS)
             return switchOff(s, "cuptiActivityRegisterCallbacks", r);
+
+        // The first stack walk loads the unwinder (glibc's backtrace dlopens libgcc_s): done here, before
+        // any callback, so no cuMemMap callback opens a library while the driver holds its locks.
+        (void)callingLibrary();
 
         using SubscribeV2 = CUptiResult (*)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*, CUpti_SubscriberParams*);
         char other[256] = {};
