@@ -25,7 +25,7 @@ std::vector<std::string> lines(const std::string& text)
 }
 } // namespace
 
-TEST(TracerLibrary, ExportsOnlyTheTwoInjectionEntryPoints)
+TEST(TracerLibrary, ExportsOnlyTheThreeInjectionEntryPoints)
 {
     TempDir scratch;
     auto r = runShell(std::string(GPUMEM_NM) + " -D --defined-only " + GPUMEM_TRACER_SO, scratch);
