@@ -57,11 +57,33 @@ void AllocationSourcePeak::add(const MemoryEventColumns& m, std::size_t i)
             return;
         m_now += m.size[i];
         m_peak = std::max(m_peak, m_now);
-    } else if (kind == EventKind::SegmentFree || kind == EventKind::SegmentUnmap) {
+    } else if (kind == EventKind::SegmentFree) {
         if (auto it = m_live.find(m.address[i]); it != m_live.end()) {
             m_now -= it->second;
             m_live.erase(it);
         }
+    } else if (kind == EventKind::SegmentUnmap) {
+        // An unmap may take any part of a mapping (cuMemUnmap of a sub-range): what it covers of the
+        // live range holding its address is cut out, the parts before and after stay live.
+        const Address a = m.address[i];
+        auto it = m_live.upper_bound(a);
+        if (it == m_live.begin())
+            return;
+        --it;
+        const Address start = it->first;
+        const Bytes length = it->second;
+        if (a - start >= length)
+            return; // not inside that range
+        const Bytes cut = std::min<Bytes>(m.size[i], length - (a - start));
+        const Address after = a + cut;
+        const Bytes tail = length - (a - start) - cut;
+        m_now -= cut;
+        if (a == start)
+            m_live.erase(it);
+        else
+            it->second = a - start;
+        if (tail > 0)
+            m_live.emplace(after, tail);
     }
 }
 

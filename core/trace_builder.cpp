@@ -40,33 +40,48 @@ namespace {
     // {"total_memory": BYTES, "name", …}} (tracer/activity_converter.h: its device rows are written
     // before CUPTI's DEVICE record arrives). A CUDA device row without a size takes it from there, so
     // a traced run's replay is on its own GPU's memory (the first GPU run, traces/gpu_check_h200.gmt,
-    // was replayed on the simulator's default 80 GiB although the trace said 139.80 GiB). A value
-    // that is not a positive byte count is left out with a warning (cuda_devices_ignored).
+    // was replayed on the simulator's default 80 GiB although the trace said 139.80 GiB). An entry
+    // for a device the trace has no row of is left alone (the tracer lists every GPU of the machine).
+    // What cannot be a GPU's size — not an object, not an integer, or outside [1 MiB, 1 PiB] — is
+    // left out with the warning cuda_devices_ignored, one count per problem.
     void takeRecordedDeviceSizes(const nlohmann::json& metadata, std::vector<Device>& devices, ImportStats& stats)
     {
-        if (!metadata.is_object())
+        constexpr const char* kCode = "cuda_devices_ignored";
+        constexpr Bytes kSmallest = Bytes(1) << 20, kLargest = Bytes(1) << 50;
+        if (!metadata.is_object() || stats.find(kCode))
             return;
         auto it = metadata.find("cuda_devices");
-        if (it == metadata.end() || !it->is_object())
+        if (it == metadata.end())
             return;
-        for (Device& d : devices) {
-            if (d.type != DeviceType::Cuda || d.totalMemory != 0)
-                continue;
-            auto e = it->find(std::to_string(d.ordinal));
-            if (e == it->end() || !e->is_object())
-                continue;
-            auto total = e->find("total_memory");
-            if (total == e->end())
-                continue;
-            if (total->is_number_unsigned() && total->get<std::uint64_t>() > 0) {
-                d.totalMemory = total->get<Bytes>();
-                continue;
+        std::vector<std::string> problems;
+        auto shown = [](const nlohmann::json& v) { return quoteForMessage(v.dump(), 40); };
+        if (!it->is_object())
+            problems.push_back("metadata cuda_devices is " + shown(*it)
+                + ", not an object of {\"<ordinal>\": {\"total_memory\": BYTES, …}}: ignored (docs/trace-format.md)");
+        else
+            for (Device& d : devices) {
+                if (d.type != DeviceType::Cuda || d.totalMemory != 0)
+                    continue;
+                const std::string key = std::to_string(d.ordinal);
+                auto e = it->find(key);
+                if (e == it->end())
+                    continue;
+                const std::string where = "metadata cuda_devices[\"" + key + "\"]";
+                if (!e->is_object()) {
+                    problems.push_back(where + " is " + shown(*e) + ", not an object: the device's size is unknown");
+                    continue;
+                }
+                auto total = e->find("total_memory");
+                if (total == e->end())
+                    continue;
+                if (total->is_number_unsigned() && total->get<Bytes>() >= kSmallest && total->get<Bytes>() <= kLargest)
+                    d.totalMemory = total->get<Bytes>();
+                else
+                    problems.push_back(where + ".total_memory is " + shown(*total)
+                        + ", not a GPU's size (an integer from 1 MiB to 1 PiB): the device's size is unknown");
             }
-            if (!stats.find("cuda_devices_ignored"))
-                stats.add("cuda_devices_ignored", Severity::Warning,
-                    "metadata cuda_devices[\"" + std::to_string(d.ordinal) + "\"].total_memory is "
-                        + quoteForMessage(total->dump(), 40) + ", not a byte count (a positive integer): the device's size is unknown");
-        }
+        for (std::size_t i = 0; i < problems.size(); ++i)
+            stats.add(kCode, Severity::Warning, i == 0 ? std::string_view(problems[0]) : std::string_view(), 1);
     }
 } // namespace
 

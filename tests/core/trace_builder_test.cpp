@@ -290,6 +290,7 @@ TEST(TraceBuilder, ACudaDeviceWithoutASizeTakesTheOneTheTracerRecordedInTheMetad
         { "0", { { "name", "NVIDIA H200" }, { "total_memory", 150109880320ull } } },
         { "2", { { "total_memory", 1ull << 30 } } },
         { "3", { { "total_memory", "140GB" } } },
+        { "5", { { "total_memory", 1 } } }, // no device 5: left alone
     };
     Trace t = b.build();
     EXPECT_EQ(t.devices()[0].totalMemory, 150109880320ull);
@@ -299,6 +300,38 @@ TEST(TraceBuilder, ACudaDeviceWithoutASizeTakesTheOneTheTracerRecordedInTheMetad
     EXPECT_EQ(t.devices()[4].totalMemory, 0u); // not a CUDA device
     ASSERT_NE(t.stats().find("cuda_devices_ignored"), nullptr);
     EXPECT_EQ(t.stats().find("cuda_devices_ignored")->detail,
-        "metadata cuda_devices[\"3\"].total_memory is \"140GB\", not a byte count (a positive integer): the "
-        "device's size is unknown");
+        "metadata cuda_devices[\"3\"].total_memory is \"140GB\", not a GPU's size (an integer from 1 MiB to 1 PiB): "
+        "the device's size is unknown");
+    EXPECT_EQ(t.stats().count("cuda_devices_ignored"), 1u);
+}
+
+TEST(TraceBuilder, ARecordedDeviceSizeThatCannotBeAGpusIsNamedEachTime)
+{
+    // Review finding (2026-12-04): 2^64 - 1 became a 16.00 EiB device (rmm-arena then refused it, exit 2),
+    // 1 a 1-byte device ("on an unlimited device tf-bfc peaks at 0 B … with 1 OOM"); a cuda_devices or an
+    // entry that is not an object was ignored without a word, and of several bad entries only one counted.
+    auto build = [](nlohmann::json devices) {
+        TraceBuilder b;
+        for (int i = 0; i < 4; ++i)
+            b.device(DeviceType::Cuda, i);
+        b.metadata()["cuda_devices"] = std::move(devices);
+        return b.build();
+    };
+    Trace t = build({ { "0", { { "total_memory", 18446744073709551615ull } } }, { "1", { { "total_memory", 1 } } },
+        { "2", "H200" }, { "3", { { "total_memory", 80.5 } } } });
+    for (const auto& d : t.devices())
+        EXPECT_EQ(d.totalMemory, 0u);
+    EXPECT_EQ(t.stats().count("cuda_devices_ignored"), 4u);
+    EXPECT_EQ(t.stats().find("cuda_devices_ignored")->detail,
+        "metadata cuda_devices[\"0\"].total_memory is 18446744073709551615, not a GPU's size (an integer from 1 MiB "
+        "to 1 PiB): the device's size is unknown");
+    Trace notAnObject = build(nlohmann::json::array({ 1, 2 }));
+    EXPECT_EQ(notAnObject.stats().find("cuda_devices_ignored")->detail,
+        "metadata cuda_devices is [1,2], not an object of {\"<ordinal>\": {\"total_memory\": BYTES, …}}: ignored "
+        "(docs/trace-format.md)");
+    // The smallest and largest sizes taken.
+    Trace bounds = build({ { "0", { { "total_memory", 1ull << 20 } } }, { "1", { { "total_memory", 1ull << 50 } } } });
+    EXPECT_EQ(bounds.devices()[0].totalMemory, 1ull << 20);
+    EXPECT_EQ(bounds.devices()[1].totalMemory, 1ull << 50);
+    EXPECT_EQ(bounds.stats().find("cuda_devices_ignored"), nullptr);
 }

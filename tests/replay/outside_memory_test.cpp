@@ -115,6 +115,39 @@ TEST(OutsideMemory, CountsTheRangesALibraryMappedItself)
     EXPECT_EQ(o->source, "tracer_allocation_source");
 }
 
+TEST(OutsideMemory, AnUnmapOfPartOfAMappingCutsOutOnlyThatPart)
+{
+    // Review finding (2026-12-04): an unmap took the whole mapping at its address and none at any other, so
+    // outside memory came out above the mapped bytes (12 MiB where 10 MiB were mapped) or below them.
+    auto peakOf = [](const std::string& events) {
+        const std::string text = R"({"format":"gpumem-jsonl","version":1,"metadata":{"tool":"gpumem-tracer","allocation_source":true}})" "\n"
+            R"({"type":"device","id":0,"kind":"cuda","ordinal":0})" "\n"
+            R"({"type":"stream","id":0,"device":0,"handle":0})" "\n"
+            R"({"type":"frame","id":1,"name":"libnccl.so.2","file":"/x/libnccl.so.2"})" "\n"
+            R"({"type":"site","id":1,"frames":[1]})" "\n"
+            + events;
+        auto o = outsideMemory(readJsonlText(text, "partial_unmap.jsonl"), 0);
+        return o ? o->process : Bytes(0);
+    };
+    // 4 MiB mapped at 1 GiB; its second half unmapped; 8 MiB mapped there: 2 + 8 = 10 MiB at the peak.
+    EXPECT_EQ(peakOf(R"({"type":"mem","t":1000,"kind":"segment_map","addr":1073741824,"size":4194304,"site":1})" "\n"
+                     R"({"type":"mem","t":2000,"kind":"segment_unmap","addr":1075838976,"size":2097152})" "\n"
+                     R"({"type":"mem","t":3000,"kind":"segment_map","addr":1075838976,"size":8388608,"site":1})" "\n"),
+        10 * MiB);
+    // Its first half unmapped, 3 MiB mapped elsewhere: 2 + 3 = 5 MiB.
+    EXPECT_EQ(peakOf(R"({"type":"mem","t":1000,"kind":"segment_map","addr":1073741824,"size":4194304,"site":1})" "\n"
+                     R"({"type":"mem","t":2000,"kind":"segment_unmap","addr":1073741824,"size":2097152})" "\n"
+                     R"({"type":"mem","t":3000,"kind":"segment_map","addr":2147483648,"size":3145728,"site":1})" "\n"),
+        5 * MiB);
+    // A middle MiB unmapped, then the rest in two unmaps, then 1 MiB mapped: never more than 4 MiB.
+    EXPECT_EQ(peakOf(R"({"type":"mem","t":1000,"kind":"segment_map","addr":1073741824,"size":4194304,"site":1})" "\n"
+                     R"({"type":"mem","t":2000,"kind":"segment_unmap","addr":1074790400,"size":1048576})" "\n"
+                     R"({"type":"mem","t":2500,"kind":"segment_unmap","addr":1073741824,"size":1048576})" "\n"
+                     R"({"type":"mem","t":2600,"kind":"segment_unmap","addr":1075838976,"size":9999999})" "\n"
+                     R"({"type":"mem","t":3000,"kind":"segment_map","addr":1073741824,"size":1048576,"site":1})" "\n"),
+        4 * MiB);
+}
+
 // Review finding (2026-12-04): an entry outsideMemory cannot read was ignored without a word, so a hand-written
 // "process_bytes": "3GiB" left every replay without the layer. Smallest input: the header with three bad entries
 // and one device. Each is counted in one warning, which a .gmt keeps once.
