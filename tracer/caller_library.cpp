@@ -14,7 +14,7 @@ bool isDriverSide(std::string_view file) noexcept
 {
     const auto slash = file.rfind('/');
     const std::string_view name = slash == std::string_view::npos ? file : file.substr(slash + 1);
-    for (std::string_view prefix : { "libcuda.so", "libcupti.so", "libnvidia-", "libgpumem_tracer" })
+    for (std::string_view prefix : { "libcuda.so", "libcudart.so", "libcupti.so", "libnvidia-", "libgpumem_tracer" })
         if (name.starts_with(prefix))
             return true;
     return false;

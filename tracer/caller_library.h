@@ -12,13 +12,14 @@
 
 namespace gpumem::tracer {
 
-// Whether a frame in `file` is the tracer's, CUPTI's or the driver's: its file name starts with
-// libcuda.so, libcupti.so, libnvidia- or libgpumem_tracer.
+// Whether a frame in `file` is the tracer's, CUPTI's, the driver's or the shared CUDA runtime's:
+// its file name starts with libcuda.so, libcudart.so, libcupti.so, libnvidia- or libgpumem_tracer
+// (the caller of a call the runtime passes on is the runtime's caller).
 bool isDriverSide(std::string_view file) noexcept;
 
 // The file of the first frame in `frames` (return addresses, innermost first) that lies in a
-// mapped object other than the one holding `self` and whose file name does not start with
-// libcuda.so, libcupti.so, libnvidia- or libgpumem_tracer; "" if there is none. A frame no object
+// mapped object other than the one holding `self` and that isDriverSide() does not name; "" if
+// there is none. A frame no object
 // holds is skipped. The main program is named by /proc/self/exe, since dladdr gives it argv[0].
 // Never throws; allocates only the returned string.
 std::string callerLibrary(std::span<void* const> frames, const void* self) noexcept;

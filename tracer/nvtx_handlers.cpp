@@ -4,6 +4,7 @@
 #include "tracer/range_recorder.h"
 
 #include <atomic>
+#include <cstddef>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -227,26 +228,28 @@ int installNvtxHandlers(NvtxGetExportTableFunc_t getExportTable) noexcept
 
 int installNvtxExtension(nvtxExtModuleInfo_t* module) noexcept
 {
-    if (module == nullptr || (module->segmentsCount > 0 && module->segments == nullptr))
+    // NVTX describes the module in a struct whose size it gives: one older than the fields read here
+    // is not read past its end.
+    if (module == nullptr || module->structSize < offsetof(nvtxExtModuleInfo_t, segments) + sizeof(module->segments)
+        || (module->segmentsCount > 0 && module->segments == nullptr))
         return 0;
     // Slot numbers are those of payload extension v1; a later incompatible layout changes the
     // compatibility id's high byte.
     if (module->moduleId != NVTX_EXT_PAYLOAD_MODULEID || (module->compatId >> 8) != (NVTX_EXT_PAYLOAD_COMPATID >> 8))
         return 1;
-    for (std::size_t s = 0; s < module->segmentsCount; ++s) {
-        nvtxExtModuleSegment_t& segment = module->segments[s];
-        if (segment.functionSlots == nullptr)
-            continue;
-        auto slot = [&](std::size_t id, auto fn) {
-            if (id < segment.slotCount)
-                segment.functionSlots[id] = reinterpret_cast<intptr_t>(fn);
-        };
-        slot(NVTX3EXT_CBID_nvtxMarkPayload, &markPayload);
-        slot(NVTX3EXT_CBID_nvtxRangePushPayload, &pushPayload);
-        slot(NVTX3EXT_CBID_nvtxRangePopPayload, &popPayload);
-        slot(NVTX3EXT_CBID_nvtxRangeStartPayload, &startPayload);
-        slot(NVTX3EXT_CBID_nvtxRangeEndPayload, &endPayload);
-    }
+    // The payload module has one segment (nvtxExtImplPayload_v1.h); the slot numbers are its.
+    if (module->segmentsCount == 0 || module->segments[0].functionSlots == nullptr)
+        return 1;
+    nvtxExtModuleSegment_t& segment = module->segments[0];
+    auto slot = [&](std::size_t id, auto fn) {
+        if (id < segment.slotCount)
+            segment.functionSlots[id] = reinterpret_cast<intptr_t>(fn);
+    };
+    slot(NVTX3EXT_CBID_nvtxMarkPayload, &markPayload);
+    slot(NVTX3EXT_CBID_nvtxRangePushPayload, &pushPayload);
+    slot(NVTX3EXT_CBID_nvtxRangePopPayload, &popPayload);
+    slot(NVTX3EXT_CBID_nvtxRangeStartPayload, &startPayload);
+    slot(NVTX3EXT_CBID_nvtxRangeEndPayload, &endPayload);
     return 1;
 }
 

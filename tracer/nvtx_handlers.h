@@ -39,9 +39,10 @@ RangeRecorder* nvtxRecorder();
 int installNvtxHandlers(NvtxGetExportTableFunc_t getExportTable) noexcept;
 
 // The body of InitializeInjectionNvtxExtension: fills the payload module's range and mark slots
-// (moduleId NVTX_EXT_PAYLOAD_MODULEID, compatId 0x01xx; slot numbers NVTX3EXT_CBID_*, bounded by
-// each segment's slotCount). Returns 1 for every module, the ones it does not know included (NVTX
-// then turns their unfilled slots into no-ops), 0 only for a null or malformed module description.
+// (moduleId NVTX_EXT_PAYLOAD_MODULEID, compatId 0x01xx; slot numbers NVTX3EXT_CBID_* of its one
+// segment, bounded by the segment's slotCount). Returns 1 for every module, the ones it does not
+// know included (NVTX then turns their unfilled slots into no-ops), 0 only for a null or malformed
+// module description (a structSize too small to hold the segments, or segments missing).
 // Never throws.
 int installNvtxExtension(nvtxExtModuleInfo_t* module) noexcept;
 

@@ -52,7 +52,8 @@ TEST(CallerLibrary, TheDriverCuptiAndTheTracerAreNeverTheCaller)
     EXPECT_TRUE(isDriverSide("build/gpu-stage/lib/libgpumem_tracer.so"));
     EXPECT_FALSE(isDriverSide("/usr/lib/x86_64-linux-gnu/libnccl.so.2"));
     EXPECT_FALSE(isDriverSide("/opt/torch/lib/libc10_cuda.so"));
-    EXPECT_FALSE(isDriverSide("/work/libcudart.so.13")); // the runtime is a library's own code
+    EXPECT_TRUE(isDriverSide("/usr/local/cuda/lib64/libcudart.so.13")); // the shared runtime passes calls on
+    EXPECT_FALSE(isDriverSide("/opt/app/libmycudart_helpers.so"));
 }
 
 TEST(CallerLibrary, TheCallingStackOfATestIsOutsideTheTracerCode)

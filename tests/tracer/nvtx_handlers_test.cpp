@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <thread>
 
 using namespace gpumem;
@@ -323,4 +324,17 @@ TEST(NvtxHandlers, LeaveOtherExtensionModulesToNvtxAndRefuseAMalformedOne)
     FakePayloadModule noSegments;
     noSegments.info.segments = nullptr;
     EXPECT_EQ(installNvtxExtension(&noSegments.info), 0);
+    FakePayloadModule oldStruct; // a description too short to hold the segments is not read past its end
+    oldStruct.info.structSize = offsetof(nvtxExtModuleInfo_t, segmentsCount);
+    EXPECT_EQ(installNvtxExtension(&oldStruct.info), 0);
+    EXPECT_EQ(std::count(oldStruct.slots.begin(), oldStruct.slots.end(), 0), 63);
+    // Only the payload module's one segment holds the v1 slots: a second one is not written.
+    FakePayloadModule two;
+    std::vector<intptr_t> other(63, 0);
+    nvtxExtModuleSegment_t segments[2] = { two.segment, { 1, 63, other.data() } };
+    two.info.segments = segments;
+    two.info.segmentsCount = 2;
+    EXPECT_EQ(installNvtxExtension(&two.info), 1);
+    EXPECT_NE(two.slots[NVTX3EXT_CBID_nvtxRangePopPayload], 0);
+    EXPECT_EQ(std::count(other.begin(), other.end(), 0), 63);
 }
