@@ -90,10 +90,17 @@ std::string diffAnswer(const TraceDiff& d)
     if (a == b)
         s = "B peaks at the same " + formatByteTotalShort(a) + what + " as A";
     else {
+        // A saturated side (a byte total of 2^64 - 1 or more, core/byte_total.h) has no gap to state: the
+        // figures say "≥ 16 EiB"; a gap too small to show in the unit of the figures is given in bytes.
+        const bool saturated = a == kSaturatedBytes || b == kSaturatedBytes;
         const Bytes gap = a > b ? a - b : b - a;
-        s = "B peaks " + formatByteTotalShort(gap)
-            + (a > 0 ? " (" + percent(double(gap) / double(a)) + ")" : std::string()) + (b < a ? " lower" : " higher")
-            + " than A: " + formatByteTotalShort(b) + what + " against " + formatByteTotalShort(a);
+        const double share = a > 0 ? double(gap) / double(a) : 0.0;
+        std::string versus = formatByteTotalShort(b) + what + " against " + formatByteTotalShort(a);
+        if (formatByteTotalShort(a) == formatByteTotalShort(b))
+            versus += " (" + std::to_string(b) + " B against " + std::to_string(a) + " B)";
+        s = "B peaks " + (saturated ? std::string() : formatByteTotalShort(gap) + " ")
+            + (a > 0 && !saturated ? "(" + (share < 0.0005 ? std::string("< 0.1 %") : percent(share)) + ") " : std::string())
+            + (b < a ? "lower" : "higher") + " than A: " + versus;
     }
     if (reserved && d.peakAllocatedBefore != d.peakAllocatedAfter)
         s += " (allocated " + formatByteTotalShort(d.peakAllocatedAfter) + " against " + formatByteTotalShort(d.peakAllocatedBefore)

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <sstream>
 
 using gpumem::test::runCli;
@@ -95,6 +96,27 @@ TEST(DiffCli, ReportsExactlyTheModuleThatDiffers)
     EXPECT_EQ(text.out.substr(0, text.out.find("  A: ")), "B peaks 2.00 MiB (10.0 %) higher than A: 22.00 MiB allocated against 20.00 MiB; the largest change\n"
               "  at peak allocated is module Net/Net.fc2, +2.00 MiB.\n")
         << text.out;
+}
+
+TEST(DiffCli, AGapTooSmallForTheUnitIsGivenInBytes)
+{
+    // Review finding (2026-12-04): "B peaks 1 B (0.0 %) higher than A: 20.00 MiB reserved against 20.00 MiB".
+    auto write = [](const std::string& name, std::uint64_t segment) {
+        auto path = scratchDir("diff-bytes") / name;
+        std::ofstream(path) << R"({"format":"gpumem-jsonl","version":1,"metadata":{}})" "\n"
+                            << R"({"type":"device","id":0,"kind":"cuda","ordinal":0})" "\n"
+                            << R"({"type":"stream","id":0,"device":0,"handle":0})" "\n"
+                            << R"({"type":"mem","t":1000,"kind":"segment_alloc","addr":1048576,"size":)" << segment << "}\n"
+                            << R"({"type":"mem","t":2000,"kind":"alloc","addr":1048576,"size":4194304})" "\n"
+                            << R"({"type":"mem","t":3000,"kind":"free","addr":1048576,"size":4194304})" "\n";
+        return path.string();
+    };
+    auto r = runCli("diff " + write("a.jsonl", 20971520) + " " + write("b.jsonl", 20971521));
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.out.substr(0, r.out.find("  A: ")),
+        "B peaks 1 B (< 0.1 %) higher than A: 20.00 MiB reserved against 20.00 MiB (20971521 B against\n"
+        "  20971520 B); nothing live at peak allocated changed.\n")
+        << r.out;
 }
 
 TEST(DiffCli, TwoEqualTracesAreSaidToPeakTheSame)
