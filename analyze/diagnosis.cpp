@@ -1712,7 +1712,12 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
             + "; the reserved peak is " + formatBytes(d.peakReserved) + " at " + formatOffsetBetween(start, d.moment.time)
             + " for " + formatBytes(d.moment.allocated) + " allocated"
             + (d.recordedPeakReserved && *d.recordedPeakReserved != d.peakReserved
-                    ? " in replay (the run recorded " + formatBytes(*d.recordedPeakReserved) + ")"
+                    ? " in replay (the run recorded " + formatBytes(*d.recordedPeakReserved)
+                        + (d.outside && d.outside->source == "tracer_allocation_source" && d.outside->process > 0
+                                ? ", up to " + formatBytes(std::min(d.outside->process, *d.recordedPeakReserved))
+                                    + " of it other libraries' segments"
+                                : std::string())
+                        + ")"
                     : std::string());
     }
     if (!d.findings.empty()) {

@@ -20,7 +20,10 @@ nlohmann::json outsideMemoryToJson(const OutsideMemory& outside);
 
 // "allocated A ⊂ reserved R ⊂ process R+P ⊂ device D" (device left out when 0; other processes, when any,
 // named after the device: "… ⊂ device D (other processes O)"). Without a reserved figure (no segment
-// events or reserved counter): "allocated A ⊂ reserved (not recorded) ⊂ process ≥ A+P ⊂ …".
+// events or reserved counter): "allocated A ⊂ reserved (not recorded) ⊂ process ≥ A+P ⊂ …". Where the
+// figure is the tracer's (source tracer_allocation_source: other libraries' segments, which the reserved
+// figure from segment events holds already): "allocated A ⊂ reserved R, of which up to P other
+// libraries' segments ⊂ device D".
 std::string memoryLayersText(Bytes allocated, std::optional<Bytes> reserved, const OutsideMemory& outside, Bytes device);
 
 } // namespace gpumem::analyze

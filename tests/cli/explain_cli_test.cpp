@@ -291,12 +291,19 @@ TEST(ExplainCli, ARunTracedOnAGpuIsReplayedUnderTheCudaPoolOnItsOwnGpusMemory)
         << info.out;
     auto r = runCli("explain traces/gpu_check_h200.gmt");
     ASSERT_EQ(r.exitCode, 0) << r.err;
+    // The recorded figure holds NCCL's and cuBLAS's segments; the verdict says how much (review finding).
     EXPECT_EQ(r.out.rfind("verdict: No OOM (unlimited device); the reserved peak is 34.00 MiB at +0.671130 s for 32.00 MiB\n"
-                          "         allocated in replay (the run recorded 962.58 MiB); no candidate setting lowered the peak in\n"
-                          "         replay.\n",
+                          "         allocated in replay (the run recorded 962.58 MiB, up to 452.13 MiB of it other libraries'\n"
+                          "         segments); no candidate setting lowered the peak in replay.\n",
                   0),
         0u)
         << r.out;
+    auto analyze = runCli("analyze traces/gpu_check_h200.gmt");
+    ASSERT_EQ(analyze.exitCode, 0) << analyze.err;
+    EXPECT_NE(analyze.out.find("| layers at the peaks: allocated 32.00 MiB ⊂ reserved 962.58 MiB, of which  |\n"
+                               "|   up to 452.13 MiB other libraries' segments ⊂ device 139.80 GiB"),
+        std::string::npos)
+        << analyze.out;
     EXPECT_NE(r.out.find("policy cuda-async (recorded by the trace: gpumem-tracer records requests of the\n"
                          "cudaMallocAsync pool only)"),
         std::string::npos)
