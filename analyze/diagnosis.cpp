@@ -1003,6 +1003,14 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
         if (facts.firstOom || counterValue(trace, dev, kReservedCounter) || counterValue(trace, dev, kAllocatedCounter)
             || counterValue(trace, dev, kProcessCounter) || counterValue(trace, dev, kLegacyAllocatedCounter))
             return diagnoseCounters(trace, dev, std::move(d), facts.firstOom, start);
+        // Segment events alone (a traced PyTorch run: the caching allocator's cudaMalloc, not its blocks) hold
+        // no request to replay; say where the requests are (review finding, 2026-12-04).
+        if (facts.segmentReservedPeak > 0)
+            throw Error("device " + d.deviceLabel + " has segment events (" + formatBytes(facts.segmentReservedPeak)
+                + " reserved at the peak) but no allocation requests and no memory counters: "
+                "nothing to replay; `gpumem record` and Nsight see a caching allocator's cudaMalloc and cuMemMap calls, not its "
+                "blocks: explain a PyTorch memory snapshot of the same run (torch.cuda.memory._record_memory_history), and see "
+                "this trace's segments with `gpumem info` or `analyze`");
         throw Error("device " + d.deviceLabel + " has no allocations and no memory counters: nothing to explain");
     }
 

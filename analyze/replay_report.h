@@ -22,9 +22,17 @@ namespace gpumem::analyze {
 // The CLI verbs and the viewer each add what it means for their numbers.
 std::optional<std::string> memoryBeforeTheTraceNote(Bytes before);
 
+// The answer of a replay, fit or sweep whose device has no allocation requests, only segment events
+// (the caching allocator's cudaMalloc/cuMemMap as `gpumem record` or Nsight see them): there is nothing to
+// replay, said with what the run reserved (`recorded`, nullopt when not known) and where the requests are
+// (a PyTorch memory snapshot of the same run), without the final period. Review finding (2026-12-04): such a trace was answered
+// "pytorch peaks at 0 B reserved" / "needs no memory" while the run had reserved 32 MiB.
+std::string noRequestsAnswer(std::optional<Bytes> recorded);
+
 // The one sentence a replay table opens with: the best row (rankReplays' `order`) with its peak reserved and
 // OOMs, the next row, the device (capacity or unlimited), and what the run itself reserved and failed.
-// "" without results. Offsets are from `start` (ns).
+// "" without results; noRequestsAnswer() where no result had a request to replay. Offsets are from
+// `start` (ns).
 std::string replayAnswer(const std::vector<replay::ReplayResult>& results, const std::vector<std::size_t>& order,
     TimeNs start, const ComparisonContext& context);
 // Under a replay table of a trace that records OOMs: how many, the first's time and request, and, where no row

@@ -157,6 +157,8 @@ void writeSweepTable(const std::vector<SweepRow>& rows, std::string_view format,
         }
         if (context.recorded)
             answer += "; the run itself reserved " + formatBytes(context.recorded->bytes);
+        if (std::all_of(rows.begin(), rows.end(), [](const auto& r) { return r.result.requestEvents == 0; }))
+            answer = noRequestsAnswer(context.recorded ? std::optional<Bytes>(context.recorded->bytes) : std::nullopt);
         out << wrapText(answer + ".", context.width);
     }
     if (context.before.any() || context.start == replay::StartState::Empty)
@@ -259,6 +261,9 @@ void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view 
         if (!f.fits)
             answer = (fits.size() == 1 ? textForTerminal(f.spec) + " fits no device" : std::string("No policy fits a device"))
                 + " of up to " + formatBytes(f.maxCapacity) + " without an OOM";
+        else if (std::all_of(fits.begin(), fits.end(), [](const auto& g) { return g.fits && g.capacity == 0 && g.lowerBound == 0; })
+            && context.recorded && context.recorded->bytes > 0)
+            answer = noRequestsAnswer(context.recorded->bytes);
         else if (std::all_of(fits.begin(), fits.end(), [](const auto& g) { return g.fits && g.capacity == 0; }))
             answer = (fits.size() == 1 ? textForTerminal(f.spec) : std::string("Every policy")) + " needs no memory: nothing is reserved on the device";
         else {

@@ -354,3 +354,27 @@ TEST(FitCli, ATraceThatAllocatesNothingNeedsNoMemory)
     EXPECT_EQ(json[0]["capacity"], 0u);
     EXPECT_TRUE(json[0]["probes"].empty());
 }
+
+TEST(WhatIfCli, ATraceOfSegmentsOnlyIsSaidToHaveNothingToReplay)
+{
+    // Review finding (2026-12-04): a traced PyTorch run (the caching allocator's cudaMalloc as segment events,
+    // no blocks: tracer_allocation_source.jsonl) was answered "pytorch peaks at 0 B reserved" by replay,
+    // "needs no memory" by fit, and "nothing to explain" by explain, while the run had reserved 32 MiB.
+    const std::string answer
+        = "Nothing to replay: the device has no allocation requests in this trace, only segment events (the run\n"
+          "  reserved 32.00 MiB); `gpumem record` and Nsight see a caching allocator's cudaMalloc and cuMemMap\n"
+          "  calls, not its blocks, which a PyTorch memory snapshot of the same run holds\n"
+          "  (torch.cuda.memory._record_memory_history).\n";
+    const std::string trace = " tests/data/outside/tracer_allocation_source.jsonl";
+    for (const std::string verb : { "replay", "fit", "sweep --policy pytorch:max_split_size_mb:{64,128}" }) {
+        auto r = runCli(verb + trace);
+        ASSERT_EQ(r.exitCode, 0) << verb << ": " << r.err;
+        EXPECT_EQ(r.out.rfind(answer, 0), 0u) << verb << ":\n" << r.out;
+    }
+    auto e = runCli("explain" + trace);
+    EXPECT_EQ(e.exitCode, 1);
+    EXPECT_NE(e.err.find("has segment events (32.00 MiB reserved at the peak) but no allocation requests and no memory "
+                         "counters: nothing to replay"),
+        std::string::npos)
+        << e.err;
+}
