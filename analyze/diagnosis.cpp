@@ -1723,7 +1723,7 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
                     ? " in replay (the run recorded " + formatBytes(*d.recordedPeakReserved)
                         + (d.outside && d.outside->source == "tracer_allocation_source" && d.outside->process > 0
                                 ? ", up to " + formatBytes(std::min(d.outside->process, *d.recordedPeakReserved))
-                                    + " of it other libraries' segments"
+                                    + " of it not the allocator's"
                                 : std::string())
                         + ")"
                     : std::string());

@@ -13,14 +13,17 @@ namespace {
             return "from the out-of-memory message";
         if (source == "command_line")
             return "given with --outside";
-        if (source == "tracer_allocation_source")
-            return "the peak of the driver allocations other libraries made (CUPTI allocation source)";
         return source.empty() ? std::string() : "from " + source;
     }
 }
 
 std::string outsideMemoryText(const OutsideMemory& outside)
 {
+    // The tracer's figure is of segment events only: the CUDA context is not in it.
+    if (outside.source == "tracer_allocation_source")
+        return formatBytes(outside.process)
+            + " in this process: the peak of the segments the program and libraries other than an allocator took"
+              " (CUPTI allocation source; the CUDA context is not in it)";
     std::string s = formatBytes(outside.process)
         + " in this process (CUDA context, NCCL, libraries' own cudaMalloc)";
     if (outside.otherProcesses != 0)
@@ -38,11 +41,11 @@ nlohmann::json outsideMemoryToJson(const OutsideMemory& outside)
 std::string memoryLayersText(Bytes allocated, std::optional<Bytes> reserved, const OutsideMemory& outside, Bytes device)
 {
     if (outside.source == "tracer_allocation_source" && reserved) {
-        // The outside figure is the peak of other libraries' segments, which are segment events of the
+        // The outside figure is the peak of the segments no allocator made, which are segment events of the
         // trace too: they are in the reserved figure already, so it is not added again (review finding,
         // 2026-12-04: "reserved 32.00 MiB ⊂ process 44.00 MiB" where the process held 32 MiB).
         std::string s = "allocated " + formatBytes(allocated) + " ⊂ reserved " + formatBytes(*reserved) + ", of which up to "
-            + formatBytes(outside.process) + " other libraries' segments";
+            + formatBytes(outside.process) + " not the allocator's (the program's and other libraries' segments)";
         if (device != 0)
             s += " ⊂ device " + formatBytes(device);
         return s;

@@ -36,8 +36,8 @@ AllocationSourcePeak::AllocationSourcePeak(const Trace& tables, DeviceId device)
 {
 }
 
-// The tracer's allocation source (docs/tracer.md): a one-frame site whose function is a shared object's
-// file name. A cuMemMap'd range has one too since the tracer names the library that called cuMemMap
+// The tracer's allocation source (docs/tracer.md): a one-frame site whose file is the requesting shared
+// object's or program's path. A cuMemMap'd range has one too since the tracer names the library that called cuMemMap
 // (tracer/caller_library.h): NCCL 2.2x takes its buffers so (194 × 2 MiB on the first GPU run); an
 // unmap at a mapped address ends that mapping.
 void AllocationSourcePeak::add(const MemoryEventColumns& m, std::size_t i)
@@ -49,8 +49,16 @@ void AllocationSourcePeak::add(const MemoryEventColumns& m, std::size_t i)
         const auto frames = m_tables->siteFrames(m.site[i]);
         if (frames.size() != 1)
             return;
-        const std::string_view lib = m_tables->str(m_tables->frames()[frames[0]].name);
-        if (lib.find(".so") == std::string_view::npos)
+        // The frame's file is CUPTI's source: a shared object's path (its function is the file's name, or a
+        // __device__ variable's), or the program's own path, whose cudaMalloc is no allocator's either
+        // (review finding, 2026-12-04: the GPU check's 94 MiB of weights were in neither layer, and `fit`
+        // answered below what the run held).
+        const Frame& frame = m_tables->frames()[frames[0]];
+        const std::string_view file = m_tables->str(frame.file);
+        std::string_view lib = m_tables->str(frame.name);
+        if (file.find(".so") != std::string_view::npos || (file.starts_with('/') && file.size() > 1))
+            lib = file;
+        else if (lib.find(".so") == std::string_view::npos)
             return;
         m_sourced = true;
         if (isAllocatorLibrary(lib) || !m_live.emplace(m.address[i], m.size[i]).second)

@@ -291,17 +291,19 @@ TEST(ExplainCli, ARunTracedOnAGpuIsReplayedUnderTheCudaPoolOnItsOwnGpusMemory)
         << info.out;
     auto r = runCli("explain traces/gpu_check_h200.gmt");
     ASSERT_EQ(r.exitCode, 0) << r.err;
-    // The recorded figure holds NCCL's and cuBLAS's segments; the verdict says how much (review finding).
+    // The recorded figure holds the program's own, NCCL's and cuBLAS's segments; the verdict says how much
+    // (review finding).
     EXPECT_EQ(r.out.rfind("verdict: No OOM (unlimited device); the reserved peak is 34.00 MiB at +0.671130 s for 32.00 MiB\n"
-                          "         allocated in replay (the run recorded 962.58 MiB, up to 452.13 MiB of it other libraries'\n"
-                          "         segments); no candidate setting lowered the peak in replay.\n",
+                          "         allocated in replay (the run recorded 962.58 MiB, up to 542.58 MiB of it not the\n"
+                          "         allocator's); no candidate setting lowered the peak in replay.\n",
                   0),
         0u)
         << r.out;
     auto analyze = runCli("analyze traces/gpu_check_h200.gmt");
     ASSERT_EQ(analyze.exitCode, 0) << analyze.err;
     EXPECT_NE(analyze.out.find("| layers at the peaks: allocated 32.00 MiB ⊂ reserved 962.58 MiB, of which  |\n"
-                               "|   up to 452.13 MiB other libraries' segments ⊂ device 139.80 GiB"),
+                               "|   up to 542.58 MiB not the allocator's (the program's and other libraries'|\n"
+                               "|   segments) ⊂ device 139.80 GiB"),
         std::string::npos)
         << analyze.out;
     EXPECT_NE(r.out.find("policy cuda-async (recorded by the trace: gpumem-tracer records requests of the\n"

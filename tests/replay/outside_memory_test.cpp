@@ -115,6 +115,33 @@ TEST(OutsideMemory, CountsTheRangesALibraryMappedItself)
     EXPECT_EQ(o->source, "tracer_allocation_source");
 }
 
+TEST(OutsideMemory, CountsTheProgramsOwnCudaMalloc)
+{
+    // Review finding (2026-12-04): CUPTI names a cudaMalloc of the program itself by the program's path (a
+    // one-frame site "app" at /usr/bin/app); without ".so" in the name it was neither the allocator's nor
+    // outside it, so `fit` answered 18 MiB for a run that held 108 MiB (100 MiB of them its own).
+    const std::string text = R"({"format":"gpumem-jsonl","version":1,"metadata":{"tool":"gpumem-tracer","allocation_source":true}})" "\n"
+        R"({"type":"device","id":0,"kind":"cuda","ordinal":0})" "\n"
+        R"({"type":"stream","id":0,"device":0,"handle":0})" "\n"
+        R"({"type":"frame","id":1,"name":"app","file":"/usr/bin/app"})" "\n"
+        R"({"type":"frame","id":2,"name":"libnccl.so.2","file":"/x/libnccl.so.2"})" "\n"
+        R"({"type":"frame","id":3,"name":"_ZN6cublas8internal15deviceConstantsE","file":"/x/libcublasLt.so.13"})" "\n"
+        R"({"type":"frame","id":4,"name":"weights","file":"weights.py"})" "\n"
+        R"({"type":"site","id":1,"frames":[1]})" "\n"
+        R"({"type":"site","id":2,"frames":[2]})" "\n"
+        R"({"type":"site","id":3,"frames":[3]})" "\n"
+        R"({"type":"site","id":4,"frames":[4]})" "\n"
+        R"({"type":"mem","t":1000,"kind":"segment_alloc","addr":1073741824,"size":104857600,"site":1})" "\n"
+        R"({"type":"mem","t":1500,"kind":"segment_alloc","addr":4294967296,"size":8388608,"site":2})" "\n"
+        R"({"type":"mem","t":1600,"kind":"segment_alloc","addr":5368709120,"size":1048576,"site":3})" "\n"
+        R"({"type":"mem","t":1700,"kind":"segment_alloc","addr":6442450944,"size":2097152,"site":4})" "\n";
+    // The program's 100 MiB, NCCL's 8 MiB and cuBLAS's 1 MiB __device__ variable; a site that names no
+    // shared object or program path (a hand-written Python frame) is none of them.
+    auto o = outsideMemory(readJsonlText(text, "program_cudamalloc.jsonl"), 0);
+    ASSERT_TRUE(o.has_value());
+    EXPECT_EQ(o->process, 109 * MiB);
+}
+
 TEST(OutsideMemory, AnUnmapOfPartOfAMappingCutsOutOnlyThatPart)
 {
     // Review finding (2026-12-04): an unmap took the whole mapping at its address and none at any other, so
