@@ -282,6 +282,16 @@ namespace {
         return "pytorch";
     }
 
+    // The verdict's "the run recorded R" figure, with how much of it the tracer's allocation sources put
+    // outside the allocator: those segments are segment events, so they are in R (outside_layer.h).
+    std::string recordedReservedText(const Diagnosis& d, Bytes recorded)
+    {
+        std::string s = formatBytes(recorded);
+        if (d.outside && d.outside->source == "tracer_allocation_source" && d.outside->process > 0)
+            s += ", up to " + formatBytes(std::min(d.outside->process, recorded)) + " of it not the allocator's";
+        return s;
+    }
+
     const replay::PolicySpec& innermost(const replay::PolicySpec& s)
     {
         const replay::PolicySpec* b = &s;
@@ -1720,12 +1730,7 @@ Diagnosis diagnose(const MemoryEventSource& source, const DiagnosisOptions& opti
             + "; the reserved peak is " + formatBytes(d.peakReserved) + " at " + formatOffsetBetween(start, d.moment.time)
             + " for " + formatBytes(d.moment.allocated) + " allocated"
             + (d.recordedPeakReserved && *d.recordedPeakReserved != d.peakReserved
-                    ? " in replay (the run recorded " + formatBytes(*d.recordedPeakReserved)
-                        + (d.outside && d.outside->source == "tracer_allocation_source" && d.outside->process > 0
-                                ? ", up to " + formatBytes(std::min(d.outside->process, *d.recordedPeakReserved))
-                                    + " of it not the allocator's"
-                                : std::string())
-                        + ")"
+                    ? " in replay (the run recorded " + recordedReservedText(d, *d.recordedPeakReserved) + ")"
                     : std::string());
     }
     if (!d.findings.empty()) {

@@ -204,10 +204,10 @@ namespace {
     }
 } // namespace
 
-std::string noRequestsAnswer(std::optional<Bytes> recorded)
+std::string noRequestsAnswer(const ComparisonContext& context)
 {
     return "Nothing to replay: the device has no allocation requests in this trace, only segment events"
-        + (recorded ? " (the run reserved " + formatBytes(*recorded) + ")" : std::string())
+        + (context.recorded ? " (the run reserved " + formatBytes(context.recorded->bytes) + ")" : std::string())
         + "; `gpumem record` and Nsight see a caching allocator's cudaMalloc and cuMemMap calls, not its blocks, which a "
           "PyTorch memory snapshot of the same run holds (torch.cuda.memory._record_memory_history)";
 }
@@ -218,7 +218,7 @@ std::string replayAnswer(const std::vector<replay::ReplayResult>& results, const
     if (results.empty() || order.empty())
         return {};
     if (std::all_of(results.begin(), results.end(), [](const auto& r) { return r.requestEvents == 0; }))
-        return noRequestsAnswer(context.recorded ? std::optional<Bytes>(context.recorded->bytes) : std::nullopt) + ".";
+        return noRequestsAnswer(context) + ".";
     auto figures = [&](const replay::ReplayResult& r) {
         return textForTerminal(rowLabel(r)) + " peaks at " + markedBytes(r.peakReserved.bytes, r.reservedIsLowerBound)
             + " reserved" + oomClause(r.ooms, r.failures.empty() ? 0 : r.failures.front().time - start);

@@ -24,10 +24,10 @@ std::optional<std::string> memoryBeforeTheTraceNote(Bytes before);
 
 // The answer of a replay, fit or sweep whose device has no allocation requests, only segment events
 // (the caching allocator's cudaMalloc/cuMemMap as `gpumem record` or Nsight see them): there is nothing to
-// replay, said with what the run reserved (`recorded`, nullopt when not known) and where the requests are
+// replay, said with what the run reserved (context.recorded, when known) and where the requests are
 // (a PyTorch memory snapshot of the same run), without the final period. Review finding (2026-12-04): such a trace was answered
 // "pytorch peaks at 0 B reserved" / "needs no memory" while the run had reserved 32 MiB.
-std::string noRequestsAnswer(std::optional<Bytes> recorded);
+std::string noRequestsAnswer(const ComparisonContext& context);
 
 // The one sentence a replay table opens with: the best row (rankReplays' `order`) with its peak reserved and
 // OOMs, the next row, the device (capacity or unlimited), and what the run itself reserved and failed.

@@ -142,7 +142,9 @@ void writeSweepTable(const std::vector<SweepRow>& rows, std::string_view format,
             out << "0,recorded,recorded," << context.recorded->bytes << ",,,,,,0\n";
         return;
     }
-    if (best < rows.size()) {
+    if (best < rows.size() && std::all_of(rows.begin(), rows.end(), [](const auto& r) { return r.result.requestEvents == 0; }))
+        out << wrapText(noRequestsAnswer(context) + ".", context.width);
+    else if (best < rows.size()) {
         // The answer first (M9 of the 2026-12-04 review: the best row was named only under the table).
         const auto& b = rows[best].result;
         std::string answer = "Best of " + counted(rows.size(), "configuration", "configurations") + ": "
@@ -157,8 +159,6 @@ void writeSweepTable(const std::vector<SweepRow>& rows, std::string_view format,
         }
         if (context.recorded)
             answer += "; the run itself reserved " + formatBytes(context.recorded->bytes);
-        if (std::all_of(rows.begin(), rows.end(), [](const auto& r) { return r.result.requestEvents == 0; }))
-            answer = noRequestsAnswer(context.recorded ? std::optional<Bytes>(context.recorded->bytes) : std::nullopt);
         out << wrapText(answer + ".", context.width);
     }
     if (context.before.any() || context.start == replay::StartState::Empty)
@@ -263,7 +263,7 @@ void writeFitTable(const std::vector<replay::FitResult>& fits, std::string_view 
                 + " of up to " + formatBytes(f.maxCapacity) + " without an OOM";
         else if (std::all_of(fits.begin(), fits.end(), [](const auto& g) { return g.fits && g.capacity == 0 && g.lowerBound == 0; })
             && context.recorded && context.recorded->bytes > 0)
-            answer = noRequestsAnswer(context.recorded->bytes);
+            answer = noRequestsAnswer(context);
         else if (std::all_of(fits.begin(), fits.end(), [](const auto& g) { return g.fits && g.capacity == 0; }))
             answer = (fits.size() == 1 ? textForTerminal(f.spec) : std::string("Every policy")) + " needs no memory: nothing is reserved on the device";
         else {

@@ -7,6 +7,12 @@
 
 namespace gpumem {
 
+void ImportStats::addEach(std::string_view code, Severity severity, const std::vector<std::string>& problems)
+{
+    if (!problems.empty())
+        add(code, severity, problems.front(), problems.size());
+}
+
 void ImportStats::add(std::string_view code, Severity severity, std::string_view detail, std::uint64_t count)
 {
     for (auto& a : m_anomalies) {

@@ -34,6 +34,8 @@ public:
     // Counts one occurrence of `code`; keeps the detail of the first one, made printable and cut after
     // kMaxDetailBytes bytes (quoteForMessage, core/message_quote.h).
     void add(std::string_view code, Severity severity, std::string_view detail, std::uint64_t count = 1);
+    // add() of each problem under one code: counted once each, the first's text kept as the detail.
+    void addEach(std::string_view code, Severity severity, const std::vector<std::string>& problems);
     const std::vector<Anomaly>& anomalies() const { return m_anomalies; }
     std::uint64_t count(std::string_view code) const;
     const Anomaly* find(std::string_view code) const;

@@ -187,11 +187,7 @@ void checkOutsideMemoryMetadata(const nlohmann::json& metadata, const std::vecto
                     problems.push_back(where + " \"" + key + "\" is " + shown(*f)
                         + ", not a byte count (a non-negative integer): read as 0");
         }
-    for (std::size_t i = 0; i < problems.size(); ++i)
-        if (i == 0)
-            stats.add(kCode, Severity::Warning, problems[0]);
-        else
-            stats.add(kCode, Severity::Warning, {}, 1);
+    stats.addEach(kCode, Severity::Warning, problems);
 }
 
 void setOutsideMemory(nlohmann::json& metadata, std::int32_t ordinal, const OutsideMemory& outside)

@@ -80,8 +80,7 @@ namespace {
                     problems.push_back(where + ".total_memory is " + shown(*total)
                         + ", not a GPU's size (an integer from 1 MiB to 1 PiB): the device's size is unknown");
             }
-        for (std::size_t i = 0; i < problems.size(); ++i)
-            stats.add(kCode, Severity::Warning, i == 0 ? std::string_view(problems[0]) : std::string_view(), 1);
+        stats.addEach(kCode, Severity::Warning, problems);
     }
 } // namespace
 

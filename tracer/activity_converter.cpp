@@ -40,12 +40,6 @@ namespace {
 
     // CUPTI_INVALID_STREAM_ID (synchronous operations) becomes stream handle 0.
     std::uint64_t streamHandle(std::uint32_t streamId) { return streamId == CUPTI_INVALID_STREAM_ID ? 0 : streamId; }
-
-    std::string_view baseName(std::string_view path)
-    {
-        auto slash = path.rfind('/');
-        return slash == std::string_view::npos ? path : path.substr(slash + 1);
-    }
 } // namespace
 
 DeviceId ActivityConverter::memoryDevice(SinkTables& t, CUpti_ActivityMemoryKind kind, std::uint32_t deviceId)
@@ -164,8 +158,7 @@ void ActivityConverter::memory(const CUpti_ActivityMemory4& r, SinkTables& t, Pe
     }
     std::string_view variable = r.name ? std::string_view(r.name) : std::string_view();
     std::string_view source = m_options.recordsHaveSource && r.source ? std::string_view(r.source) : std::string_view();
-    if (!variable.empty() || !source.empty())
-        e.site = t.site(!variable.empty() ? variable : baseName(source), source);
+    e.site = !variable.empty() ? t.site(variable, source) : t.librarySite(source);
     p.memory.push_back(e);
 
     if (r.memoryPoolConfig.memoryPoolType == CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {

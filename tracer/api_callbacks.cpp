@@ -93,6 +93,9 @@ void ApiCallbacks::vmm(CUpti_CallbackId cbid, const CUpti_CallbackData& data)
     const TimeNs now = m_clock();
     const std::uint64_t thread = currentThreadId();
     const ScopeId scope = m_ranges.currentScope();
+    // The library a map belongs to, as CUPTI's allocation source names a cudaMalloc's; found before
+    // the VMM state's mutex is taken (a stack walk takes the loader's lock), and for maps only.
+    const std::string caller = cbid == CUPTI_DRIVER_TRACE_CBID_cuMemMap ? m_caller() : std::string();
     std::lock_guard lock(m_mutex);
     auto physicalSample = [&](std::int32_t device, std::int64_t delta) {
         const std::int64_t total = (m_physical[device] += delta);
@@ -104,9 +107,6 @@ void ApiCallbacks::vmm(CUpti_CallbackId cbid, const CUpti_CallbackData& data)
         });
     };
     auto segmentEvent = [&](EventKind kind, std::int32_t device, std::uint64_t address, std::uint64_t size) {
-        // The caller names the library a map belongs to, as CUPTI's allocation source does for
-        // cudaMalloc (a one-frame site: the file's name and its path); an unmap needs none.
-        const std::string caller = kind == EventKind::SegmentMap ? m_caller() : std::string();
         m_sink.update([&](SinkTables& t, PendingEvents& p) {
             if (!p.admit())
                 return;
@@ -121,10 +121,8 @@ void ApiCallbacks::vmm(CUpti_CallbackId cbid, const CUpti_CallbackData& data)
             e.scope = scope;
             e.thread = thread;
             e.sequence = data.correlationId;
-            if (!caller.empty()) {
-                const auto slash = caller.rfind('/');
-                e.site = t.site(slash == std::string::npos ? caller : caller.substr(slash + 1), caller);
-            }
+            if (kind == EventKind::SegmentMap)
+                e.site = t.librarySite(caller);
             p.memory.push_back(e);
         });
     };

@@ -34,10 +34,12 @@ std::string callerLibrary(std::span<void* const> frames, const void* self) noexc
     try {
         Dl_info own {};
         const void* ownBase = self != nullptr && ::dladdr(self, &own) != 0 ? own.dli_fbase : nullptr;
-        // The main program's program headers lie in its own mapping (AT_PHDR).
-        Dl_info program {};
-        const auto* phdr = reinterpret_cast<const void*>(::getauxval(AT_PHDR));
-        const void* programBase = phdr != nullptr && ::dladdr(phdr, &program) != 0 ? program.dli_fbase : nullptr;
+        // The main program's program headers lie in its own mapping (AT_PHDR); it does not move.
+        static const void* const programBase = [] {
+            Dl_info program {};
+            const auto* phdr = reinterpret_cast<const void*>(::getauxval(AT_PHDR));
+            return phdr != nullptr && ::dladdr(phdr, &program) != 0 ? static_cast<const void*>(program.dli_fbase) : nullptr;
+        }();
         for (void* frame : frames) {
             Dl_info info {};
             if (frame == nullptr || ::dladdr(frame, &info) == 0 || info.dli_fname == nullptr)
@@ -49,7 +51,7 @@ std::string callerLibrary(std::span<void* const> frames, const void* self) noexc
                 continue;
             // dladdr names the main program by argv[0], which may be relative or a bare name.
             if (programBase != nullptr && info.dli_fbase == programBase) {
-                std::string exe = mainProgram();
+                static const std::string exe = mainProgram();
                 return exe.empty() ? std::string(file) : exe;
             }
             return std::string(file);

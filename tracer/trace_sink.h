@@ -34,6 +34,13 @@ public:
     StreamId stream(DeviceId device, std::uint64_t handle);
     // A one-frame site (function, file), added if new; site 0 when both are empty.
     SiteId site(std::string_view function, std::string_view file);
+    // The site of a requesting shared object or program at `path` (CUPTI's allocation source, the
+    // caller of a cuMemMap): function = the file's name, file = the path; site 0 for an empty path.
+    SiteId librarySite(std::string_view path)
+    {
+        const auto slash = path.rfind('/');
+        return site(slash == std::string_view::npos ? path : path.substr(slash + 1), path);
+    }
     // A scope by (parent, name, kind), added if new.
     ScopeId scope(ScopeId parent, std::string_view name, ScopeKind kind);
     // A counter series by (name, device), added if new; returns its index.
