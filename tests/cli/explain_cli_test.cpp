@@ -314,3 +314,15 @@ TEST(ExplainCli, ARunTracedOnAGpuIsReplayedUnderTheCudaPoolOnItsOwnGpusMemory)
     ASSERT_EQ(replay.exitCode, 0) << replay.err;
     EXPECT_EQ(replay.err.find("records no memory size"), std::string::npos) << replay.err;
 }
+
+TEST(ExplainCli, TheTracersOutsideFigureIsNeverShownAboveTheReservedOneItIsPartOf)
+{
+    // Review finding (2026-12-04): an unmap that covers no whole mapping lowers the reserved figure (paired by
+    // size) but not the outside one (paired by address): "reserved 4.00 MiB, of which up to 6.00 MiB".
+    auto r = runCli("analyze tests/data/outside/stray_unmap.jsonl");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_NE(r.out.find("| layers at the peaks: allocated 0 B ⊂ reserved 4.00 MiB, of which up to    |\n"
+                         "|   4.00 MiB not the allocator's"),
+        std::string::npos)
+        << r.out;
+}
